@@ -1,0 +1,69 @@
+//! `skywave`: the HF mail gateway daemon and its admin CLI.
+//!
+//! Each subcommand lives in its own module; this file only parses the command line, sets up
+//! logging and dispatches.
+
+mod codec_cmd;
+mod demo;
+mod sis_cmd;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// skywave: a mail gateway for HF radio links (SMTP on the LAN, HMTP/CFTP over STANAG 5066).
+#[derive(Debug, Parser)]
+#[command(name = "skywave", version, about, long_about = None)]
+struct Cli {
+    /// Log filter in `tracing` syntax (e.g. `info`, `skywave_sis=debug`); overrides RUST_LOG.
+    #[arg(long, global = true)]
+    log: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Two gateways over the bundled HF emulator: a mail delivered and the air-time report printed.
+    Demo(demo::DemoArgs),
+    /// STANAG 5066 SIS diagnostics.
+    Sis {
+        #[command(subcommand)]
+        command: sis_cmd::SisCommand,
+    },
+    /// Compress, decompress and compare compression schemes (stdin to stdout).
+    Codec {
+        #[command(subcommand)]
+        command: codec_cmd::CodecCommand,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log.as_deref());
+    let result = match cli.command {
+        Command::Demo(args) => demo::run(args),
+        Command::Sis { command } => sis_cmd::run(command),
+        Command::Codec { command } => codec_cmd::run(command),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("skywave: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs go to stderr so that stdout stays clean for data (`skywave codec`) and reports.
+fn init_logging(filter: Option<&str>) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match filter {
+        Some(f) => EnvFilter::new(f),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
