@@ -5,6 +5,7 @@
 
 mod codec_cmd;
 mod demo;
+mod routes_cmd;
 mod sis_cmd;
 
 use std::process::ExitCode;
@@ -31,6 +32,11 @@ enum Command {
         #[command(subcommand)]
         command: sis_cmd::SisCommand,
     },
+    /// Check a routing table, and explain where an address would go.
+    Routes {
+        #[command(subcommand)]
+        command: routes_cmd::RoutesCommand,
+    },
     /// Compress, decompress and compare compression schemes (stdin to stdout).
     Codec {
         #[command(subcommand)]
@@ -44,6 +50,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Sis { command } => sis_cmd::run(command),
+        Command::Routes { command } => routes_cmd::run(command),
         Command::Codec { command } => codec_cmd::run(command),
     };
     match result {
