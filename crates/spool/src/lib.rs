@@ -1,6 +1,30 @@
 //! The durable store-and-forward mail queue of a skywave gateway.
 //!
-//! Postfix-style: one file per message, written to a temporary name, fsynced, renamed into the
-//! queue, directory fsynced; state changes by rename. "250 OK" is said only once a message is here.
+//! Sits between the LAN SMTP front end (which enqueues and says 250 only once [`Spool::enqueue`]
+//! has returned) and the per-peer link schedulers (which ask [`Spool::due`] what to send and
+//! report each recipient's outcome). Postfix-style: one file per message ([`record`] describes
+//! the format), written to a temporary name, fsynced, renamed into the queue, directory fsynced;
+//! state changes by atomic rename. Per-recipient status, retries with exponential backoff (and at
+//! once when a link comes back), expiry with an RFC 3464 DSN ([`dsn`]), hold and release per
+//! message and per target, dead letters, and priorities from MT-PRIORITY or
+//! MMHS-Primary-Precedence ([`priority`]). See [`spool`] for the directory layout,
+//! the durability argument and how the gateway and the admin CLI share a spool.
 //!
-//! Not yet implemented: this crate is filled by the issue "The gateway's LAN side".
+//! The API is synchronous (`std::fs`); the async gateway calls it from `spawn_blocking`. Time is
+//! always an argument (unix seconds), never read inside, so tests control it.
+
+pub mod dsn;
+mod id;
+pub mod priority;
+pub mod record;
+pub mod spool;
+
+pub use id::{InvalidQueueId, QueueId};
+pub use priority::Priority;
+pub use record::{
+    DecodeError, EncodeError, Envelope, Failure, QueueFile, RcptState, Recipient, Target,
+};
+pub use spool::{
+    Disposition, DueMessage, Entries, Entry, Error, NewMessage, QueueState, RecoveryReport, Result,
+    Spool, SpoolConfig, unix_seconds,
+};

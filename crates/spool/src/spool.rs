@@ -1,0 +1,1544 @@
+//! The queue on disk: layout, durable writes, state changes, scheduling, recovery and listing.
+//!
+//! # Layout
+//!
+//! ```text
+//! <state dir>/
+//!   tmp/            files being written; anything here at start-up is garbage and removed
+//!   queue/<id>      live messages (Postfix's incoming + active + deferred in one directory)
+//!   hold/<id>       messages held by the operator: never due until released
+//!   dead/<id>       dead letters (too many attempts, or a file that does not decode)
+//!   held-targets/   one empty marker file per held peer (or "lan"): that target is never due
+//!   spool.lock      advisory lock taken around every read-modify-write of a queue file
+//!   owner.lock      held for its lifetime by the one process that owns the spool (the gateway)
+//! ```
+//!
+//! Postfix moves a message between `incoming`, `active` and `deferred`. Here the status is per
+//! recipient (a message may be due for the LAN and deferred for an HF peer at the same time), so
+//! the file's content says what is due and one `queue/` directory holds all live messages. The
+//! directories that remain are the ones an operator acts on: hold and dead.
+//!
+//! # Durability
+//!
+//! A new file is written under `tmp/`, `sync_all`ed, renamed to its place, and the directory is
+//! fsynced (a rename is atomic but only durable once its directory is synced). A status update
+//! writes a complete new file the same way and renames it over the old one, so a reader or a
+//! crash sees either the old file or the new one, never a mix. A move between directories is one
+//! `rename` followed by syncing both directories. [`Spool::enqueue`] returns only after all of
+//! that: the SMTP server may then say 250.
+//!
+//! When a change needs two steps (turning a message into a dead letter, or reviving one), the
+//! file's content changes first and the move follows; start-up recovery finishes a move that a
+//! crash interrupted, because the content says where the file belongs.
+//!
+//! # Sharing the spool between processes
+//!
+//! The gateway opens the spool with [`Spool::open`]: it takes `owner.lock` (a second gateway on
+//! the same directory gets [`Error::Busy`]) and runs recovery. The admin CLI opens it with
+//! [`Spool::open_admin`], running or not. Every read-modify-write of a queue file, by either
+//! process, happens under an exclusive advisory lock on `spool.lock` (`flock`), held only for that
+//! one change, so the CLI holding a message cannot be undone by the gateway writing a status
+//! update it had read before. Readers (`list`, `show`, `due`) take no lock: files change only by
+//! atomic rename, so every file they open is complete; a file that vanishes while they look is
+//! searched for in the other directories or skipped. The gateway caches decoded envelopes keyed
+//! by the file's inode, size and mtime, so changes made by the CLI are seen on the next scan.
+//!
+//! The spool never reads the clock: every operation that needs the time takes `now` in unix
+//! seconds.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::dsn::{DsnRecipient, DsnRequest, build_dsn};
+use crate::id::{InvalidQueueId, QueueId};
+use crate::priority::Priority;
+use crate::record::{
+    DecodeError, EncodeError, Envelope, Failure, MAX_BODY, MAX_TEXT, QueueFile, RcptState,
+    Recipient, Target, decode, encode,
+};
+
+const TMP: &str = "tmp";
+const QUEUE: &str = "queue";
+const HOLD: &str = "hold";
+const DEAD: &str = "dead";
+const HELD_TARGETS: &str = "held-targets";
+const LOCK_FILE: &str = "spool.lock";
+const OWNER_FILE: &str = "owner.lock";
+/// Largest file the spool reads: the largest body plus generous room for the envelope.
+const MAX_FILE: u64 = MAX_BODY as u64 + 64 * 1024 * 1024;
+/// Longest marker file name in `held-targets/` (peer names up to 100 bytes; file names are
+/// limited to 255 bytes, and the temporary name adds a suffix).
+const MAX_MARKER_NAME: usize = 205;
+/// Longest error text kept per recipient (longer texts are cut, on a character boundary).
+const MAX_ERROR_TEXT: usize = 1000;
+
+/// Converts a `SystemTime` into the unix seconds the spool's API takes.
+pub fn unix_seconds(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Which directory a message is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QueueState {
+    /// In `queue/`: live, due according to its recipients' status.
+    Queued,
+    /// In `hold/`: held by the operator.
+    Held,
+    /// In `dead/`: a dead letter, kept for the operator.
+    Dead,
+}
+
+impl QueueState {
+    fn dir(self) -> &'static str {
+        match self {
+            QueueState::Queued => QUEUE,
+            QueueState::Held => HOLD,
+            QueueState::Dead => DEAD,
+        }
+    }
+
+    /// A short name for listings.
+    pub fn name(self) -> &'static str {
+        match self {
+            QueueState::Queued => "queued",
+            QueueState::Held => "held",
+            QueueState::Dead => "dead",
+        }
+    }
+
+    const ALL: [QueueState; 3] = [QueueState::Queued, QueueState::Held, QueueState::Dead];
+}
+
+/// Errors of spool operations.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file system operation failed.
+    #[error("spool I/O error: {op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// On which path.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// Another gateway process owns this spool.
+    #[error("the spool at {0} is owned by another running gateway (owner.lock is locked)")]
+    Busy(PathBuf),
+    /// The directory is not a spool (for admin access, which never creates one).
+    #[error("{0} is not a skywave spool directory (its queue/ subdirectory is missing)")]
+    NotASpool(PathBuf),
+    /// No message with this id.
+    #[error("no message {0} in the spool")]
+    NotFound(QueueId),
+    /// The id given is not a queue id.
+    #[error(transparent)]
+    InvalidId(#[from] InvalidQueueId),
+    /// A queue file does not decode; it has been moved to `dead/` if it was elsewhere.
+    #[error("queue file {path} is corrupt: {source}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        source: DecodeError,
+    },
+    /// The message cannot be stored (a field or the body is too large).
+    #[error("cannot store message: {0}")]
+    Encode(#[from] EncodeError),
+    /// A message without recipients was offered.
+    #[error("a message needs at least one recipient")]
+    NoRecipients,
+    /// The operation does not apply to the message in its present state.
+    #[error("message {id} is {state}: cannot {op}")]
+    WrongState {
+        /// The message.
+        id: QueueId,
+        /// Its state, described.
+        state: String,
+        /// The refused operation.
+        op: &'static str,
+    },
+    /// A peer name too long to be held (more than 100 bytes).
+    #[error("peer name {0:?} is too long to hold the peer (at most 100 bytes)")]
+    TargetNameTooLong(String),
+    /// A crash simulated by the crash-safety tests (never produced otherwise).
+    #[error("simulated crash before step {0:?}")]
+    SimulatedCrash(&'static str),
+}
+
+/// Short alias for spool results.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+fn io_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> Error {
+    let path = path.to_path_buf();
+    move |source| Error::Io { op, path, source }
+}
+
+/// Spool settings.
+#[derive(Clone, Debug)]
+pub struct SpoolConfig {
+    /// First retry delay after a temporary failure, seconds (Postfix `minimal_backoff_time`: 300).
+    pub min_backoff: u64,
+    /// Longest retry delay, seconds (Postfix `maximal_backoff_time`: 4000). Delays double from
+    /// `min_backoff` up to this.
+    pub max_backoff: u64,
+    /// How long a message may stay queued before its remaining recipients fail with a DSN,
+    /// seconds (Postfix `maximal_queue_lifetime`: 5 days).
+    pub max_lifetime: u64,
+    /// After this many attempts for one recipient the message becomes a dead letter instead of
+    /// being retried again. The default, 200, lies beyond what the default backoff allows in
+    /// 5 days, so normally expiry (with a DSN) comes first; attempts forced by links coming back
+    /// count too, and this bounds them.
+    pub max_attempts: u32,
+    /// This gateway's host name, for DSNs.
+    pub reporting_mta: String,
+    /// Sync files and directories (on by default). Turning it off keeps the same atomic renames
+    /// but loses durability on power failure: only for simulations and benchmarks in virtual time.
+    pub durable: bool,
+}
+
+impl Default for SpoolConfig {
+    fn default() -> Self {
+        SpoolConfig {
+            min_backoff: 300,
+            max_backoff: 4000,
+            max_lifetime: 5 * 86_400,
+            max_attempts: 200,
+            reporting_mta: "localhost".into(),
+            durable: true,
+        }
+    }
+}
+
+impl SpoolConfig {
+    /// The retry delay after the `attempts`-th attempt (1 = first): `min_backoff` doubled for each
+    /// further attempt, at most `max_backoff`.
+    pub fn backoff(&self, attempts: u32) -> u64 {
+        let doublings = attempts.saturating_sub(1).min(63);
+        self.min_backoff
+            .saturating_mul(1u64 << doublings)
+            .min(self.max_backoff.max(self.min_backoff))
+    }
+}
+
+/// A message offered to the spool.
+#[derive(Clone, Debug)]
+pub struct NewMessage<'a> {
+    /// MAIL FROM reverse path without brackets; empty for the null reverse path.
+    pub sender: String,
+    /// Recipients with the target the routing table chose for each.
+    pub recipients: Vec<(String, Target)>,
+    /// The message's priority (see [`Priority::resolve`]).
+    pub priority: Priority,
+    /// The message bytes (RFC 5322, CRLF lines, not dot-stuffed).
+    pub message: &'a [u8],
+}
+
+/// A message due for a target, as returned by [`Spool::due`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DueMessage {
+    /// Queue id.
+    pub id: QueueId,
+    /// Priority.
+    pub priority: Priority,
+    /// Arrival time (unix seconds).
+    pub arrival: u64,
+    /// Message size in bytes.
+    pub size: u64,
+    /// MAIL FROM of the message (empty for a bounce).
+    pub sender: String,
+    /// The recipients due for this target.
+    pub recipients: Vec<String>,
+}
+
+/// What became of a message after a status change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Disposition {
+    /// Some recipients still wait for delivery.
+    Queued,
+    /// Every recipient is delivered or failed, and no DSN is needed (or the sender is null):
+    /// the message has left the spool.
+    Done,
+    /// Every recipient is final and some failed: the message stays until [`Spool::bounce`] has
+    /// queued its DSN. [`Spool::pending_bounces`] lists such messages after a restart.
+    NeedsBounce,
+    /// The message became a dead letter, for this reason.
+    Dead(String),
+}
+
+/// What start-up recovery found and did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Incomplete files removed from `tmp/`.
+    pub removed_tmp: usize,
+    /// Messages whose in-flight recipients were made pending again.
+    pub requeued_in_flight: Vec<QueueId>,
+    /// Files moved to `dead/`, with the reason.
+    pub moved_to_dead: Vec<(String, String)>,
+    /// Messages whose interrupted move (to or from `dead/`) was completed.
+    pub finished_moves: Vec<QueueId>,
+    /// Complete messages without failures that a crash left behind, now removed.
+    pub removed_complete: Vec<QueueId>,
+    /// Messages waiting for their DSN to be queued (see [`Spool::bounce`]).
+    pub pending_bounces: Vec<QueueId>,
+}
+
+/// One message in a listing.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// The file name: the queue id for every file the spool wrote.
+    pub name: String,
+    /// Which directory it is in.
+    pub state: QueueState,
+    /// The envelope, if the file decodes.
+    pub envelope: Option<Arc<Envelope>>,
+    /// Why it is dead, or what is wrong with a file that does not decode.
+    pub problem: Option<String>,
+    /// Size of the queue file in bytes.
+    pub file_size: u64,
+}
+
+/// What a state-change closure asks the spool to do with the file.
+enum Change {
+    Nothing,
+    Rewrite,
+    Move(QueueState),
+    RewriteThenMove(QueueState),
+    Remove,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: i64,
+    mtime_nsec: i64,
+}
+
+impl Stamp {
+    fn of(m: &fs::Metadata) -> Stamp {
+        Stamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            mtime: m.mtime(),
+            mtime_nsec: m.mtime_nsec(),
+        }
+    }
+}
+
+/// A file that could not be read or decoded, and why.
+type Unreadable = (PathBuf, String);
+
+type EnvelopeCache = HashMap<(QueueState, String), (Stamp, Arc<Envelope>)>;
+
+/// The durable store-and-forward queue. Synchronous: the async gateway calls it from
+/// `spawn_blocking`. Shareable between threads (`Arc<Spool>`).
+pub struct Spool {
+    root: PathBuf,
+    config: SpoolConfig,
+    lock_file: Mutex<File>,
+    _owner: Option<File>,
+    cache: Mutex<EnvelopeCache>,
+    link_up: Mutex<HashMap<Target, u64>>,
+    counter: AtomicU64,
+    tmp_counter: AtomicU64,
+    salt: u32,
+    /// Crash simulation for tests: steps left before the simulated crash (`u64::MAX`: off).
+    crash_countdown: AtomicU64,
+    crashed: AtomicBool,
+}
+
+impl std::fmt::Debug for Spool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Spool")
+            .field("root", &self.root)
+            .field("owner", &self._owner.is_some())
+            .finish()
+    }
+}
+
+/// Holds `spool.lock` (and the in-process mutex guarding the shared handle) until dropped.
+struct LockGuard<'a> {
+    file: MutexGuard<'a, File>,
+}
+
+impl Drop for LockGuard<'_> {
+    fn drop(&mut self) {
+        // Unlocking only fails on a bad descriptor; closing at exit releases it anyway.
+        let _ = self.file.unlock();
+    }
+}
+
+fn random_salt() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.finish() as u32
+}
+
+fn truncate_text(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
+}
+
+fn target_marker(target: &Target) -> String {
+    match target {
+        Target::Lan => "lan".to_owned(),
+        Target::Peer(name) => {
+            let hex: String = name.bytes().map(|b| format!("{b:02x}")).collect();
+            format!("peer-{hex}")
+        }
+    }
+}
+
+fn marker_target(name: &str) -> Option<Target> {
+    if name == "lan" {
+        return Some(Target::Lan);
+    }
+    let hex = name.strip_prefix("peer-")?;
+    if hex.len() % 2 != 0 || hex.len() > 2 * MAX_TEXT {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect();
+    String::from_utf8(bytes?).ok().map(Target::Peer)
+}
+
+impl Spool {
+    /// Opens (creating if needed) the spool under `root` as its owner, the gateway: takes
+    /// `owner.lock` and runs start-up recovery.
+    pub fn open(root: impl Into<PathBuf>, config: SpoolConfig) -> Result<(Spool, RecoveryReport)> {
+        let root = root.into();
+        for d in [TMP, QUEUE, HOLD, DEAD, HELD_TARGETS] {
+            let p = root.join(d);
+            fs::create_dir_all(&p).map_err(io_err("create directory", &p))?;
+        }
+        if config.durable {
+            sync_dir(&root)?;
+        }
+        let owner_path = root.join(OWNER_FILE);
+        let owner = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&owner_path)
+            .map_err(io_err("open", &owner_path))?;
+        match owner.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => return Err(Error::Busy(root)),
+            Err(fs::TryLockError::Error(e)) => return Err(io_err("lock", &owner_path)(e)),
+        }
+        let spool = Spool::new(root, config, Some(owner))?;
+        let report = spool.recover()?;
+        Ok((spool, report))
+    }
+
+    /// Opens an existing spool for the admin CLI, whether the gateway runs or not. Runs no
+    /// recovery (the gateway does that when it starts) and never creates the spool.
+    pub fn open_admin(root: impl Into<PathBuf>, config: SpoolConfig) -> Result<Spool> {
+        let root = root.into();
+        if !root.join(QUEUE).is_dir() {
+            return Err(Error::NotASpool(root));
+        }
+        Spool::new(root, config, None)
+    }
+
+    fn new(root: PathBuf, config: SpoolConfig, owner: Option<File>) -> Result<Spool> {
+        let lock_path = root.join(LOCK_FILE);
+        let lock_file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io_err("open", &lock_path))?;
+        Ok(Spool {
+            root,
+            config,
+            lock_file: Mutex::new(lock_file),
+            _owner: owner,
+            cache: Mutex::new(HashMap::new()),
+            link_up: Mutex::new(HashMap::new()),
+            counter: AtomicU64::new(0),
+            tmp_counter: AtomicU64::new(0),
+            salt: random_salt(),
+            crash_countdown: AtomicU64::new(u64::MAX),
+            crashed: AtomicBool::new(false),
+        })
+    }
+
+    /// The spool's directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &SpoolConfig {
+        &self.config
+    }
+
+    /// True when a gateway process other than this handle owns the spool (admin handles use this
+    /// to tell the operator whether the gateway is running).
+    pub fn owned_elsewhere(&self) -> Result<bool> {
+        if self._owner.is_some() {
+            return Ok(false);
+        }
+        let p = self.root.join(OWNER_FILE);
+        let f = match File::open(&p) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(io_err("open", &p)(e)),
+        };
+        match f.try_lock_shared() {
+            Ok(()) => {
+                let _ = f.unlock();
+                Ok(false)
+            }
+            Err(fs::TryLockError::WouldBlock) => Ok(true),
+            Err(fs::TryLockError::Error(e)) => Err(io_err("lock", &p)(e)),
+        }
+    }
+
+    // ---- crash simulation -------------------------------------------------------------------
+
+    /// Arms the crash simulation: the `steps`-th durable step from now fails, and so does every
+    /// step after it, as if the process had died there.
+    #[cfg(test)]
+    pub(crate) fn crash_after(&self, steps: u64) {
+        self.crash_countdown.store(steps, Ordering::SeqCst);
+    }
+
+    fn step(&self, name: &'static str) -> Result<()> {
+        if self.crashed.load(Ordering::SeqCst) {
+            return Err(Error::SimulatedCrash(name));
+        }
+        let before = self
+            .crash_countdown
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| match n {
+                u64::MAX | 0 => None,
+                n => Some(n - 1),
+            });
+        if before == Ok(1) {
+            self.crashed.store(true, Ordering::SeqCst);
+            return Err(Error::SimulatedCrash(name));
+        }
+        Ok(())
+    }
+
+    fn alive(&self) -> bool {
+        !self.crashed.load(Ordering::SeqCst)
+    }
+
+    // ---- low-level durable file operations --------------------------------------------------
+
+    fn dir(&self, state: QueueState) -> PathBuf {
+        self.root.join(state.dir())
+    }
+
+    fn lock(&self) -> Result<LockGuard<'_>> {
+        let file = self.lock_file.lock().unwrap_or_else(|e| e.into_inner());
+        file.lock()
+            .map_err(io_err("lock", &self.root.join(LOCK_FILE)))?;
+        Ok(LockGuard { file })
+    }
+
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        if self.config.durable {
+            sync_dir(dir)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Writes `bytes` to `dir/name` atomically and durably (tmp file, sync, rename, dir sync).
+    fn write_file(&self, dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+        let n = self.tmp_counter.fetch_add(1, Ordering::Relaxed);
+        let tmp = self
+            .root
+            .join(TMP)
+            .join(format!("{name}.{}.{n}.tmp", std::process::id()));
+        let result = self.write_file_via(&tmp, dir, name, bytes);
+        if result.is_err() && self.alive() {
+            // An ordinary error (disk full...): clean up. After a simulated crash nothing runs.
+            let _ = fs::remove_file(&tmp);
+        }
+        result
+    }
+
+    fn write_file_via(&self, tmp: &Path, dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+        self.step("create tmp")?;
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(tmp)
+            .map_err(io_err("create", tmp))?;
+        if let Err(e) = self.step("write") {
+            // The crash happens half-way through the write.
+            let _ = f.write_all(&bytes[..bytes.len() / 2]);
+            return Err(e);
+        }
+        f.write_all(bytes).map_err(io_err("write", tmp))?;
+        self.step("sync file")?;
+        if self.config.durable {
+            f.sync_all().map_err(io_err("sync", tmp))?;
+        }
+        drop(f);
+        self.step("rename into place")?;
+        let dest = dir.join(name);
+        fs::rename(tmp, &dest).map_err(io_err("rename into", &dest))?;
+        self.step("sync directory")?;
+        self.sync_dir(dir)
+    }
+
+    fn move_file(&self, name: &str, from: QueueState, to: QueueState) -> Result<()> {
+        let (src, dst) = (self.dir(from), self.dir(to));
+        self.step("rename between directories")?;
+        let dst_path = dst.join(name);
+        fs::rename(src.join(name), &dst_path).map_err(io_err("move to", &dst_path))?;
+        self.step("sync destination directory")?;
+        self.sync_dir(&dst)?;
+        self.step("sync source directory")?;
+        self.sync_dir(&src)
+    }
+
+    fn remove(&self, state: QueueState, name: &str) -> Result<()> {
+        let dir = self.dir(state);
+        self.step("remove")?;
+        let p = dir.join(name);
+        fs::remove_file(&p).map_err(io_err("remove", &p))?;
+        self.step("sync directory after remove")?;
+        self.sync_dir(&dir)
+    }
+
+    fn read_bounded(path: &Path) -> io::Result<Vec<u8>> {
+        let len = fs::metadata(path)?.len();
+        if len > MAX_FILE {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("file of {len} bytes is too large"),
+            ));
+        }
+        fs::read(path)
+    }
+
+    /// Finds a message: which directory it is in.
+    fn locate(&self, name: &str) -> Option<QueueState> {
+        QueueState::ALL
+            .into_iter()
+            .find(|s| self.dir(*s).join(name).is_file())
+    }
+
+    fn names(&self, state: QueueState) -> Result<Vec<String>> {
+        let dir = self.dir(state);
+        let mut out = Vec::new();
+        for entry in fs::read_dir(&dir).map_err(io_err("list", &dir))? {
+            let entry = entry.map_err(io_err("list", &dir))?;
+            if let Some(name) = entry.file_name().to_str() {
+                out.push(name.to_owned());
+            } else {
+                tracing::warn!(dir = %dir.display(), "ignoring a file whose name is not UTF-8");
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    // ---- enqueue ----------------------------------------------------------------------------
+
+    /// Stores a new message durably and returns its id. When this returns `Ok`, the message is
+    /// on disk (file and directory synced): the SMTP server may accept it.
+    pub fn enqueue(&self, msg: &NewMessage<'_>, now: u64) -> Result<QueueId> {
+        if msg.recipients.is_empty() {
+            return Err(Error::NoRecipients);
+        }
+        let queue = self.dir(QueueState::Queued);
+        // A fresh id; bounded retries in the (practically impossible) case of a clash.
+        let mut id = None;
+        for _ in 0..16 {
+            let n = self.counter.fetch_add(1, Ordering::Relaxed);
+            let candidate = QueueId::generate(now, n, self.salt);
+            if self.locate(candidate.as_str()).is_none() {
+                id = Some(candidate);
+                break;
+            }
+        }
+        let id = id.ok_or_else(|| Error::Io {
+            op: "choose a queue id in",
+            path: queue.clone(),
+            source: io::Error::new(io::ErrorKind::AlreadyExists, "every candidate id is taken"),
+        })?;
+        let file = QueueFile {
+            envelope: Envelope {
+                id: id.clone(),
+                arrival: now,
+                sender: msg.sender.clone(),
+                priority: msg.priority,
+                expires: now.saturating_add(self.config.max_lifetime),
+                recipients: msg
+                    .recipients
+                    .iter()
+                    .map(|(a, t)| Recipient::new(a.clone(), t.clone()))
+                    .collect(),
+                dead_reason: None,
+                size: msg.message.len() as u64,
+            },
+            message: msg.message.to_vec(),
+        };
+        let bytes = encode(&file)?;
+        self.write_file(&queue, id.as_str(), &bytes)?;
+        tracing::debug!(queue_id = %id, size = msg.message.len(), rcpts = msg.recipients.len(), "queued");
+        Ok(id)
+    }
+
+    // ---- reading ----------------------------------------------------------------------------
+
+    /// Reads and decodes a whole message (to send it, or for `queue show`).
+    pub fn load(&self, id: &QueueId) -> Result<(QueueState, QueueFile)> {
+        // A file may move between our look-up and our read: retry a few times.
+        for _ in 0..4 {
+            let Some(state) = self.locate(id.as_str()) else {
+                break;
+            };
+            let path = self.dir(state).join(id.as_str());
+            match Self::read_bounded(&path) {
+                Ok(bytes) => {
+                    let file = decode(&bytes).map_err(|source| Error::Corrupt { path, source })?;
+                    return Ok((state, file));
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io_err("read", &path)(e)),
+            }
+        }
+        Err(Error::NotFound(id.clone()))
+    }
+
+    /// Reads the envelope of `dir/name`, from the cache if the file has not changed.
+    /// `Ok(None)`: the file has gone.
+    fn envelope(
+        &self,
+        state: QueueState,
+        name: &str,
+    ) -> Result<Option<(Arc<Envelope>, u64)>, Unreadable> {
+        let path = self.dir(state).join(name);
+        let meta = match fs::metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err((path, e.to_string())),
+        };
+        let stamp = Stamp::of(&meta);
+        let key = (state, name.to_owned());
+        if let Some((s, env)) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            && *s == stamp
+        {
+            return Ok(Some((env.clone(), meta.len())));
+        }
+        let bytes = match Self::read_bounded(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err((path, e.to_string())),
+        };
+        let file = decode(&bytes).map_err(|e| (path.clone(), e.to_string()))?;
+        if file.envelope.id.as_str() != name {
+            return Err((
+                path,
+                format!("file holds message {} under another name", file.envelope.id),
+            ));
+        }
+        let env = Arc::new(file.envelope);
+        self.cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, (stamp, env.clone()));
+        Ok(Some((env, bytes.len() as u64)))
+    }
+
+    /// Envelopes of every decodable message in a directory. Files that do not decode are moved
+    /// to `dead/` (when found outside it) and logged.
+    fn scan(&self, state: QueueState) -> Result<Vec<Arc<Envelope>>> {
+        let names = self.names(state)?;
+        let mut out = Vec::with_capacity(names.len());
+        let mut live = HashSet::new();
+        for name in names {
+            match self.envelope(state, &name) {
+                Ok(Some((env, _))) => {
+                    live.insert(name);
+                    out.push(env);
+                }
+                Ok(None) => {}
+                Err((path, reason)) => {
+                    tracing::error!(path = %path.display(), %reason, "corrupt queue file");
+                    if state != QueueState::Dead {
+                        self.quarantine(state, &name, &reason)?;
+                    }
+                }
+            }
+        }
+        self.cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(s, n), _| *s != state || live.contains(n));
+        Ok(out)
+    }
+
+    /// Moves a file that does not decode to `dead/` (its listing then shows why).
+    fn quarantine(&self, state: QueueState, name: &str, reason: &str) -> Result<()> {
+        let _guard = self.lock()?;
+        self.quarantine_locked(state, name, reason)
+    }
+
+    fn quarantine_locked(&self, state: QueueState, name: &str, reason: &str) -> Result<()> {
+        if !self.dir(state).join(name).exists() {
+            return Ok(());
+        }
+        let mut dead_name = name.to_owned();
+        // Never overwrite a dead letter: a second corrupt file of the same name gets a suffix.
+        for n in 0..1000 {
+            if !self.dir(QueueState::Dead).join(&dead_name).exists() {
+                break;
+            }
+            dead_name = format!("{name}x{n}");
+        }
+        let src = self.dir(state).join(name);
+        let dead_dir = self.dir(QueueState::Dead);
+        let dst = dead_dir.join(&dead_name);
+        self.step("rename between directories")?;
+        fs::rename(&src, &dst).map_err(io_err("move to", &dst))?;
+        self.step("sync destination directory")?;
+        self.sync_dir(&dead_dir)?;
+        self.step("sync source directory")?;
+        self.sync_dir(&self.dir(state))?;
+        tracing::error!(file = name, %reason, "moved corrupt queue file to dead/");
+        Ok(())
+    }
+
+    // ---- state changes ----------------------------------------------------------------------
+
+    /// Read-modify-write of one message under the spool lock.
+    fn update<R>(
+        &self,
+        id: &QueueId,
+        f: impl FnOnce(&mut QueueFile, QueueState) -> Result<(Change, R)>,
+    ) -> Result<R> {
+        let _guard = self.lock()?;
+        let Some(state) = self.locate(id.as_str()) else {
+            return Err(Error::NotFound(id.clone()));
+        };
+        let path = self.dir(state).join(id.as_str());
+        let bytes = Self::read_bounded(&path).map_err(io_err("read", &path))?;
+        let mut file = match decode(&bytes) {
+            Ok(f) => f,
+            Err(source) => {
+                if state != QueueState::Dead {
+                    self.quarantine_locked(state, id.as_str(), &source.to_string())?;
+                }
+                return Err(Error::Corrupt { path, source });
+            }
+        };
+        let (change, result) = f(&mut file, state)?;
+        match change {
+            Change::Nothing => {}
+            Change::Rewrite => self.write_file(&self.dir(state), id.as_str(), &encode(&file)?)?,
+            Change::Move(to) => self.move_file(id.as_str(), state, to)?,
+            Change::RewriteThenMove(to) => {
+                self.write_file(&self.dir(state), id.as_str(), &encode(&file)?)?;
+                self.move_file(id.as_str(), state, to)?;
+            }
+            Change::Remove => self.remove(state, id.as_str())?,
+        }
+        Ok(result)
+    }
+
+    /// After recipients changed: what happens to the message as a whole.
+    fn settle(file: &QueueFile) -> (Change, Disposition) {
+        let env = &file.envelope;
+        if !env.is_complete() {
+            (Change::Rewrite, Disposition::Queued)
+        } else if env.has_failures() && !env.sender.is_empty() {
+            (Change::Rewrite, Disposition::NeedsBounce)
+        } else {
+            (Change::Remove, Disposition::Done)
+        }
+    }
+
+    fn select<'a>(
+        file: &'a mut QueueFile,
+        rcpts: &[impl AsRef<str>],
+    ) -> impl Iterator<Item = &'a mut Recipient> {
+        let wanted: HashSet<String> = rcpts.iter().map(|r| r.as_ref().to_owned()).collect();
+        file.envelope
+            .recipients
+            .iter_mut()
+            .filter(move |r| !r.state.is_final() && wanted.contains(&r.address))
+    }
+
+    /// Marks recipients as handed to a bearer (counts an attempt). A crash before the outcome
+    /// is recorded makes them pending again at start-up.
+    pub fn mark_in_flight(&self, id: &QueueId, rcpts: &[impl AsRef<str>], now: u64) -> Result<()> {
+        self.update(id, |file, _| {
+            for r in Self::select(file, rcpts) {
+                if r.state != RcptState::InFlight {
+                    r.state = RcptState::InFlight;
+                    r.attempts = r.attempts.saturating_add(1);
+                    r.last_attempt = now;
+                }
+            }
+            Ok((Change::Rewrite, ()))
+        })
+    }
+
+    /// Records that the next hop accepted the message for these recipients.
+    pub fn delivered(
+        &self,
+        id: &QueueId,
+        rcpts: &[impl AsRef<str>],
+        now: u64,
+    ) -> Result<Disposition> {
+        let d = self.update(id, |file, _| {
+            for r in Self::select(file, rcpts) {
+                if r.state != RcptState::InFlight {
+                    r.attempts = r.attempts.saturating_add(1);
+                }
+                r.state = RcptState::Delivered { at: now };
+                r.last_attempt = now;
+            }
+            Ok(Self::settle(file))
+        })?;
+        tracing::debug!(queue_id = %id, disposition = ?d, "delivered");
+        Ok(d)
+    }
+
+    /// Records a temporary failure for these recipients: retried after the backoff delay (or
+    /// at once when their link comes back), or made a dead letter after `max_attempts`.
+    pub fn deferred(
+        &self,
+        id: &QueueId,
+        rcpts: &[impl AsRef<str>],
+        error: &str,
+        now: u64,
+    ) -> Result<Disposition> {
+        let error = truncate_text(error, MAX_ERROR_TEXT);
+        let max_attempts = self.config.max_attempts;
+        let d = self.update(id, |file, _| {
+            let mut give_up = None;
+            for r in Self::select(file, rcpts) {
+                if r.state != RcptState::InFlight {
+                    r.attempts = r.attempts.saturating_add(1);
+                }
+                r.state = RcptState::Deferred;
+                r.last_attempt = now;
+                r.next_attempt = now.saturating_add(self.config.backoff(r.attempts));
+                r.last_error = Some(error.clone());
+                if r.attempts >= max_attempts {
+                    give_up = Some(r.attempts);
+                }
+            }
+            if let Some(n) = give_up {
+                let reason = truncate_text(
+                    &format!("gave up after {n} attempts; last error: {error}"),
+                    MAX_TEXT,
+                );
+                file.envelope.dead_reason = Some(reason.clone());
+                return Ok((
+                    Change::RewriteThenMove(QueueState::Dead),
+                    Disposition::Dead(reason),
+                ));
+            }
+            Ok((Change::Rewrite, Disposition::Queued))
+        })?;
+        tracing::debug!(queue_id = %id, %error, disposition = ?d, "deferred");
+        Ok(d)
+    }
+
+    /// Records a permanent failure for these recipients (`status`: RFC 3463 code such as
+    /// `5.1.1`; `diagnostic`: the remote reply or our own text).
+    pub fn failed(
+        &self,
+        id: &QueueId,
+        rcpts: &[impl AsRef<str>],
+        status: &str,
+        diagnostic: &str,
+        now: u64,
+    ) -> Result<Disposition> {
+        let failure = Failure {
+            status: truncate_text(status, 32),
+            diagnostic: truncate_text(diagnostic, MAX_ERROR_TEXT),
+            at: now,
+        };
+        let d = self.update(id, |file, _| {
+            for r in Self::select(file, rcpts) {
+                if r.state != RcptState::InFlight {
+                    r.attempts = r.attempts.saturating_add(1);
+                }
+                r.state = RcptState::Failed(failure.clone());
+                r.last_attempt = now;
+            }
+            Ok(Self::settle(file))
+        })?;
+        tracing::debug!(queue_id = %id, status, diagnostic, disposition = ?d, "failed");
+        Ok(d)
+    }
+
+    /// Builds the DSN of a complete message with failed recipients, queues it to the original
+    /// sender via `dsn_target` (chosen by the caller's routing table), then removes the
+    /// original. Returns the DSN's queue id (`None` when no DSN was due: null sender).
+    ///
+    /// A crash between queueing the DSN and removing the original can send the DSN twice,
+    /// never zero times.
+    pub fn bounce(&self, id: &QueueId, dsn_target: Target, now: u64) -> Result<Option<QueueId>> {
+        self.update(id, |file, state| {
+            let env = &file.envelope;
+            if !env.is_complete() || !env.has_failures() {
+                return Err(Error::WrongState {
+                    id: env.id.clone(),
+                    state: "not complete with failed recipients".into(),
+                    op: "bounce",
+                });
+            }
+            if state == QueueState::Dead {
+                return Err(Error::WrongState {
+                    id: env.id.clone(),
+                    state: "dead".into(),
+                    op: "bounce",
+                });
+            }
+            if env.sender.is_empty() {
+                return Ok((Change::Remove, None));
+            }
+            let recipients: Vec<DsnRecipient> = env
+                .recipients
+                .iter()
+                .filter_map(|r| match &r.state {
+                    RcptState::Failed(f) => Some(DsnRecipient {
+                        address: r.address.clone(),
+                        status: f.status.clone(),
+                        diagnostic: f.diagnostic.clone(),
+                        last_attempt: (r.last_attempt > 0).then_some(r.last_attempt),
+                    }),
+                    _ => None,
+                })
+                .collect();
+            let dsn = build_dsn(&DsnRequest {
+                reporting_mta: &self.config.reporting_mta,
+                queue_id: env.id.as_str(),
+                original_sender: &env.sender,
+                arrival: env.arrival,
+                now,
+                recipients: &recipients,
+                original_message: &file.message,
+            });
+            let dsn_id = self.enqueue(
+                &NewMessage {
+                    sender: String::new(),
+                    recipients: vec![(env.sender.clone(), dsn_target)],
+                    priority: env.priority,
+                    message: &dsn,
+                },
+                now,
+            )?;
+            tracing::info!(queue_id = %env.id, dsn = %dsn_id, to = %env.sender, "queued a DSN");
+            Ok((Change::Remove, Some(dsn_id)))
+        })
+    }
+
+    /// Messages waiting for [`Spool::bounce`], with their sender (to route the DSN).
+    pub fn pending_bounces(&self) -> Result<Vec<(QueueId, String)>> {
+        let mut out = Vec::new();
+        for state in [QueueState::Queued, QueueState::Held] {
+            for env in self.scan(state)? {
+                if env.dead_reason.is_none()
+                    && env.is_complete()
+                    && env.has_failures()
+                    && !env.sender.is_empty()
+                {
+                    out.push((env.id.clone(), env.sender.clone()));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Fails, with status 4.4.7, the waiting recipients of every queued message older than its
+    /// lifetime. Returns the messages changed and what became of them
+    /// ([`Disposition::NeedsBounce`]: call [`Spool::bounce`]). Held and dead messages do not
+    /// expire; in-flight recipients wait for their outcome.
+    pub fn expire(&self, now: u64) -> Result<Vec<(QueueId, Disposition)>> {
+        let mut out = Vec::new();
+        for env in self.scan(QueueState::Queued)? {
+            let waiting = env
+                .recipients
+                .iter()
+                .any(|r| matches!(r.state, RcptState::Pending | RcptState::Deferred));
+            if env.expires > now || !waiting || env.dead_reason.is_some() {
+                continue;
+            }
+            let days = now.saturating_sub(env.arrival) as f64 / 86_400.0;
+            let result = self.update(&env.id, |file, state| {
+                if state != QueueState::Queued {
+                    return Ok((Change::Nothing, None));
+                }
+                for r in file.envelope.recipients.iter_mut() {
+                    if matches!(r.state, RcptState::Pending | RcptState::Deferred) {
+                        let mut diagnostic =
+                            format!("message expired after {days:.1} days in the queue");
+                        if let Some(e) = &r.last_error {
+                            diagnostic = truncate_text(
+                                &format!("{diagnostic}; last error: {e}"),
+                                MAX_ERROR_TEXT,
+                            );
+                        }
+                        r.state = RcptState::Failed(Failure {
+                            status: "4.4.7".into(),
+                            diagnostic,
+                            at: now,
+                        });
+                    }
+                }
+                let (change, d) = Self::settle(file);
+                Ok((change, Some(d)))
+            });
+            match result {
+                Ok(Some(d)) => out.push((env.id.clone(), d)),
+                Ok(None) | Err(Error::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    // ---- scheduling -------------------------------------------------------------------------
+
+    /// Messages due for `target` at `now`: queued (not held), with at least one recipient for
+    /// that target pending, or deferred with its retry time reached (or deferred before the
+    /// target's link last came up). Ordered by priority (highest first), then age (oldest
+    /// first); as many as fit in `byte_budget`, stopping at the first that does not fit so that
+    /// nothing overtakes a more urgent message, but always at least one. Nothing is due for a
+    /// held target.
+    pub fn due(&self, target: &Target, now: u64, byte_budget: u64) -> Result<Vec<DueMessage>> {
+        if self.is_target_held(target)? {
+            return Ok(Vec::new());
+        }
+        let boost = self
+            .link_up
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(target)
+            .copied();
+        let mut due: Vec<DueMessage> = Vec::new();
+        for env in self.scan(QueueState::Queued)? {
+            if env.dead_reason.is_some() {
+                continue;
+            }
+            let recipients: Vec<String> = env
+                .recipients
+                .iter()
+                .filter(|r| &r.target == target)
+                .filter(|r| match r.state {
+                    RcptState::Pending => r.next_attempt <= now,
+                    RcptState::Deferred => {
+                        r.next_attempt <= now || boost.is_some_and(|b| r.last_attempt < b)
+                    }
+                    _ => false,
+                })
+                .map(|r| r.address.clone())
+                .collect();
+            if !recipients.is_empty() {
+                due.push(DueMessage {
+                    id: env.id.clone(),
+                    priority: env.priority,
+                    arrival: env.arrival,
+                    size: env.size,
+                    sender: env.sender.clone(),
+                    recipients,
+                });
+            }
+        }
+        due.sort_by(|a, b| {
+            b.priority
+                .cmp(&a.priority)
+                .then(a.arrival.cmp(&b.arrival))
+                .then(a.id.cmp(&b.id))
+        });
+        let mut used = 0u64;
+        let mut take = 0;
+        for m in &due {
+            if take > 0 && used.saturating_add(m.size) > byte_budget {
+                break;
+            }
+            used = used.saturating_add(m.size);
+            take += 1;
+        }
+        due.truncate(take);
+        Ok(due)
+    }
+
+    /// The earliest time anything queued for `target` becomes due (`None`: nothing waits),
+    /// so the link scheduler knows when to wake up.
+    pub fn next_due(&self, target: &Target) -> Result<Option<u64>> {
+        if self.is_target_held(target)? {
+            return Ok(None);
+        }
+        Ok(self
+            .scan(QueueState::Queued)?
+            .iter()
+            .filter(|e| e.dead_reason.is_none())
+            .flat_map(|e| e.recipients.iter())
+            .filter(|r| {
+                &r.target == target && matches!(r.state, RcptState::Pending | RcptState::Deferred)
+            })
+            .map(|r| r.next_attempt)
+            .min())
+    }
+
+    /// The link to `target` has come (back) up at `now`: its deferred mail is due at once.
+    /// Kept in memory only: after a restart every link comes up again anyway.
+    pub fn link_up(&self, target: &Target, now: u64) {
+        self.link_up
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(target.clone(), now);
+    }
+
+    // ---- operator actions -------------------------------------------------------------------
+
+    /// Holds a queued message: it is never due until released.
+    pub fn hold(&self, id: &QueueId) -> Result<()> {
+        self.update(id, |file, state| match state {
+            QueueState::Queued => Ok((Change::Move(QueueState::Held), ())),
+            QueueState::Held => Ok((Change::Nothing, ())),
+            QueueState::Dead => Err(Error::WrongState {
+                id: file.envelope.id.clone(),
+                state: "a dead letter".into(),
+                op: "hold",
+            }),
+        })
+    }
+
+    /// Releases a held message, or revives a dead letter (its attempt counts start again and
+    /// it is due at once).
+    pub fn release(&self, id: &QueueId) -> Result<()> {
+        self.update(id, |file, state| match state {
+            QueueState::Queued => Ok((Change::Nothing, ())),
+            QueueState::Held => Ok((Change::Move(QueueState::Queued), ())),
+            QueueState::Dead => {
+                file.envelope.dead_reason = None;
+                for r in file
+                    .envelope
+                    .recipients
+                    .iter_mut()
+                    .filter(|r| !r.state.is_final())
+                {
+                    r.state = RcptState::Pending;
+                    r.attempts = 0;
+                    r.next_attempt = 0;
+                }
+                Ok((Change::RewriteThenMove(QueueState::Queued), ()))
+            }
+        })
+    }
+
+    /// Deletes a message from whichever directory it is in, without a DSN (an operator's
+    /// decision). Works on corrupt files too.
+    pub fn delete(&self, id: &QueueId) -> Result<QueueState> {
+        let _guard = self.lock()?;
+        let state = self
+            .locate(id.as_str())
+            .ok_or_else(|| Error::NotFound(id.clone()))?;
+        self.remove(state, id.as_str())?;
+        tracing::info!(queue_id = %id, from = state.name(), "deleted by the operator");
+        Ok(state)
+    }
+
+    /// Makes every deferred recipient of queued messages due now (only those for `target` if
+    /// given). Written to the files, so a flush from the CLI reaches the running gateway.
+    /// Returns how many messages changed.
+    pub fn flush(&self, target: Option<&Target>) -> Result<usize> {
+        let mut changed = 0;
+        for env in self.scan(QueueState::Queued)? {
+            let matches = |r: &Recipient| {
+                r.state == RcptState::Deferred
+                    && r.next_attempt > 0
+                    && target.is_none_or(|t| &r.target == t)
+            };
+            if !env.recipients.iter().any(matches) {
+                continue;
+            }
+            let r = self.update(&env.id, |file, _| {
+                let mut any = false;
+                for r in file.envelope.recipients.iter_mut().filter(|r| matches(r)) {
+                    r.next_attempt = 0;
+                    any = true;
+                }
+                Ok((
+                    if any {
+                        Change::Rewrite
+                    } else {
+                        Change::Nothing
+                    },
+                    any,
+                ))
+            });
+            match r {
+                Ok(true) => changed += 1,
+                Ok(false) | Err(Error::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(changed)
+    }
+
+    /// Holds a whole target (peer or LAN): none of its mail is due until released. Durable.
+    pub fn hold_target(&self, target: &Target) -> Result<()> {
+        let dir = self.root.join(HELD_TARGETS);
+        let name = target_marker(target);
+        if name.len() > MAX_MARKER_NAME {
+            return Err(Error::TargetNameTooLong(
+                target.to_string().chars().take(80).collect(),
+            ));
+        }
+        if dir.join(&name).exists() {
+            return Ok(());
+        }
+        self.write_file(&dir, &name, b"")
+    }
+
+    /// Releases a held target.
+    pub fn release_target(&self, target: &Target) -> Result<()> {
+        let dir = self.root.join(HELD_TARGETS);
+        let p = dir.join(target_marker(target));
+        match fs::remove_file(&p) {
+            Ok(()) => self.sync_dir(&dir),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_err("remove", &p)(e)),
+        }
+    }
+
+    /// Whether a target is held.
+    pub fn is_target_held(&self, target: &Target) -> Result<bool> {
+        Ok(self
+            .root
+            .join(HELD_TARGETS)
+            .join(target_marker(target))
+            .exists())
+    }
+
+    /// Every held target.
+    pub fn held_targets(&self) -> Result<Vec<Target>> {
+        let dir = self.root.join(HELD_TARGETS);
+        let mut out = Vec::new();
+        for e in fs::read_dir(&dir).map_err(io_err("list", &dir))? {
+            let e = e.map_err(io_err("list", &dir))?;
+            if let Some(t) = e.file_name().to_str().and_then(marker_target) {
+                out.push(t);
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    // ---- listing ----------------------------------------------------------------------------
+
+    /// Every message in the spool (queued, then held, then dead), read lazily. Safe while the
+    /// gateway runs: a message that moves during the listing is reported once, where it was
+    /// found.
+    pub fn entries(&self) -> Result<Entries<'_>> {
+        let mut pending = VecDeque::new();
+        for state in QueueState::ALL {
+            for name in self.names(state)? {
+                pending.push_back((state, name));
+            }
+        }
+        Ok(Entries {
+            spool: self,
+            pending,
+            seen: HashSet::new(),
+        })
+    }
+
+    fn entry(&self, state: QueueState, name: &str) -> Result<Option<Entry>> {
+        match self.envelope(state, name) {
+            Ok(Some((env, file_size))) => Ok(Some(Entry {
+                name: name.to_owned(),
+                state,
+                problem: env.dead_reason.clone(),
+                envelope: Some(env),
+                file_size,
+            })),
+            Ok(None) => Ok(None),
+            Err((path, reason)) => {
+                let file_size = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+                Ok(Some(Entry {
+                    name: name.to_owned(),
+                    state,
+                    envelope: None,
+                    problem: Some(reason),
+                    file_size,
+                }))
+            }
+        }
+    }
+
+    // ---- recovery ---------------------------------------------------------------------------
+
+    fn recover(&self) -> Result<RecoveryReport> {
+        let _guard = self.lock()?;
+        let mut report = RecoveryReport::default();
+
+        // 1. Files being written when the process died.
+        let tmp = self.root.join(TMP);
+        for e in fs::read_dir(&tmp).map_err(io_err("list", &tmp))? {
+            let p = e.map_err(io_err("list", &tmp))?.path();
+            fs::remove_file(&p).map_err(io_err("remove", &p))?;
+            report.removed_tmp += 1;
+        }
+        if report.removed_tmp > 0 {
+            self.sync_dir(&tmp)?;
+        }
+
+        // 2. Every queue file: decodable, in the right directory, nothing left in flight.
+        for state in QueueState::ALL {
+            for name in self.names(state)? {
+                let path = self.dir(state).join(&name);
+                let decoded = match (QueueId::parse(&name), Self::read_bounded(&path)) {
+                    (Err(e), _) => Err(e.to_string()),
+                    (_, Err(e)) => Err(format!("unreadable: {e}")),
+                    (Ok(id), Ok(bytes)) => match decode(&bytes) {
+                        Ok(f) if f.envelope.id == id => Ok(f),
+                        Ok(f) => Err(format!(
+                            "file holds message {} under another name",
+                            f.envelope.id
+                        )),
+                        Err(e) => Err(e.to_string()),
+                    },
+                };
+                let mut file = match decoded {
+                    Ok(f) => f,
+                    Err(reason) => {
+                        if state != QueueState::Dead {
+                            self.quarantine_locked(state, &name, &reason)?;
+                            report.moved_to_dead.push((name, reason));
+                        }
+                        continue;
+                    }
+                };
+                self.recover_one(&mut file, state, &mut report)?;
+            }
+        }
+        Ok(report)
+    }
+
+    fn recover_one(
+        &self,
+        file: &mut QueueFile,
+        state: QueueState,
+        report: &mut RecoveryReport,
+    ) -> Result<()> {
+        let id = file.envelope.id.clone();
+        let name = id.as_str().to_owned();
+        // A move to or from dead/ that a crash interrupted: the content says where it belongs.
+        match (state, file.envelope.dead_reason.is_some()) {
+            (QueueState::Queued | QueueState::Held, true) => {
+                self.move_file(&name, state, QueueState::Dead)?;
+                report.finished_moves.push(id);
+                return Ok(());
+            }
+            (QueueState::Dead, false) => {
+                self.move_file(&name, state, QueueState::Queued)?;
+                report.finished_moves.push(id.clone());
+                return self.recover_one(file, QueueState::Queued, report);
+            }
+            (QueueState::Dead, true) => return Ok(()),
+            _ => {}
+        }
+        let mut changed = false;
+        for r in file.envelope.recipients.iter_mut() {
+            if r.state == RcptState::InFlight {
+                r.state = RcptState::Pending;
+                changed = true;
+            }
+        }
+        if changed {
+            report.requeued_in_flight.push(id.clone());
+        }
+        let env = &file.envelope;
+        if env.is_complete() {
+            if env.has_failures() && !env.sender.is_empty() {
+                report.pending_bounces.push(id.clone());
+            } else {
+                self.remove(state, &name)?;
+                report.removed_complete.push(id);
+                return Ok(());
+            }
+        }
+        if changed {
+            self.write_file(&self.dir(state), &name, &encode(file)?)?;
+        }
+        Ok(())
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err("sync directory", dir))
+}
+
+/// Lazy listing of the spool, from [`Spool::entries`].
+pub struct Entries<'s> {
+    spool: &'s Spool,
+    pending: VecDeque<(QueueState, String)>,
+    seen: HashSet<String>,
+}
+
+impl Iterator for Entries<'_> {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        while let Some((state, name)) = self.pending.pop_front() {
+            if self.seen.contains(&name) {
+                continue;
+            }
+            let found = match self.spool.entry(state, &name) {
+                Ok(Some(e)) => Some(e),
+                // It moved since the directory was listed: look where it went.
+                Ok(None) => match self.spool.locate(&name) {
+                    Some(now_in) => match self.spool.entry(now_in, &name) {
+                        Ok(e) => e,
+                        Err(e) => return Some(Err(e)),
+                    },
+                    None => None,
+                },
+                Err(e) => return Some(Err(e)),
+            };
+            if let Some(entry) = found {
+                self.seen.insert(name);
+                return Some(Ok(entry));
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+#[path = "spool_tests.rs"]
+mod tests;

@@ -1,0 +1,901 @@
+//! Tests of the on-disk queue: every operation, recovery, locking, concurrency and crashes.
+
+use super::*;
+use std::collections::BTreeMap;
+
+const T0: u64 = 1_800_000_000;
+
+fn peer(name: &str) -> Target {
+    Target::Peer(name.into())
+}
+
+fn open(dir: &Path) -> Spool {
+    open_with(
+        dir,
+        SpoolConfig {
+            reporting_mta: "ship.example".into(),
+            ..SpoolConfig::default()
+        },
+    )
+}
+
+fn open_with(dir: &Path, config: SpoolConfig) -> Spool {
+    Spool::open(dir, config).unwrap().0
+}
+
+fn msg(subject: &str) -> Vec<u8> {
+    format!("From: alice@ship.example\r\nSubject: {subject}\r\n\r\nbody of {subject}\r\n")
+        .into_bytes()
+}
+
+fn enqueue(s: &Spool, subject: &str, rcpts: &[(&str, Target)], prio: i8, now: u64) -> QueueId {
+    let body = msg(subject);
+    s.enqueue(
+        &NewMessage {
+            sender: "alice@ship.example".into(),
+            recipients: rcpts
+                .iter()
+                .map(|(a, t)| (a.to_string(), t.clone()))
+                .collect(),
+            priority: Priority::new(prio).unwrap(),
+            message: &body,
+        },
+        now,
+    )
+    .unwrap()
+}
+
+fn ids(due: &[DueMessage]) -> Vec<QueueId> {
+    due.iter().map(|d| d.id.clone()).collect()
+}
+
+/// Every file in the three queue directories, by name, with the directories it appears in.
+fn on_disk(root: &Path) -> BTreeMap<String, Vec<QueueState>> {
+    let mut out: BTreeMap<String, Vec<QueueState>> = BTreeMap::new();
+    for state in QueueState::ALL {
+        for e in fs::read_dir(root.join(state.dir())).unwrap() {
+            out.entry(e.unwrap().file_name().into_string().unwrap())
+                .or_default()
+                .push(state);
+        }
+    }
+    out
+}
+
+#[test]
+fn enqueue_is_durable_and_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let id = enqueue(
+        &s,
+        "one",
+        &[
+            ("bob@shore.example", peer("shore")),
+            ("carol@lan.example", Target::Lan),
+        ],
+        0,
+        T0,
+    );
+    assert!(dir.path().join("queue").join(id.as_str()).is_file());
+    assert_eq!(fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0);
+    let (state, file) = s.load(&id).unwrap();
+    assert_eq!(state, QueueState::Queued);
+    assert_eq!(file.message, msg("one"));
+    assert_eq!(file.envelope.arrival, T0);
+    assert_eq!(file.envelope.expires, T0 + 5 * 86_400);
+    assert_eq!(file.envelope.recipients.len(), 2);
+    assert!(
+        file.envelope
+            .recipients
+            .iter()
+            .all(|r| r.state == RcptState::Pending)
+    );
+    assert!(matches!(
+        s.enqueue(
+            &NewMessage {
+                sender: "a".into(),
+                recipients: vec![],
+                priority: Priority::NORMAL,
+                message: b"x"
+            },
+            T0
+        ),
+        Err(Error::NoRecipients)
+    ));
+}
+
+#[test]
+fn due_orders_by_priority_then_age_within_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let shore = peer("shore");
+    let old_low = enqueue(&s, "old low", &[("a@x", shore.clone())], -2, T0);
+    let new_high = enqueue(&s, "new high", &[("b@x", shore.clone())], 4, T0 + 10);
+    let old_high = enqueue(&s, "old high", &[("c@x", shore.clone())], 4, T0 + 5);
+    let _lan = enqueue(&s, "lan", &[("d@y", Target::Lan)], 9, T0);
+    let all = s.due(&shore, T0 + 20, u64::MAX).unwrap();
+    assert_eq!(
+        ids(&all),
+        vec![old_high.clone(), new_high.clone(), old_low.clone()]
+    );
+    assert_eq!(all[0].recipients, vec!["c@x".to_string()]);
+    // Budget: the first always goes, then stop at the first that does not fit.
+    let size = all[0].size;
+    assert_eq!(
+        ids(&s.due(&shore, T0 + 20, 1).unwrap()),
+        vec![old_high.clone()]
+    );
+    assert_eq!(ids(&s.due(&shore, T0 + 20, 2 * size + 1).unwrap()).len(), 2);
+    assert_eq!(s.due(&peer("other"), T0 + 20, u64::MAX).unwrap(), vec![]);
+    assert_eq!(s.due(&Target::Lan, T0 + 20, u64::MAX).unwrap().len(), 1);
+    // In flight: not due again.
+    s.mark_in_flight(&old_high, &["c@x"], T0 + 20).unwrap();
+    assert_eq!(
+        ids(&s.due(&shore, T0 + 20, u64::MAX).unwrap()),
+        vec![new_high, old_low]
+    );
+}
+
+#[test]
+fn delivery_per_recipient_and_removal_when_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let id = enqueue(
+        &s,
+        "two",
+        &[("b@x", peer("shore")), ("c@y", Target::Lan)],
+        0,
+        T0,
+    );
+    s.mark_in_flight(&id, &["b@x"], T0 + 1).unwrap();
+    assert_eq!(
+        s.load(&id).unwrap().1.envelope.recipients[0].state,
+        RcptState::InFlight
+    );
+    assert_eq!(
+        s.delivered(&id, &["b@x"], T0 + 2).unwrap(),
+        Disposition::Queued
+    );
+    let env = s.load(&id).unwrap().1.envelope;
+    assert_eq!(env.recipients[0].state, RcptState::Delivered { at: T0 + 2 });
+    assert_eq!(env.recipients[0].attempts, 1);
+    assert!(s.due(&peer("shore"), T0 + 3, u64::MAX).unwrap().is_empty());
+    assert_eq!(
+        s.delivered(&id, &["c@y"], T0 + 3).unwrap(),
+        Disposition::Done
+    );
+    assert!(matches!(s.load(&id), Err(Error::NotFound(_))));
+    assert!(matches!(
+        s.delivered(&id, &["c@y"], T0 + 3),
+        Err(Error::NotFound(_))
+    ));
+}
+
+#[test]
+fn deferral_backs_off_exponentially_and_link_up_retries_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let shore = peer("shore");
+    let id = enqueue(
+        &s,
+        "d",
+        &[("b@x", shore.clone()), ("c@y", Target::Lan)],
+        0,
+        T0,
+    );
+    let mut now = T0;
+    let mut delays = Vec::new();
+    for _ in 0..7 {
+        s.mark_in_flight(&id, &["b@x"], now).unwrap();
+        assert_eq!(
+            s.deferred(&id, &["b@x"], "421 4.4.2 link lost", now)
+                .unwrap(),
+            Disposition::Queued
+        );
+        let r = &s.load(&id).unwrap().1.envelope.recipients[0];
+        assert_eq!(r.state, RcptState::Deferred);
+        assert_eq!(r.last_error.as_deref(), Some("421 4.4.2 link lost"));
+        let delay = r.next_attempt - now;
+        delays.push(delay);
+        assert!(s.due(&shore, now + delay - 1, u64::MAX).unwrap().is_empty());
+        assert_eq!(
+            ids(&s.due(&shore, now + delay, u64::MAX).unwrap()),
+            vec![id.clone()]
+        );
+        now += delay;
+    }
+    assert_eq!(delays, vec![300, 600, 1200, 2400, 4000, 4000, 4000]);
+    assert_eq!(s.next_due(&shore).unwrap(), Some(now));
+    // Deferred again; the link to another peer coming back changes nothing...
+    s.deferred(&id, &["b@x"], "421 again", now).unwrap();
+    s.link_up(&peer("other"), now + 1);
+    assert!(s.due(&shore, now + 2, u64::MAX).unwrap().is_empty());
+    // ...this peer's link coming back makes it due at once...
+    s.link_up(&shore, now + 2);
+    assert_eq!(
+        ids(&s.due(&shore, now + 2, u64::MAX).unwrap()),
+        vec![id.clone()]
+    );
+    // ...but a failure after the link came up waits for its backoff again.
+    s.deferred(&id, &["b@x"], "421 still", now + 3).unwrap();
+    assert!(s.due(&shore, now + 4, u64::MAX).unwrap().is_empty());
+}
+
+#[test]
+fn failure_leads_to_a_dsn_to_the_sender_and_none_for_bounces() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let id = enqueue(
+        &s,
+        "f",
+        &[("b@x", peer("shore")), ("c@y", Target::Lan)],
+        2,
+        T0,
+    );
+    assert_eq!(
+        s.failed(&id, &["b@x"], "5.1.1", "550 5.1.1 no such user", T0 + 1)
+            .unwrap(),
+        Disposition::Queued
+    );
+    assert_eq!(
+        s.delivered(&id, &["c@y"], T0 + 2).unwrap(),
+        Disposition::NeedsBounce
+    );
+    assert_eq!(
+        s.pending_bounces().unwrap(),
+        vec![(id.clone(), "alice@ship.example".to_string())]
+    );
+    let dsn_id = s.bounce(&id, Target::Lan, T0 + 3).unwrap().unwrap();
+    assert!(matches!(s.load(&id), Err(Error::NotFound(_))));
+    assert!(s.pending_bounces().unwrap().is_empty());
+    let (_, dsn) = s.load(&dsn_id).unwrap();
+    assert_eq!(dsn.envelope.sender, "");
+    assert_eq!(dsn.envelope.recipients[0].address, "alice@ship.example");
+    assert_eq!(dsn.envelope.priority.value(), 2);
+    let text = String::from_utf8(dsn.message.clone()).unwrap();
+    assert!(text.contains("report-type=delivery-status"));
+    assert!(text.contains("Final-Recipient: rfc822; b@x\r\nAction: failed\r\nStatus: 5.1.1\r\n"));
+    assert!(!text.contains("c@y"));
+    assert!(text.contains("Subject: f\r\n"));
+    // The DSN itself fails: no DSN about a DSN.
+    assert_eq!(
+        s.failed(
+            &dsn_id,
+            &["alice@ship.example"],
+            "5.1.1",
+            "550 unknown",
+            T0 + 4
+        )
+        .unwrap(),
+        Disposition::Done
+    );
+    assert!(on_disk(dir.path()).is_empty());
+}
+
+#[test]
+fn expiry_fails_waiting_recipients_with_4_4_7() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open_with(
+        dir.path(),
+        SpoolConfig {
+            max_lifetime: 1000,
+            ..SpoolConfig::default()
+        },
+    );
+    let a = enqueue(
+        &s,
+        "a",
+        &[("b@x", peer("shore")), ("c@y", Target::Lan)],
+        0,
+        T0,
+    );
+    let held = enqueue(&s, "h", &[("b@x", peer("shore"))], 0, T0);
+    let young = enqueue(&s, "y", &[("b@x", peer("shore"))], 0, T0 + 500);
+    s.hold(&held).unwrap();
+    s.delivered(&a, &["c@y"], T0 + 10).unwrap();
+    s.deferred(&a, &["b@x"], "421 no link", T0 + 20).unwrap();
+    assert!(s.expire(T0 + 999).unwrap().is_empty());
+    assert_eq!(
+        s.expire(T0 + 1000).unwrap(),
+        vec![(a.clone(), Disposition::NeedsBounce)]
+    );
+    let env = s.load(&a).unwrap().1.envelope;
+    let RcptState::Failed(f) = &env.recipients[0].state else {
+        panic!("not failed: {env:?}")
+    };
+    assert_eq!(f.status, "4.4.7");
+    assert!(
+        f.diagnostic.contains("expired") && f.diagnostic.contains("421 no link"),
+        "{}",
+        f.diagnostic
+    );
+    assert_eq!(s.load(&held).unwrap().0, QueueState::Held);
+    assert_eq!(
+        s.load(&young).unwrap().1.envelope.recipients[0].state,
+        RcptState::Pending
+    );
+    let dsn = s.bounce(&a, Target::Lan, T0 + 1001).unwrap().unwrap();
+    let text = String::from_utf8(s.load(&dsn).unwrap().1.message).unwrap();
+    assert!(text.contains("Status: 4.4.7\r\n"));
+}
+
+#[test]
+fn hold_release_delete_and_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let shore = peer("shore");
+    let a = enqueue(&s, "a", &[("b@x", shore.clone())], 0, T0);
+    let b = enqueue(&s, "b", &[("b@x", shore.clone())], 0, T0);
+    let c = enqueue(&s, "c", &[("c@y", Target::Lan)], 0, T0);
+    s.hold(&a).unwrap();
+    s.hold(&a).unwrap();
+    assert!(dir.path().join("hold").join(a.as_str()).is_file());
+    assert_eq!(ids(&s.due(&shore, T0, u64::MAX).unwrap()), vec![b.clone()]);
+    s.release(&a).unwrap();
+    assert_eq!(s.due(&shore, T0, u64::MAX).unwrap().len(), 2);
+    assert_eq!(s.delete(&b).unwrap(), QueueState::Queued);
+    assert!(matches!(s.delete(&b), Err(Error::NotFound(_))));
+    // Flush: deferred mail is due now, only for the target asked for.
+    s.deferred(&a, &["b@x"], "421", T0).unwrap();
+    s.deferred(&c, &["c@y"], "421", T0).unwrap();
+    assert!(s.due(&shore, T0 + 1, u64::MAX).unwrap().is_empty());
+    assert_eq!(s.flush(Some(&shore)).unwrap(), 1);
+    assert_eq!(
+        ids(&s.due(&shore, T0 + 1, u64::MAX).unwrap()),
+        vec![a.clone()]
+    );
+    assert!(s.due(&Target::Lan, T0 + 1, u64::MAX).unwrap().is_empty());
+    assert_eq!(s.flush(None).unwrap(), 1);
+    assert_eq!(
+        ids(&s.due(&Target::Lan, T0 + 1, u64::MAX).unwrap()),
+        vec![c]
+    );
+}
+
+#[test]
+fn held_targets_are_never_due_and_survive_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let shore = peer("shore/../weird name");
+    {
+        let s = open(dir.path());
+        enqueue(&s, "a", &[("b@x", shore.clone())], 0, T0);
+        s.hold_target(&shore).unwrap();
+        s.hold_target(&shore).unwrap();
+        assert!(s.due(&shore, T0, u64::MAX).unwrap().is_empty());
+        assert_eq!(s.next_due(&shore).unwrap(), None);
+    }
+    let s = open(dir.path());
+    assert_eq!(s.held_targets().unwrap(), vec![shore.clone()]);
+    assert!(s.due(&shore, T0, u64::MAX).unwrap().is_empty());
+    s.release_target(&shore).unwrap();
+    s.release_target(&shore).unwrap();
+    assert_eq!(s.due(&shore, T0, u64::MAX).unwrap().len(), 1);
+    assert!(s.held_targets().unwrap().is_empty());
+}
+
+#[test]
+fn too_many_attempts_make_a_dead_letter_that_can_be_revived() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open_with(
+        dir.path(),
+        SpoolConfig {
+            max_attempts: 3,
+            ..SpoolConfig::default()
+        },
+    );
+    let shore = peer("shore");
+    let id = enqueue(&s, "a", &[("b@x", shore.clone())], 0, T0);
+    assert_eq!(
+        s.deferred(&id, &["b@x"], "421 one", T0).unwrap(),
+        Disposition::Queued
+    );
+    assert_eq!(
+        s.deferred(&id, &["b@x"], "421 two", T0).unwrap(),
+        Disposition::Queued
+    );
+    let Disposition::Dead(reason) = s.deferred(&id, &["b@x"], "421 three", T0).unwrap() else {
+        panic!("not dead")
+    };
+    assert!(
+        reason.contains("3 attempts") && reason.contains("421 three"),
+        "{reason}"
+    );
+    assert_eq!(s.load(&id).unwrap().0, QueueState::Dead);
+    s.flush(None).unwrap();
+    assert!(s.due(&shore, T0 + 100_000, u64::MAX).unwrap().is_empty());
+    let listed: Vec<Entry> = s.entries().unwrap().map(|e| e.unwrap()).collect();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].state, QueueState::Dead);
+    assert_eq!(listed[0].problem.as_deref(), Some(reason.as_str()));
+    assert!(matches!(s.hold(&id), Err(Error::WrongState { .. })));
+    s.release(&id).unwrap();
+    let (state, file) = s.load(&id).unwrap();
+    assert_eq!(state, QueueState::Queued);
+    assert_eq!(file.envelope.dead_reason, None);
+    assert_eq!(file.envelope.recipients[0].attempts, 0);
+    assert_eq!(ids(&s.due(&shore, T0, u64::MAX).unwrap()), vec![id]);
+}
+
+#[test]
+fn corrupt_files_go_to_dead_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let id = enqueue(&s, "a", &[("b@x", peer("shore"))], 0, T0);
+    let good = enqueue(&s, "b", &[("b@x", peer("shore"))], 0, T0);
+    let path = dir.path().join("queue").join(id.as_str());
+    let mut bytes = fs::read(&path).unwrap();
+    let n = bytes.len();
+    bytes[n - 20] ^= 0xFF;
+    fs::write(&path, &bytes).unwrap();
+    // A scan finds it and takes it out of circulation; the good message is unaffected.
+    assert_eq!(
+        ids(&s.due(&peer("shore"), T0, u64::MAX).unwrap()),
+        vec![good.clone()]
+    );
+    assert!(dir.path().join("dead").join(id.as_str()).is_file());
+    let dead: Vec<Entry> = s
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.state == QueueState::Dead)
+        .collect();
+    assert_eq!(dead.len(), 1);
+    assert!(dead[0].envelope.is_none());
+    assert!(
+        dead[0]
+            .problem
+            .as_deref()
+            .unwrap_or("")
+            .contains("checksum"),
+        "{:?}",
+        dead[0].problem
+    );
+    assert!(matches!(s.load(&id), Err(Error::Corrupt { .. })));
+    // Found at start-up too, and a stray file with a bad name as well.
+    fs::write(dir.path().join("queue").join("garbage.txt"), b"hello").unwrap();
+    fs::write(
+        dir.path().join("queue").join(good.as_str()),
+        &bytes[..n / 2],
+    )
+    .unwrap();
+    drop(s);
+    let (s, report) = Spool::open(dir.path(), SpoolConfig::default()).unwrap();
+    assert_eq!(report.moved_to_dead.len(), 2, "{report:?}");
+    assert!(
+        s.entries()
+            .unwrap()
+            .all(|e| e.unwrap().state == QueueState::Dead)
+    );
+    // The operator can delete a corrupt file.
+    s.delete(&id).unwrap();
+}
+
+#[test]
+fn recovery_removes_tmp_and_requeues_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b);
+    {
+        let s = open(dir.path());
+        a = enqueue(
+            &s,
+            "a",
+            &[("b@x", peer("shore")), ("c@y", Target::Lan)],
+            0,
+            T0,
+        );
+        b = enqueue(&s, "b", &[("b@x", peer("shore"))], 0, T0);
+        s.mark_in_flight(&a, &["b@x"], T0).unwrap();
+        s.mark_in_flight(&b, &["b@x"], T0).unwrap();
+        fs::write(
+            dir.path().join("tmp").join("half-written.tmp"),
+            b"SKWSPL01\x01\x00",
+        )
+        .unwrap();
+        assert!(s.due(&peer("shore"), T0, u64::MAX).unwrap().is_empty());
+    }
+    let (s, report) = Spool::open(dir.path(), SpoolConfig::default()).unwrap();
+    assert_eq!(report.removed_tmp, 1);
+    assert_eq!(report.requeued_in_flight, vec![a.clone(), b.clone()]);
+    assert_eq!(fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0);
+    assert_eq!(
+        ids(&s.due(&peer("shore"), T0, u64::MAX).unwrap()),
+        vec![a.clone(), b]
+    );
+    // The interrupted attempt still counts.
+    assert_eq!(s.load(&a).unwrap().1.envelope.recipients[0].attempts, 1);
+}
+
+#[test]
+fn one_owner_and_any_number_of_admins() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(matches!(
+        Spool::open_admin(dir.path(), SpoolConfig::default()),
+        Err(Error::NotASpool(_))
+    ));
+    let gw = open(dir.path());
+    assert!(matches!(
+        Spool::open(dir.path(), SpoolConfig::default()),
+        Err(Error::Busy(_))
+    ));
+    let admin = Spool::open_admin(dir.path(), SpoolConfig::default()).unwrap();
+    assert!(admin.owned_elsewhere().unwrap());
+    assert!(!gw.owned_elsewhere().unwrap());
+    let shore = peer("shore");
+    let id = enqueue(&gw, "a", &[("b@x", shore.clone())], 0, T0);
+    assert_eq!(gw.due(&shore, T0, u64::MAX).unwrap().len(), 1);
+    // The CLI holds it: the gateway (with its envelope cache) sees that at once.
+    admin.hold(&id).unwrap();
+    assert!(gw.due(&shore, T0, u64::MAX).unwrap().is_empty());
+    admin.release(&id).unwrap();
+    gw.deferred(&id, &["b@x"], "421", T0).unwrap();
+    assert!(gw.due(&shore, T0, u64::MAX).unwrap().is_empty());
+    admin.flush(None).unwrap();
+    assert_eq!(gw.due(&shore, T0, u64::MAX).unwrap().len(), 1);
+    let listed: Vec<Entry> = admin.entries().unwrap().map(|e| e.unwrap()).collect();
+    assert_eq!(listed.len(), 1);
+    let env = listed[0].envelope.as_ref().unwrap();
+    assert_eq!(env.recipients[0].state, RcptState::Deferred);
+    assert_eq!(env.last_error(), Some("421"));
+    assert_eq!(env.age(T0 + 10), 10);
+    assert_eq!(env.next_attempt(), Some(0)); // flushed
+    assert_eq!(env.attempts(), 1);
+    drop(gw);
+    assert!(!admin.owned_elsewhere().unwrap());
+    let (_gw2, _) = Spool::open(dir.path(), SpoolConfig::default()).unwrap();
+}
+
+#[test]
+fn a_thousand_enqueues_from_eight_threads_all_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Arc::new(open(dir.path()));
+    let handles: Vec<_> = (0..8)
+        .map(|t| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                (0..125)
+                    .map(|i| {
+                        enqueue(
+                            &s,
+                            &format!("t{t} m{i}"),
+                            &[("b@x", Target::Lan)],
+                            (i % 19) as i8 - 9,
+                            T0,
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut all: Vec<QueueId> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 1000);
+    let disk = on_disk(dir.path());
+    assert_eq!(disk.len(), 1000);
+    assert!(
+        all.iter()
+            .all(|id| disk.get(id.as_str()) == Some(&vec![QueueState::Queued]))
+    );
+    let due = s.due(&Target::Lan, T0, u64::MAX).unwrap();
+    assert_eq!(due.len(), 1000);
+    assert!(due.windows(2).all(|w| w[0].priority >= w[1].priority));
+}
+
+// ---- crash safety ---------------------------------------------------------------------------
+
+/// Checks the invariants after recovery: every file decodes, sits in exactly one directory, in
+/// the directory its content says, with nothing in flight and `tmp/` empty.
+fn check_consistent(root: &Path) -> Spool {
+    let (s, _) = Spool::open(root, SpoolConfig::default()).unwrap();
+    assert_eq!(fs::read_dir(root.join("tmp")).unwrap().count(), 0);
+    for (name, states) in on_disk(root) {
+        assert_eq!(states.len(), 1, "{name} in {states:?}");
+        let (state, file) = s.load(&QueueId::parse(&name).unwrap()).unwrap();
+        assert_eq!(
+            state == QueueState::Dead,
+            file.envelope.dead_reason.is_some()
+        );
+        assert!(
+            file.envelope
+                .recipients
+                .iter()
+                .all(|r| r.state != RcptState::InFlight)
+        );
+    }
+    s
+}
+
+#[test]
+fn crash_at_every_step_of_enqueue_keeps_exactly_the_acknowledged_messages() {
+    for crash_at in 1..=8 {
+        let dir = tempfile::tempdir().unwrap();
+        let mut acked = Vec::new();
+        let interrupted;
+        {
+            let s = open(dir.path());
+            acked.push(enqueue(&s, "before", &[("b@x", Target::Lan)], 0, T0));
+            s.crash_after(crash_at);
+            let body = msg("during");
+            let r = s.enqueue(
+                &NewMessage {
+                    sender: "alice@ship.example".into(),
+                    recipients: vec![("b@x".into(), Target::Lan)],
+                    priority: Priority::NORMAL,
+                    message: &body,
+                },
+                T0,
+            );
+            match r {
+                Ok(id) => acked.push(id),
+                Err(Error::SimulatedCrash(_)) => {}
+                Err(e) => panic!("unexpected error {e}"),
+            }
+            interrupted = s.crashed.load(Ordering::SeqCst);
+            // Everything after the crash fails: the process is dead.
+            if interrupted {
+                assert!(matches!(
+                    s.delivered(&acked[0], &["b@x"], T0),
+                    Err(Error::SimulatedCrash(_))
+                ));
+            }
+        }
+        let s = check_consistent(dir.path());
+        let present: Vec<QueueId> = s
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().envelope.unwrap().id.clone())
+            .collect();
+        for id in &acked {
+            assert!(
+                present.contains(id),
+                "crash at step {crash_at}: acknowledged {id} lost"
+            );
+        }
+        // At most the one interrupted message may also be there (the SMTP client saw no 250 and
+        // will send it again: a duplicate at worst, never a loss).
+        assert!(
+            present.len() <= acked.len() + 1,
+            "crash at step {crash_at}: {present:?} vs {acked:?}"
+        );
+        if !interrupted {
+            assert_eq!(present.len(), 2);
+        }
+        // Steps: create, write, sync, rename, sync directory; a crash at each of them is tried.
+        assert_eq!(interrupted, crash_at <= 5, "crash at step {crash_at}");
+    }
+}
+
+/// Runs `op` on a spool prepared by `setup`, crashing at step 1, 2, ... until the operation
+/// completes without crashing; after each crash, recovery must leave a consistent spool in which
+/// `check` holds.
+fn crash_every_step(
+    name: &str,
+    setup: impl Fn(&Spool) -> QueueId,
+    op: impl Fn(&Spool, &QueueId) -> Result<()>,
+    check: impl Fn(&Spool, &QueueId, u64),
+) {
+    for (crashes, crash_at) in (1..=40).enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        let completed;
+        let id;
+        {
+            let s = open(dir.path());
+            id = setup(&s);
+            s.crash_after(crash_at);
+            match op(&s, &id) {
+                Ok(()) => completed = !s.crashed.load(Ordering::SeqCst),
+                Err(Error::SimulatedCrash(_)) => completed = false,
+                Err(e) => panic!("{name}: unexpected error {e}"),
+            }
+        }
+        let s = check_consistent(dir.path());
+        check(&s, &id, crash_at);
+        if completed {
+            assert!(
+                crashes >= 2,
+                "{name}: only {crashes} crash points exercised"
+            );
+            return;
+        }
+    }
+    panic!("{name}: did not complete within 40 steps");
+}
+
+#[test]
+fn crash_during_state_changes_loses_nothing() {
+    let setup = |s: &Spool| {
+        let id = enqueue(
+            s,
+            "x",
+            &[("b@x", peer("shore")), ("c@y", Target::Lan)],
+            0,
+            T0,
+        );
+        s.mark_in_flight(&id, &["b@x"], T0).unwrap();
+        id
+    };
+    // Present, with `b@x` in one of the allowed states.
+    let rcpt_state_in = |allowed: &'static [&'static str]| {
+        move |s: &Spool, id: &QueueId, k: u64| {
+            let (_, f) = s.load(id).unwrap_or_else(|e| panic!("step {k}: {e}"));
+            let st = f.envelope.recipients[0].state.name();
+            assert!(
+                allowed.contains(&st),
+                "step {k}: b@x is {st}, allowed {allowed:?}"
+            );
+        }
+    };
+    crash_every_step(
+        "mark_in_flight",
+        setup,
+        |s, id| s.mark_in_flight(id, &["c@y"], T0 + 1),
+        rcpt_state_in(&["pending"]),
+    );
+    crash_every_step(
+        "delivered",
+        setup,
+        |s, id| s.delivered(id, &["b@x"], T0 + 1).map(drop),
+        rcpt_state_in(&["pending", "delivered"]),
+    );
+    crash_every_step(
+        "deferred",
+        setup,
+        |s, id| s.deferred(id, &["b@x"], "421", T0 + 1).map(drop),
+        rcpt_state_in(&["pending", "deferred"]),
+    );
+    crash_every_step(
+        "hold",
+        setup,
+        |s, id| s.hold(id),
+        rcpt_state_in(&["pending"]),
+    );
+    // Delivering the last recipient removes the file: before, it is there; after, it is gone.
+    crash_every_step(
+        "delivered last",
+        |s| {
+            let id = setup(s);
+            s.delivered(&id, &["c@y"], T0).unwrap();
+            id
+        },
+        |s, id| s.delivered(id, &["b@x"], T0 + 1).map(drop),
+        |s, id, k| match s.load(id) {
+            Ok((_, f)) => assert_eq!(
+                f.envelope.recipients[0].state,
+                RcptState::Pending,
+                "step {k}"
+            ),
+            Err(Error::NotFound(_)) => {}
+            Err(e) => panic!("step {k}: {e}"),
+        },
+    );
+}
+
+#[test]
+fn crash_while_moving_to_and_from_dead_is_finished_by_recovery() {
+    let config = SpoolConfig {
+        max_attempts: 1,
+        ..SpoolConfig::default()
+    };
+    for crash_at in 1..=20 {
+        let dir = tempfile::tempdir().unwrap();
+        let id;
+        {
+            let s = open_with(dir.path(), config.clone());
+            id = enqueue(&s, "x", &[("b@x", peer("shore"))], 0, T0);
+            s.crash_after(crash_at);
+            let _ = s.deferred(&id, &["b@x"], "421", T0);
+        }
+        let s = check_consistent(dir.path());
+        let (state, f) = s.load(&id).unwrap();
+        assert!(
+            (state == QueueState::Queued && f.envelope.recipients[0].state == RcptState::Pending)
+                || state == QueueState::Dead,
+            "step {crash_at}: {state:?} {f:?}"
+        );
+        if state == QueueState::Dead {
+            s.crash_after(crash_at);
+            let _ = s.release(&id);
+            drop(s);
+            let s = check_consistent(dir.path());
+            let (state, f) = s.load(&id).unwrap();
+            assert!(
+                state == QueueState::Queued || f.envelope.dead_reason.is_some(),
+                "step {crash_at}"
+            );
+        }
+    }
+}
+
+#[test]
+fn crash_while_bouncing_sends_the_dsn_at_least_once() {
+    for crash_at in 1..=20 {
+        let dir = tempfile::tempdir().unwrap();
+        let id;
+        {
+            let s = open(dir.path());
+            id = enqueue(&s, "x", &[("b@x", peer("shore"))], 0, T0);
+            s.failed(&id, &["b@x"], "5.1.1", "550 no", T0).unwrap();
+            s.crash_after(crash_at);
+            let _ = s.bounce(&id, Target::Lan, T0);
+        }
+        let s = check_consistent(dir.path());
+        let entries: Vec<Arc<Envelope>> = s
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().envelope.unwrap())
+            .collect();
+        let original = entries.iter().any(|e| e.id == id);
+        let dsns = entries.iter().filter(|e| e.sender.is_empty()).count();
+        assert!(
+            original || dsns == 1,
+            "step {crash_at}: neither the original nor its DSN survived"
+        );
+        assert!(dsns <= 1);
+        if original {
+            assert_eq!(s.pending_bounces().unwrap().len(), 1);
+        }
+    }
+}
+
+/// Enqueue rate with fsync on, in a temporary directory on this disk:
+/// `cargo test -p skywave-spool --release -- --ignored --nocapture fsync_cost`.
+#[test]
+#[ignore = "measurement, prints a figure"]
+fn fsync_cost() {
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let s = open(dir.path());
+    let body = vec![b'x'; 2000];
+    let n = 300;
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        s.enqueue(
+            &NewMessage {
+                sender: "a@b".into(),
+                recipients: vec![("c@d".into(), Target::Lan)],
+                priority: Priority::NORMAL,
+                message: &body,
+            },
+            T0,
+        )
+        .unwrap();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "enqueue with fsync, 2 kB messages, one thread, in {}: {n} in {secs:.2} s = {:.0} msg/s ({:.2} ms each)",
+        dir.path().display(),
+        n as f64 / secs,
+        1000.0 * secs / n as f64
+    );
+    // Several SMTP sessions at once: their fsyncs overlap.
+    let s = Arc::new(s);
+    let threads = 4;
+    let start = std::time::Instant::now();
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let (s, body) = (s.clone(), body.clone());
+            std::thread::spawn(move || {
+                for _ in 0..n / threads {
+                    s.enqueue(
+                        &NewMessage {
+                            sender: "a@b".into(),
+                            recipients: vec![("c@d".into(), Target::Lan)],
+                            priority: Priority::NORMAL,
+                            message: &body,
+                        },
+                        T0,
+                    )
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    handles.into_iter().for_each(|h| h.join().unwrap());
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "enqueue with fsync, 2 kB messages, {threads} threads: {n} in {secs:.2} s = {:.0} msg/s",
+        n as f64 / secs
+    );
+}

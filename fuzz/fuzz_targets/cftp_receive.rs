@@ -1,0 +1,18 @@
+//! CFTP receiver: arbitrary U_PDUs (split from the input at 0xFF bytes) into one receiver,
+//! and the whole input as a decompressed mail-file. Nothing may panic; memory stays bounded.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use skywave_hmtp::cftp::{MailFile, Receiver, ReceiverLimits};
+
+fuzz_target!(|data: &[u8]| {
+    let _ = MailFile::decode(data, 1 << 20);
+    let mut rx = Receiver::new(ReceiverLimits {
+        max_file: 1 << 20,
+        max_message: 1 << 20,
+        max_files_in_progress: 16,
+    });
+    for updu in data.split(|&b| b == 0xFF) {
+        let _ = rx.receive(updu);
+    }
+});
