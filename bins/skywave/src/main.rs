@@ -5,6 +5,7 @@
 
 mod codec_cmd;
 mod demo;
+mod queue_cmd;
 mod routes_cmd;
 mod sis_cmd;
 
@@ -32,6 +33,8 @@ enum Command {
         #[command(subcommand)]
         command: sis_cmd::SisCommand,
     },
+    /// Inspect and steer the spool: list, show, hold, release, delete, flush.
+    Queue(queue_cmd::QueueArgs),
     /// Check a routing table, and explain where an address would go.
     Routes {
         #[command(subcommand)]
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Sis { command } => sis_cmd::run(command),
+        Command::Queue(args) => queue_cmd::run(args),
         Command::Routes { command } => routes_cmd::run(command),
         Command::Codec { command } => codec_cmd::run(command),
     };

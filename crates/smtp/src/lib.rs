@@ -1,7 +1,48 @@
 //! Sans-IO SMTP sessions for skywave.
 //!
-//! The server session serves the LAN listener, the HMTP server and the SMTP-over-TCP baseline; the
-//! client session serves LAN delivery and the SMTP-over-TCP bearer (lockstep, RFC 2920 pipelining,
-//! XLZW). Bytes and time in, bytes and events out; no sockets here.
+//! The server session ([`server::ServerSession`]) serves the LAN listener, the HMTP server and the
+//! SMTP-over-TCP baseline; the client session ([`client::ClientSession`]) serves LAN delivery, the
+//! SMTP-over-TCP bearer and the HMTP client (lockstep, RFC 2920 pipelining, whole-batch). Bytes
+//! and time in, bytes, events and deadlines out: no sockets, no TLS, no clock in this crate.
 //!
-//! Not yet implemented: this crate is filled by the issue "The gateway's LAN side".
+//! - [`reply`]: the reply type, its wire form and a bounded reply parser.
+//! - [`data`]: dot-stuffing and the streaming DATA reader (end of data only at CRLF.CRLF).
+//! - [`server`]: the server session with its policy hook, limits and HMTP-66 reply buffering.
+//! - [`client`]: the client session.
+//! - [`received`]: the `Received:` trace header and RFC 5322 dates.
+//!
+//! ```
+//! use std::time::Instant;
+//! use skywave_smtp::{AcceptAll, Event, ServerConfig, ServerSession};
+//!
+//! let now = Instant::now();
+//! let mut server = ServerSession::new(ServerConfig::hmtp("gw.example"), AcceptAll, now);
+//! server.feed(now, b"EHLO ship\r\nMAIL FROM:<a@ship>\r\nRCPT TO:<b@shore>\r\nDATA\r\nHi\r\n.\r\n");
+//! let Some(Event::Message { envelope, body }) = server.poll_event() else { unreachable!() };
+//! assert_eq!((envelope.recipients.len(), &body[..]), (1, &b"Hi\r\n"[..]));
+//! server.message_accepted("Q1").unwrap(); // once the spool has it on disk
+//! assert!(server.take_output().is_empty()); // HMTP-66: replies wait for QUIT
+//! server.feed(now, b"QUIT\r\n");
+//! assert!(server.take_output().ends_with(b"221 2.0.0 gw.example closing connection\r\n"));
+//! ```
+//!
+//! Not yet here: the JNOS `XLZW` extension (it waits for the LZW codec in `skywave-compress`).
+
+mod base64;
+pub mod client;
+pub mod data;
+pub mod received;
+pub mod reply;
+pub mod server;
+
+pub use client::{
+    ClientConfig, ClientError, ClientEvent, ClientMode, ClientSession, Extensions, MessageOutcome,
+    OutgoingMessage, RecipientOutcome, RecipientStatus,
+};
+pub use data::dot_stuff;
+pub use received::{DateTime, Protocol, ReceivedInfo, received_header, rfc5322_date};
+pub use reply::{EnhancedCode, Reply, ReplyError, ReplyParser};
+pub use server::{
+    AcceptAll, AuthMechanism, AuthMode, BodyType, CloseReason, Credentials, Envelope, Event,
+    MailRequest, Policy, ServerConfig, ServerSession, SessionError, SessionInfo, TlsInfo, Verdict,
+};

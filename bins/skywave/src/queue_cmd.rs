@@ -1,0 +1,253 @@
+//! `skywave queue ...`: inspect and steer a gateway's spool, running or stopped.
+//!
+//! Opens the spool in admin mode (`Spool::open_admin`): every change goes through the same atomic
+//! renames and short lock the gateway itself uses, so it is safe while the gateway runs, and the
+//! gateway sees the change on its next scan.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use skywave_spool::{Entry, QueueId, RcptState, Spool, SpoolConfig, Target, unix_seconds};
+
+/// `skywave queue` options and subcommands.
+#[derive(Debug, Args)]
+pub(crate) struct QueueArgs {
+    /// The spool directory (the gateway's `state_dir/spool`).
+    #[arg(long, env = "SKYWAVE_SPOOL")]
+    spool: PathBuf,
+    #[command(subcommand)]
+    command: QueueCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum QueueCommand {
+    /// One line per message: id, state, age, size, priority, sender, recipients.
+    List {
+        /// Only messages with a recipient for this peer (`lan` for local delivery).
+        #[arg(long)]
+        peer: Option<String>,
+    },
+    /// Everything about one message: envelope, each recipient's status and last error, headers.
+    Show {
+        /// Queue id.
+        id: String,
+    },
+    /// Hold a message, or every message for a peer (`--peer`), until released.
+    Hold {
+        /// Queue id.
+        #[arg(required_unless_present = "peer", conflicts_with = "peer")]
+        id: Option<String>,
+        /// Hold everything for this peer, including mail queued later.
+        #[arg(long)]
+        peer: Option<String>,
+    },
+    /// Release a held message or a held peer; a dead letter is released back into the queue.
+    Release {
+        /// Queue id.
+        #[arg(required_unless_present = "peer", conflicts_with = "peer")]
+        id: Option<String>,
+        /// Release this peer.
+        #[arg(long)]
+        peer: Option<String>,
+    },
+    /// Delete a message for good (no bounce is sent).
+    Delete {
+        /// Queue id.
+        id: String,
+    },
+    /// Make deferred mail due now, for one peer or for all.
+    Flush {
+        /// Only this peer.
+        #[arg(long)]
+        peer: Option<String>,
+    },
+}
+
+pub(crate) fn run(args: QueueArgs) -> anyhow::Result<ExitCode> {
+    let spool = Spool::open_admin(&args.spool, SpoolConfig::default())
+        .with_context(|| format!("cannot open the spool at {}", args.spool.display()))?;
+    let now = unix_seconds(std::time::SystemTime::now());
+    match args.command {
+        QueueCommand::List { peer } => list(&spool, peer.as_deref().map(target), now)?,
+        QueueCommand::Show { id } => show(&spool, &queue_id(&id)?, now)?,
+        QueueCommand::Hold { id, peer } => match (id, peer) {
+            (_, Some(p)) => {
+                spool.hold_target(&target(&p))?;
+                println!("held {p}: its mail stays queued until `skywave queue release --peer {p}`");
+            }
+            (Some(id), None) => {
+                spool.hold(&queue_id(&id)?)?;
+                println!("held {id}");
+            }
+            (None, None) => bail!("give a queue id or --peer"),
+        },
+        QueueCommand::Release { id, peer } => match (id, peer) {
+            (_, Some(p)) => {
+                spool.release_target(&target(&p))?;
+                println!("released {p}");
+            }
+            (Some(id), None) => {
+                spool.release(&queue_id(&id)?)?;
+                println!("released {id}");
+            }
+            (None, None) => bail!("give a queue id or --peer"),
+        },
+        QueueCommand::Delete { id } => {
+            let state = spool.delete(&queue_id(&id)?)?;
+            println!("deleted {id} (was {})", state.name());
+        }
+        QueueCommand::Flush { peer } => {
+            let n = spool.flush(peer.as_deref().map(target).as_ref())?;
+            println!("{n} message(s) made due now");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `lan` means local delivery; anything else is a peer name from the routing table.
+fn target(name: &str) -> Target {
+    if name.eq_ignore_ascii_case("lan") {
+        Target::Lan
+    } else {
+        Target::Peer(name.to_string())
+    }
+}
+
+fn queue_id(id: &str) -> anyhow::Result<QueueId> {
+    QueueId::parse(id).with_context(|| format!("{id:?} is not a queue id"))
+}
+
+fn list(spool: &Spool, only: Option<Target>, now: u64) -> anyhow::Result<()> {
+    let held: Vec<Target> = spool.held_targets()?;
+    let mut shown = 0usize;
+    println!(
+        "{:<24} {:<6} {:>8} {:>9} {:>4}  sender -> recipients",
+        "id", "state", "age", "bytes", "prio"
+    );
+    for entry in spool.entries()? {
+        let entry = entry?;
+        if let Some(t) = &only {
+            let matches = entry
+                .envelope
+                .as_ref()
+                .is_some_and(|e| e.recipients.iter().any(|r| &r.target == t));
+            if !matches {
+                continue;
+            }
+        }
+        shown += 1;
+        println!("{}", list_line(&entry, now));
+    }
+    println!("{shown} message(s)");
+    for t in held {
+        println!("peer held: {t}");
+    }
+    Ok(())
+}
+
+fn list_line(entry: &Entry, now: u64) -> String {
+    let Some(env) = &entry.envelope else {
+        return format!(
+            "{:<24} {:<6} {:>8} {:>9} {:>4}  unreadable: {}",
+            entry.name,
+            entry.state.name(),
+            "-",
+            entry.file_size,
+            "-",
+            entry.problem.as_deref().unwrap_or("unknown problem")
+        );
+    };
+    let rcpts: Vec<String> = env
+        .recipients
+        .iter()
+        .map(|r| format!("{} ({}, {})", r.address, r.target, r.state.name()))
+        .collect();
+    let sender = if env.sender.is_empty() {
+        "<>"
+    } else {
+        &env.sender
+    };
+    format!(
+        "{:<24} {:<6} {:>8} {:>9} {:>4}  {} -> {}",
+        entry.name,
+        entry.state.name(),
+        age(now.saturating_sub(env.arrival)),
+        env.size,
+        env.priority,
+        sender,
+        rcpts.join(", ")
+    )
+}
+
+fn show(spool: &Spool, id: &QueueId, now: u64) -> anyhow::Result<()> {
+    let (state, file) = spool.load(id)?;
+    let env = &file.envelope;
+    println!("id:        {}", env.id);
+    println!("state:     {}", state.name());
+    if let Some(reason) = &env.dead_reason {
+        println!("dead:      {reason}");
+    }
+    println!("sender:    <{}>", env.sender);
+    println!(
+        "arrived:   {} ago; expires in {}",
+        age(now.saturating_sub(env.arrival)),
+        age(env.expires.saturating_sub(now))
+    );
+    println!("size:      {} bytes", env.size);
+    println!("priority:  {}", env.priority);
+    for r in &env.recipients {
+        let mut line = format!(
+            "rcpt:      <{}> via {}: {}, {} attempt(s)",
+            r.address,
+            r.target,
+            r.state.name(),
+            r.attempts
+        );
+        match &r.state {
+            RcptState::Failed(f) => line.push_str(&format!("; {} {}", f.status, f.diagnostic)),
+            RcptState::Deferred | RcptState::Pending if r.next_attempt > now => {
+                line.push_str(&format!("; next try in {}", age(r.next_attempt - now)));
+            }
+            _ => {}
+        }
+        if let Some(err) = &r.last_error {
+            line.push_str(&format!("; last error: {err}"));
+        }
+        println!("{line}");
+    }
+    println!("headers:");
+    let end = file
+        .message
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(file.message.len(), |p| p + 2);
+    for line in String::from_utf8_lossy(&file.message[..end]).lines() {
+        println!("  {line}");
+    }
+    Ok(())
+}
+
+/// A duration for people: `42s`, `17m`, `3h12m`, `2d4h`.
+fn age(secs: u64) -> String {
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m", s / 60),
+        s if s < 86_400 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+        s => format!("{}d{}h", s / 86_400, (s % 86_400) / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::age;
+
+    #[test]
+    fn ages_read_like_a_person_writes_them() {
+        assert_eq!(age(5), "5s");
+        assert_eq!(age(61), "1m");
+        assert_eq!(age(3 * 3600 + 12 * 60), "3h12m");
+        assert_eq!(age(2 * 86_400 + 4 * 3600), "2d4h");
+    }
+}

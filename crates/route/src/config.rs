@@ -1,0 +1,780 @@
+//! Reading `routes.toml`: the serde model of the file (every key spanned, unknown keys refused)
+//! and the semantic checks that turn it into a [`RoutingTable`], with a [`Diagnostic`] carrying
+//! file:line:column for every mistake.
+//!
+//! All semantic errors are collected, not just the first, so that one `skywave routes check`
+//! shows everything to fix. A TOML syntax or type error stops at once (the `toml` parser does).
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::diag::{Diagnostic, Severity};
+use crate::model::{Bearer, Cidr, Compression, Lan, NodeAddress, Peer, Priority, Protocol};
+use crate::pattern::Pattern;
+use crate::table::{RoutingTable, Rule, RuleOrigin, Target};
+
+/// Largest routing table accepted, in bytes. A hand-edited table is a few kilobytes.
+pub const MAX_FILE_SIZE: usize = 1 << 20;
+
+/// Default largest message for a peer: 1 MB (about an hour at 2400 bit/s).
+pub const DEFAULT_SIZE_LIMIT: u64 = 1_000_000;
+/// Default byte budget of one batch: 32 KiB (under two minutes at 2400 bit/s).
+pub const DEFAULT_BATCH_BYTES: u64 = 32 * 1024;
+/// Networks allowed to relay when `[lan] relay_networks` is not given: loopback only.
+pub const DEFAULT_RELAY_NETWORKS: [&str; 2] = ["127.0.0.0/8", "::1/128"];
+
+/// The reserved target name that means "deliver on the LAN".
+pub const LAN: &str = "lan";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    lan: Option<Spanned<RawLan>>,
+    #[serde(default)]
+    peer: Vec<Spanned<RawPeer>>,
+    #[serde(default)]
+    route: Vec<Spanned<RawRoute>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLan {
+    #[serde(default)]
+    domains: Vec<Spanned<String>>,
+    relay_networks: Option<Vec<Spanned<String>>>,
+    authenticated_relay: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum BearerKind {
+    Sis,
+    Tcp,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPeer {
+    name: Spanned<String>,
+    node: Option<Spanned<String>>,
+    protocol: Spanned<Protocol>,
+    skywave: Option<Spanned<bool>>,
+    compression: Option<Spanned<String>>,
+    priority: Option<Spanned<IntOrStr>>,
+    size_limit: Option<Spanned<IntOrStr>>,
+    batch_bytes: Option<Spanned<IntOrStr>>,
+    bearer: Option<Spanned<BearerKind>>,
+    sis_server: Option<Spanned<String>>,
+    tcp_address: Option<Spanned<String>>,
+    hold: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    #[serde(rename = "match")]
+    pattern: Spanned<String>,
+    to: Spanned<String>,
+    priority: Option<Spanned<IntOrStr>>,
+}
+
+/// A value that may be written as an integer or as a string (`priority = 2` or
+/// `priority = "immediate"`; `size_limit = 500_000` or `size_limit = "500 kB"`).
+#[derive(Debug)]
+enum IntOrStr {
+    Int(i64),
+    Str(String),
+}
+
+impl<'de> Deserialize<'de> for IntOrStr {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = IntOrStr;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an integer or a string")
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<IntOrStr, E> {
+                Ok(IntOrStr::Int(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<IntOrStr, E> {
+                i64::try_from(v)
+                    .map(IntOrStr::Int)
+                    .map_err(|_| E::custom("integer too large"))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<IntOrStr, E> {
+                Ok(IntOrStr::Str(v.to_owned()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Collects diagnostics against one file's text.
+struct Checker<'a> {
+    file: &'a str,
+    text: &'a str,
+    diagnostics: Vec<Diagnostic>,
+}
+
+impl Checker<'_> {
+    fn error(&mut self, span: Range<usize>, message: String) {
+        self.diagnostics.push(Diagnostic::at(
+            Severity::Error,
+            self.file,
+            self.text,
+            span,
+            message,
+        ));
+    }
+
+    fn warning(&mut self, span: Range<usize>, message: String) {
+        self.diagnostics.push(Diagnostic::at(
+            Severity::Warning,
+            self.file,
+            self.text,
+            span,
+            message,
+        ));
+    }
+
+    fn line_of(&self, offset: usize) -> usize {
+        let end = offset.min(self.text.len());
+        self.text.as_bytes()[..end]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count()
+            + 1
+    }
+
+    /// The span of a table's `[[header]]` line: serde spans of array-of-tables entries start
+    /// at the header, and the header is what a person looks for.
+    fn header_span(&self, span: &Range<usize>) -> Range<usize> {
+        let start = span.start.min(self.text.len());
+        let rest = &self.text[start..];
+        let len = rest.find('\n').unwrap_or(rest.len());
+        start..start + len.min(span.end.saturating_sub(start)).max(1)
+    }
+
+    fn priority(&mut self, value: &Spanned<IntOrStr>) -> Option<Priority> {
+        let parsed = match value.get_ref() {
+            IntOrStr::Int(n) => Priority::new(*n),
+            IntOrStr::Str(s) => Priority::from_name(s),
+        };
+        if parsed.is_none() {
+            let found = match value.get_ref() {
+                IntOrStr::Int(n) => n.to_string(),
+                IntOrStr::Str(s) => format!("\"{s}\""),
+            };
+            self.error(
+                value.span(),
+                format!(
+                    "invalid priority {found}; expected an MT-PRIORITY number from -9 to 9, or one of \
+                     deferred (-4), routine (-2), priority (0), immediate (2), flash (4), override (6)"
+                ),
+            );
+        }
+        parsed
+    }
+
+    fn size(&mut self, key: &str, value: &Spanned<IntOrStr>) -> Option<u64> {
+        let parsed = match value.get_ref() {
+            IntOrStr::Int(n) => u64::try_from(*n).ok().filter(|&n| n > 0),
+            IntOrStr::Str(s) => parse_size(s).filter(|&n| n > 0),
+        };
+        if parsed.is_none() {
+            let found = match value.get_ref() {
+                IntOrStr::Int(n) => n.to_string(),
+                IntOrStr::Str(s) => format!("\"{s}\""),
+            };
+            self.error(
+                value.span(),
+                format!(
+                    "invalid {key} {found}; expected a positive number of bytes, e.g. 500_000 or \"500 kB\" \
+                     (units: B, kB, KiB, MB, MiB, GB, GiB)"
+                ),
+            );
+        }
+        parsed
+    }
+}
+
+/// Parses `"500 kB"`, `"2 MB"`, `"64KiB"`, `"1000"`.
+fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let digits_end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '_'))
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(digits_end);
+    let number: String = number.chars().filter(|&c| c != '_').collect();
+    if number.is_empty() || number.len() > 19 {
+        return None;
+    }
+    let number: u64 = number.parse().ok()?;
+    let factor: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "k" | "kB" | "KB" => 1_000,
+        "KiB" => 1 << 10,
+        "M" | "MB" => 1_000_000,
+        "MiB" => 1 << 20,
+        "G" | "GB" => 1_000_000_000,
+        "GiB" => 1 << 30,
+        _ => return None,
+    };
+    number.checked_mul(factor)
+}
+
+/// Turns a `toml` deserialisation error into a diagnostic. The `toml` messages say what was
+/// expected; several-line messages are joined so that the headline stays one line.
+fn toml_error(file: &str, text: &str, err: &toml::de::Error) -> Diagnostic {
+    let message = err
+        .message()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    let message = improve_toml_message(&message);
+    let span = err.span().unwrap_or(0..0);
+    Diagnostic::at(Severity::Error, file, text, span, message)
+}
+
+/// Adds the hint a person needs to the few `toml` messages that are cryptic on their own.
+fn improve_toml_message(message: &str) -> String {
+    if message.starts_with("invalid type: map, expected a sequence") {
+        return format!(
+            "{message}; peers and routes are arrays of tables: write [[peer]] or [[route]] with double brackets"
+        );
+    }
+    if message == "duplicate key" {
+        return "duplicate key: it is already set in this table; keep one".to_owned();
+    }
+    if message.contains("unknown variant") && message.contains("`hmtp`") {
+        return message.replacen("unknown variant", "unknown protocol", 1);
+    }
+    if message.contains("unknown variant") && message.contains("`sis`") {
+        return message.replacen("unknown variant", "unknown bearer", 1);
+    }
+    message.to_owned()
+}
+
+/// Parses and checks a routing table. `file` is the name used in diagnostics.
+pub(crate) fn parse(file: &str, text: &str) -> Result<RoutingTable, Vec<Diagnostic>> {
+    if text.len() > MAX_FILE_SIZE {
+        return Err(vec![Diagnostic::at(
+            Severity::Error,
+            file,
+            "",
+            0..0,
+            format!(
+                "file is {} bytes; a routing table may be at most {MAX_FILE_SIZE} bytes",
+                text.len()
+            ),
+        )]);
+    }
+    let raw: RawFile = match toml::from_str(text) {
+        Ok(raw) => raw,
+        Err(err) => return Err(vec![toml_error(file, text, &err)]),
+    };
+    let mut ck = Checker {
+        file,
+        text,
+        diagnostics: Vec::new(),
+    };
+
+    let peers = check_peers(&mut ck, &raw.peer);
+    let (lan, local_rules) = check_lan(&mut ck, raw.lan.as_ref());
+    let mut rules = local_rules;
+    check_routes(&mut ck, &raw.route, &peers, &mut rules);
+
+    if raw.route.is_empty() && rules.is_empty() {
+        ck.error(
+            0..0,
+            "no routes: the table has no [[route]] entries and no [lan] domains, so no mail \
+             could go anywhere; add e.g. [[route]] with match = \"*\" and to = \"shore\""
+                .to_owned(),
+        );
+    }
+
+    // Two peers at the same node with the same protocol: one is probably a copy-paste slip.
+    for (i, (peer, span)) in peers.iter().enumerate() {
+        let twin = peers[..i].iter().find(|(other, _)| {
+            other.node.is_some() && other.node == peer.node && other.protocol == peer.protocol
+        });
+        if let (Some((other, _)), Some(node)) = (twin, peer.node) {
+            ck.warning(
+                span.clone(),
+                format!(
+                    "peers \"{}\" (line {}) and \"{}\" both speak {} to node {node}: mail for both goes to the same place",
+                    other.name, other.line, peer.name, peer.protocol
+                ),
+            );
+        }
+    }
+
+    // Peers that no route uses: probably a typo in a route or a leftover.
+    for (i, (peer, span)) in peers.iter().enumerate() {
+        let used = rules.iter().any(|r| r.target == Target::Peer(i));
+        if !used {
+            ck.warning(
+                span.clone(),
+                format!(
+                    "peer \"{}\" is never used: no [[route]] sends mail to it",
+                    peer.name
+                ),
+            );
+        }
+    }
+
+    let errors = ck.diagnostics.iter().any(|d| d.severity == Severity::Error);
+    if errors {
+        return Err(ck.diagnostics);
+    }
+    let peers = peers.into_iter().map(|(p, _)| p).collect();
+    Ok(RoutingTable::new(
+        file.to_owned(),
+        peers,
+        rules,
+        lan,
+        ck.diagnostics,
+    ))
+}
+
+fn valid_peer_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// Checks the `[[peer]]` entries. Returns every peer that is complete enough to be referred to
+/// (even with errors in other keys, so that routes naming it do not also fail), with the span of
+/// its header for later messages.
+fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Range<usize>)> {
+    let mut peers: Vec<(Peer, Range<usize>)> = Vec::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for entry in raw {
+        let p = entry.get_ref();
+        let header = ck.header_span(&entry.span());
+        let line = ck.line_of(entry.span().start);
+        let name = p.name.get_ref().clone();
+
+        if !valid_peer_name(&name) {
+            ck.error(
+                p.name.span(),
+                format!(
+                    "invalid peer name \"{name}\"; expected 1-64 letters, digits, '-', '_' or '.'"
+                ),
+            );
+        } else if name.eq_ignore_ascii_case(LAN) {
+            ck.error(
+                p.name.span(),
+                format!(
+                    "peer name \"{name}\" is reserved: routes use to = \"lan\" for delivery on the LAN; choose another name"
+                ),
+            );
+        }
+        // A duplicate is reported and then left out, so that routes resolve to the first
+        // definition and the copy is not also reported as unused.
+        let duplicate = seen.get(&name).copied();
+        if let Some(first) = duplicate {
+            ck.error(
+                p.name.span(),
+                format!("duplicate peer name \"{name}\"; first defined at line {first}"),
+            );
+        } else {
+            seen.insert(name.clone(), line);
+        }
+
+        let protocol = *p.protocol.get_ref();
+        let skywave = p.skywave.as_ref().is_some_and(|s| *s.get_ref());
+
+        let node = p
+            .node
+            .as_ref()
+            .and_then(|n| match n.get_ref().parse::<NodeAddress>() {
+                Ok(node) => Some(node),
+                Err(e) => {
+                    ck.error(n.span(), e.to_string());
+                    None
+                }
+            });
+
+        let compression = match &p.compression {
+            None => Compression::None,
+            Some(c) => match c.get_ref().parse::<Compression>() {
+                Err(e) => {
+                    ck.error(c.span(), e.to_string());
+                    Compression::None
+                }
+                Ok(comp) => {
+                    if let Some(why) = compression_problem(&name, protocol, skywave, comp) {
+                        ck.error(c.span(), why);
+                    }
+                    comp
+                }
+            },
+        };
+
+        let bearer_kind = match protocol {
+            Protocol::Hmtp | Protocol::Cftp => BearerKind::Sis,
+            Protocol::Smtp => BearerKind::Tcp,
+        };
+        if let Some(b) = &p.bearer
+            && *b.get_ref() != bearer_kind
+        {
+            let message = match protocol {
+                Protocol::Smtp => "protocol \"smtp\" runs over bearer \"tcp\" (TCP/IP, e.g. through an IP-over-HF router); \
+                                   bearer \"sis\" carries hmtp and cftp only"
+                    .to_owned(),
+                _ => format!(
+                    "protocol \"{protocol}\" runs over bearer \"sis\" (a STANAG 5066 server); \
+                     bearer \"tcp\" is only for protocol \"smtp\""
+                ),
+            };
+            ck.error(b.span(), message);
+        }
+        let bearer = match bearer_kind {
+            BearerKind::Sis => {
+                if let Some(t) = &p.tcp_address {
+                    ck.error(
+                        t.span(),
+                        format!(
+                            "tcp_address is only for protocol \"smtp\" (bearer \"tcp\"); peer \"{name}\" speaks {protocol} over the SIS"
+                        ),
+                    );
+                }
+                if p.node.is_none() {
+                    ck.error(
+                        header.clone(),
+                        format!(
+                            "peer \"{name}\" has no node address; {protocol} over STANAG 5066 needs node = \"w.x.y.z\" (the peer's 5066 address)"
+                        ),
+                    );
+                }
+                let server =
+                    p.sis_server.as_ref().and_then(|s| {
+                        match crate::model::check_host_port(s.get_ref()) {
+                            Ok(v) => Some(v),
+                            Err(e) => {
+                                ck.error(s.span(), format!("invalid sis_server: {e}"));
+                                None
+                            }
+                        }
+                    });
+                Bearer::Sis { server }
+            }
+            BearerKind::Tcp => {
+                if let Some(s) = &p.sis_server {
+                    ck.error(
+                        s.span(),
+                        format!(
+                            "sis_server is only for protocols over STANAG 5066 (hmtp, cftp); peer \"{name}\" speaks smtp over TCP: use tcp_address"
+                        ),
+                    );
+                }
+                match &p.tcp_address {
+                    None => {
+                        ck.error(
+                            header.clone(),
+                            format!(
+                                "peer \"{name}\" speaks smtp over TCP and needs tcp_address = \"host:port\" (its SMTP server)"
+                            ),
+                        );
+                        Bearer::Tcp {
+                            address: String::new(),
+                        }
+                    }
+                    Some(t) => match crate::model::check_host_port(t.get_ref()) {
+                        Ok(address) => Bearer::Tcp { address },
+                        Err(e) => {
+                            ck.error(t.span(), format!("invalid tcp_address: {e}"));
+                            Bearer::Tcp {
+                                address: String::new(),
+                            }
+                        }
+                    },
+                }
+            }
+        };
+
+        let priority = p
+            .priority
+            .as_ref()
+            .and_then(|v| ck.priority(v))
+            .unwrap_or_default();
+        let size_limit = p
+            .size_limit
+            .as_ref()
+            .and_then(|v| ck.size("size_limit", v))
+            .unwrap_or(DEFAULT_SIZE_LIMIT);
+        let batch_bytes = p
+            .batch_bytes
+            .as_ref()
+            .and_then(|v| ck.size("batch_bytes", v))
+            .unwrap_or(DEFAULT_BATCH_BYTES);
+
+        if duplicate.is_some() {
+            continue;
+        }
+        peers.push((
+            Peer {
+                name,
+                node,
+                protocol,
+                skywave,
+                compression,
+                priority,
+                size_limit,
+                batch_bytes,
+                bearer,
+                hold: p.hold.unwrap_or(false),
+                line,
+            },
+            header,
+        ));
+    }
+    peers
+}
+
+/// Why `compression` is not allowed towards this peer, if it is not.
+fn compression_problem(
+    name: &str,
+    protocol: Protocol,
+    skywave: bool,
+    compression: Compression,
+) -> Option<String> {
+    match (protocol, compression) {
+        (_, Compression::None) => None,
+        (Protocol::Hmtp, _) if !skywave => Some(format!(
+            "compression \"{compression}\" towards peer \"{name}\" needs skywave = true: \
+             only another skywave gateway understands a compressed HMTP stream; other peers get plain HMTP"
+        )),
+        (Protocol::Hmtp, _) => None,
+        (Protocol::Cftp, _) => Some(format!(
+            "compression \"{compression}\" is not valid with protocol \"cftp\": CFTP gzips every mail file itself (Annex F); \
+             use compression = \"none\" or leave it out"
+        )),
+        (Protocol::Smtp, Compression::Lzw { .. }) => None,
+        (Protocol::Smtp, _) => Some(format!(
+            "compression \"{compression}\" is not valid with protocol \"smtp\": SMTP peers compress only with JNOS LZW (XLZW); \
+             use lzw9 ... lzw16 or none"
+        )),
+    }
+}
+
+fn check_lan(ck: &mut Checker<'_>, raw: Option<&Spanned<RawLan>>) -> (Lan, Vec<Rule>) {
+    let mut rules: Vec<Rule> = Vec::new();
+    let mut relay_networks = Vec::new();
+    let authenticated_relay = raw
+        .and_then(|l| l.get_ref().authenticated_relay)
+        .unwrap_or(true);
+    match raw.and_then(|l| l.get_ref().relay_networks.as_ref()) {
+        None => {
+            for net in DEFAULT_RELAY_NETWORKS {
+                if let Ok(net) = net.parse::<Cidr>() {
+                    relay_networks.push(net);
+                }
+            }
+        }
+        Some(list) => {
+            for net in list {
+                match net.get_ref().parse::<Cidr>() {
+                    Ok(cidr) => {
+                        let everything = ["0.0.0.0/0", "::/0"].contains(&cidr.to_string().as_str());
+                        if everything {
+                            ck.warning(
+                                net.span(),
+                                format!(
+                                    "relay network {cidr} contains every address: anyone who can reach the gateway may send mail to the HF peers (an open relay)"
+                                ),
+                            );
+                        }
+                        relay_networks.push(cidr);
+                    }
+                    Err(e) => ck.error(net.span(), format!("invalid relay network: {e}")),
+                }
+            }
+            if list.is_empty()
+                && !authenticated_relay
+                && let Some(lan) = raw
+            {
+                let header = ck.header_span(&lan.span());
+                ck.warning(
+                    header,
+                    "nobody may relay: relay_networks is empty and authenticated_relay is false, so only mail for [lan] domains is accepted".to_owned(),
+                );
+            }
+        }
+    }
+    if let Some(lan) = raw {
+        let mut seen: HashMap<Pattern, usize> = HashMap::new();
+        for d in &lan.get_ref().domains {
+            let pattern = match Pattern::parse(d.get_ref()) {
+                Ok(p) => p,
+                Err(e) => {
+                    ck.error(d.span(), format!("invalid local domain: {e}"));
+                    continue;
+                }
+            };
+            match pattern {
+                Pattern::CatchAll => {
+                    ck.error(
+                        d.span(),
+                        "\"*\" cannot be a local domain: every address would count as local and anyone could send mail through this gateway; list your domains".to_owned(),
+                    );
+                    continue;
+                }
+                Pattern::Address { .. } => {
+                    ck.error(
+                        d.span(),
+                        format!(
+                            "[lan] domains lists domains (example.org or *.example.org), not addresses; send \"{}\" somewhere with a [[route]]",
+                            d.get_ref()
+                        ),
+                    );
+                    continue;
+                }
+                Pattern::Domain(_) | Pattern::Subdomains(_) => {}
+            }
+            let line = ck.line_of(d.span().start);
+            if let Some(first) = seen.get(&pattern) {
+                ck.error(
+                    d.span(),
+                    format!("local domain \"{pattern}\" is listed twice; first at line {first}"),
+                );
+                continue;
+            }
+            seen.insert(pattern.clone(), line);
+            rules.push(Rule {
+                pattern,
+                target: Target::Lan,
+                priority: None,
+                line,
+                column: column_of(ck.text, d.span().start),
+                origin: RuleOrigin::LocalDomain,
+            });
+        }
+    }
+    (
+        Lan {
+            relay_networks,
+            authenticated_relay,
+        },
+        rules,
+    )
+}
+
+fn column_of(text: &str, offset: usize) -> usize {
+    let mut o = offset.min(text.len());
+    while o > 0 && !text.is_char_boundary(o) {
+        o -= 1;
+    }
+    let line_start = text[..o].rfind('\n').map_or(0, |i| i + 1);
+    text[line_start..o].chars().count() + 1
+}
+
+fn check_routes(
+    ck: &mut Checker<'_>,
+    raw: &[Spanned<RawRoute>],
+    peers: &[(Peer, Range<usize>)],
+    rules: &mut Vec<Rule>,
+) {
+    let mut known: Vec<&str> = peers.iter().map(|(p, _)| p.name.as_str()).collect();
+    known.sort_unstable();
+    known.dedup();
+    for entry in raw {
+        let r = entry.get_ref();
+        let text = r.pattern.get_ref();
+        let pattern = match Pattern::parse(text) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                ck.error(r.pattern.span(), e.to_string());
+                None
+            }
+        };
+        let to = r.to.get_ref();
+        let target = if to == LAN {
+            Some(Target::Lan)
+        } else if let Some(i) = peers.iter().position(|(p, _)| p.name == *to) {
+            Some(Target::Peer(i))
+        } else {
+            let list = if known.is_empty() {
+                "no [[peer]] is defined".to_owned()
+            } else {
+                format!("known peers: {}", known.join(", "))
+            };
+            ck.error(
+                r.to.span(),
+                format!(
+                    "unknown peer \"{to}\" in route for \"{text}\"; {list} (or \"lan\" for delivery on the LAN)"
+                ),
+            );
+            None
+        };
+        let priority = r.priority.as_ref().and_then(|p| ck.priority(p));
+        let (Some(pattern), Some(target)) = (pattern, target) else {
+            continue;
+        };
+        if let Some(other) = rules.iter().find(|rule| rule.pattern == pattern) {
+            let message = match other.origin {
+                RuleOrigin::LocalDomain => format!(
+                    "route for \"{text}\" repeats local domain \"{}\" ([lan] domains, line {}); mail for local domains is delivered on the LAN",
+                    other.pattern, other.line
+                ),
+                RuleOrigin::Route if other.target == target => format!(
+                    "duplicate route for \"{text}\"; the same pattern is routed at line {}",
+                    other.line
+                ),
+                RuleOrigin::Route => format!(
+                    "conflicting routes for \"{text}\": line {} sends it to {}, this one to {}; keep one",
+                    other.line,
+                    target_name(other.target, peers),
+                    target_name(target, peers)
+                ),
+            };
+            ck.error(r.pattern.span(), message);
+            continue;
+        }
+        let line = ck.line_of(r.pattern.span().start);
+        rules.push(Rule {
+            pattern,
+            target,
+            priority,
+            line,
+            column: column_of(ck.text, r.pattern.span().start),
+            origin: RuleOrigin::Route,
+        });
+    }
+}
+
+fn target_name(target: Target, peers: &[(Peer, Range<usize>)]) -> String {
+    match target {
+        Target::Lan => "the LAN".to_owned(),
+        Target::Peer(i) => peers
+            .get(i)
+            .map_or_else(|| "?".to_owned(), |(p, _)| format!("peer \"{}\"", p.name)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("500 kB"), Some(500_000));
+        assert_eq!(parse_size("64KiB"), Some(65_536));
+        assert_eq!(parse_size("2 MB"), Some(2_000_000));
+        assert_eq!(parse_size("1_000"), Some(1000));
+        assert_eq!(parse_size("1 GiB"), Some(1 << 30));
+        assert_eq!(parse_size("99999999999999999999 GB"), None);
+        assert_eq!(parse_size("x"), None);
+        assert_eq!(parse_size("5 parsecs"), None);
+        assert_eq!(parse_size(""), None);
+    }
+}

@@ -1,0 +1,513 @@
+//! The validated model of a routing table: peers, their protocol, compression and bearer, and
+//! the LAN side. Built from the TOML by the `config` module; read by the lookup.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::str::FromStr;
+
+/// A STANAG 5066 node address, `w.x.y.z` with w 0-15 and x, y, z 0-255 (28 bits, Annex C
+/// §C.3.2.6). Kept here as its own small type; the gateway converts it to the SIS crate's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NodeAddress(u32);
+
+impl NodeAddress {
+    /// The 28-bit address as an integer (w in bits 27-24).
+    pub fn to_u32(self) -> u32 {
+        self.0
+    }
+
+    /// The four dotted numbers.
+    pub fn octets(self) -> [u8; 4] {
+        self.0.to_be_bytes()
+    }
+}
+
+/// A node address that did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "\"{0}\" is not a STANAG 5066 node address; expected w.x.y.z with w 0-15 and x, y, z 0-255, e.g. 0.0.1.2"
+)]
+pub struct NodeAddressError(String);
+
+impl FromStr for NodeAddress {
+    type Err = NodeAddressError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || NodeAddressError(s.to_owned());
+        let mut parts = s.split('.');
+        let mut value: u32 = 0;
+        for i in 0..4 {
+            let part = parts.next().ok_or_else(err)?;
+            if part.is_empty() || part.len() > 3 || !part.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(err());
+            }
+            let n: u32 = part.parse().map_err(|_| err())?;
+            let max = if i == 0 { 15 } else { 255 };
+            if n > max {
+                return Err(err());
+            }
+            value = (value << 8) | n;
+        }
+        if parts.next().is_some() {
+            return Err(err());
+        }
+        Ok(NodeAddress(value))
+    }
+}
+
+impl fmt::Display for NodeAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [w, x, y, z] = self.octets();
+        write!(f, "{w}.{x}.{y}.{z}")
+    }
+}
+
+/// The protocol spoken to a peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// HMTP over STANAG 5066 SAP 3 (Annex F): batched SMTP, two transmissions per session.
+    Hmtp,
+    /// CFTP over SAP 12 (Annex F): gzipped mail files over RCOP/BFTP.
+    Cftp,
+    /// Plain SMTP over TCP/IP (optionally JNOS `XLZW` compression): JNOS nodes, IP-over-HF.
+    Smtp,
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Protocol::Hmtp => "hmtp",
+            Protocol::Cftp => "cftp",
+            Protocol::Smtp => "smtp",
+        })
+    }
+}
+
+/// Stream compression towards a peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// No compression.
+    None,
+    /// JNOS-compatible LZW with the given maximum code width (9-16 bits).
+    Lzw {
+        /// Maximum code width in bits, 9..=16.
+        bits: u8,
+    },
+    /// A zlib (deflate) stream.
+    Deflate,
+}
+
+/// A compression value that did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompressionError {
+    /// `lzw` without a width.
+    #[error("\"lzw\" needs its maximum code width: lzw9 (the JNOS default) to lzw16 (best ratio)")]
+    LzwWithoutBits,
+    /// Anything else.
+    #[error("unknown compression \"{0}\"; expected none, lzw9 ... lzw16, or deflate")]
+    Unknown(String),
+}
+
+impl FromStr for Compression {
+    type Err = CompressionError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "none" => return Ok(Compression::None),
+            "deflate" => return Ok(Compression::Deflate),
+            "lzw" => return Err(CompressionError::LzwWithoutBits),
+            _ => {}
+        }
+        if let Some(digits) = s.strip_prefix("lzw")
+            && !digits.starts_with('0')
+            && digits.bytes().all(|b| b.is_ascii_digit())
+            && let Ok(bits) = digits.parse::<u8>()
+            && (9..=16).contains(&bits)
+        {
+            return Ok(Compression::Lzw { bits });
+        }
+        Err(CompressionError::Unknown(s.to_owned()))
+    }
+}
+
+impl fmt::Display for Compression {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Compression::None => f.write_str("none"),
+            Compression::Lzw { bits } => write!(f, "lzw{bits}"),
+            Compression::Deflate => f.write_str("deflate"),
+        }
+    }
+}
+
+/// How the bytes reach a peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bearer {
+    /// Through a STANAG 5066 server's SIS (TCP port 5066 by default).
+    Sis {
+        /// `host:port` of the SIS server for this peer, when not the gateway's default.
+        server: Option<String>,
+    },
+    /// Plain TCP/IP to the peer's SMTP server (`host:port`).
+    Tcp {
+        /// `host:port` to connect to.
+        address: String,
+    },
+}
+
+impl fmt::Display for Bearer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Bearer::Sis { server: None } => f.write_str("sis (the gateway's SIS server)"),
+            Bearer::Sis {
+                server: Some(server),
+            } => write!(f, "sis via {server}"),
+            Bearer::Tcp { address } => write!(f, "tcp to {address}"),
+        }
+    }
+}
+
+/// Message priority on the RFC 6710 MT-PRIORITY scale, -9 (lowest) to 9 (highest); 0 is the
+/// priority of mail that states none.
+///
+/// The MMHS precedence names (RFC 6758) are accepted and mapped as RFC 6710's MMHS priority
+/// assignment policy does, the same mapping the spool uses for the MMHS-Primary-Precedence
+/// header: deferred -4, routine -2, priority 0, immediate 2, flash 4, override 6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Priority(i8);
+
+/// Named precedences and their MT-PRIORITY values.
+const PRECEDENCES: [(&str, i8); 6] = [
+    ("deferred", -4),
+    ("routine", -2),
+    ("priority", 0),
+    ("immediate", 2),
+    ("flash", 4),
+    ("override", 6),
+];
+
+impl Priority {
+    /// A priority from an MT-PRIORITY value, if in -9..=9.
+    pub fn new(value: i64) -> Option<Priority> {
+        i8::try_from(value)
+            .ok()
+            .filter(|v| (-9..=9).contains(v))
+            .map(Priority)
+    }
+
+    /// The MT-PRIORITY value.
+    pub fn value(self) -> i8 {
+        self.0
+    }
+
+    /// The precedence name for this value, if it has one.
+    pub fn name(self) -> Option<&'static str> {
+        PRECEDENCES
+            .iter()
+            .find(|(_, v)| *v == self.0)
+            .map(|(n, _)| *n)
+    }
+
+    pub(crate) fn from_name(name: &str) -> Option<Priority> {
+        PRECEDENCES
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| Priority(*v))
+    }
+}
+
+impl fmt::Display for Priority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(name) => write!(f, "{} ({name})", self.0),
+            None => write!(f, "{}", self.0),
+        }
+    }
+}
+
+/// An HF (or TCP) peer gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    /// The peer's name, used by routes and by operators (`skywave queue hold shore`).
+    pub name: String,
+    /// Its STANAG 5066 node address (required for the `sis` bearer).
+    pub node: Option<NodeAddress>,
+    /// Protocol spoken to it.
+    pub protocol: Protocol,
+    /// True for another skywave gateway: compressed HMTP may be sent without negotiation.
+    pub skywave: bool,
+    /// Compression of the stream towards it.
+    pub compression: Compression,
+    /// Priority of mail that carries none and whose route sets none.
+    pub priority: Priority,
+    /// Largest message accepted for this peer, in bytes.
+    pub size_limit: u64,
+    /// Byte budget of one batch (one HMTP session), so urgent mail never waits long.
+    pub batch_bytes: u64,
+    /// Transport.
+    pub bearer: Bearer,
+    /// When true, mail for this peer is queued but not sent until an operator releases it.
+    pub hold: bool,
+    /// Line of the `[[peer]]` entry in the file.
+    pub line: usize,
+}
+
+/// An IPv4 or IPv6 network in CIDR notation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    network: IpAddr,
+    prefix: u8,
+}
+
+/// A network that did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CidrError {
+    /// Not an address or not `address/prefix`.
+    #[error("\"{0}\" is not a network; expected CIDR notation such as 10.1.0.0/16 or fd00::/8")]
+    Syntax(String),
+    /// Prefix length too large for the family.
+    #[error("prefix /{prefix} is too long for \"{text}\" (at most /{max})")]
+    Prefix {
+        /// The text.
+        text: String,
+        /// Prefix given.
+        prefix: u32,
+        /// Longest allowed.
+        max: u8,
+    },
+    /// Host bits set below the prefix.
+    #[error("\"{text}\" has host bits set; did you mean {suggestion}?")]
+    HostBits {
+        /// The text.
+        text: String,
+        /// The network with host bits cleared.
+        suggestion: String,
+    },
+}
+
+impl Cidr {
+    /// True when `ip` is inside this network. IPv4-mapped IPv6 clients (`::ffff:a.b.c.d`) are
+    /// compared as IPv4.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.network, ip.to_canonical()) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let mask = mask32(self.prefix);
+                u32::from(ip) & mask == u32::from(net)
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let mask = mask128(self.prefix);
+                u128::from(ip) & mask == u128::from(net)
+            }
+            _ => false,
+        }
+    }
+}
+
+fn mask32(prefix: u8) -> u32 {
+    u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0)
+}
+
+fn mask128(prefix: u8) -> u128 {
+    u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0)
+}
+
+impl FromStr for Cidr {
+    type Err = CidrError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let syntax = || CidrError::Syntax(s.to_owned());
+        let (addr, prefix) = match s.split_once('/') {
+            Some((a, p)) => {
+                if p.is_empty() || p.len() > 3 || !p.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(syntax());
+                }
+                (a, Some(p.parse::<u32>().map_err(|_| syntax())?))
+            }
+            None => (s, None),
+        };
+        let network: IpAddr = addr.parse().map_err(|_| syntax())?;
+        let max: u8 = if network.is_ipv4() { 32 } else { 128 };
+        let prefix = prefix.unwrap_or(u32::from(max));
+        if prefix > u32::from(max) {
+            return Err(CidrError::Prefix {
+                text: s.to_owned(),
+                prefix,
+                max,
+            });
+        }
+        let prefix = u8::try_from(prefix).map_err(|_| syntax())?;
+        let cleared = match network {
+            IpAddr::V4(a) => IpAddr::V4((u32::from(a) & mask32(prefix)).into()),
+            IpAddr::V6(a) => IpAddr::V6((u128::from(a) & mask128(prefix)).into()),
+        };
+        if cleared != network {
+            return Err(CidrError::HostBits {
+                text: s.to_owned(),
+                suggestion: format!("{cleared}/{prefix}"),
+            });
+        }
+        Ok(Cidr { network, prefix })
+    }
+}
+
+impl fmt::Display for Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.network, self.prefix)
+    }
+}
+
+/// The LAN side: which domains are ours and who may relay to HF peers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lan {
+    /// Networks whose clients may relay (send mail to any routed destination).
+    pub relay_networks: Vec<Cidr>,
+    /// Whether clients that authenticated may relay from anywhere.
+    pub authenticated_relay: bool,
+}
+
+impl Lan {
+    /// True when a client at `ip` (authenticated or not) may relay.
+    pub fn may_relay(&self, ip: IpAddr, authenticated: bool) -> bool {
+        (authenticated && self.authenticated_relay)
+            || self.relay_networks.iter().any(|n| n.contains(ip))
+    }
+}
+
+/// Parses `host:port` (`[v6]:port` for IPv6 literals); returns the canonical text.
+pub(crate) fn check_host_port(s: &str) -> Result<String, String> {
+    let expected = || {
+        format!(
+            "\"{s}\" is not a host and port; expected host:port, e.g. 127.0.0.1:5066, mail.example.org:25 or [::1]:25"
+        )
+    };
+    let (host, port) = s.rsplit_once(':').ok_or_else(expected)?;
+    let port: u16 = port.parse().map_err(|_| expected())?;
+    if port == 0 {
+        return Err(format!(
+            "port 0 in \"{s}\"; give the port the peer listens on"
+        ));
+    }
+    if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        v6.parse::<std::net::Ipv6Addr>().map_err(|_| expected())?;
+        return Ok(s.to_owned());
+    }
+    if host.parse::<std::net::Ipv4Addr>().is_ok() {
+        return Ok(s.to_owned());
+    }
+    let hostname_ok = !host.is_empty()
+        && host.len() <= 253
+        && host.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+    if hostname_ok {
+        Ok(s.to_owned())
+    } else {
+        Err(expected())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_addresses() {
+        assert_eq!(
+            "15.255.255.255".parse::<NodeAddress>().unwrap().to_u32(),
+            0x0FFF_FFFF
+        );
+        assert_eq!(
+            "0.0.1.2".parse::<NodeAddress>().unwrap().to_string(),
+            "0.0.1.2"
+        );
+        for bad in [
+            "16.0.0.0",
+            "1.2.3",
+            "1.2.3.4.5",
+            "1.2.3.256",
+            "a.b.c.d",
+            "",
+            "1..2.3",
+            "+1.2.3.4",
+            "0001.2.3.4",
+        ] {
+            assert!(bad.parse::<NodeAddress>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn compression_values() {
+        assert_eq!("lzw9".parse(), Ok(Compression::Lzw { bits: 9 }));
+        assert_eq!("lzw16".parse(), Ok(Compression::Lzw { bits: 16 }));
+        assert_eq!("deflate".parse(), Ok(Compression::Deflate));
+        assert_eq!(
+            "lzw".parse::<Compression>(),
+            Err(CompressionError::LzwWithoutBits)
+        );
+        for bad in ["lzw8", "lzw17", "lzw09", "lzw+9", "LZW9", "gzip", ""] {
+            assert!(bad.parse::<Compression>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn cidrs() {
+        let net: Cidr = "10.1.0.0/16".parse().unwrap();
+        assert!(net.contains("10.1.200.3".parse().unwrap()));
+        assert!(net.contains("::ffff:10.1.2.3".parse().unwrap()));
+        assert!(!net.contains("10.2.0.1".parse().unwrap()));
+        let all: Cidr = "0.0.0.0/0".parse().unwrap();
+        assert!(all.contains("192.0.2.1".parse().unwrap()));
+        let v6: Cidr = "fd00::/8".parse().unwrap();
+        assert!(v6.contains("fd12::1".parse().unwrap()));
+        assert!(!v6.contains("fe80::1".parse().unwrap()));
+        let host: Cidr = "::1".parse().unwrap();
+        assert!(host.contains("::1".parse().unwrap()));
+        assert!(
+            matches!("10.1.2.3/16".parse::<Cidr>(), Err(CidrError::HostBits { suggestion, .. }) if suggestion == "10.1.0.0/16")
+        );
+        assert!(matches!(
+            "10.0.0.0/33".parse::<Cidr>(),
+            Err(CidrError::Prefix { .. })
+        ));
+        assert!("10.0.0.0/".parse::<Cidr>().is_err());
+        assert!("ten".parse::<Cidr>().is_err());
+    }
+
+    #[test]
+    fn priorities() {
+        assert_eq!(Priority::from_name("Flash"), Priority::new(4));
+        assert_eq!(Priority::new(10), None);
+        assert_eq!(Priority::new(-9).map(|p| p.value()), Some(-9));
+        assert_eq!(
+            Priority::new(-2).map(|p| p.to_string()).as_deref(),
+            Some("-2 (routine)")
+        );
+    }
+
+    #[test]
+    fn host_ports() {
+        for ok in [
+            "127.0.0.1:5066",
+            "[::1]:25",
+            "mail.shore.example:25",
+            "shore:2525",
+        ] {
+            assert!(check_host_port(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "127.0.0.1",
+            "host:0",
+            "host:99999",
+            ":25",
+            "-x.org:25",
+            "[::1:25",
+        ] {
+            assert!(check_host_port(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,607 @@
+//! The loaded routing table: most-specific-first lookup, relay decisions for the SMTP front end,
+//! and explanations for `skywave routes explain`.
+//!
+//! Lookup order for `user@a.b.example` (the first rule that exists wins):
+//! 1. the exact address `user@a.b.example` (local part compared ASCII-case-insensitively);
+//! 2. the exact domain `a.b.example`;
+//! 3. wildcards from the deepest: `*.b.example`, then `*.example`;
+//! 4. the catch-all `*`.
+//!
+//! Each step is one hash lookup, so a lookup costs O(number of labels), whatever the table's size.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::IpAddr;
+
+use crate::address::{Address, AddressError, Refusal};
+use crate::diag::Diagnostic;
+use crate::model::{Lan, Peer, Priority};
+use crate::pattern::{Pattern, PatternKind};
+
+/// Where a rule sends mail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Target {
+    Lan,
+    /// Index into the table's peers.
+    Peer(usize),
+}
+
+/// Where a rule came from in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleOrigin {
+    /// A `[[route]]` entry.
+    Route,
+    /// An entry of `[lan] domains`.
+    LocalDomain,
+}
+
+/// One rule of the table: a pattern and where it sends mail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// What it matches.
+    pub pattern: Pattern,
+    pub(crate) target: Target,
+    /// The priority it gives mail that states none (overrides the peer's default).
+    pub priority: Option<Priority>,
+    /// Line of the pattern in the file.
+    pub line: usize,
+    /// Column of the pattern in the file.
+    pub column: usize,
+    /// `[[route]]` or `[lan] domains`.
+    pub origin: RuleOrigin,
+}
+
+/// Where a routed address goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Destination<'t> {
+    /// Delivered on the LAN (to the smarthost or Maildir the gateway is configured with).
+    Lan,
+    /// Sent to an HF (or TCP) peer.
+    Peer(&'t Peer),
+}
+
+/// The result of a successful lookup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route<'t> {
+    /// The normalised address.
+    pub address: Address,
+    /// The rule that won.
+    pub rule: &'t Rule,
+    /// Where the mail goes.
+    pub destination: Destination<'t>,
+    /// Priority for mail that states none: the route's, else the peer's, else 0.
+    pub priority: Priority,
+    /// True when the address's domain is one of `[lan] domains` (mail for us, accepted from
+    /// anyone), false when sending it on is relaying.
+    pub local: bool,
+}
+
+/// Why a recipient cannot be routed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LookupError {
+    /// The address was refused before lookup (syntax, length or a relay trick).
+    #[error("{0}")]
+    Address(#[from] AddressError),
+    /// No rule matches and the table has no catch-all.
+    #[error("no route for {0}: no rule matches its domain and there is no catch-all")]
+    NoRoute(Address),
+}
+
+impl LookupError {
+    /// The SMTP refusal for this error: the address's own (550 5.7.1 or 550 5.1.3), or
+    /// 550 5.1.2 when nothing routes the domain.
+    pub fn smtp_reply(&self) -> Refusal {
+        match self {
+            LookupError::Address(e) => e.smtp_reply(),
+            LookupError::NoRoute(address) => Refusal {
+                code: 550,
+                enhanced: "5.1.2",
+                text: format!("<{address}>: no route to domain {}", address.domain()),
+            },
+        }
+    }
+}
+
+/// The SMTP front end's answer for one `RCPT TO`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelayDecision<'t> {
+    /// Accept: the mail goes this way.
+    Accept(Route<'t>),
+    /// Refuse with this reply.
+    Refuse(Refusal),
+}
+
+#[derive(Debug, Default)]
+struct Index {
+    addresses: HashMap<String, usize>,
+    domains: HashMap<String, usize>,
+    subdomains: HashMap<String, usize>,
+    catch_all: Option<usize>,
+}
+
+/// A checked routing table. Immutable: a reload builds a new one and swaps it in (see
+/// [`crate::SharedRoutes`]).
+#[derive(Debug)]
+pub struct RoutingTable {
+    file: String,
+    peers: Vec<Peer>,
+    rules: Vec<Rule>,
+    lan: Lan,
+    index: Index,
+    warnings: Vec<Diagnostic>,
+}
+
+impl RoutingTable {
+    pub(crate) fn new(
+        file: String,
+        peers: Vec<Peer>,
+        rules: Vec<Rule>,
+        lan: Lan,
+        warnings: Vec<Diagnostic>,
+    ) -> RoutingTable {
+        let mut index = Index::default();
+        for (i, rule) in rules.iter().enumerate() {
+            // The checker has refused duplicate patterns; keep the first should one slip by.
+            match &rule.pattern {
+                Pattern::Address { local, domain } => {
+                    index
+                        .addresses
+                        .entry(format!("{local}@{domain}"))
+                        .or_insert(i);
+                }
+                Pattern::Domain(d) => {
+                    index.domains.entry(d.clone()).or_insert(i);
+                }
+                Pattern::Subdomains(d) => {
+                    index.subdomains.entry(d.clone()).or_insert(i);
+                }
+                Pattern::CatchAll => {
+                    index.catch_all.get_or_insert(i);
+                }
+            }
+        }
+        RoutingTable {
+            file,
+            peers,
+            rules,
+            lan,
+            index,
+            warnings,
+        }
+    }
+
+    /// The file name the table was loaded from (as given).
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// The peers, in file order.
+    pub fn peers(&self) -> &[Peer] {
+        &self.peers
+    }
+
+    /// A peer by name.
+    pub fn peer(&self, name: &str) -> Option<&Peer> {
+        self.peers.iter().find(|p| p.name == name)
+    }
+
+    /// Every rule: local domains first, then the routes in file order.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// The number of `[[route]]` entries.
+    pub fn route_count(&self) -> usize {
+        self.rules
+            .iter()
+            .filter(|r| r.origin == RuleOrigin::Route)
+            .count()
+    }
+
+    /// The LAN settings.
+    pub fn lan(&self) -> &Lan {
+        &self.lan
+    }
+
+    /// Warnings found while loading (the table is usable).
+    pub fn warnings(&self) -> &[Diagnostic] {
+        &self.warnings
+    }
+
+    /// Where a rule sends mail.
+    pub fn destination(&self, rule: &Rule) -> Destination<'_> {
+        match rule.target {
+            Target::Lan => Destination::Lan,
+            Target::Peer(i) => self
+                .peers
+                .get(i)
+                .map_or(Destination::Lan, Destination::Peer),
+        }
+    }
+
+    /// True when the domain is one of `[lan] domains`.
+    pub fn is_local(&self, address: &Address) -> bool {
+        self.rules
+            .iter()
+            .any(|r| r.origin == RuleOrigin::LocalDomain && r.pattern.matches(address))
+    }
+
+    /// The candidate patterns for an address, most specific first, each with the index of the
+    /// rule that has it (if any).
+    fn candidates(&self, address: &Address) -> Vec<(Pattern, Option<usize>)> {
+        let domain = address.domain();
+        let local = address.local_key();
+        let mut out = Vec::new();
+        out.push((
+            Pattern::Address {
+                local: local.clone(),
+                domain: domain.to_owned(),
+            },
+            self.index
+                .addresses
+                .get(&format!("{local}@{domain}"))
+                .copied(),
+        ));
+        out.push((
+            Pattern::Domain(domain.to_owned()),
+            self.index.domains.get(domain).copied(),
+        ));
+        for (i, _) in domain.match_indices('.') {
+            let parent = &domain[i + 1..];
+            out.push((
+                Pattern::Subdomains(parent.to_owned()),
+                self.index.subdomains.get(parent).copied(),
+            ));
+        }
+        out.push((Pattern::CatchAll, self.index.catch_all));
+        out
+    }
+
+    /// The index of the winning rule for an address.
+    fn find(&self, address: &Address) -> Option<usize> {
+        let domain = address.domain();
+        if !self.index.addresses.is_empty() {
+            let key = format!("{}@{domain}", address.local_key());
+            if let Some(&i) = self.index.addresses.get(&key) {
+                return Some(i);
+            }
+        }
+        if let Some(&i) = self.index.domains.get(domain) {
+            return Some(i);
+        }
+        for (i, _) in domain.match_indices('.') {
+            if let Some(&r) = self.index.subdomains.get(&domain[i + 1..]) {
+                return Some(r);
+            }
+        }
+        self.index.catch_all
+    }
+
+    /// Routes an already-parsed address.
+    pub fn route(&self, address: &Address) -> Option<Route<'_>> {
+        let rule = self.rules.get(self.find(address)?)?;
+        let destination = self.destination(rule);
+        let priority = rule
+            .priority
+            .or(match destination {
+                Destination::Peer(p) => Some(p.priority),
+                Destination::Lan => None,
+            })
+            .unwrap_or_default();
+        Some(Route {
+            address: address.clone(),
+            rule,
+            destination,
+            priority,
+            local: self.is_local(address),
+        })
+    }
+
+    /// Parses a recipient (as in `RCPT TO`) and routes it.
+    pub fn lookup(&self, recipient: &str) -> Result<Route<'_>, LookupError> {
+        let address = Address::parse(recipient)?;
+        self.route(&address).ok_or(LookupError::NoRoute(address))
+    }
+
+    /// The relay decision for one recipient from a LAN client: accepted when the table routes
+    /// it and either its domain is local (mail for us) or the client may relay (its address is
+    /// in `[lan] relay_networks`, or it authenticated and `authenticated_relay` is on).
+    pub fn relay_decision(
+        &self,
+        client: IpAddr,
+        authenticated: bool,
+        recipient: &str,
+    ) -> RelayDecision<'_> {
+        let route = match self.lookup(recipient) {
+            Ok(route) => route,
+            Err(e) => return RelayDecision::Refuse(e.smtp_reply()),
+        };
+        if route.local || self.lan.may_relay(client, authenticated) {
+            RelayDecision::Accept(route)
+        } else {
+            RelayDecision::Refuse(relay_denied(&route.address))
+        }
+    }
+
+    /// Explains where a recipient goes and why; with `client`, also whether that client may
+    /// send it.
+    pub fn explain(&self, recipient: &str, client: Option<(IpAddr, bool)>) -> Explanation {
+        let address = Address::parse(recipient);
+        let mut candidates = Vec::new();
+        let mut route = None;
+        if let Ok(address) = &address {
+            let mut won = false;
+            for (pattern, rule) in self.candidates(address) {
+                let rule = rule.and_then(|i| self.rules.get(i));
+                let wins = rule.is_some() && !won;
+                won |= wins;
+                candidates.push(Candidate {
+                    kind: pattern.kind(),
+                    pattern: pattern.to_string(),
+                    rule: rule.map(|r| CandidateRule {
+                        line: r.line,
+                        column: r.column,
+                        origin: r.origin,
+                        target: match self.destination(r) {
+                            Destination::Lan => "lan".to_owned(),
+                            Destination::Peer(p) => p.name.clone(),
+                        },
+                    }),
+                    wins,
+                });
+            }
+            route = self.route(address).map(|r| RouteSummary {
+                pattern: r.rule.pattern.to_string(),
+                line: r.rule.line,
+                origin: r.rule.origin,
+                peer: match r.destination {
+                    Destination::Lan => None,
+                    Destination::Peer(p) => Some(p.clone()),
+                },
+                priority: r.priority,
+                priority_from: if r.rule.priority.is_some() {
+                    "the route"
+                } else if matches!(r.destination, Destination::Peer(_)) {
+                    "the peer's default"
+                } else {
+                    "the default"
+                },
+                local: r.local,
+            });
+        }
+        let relay = client.map(|(ip, authenticated)| {
+            let (verdict, reason) = match self.relay_decision(ip, authenticated, recipient) {
+                RelayDecision::Accept(r) if r.local => {
+                    (Ok(()), format!("{} is a local domain", r.address.domain()))
+                }
+                RelayDecision::Accept(_) => (Ok(()), self.relay_reason(ip, authenticated)),
+                RelayDecision::Refuse(refusal) => (Err(refusal), String::new()),
+            };
+            RelayCheck {
+                client: ip,
+                authenticated,
+                verdict,
+                reason,
+            }
+        });
+        Explanation {
+            input: recipient.to_owned(),
+            file: self.file.clone(),
+            address,
+            candidates,
+            route,
+            relay,
+        }
+    }
+
+    fn relay_reason(&self, ip: IpAddr, authenticated: bool) -> String {
+        if let Some(net) = self.lan.relay_networks.iter().find(|n| n.contains(ip)) {
+            format!("{ip} is in relay network {net}")
+        } else if authenticated && self.lan.authenticated_relay {
+            "the client authenticated and authenticated_relay is on".to_owned()
+        } else {
+            String::new()
+        }
+    }
+}
+
+fn relay_denied(address: &Address) -> Refusal {
+    Refusal {
+        code: 554,
+        enhanced: "5.7.1",
+        text: format!(
+            "<{address}>: Relay access denied: not a local domain, and this client may not relay"
+        ),
+    }
+}
+
+/// One candidate pattern considered for an address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// Its kind.
+    pub kind: PatternKind,
+    /// The pattern text.
+    pub pattern: String,
+    /// The rule in the table with this pattern, if there is one.
+    pub rule: Option<CandidateRule>,
+    /// True for the rule that won.
+    pub wins: bool,
+}
+
+/// A rule of the table, as shown in an explanation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CandidateRule {
+    /// Line in the file.
+    pub line: usize,
+    /// Column in the file.
+    pub column: usize,
+    /// `[[route]]` or `[lan] domains`.
+    pub origin: RuleOrigin,
+    /// `lan` or the peer's name.
+    pub target: String,
+}
+
+/// The route chosen, as shown in an explanation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteSummary {
+    /// The winning pattern.
+    pub pattern: String,
+    /// Its line.
+    pub line: usize,
+    /// `[[route]]` or `[lan] domains`.
+    pub origin: RuleOrigin,
+    /// The peer, or `None` for the LAN.
+    pub peer: Option<Peer>,
+    /// Priority for mail that states none.
+    pub priority: Priority,
+    /// Where the priority came from.
+    pub priority_from: &'static str,
+    /// True when the domain is local.
+    pub local: bool,
+}
+
+/// The relay check, when a client was given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayCheck {
+    /// The client's address.
+    pub client: IpAddr,
+    /// Whether it authenticated.
+    pub authenticated: bool,
+    /// Accepted, or the SMTP refusal.
+    pub verdict: Result<(), Refusal>,
+    /// Why it was accepted.
+    pub reason: String,
+}
+
+/// Where an address goes and why: the answer of `skywave routes explain`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Explanation {
+    /// The address as given.
+    pub input: String,
+    /// The table's file name.
+    pub file: String,
+    /// The parsed address, or why it was refused.
+    pub address: Result<Address, AddressError>,
+    /// The patterns considered, most specific first (empty when the address was refused).
+    pub candidates: Vec<Candidate>,
+    /// The route chosen, if any.
+    pub route: Option<RouteSummary>,
+    /// The relay check, if a client was given.
+    pub relay: Option<RelayCheck>,
+}
+
+impl fmt::Display for Explanation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let address = match &self.address {
+            Err(e) => {
+                writeln!(f, "address: {}", self.input)?;
+                writeln!(f, "refused: {e}")?;
+                writeln!(f, "SMTP reply: {}", e.smtp_reply())?;
+                return Ok(());
+            }
+            Ok(a) => a,
+        };
+        writeln!(
+            f,
+            "address: {address} (domain lower-cased; local part kept as written)"
+        )?;
+        writeln!(f, "rules considered, most specific first:")?;
+        let width = self
+            .candidates
+            .iter()
+            .map(|c| c.pattern.len())
+            .max()
+            .unwrap_or(0);
+        let mut won = false;
+        for c in &self.candidates {
+            let kind = c.kind.to_string();
+            match &c.rule {
+                None => writeln!(f, "  {kind:<9} {:<width$}  no rule", c.pattern)?,
+                Some(r) => {
+                    let origin = match r.origin {
+                        RuleOrigin::Route => "",
+                        RuleOrigin::LocalDomain => " ([lan] domains)",
+                    };
+                    let note = if c.wins {
+                        "  <- wins: the most specific rule that exists"
+                    } else if won {
+                        "  (not used: a more specific rule matched)"
+                    } else {
+                        ""
+                    };
+                    writeln!(
+                        f,
+                        "  {kind:<9} {:<width$}  {}:{}:{} -> {}{origin}{note}",
+                        c.pattern, self.file, r.line, r.column, r.target
+                    )?;
+                }
+            }
+            won |= c.wins;
+        }
+        match &self.route {
+            None => {
+                writeln!(
+                    f,
+                    "route: none (no rule matches and there is no catch-all \"*\")"
+                )?;
+                let refusal = LookupError::NoRoute(address.clone()).smtp_reply();
+                writeln!(f, "SMTP reply: {refusal}")?;
+            }
+            Some(r) => {
+                let local = if r.local {
+                    "local domain"
+                } else {
+                    "not a local domain"
+                };
+                match &r.peer {
+                    None => writeln!(f, "route: deliver on the LAN ({local})")?,
+                    Some(p) => {
+                        writeln!(f, "route: HF peer \"{}\" ({local})", p.name)?;
+                        match p.node {
+                            Some(node) => writeln!(f, "  node address: {node}")?,
+                            None => writeln!(f, "  node address: none (TCP bearer)")?,
+                        }
+                        writeln!(f, "  protocol: {}", p.protocol)?;
+                        writeln!(
+                            f,
+                            "  skywave peer: {}",
+                            if p.skywave { "yes" } else { "no" }
+                        )?;
+                        writeln!(f, "  compression: {}", p.compression)?;
+                        writeln!(f, "  bearer: {}", p.bearer)?;
+                        writeln!(f, "  size limit: {} bytes", p.size_limit)?;
+                        writeln!(f, "  batch budget: {} bytes", p.batch_bytes)?;
+                        writeln!(
+                            f,
+                            "  held: {}",
+                            if p.hold {
+                                "yes (queued until released)"
+                            } else {
+                                "no"
+                            }
+                        )?;
+                    }
+                }
+                writeln!(f, "  priority: {}, from {}", r.priority, r.priority_from)?;
+            }
+        }
+        if let Some(relay) = &self.relay {
+            let auth = if relay.authenticated {
+                "authenticated"
+            } else {
+                "not authenticated"
+            };
+            match &relay.verdict {
+                Ok(()) => writeln!(
+                    f,
+                    "client {} ({auth}): accepted: {}",
+                    relay.client, relay.reason
+                )?,
+                Err(refusal) => {
+                    writeln!(f, "client {} ({auth}): refused: {refusal}", relay.client)?
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,631 @@
+//! One test per kind of mistake in routes.toml, each showing the exact message a person gets:
+//! file:line:column, what is wrong and what was expected (and, for some, the whole rendering
+//! with the offending line and the caret).
+
+// Helpers outside #[test] functions panic on bad fixtures too; that is what a test wants.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use skywave_route::{LoadError, RoutingTable, Severity};
+
+/// A valid peer and route, for tests that add one mistake to an otherwise good table.
+const SHORE: &str = r#"[[peer]]
+name = "shore"
+node = "0.0.1.1"
+protocol = "hmtp"
+"#;
+
+/// Every diagnostic rendered (headline, source line, caret).
+fn rendered(text: &str) -> Vec<String> {
+    match RoutingTable::parse("routes.toml", text) {
+        Ok(_) => panic!("expected errors in:\n{text}"),
+        Err(e) => e.diagnostics().iter().map(ToString::to_string).collect(),
+    }
+}
+
+/// The headlines of the errors only.
+fn errors(text: &str) -> Vec<String> {
+    match RoutingTable::parse("routes.toml", text) {
+        Ok(_) => panic!("expected errors in:\n{text}"),
+        Err(e) => e
+            .diagnostics()
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .map(|d| d.headline())
+            .collect(),
+    }
+}
+
+fn one_error(text: &str) -> String {
+    let errs = errors(text);
+    assert_eq!(errs.len(), 1, "expected one error, got {errs:#?}");
+    errs.into_iter().next().unwrap_or_default()
+}
+
+#[test]
+fn toml_syntax_error() {
+    assert_eq!(
+        rendered("[[peer]\nname = \"shore\"\n"),
+        [
+            "routes.toml:1:8: error: unclosed array table, expected `]`\n  |\n1 | [[peer]\n  |        ^"
+        ]
+    );
+}
+
+#[test]
+fn unterminated_string() {
+    assert_eq!(
+        one_error("[[peer]]\nname = \"shore\nnode = \"0.0.1.1\"\n"),
+        "routes.toml:2:14: error: invalid basic string, expected `\"`"
+    );
+}
+
+#[test]
+fn unknown_key_lists_the_expected_ones() {
+    assert_eq!(
+        rendered("[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\nprotocl = \"hmtp\"\n"),
+        [
+            "routes.toml:4:1: error: unknown field `protocl`, expected one of `name`, `node`, `protocol`, \
+          `skywave`, `compression`, `priority`, `size_limit`, `batch_bytes`, `bearer`, `sis_server`, \
+          `tcp_address`, `hold`\n  |\n4 | protocl = \"hmtp\"\n  | ^^^^^^^"
+        ]
+    );
+}
+
+#[test]
+fn unknown_key_in_route() {
+    let text = format!("{SHORE}\n[[route]]\nmatch = \"*\"\ntoo = \"shore\"\n");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:8:1: error: unknown field `too`, expected one of `match`, `to`, `priority`"
+    );
+}
+
+#[test]
+fn unknown_table() {
+    assert_eq!(
+        one_error("[peers]\nname = \"shore\"\n"),
+        "routes.toml:1:2: error: unknown field `peers`, expected one of `lan`, `peer`, `route`"
+    );
+}
+
+#[test]
+fn single_brackets_for_an_array_of_tables() {
+    assert_eq!(
+        one_error("[peer]\nname = \"shore\"\n"),
+        "routes.toml:1:1: error: invalid type: map, expected a sequence; peers and routes are arrays \
+         of tables: write [[peer]] or [[route]] with double brackets"
+    );
+}
+
+#[test]
+fn missing_required_key() {
+    assert_eq!(
+        rendered("[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\n"),
+        ["routes.toml:1:1: error: missing field `protocol`\n  |\n1 | [[peer]]\n  | ^^^^^^^^"]
+    );
+}
+
+#[test]
+fn wrong_type() {
+    assert_eq!(
+        one_error("[[peer]]\nname = \"shore\"\nnode = 5\nprotocol = \"hmtp\"\n"),
+        "routes.toml:3:8: error: invalid type: integer `5`, expected a string"
+    );
+}
+
+#[test]
+fn list_expected() {
+    assert_eq!(
+        one_error("[lan]\ndomains = \"ship.example\"\n"),
+        "routes.toml:2:11: error: invalid type: string \"ship.example\", expected a sequence"
+    );
+}
+
+#[test]
+fn unknown_protocol() {
+    assert_eq!(
+        one_error("[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\nprotocol = \"uucp\"\n"),
+        "routes.toml:4:12: error: unknown protocol `uucp`, expected one of `hmtp`, `cftp`, `smtp`"
+    );
+}
+
+#[test]
+fn unknown_bearer() {
+    let text = format!("{SHORE}bearer = \"radio\"\n");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:5:10: error: unknown bearer `radio`, expected `sis` or `tcp`"
+    );
+}
+
+#[test]
+fn duplicate_key() {
+    assert_eq!(
+        one_error("[[peer]]\nname = \"shore\"\nname = \"ship\"\n"),
+        "routes.toml:3:1: error: duplicate key: it is already set in this table; keep one"
+    );
+}
+
+#[test]
+fn duplicate_peer_name() {
+    let text = format!("{SHORE}\n{SHORE}\n[[route]]\nmatch = \"*\"\nto = \"shore\"\n");
+    assert_eq!(
+        rendered(&text),
+        [
+            "routes.toml:7:8: error: duplicate peer name \"shore\"; first defined at line 1\n  |\n\
+          7 | name = \"shore\"\n  |        ^^^^^^^"
+        ]
+    );
+}
+
+#[test]
+fn reserved_peer_name() {
+    let text = "[[peer]]\nname = \"LAN\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n[[route]]\nmatch = \"*\"\nto = \"lan\"\n";
+    assert_eq!(
+        errors(text),
+        [
+            "routes.toml:2:8: error: peer name \"LAN\" is reserved: routes use to = \"lan\" for delivery \
+          on the LAN; choose another name"
+        ]
+    );
+}
+
+#[test]
+fn invalid_peer_name() {
+    let text = "[[peer]]\nname = \"shore side\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n[[route]]\nmatch = \"*\"\nto = \"shore side\"\n";
+    assert_eq!(
+        one_error(text),
+        "routes.toml:2:8: error: invalid peer name \"shore side\"; expected 1-64 letters, digits, '-', '_' or '.'"
+    );
+}
+
+#[test]
+fn invalid_node_address() {
+    let text = "[[peer]]\nname = \"shore\"\nnode = \"16.0.1.1\"\nprotocol = \"hmtp\"\n[[route]]\nmatch = \"*\"\nto = \"shore\"\n";
+    assert_eq!(
+        rendered(text),
+        [
+            "routes.toml:3:8: error: \"16.0.1.1\" is not a STANAG 5066 node address; expected w.x.y.z with \
+          w 0-15 and x, y, z 0-255, e.g. 0.0.1.2\n  |\n3 | node = \"16.0.1.1\"\n  |        ^^^^^^^^^^"
+        ]
+    );
+}
+
+#[test]
+fn missing_node_address() {
+    let text = "[[peer]]\nname = \"shore\"\nprotocol = \"cftp\"\n[[route]]\nmatch = \"*\"\nto = \"shore\"\n";
+    assert_eq!(
+        one_error(text),
+        "routes.toml:1:1: error: peer \"shore\" has no node address; cftp over STANAG 5066 needs \
+         node = \"w.x.y.z\" (the peer's 5066 address)"
+    );
+}
+
+const ROUTE_ALL: &str = "[[route]]\nmatch = \"*\"\nto = \"shore\"\n";
+
+#[test]
+fn unknown_compression() {
+    let text = format!("{SHORE}skywave = true\ncompression = \"zstd\"\n{ROUTE_ALL}");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:6:15: error: unknown compression \"zstd\"; expected none, lzw9 ... lzw16, or deflate"
+    );
+}
+
+#[test]
+fn lzw_without_code_width() {
+    let text = format!("{SHORE}skywave = true\ncompression = \"lzw\"\n{ROUTE_ALL}");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:6:15: error: \"lzw\" needs its maximum code width: lzw9 (the JNOS default) to lzw16 (best ratio)"
+    );
+}
+
+#[test]
+fn compression_towards_a_plain_hmtp_peer() {
+    let text = format!("{SHORE}compression = \"deflate\"\n{ROUTE_ALL}");
+    assert_eq!(
+        rendered(&text),
+        [
+            "routes.toml:5:15: error: compression \"deflate\" towards peer \"shore\" needs skywave = true: \
+          only another skywave gateway understands a compressed HMTP stream; other peers get plain HMTP\n  |\n\
+          5 | compression = \"deflate\"\n  |               ^^^^^^^^^"
+        ]
+    );
+}
+
+#[test]
+fn compression_with_cftp() {
+    let text = "[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\nprotocol = \"cftp\"\nskywave = true\ncompression = \"lzw12\"\n[[route]]\nmatch = \"*\"\nto = \"shore\"\n";
+    assert_eq!(
+        one_error(text),
+        "routes.toml:6:15: error: compression \"lzw12\" is not valid with protocol \"cftp\": CFTP gzips every \
+         mail file itself (Annex F); use compression = \"none\" or leave it out"
+    );
+}
+
+const JNOS: &str =
+    "[[peer]]\nname = \"jnos\"\nprotocol = \"smtp\"\ntcp_address = \"44.128.1.1:25\"\n";
+const ROUTE_JNOS: &str = "[[route]]\nmatch = \"*\"\nto = \"jnos\"\n";
+
+#[test]
+fn deflate_with_smtp() {
+    let text = format!("{JNOS}compression = \"deflate\"\n{ROUTE_JNOS}");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:5:15: error: compression \"deflate\" is not valid with protocol \"smtp\": SMTP peers \
+         compress only with JNOS LZW (XLZW); use lzw9 ... lzw16 or none"
+    );
+    // LZW is what JNOS speaks, skywave peer or not.
+    let text = format!("{JNOS}compression = \"lzw9\"\n{ROUTE_JNOS}");
+    assert!(RoutingTable::parse("routes.toml", &text).is_ok());
+}
+
+#[test]
+fn bearer_does_not_fit_protocol() {
+    let text = format!("{SHORE}bearer = \"tcp\"\n{ROUTE_ALL}");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:5:10: error: protocol \"hmtp\" runs over bearer \"sis\" (a STANAG 5066 server); \
+         bearer \"tcp\" is only for protocol \"smtp\""
+    );
+    let text = format!("{JNOS}bearer = \"sis\"\n{ROUTE_JNOS}");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:5:10: error: protocol \"smtp\" runs over bearer \"tcp\" (TCP/IP, e.g. through an \
+         IP-over-HF router); bearer \"sis\" carries hmtp and cftp only"
+    );
+}
+
+#[test]
+fn smtp_peer_without_tcp_address() {
+    let text =
+        "[[peer]]\nname = \"jnos\"\nprotocol = \"smtp\"\n[[route]]\nmatch = \"*\"\nto = \"jnos\"\n";
+    assert_eq!(
+        one_error(text),
+        "routes.toml:1:1: error: peer \"jnos\" speaks smtp over TCP and needs tcp_address = \"host:port\" (its SMTP server)"
+    );
+}
+
+#[test]
+fn bearer_keys_of_the_other_bearer() {
+    let text = format!("{SHORE}tcp_address = \"10.0.0.1:25\"\n{ROUTE_ALL}");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:5:15: error: tcp_address is only for protocol \"smtp\" (bearer \"tcp\"); peer \"shore\" speaks hmtp over the SIS"
+    );
+    let text = format!("{JNOS}sis_server = \"127.0.0.1:5066\"\n{ROUTE_JNOS}");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:5:14: error: sis_server is only for protocols over STANAG 5066 (hmtp, cftp); peer \"jnos\" speaks smtp over TCP: use tcp_address"
+    );
+}
+
+#[test]
+fn invalid_host_and_port() {
+    let text = format!("{SHORE}sis_server = \"127.0.0.1\"\n{ROUTE_ALL}");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:5:14: error: invalid sis_server: \"127.0.0.1\" is not a host and port; expected host:port, \
+         e.g. 127.0.0.1:5066, mail.example.org:25 or [::1]:25"
+    );
+}
+
+#[test]
+fn invalid_priority() {
+    let text = format!("{SHORE}priority = \"urgent\"\n{ROUTE_ALL}");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:5:12: error: invalid priority \"urgent\"; expected an MT-PRIORITY number from -9 to 9, \
+         or one of deferred (-4), routine (-2), priority (0), immediate (2), flash (4), override (6)"
+    );
+    let text = format!("{SHORE}[[route]]\nmatch = \"*\"\nto = \"shore\"\npriority = 12\n");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:8:12: error: invalid priority 12; expected an MT-PRIORITY number from -9 to 9, \
+         or one of deferred (-4), routine (-2), priority (0), immediate (2), flash (4), override (6)"
+    );
+}
+
+#[test]
+fn invalid_size() {
+    let text = format!("{SHORE}size_limit = \"2 parsecs\"\nbatch_bytes = 0\n{ROUTE_ALL}");
+    assert_eq!(
+        errors(&text),
+        [
+            "routes.toml:5:14: error: invalid size_limit \"2 parsecs\"; expected a positive number of bytes, \
+             e.g. 500_000 or \"500 kB\" (units: B, kB, KiB, MB, MiB, GB, GiB)",
+            "routes.toml:6:15: error: invalid batch_bytes 0; expected a positive number of bytes, \
+             e.g. 500_000 or \"500 kB\" (units: B, kB, KiB, MB, MiB, GB, GiB)",
+        ]
+    );
+}
+
+#[test]
+fn unknown_peer_in_route() {
+    let text = "[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n\n\
+                [[peer]]\nname = \"ship\"\nnode = \"0.0.1.2\"\nprotocol = \"hmtp\"\n\n\
+                [[route]]\nmatch = \"*.navy.example\"\nto = \"shroe\"\n\n\
+                [[route]]\nmatch = \"*\"\nto = \"ship\"\n";
+    assert_eq!(
+        rendered(text),
+        [
+            "routes.toml:13:6: error: unknown peer \"shroe\" in route for \"*.navy.example\"; known peers: \
+             ship, shore (or \"lan\" for delivery on the LAN)\n   |\n13 | to = \"shroe\"\n   |      ^^^^^^^",
+            // The typo also leaves "shore" unused: the warning says so.
+            "routes.toml:1:1: warning: peer \"shore\" is never used: no [[route]] sends mail to it\n  |\n\
+             1 | [[peer]]\n  | ^^^^^^^^",
+        ]
+    );
+}
+
+#[test]
+fn misplaced_wildcard() {
+    let text = format!("{SHORE}[[route]]\nmatch = \"navy.*.example\"\nto = \"shore\"\n");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:6:9: error: \"navy.*.example\": a wildcard may only be the whole first label, as in \
+         *.example.org, or * alone"
+    );
+}
+
+#[test]
+fn pattern_with_trailing_dot() {
+    let text = format!("{SHORE}[[route]]\nmatch = \"navy.example.\"\nto = \"shore\"\n");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:6:9: error: \"navy.example.\" is not a valid domain: trailing dot in domain \
+         \"navy.example.\"; write it without the final dot"
+    );
+}
+
+#[test]
+fn pattern_with_ip_literal() {
+    let text = format!("{SHORE}[[route]]\nmatch = \"ops@[10.0.0.1]\"\nto = \"shore\"\n");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:6:9: error: \"ops@[10.0.0.1]\" is not a valid address: IP-literal domains such as \
+         [10.0.0.1] are not routed; use a domain name"
+    );
+}
+
+#[test]
+fn pattern_with_relay_trick() {
+    let text =
+        format!("{SHORE}[[route]]\nmatch = \"ops%navy.example@shore.example\"\nto = \"shore\"\n");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:6:9: error: \"ops%navy.example@shore.example\" is not a valid address: percent hack \
+         (user%domain@relay) is refused; this gateway does not relay by local-part routing"
+    );
+}
+
+#[test]
+fn pattern_with_bad_characters() {
+    let text = format!("{SHORE}[[route]]\nmatch = \"navy_example.org\"\nto = \"shore\"\n");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:6:9: error: \"navy_example.org\" is not a valid domain: character '_' is not allowed in \
+         domain \"navy_example.org\" (letters, digits, hyphens and dots only)"
+    );
+}
+
+#[test]
+fn empty_pattern() {
+    let text = format!("{SHORE}[[route]]\nmatch = \"\"\nto = \"shore\"\n");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:6:9: error: empty pattern; expected user@domain, domain, *.domain or *"
+    );
+}
+
+#[test]
+fn duplicate_route() {
+    let text = format!(
+        "{SHORE}[[route]]\nmatch = \"navy.example\"\nto = \"shore\"\n[[route]]\nmatch = \"NAVY.example\"\nto = \"shore\"\n"
+    );
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:9:9: error: duplicate route for \"NAVY.example\"; the same pattern is routed at line 6"
+    );
+}
+
+#[test]
+fn conflicting_routes() {
+    let text = format!(
+        "{SHORE}[[route]]\nmatch = \"Ops@navy.example\"\nto = \"shore\"\n[[route]]\nmatch = \"ops@navy.example\"\nto = \"lan\"\n"
+    );
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:9:9: error: conflicting routes for \"ops@navy.example\": line 6 sends it to peer \"shore\", \
+         this one to the LAN; keep one"
+    );
+}
+
+#[test]
+fn route_repeats_a_local_domain() {
+    let text = format!(
+        "[lan]\ndomains = [\"ship.example\"]\n{SHORE}[[route]]\nmatch = \"ship.example\"\nto = \"shore\"\n"
+    );
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:8:9: error: route for \"ship.example\" repeats local domain \"ship.example\" ([lan] domains, \
+         line 2); mail for local domains is delivered on the LAN"
+    );
+}
+
+#[test]
+fn catch_all_as_local_domain() {
+    let text = format!("[lan]\ndomains = [\"ship.example\", \"*\"]\n{SHORE}{ROUTE_ALL}");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:2:28: error: \"*\" cannot be a local domain: every address would count as local and anyone \
+         could send mail through this gateway; list your domains"
+    );
+}
+
+#[test]
+fn address_as_local_domain() {
+    let text = format!("[lan]\ndomains = [\"ops@ship.example\"]\n{SHORE}{ROUTE_ALL}");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:2:12: error: [lan] domains lists domains (example.org or *.example.org), not addresses; \
+         send \"ops@ship.example\" somewhere with a [[route]]"
+    );
+}
+
+#[test]
+fn local_domain_listed_twice() {
+    let text = format!("[lan]\ndomains = [\"ship.example\", \"Ship.Example\"]\n{SHORE}{ROUTE_ALL}");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:2:28: error: local domain \"ship.example\" is listed twice; first at line 2"
+    );
+}
+
+#[test]
+fn invalid_relay_network() {
+    let text = format!("[lan]\nrelay_networks = [\"10.1.2.0/16\", \"lan\"]\n{SHORE}{ROUTE_ALL}");
+    assert_eq!(
+        errors(&text),
+        [
+            "routes.toml:2:19: error: invalid relay network: \"10.1.2.0/16\" has host bits set; did you mean 10.1.0.0/16?",
+            "routes.toml:2:34: error: invalid relay network: \"lan\" is not a network; expected CIDR notation \
+             such as 10.1.0.0/16 or fd00::/8",
+        ]
+    );
+}
+
+#[test]
+fn no_routes_at_all() {
+    assert_eq!(
+        errors(SHORE),
+        [
+            "routes.toml:1:1: error: no routes: the table has no [[route]] entries and no [lan] domains, so no \
+          mail could go anywhere; add e.g. [[route]] with match = \"*\" and to = \"shore\""
+        ]
+    );
+    assert_eq!(errors("").len(), 1);
+}
+
+#[test]
+fn unused_peer_is_a_warning_not_an_error() {
+    let text = format!(
+        "{SHORE}\n[[peer]]\nname = \"spare\"\nnode = \"0.0.1.9\"\nprotocol = \"hmtp\"\n{ROUTE_ALL}"
+    );
+    let table = RoutingTable::parse("routes.toml", &text).expect("valid with a warning");
+    let warnings: Vec<String> = table.warnings().iter().map(ToString::to_string).collect();
+    assert_eq!(
+        warnings,
+        [
+            "routes.toml:6:1: warning: peer \"spare\" is never used: no [[route]] sends mail to it\n  |\n\
+          6 | [[peer]]\n  | ^^^^^^^^"
+        ]
+    );
+}
+
+#[test]
+fn open_relay_network_is_a_warning() {
+    let text = format!("[lan]\nrelay_networks = [\"0.0.0.0/0\"]\n{SHORE}{ROUTE_ALL}");
+    let table = RoutingTable::parse("routes.toml", &text).expect("valid with a warning");
+    let warnings: Vec<String> = table.warnings().iter().map(|d| d.headline()).collect();
+    assert_eq!(
+        warnings,
+        [
+            "routes.toml:2:19: warning: relay network 0.0.0.0/0 contains every address: anyone who can reach \
+          the gateway may send mail to the HF peers (an open relay)"
+        ]
+    );
+}
+
+#[test]
+fn nobody_may_relay_is_a_warning() {
+    let text = format!(
+        "[lan]\ndomains = [\"ship.example\"]\nrelay_networks = []\nauthenticated_relay = false\n{SHORE}{ROUTE_ALL}"
+    );
+    let table = RoutingTable::parse("routes.toml", &text).expect("valid with a warning");
+    let warnings: Vec<String> = table.warnings().iter().map(|d| d.headline()).collect();
+    assert_eq!(
+        warnings,
+        [
+            "routes.toml:1:1: warning: nobody may relay: relay_networks is empty and authenticated_relay is false, \
+          so only mail for [lan] domains is accepted"
+        ]
+    );
+}
+
+#[test]
+fn every_semantic_error_is_reported_at_once() {
+    let text = "[[peer]]\nname = \"shore\"\nnode = \"0.0.1.300\"\nprotocol = \"hmtp\"\ncompression = \"lzw12\"\n\
+                [[route]]\nmatch = \"*.navy..example\"\nto = \"shore\"\n[[route]]\nmatch = \"*\"\nto = \"ship\"\n";
+    assert_eq!(
+        errors(text),
+        [
+            "routes.toml:3:8: error: \"0.0.1.300\" is not a STANAG 5066 node address; expected w.x.y.z with \
+             w 0-15 and x, y, z 0-255, e.g. 0.0.1.2",
+            "routes.toml:5:15: error: compression \"lzw12\" towards peer \"shore\" needs skywave = true: only \
+             another skywave gateway understands a compressed HMTP stream; other peers get plain HMTP",
+            "routes.toml:7:9: error: \"*.navy..example\" is not a valid domain: empty label in domain \
+             \"navy..example\" (two dots in a row, or a leading dot)",
+            "routes.toml:11:6: error: unknown peer \"ship\" in route for \"*\"; known peers: shore (or \"lan\" \
+             for delivery on the LAN)",
+        ]
+    );
+}
+
+#[test]
+fn columns_count_characters_not_bytes() {
+    // A comment with non-ASCII text before the mistake on the same line is not possible in
+    // TOML, but a string is: the column of the second key counts characters.
+    let text = format!("{SHORE}[[route]]\nmatch = \"ø\"\nto = \"shore\"\n");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:6:9: error: \"ø\" is not a valid domain: character 'ø' is not allowed in domain \"ø\" \
+         (letters, digits, hyphens and dots only)"
+    );
+    let text = "name = \"é\"\nx = 1\n";
+    assert_eq!(
+        one_error(text),
+        "routes.toml:1:1: error: unknown field `name`, expected one of `lan`, `peer`, `route`"
+    );
+}
+
+#[test]
+fn unreadable_and_non_utf8_files() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let missing = dir.path().join("missing.toml");
+    let err = RoutingTable::load(&missing).expect_err("missing file");
+    assert!(matches!(err, LoadError::Io { .. }));
+    assert!(err.to_string().starts_with(&format!(
+        "{}: cannot read the routing table: ",
+        missing.display()
+    )));
+
+    let bad = dir.path().join("latin1.toml");
+    std::fs::write(&bad, b"[[route]]\nmatch = \"caf\xe9.example\"\n").expect("write");
+    let err = RoutingTable::load(&bad).expect_err("not UTF-8");
+    let headline = err.diagnostics()[0].headline();
+    assert_eq!(
+        headline,
+        format!(
+            "{}:2:13: error: the file is not valid UTF-8; TOML files must be UTF-8",
+            bad.display()
+        )
+    );
+}
+
+#[test]
+fn two_peers_at_the_same_node_is_a_warning() {
+    let text = "[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n\
+                [[peer]]\nname = \"shore2\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n\
+                [[route]]\nmatch = \"a.example\"\nto = \"shore\"\n[[route]]\nmatch = \"b.example\"\nto = \"shore2\"\n";
+    let table = RoutingTable::parse("routes.toml", text).expect("valid with a warning");
+    let warnings: Vec<String> = table.warnings().iter().map(|d| d.headline()).collect();
+    assert_eq!(
+        warnings,
+        [
+            "routes.toml:5:1: warning: peers \"shore\" (line 1) and \"shore2\" both speak hmtp to node 0.0.1.1: \
+          mail for both goes to the same place"
+        ]
+    );
+}
