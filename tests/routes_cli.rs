@@ -1,29 +1,17 @@
 //! `skywave routes check|explain` as an administrator runs them: the real binary, its exit
 //! codes, and the exact text on stdout and stderr.
 //!
-//! The binary is the one `cargo build --bins` put beside this test's own executable
-//! (`scripts/test.sh` builds it first).
+//! The binary is the one `cargo build --workspace --bins` put beside this test's own executable
+//! (`skywave_e2e::bin` builds it when it is missing).
 
 // Test helpers panic with a message on a broken fixture, as a test should.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn skywave() -> PathBuf {
-    // target/<profile>/deps/routes_cli-<hash> -> target/<profile>/skywave
-    let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("test executable is in target/<profile>/deps");
-    let bin = dir.join(format!("skywave{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        bin.exists(),
-        "{} not found: build the binaries first (cargo build --bins, or scripts/test.sh)",
-        bin.display()
-    );
-    bin
+    skywave_e2e::bin("skywave")
 }
 
 fn example() -> PathBuf {

@@ -5,8 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::process::Output;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -15,40 +14,14 @@ use skywave_sis::*;
 use tokio::net::TcpListener;
 use tokio::time::timeout;
 
-/// The `skywave` binary of this build. `cargo test --workspace` does not necessarily build
-/// other packages' binaries for us, so build them with the same cargo, profile and target
-/// directory as this test, then run it from there. The command is the one scripts/test.sh
-/// runs before the tests (same feature unification), so there it is a no-op.
-fn skywave() -> &'static PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let exe = std::env::current_exe().unwrap();
-        // target/<profile>/deps/sis_probe-<hash>
-        let profile_dir = exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf();
-        let target_dir = profile_dir.parent().unwrap();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let mut build = Command::new(cargo);
-        build.args(["build", "--quiet", "--workspace", "--bins", "--target-dir"]);
-        build
-            .arg(target_dir)
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            build.arg("--release");
-        }
-        let status = build
-            .status()
-            .expect("cannot run cargo to build the skywave binary");
-        assert!(status.success(), "building the skywave binary failed");
-        let bin = profile_dir.join(format!("skywave{}", std::env::consts::EXE_SUFFIX));
-        assert!(bin.exists(), "{} missing after the build", bin.display());
-        bin
-    })
+fn skywave() -> PathBuf {
+    skywave_e2e::bin("skywave")
 }
 
 /// Runs the probe. Call [`skywave`] before starting a scripted server, so that the server's
 /// accept timeout does not include building the binary.
 async fn probe(args: Vec<String>) -> Output {
-    let bin = skywave().clone();
+    let bin = skywave();
     let run = tokio::process::Command::new(bin)
         .args(args)
         .env("RUST_LOG", "warn")
