@@ -1,6 +1,36 @@
 //! The bundled HF emulator: channel, MIL-STD-188-110 modem and STANAG 5066 nodes in virtual time.
 //!
 //! Stands in for radios, modems and 5066 servers in the demo, the end-to-end tests and the
-//! benchmarks. Discrete-event on `tokio::time`, deterministic for a given seed.
+//! benchmarks, so it must behave like the real thing where it matters for mail: time on the
+//! air, link turnarounds, errors that depend on SNR and fading, ARQ retransmissions.
 //!
-//! Not yet implemented: this crate is filled by the issue "The bundled HF emulator".
+//! Everything here is sans-IO and deterministic: no clocks, no sockets, no tokio. Time is a
+//! `std::time::Duration` since the start of the simulation, and randomness comes from an RNG the
+//! caller passes in (seed it, e.g. `rand_chacha::ChaCha8Rng::seed_from_u64`, and the run is
+//! reproducible).
+//!
+//! Layers, bottom up:
+//! - [`channel`]: one direction of an HF channel: SNR in 3 kHz, AWGN or a Watterson two-path
+//!   profile from `channel-profiles.csv` (fading generated in time), optional slow SNR drift,
+//!   scheduled outages, fades and block losses.
+//! - [`modem`]: MIL-STD-188-110A (75–2400 bit/s) and 110B Appendix C (3200–9600 bit/s) timing
+//!   (key-up, preamble, whole interleaver blocks, EOM and flush, decode latency, turnaround),
+//!   half-duplex collisions, and per-block errors from the block's effective SNR.
+//! - [`calibration`]: the published required-SNR table the modem reproduces
+//!   (`modem-required-snr.csv`), the fitted curves and the simulation that checks them.
+//! - [`crc`], [`dpdu`]: the STANAG 5066 Annex C CRCs and D_PDU codec: the bytes on the air.
+//! - [`cpdu`], [`spdu`]: Annex B C_PDUs and Annex A S_PDUs, carried inside D_PDU segments.
+//! - [`arq`]: the sans-IO Annex C selective-repeat ARQ core for one link (sender and receiver).
+//!
+//! Not here yet: the rest of the STANAG 5066 node (expedited data, resets, DRC, Annex B
+//! linking), the SIS server and the discrete-event scheduler that joins nodes, modems and
+//! channels.
+
+pub mod arq;
+pub mod calibration;
+pub mod channel;
+pub mod cpdu;
+pub mod crc;
+pub mod dpdu;
+pub mod modem;
+pub mod spdu;

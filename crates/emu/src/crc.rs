@@ -1,0 +1,147 @@
+//! The two STANAG 5066 Annex C CRCs: CRC-16 over every D_PDU header, CRC-32 over every C_PDU
+//! segment.
+//!
+//! Both are computed exactly as [ED3-C] §C.3.2 specifies (see `reference/s5066-sis.md` §4.1):
+//! register initialised to 0, bits processed least significant first with the *reflected*
+//! constant, no final inversion, and the result sent low byte first.
+//!
+//! * CRC-16: polynomial x¹⁶+x¹⁵+x¹²+x¹¹+x⁸+x⁶+x³+1 (0x19949), reflected constant 0x9299.
+//! * CRC-32: polynomial 0x10AA725CF (not Ethernet's), reflected constant 0xF3A4E550.
+//!
+//! The implementation is table-driven (one 256-entry table per CRC, built at compile time).
+
+/// Reflected CRC-16 constant of [ED3-C] (polynomial 0x19949).
+pub const CRC16_REFLECTED: u16 = 0x9299;
+/// Reflected CRC-32 constant of [ED3-C] (polynomial 0x10AA725CF).
+pub const CRC32_REFLECTED: u32 = 0xF3A4_E550;
+
+const fn table16() -> [u16; 256] {
+    let mut table = [0u16; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut crc = i as u16;
+        let mut bit = 0;
+        while bit < 8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ CRC16_REFLECTED
+            } else {
+                crc >> 1
+            };
+            bit += 1;
+        }
+        table[i] = crc;
+        i += 1;
+    }
+    table
+}
+
+const fn table32() -> [u32; 256] {
+    let mut table = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut crc = i as u32;
+        let mut bit = 0;
+        while bit < 8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ CRC32_REFLECTED
+            } else {
+                crc >> 1
+            };
+            bit += 1;
+        }
+        table[i] = crc;
+        i += 1;
+    }
+    table
+}
+
+static TABLE16: [u16; 256] = table16();
+static TABLE32: [u32; 256] = table32();
+
+/// CRC-16 of a D_PDU header (all header bytes after the sync, up to but excluding the CRC).
+pub fn crc16(bytes: &[u8]) -> u16 {
+    bytes.iter().fold(0u16, |crc, &b| {
+        (crc >> 8) ^ TABLE16[usize::from((crc as u8) ^ b)]
+    })
+}
+
+/// CRC-32 of a C_PDU segment.
+pub fn crc32(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0u32, |crc, &b| {
+        (crc >> 8) ^ TABLE32[usize::from((crc as u8) ^ b)]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bit-at-a-time reference implementation, written straight from the text of [ED3-C].
+    fn crc16_bitwise(bytes: &[u8]) -> u16 {
+        let mut crc = 0u16;
+        for &b in bytes {
+            crc ^= u16::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ 0x9299
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        crc
+    }
+
+    fn crc32_bitwise(bytes: &[u8]) -> u32 {
+        let mut crc = 0u32;
+        for &b in bytes {
+            crc ^= u32::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ 0xF3A4_E550
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        crc
+    }
+
+    const WARNING: [u8; 7] = [0xF0, 0x00, 0x00, 0x47, 0x05, 0x64, 0x02];
+
+    #[test]
+    fn reference_vector_crc16() {
+        assert_eq!(crc16(&WARNING), 0x1E5F);
+        // Low byte first on the wire.
+        assert_eq!(crc16(&WARNING).to_le_bytes(), [0x5F, 0x1E]);
+    }
+
+    #[test]
+    fn reference_vector_crc32() {
+        assert_eq!(crc32(&WARNING), 0xF417_8F95);
+        assert_eq!(crc32(&WARNING).to_le_bytes(), [0x95, 0x8F, 0x17, 0xF4]);
+    }
+
+    #[test]
+    fn reflected_constants_match_polynomials() {
+        // 0x19949 without its x^16 term, bit-reversed.
+        assert_eq!((0x9949u16).reverse_bits(), CRC16_REFLECTED);
+        // 0x10AA725CF without its x^32 term, bit-reversed.
+        assert_eq!((0x0AA7_25CFu32).reverse_bits(), CRC32_REFLECTED);
+    }
+
+    #[test]
+    fn empty_input_is_zero() {
+        assert_eq!(crc16(&[]), 0);
+        assert_eq!(crc32(&[]), 0);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        #[test]
+        fn table_matches_bitwise(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+            proptest::prop_assert_eq!(crc16(&bytes), crc16_bitwise(&bytes));
+            proptest::prop_assert_eq!(crc32(&bytes), crc32_bitwise(&bytes));
+        }
+    }
+}
