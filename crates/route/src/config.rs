@@ -12,7 +12,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::diag::{Diagnostic, Severity};
-use crate::model::{Bearer, Cidr, Compression, Lan, NodeAddress, Peer, Priority, Protocol};
+use crate::model::{Bearer, Cidr, Compression, Lan, Peer, Priority, Protocol};
 use crate::pattern::Pattern;
 use crate::table::{RoutingTable, Rule, RuleOrigin, Target};
 
@@ -396,7 +396,7 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
         let node = p
             .node
             .as_ref()
-            .and_then(|n| match n.get_ref().parse::<NodeAddress>() {
+            .and_then(|n| match crate::model::parse_peer_node(n.get_ref()) {
                 Ok(node) => Some(node),
                 Err(e) => {
                     ck.error(n.span(), e.to_string());

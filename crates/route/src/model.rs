@@ -5,60 +5,23 @@ use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
 
-/// A STANAG 5066 node address, `w.x.y.z` with w 0-15 and x, y, z 0-255 (28 bits, Annex C
-/// §C.3.2.6). Kept here as its own small type; the gateway converts it to the SIS crate's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct NodeAddress(u32);
+/// A peer's STANAG 5066 node address: the SIS crate's type, so the gateway hands it to the SIS
+/// client as it is. A peer is always an individual node (w 0-15); the config loader refuses group
+/// addresses.
+pub use skywave_sis::NodeAddress;
 
-impl NodeAddress {
-    /// The 28-bit address as an integer (w in bits 27-24).
-    pub fn to_u32(self) -> u32 {
-        self.0
-    }
-
-    /// The four dotted numbers.
-    pub fn octets(self) -> [u8; 4] {
-        self.0.to_be_bytes()
-    }
-}
-
-/// A node address that did not parse.
+/// A node address that did not parse, or is a group address where a peer needs an individual one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "\"{0}\" is not a STANAG 5066 node address; expected w.x.y.z with w 0-15 and x, y, z 0-255, e.g. 0.0.1.2"
 )]
 pub struct NodeAddressError(String);
 
-impl FromStr for NodeAddress {
-    type Err = NodeAddressError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = || NodeAddressError(s.to_owned());
-        let mut parts = s.split('.');
-        let mut value: u32 = 0;
-        for i in 0..4 {
-            let part = parts.next().ok_or_else(err)?;
-            if part.is_empty() || part.len() > 3 || !part.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(err());
-            }
-            let n: u32 = part.parse().map_err(|_| err())?;
-            let max = if i == 0 { 15 } else { 255 };
-            if n > max {
-                return Err(err());
-            }
-            value = (value << 8) | n;
-        }
-        if parts.next().is_some() {
-            return Err(err());
-        }
-        Ok(NodeAddress(value))
-    }
-}
-
-impl fmt::Display for NodeAddress {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let [w, x, y, z] = self.octets();
-        write!(f, "{w}.{x}.{y}.{z}")
+/// Parses a peer's node address: `w.x.y.z`, individual (w 0-15) only.
+pub fn parse_peer_node(s: &str) -> Result<NodeAddress, NodeAddressError> {
+    match s.parse::<NodeAddress>() {
+        Ok(node) if !node.is_group() => Ok(node),
+        _ => Err(NodeAddressError(s.to_owned())),
     }
 }
 
@@ -418,13 +381,10 @@ mod tests {
     #[test]
     fn node_addresses() {
         assert_eq!(
-            "15.255.255.255".parse::<NodeAddress>().unwrap().to_u32(),
+            parse_peer_node("15.255.255.255").unwrap().bits(),
             0x0FFF_FFFF
         );
-        assert_eq!(
-            "0.0.1.2".parse::<NodeAddress>().unwrap().to_string(),
-            "0.0.1.2"
-        );
+        assert_eq!(parse_peer_node("0.0.1.2").unwrap().to_string(), "0.0.1.2");
         for bad in [
             "16.0.0.0",
             "1.2.3",
@@ -436,7 +396,7 @@ mod tests {
             "+1.2.3.4",
             "0001.2.3.4",
         ] {
-            assert!(bad.parse::<NodeAddress>().is_err(), "{bad}");
+            assert!(parse_peer_node(bad).is_err(), "{bad}");
         }
     }
 

@@ -144,7 +144,7 @@ fn route_carries_protocol_compression_and_priority() {
     assert_eq!(route.priority, Priority::default()); // neither: 0
     let node = t.peer("flagship").and_then(|p| p.node).expect("node");
     assert_eq!(node.to_string(), "0.0.2.1");
-    assert_eq!(node.to_u32(), 0x0000_0201);
+    assert_eq!(node.bits(), 0x0000_0201);
 }
 
 #[test]

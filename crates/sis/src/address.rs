@@ -116,7 +116,11 @@ impl FromStr for NodeAddress {
         let mut parts = [0u32; 4];
         let mut count = 0;
         for piece in s.split('.') {
-            if count == 4 || piece.is_empty() || !piece.bytes().all(|b| b.is_ascii_digit()) {
+            if count == 4
+                || piece.is_empty()
+                || piece.len() > 3
+                || !piece.bytes().all(|b| b.is_ascii_digit())
+            {
                 return Err(syntax());
             }
             parts[count] = piece.parse().map_err(|_| syntax())?;
