@@ -123,3 +123,43 @@ pub enum CftpError {
     #[error("CFTP gzip decompression failed: {0}")]
     Decompress(String),
 }
+
+/// What went wrong in an HMTP session (SAP 3).
+#[derive(Debug, Error)]
+pub enum HmtpError {
+    /// The MTU is too small to carry anything useful.
+    #[error("MTU {mtu} is too small for HMTP: at least {min} bytes are needed")]
+    MtuTooSmall {
+        /// The MTU given.
+        mtu: usize,
+        /// The smallest MTU accepted.
+        min: usize,
+    },
+    /// An LZW code width outside 9-16 bits.
+    #[error("LZW code width of {bits} bits is outside 9-16")]
+    LzwBits {
+        /// The width given.
+        bits: u8,
+    },
+    /// A batch without messages.
+    #[error("an HMTP batch needs at least one message")]
+    EmptyBatch,
+    /// The SMTP client session refused the batch (an address or host name that cannot be sent).
+    #[error("HMTP batch refused: {0}")]
+    Client(#[from] skywave_smtp::ClientError),
+    /// Compressing the outgoing stream failed.
+    #[error("compressing the HMTP stream failed: {0}")]
+    Compress(#[from] skywave_compress::CompressError),
+    /// The received stream could not be decoded (unknown first byte, corrupt data, over a limit).
+    #[error("decoding the received HMTP stream failed: {0}")]
+    Decompress(#[from] skywave_compress::DecompressError),
+    /// The compression scheme cannot carry a session stream.
+    #[error("compression scheme unusable for HMTP: {0}")]
+    Scheme(#[from] skywave_compress::SchemeError),
+    /// Two node addresses that are the same (a node cannot collide with itself).
+    #[error("node address {0} is both ours and the peer's")]
+    SameAddress(u32),
+    /// A spool decision for a message that is not the one the server is waiting on.
+    #[error("spool decision does not match the message the HMTP server is waiting on")]
+    NoMessagePending,
+}

@@ -5,11 +5,67 @@
 //!
 //! - [`cftp`]: the CFTP byte layouts (mail-file, BFTPv1, RCOPv1, acknowledgement), segmenting and
 //!   reassembly.
+//! - [`client`]: the HMTP client: one batch in one (optionally compressed) submission, outcomes
+//!   per recipient, and the batch byte budget.
+//! - [`server`]: the HMTP server: scheme detection, HMTP-66 reply buffering (or standard RFC 2920
+//!   for a client that waits for the EHLO reply), spool ordering, de-duplication.
+//! - [`dedup`]: the receiver's de-duplication cache.
+//! - [`collision`]: the rule for two nodes that start sessions at once.
+//! - [`stream`]: compression choice, U_PDU cutting and counts shared by client and server.
 //!
-//! Not yet here: the HMTP client and server sessions and the CFTP session logic (issue "Mail over
-//! the air").
+//! ```
+//! use std::time::{Duration, Instant};
+//! use skywave_hmtp::*;
+//! use skywave_smtp::AcceptAll;
+//!
+//! let now = Instant::now();
+//! let batch = vec![BatchMessage {
+//!     id: "Q1".into(),
+//!     reverse_path: "a@ship.example".into(),
+//!     recipients: vec!["b@shore.example".into()],
+//!     body: b"Subject: hi\r\n\r\nHello\r\n".to_vec(),
+//!     eight_bit: false,
+//! }];
+//! let mut client =
+//!     HmtpClient::new(ClientSettings::new("ship", 200, Compression::Deflate), batch)?;
+//! let mut server = HmtpServer::new(ServerSettings::new("shore", 200), AcceptAll, now)?;
+//! let mut dedup = DedupCache::new(Duration::from_secs(86_400), 100_000);
+//! for updu in client.transmission() {
+//!     server.receive(now, &updu, &mut dedup);
+//!     while let Some(event) = server.poll_event() {
+//!         if let ServerEvent::Message(m) = event {
+//!             // ... write m.body to the spool and fsync, then:
+//!             server.accepted(m.ticket, "S1", now, &mut dedup)?;
+//!         }
+//!     }
+//! }
+//! let replies = server.take_transmission().unwrap_or_default(); // one transmission
+//! for updu in &replies {
+//!     client.receive(updu);
+//! }
+//! let outcome = client.outcome().ok_or("unfinished")?;
+//! assert!(matches!(outcome.messages[0].recipients[0].1, Disposition::Delivered(_)));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Not yet here: the CFTP session logic (issue "Mail over the air").
 
 pub mod cftp;
+pub mod client;
+pub mod collision;
+pub mod dedup;
 pub mod error;
+pub mod server;
+pub mod stream;
 
-pub use error::CftpError;
+pub use client::{
+    BatchMessage, BatchOutcome, ClientSettings, Disposition, HmtpClient, MessageResult, SessionEnd,
+    select_batch,
+};
+pub use collision::{Arbiter, IncomingAction, StreamStart, classify_stream_start};
+pub use dedup::{DedupCache, DedupKey};
+pub use error::{CftpError, HmtpError};
+pub use server::{
+    HmtpServer, IncomingMessage, ServeMode, ServerEnd, ServerEvent, ServerSettings, SpoolTicket,
+};
+pub use stream::{Compression, DirectionStats};

@@ -1,0 +1,901 @@
+//! HMTP client and server against each other in memory: plain, LZW and deflate streams, batches,
+//! refusals, 421, de-duplication, standard clients, U_PDU sizes and the collision rule.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use skywave_compress::corpus::message_of_size;
+use skywave_hmtp::{
+    Arbiter, BatchMessage, ClientSettings, Compression, DedupCache, Disposition, HmtpClient,
+    HmtpServer, IncomingAction, ServeMode, ServerEnd, ServerEvent, ServerSettings, SessionEnd,
+    StreamStart, classify_stream_start,
+};
+use skywave_smtp::{
+    AcceptAll, ClientConfig, ClientEvent, ClientMode, ClientSession, CloseReason, EnhancedCode,
+    Envelope, OutgoingMessage, Policy, RecipientStatus, Reply, SessionInfo, Verdict, dot_stuff,
+};
+
+const SCHEMES: [Compression; 3] = [
+    Compression::None,
+    Compression::Lzw(16),
+    Compression::Deflate,
+];
+
+/// Refuses the listed recipients with 550 5.1.1.
+#[derive(Debug, Default, Clone)]
+struct Refuse(Vec<String>);
+
+impl Policy for Refuse {
+    fn rcpt_to(&mut self, _: &SessionInfo, _: &Envelope, recipient: &str) -> Verdict {
+        if self.0.iter().any(|r| r == recipient) {
+            Verdict::Reject(Reply::new(550, EnhancedCode::new(5, 1, 1), "No such user"))
+        } else {
+            Verdict::Accept
+        }
+    }
+}
+
+/// The receiving gateway: a spool (a list) and the de-duplication cache.
+struct Owner {
+    dedup: DedupCache,
+    spooled: Vec<(Envelope, Vec<u8>)>,
+    duplicates: usize,
+    closed: Vec<ServerEnd>,
+}
+
+impl Owner {
+    fn new() -> Self {
+        Self {
+            dedup: DedupCache::new(Duration::from_secs(3600), 10_000),
+            spooled: Vec::new(),
+            duplicates: 0,
+            closed: Vec::new(),
+        }
+    }
+
+    /// Drains the server's events (spooling every message at once) and returns its
+    /// transmissions.
+    fn drain<P: Policy>(&mut self, server: &mut HmtpServer<P>, now: Instant) -> Vec<Vec<Vec<u8>>> {
+        while let Some(ev) = server.poll_event() {
+            match ev {
+                ServerEvent::Message(m) => {
+                    let id = format!("Q{}", self.spooled.len());
+                    self.spooled.push((m.envelope, m.body));
+                    server
+                        .accepted(m.ticket, &id, now, &mut self.dedup)
+                        .unwrap();
+                }
+                ServerEvent::Duplicate { .. } => self.duplicates += 1,
+                ServerEvent::Closed(end) => self.closed.push(end),
+            }
+        }
+        let mut out = Vec::new();
+        while let Some(t) = server.take_transmission() {
+            out.push(t);
+        }
+        out
+    }
+
+    fn serve<P: Policy>(
+        &mut self,
+        server: &mut HmtpServer<P>,
+        updus: &[Vec<u8>],
+        now: Instant,
+    ) -> Vec<Vec<Vec<u8>>> {
+        let mut out = Vec::new();
+        for u in updus {
+            server.receive(now, u, &mut self.dedup);
+            out.extend(self.drain(server, now));
+        }
+        out
+    }
+}
+
+fn messages(n: usize, seed: u64) -> Vec<BatchMessage> {
+    (0..n)
+        .map(|i| {
+            let size = 300 + (i * 977 + seed as usize * 131) % 4000;
+            BatchMessage {
+                id: format!("m{i}"),
+                reverse_path: format!("sender{i}@ship.example"),
+                recipients: vec![format!("r{i}@shore.example"), "ops@shore.example".into()],
+                body: message_of_size(seed * 1000 + i as u64, size).unwrap(),
+                eight_bit: false,
+            }
+        })
+        .collect()
+}
+
+fn server_settings(mtu: usize) -> ServerSettings {
+    ServerSettings::new("shore.example", mtu)
+}
+
+/// One full session; returns the client outcome, the server transmissions and the owner.
+fn session<P: Policy>(
+    batch: Vec<BatchMessage>,
+    compression: Compression,
+    mtu: usize,
+    server: &mut HmtpServer<P>,
+    owner: &mut Owner,
+) -> (skywave_hmtp::BatchOutcome, Vec<Vec<u8>>, usize) {
+    let now = Instant::now();
+    let mut client =
+        HmtpClient::new(ClientSettings::new("ship.example", mtu, compression), batch).unwrap();
+    let submission = client.transmission();
+    assert!(
+        client.transmission().is_empty(),
+        "the submission is given once"
+    );
+    assert!(submission.iter().all(|u| u.len() <= mtu && !u.is_empty()));
+    let replies = owner.serve(server, &submission, now);
+    for t in &replies {
+        assert!(t.iter().all(|u| u.len() <= mtu && !u.is_empty()));
+        for u in t {
+            client.receive(u);
+        }
+    }
+    let outcome = client.outcome().cloned().expect("session finished");
+    (outcome, submission, replies.len())
+}
+
+#[test]
+fn batches_of_1_10_50_in_every_scheme_take_one_transmission_each_way() {
+    for compression in SCHEMES {
+        for n in [1usize, 10, 50] {
+            for mtu in [200usize, 2048] {
+                let batch = messages(n, n as u64);
+                let mut owner = Owner::new();
+                let mut server =
+                    HmtpServer::new(server_settings(mtu), AcceptAll, Instant::now()).unwrap();
+                let (outcome, submission, transmissions) =
+                    session(batch.clone(), compression, mtu, &mut server, &mut owner);
+                let first = submission[0][0];
+                match compression {
+                    Compression::None => assert_eq!(first, b'E'),
+                    Compression::Lzw(_) => assert_eq!(first, 0x03),
+                    Compression::Deflate => assert_eq!(first, 0x78),
+                }
+                assert_eq!(transmissions, 1, "{compression:?} n={n} mtu={mtu}");
+                assert_eq!(outcome.sent.transmissions, 1);
+                assert_eq!(outcome.end, SessionEnd::Completed);
+                assert_eq!(server.mode(), Some(ServeMode::Batch));
+                assert_eq!(owner.spooled.len(), n);
+                for (m, (env, body)) in batch.iter().zip(&owner.spooled) {
+                    assert_eq!(body, &m.body, "byte-identical body");
+                    assert_eq!(env.reverse_path, m.reverse_path);
+                    assert_eq!(env.recipients, m.recipients);
+                }
+                for (m, r) in batch.iter().zip(&outcome.messages) {
+                    assert_eq!(r.id, m.id);
+                    assert_eq!(r.recipients.len(), 2);
+                    assert!(
+                        r.recipients
+                            .iter()
+                            .all(|(_, d)| matches!(d, Disposition::Delivered(_)))
+                    );
+                }
+                assert_eq!(owner.closed, vec![ServerEnd::Session(CloseReason::Quit)]);
+                // Counts agree on both sides.
+                assert_eq!(outcome.sent.wire_bytes, server.received_stats().wire_bytes);
+                assert_eq!(
+                    outcome.sent.plain_bytes,
+                    server.received_stats().plain_bytes
+                );
+                assert_eq!(outcome.received.wire_bytes, server.sent_stats().wire_bytes);
+                assert_eq!(outcome.received.updus, server.sent_stats().updus);
+                if compression != Compression::None && n >= 10 {
+                    assert!(outcome.sent.wire_bytes < outcome.sent.plain_bytes);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn refused_recipient_and_refused_data_text_is_discarded() {
+    for compression in SCHEMES {
+        let mut batch = messages(3, 7);
+        // Message 0: one recipient refused. Message 1: every recipient refused, and its text
+        // looks like commands. Message 2 must still go through.
+        batch[0].recipients = vec!["good@shore.example".into(), "bad@shore.example".into()];
+        batch[1].recipients = vec!["bad@shore.example".into(), "worse@shore.example".into()];
+        batch[1].body = b"Subject: trap\r\n\r\nMAIL FROM:<evil@x>\r\nRCPT TO:<good@shore.example>\r\nDATA\r\nQUIT\r\n.hidden\r\n".to_vec();
+        let policy = Refuse(vec![
+            "bad@shore.example".into(),
+            "worse@shore.example".into(),
+        ]);
+        let mut owner = Owner::new();
+        let mut server = HmtpServer::new(server_settings(2048), policy, Instant::now()).unwrap();
+        let (outcome, _, transmissions) =
+            session(batch.clone(), compression, 2048, &mut server, &mut owner);
+        assert_eq!(transmissions, 1);
+        assert_eq!(outcome.end, SessionEnd::Completed);
+        let bodies: Vec<_> = owner.spooled.iter().map(|(_, b)| b.clone()).collect();
+        assert_eq!(bodies, vec![batch[0].body.clone(), batch[2].body.clone()]);
+        assert_eq!(owner.spooled[0].0.recipients, vec!["good@shore.example"]);
+        let m0 = &outcome.messages[0].recipients;
+        assert!(matches!(&m0[0].1, Disposition::Delivered(_)));
+        assert!(matches!(&m0[1].1, Disposition::Failed(r) if r.code == 550));
+        assert!(
+            outcome.messages[1]
+                .recipients
+                .iter()
+                .all(|(_, d)| matches!(d, Disposition::Failed(r) if r.code == 550))
+        );
+        assert!(
+            outcome.messages[2]
+                .recipients
+                .iter()
+                .all(|(_, d)| matches!(d, Disposition::Delivered(_)))
+        );
+    }
+}
+
+#[test]
+fn a_421_mid_batch_defers_the_rest() {
+    for compression in SCHEMES {
+        let batch = messages(4, 3);
+        let mut settings = server_settings(2048);
+        // EHLO + 5 commands per message (MAIL, 2 RCPT, DATA, and the message's end counts as
+        // nothing): the limit falls inside the second message.
+        settings.smtp.max_commands = 8;
+        let mut owner = Owner::new();
+        let mut server = HmtpServer::new(settings, AcceptAll, Instant::now()).unwrap();
+        let (outcome, _, transmissions) =
+            session(batch.clone(), compression, 2048, &mut server, &mut owner);
+        assert_eq!(transmissions, 1);
+        assert!(matches!(outcome.end, SessionEnd::ServiceClosing(ref r) if r.code == 421));
+        assert_eq!(owner.spooled.len(), 1);
+        assert_eq!(owner.spooled[0].1, batch[0].body);
+        assert!(
+            outcome.messages[0]
+                .recipients
+                .iter()
+                .all(|(_, d)| matches!(d, Disposition::Delivered(_)))
+        );
+        for m in &outcome.messages[1..] {
+            assert!(m.recipients.iter().all(|(_, d)| d.is_retryable()), "{m:?}");
+        }
+        assert_eq!(
+            owner.closed,
+            vec![ServerEnd::Session(CloseReason::TooManyCommands)]
+        );
+    }
+}
+
+#[test]
+fn a_retransmitted_batch_is_acknowledged_but_not_delivered_twice() {
+    for compression in SCHEMES {
+        let mut batch = messages(5, 11);
+        // One message without Message-ID: keyed on its hash.
+        batch[4].body = b"From: a@ship.example\r\nSubject: no id\r\n\r\nhello\r\n".to_vec();
+        let mut owner = Owner::new();
+        let mut server = HmtpServer::new(server_settings(512), AcceptAll, Instant::now()).unwrap();
+        let (first, _, _) = session(batch.clone(), compression, 512, &mut server, &mut owner);
+        assert_eq!(owner.spooled.len(), 5);
+        // The replies were lost: the client retransmits the same batch in a new session.
+        let mut server = HmtpServer::new(server_settings(512), AcceptAll, Instant::now()).unwrap();
+        let (second, _, transmissions) =
+            session(batch.clone(), compression, 512, &mut server, &mut owner);
+        assert_eq!(transmissions, 1);
+        assert_eq!(owner.spooled.len(), 5, "nothing delivered twice");
+        assert_eq!(owner.duplicates, 5);
+        assert_eq!(owner.dedup.duplicates(), 5);
+        for o in [&first, &second] {
+            assert!(o.messages.iter().all(|m| {
+                m.recipients
+                    .iter()
+                    .all(|(_, d)| matches!(d, Disposition::Delivered(r) if r.code == 250))
+            }));
+        }
+        // A changed envelope is a different message.
+        let mut other = batch[..1].to_vec();
+        other[0].recipients.pop();
+        let mut server = HmtpServer::new(server_settings(512), AcceptAll, Instant::now()).unwrap();
+        session(other, compression, 512, &mut server, &mut owner);
+        assert_eq!(owner.spooled.len(), 6);
+    }
+}
+
+#[test]
+fn towards_a_non_skywave_peer_the_stream_is_exactly_standard_smtp() {
+    let batch = vec![
+        BatchMessage {
+            id: "a".into(),
+            reverse_path: "x@ship.example".into(),
+            recipients: vec!["y@shore.example".into(), "z@shore.example".into()],
+            body: b"Subject: hi\r\n\r\n.dot line\r\nend\r\n".to_vec(),
+            eight_bit: false,
+        },
+        BatchMessage {
+            id: "b".into(),
+            reverse_path: String::new(),
+            recipients: vec!["y@shore.example".into()],
+            body: b"Subject: bounce\r\n\r\nbody\r\n".to_vec(),
+            eight_bit: false,
+        },
+    ];
+    let mut client = HmtpClient::new(
+        ClientSettings::new("ship.example", 200, Compression::None),
+        batch.clone(),
+    )
+    .unwrap();
+    let stream = client.transmission().concat();
+    let mut expected = b"EHLO ship.example\r\n".to_vec();
+    for m in &batch {
+        expected.extend_from_slice(format!("MAIL FROM:<{}>\r\n", m.reverse_path).as_bytes());
+        for r in &m.recipients {
+            expected.extend_from_slice(format!("RCPT TO:<{r}>\r\n").as_bytes());
+        }
+        expected.extend_from_slice(b"DATA\r\n");
+        expected.extend_from_slice(&dot_stuff(&m.body));
+    }
+    expected.extend_from_slice(b"QUIT\r\n");
+    assert_eq!(
+        String::from_utf8_lossy(&stream),
+        String::from_utf8_lossy(&expected)
+    );
+    assert!(stream.is_ascii());
+}
+
+#[test]
+fn our_plain_client_never_ends_a_updu_right_after_ehlo() {
+    // "EHLO ship.example\r\n" is 19 bytes: with a 19-byte MTU the first U_PDU would be exactly
+    // that line, which the server would read as a client waiting for the EHLO reply.
+    let batch = messages(2, 5);
+    let mut owner = Owner::new();
+    let mut server = HmtpServer::new(server_settings(19), AcceptAll, Instant::now()).unwrap();
+    let (outcome, submission, transmissions) =
+        session(batch, Compression::None, 19, &mut server, &mut owner);
+    assert_ne!(submission[0], b"EHLO ship.example\r\n");
+    assert_eq!(server.mode(), Some(ServeMode::Batch));
+    assert_eq!(transmissions, 1);
+    assert_eq!(outcome.end, SessionEnd::Completed);
+    assert_eq!(owner.spooled.len(), 2);
+}
+
+/// Runs a standard smtp-crate client against the HMTP server in memory, cutting its output into
+/// U_PDUs; returns the number of server transmissions.
+fn standard_client(
+    mode: ClientMode,
+    batch: &[BatchMessage],
+    refuse: Refuse,
+) -> (Owner, usize, Vec<ClientEvent>, Option<ServeMode>) {
+    let now = Instant::now();
+    let mut config = ClientConfig::new("std.example", mode);
+    config.expect_greeting = false;
+    let outgoing = batch
+        .iter()
+        .map(|m| OutgoingMessage {
+            reverse_path: m.reverse_path.clone(),
+            recipients: m.recipients.clone(),
+            body: m.body.clone(),
+            eight_bit: false,
+            mt_priority: None,
+        })
+        .collect();
+    let mut client = ClientSession::new(config, outgoing).unwrap();
+    let mut owner = Owner::new();
+    let mut server = HmtpServer::new(server_settings(200), refuse, now).unwrap();
+    let mut transmissions = 0;
+    let mut events = Vec::new();
+    for _ in 0..1000 {
+        let out = client.take_output();
+        if !out.is_empty() {
+            let updus: Vec<Vec<u8>> = out.chunks(200).map(<[u8]>::to_vec).collect();
+            for t in owner.serve(&mut server, &updus, now) {
+                transmissions += 1;
+                for u in t {
+                    client.feed(&u);
+                }
+            }
+        }
+        while let Some(e) = client.poll_event() {
+            events.push(e);
+        }
+        if client.is_finished() || (out.is_empty() && !client.has_output()) {
+            break;
+        }
+    }
+    assert!(
+        client.is_finished(),
+        "the standard client must not deadlock"
+    );
+    (owner, transmissions, events, server.mode())
+}
+
+#[test]
+fn a_standard_pipelining_client_waiting_for_ehlo_is_served() {
+    let batch = messages(3, 21);
+    let (owner, transmissions, events, mode) = standard_client(
+        ClientMode::Pipelining,
+        &batch,
+        Refuse(vec!["r1@shore.example".into()]),
+    );
+    assert_eq!(mode, Some(ServeMode::Standard));
+    assert_eq!(owner.spooled.len(), 3);
+    for (m, (_, body)) in batch.iter().zip(&owner.spooled) {
+        assert_eq!(body, &m.body);
+    }
+    assert!(transmissions > 2, "served turn by turn");
+    assert!(matches!(
+        events.last(),
+        Some(ClientEvent::Finished { error: None })
+    ));
+    let outcome = events
+        .iter()
+        .find_map(|e| match e {
+            ClientEvent::Message(m) if m.index == 1 => Some(m.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        matches!(outcome.recipients[0].status, RecipientStatus::Failed(ref r) if r.code == 550)
+    );
+    assert!(matches!(
+        outcome.recipients[1].status,
+        RecipientStatus::Delivered(_)
+    ));
+    // Lockstep works the same way.
+    let (owner, _, events, mode) = standard_client(ClientMode::Lockstep, &batch, Refuse::default());
+    assert_eq!(mode, Some(ServeMode::Standard));
+    assert_eq!(owner.spooled.len(), 3);
+    assert!(matches!(
+        events.last(),
+        Some(ClientEvent::Finished { error: None })
+    ));
+}
+
+#[test]
+fn a_standard_whole_batch_client_gets_hmtp_66() {
+    let batch = messages(4, 22);
+    let (owner, transmissions, events, mode) = standard_client(
+        ClientMode::Batch,
+        &batch,
+        Refuse(vec!["r2@shore.example".into(), "ops@shore.example".into()]),
+    );
+    assert_eq!(mode, Some(ServeMode::Batch));
+    assert_eq!(transmissions, 1);
+    assert_eq!(
+        owner.spooled.len(),
+        3,
+        "message 2 refused entirely, its text discarded"
+    );
+    assert!(matches!(
+        events.last(),
+        Some(ClientEvent::Finished { error: None })
+    ));
+}
+
+#[test]
+fn garbage_and_timeouts_end_the_server_session() {
+    let now = Instant::now();
+    let mut owner = Owner::new();
+    let mut server = HmtpServer::new(server_settings(200), AcceptAll, now).unwrap();
+    assert!(
+        owner
+            .serve(&mut server, &[vec![0x80, 1, 2]], now)
+            .is_empty()
+    );
+    assert!(server.is_closed());
+    assert!(matches!(owner.closed[0], ServerEnd::BadStream(_)));
+
+    // A corrupt LZW stream.
+    let mut server = HmtpServer::new(server_settings(200), AcceptAll, now).unwrap();
+    owner.serve(&mut server, &[vec![0x03, 0x07, 0xff, 0xff]], now);
+    assert!(server.is_closed());
+
+    // A batch that stops half way: the idle timeout answers everything held, plus 421.
+    let mut client = HmtpClient::new(
+        ClientSettings::new("ship.example", 64, Compression::Deflate),
+        messages(2, 9),
+    )
+    .unwrap();
+    let sub = client.transmission();
+    let mut server = HmtpServer::new(server_settings(64), AcceptAll, now).unwrap();
+    let mut owner = Owner::new();
+    assert!(
+        owner
+            .serve(&mut server, &sub[..sub.len() / 2], now)
+            .is_empty()
+    );
+    let deadline = server.poll_timeout().unwrap();
+    server.handle_timeout(deadline - Duration::from_secs(1), &mut owner.dedup);
+    assert!(server.take_transmission().is_none());
+    server.handle_timeout(deadline, &mut owner.dedup);
+    let replies = owner.drain(&mut server, deadline);
+    assert_eq!(replies.len(), 1);
+    for u in &replies[0] {
+        client.receive(u);
+    }
+    let o = client.outcome().unwrap();
+    assert!(matches!(o.end, SessionEnd::ServiceClosing(ref r) if r.code == 421));
+    // What was spooled before the cut is delivered; everything else stays queued.
+    let delivered = o
+        .messages
+        .iter()
+        .filter(|m| {
+            m.recipients
+                .iter()
+                .all(|(_, d)| matches!(d, Disposition::Delivered(_)))
+        })
+        .count();
+    assert_eq!(delivered, owner.spooled.len());
+    assert!(delivered < 2);
+    assert!(
+        o.messages[delivered..]
+            .iter()
+            .all(|m| m.recipients.iter().all(|(_, d)| d.is_retryable()))
+    );
+}
+
+#[test]
+fn client_close_and_corrupt_replies_leave_mail_queued() {
+    let mut client = HmtpClient::new(
+        ClientSettings::new("ship.example", 200, Compression::Lzw(12)),
+        messages(2, 1),
+    )
+    .unwrap();
+    let _ = client.transmission();
+    client.close();
+    let o = client.outcome().unwrap();
+    assert_eq!(o.end, SessionEnd::Closed);
+    assert!(o.messages.iter().all(|m| {
+        m.recipients
+            .iter()
+            .all(|(_, d)| *d == Disposition::NoAnswer)
+    }));
+
+    let mut client = HmtpClient::new(
+        ClientSettings::new("ship.example", 200, Compression::Deflate),
+        messages(1, 1),
+    )
+    .unwrap();
+    client.receive(b"250 plain where deflate was expected\r\n");
+    assert!(matches!(
+        client.outcome().unwrap().end,
+        SessionEnd::BadReplies(_)
+    ));
+
+    assert!(HmtpClient::new(ClientSettings::new("s", 200, Compression::None), vec![]).is_err());
+    assert!(
+        HmtpClient::new(
+            ClientSettings::new("s", 8, Compression::None),
+            messages(1, 1)
+        )
+        .is_err()
+    );
+    assert!(
+        HmtpClient::new(
+            ClientSettings::new("s", 200, Compression::Lzw(8)),
+            messages(1, 1)
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn batch_budget_takes_at_least_one_and_stops_at_the_budget() {
+    let sizes = [5000usize, 100, 100];
+    assert_eq!(skywave_hmtp::select_batch(&sizes, 1000, |s| *s), 1);
+    let sizes = [100usize, 200, 300, 400];
+    assert_eq!(skywave_hmtp::select_batch(&sizes, 600, |s| *s), 3);
+    assert_eq!(skywave_hmtp::select_batch(&sizes, 599, |s| *s), 2);
+    assert_eq!(skywave_hmtp::select_batch(&sizes, 10_000, |s| *s), 4);
+    assert_eq!(skywave_hmtp::select_batch::<usize>(&[], 10, |s| *s), 0);
+    let batch = messages(3, 2);
+    let n = skywave_hmtp::select_batch(&batch, batch[0].wire_size(), BatchMessage::wire_size);
+    assert_eq!(n, 1);
+}
+
+// ----- collision rule -----
+
+enum Rx {
+    Idle,
+    Client,
+    Server(Box<HmtpServer<AcceptAll>>),
+}
+
+struct Node {
+    arbiter: Arbiter,
+    queue: Vec<BatchMessage>,
+    client: Option<HmtpClient>,
+    rx: Rx,
+    owner: Owner,
+    compression: Compression,
+    sessions_started: usize,
+}
+
+impl Node {
+    fn new(local: u32, peer: u32, queue: Vec<BatchMessage>, compression: Compression) -> Self {
+        Self {
+            arbiter: Arbiter::new(local, peer).unwrap(),
+            queue,
+            client: None,
+            rx: Rx::Idle,
+            owner: Owner::new(),
+            compression,
+            sessions_started: 0,
+        }
+    }
+
+    fn maybe_start(&mut self, out: &mut VecDeque<Vec<u8>>) {
+        if !self.arbiter.can_start() || self.queue.is_empty() {
+            return;
+        }
+        let mut client = HmtpClient::new(
+            ClientSettings::new("node.example", 200, self.compression),
+            self.queue.clone(),
+        )
+        .unwrap();
+        out.extend(client.transmission());
+        self.client = Some(client);
+        self.arbiter.own_started();
+        self.sessions_started += 1;
+    }
+
+    fn finish_client(&mut self) {
+        let Some(client) = self.client.take() else {
+            return;
+        };
+        let o = client.outcome().unwrap();
+        for m in &o.messages {
+            if m.recipients
+                .iter()
+                .all(|(_, d)| matches!(d, Disposition::Delivered(_)))
+            {
+                self.queue.retain(|q| q.id != m.id);
+            }
+        }
+    }
+
+    fn on_updu(&mut self, u: &[u8], out: &mut VecDeque<Vec<u8>>) {
+        let now = Instant::now();
+        if matches!(self.rx, Rx::Idle) {
+            match classify_stream_start(u).unwrap() {
+                Some(StreamStart::Replies) => self.rx = Rx::Client,
+                Some(StreamStart::Session) | None => {
+                    let settings = ServerSettings::new("node.example", 200);
+                    let server = match self.arbiter.incoming_session() {
+                        IncomingAction::Serve => HmtpServer::new(settings, AcceptAll, now),
+                        IncomingAction::AbandonOwnAndServe => {
+                            if let Some(c) = &mut self.client {
+                                c.abandon();
+                                assert!(c.outcome().unwrap().messages.iter().all(|m| {
+                                    m.recipients
+                                        .iter()
+                                        .all(|(_, d)| *d == Disposition::Collision)
+                                }));
+                            }
+                            self.finish_client();
+                            HmtpServer::new(settings, AcceptAll, now)
+                        }
+                        IncomingAction::Discard => HmtpServer::discarding(settings, AcceptAll, now),
+                    };
+                    self.rx = Rx::Server(Box::new(server.unwrap()));
+                }
+            }
+        }
+        match &mut self.rx {
+            Rx::Idle => {}
+            Rx::Client => {
+                let c = self
+                    .client
+                    .as_mut()
+                    .expect("replies only come to a session of ours");
+                c.receive(u);
+                if c.is_finished() {
+                    self.finish_client();
+                    self.arbiter.own_finished();
+                    self.rx = Rx::Idle;
+                }
+            }
+            Rx::Server(server) => {
+                for t in self.owner.serve(server, &[u.to_vec()], now) {
+                    out.extend(t);
+                }
+                if server.is_closed() {
+                    self.arbiter.incoming_finished();
+                    self.rx = Rx::Idle;
+                }
+            }
+        }
+        self.maybe_start(out);
+    }
+}
+
+fn run_collision(compression: Compression, low_first_delivery: bool) {
+    let a_msgs = messages(3, 31);
+    let mut b_msgs = messages(4, 32);
+    for m in &mut b_msgs {
+        m.id = format!("b-{}", m.id);
+    }
+    let mut a = Node::new(0x0100_0001, 0x0100_0002, a_msgs.clone(), compression);
+    let mut b = Node::new(0x0100_0002, 0x0100_0001, b_msgs.clone(), compression);
+    let mut a_to_b = VecDeque::new();
+    let mut b_to_a = VecDeque::new();
+    // Both start at once.
+    a.maybe_start(&mut a_to_b);
+    b.maybe_start(&mut b_to_a);
+    let mut turn = low_first_delivery;
+    for _ in 0..10_000 {
+        if a_to_b.is_empty() && b_to_a.is_empty() {
+            break;
+        }
+        if turn {
+            if let Some(u) = b_to_a.pop_front() {
+                a.on_updu(&u, &mut a_to_b);
+            }
+        } else if let Some(u) = a_to_b.pop_front() {
+            b.on_updu(&u, &mut b_to_a);
+        }
+        turn = !turn;
+    }
+    assert!(a_to_b.is_empty() && b_to_a.is_empty());
+    assert!(
+        a.queue.is_empty() && b.queue.is_empty(),
+        "all mail delivered"
+    );
+    assert_eq!(a.arbiter.collisions(), 1);
+    assert_eq!(b.arbiter.collisions(), 1);
+    assert_eq!(a.sessions_started, 2, "the lower node retried once");
+    assert_eq!(b.sessions_started, 1);
+    // Exactly once each way, bodies intact.
+    let got_b: Vec<_> = b.owner.spooled.iter().map(|(_, m)| m.clone()).collect();
+    let got_a: Vec<_> = a.owner.spooled.iter().map(|(_, m)| m.clone()).collect();
+    assert_eq!(
+        got_b,
+        a_msgs.iter().map(|m| m.body.clone()).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        got_a,
+        b_msgs.iter().map(|m| m.body.clone()).collect::<Vec<_>>()
+    );
+    assert_eq!(a.owner.duplicates + b.owner.duplicates, 0);
+}
+
+#[test]
+fn simultaneous_sessions_resolve_without_loss_or_duplication() {
+    for compression in SCHEMES {
+        run_collision(compression, true);
+        run_collision(compression, false);
+    }
+}
+
+// ----- property: chunking does not matter -----
+
+fn arb_body() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(
+        prop_oneof![
+            "[ -~]{0,80}".prop_map(String::from),
+            Just(".".to_string()),
+            Just("..x".to_string()),
+            Just("QUIT".to_string()),
+        ],
+        1..12,
+    )
+    .prop_map(|lines| {
+        let mut b = b"Subject: p\r\n\r\n".to_vec();
+        for l in lines {
+            b.extend_from_slice(l.as_bytes());
+            b.extend_from_slice(b"\r\n");
+        }
+        b
+    })
+}
+
+fn arb_compression() -> impl Strategy<Value = Compression> {
+    prop_oneof![
+        Just(Compression::None),
+        (9u8..=16).prop_map(Compression::Lzw),
+        Just(Compression::Deflate),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn random_chunking_gives_the_same_outcome(
+        bodies in prop::collection::vec(arb_body(), 1..6),
+        refused in prop::collection::vec(any::<bool>(), 6),
+        compression in arb_compression(),
+        cuts in prop::collection::vec(1usize..300, 1..64),
+    ) {
+        let batch: Vec<BatchMessage> = bodies.iter().enumerate().map(|(i, b)| BatchMessage {
+            id: format!("p{i}"),
+            reverse_path: "s@ship.example".into(),
+            recipients: vec![format!("u{i}@shore.example")],
+            body: b.clone(),
+            eight_bit: false,
+        }).collect();
+        let refuse = Refuse((0..6).filter(|&i| refused[i]).map(|i| format!("u{i}@shore.example")).collect());
+        // Reference: the client's own cutting.
+        let mut owner1 = Owner::new();
+        let mut s1 = HmtpServer::new(server_settings(2048), refuse.clone(), Instant::now()).unwrap();
+        let (o1, submission, _) = session(batch.clone(), compression, 2048, &mut s1, &mut owner1);
+        // Same stream, cut at random.
+        let stream = submission.concat();
+        let mut updus = Vec::new();
+        let mut pos = 0;
+        let mut k = 0;
+        while pos < stream.len() {
+            let end = (pos + cuts[k % cuts.len()]).min(stream.len());
+            updus.push(stream[pos..end].to_vec());
+            pos = end;
+            k += 1;
+        }
+        let mut owner2 = Owner::new();
+        let mut s2 = HmtpServer::new(server_settings(2048), refuse, Instant::now()).unwrap();
+        let replies = owner2.serve(&mut s2, &updus, Instant::now());
+        prop_assert_eq!(replies.len(), 1);
+        let mut client = HmtpClient::new(ClientSettings::new("ship.example", 2048, compression), batch.clone()).unwrap();
+        let _ = client.transmission();
+        // The replies re-cut at random as well.
+        let rstream = replies.concat().concat();
+        for c in rstream.chunks(cuts[0]) {
+            client.receive(c);
+        }
+        let o2 = client.outcome().cloned().unwrap();
+        prop_assert_eq!(&o1.messages, &o2.messages);
+        prop_assert_eq!(&owner1.spooled, &owner2.spooled);
+        for (i, m) in batch.iter().enumerate() {
+            let delivered = o1.messages[i].recipients.iter().all(|(_, d)| matches!(d, Disposition::Delivered(_)));
+            prop_assert_eq!(delivered, !refused[i]);
+            if delivered {
+                prop_assert!(owner1.spooled.iter().any(|(_, b)| b == &m.body));
+            }
+        }
+    }
+}
+
+#[test]
+fn the_serving_mode_is_decided_on_the_first_line() {
+    let now = Instant::now();
+    // EHLO split over two U_PDUs and nothing after it: answered at once.
+    let mut owner = Owner::new();
+    let mut server = HmtpServer::new(server_settings(200), AcceptAll, now).unwrap();
+    assert!(owner.serve(&mut server, &[b"EH".to_vec()], now).is_empty());
+    assert_eq!(server.mode(), None);
+    let t = owner.serve(&mut server, &[b"LO std\r\n".to_vec()], now);
+    assert_eq!(server.mode(), Some(ServeMode::Standard));
+    assert_eq!(t.len(), 1);
+    assert!(t[0].concat().starts_with(b"250-shore.example"));
+    // More after the EHLO line in the same U_PDU: HMTP-66, nothing until QUIT.
+    let mut server = HmtpServer::new(server_settings(200), AcceptAll, now).unwrap();
+    let t = owner.serve(
+        &mut server,
+        &[b"EHLO x\r\nMAIL FROM:<a@b>\r\n".to_vec()],
+        now,
+    );
+    assert!(t.is_empty());
+    assert_eq!(server.mode(), Some(ServeMode::Batch));
+    let t = owner.serve(&mut server, &[b"RSET\r\nQUIT\r\n".to_vec()], now);
+    assert_eq!(t.len(), 1);
+    let text = String::from_utf8(t[0].concat()).unwrap();
+    assert!(text.starts_with("250-shore.example"));
+    assert!(text.ends_with("221 2.0.0 shore.example closing connection\r\n"));
+    // A first line that is not EHLO/HELO: HMTP-66.
+    let mut server = HmtpServer::new(server_settings(200), AcceptAll, now).unwrap();
+    assert!(
+        owner
+            .serve(&mut server, &[b"NOOP\r\n".to_vec()], now)
+            .is_empty()
+    );
+    assert_eq!(server.mode(), Some(ServeMode::Batch));
+    // A discarding server never answers, even a lone EHLO.
+    let mut server = HmtpServer::discarding(server_settings(200), AcceptAll, now).unwrap();
+    let t = owner.serve(
+        &mut server,
+        &[
+            b"EHLO x\r\n".to_vec(),
+            b"MAIL FROM:<a@b>\r\nRCPT TO:<c@d>\r\nDATA\r\nQUIT\r\n.\r\nQUIT\r\n".to_vec(),
+        ],
+        now,
+    );
+    assert!(t.is_empty());
+    assert!(server.is_closed());
+    assert_eq!(owner.spooled.len(), 0);
+}
