@@ -17,6 +17,12 @@ if ((${#need_apt[@]})); then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
+# Python packages the end-to-end tests use: aiosmtpd is the LAN smarthost in tests/lan_smarthost.rs.
+if ! python3 -c "import aiosmtpd" >/dev/null 2>&1; then
+    echo "scripts/test.sh: installing aiosmtpd (Python package)"
+    python3 -m pip install -q aiosmtpd
+fi
+
 # The end-to-end tests (tests/) run the real binaries; build them first so they are current.
 cargo build --workspace --bins
 cargo test --workspace --all-targets "$@"

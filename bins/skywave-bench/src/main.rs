@@ -14,6 +14,8 @@ struct Cli {}
 
 fn main() -> ExitCode {
     let _ = Cli::parse();
-    eprintln!("skywave-bench: the benchmark scenarios are not implemented yet (see README.md, \"Status\").");
+    eprintln!(
+        "skywave-bench: the benchmark scenarios are not implemented yet (see README.md, \"Status\")."
+    );
     ExitCode::FAILURE
 }

@@ -1,19 +1,190 @@
-//! `skywave-emu`: the standalone HF emulator (N simulated STANAG 5066 nodes, each serving SIS on a
-//! TCP port).
+//! `skywave-emu`: the standalone HF emulator. N simulated STANAG 5066 nodes share one
+//! half-duplex HF channel (crates/emu), and each serves SIS (Annex A) on its own TCP port, so
+//! that any 5066 client (skywave, or a vendor's) can use them as if they were real servers.
 //!
-//! The emulator itself (crates/emu) is not built yet; this binary says so instead of pretending.
+//! Time: the simulation clock runs `--time-scale` K times faster than the wall clock: every
+//! wait of the simulated radios, modems and ARQ of d simulated seconds is a real sleep of d/K.
+//! SIS-level timers of the clients (keep-alives, connect timeouts) are not scaled; U_PDU TTLs
+//! are counted in simulated time.
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use clap::Parser;
+use anyhow::{Context, bail};
+use clap::{Parser, ValueEnum};
+use skywave_emu::channel::ChannelConfig;
+use skywave_emu::modem::{DataRate, Interleaver, ModemConfig};
+use skywave_emu::net::{Subnet, SubnetConfig};
+use skywave_sis::NodeAddress;
+use tokio::net::TcpListener;
+
+/// Interleaver choice on the command line.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum InterleaverArg {
+    /// Short interleaver (0.6 s blocks for 110A).
+    Short,
+    /// Long interleaver (4.8 s blocks for 110A).
+    Long,
+}
 
 /// Standalone HF channel/modem/STANAG 5066 emulator.
 #[derive(Debug, Parser)]
 #[command(name = "skywave-emu", version, about)]
-struct Cli {}
+struct Cli {
+    /// Number of nodes.
+    #[arg(long, default_value_t = 2)]
+    nodes: usize,
+    /// Node addresses, comma-separated (default 0.0.0.1, 0.0.0.2, ...).
+    #[arg(long, value_delimiter = ',')]
+    addresses: Vec<NodeAddress>,
+    /// SIS address of the first node; node i listens on PORT + i (port 0: any free port each).
+    #[arg(long, default_value = "127.0.0.1:5066")]
+    listen: SocketAddr,
+    /// Modem data rate, bit/s (75 to 9600).
+    #[arg(long, default_value_t = 1200)]
+    rate: u32,
+    /// Interleaver.
+    #[arg(long, value_enum, default_value = "short")]
+    interleaver: InterleaverArg,
+    /// Channel: `awgn` or a profile name from channel-profiles.csv (e.g. "ITU-R Poor").
+    #[arg(long, default_value = "awgn")]
+    channel: String,
+    /// Mean SNR in 3 kHz, dB.
+    #[arg(long, default_value_t = 20.0)]
+    snr: f64,
+    /// Seed of every random draw.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Run the simulation K times faster than real time.
+    #[arg(long, default_value_t = 1.0)]
+    time_scale: f64,
+}
 
 fn main() -> ExitCode {
-    let _ = Cli::parse();
-    eprintln!("skywave-emu: the HF emulator is not implemented yet (see README.md, \"Status\").");
-    ExitCode::FAILURE
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("skywave-emu: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("skywave-emu: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn addresses(cli: &Cli) -> anyhow::Result<Vec<NodeAddress>> {
+    if cli.addresses.is_empty() {
+        return (1..=cli.nodes)
+            .map(|i| {
+                let bits = u32::try_from(i).context("too many nodes")?;
+                NodeAddress::new(bits).context("too many nodes")
+            })
+            .collect();
+    }
+    if cli.addresses.len() != cli.nodes {
+        bail!(
+            "--nodes {} but {} addresses given in --addresses",
+            cli.nodes,
+            cli.addresses.len()
+        );
+    }
+    Ok(cli.addresses.clone())
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let addresses = addresses(&cli)?;
+    let rate = DataRate::from_bps(cli.rate)
+        .with_context(|| format!("--rate {}: not a MIL-STD-188-110 data rate", cli.rate))?;
+    let interleaver = match cli.interleaver {
+        InterleaverArg::Short => Interleaver::Short,
+        InterleaverArg::Long => Interleaver::Long,
+    };
+    let modem = ModemConfig::new(rate, interleaver).context("--rate/--interleaver")?;
+    let channel = if cli.channel.eq_ignore_ascii_case("awgn") {
+        ChannelConfig::awgn(cli.snr)
+    } else {
+        ChannelConfig::watterson(cli.snr, &cli.channel).context("--channel")?
+    };
+    let mut config = SubnetConfig::new(addresses.clone(), modem, channel);
+    config.seed = cli.seed;
+    config.time_scale = cli.time_scale;
+    let subnet = Subnet::start(config).context("building the subnetwork")?;
+
+    let mut servers = Vec::new();
+    for (i, address) in addresses.iter().enumerate() {
+        let mut at = cli.listen;
+        if at.port() != 0 {
+            let port = u16::try_from(usize::from(at.port()) + i)
+                .ok()
+                .context("--listen: port range runs past 65535")?;
+            at.set_port(port);
+        }
+        let listener = TcpListener::bind(at)
+            .await
+            .with_context(|| format!("cannot listen on {at} for node {address}"))?;
+        let local = listener.local_addr().context("listener address")?;
+        println!("node {address} listening on {local}");
+        let s = subnet.clone();
+        servers.push(tokio::spawn(async move { s.serve_tcp(i, listener).await }));
+    }
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+
+    let failed = async {
+        for s in servers {
+            match s.await {
+                Ok(Err(e)) => return e.to_string(),
+                Err(e) => return e.to_string(),
+                Ok(Ok(())) => {}
+            }
+        }
+        "servers ended".to_owned()
+    };
+    tokio::select! {
+        () = shutdown() => {}
+        why = failed => eprintln!("skywave-emu: SIS server failed: {why}"),
+    }
+    println!("simulated time {:.1} s", subnet.now().as_secs_f64());
+    print!("{}", subnet.counters());
+    let _ = std::io::stdout().flush();
+    Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

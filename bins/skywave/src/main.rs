@@ -7,7 +7,9 @@ mod codec_cmd;
 mod demo;
 mod queue_cmd;
 mod routes_cmd;
+mod run_cmd;
 mod sis_cmd;
+mod status_cmd;
 
 use std::process::ExitCode;
 
@@ -26,6 +28,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the gateway daemon in the foreground (SIGHUP reloads routes, SIGTERM stops).
+    Run(run_cmd::RunArgs),
+    /// Queue depth per target, held peers, oldest message, and whether the gateway runs.
+    Status(status_cmd::StatusArgs),
     /// Two gateways over the bundled HF emulator: a mail delivered and the air-time report printed.
     Demo(demo::DemoArgs),
     /// STANAG 5066 SIS diagnostics.
@@ -49,8 +55,15 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log.as_deref());
+    // The daemon tells what it does at info level; the other commands only warn.
+    let default_filter = match cli.command {
+        Command::Run(_) => "info",
+        _ => "warn",
+    };
+    init_logging(cli.log.as_deref(), default_filter);
     let result = match cli.command {
+        Command::Run(args) => run_cmd::run(args),
+        Command::Status(args) => status_cmd::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Sis { command } => sis_cmd::run(command),
         Command::Queue(args) => queue_cmd::run(args),
@@ -67,14 +80,19 @@ fn main() -> ExitCode {
 }
 
 /// Logs go to stderr so that stdout stays clean for data (`skywave codec`) and reports.
-fn init_logging(filter: Option<&str>) {
+fn init_logging(filter: Option<&str>, default_filter: &str) {
     use tracing_subscriber::EnvFilter;
     let filter = match filter {
         Some(f) => EnvFilter::new(f),
-        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+        None => {
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter))
+        }
     };
+    // Colours only on a terminal: logs sent to a file or journal stay plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .init();
 }

@@ -75,7 +75,9 @@ pub(crate) fn run(args: QueueArgs) -> anyhow::Result<ExitCode> {
         QueueCommand::Hold { id, peer } => match (id, peer) {
             (_, Some(p)) => {
                 spool.hold_target(&target(&p))?;
-                println!("held {p}: its mail stays queued until `skywave queue release --peer {p}`");
+                println!(
+                    "held {p}: its mail stays queued until `skywave queue release --peer {p}`"
+                );
             }
             (Some(id), None) => {
                 spool.hold(&queue_id(&id)?)?;

@@ -208,6 +208,36 @@ impl ArqSender {
         out
     }
 
+    /// Like [`ArqSender::next_segments`], but also stops before the frames' bytes would pass
+    /// `budget`, counting `overhead` bytes of D_PDU framing per frame; always returns at least
+    /// one frame if any is ready, so that a transmission is never empty. The node uses this to
+    /// keep one transmission inside its maximum duration.
+    pub fn next_segments_within(
+        &mut self,
+        max: usize,
+        budget: usize,
+        overhead: usize,
+    ) -> Vec<Segment> {
+        self.fill_window();
+        let lwe = self.tx_lwe;
+        let mut order: Vec<u8> = self.outstanding.keys().copied().collect();
+        order.sort_by_key(|f| f.wrapping_sub(lwe));
+        let mut used = 0usize;
+        let mut n = 0usize;
+        for fsn in order.iter().take(max) {
+            let len = self
+                .outstanding
+                .get(fsn)
+                .map_or(0, |o| o.data.len() + overhead);
+            if n > 0 && used + len > budget {
+                break;
+            }
+            used += len;
+            n += 1;
+        }
+        self.next_segments(n)
+    }
+
     /// Process the peer's ACK: drop acknowledged frames, move TX LWE, and report C_PDUs whose
     /// last segment was acknowledged through [`ArqSender::take_confirmed`].
     pub fn on_ack(&mut self, ack: &Ack) {
@@ -378,6 +408,21 @@ mod tests {
     use crate::dpdu::{Address, Body, Dpdu, Eow};
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
+
+    #[test]
+    fn next_segments_within_respects_the_byte_budget() {
+        let mut tx = ArqSender::new(16, 100).unwrap();
+        tx.push(vec![7; 450]).unwrap();
+        // 5 frames of 100, 100, 100, 100, 50 bytes; 20 bytes of framing each.
+        let first = tx.next_segments_within(16, 250, 20);
+        assert_eq!(first.len(), 2);
+        // Always at least one frame, even over budget.
+        let next = tx.next_segments_within(16, 10, 20);
+        assert_eq!(next.len(), 1);
+        // The window bound still applies.
+        let rest = tx.next_segments_within(1, 10_000, 20);
+        assert_eq!(rest.len(), 1);
+    }
 
     fn cpdu(i: usize, len: usize) -> Vec<u8> {
         (0..len).map(|j| (i * 31 + j) as u8).collect()

@@ -39,7 +39,7 @@ pub const MAX_ADDRESS: u32 = 0x0FFF_FFFF;
 pub const MAX_DPDU_LEN: usize = 2 + 31 + 7 + MAX_SEGMENT + 4;
 
 /// A 28-bit STANAG 5066 node address (Annex C §C.3.2.6), `w.x.y.z` with `w` in 0..=15.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Address(u32);
 
 impl Address {

@@ -4,10 +4,11 @@
 //! benchmarks, so it must behave like the real thing where it matters for mail: time on the
 //! air, link turnarounds, errors that depend on SNR and fading, ARQ retransmissions.
 //!
-//! Everything here is sans-IO and deterministic: no clocks, no sockets, no tokio. Time is a
-//! `std::time::Duration` since the start of the simulation, and randomness comes from an RNG the
-//! caller passes in (seed it, e.g. `rand_chacha::ChaCha8Rng::seed_from_u64`, and the run is
-//! reproducible).
+//! The physical and protocol layers ([`channel`] to [`arq`]) are sans-IO and deterministic: no
+//! clocks, no sockets, no tokio. Time is a `std::time::Duration` since the start of the
+//! simulation, and randomness comes from an RNG the caller passes in (seed it, e.g.
+//! `rand_chacha::ChaCha8Rng::seed_from_u64`, and the run is reproducible). [`net`] drives them
+//! with tokio time from one seeded RNG, so a run in paused time is reproducible too.
 //!
 //! Layers, bottom up:
 //! - [`channel`]: one direction of an HF channel: SNR in 3 kHz, AWGN or a Watterson two-path
@@ -21,10 +22,16 @@
 //! - [`crc`], [`dpdu`]: the STANAG 5066 Annex C CRCs and D_PDU codec: the bytes on the air.
 //! - [`cpdu`], [`spdu`]: Annex B C_PDUs and Annex A S_PDUs, carried inside D_PDU segments.
 //! - [`arq`]: the sans-IO Annex C selective-repeat ARQ core for one link (sender and receiver).
+//! - [`net`]: the discrete-event scheduler (tokio time, so virtual in paused tests) joining N
+//!   nodes, their modems and channels into one half-duplex subnetwork, with counters and a
+//!   per-transmission trace.
+//! - [`sis_server`]: each node's Annex A SIS server, in process or on TCP.
 //!
-//! Not here yet: the rest of the STANAG 5066 node (expedited data, resets, DRC, Annex B
-//! linking), the SIS server and the discrete-event scheduler that joins nodes, modems and
-//! channels.
+//! The layers up to [`arq`] are sans-IO (no clocks, no sockets); [`net`] and [`sis_server`]
+//! are the async shell around them.
+//!
+//! Not here yet: expedited ARQ, resets, DRC, Annex B link establishment, hard links, non-ARQ,
+//! raw-modem mode, pcap output.
 
 pub mod arq;
 pub mod calibration;
@@ -33,4 +40,6 @@ pub mod cpdu;
 pub mod crc;
 pub mod dpdu;
 pub mod modem;
+pub mod net;
+pub mod sis_server;
 pub mod spdu;

@@ -1,5 +1,21 @@
-//! The skywave daemon's wiring: LAN listeners, spool, routing, per-peer link schedulers,
-//! bearers (SIS, TCP) and LAN delivery, metrics and status.
+//! The skywave daemon's wiring: the LAN side (SMTP listener, spool, LAN delivery), metrics and
+//! status; the HF side (link scheduler per peer, bearers) comes with the issue "Mail over the
+//! air".
 //!
-//! Not yet implemented: this crate is filled by the issues "The gateway's LAN side" and
-//! "Mail over the air".
+//! - [`config`]: `skywave.toml`, with compiler-style errors.
+//! - [`smtp_listener`]: the LAN SMTP front end (relay control, STARTTLS, AUTH, spooling).
+//! - [`delivery`]: LAN delivery into a Maildir or to the smarthost.
+//! - [`metrics`]: Prometheus counters and the endpoint.
+//! - [`daemon`]: `skywave run` (start-up, SIGHUP reload, graceful shutdown).
+//! - [`status`]: `skywave status`.
+//!
+//! Mail for HF peers is queued and stays in the spool until the link scheduler exists.
+
+pub mod config;
+pub mod daemon;
+pub mod delivery;
+pub mod metrics;
+pub mod smtp_listener;
+pub mod status;
+
+pub use config::{Config, ConfigError};

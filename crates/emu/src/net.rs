@@ -1,0 +1,1347 @@
+//! The emulated STANAG 5066 subnetwork: N nodes on one half-duplex HF frequency, in (virtual)
+//! time. This is the discrete-event scheduler that joins the sans-IO layers below it
+//! ([`crate::modem`], [`crate::channel`], [`crate::arq`], [`crate::dpdu`], [`crate::cpdu`],
+//! [`crate::spdu`]) and the SIS server above it ([`crate::sis_server`]).
+//!
+//! Each node queues its clients' U_PDUs per destination by priority, wraps each in a DATA
+//! S_PDU inside a DATA C_PDU (4 bytes of overhead), and hands them to one Annex C ARQ sender per
+//! peer. Turn-taking follows deployed soft-link 5066: a node with data keys up and sends a
+//! burst of D_PDUs (ACK-ONLY frames for what it owes first, then DATA-ONLY frames), bounded by
+//! the ARQ window and the maximum transmission time (≤ 127.5 s, with EOT counting down in 0.5 s
+//! units); the peer answers after the switching time with its ACKs and its own data; and so on.
+//! A sender that hears no answer retransmits after a response timeout.
+//!
+//! Every transmission is planned with [`ModemConfig::plan`]; each receiver draws each
+//! interleaver block's fate from its own channel direction; a D_PDU is lost if any block
+//! carrying its bits is lost or has an error burst inside them. Transmissions that overlap
+//! (two nodes keying up before either could hear the other) collide on the [`Air`] and are lost
+//! for everyone; colliding nodes back off a random (seeded) time.
+//!
+//! Confirmations: a U_PDU sent with node delivery confirmation is confirmed
+//! (S_UNIDATA_REQUEST_CONFIRM) when the ARQ has acknowledged every segment of it. A U_PDU for a
+//! SAP nobody bound at the destination is decided there: the destination node sends a DATA
+//! DELIVERY FAIL S_PDU back through its own ARQ, and the source node answers its client with
+//! S_UNIDATA_REQUEST_REJECTED reason 2. The FAIL travels in the same answer as the ACK and a
+//! node processes received data before ACKs, so the client gets the rejection and no confirm;
+//! only if the FAIL is lost while the ACK arrives does the client get a confirm instead.
+//!
+//! Simplifications (said here so nobody relies on them): the Annex B link is assumed up (no
+//! CAS-1 exchanges); hard links, non-ARQ and expedited ARQ are not modelled (expedited U_PDUs
+//! travel as normal data above every normal priority, non-ARQ requests as ARQ); no data-rate
+//! change; a U_PDU's TTL applies while it waits in its node's queue (once its segments are in
+//! the ARQ window it is sent until acknowledged: no DROP); and a node only senses the carrier
+//! between transmission rounds: a node that becomes ready while another transmits waits for
+//! the end of that transmission (plus switching time) rather than colliding with it.
+//! Collisions happen when nodes key up within one key-up time of each other.
+//!
+//! Time: simulated time is a [`Duration`] since the subnetwork started; the scheduler sleeps
+//! with `tokio::time::sleep_until`, so under `#[tokio::test(start_paused = true)]` a transfer
+//! of hours runs in milliseconds, deterministically for a seed. With a time scale K > 1 (the
+//! standalone binary), simulated time runs K times faster than the tokio clock.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use skywave_sis::{
+    NodeAddress, Primitive, Priority, SapId, TxMode, UnidataConfirm, UnidataIndication,
+    UnidataRejectReason, UnidataRejected,
+};
+use thiserror::Error;
+use tokio::sync::{Notify, mpsc};
+use tokio::time::Instant;
+
+use crate::arq::{ArqError, ArqReceiver, ArqSender};
+use crate::channel::{Channel, ChannelConfig, ChannelError};
+use crate::cpdu::Cpdu;
+use crate::dpdu::{Address, Body, DataHeader, Dpdu, Eow};
+use crate::modem::{Air, ModemConfig, ModemError, Transmission, TxId};
+use crate::spdu::{DataPci, Spdu};
+
+/// Bytes a U_PDU gains on the way into the ARQ: 1 (DATA C_PDU) + 3 (DATA S_PDU without TTD).
+pub const UPDU_OVERHEAD: usize = 4;
+
+/// Longest transmission STANAG 5066 can announce (EOT 255 × 0.5 s).
+pub const MAX_TRANSMISSION: Duration = Duration::from_millis(127_500);
+
+/// Configuration of the whole subnetwork.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubnetConfig {
+    /// Node addresses, one per node (index = node number).
+    pub addresses: Vec<NodeAddress>,
+    /// Modem used by every node.
+    pub modem: ModemConfig,
+    /// Channel model, instantiated once per ordered pair of nodes (one per direction).
+    pub channel: ChannelConfig,
+    /// Seed of every random draw (fading, block errors, back-off).
+    pub seed: u64,
+    /// ARQ window, frames (1–128).
+    pub window: u8,
+    /// D_PDU segment size, bytes (1–1023).
+    pub segment_size: usize,
+    /// Longest transmission (at most 127.5 s).
+    pub max_transmission: Duration,
+    /// MTU offered to SIS clients.
+    pub mtu: u16,
+    /// U_PDUs a client may have queued or unacknowledged before it gets S_DATA_FLOW_OFF (ON again at half).
+    pub flow_limit: usize,
+    /// How long a sender waits, after the peer could have answered, before retransmitting.
+    pub response_timeout: Duration,
+    /// Simulated seconds per tokio-clock second (1 in tests; K in the standalone emulator).
+    pub time_scale: f64,
+}
+
+impl SubnetConfig {
+    /// Defaults for these nodes, modem and channel: window 128, 1023-byte segments, 127.5 s
+    /// maximum transmission, MTU 2048, flow limit 64, seed 1, response timeout of key-up +
+    /// preamble + two blocks + switching time.
+    pub fn new(addresses: Vec<NodeAddress>, modem: ModemConfig, channel: ChannelConfig) -> Self {
+        let block = modem.block_duration().unwrap_or(Duration::from_secs(1));
+        let preamble = modem.preamble().unwrap_or(Duration::from_secs(1));
+        let response_timeout = modem.key_up + preamble + block * 2 + modem.switching_time;
+        SubnetConfig {
+            addresses,
+            modem,
+            channel,
+            seed: 1,
+            window: 128,
+            segment_size: 1023,
+            max_transmission: MAX_TRANSMISSION,
+            mtu: 2048,
+            flow_limit: 64,
+            response_timeout,
+            time_scale: 1.0,
+        }
+    }
+}
+
+/// The subnetwork could not be built.
+#[derive(Debug, Error)]
+pub enum NetError {
+    /// Fewer than two nodes, or the same address twice.
+    #[error("a subnetwork needs at least two nodes with distinct addresses (got {0:?})")]
+    BadAddresses(Vec<NodeAddress>),
+    /// The modem configuration is unusable.
+    #[error("modem: {0}")]
+    Modem(#[from] ModemError),
+    /// The channel configuration is unusable.
+    #[error("channel: {0}")]
+    Channel(#[from] ChannelError),
+    /// Window or segment size invalid.
+    #[error("ARQ: {0}")]
+    Arq(#[from] ArqError),
+    /// The window cannot hold one C_PDU of MTU size.
+    #[error(
+        "an MTU of {mtu} bytes needs more than the {window} frames of {segment} bytes the ARQ window holds"
+    )]
+    MtuTooLarge {
+        /// MTU.
+        mtu: u16,
+        /// Window.
+        window: u8,
+        /// Segment size.
+        segment: usize,
+    },
+    /// Maximum transmission time zero or above 127.5 s, or too short for one D_PDU.
+    #[error(
+        "maximum transmission time {0:?} must be above the preamble plus one full segment and at most 127.5 s"
+    )]
+    BadMaxTransmission(Duration),
+    /// Time scale not a positive number.
+    #[error("time scale {0} must be a positive number")]
+    BadTimeScale(f64),
+}
+
+/// Per-node counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeCounters {
+    /// Transmissions keyed.
+    pub transmissions: u64,
+    /// Payload bytes (D_PDU bytes) put on the air.
+    pub bytes_on_air: u64,
+    /// D_PDUs sent (all types).
+    pub dpdus_sent: u64,
+    /// DATA D_PDUs sent again.
+    pub retransmissions: u64,
+    /// Own transmissions lost in a collision.
+    pub collisions: u64,
+    /// D_PDUs sent by this node that their addressee did not receive.
+    pub lost_dpdus: u64,
+    /// U_PDUs delivered to clients of this node.
+    pub delivered: u64,
+    /// U_PDUs dropped because their TTL expired before they entered the ARQ.
+    pub expired: u64,
+}
+
+/// Counters of the whole channel.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Per node, in node order.
+    pub nodes: Vec<NodeCounters>,
+    /// Transmissions on the channel.
+    pub transmissions: u64,
+    /// Payload bytes on the air.
+    pub bytes_on_air: u64,
+    /// Changes of the transmitting node.
+    pub turnarounds: u64,
+    /// Collisions counted by the [`Air`].
+    pub collisions: u64,
+    /// D_PDUs sent.
+    pub dpdus_sent: u64,
+    /// Retransmitted DATA D_PDUs.
+    pub retransmissions: u64,
+    /// D_PDUs their addressee lost.
+    pub lost_dpdus: u64,
+    /// Simulated time of the last transmission's end.
+    pub busy_until: Duration,
+}
+
+impl fmt::Display for Counters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "channel: {} transmissions, {} bytes on air, {} turnarounds, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, last transmission ended at {:.1} s",
+            self.transmissions,
+            self.bytes_on_air,
+            self.turnarounds,
+            self.dpdus_sent,
+            self.retransmissions,
+            self.collisions,
+            self.lost_dpdus,
+            self.busy_until.as_secs_f64()
+        )?;
+        for (i, n) in self.nodes.iter().enumerate() {
+            writeln!(
+                f,
+                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired",
+                n.transmissions,
+                n.bytes_on_air,
+                n.dpdus_sent,
+                n.retransmissions,
+                n.collisions,
+                n.lost_dpdus,
+                n.delivered,
+                n.expired
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// One D_PDU of a traced transmission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TracedDpdu {
+    /// D_PDU type (0 DATA-ONLY, 1 ACK-ONLY).
+    pub dpdu_type: u8,
+    /// FSN for data frames.
+    pub fsn: Option<u8>,
+    /// Encoded length, bytes.
+    pub len: usize,
+    /// EOT written in its header.
+    pub eot: u8,
+    /// When its first byte's interleaver block starts.
+    pub at: Duration,
+    /// Retransmission of a data frame.
+    pub retransmission: bool,
+    /// The addressee did not receive it.
+    pub lost: bool,
+}
+
+/// One transmission, as the trace records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceRecord {
+    /// Key-up.
+    pub start: Duration,
+    /// Unkey.
+    pub end: Duration,
+    /// Sending node index.
+    pub sender: usize,
+    /// Data rate, bit/s.
+    pub rate_bps: u32,
+    /// D_PDU bytes.
+    pub bytes: usize,
+    /// The D_PDUs, in order.
+    pub dpdus: Vec<TracedDpdu>,
+    /// Every D_PDU was lost.
+    pub lost: bool,
+    /// Why D_PDUs were lost ("" when none was).
+    pub why: String,
+}
+
+impl fmt::Display for TraceRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let data = self.dpdus.iter().filter(|d| d.fsn.is_some()).count();
+        let lost = self.dpdus.iter().filter(|d| d.lost).count();
+        write!(
+            f,
+            "{:9.3}-{:9.3} s node {} {} bit/s {} bytes {} D_PDUs ({} data) {} lost{}{}",
+            self.start.as_secs_f64(),
+            self.end.as_secs_f64(),
+            self.sender,
+            self.rate_bps,
+            self.bytes,
+            self.dpdus.len(),
+            data,
+            lost,
+            if self.why.is_empty() { "" } else { ": " },
+            self.why
+        )
+    }
+}
+
+/// Where one client connection's primitives go.
+#[derive(Debug)]
+pub(crate) struct Binding {
+    pub(crate) conn: u64,
+    pub(crate) tx: mpsc::UnboundedSender<Primitive>,
+    pub(crate) queued: usize,
+    pub(crate) flow_off: bool,
+}
+
+/// A U_PDU waiting in a node's queue.
+#[derive(Debug, Clone)]
+pub(crate) struct Queued {
+    pub(crate) seq: u64,
+    pub(crate) dest: usize,
+    pub(crate) src_sap: SapId,
+    pub(crate) dest_sap: SapId,
+    /// Expedited U_PDUs rank above every normal priority.
+    pub(crate) rank: u8,
+    pub(crate) priority: Priority,
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) confirm: bool,
+    pub(crate) expedited: bool,
+    pub(crate) conn: u64,
+    pub(crate) updu: Bytes,
+}
+
+/// A U_PDU inside the ARQ, awaiting acknowledgement.
+#[derive(Debug, Clone)]
+struct InArq {
+    q: Queued,
+    failed: bool,
+}
+
+#[derive(Debug)]
+struct Link {
+    sender: ArqSender,
+    receiver: ArqReceiver,
+    owes_ack: bool,
+    unconfirmed: BTreeMap<u64, InArq>,
+}
+
+#[derive(Debug)]
+struct Node {
+    address: NodeAddress,
+    dpdu_address: Address,
+    bindings: BTreeMap<u8, Binding>,
+    queue: Vec<Queued>,
+    links: BTreeMap<usize, Link>,
+    not_before: Duration,
+    counters: NodeCounters,
+}
+
+struct SentDpdu {
+    offset: usize,
+    len: usize,
+    dest: usize,
+    bytes: Vec<u8>,
+}
+
+struct RoundTx {
+    sender: usize,
+    tx: Transmission,
+    id: TxId,
+    dpdus: Vec<SentDpdu>,
+    sent_data: bool,
+    record: TraceRecord,
+}
+
+/// Everything the scheduler and the SIS connections share.
+pub(crate) struct State {
+    config: SubnetConfig,
+    nodes: Vec<Node>,
+    channels: BTreeMap<(usize, usize), Channel>,
+    air: Air,
+    rng: ChaCha8Rng,
+    trace: Vec<TraceRecord>,
+    counters: Counters,
+    last_sender: Option<usize>,
+    next_seq: u64,
+    next_conn: u64,
+    dpdu_overhead: usize,
+    byte_budget: usize,
+    round: Vec<RoundTx>,
+}
+
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    pub(crate) notify: Notify,
+    start: Instant,
+    scale: f64,
+}
+
+impl Shared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Simulated time now.
+    pub(crate) fn now(&self) -> Duration {
+        self.start.elapsed().mul_f64(self.scale)
+    }
+
+    async fn sleep_until(&self, t: Duration) {
+        tokio::time::sleep_until(self.start + t.div_f64(self.scale)).await;
+    }
+}
+
+/// Handle to a running subnetwork. Cheap to clone; the simulation stops when the last handle
+/// is dropped.
+#[derive(Clone)]
+pub struct Subnet {
+    pub(crate) shared: Arc<Shared>,
+    _task: Arc<TaskGuard>,
+}
+
+impl fmt::Debug for Subnet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Subnet").finish_non_exhaustive()
+    }
+}
+
+struct TaskGuard(tokio::task::JoinHandle<()>);
+
+impl Drop for TaskGuard {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Subnet {
+    /// Builds the subnetwork and starts its scheduler task (call inside a tokio runtime).
+    pub fn start(config: SubnetConfig) -> Result<Subnet, NetError> {
+        let mut sorted = config.addresses.clone();
+        sorted.sort_by_key(|a| a.bits());
+        sorted.dedup();
+        if sorted.len() < 2 || sorted.len() != config.addresses.len() {
+            return Err(NetError::BadAddresses(config.addresses.clone()));
+        }
+        if !(config.time_scale.is_finite() && config.time_scale > 0.0) {
+            return Err(NetError::BadTimeScale(config.time_scale));
+        }
+        ArqSender::new(config.window, config.segment_size)?;
+        let biggest = usize::from(config.mtu) + UPDU_OVERHEAD;
+        if biggest.div_ceil(config.segment_size) > usize::from(config.window) {
+            return Err(NetError::MtuTooLarge {
+                mtu: config.mtu,
+                window: config.window,
+                segment: config.segment_size,
+            });
+        }
+        let modem = &config.modem;
+        let block = modem.block_duration()?;
+        let block_bits = modem.block_bits()?;
+        let fixed = modem.key_up + modem.preamble()?;
+        let probe = Dpdu {
+            eow: Eow::NONE,
+            eot: 0,
+            destination: Address::new(crate::dpdu::MAX_ADDRESS).unwrap_or_default(),
+            source: Address::new(crate::dpdu::MAX_ADDRESS).unwrap_or_default(),
+            body: Body::DataOnly {
+                header: DataHeader::default(),
+                segment: vec![0],
+            },
+        };
+        let dpdu_overhead = probe.encoded_len().saturating_sub(1);
+        if config.max_transmission > MAX_TRANSMISSION || config.max_transmission <= fixed {
+            return Err(NetError::BadMaxTransmission(config.max_transmission));
+        }
+        let blocks = (config.max_transmission - fixed).as_nanos() / block.as_nanos().max(1);
+        let bits = (blocks as u64 * block_bits)
+            .saturating_sub(u64::from(modem.eom_bits) + u64::from(modem.flush_bits));
+        let byte_budget = usize::try_from(bits / 8).unwrap_or(usize::MAX);
+        if byte_budget < config.segment_size + dpdu_overhead {
+            return Err(NetError::BadMaxTransmission(config.max_transmission));
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
+        let n = config.addresses.len();
+        let mut channels = BTreeMap::new();
+        for a in 0..n {
+            for b in 0..n {
+                if a != b {
+                    channels.insert((a, b), Channel::new(config.channel.clone(), &mut rng)?);
+                }
+            }
+        }
+        let mut nodes = Vec::with_capacity(n);
+        for (i, &address) in config.addresses.iter().enumerate() {
+            let mut links = BTreeMap::new();
+            for peer in (0..n).filter(|&p| p != i) {
+                links.insert(
+                    peer,
+                    Link {
+                        sender: ArqSender::new(config.window, config.segment_size)?,
+                        receiver: ArqReceiver::new(biggest + 16),
+                        owes_ack: false,
+                        unconfirmed: BTreeMap::new(),
+                    },
+                );
+            }
+            nodes.push(Node {
+                address,
+                dpdu_address: Address::new(address.bits()).unwrap_or_default(),
+                bindings: BTreeMap::new(),
+                queue: Vec::new(),
+                links,
+                not_before: Duration::ZERO,
+                counters: NodeCounters::default(),
+            });
+        }
+        let scale = config.time_scale;
+        let state = State {
+            counters: Counters {
+                nodes: vec![NodeCounters::default(); n],
+                ..Counters::default()
+            },
+            config,
+            nodes,
+            channels,
+            air: Air::new(),
+            rng,
+            trace: Vec::new(),
+            last_sender: None,
+            next_seq: 0,
+            next_conn: 0,
+            dpdu_overhead,
+            byte_budget,
+            round: Vec::new(),
+        };
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            notify: Notify::new(),
+            start: Instant::now(),
+            scale,
+        });
+        let task = tokio::spawn(run(Arc::clone(&shared)));
+        Ok(Subnet {
+            shared,
+            _task: Arc::new(TaskGuard(task)),
+        })
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.shared.lock().nodes.len()
+    }
+
+    /// Whether the subnetwork has no node (never true for a started one).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The address of node `node`.
+    pub fn address(&self, node: usize) -> Option<NodeAddress> {
+        self.shared.lock().nodes.get(node).map(|n| n.address)
+    }
+
+    /// Simulated time now.
+    pub fn now(&self) -> Duration {
+        self.shared.now()
+    }
+
+    /// Counters so far.
+    pub fn counters(&self) -> Counters {
+        let st = self.shared.lock();
+        let mut c = st.counters.clone();
+        c.nodes = st.nodes.iter().map(|n| n.counters).collect();
+        c.collisions = st.air.collisions();
+        c
+    }
+
+    /// Every transmission so far.
+    pub fn trace(&self) -> Vec<TraceRecord> {
+        self.shared.lock().trace.clone()
+    }
+}
+
+/// The scheduler: forever pick the next transmission round, play it, deliver what arrived.
+async fn run(shared: Arc<Shared>) {
+    loop {
+        let now = shared.now();
+        let next = {
+            let mut st = shared.lock();
+            st.expire(now);
+            st.next_event(now)
+        };
+        match next {
+            None => shared.notify.notified().await,
+            Some(t) if t > now => {
+                tokio::select! {
+                    () = shared.sleep_until(t) => {}
+                    () = shared.notify.notified() => {}
+                }
+            }
+            Some(_) => {
+                let done = shared.lock().start_round(now);
+                if let Some(done) = done {
+                    shared.sleep_until(done).await;
+                    shared.lock().finish_round();
+                }
+            }
+        }
+    }
+}
+
+fn send_to(node: &Node, sap: SapId, conn: Option<u64>, p: Primitive) {
+    if let Some(b) = node.bindings.get(&sap.get())
+        && conn.is_none_or(|c| c == b.conn)
+    {
+        let _ = b.tx.send(p);
+    }
+}
+
+impl State {
+    pub(crate) fn mtu(&self) -> u16 {
+        self.config.mtu
+    }
+
+    pub(crate) fn node_address(&self, node: usize) -> Option<NodeAddress> {
+        self.nodes.get(node).map(|n| n.address)
+    }
+
+    pub(crate) fn new_conn(&mut self) -> u64 {
+        self.next_conn += 1;
+        self.next_conn
+    }
+
+    /// Binds `sap` on `node` for connection `conn`; `false` if another connection holds it.
+    pub(crate) fn bind(
+        &mut self,
+        node: usize,
+        sap: SapId,
+        conn: u64,
+        tx: mpsc::UnboundedSender<Primitive>,
+    ) -> bool {
+        let Some(n) = self.nodes.get_mut(node) else {
+            return false;
+        };
+        if n.bindings.contains_key(&sap.get()) {
+            return false;
+        }
+        n.bindings.insert(
+            sap.get(),
+            Binding {
+                conn,
+                tx,
+                queued: 0,
+                flow_off: false,
+            },
+        );
+        true
+    }
+
+    /// Releases whatever `conn` bound on `node`.
+    pub(crate) fn unbind(&mut self, node: usize, conn: u64) {
+        if let Some(n) = self.nodes.get_mut(node) {
+            n.bindings.retain(|_, b| b.conn != conn);
+        }
+    }
+
+    /// Queues a U_PDU from a client of `node` (already checked against the MTU).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn submit(
+        &mut self,
+        node: usize,
+        conn: u64,
+        src_sap: SapId,
+        req: &skywave_sis::UnidataRequest,
+        confirm: bool,
+        expedited: bool,
+        now: Duration,
+    ) -> Result<(), UnidataRejectReason> {
+        let dest = self
+            .nodes
+            .iter()
+            .position(|n| n.address == req.dest)
+            .ok_or(UnidataRejectReason::DestinationNodeNotResponding)?;
+        let src = self.nodes.get(node).map(|n| n.address).unwrap_or_default();
+        if dest == node {
+            // Loopback: deliver at once, as a real node does for its own address.
+            let delivered = self.deliver(dest, src, src_sap, req.dest_sap, req.priority, &req.updu);
+            return if delivered {
+                if confirm && let Some(n) = self.nodes.get(node) {
+                    let c = UnidataConfirm {
+                        dest_sap: req.dest_sap,
+                        dest: req.dest,
+                        updu_part: req.updu.clone(),
+                    };
+                    let p = if expedited {
+                        Primitive::ExpeditedUnidataRequestConfirm(c)
+                    } else {
+                        Primitive::UnidataRequestConfirm(c)
+                    };
+                    send_to(n, src_sap, Some(conn), p);
+                }
+                Ok(())
+            } else {
+                Err(UnidataRejectReason::DestinationSapNotBound)
+            };
+        }
+        self.next_seq += 1;
+        let q = Queued {
+            seq: self.next_seq,
+            dest,
+            src_sap,
+            dest_sap: req.dest_sap,
+            rank: if expedited { 16 } else { req.priority.get() },
+            priority: req.priority,
+            deadline: req.ttl.as_duration().map(|d| now + d),
+            confirm,
+            expedited,
+            conn,
+            updu: req.updu.clone(),
+        };
+        let limit = self.config.flow_limit;
+        if let Some(n) = self.nodes.get_mut(node) {
+            n.queue.push(q);
+            if let Some(b) = n.bindings.get_mut(&src_sap.get())
+                && b.conn == conn
+            {
+                b.queued += 1;
+                if b.queued > limit && !b.flow_off {
+                    b.flow_off = true;
+                    let _ = b.tx.send(Primitive::DataFlowOff);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One U_PDU of a client was acknowledged, expired or dropped: it no longer counts
+    /// against the client's flow-control limit.
+    fn dequeued(&mut self, node: usize, q: &Queued) {
+        let on_at = self.config.flow_limit / 2;
+        if let Some(b) = self
+            .nodes
+            .get_mut(node)
+            .and_then(|n| n.bindings.get_mut(&q.src_sap.get()))
+            && b.conn == q.conn
+        {
+            b.queued = b.queued.saturating_sub(1);
+            if b.flow_off && b.queued <= on_at {
+                b.flow_off = false;
+                let _ = b.tx.send(Primitive::DataFlowOn);
+            }
+        }
+    }
+
+    fn reject(&self, node: usize, q: &Queued, reason: UnidataRejectReason) {
+        let Some(n) = self.nodes.get(node) else {
+            return;
+        };
+        let dest = self
+            .nodes
+            .get(q.dest)
+            .map(|d| d.address)
+            .unwrap_or_default();
+        let r = UnidataRejected {
+            reason,
+            dest_sap: q.dest_sap,
+            dest,
+            updu_part: q.updu.clone(),
+        };
+        let p = if q.expedited {
+            Primitive::ExpeditedUnidataRequestRejected(r)
+        } else {
+            Primitive::UnidataRequestRejected(r)
+        };
+        send_to(n, q.src_sap, Some(q.conn), p);
+    }
+
+    /// Drops queued U_PDUs whose TTL ran out.
+    fn expire(&mut self, now: Duration) {
+        for node in 0..self.nodes.len() {
+            let Some(n) = self.nodes.get_mut(node) else {
+                continue;
+            };
+            let (dead, live): (Vec<Queued>, Vec<Queued>) = std::mem::take(&mut n.queue)
+                .into_iter()
+                .partition(|q| q.deadline.is_some_and(|d| d <= now));
+            n.queue = live;
+            n.counters.expired += dead.len() as u64;
+            for q in dead {
+                tracing::debug!(node, seq = q.seq, "U_PDU TTL expired before transmission");
+                if q.confirm {
+                    self.reject(node, &q, UnidataRejectReason::TtlExpired);
+                }
+                self.dequeued(node, &q);
+            }
+        }
+    }
+
+    fn has_work(&self, node: usize) -> bool {
+        self.nodes.get(node).is_some_and(|n| {
+            !n.queue.is_empty() || n.links.values().any(|l| l.owes_ack || !l.sender.is_idle())
+        })
+    }
+
+    /// The next time something must happen: a node keys up or a TTL expires.
+    fn next_event(&self, now: Duration) -> Option<Duration> {
+        let ready = (0..self.nodes.len())
+            .filter(|&i| self.has_work(i))
+            .filter_map(|i| self.nodes.get(i).map(|n| n.not_before.max(now)));
+        let ttl = self
+            .nodes
+            .iter()
+            .flat_map(|n| n.queue.iter().filter_map(|q| q.deadline));
+        ready.chain(ttl).min()
+    }
+
+    /// Keys up every node ready now or within one key-up time (they cannot hear each other
+    /// yet); returns when the last receiver is done.
+    fn start_round(&mut self, now: Duration) -> Option<Duration> {
+        let key_up = self.config.modem.key_up;
+        let starters: Vec<(usize, Duration)> = (0..self.nodes.len())
+            .filter(|&i| self.has_work(i))
+            .filter_map(|i| self.nodes.get(i).map(|n| (i, n.not_before.max(now))))
+            .filter(|&(_, t)| t < now + key_up.max(Duration::from_nanos(1)))
+            .collect();
+        for (node, t) in starters {
+            if let Some(rt) = self.build(node, t) {
+                self.round.push(rt);
+            } else if let Some(n) = self.nodes.get_mut(node) {
+                // Work but nothing sendable (should not happen): do not spin on it.
+                n.not_before = t + self.config.response_timeout;
+            }
+        }
+        self.round.iter().map(|r| r.tx.receiver_done()).max()
+    }
+
+    /// Moves queued U_PDUs into the ARQ, best priority first, while each link has room.
+    fn feed_arq(&mut self, node: usize) {
+        let window = usize::from(self.config.window);
+        let segment = self.config.segment_size.max(1);
+        let Some(n) = self.nodes.get_mut(node) else {
+            return;
+        };
+        n.queue
+            .sort_by(|a, b| b.rank.cmp(&a.rank).then(a.seq.cmp(&b.seq)));
+        let mut moved = Vec::new();
+        let mut keep = Vec::new();
+        // Free window room per link. A U_PDU enters the ARQ only when all its segments fit,
+        // so that U_PDUs waiting for room stay here, where priority and TTL still apply.
+        let mut room: BTreeMap<usize, usize> = n
+            .links
+            .iter()
+            .map(|(&p, l)| (p, window.saturating_sub(l.sender.in_flight())))
+            .collect();
+        let mut blocked: Vec<usize> = Vec::new();
+        for q in std::mem::take(&mut n.queue) {
+            let Some(link) = n.links.get_mut(&q.dest) else {
+                continue;
+            };
+            let need = (q.updu.len() + UPDU_OVERHEAD).div_ceil(segment).max(1);
+            let free = room.entry(q.dest).or_default();
+            if blocked.contains(&q.dest) || need > *free {
+                // Keep the order: nothing overtakes a U_PDU waiting for room on its link.
+                blocked.push(q.dest);
+                keep.push(q);
+                continue;
+            }
+            *free -= need;
+            let spdu = Spdu::Data {
+                pci: DataPci {
+                    priority: q.priority.get(),
+                    source_sap: q.src_sap.get(),
+                    destination_sap: q.dest_sap.get(),
+                    client_delivery_confirm: false,
+                    ttd: None,
+                },
+                updu: q.updu.to_vec(),
+            };
+            let pushed = spdu
+                .encode()
+                .ok()
+                .and_then(|s| Cpdu::Data(s).encode().ok())
+                .map(|c| link.sender.push(c));
+            match pushed {
+                Some(Ok(id)) => {
+                    link.unconfirmed.insert(id, InArq { q, failed: false });
+                }
+                other => {
+                    tracing::warn!(node, ?other, "U_PDU could not enter the ARQ; dropped");
+                    moved.push(q);
+                }
+            }
+        }
+        n.queue = keep;
+        for q in moved {
+            self.dequeued(node, &q);
+        }
+    }
+
+    /// Plans node `node`'s transmission starting at `t`.
+    fn build(&mut self, node: usize, t: Duration) -> Option<RoundTx> {
+        self.feed_arq(node);
+        let overhead = self.dpdu_overhead;
+        let window = usize::from(self.config.window);
+        let mut budget = self.byte_budget;
+        let n = self.nodes.get_mut(node)?;
+        let src = n.dpdu_address;
+        let mut frames: Vec<(usize, Dpdu, bool)> = Vec::new();
+        let mut dests: BTreeMap<usize, Address> = BTreeMap::new();
+        for (&peer, _) in n.links.iter() {
+            let addr = self
+                .config
+                .addresses
+                .get(peer)
+                .map(|a| a.bits())
+                .unwrap_or(0);
+            dests.insert(peer, Address::new(addr).unwrap_or_default());
+        }
+        for (&peer, link) in n.links.iter_mut() {
+            if link.owes_ack {
+                link.owes_ack = false;
+                let d = Dpdu {
+                    eow: Eow::NONE,
+                    eot: 0,
+                    destination: dests.get(&peer).copied().unwrap_or_default(),
+                    source: src,
+                    body: Body::AckOnly(link.receiver.ack()),
+                };
+                budget = budget.saturating_sub(d.encoded_len());
+                frames.push((peer, d, false));
+            }
+        }
+        let mut sent_data = false;
+        for (&peer, link) in n.links.iter_mut() {
+            if budget < overhead + 1 {
+                break;
+            }
+            for seg in link.sender.next_segments_within(window, budget, overhead) {
+                let d = Dpdu {
+                    eow: Eow::NONE,
+                    eot: 0,
+                    destination: dests.get(&peer).copied().unwrap_or_default(),
+                    source: src,
+                    body: Body::DataOnly {
+                        header: seg.header,
+                        segment: seg.data,
+                    },
+                };
+                budget = budget.saturating_sub(d.encoded_len());
+                sent_data = true;
+                frames.push((peer, d, seg.retransmission));
+            }
+        }
+        if frames.is_empty() {
+            return None;
+        }
+        let total: usize = frames.iter().map(|(_, d, _)| d.encoded_len()).sum();
+        let tx = match self.config.modem.plan(t, total) {
+            Ok(tx) => tx,
+            Err(e) => {
+                tracing::error!(node, "cannot plan a transmission: {e}");
+                return None;
+            }
+        };
+        let mut dpdus = Vec::new();
+        let mut traced = Vec::new();
+        let mut offset = 0;
+        let mut retrans = 0;
+        for (peer, mut d, retransmission) in frames {
+            let at = tx
+                .block_of_byte(offset)
+                .map_or(tx.preamble_end, |b| b.start);
+            d.eot = tx.eot_at(at);
+            let bytes = match d.encode() {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::error!(node, "cannot encode a D_PDU: {e}");
+                    continue;
+                }
+            };
+            let fsn = match &d.body {
+                Body::DataOnly { header, .. } => Some(header.fsn),
+                _ => None,
+            };
+            retrans += u64::from(retransmission);
+            traced.push(TracedDpdu {
+                dpdu_type: d.body.dpdu_type(),
+                fsn,
+                len: bytes.len(),
+                eot: d.eot,
+                at,
+                retransmission,
+                lost: false,
+            });
+            dpdus.push(SentDpdu {
+                offset,
+                len: bytes.len(),
+                dest: peer,
+                bytes,
+            });
+            offset += dpdus.last().map_or(0, |s| s.len);
+        }
+        let id = self.air.transmit(node, &tx);
+        let count = dpdus.len() as u64;
+        if let Some(n) = self.nodes.get_mut(node) {
+            n.counters.transmissions += 1;
+            n.counters.bytes_on_air += offset as u64;
+            n.counters.dpdus_sent += count;
+            n.counters.retransmissions += retrans;
+        }
+        let c = &mut self.counters;
+        c.transmissions += 1;
+        c.bytes_on_air += offset as u64;
+        c.dpdus_sent += count;
+        c.retransmissions += retrans;
+        c.busy_until = c.busy_until.max(tx.end);
+        if self.last_sender.is_some_and(|s| s != node) {
+            c.turnarounds += 1;
+        }
+        self.last_sender = Some(node);
+        let record = TraceRecord {
+            start: tx.start,
+            end: tx.end,
+            sender: node,
+            rate_bps: tx.rate.bps(),
+            bytes: offset,
+            dpdus: traced,
+            lost: false,
+            why: String::new(),
+        };
+        Some(RoundTx {
+            sender: node,
+            tx,
+            id,
+            dpdus,
+            sent_data,
+            record,
+        })
+    }
+
+    /// Decides what every receiver got from the round's transmissions and acts on it.
+    fn finish_round(&mut self) {
+        let round = std::mem::take(&mut self.round);
+        for mut rt in round {
+            let collided = self.air.collided(rt.id);
+            let sender = rt.sender;
+            let mut why: Vec<&str> = Vec::new();
+            let mut lost_count = 0u64;
+            if collided {
+                why.push("collision");
+                for d in &mut rt.record.dpdus {
+                    d.lost = true;
+                }
+                lost_count = rt.dpdus.len() as u64;
+                let backoff = Duration::from_millis(100 * self.rng.random_range(1..=20u64));
+                if let Some(n) = self.nodes.get_mut(sender) {
+                    n.counters.collisions += 1;
+                    n.not_before = rt.tx.end + backoff;
+                    // The ACKs it carried never arrived: they are still owed.
+                    for (sd, t) in rt.dpdus.iter().zip(&rt.record.dpdus) {
+                        if t.dpdu_type == 1
+                            && let Some(l) = n.links.get_mut(&sd.dest)
+                        {
+                            l.owes_ack = true;
+                        }
+                    }
+                }
+            } else {
+                let peer_may = rt.tx.peer_may_transmit_at();
+                for r in (0..self.nodes.len()).filter(|&r| r != sender) {
+                    let (heard, fates) = self.receive(sender, r, &rt);
+                    let mut got_any = false;
+                    let mut data: Vec<Dpdu> = Vec::new();
+                    let mut acks: Vec<Dpdu> = Vec::new();
+                    for (i, (sd, ok)) in rt.dpdus.iter().zip(&fates).enumerate() {
+                        if sd.dest != r {
+                            continue;
+                        }
+                        if !ok.0 {
+                            lost_count += 1;
+                            if let Some(t) = rt.record.dpdus.get_mut(i) {
+                                t.lost = true;
+                            }
+                            if !why.contains(&ok.1) {
+                                why.push(ok.1);
+                            }
+                            continue;
+                        }
+                        match Dpdu::decode(&sd.bytes) {
+                            Ok((d, _)) => {
+                                got_any = true;
+                                if matches!(d.body, Body::AckOnly(_)) {
+                                    acks.push(d);
+                                } else {
+                                    data.push(d);
+                                }
+                            }
+                            Err(e) => tracing::error!("own D_PDU failed to decode: {e}"),
+                        }
+                    }
+                    let had_data = !data.is_empty();
+                    self.on_data(r, sender, data);
+                    self.on_acks(r, sender, acks);
+                    if let Some(n) = self.nodes.get_mut(r) {
+                        if had_data && let Some(l) = n.links.get_mut(&sender) {
+                            l.owes_ack = true;
+                        }
+                        if got_any {
+                            n.not_before = peer_may;
+                        } else if heard {
+                            // Overheard a transmission for someone else: leave the addressee
+                            // its turn to answer before competing for the channel.
+                            n.not_before =
+                                n.not_before.max(peer_may + self.config.response_timeout);
+                        }
+                    }
+                }
+                let wait = if rt.sent_data {
+                    peer_may + self.config.response_timeout
+                } else {
+                    peer_may
+                };
+                if let Some(n) = self.nodes.get_mut(sender) {
+                    n.not_before = wait;
+                }
+            }
+            if let Some(n) = self.nodes.get_mut(sender) {
+                n.counters.lost_dpdus += lost_count;
+            }
+            self.counters.lost_dpdus += lost_count;
+            rt.record.lost = !rt.record.dpdus.is_empty() && rt.record.dpdus.iter().all(|d| d.lost);
+            rt.record.why = why.join(", ");
+            self.trace.push(rt.record);
+        }
+        let now_end = self.counters.busy_until;
+        self.air
+            .forget_before(now_end.saturating_sub(Duration::from_secs(300)));
+    }
+
+    /// Fates, at receiver `r`, of each D_PDU of a transmission: (received, why not), and
+    /// whether `r` heard the carrier at all.
+    fn receive(
+        &mut self,
+        sender: usize,
+        r: usize,
+        rt: &RoundTx,
+    ) -> (bool, Vec<(bool, &'static str)>) {
+        let Some(channel) = self.channels.get(&(sender, r)) else {
+            return (false, vec![(false, "no channel"); rt.dpdus.len()]);
+        };
+        let decisions: Vec<_> = rt
+            .tx
+            .blocks
+            .iter()
+            .map(|b| self.config.modem.receive_block(channel, b, &mut self.rng))
+            .collect();
+        let heard = decisions.iter().any(|d| !d.lost);
+        let block_bits = rt.tx.block_bits.max(1);
+        let fates = rt
+            .dpdus
+            .iter()
+            .map(|sd| {
+                let lo = sd.offset as u64 * 8;
+                let hi = (sd.offset + sd.len) as u64 * 8;
+                let mut fate = (true, "");
+                for k in lo / block_bits..hi.div_ceil(block_bits) {
+                    let Some(d) = decisions.get(k as usize) else {
+                        continue;
+                    };
+                    let base = k * block_bits;
+                    let local = lo.max(base) - base..hi.min(base + block_bits) - base;
+                    if d.lost {
+                        fate = (false, "block lost (outage or fade)");
+                        break;
+                    }
+                    if d.damages(&local) {
+                        fate = (false, "bit errors");
+                        break;
+                    }
+                }
+                fate
+            })
+            .collect();
+        (heard, fates)
+    }
+
+    fn on_data(&mut self, r: usize, sender: usize, data: Vec<Dpdu>) {
+        let Some(link) = self.nodes.get_mut(r).and_then(|n| n.links.get_mut(&sender)) else {
+            return;
+        };
+        for d in &data {
+            if let Body::DataOnly { header, segment } = &d.body {
+                link.receiver.on_segment(header, segment);
+            }
+        }
+        let cpdus = link.receiver.take_delivered();
+        let src = self
+            .nodes
+            .get(sender)
+            .map(|n| n.address)
+            .unwrap_or_default();
+        for c in cpdus {
+            let spdu = match Cpdu::decode(&c) {
+                Ok(Cpdu::Data(s)) => Spdu::decode(&s),
+                Ok(other) => {
+                    tracing::debug!(?other, "C_PDU ignored (the link is assumed up)");
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!("bad C_PDU: {e}");
+                    continue;
+                }
+            };
+            match spdu {
+                Ok(Spdu::Data { pci, updu }) => {
+                    let (Ok(ssap), Ok(dsap), Ok(prio)) = (
+                        SapId::new(pci.source_sap),
+                        SapId::new(pci.destination_sap),
+                        Priority::new(pci.priority),
+                    ) else {
+                        continue;
+                    };
+                    if !self.deliver(r, src, ssap, dsap, prio, &updu) {
+                        // Report back to the source node with a DATA DELIVERY FAIL S_PDU.
+                        let fail = Spdu::DataDeliveryFail {
+                            reason: 1,
+                            source_sap: pci.source_sap,
+                            destination_sap: pci.destination_sap,
+                            updu,
+                        };
+                        if let Some(link) =
+                            self.nodes.get_mut(r).and_then(|n| n.links.get_mut(&sender))
+                            && let Some(Ok(id)) = fail
+                                .encode()
+                                .ok()
+                                .and_then(|s| Cpdu::Data(s).encode().ok())
+                                .map(|c| link.sender.push(c))
+                        {
+                            tracing::debug!(id, "destination SAP not bound: DATA DELIVERY FAIL");
+                        }
+                    }
+                }
+                Ok(Spdu::DataDeliveryFail {
+                    source_sap,
+                    destination_sap,
+                    updu,
+                    ..
+                }) => self.on_fail(r, sender, source_sap, destination_sap, &updu),
+                Ok(other) => tracing::debug!(?other, "S_PDU not handled by the emulator"),
+                Err(e) => tracing::warn!("bad S_PDU: {e}"),
+            }
+        }
+    }
+
+    /// A DATA DELIVERY FAIL came back: reject the matching U_PDU (reason 2) if it asked for
+    /// confirmation and was not confirmed yet.
+    fn on_fail(&mut self, node: usize, dest: usize, src_sap: u8, dest_sap: u8, updu: &[u8]) {
+        let Some(link) = self
+            .nodes
+            .get_mut(node)
+            .and_then(|n| n.links.get_mut(&dest))
+        else {
+            return;
+        };
+        let hit = link.unconfirmed.values_mut().find(|a| {
+            !a.failed
+                && a.q.src_sap.get() == src_sap
+                && a.q.dest_sap.get() == dest_sap
+                && a.q.updu.as_ref() == updu
+        });
+        let Some(a) = hit else {
+            tracing::debug!("DATA DELIVERY FAIL for a U_PDU already answered");
+            return;
+        };
+        a.failed = true;
+        let q = a.q.clone();
+        if q.confirm {
+            self.reject(node, &q, UnidataRejectReason::DestinationSapNotBound);
+        }
+    }
+
+    fn on_acks(&mut self, r: usize, sender: usize, acks: Vec<Dpdu>) {
+        let Some(n) = self.nodes.get_mut(r) else {
+            return;
+        };
+        let Some(link) = n.links.get_mut(&sender) else {
+            return;
+        };
+        for d in &acks {
+            if let Body::AckOnly(ack) = &d.body {
+                link.sender.on_ack(ack);
+            }
+        }
+        let dest = self
+            .config
+            .addresses
+            .get(sender)
+            .copied()
+            .unwrap_or_default();
+        let done: Vec<InArq> = link
+            .sender
+            .take_confirmed()
+            .into_iter()
+            .filter_map(|id| link.unconfirmed.remove(&id))
+            .collect();
+        for a in &done {
+            if !a.q.confirm || a.failed {
+                continue;
+            }
+            let c = UnidataConfirm {
+                dest_sap: a.q.dest_sap,
+                dest,
+                updu_part: a.q.updu.clone(),
+            };
+            let p = if a.q.expedited {
+                Primitive::ExpeditedUnidataRequestConfirm(c)
+            } else {
+                Primitive::UnidataRequestConfirm(c)
+            };
+            send_to(n, a.q.src_sap, Some(a.q.conn), p);
+        }
+        for a in &done {
+            self.dequeued(r, &a.q);
+        }
+    }
+
+    /// Hands a U_PDU to the client bound on `dest_sap` of node `r`; `false` if none is.
+    fn deliver(
+        &mut self,
+        r: usize,
+        src: NodeAddress,
+        src_sap: SapId,
+        dest_sap: SapId,
+        priority: Priority,
+        updu: &[u8],
+    ) -> bool {
+        let Some(n) = self.nodes.get_mut(r) else {
+            return false;
+        };
+        let Some(b) = n.bindings.get(&dest_sap.get()) else {
+            return false;
+        };
+        let ind = UnidataIndication {
+            priority,
+            dest_sap,
+            dest: n.address,
+            tx_mode: TxMode::Arq,
+            src_sap,
+            src,
+            errored: Vec::new(),
+            missing: Vec::new(),
+            rockwell_form: false,
+            updu: Bytes::copy_from_slice(updu),
+        };
+        let _ = b.tx.send(Primitive::UnidataIndication(ind));
+        n.counters.delivered += 1;
+        true
+    }
+}

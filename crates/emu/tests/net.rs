@@ -1,0 +1,459 @@
+//! The emulated subnetwork end to end, with the real `skywave_sis::Client` over in-process
+//! pipes, in paused (virtual) time.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use skywave_emu::channel::{ChannelConfig, Impairment, ScheduledImpairment};
+use skywave_emu::dpdu::{Ack, Address, Body, DataHeader, Dpdu, Eow};
+use skywave_emu::modem::{DataRate, Interleaver, ModemConfig};
+use skywave_emu::net::{Subnet, SubnetConfig, TraceRecord, UPDU_OVERHEAD};
+use skywave_sis::client::{Delivery, Event, Events};
+use skywave_sis::{
+    Client, ClientConfig, NodeAddress, Primitive, Priority, SapId, ServiceType, Ttl,
+    UnidataRejectReason, UnidataRequest,
+};
+
+const A: u32 = 0x0102_0304;
+const B: u32 = 0x0105_0607;
+
+fn addr(bits: u32) -> NodeAddress {
+    NodeAddress::new(bits).unwrap()
+}
+
+fn config(rate: DataRate, channel: ChannelConfig, seed: u64) -> SubnetConfig {
+    let modem = ModemConfig::new(rate, Interleaver::Short).unwrap();
+    let mut c = SubnetConfig::new(vec![addr(A), addr(B)], modem, channel);
+    c.seed = seed;
+    c
+}
+
+async fn client(subnet: &Subnet, node: usize, sap: u8) -> (Client, Events) {
+    let s = subnet.clone();
+    let connector = move || {
+        let s = s.clone();
+        async move { Ok::<_, std::io::Error>(s.connect_in_process(node)) }
+    };
+    let cfg = ClientConfig::new(SapId::new(sap).unwrap(), ServiceType::ARQ_NODE_CONFIRM);
+    let (c, bound, events) = Client::connect(connector, cfg).await.unwrap();
+    assert_eq!(bound.mtu, 2048);
+    (c, events)
+}
+
+fn payload(i: usize, len: usize) -> Bytes {
+    let mut v = format!("U_PDU {i:05} ").into_bytes();
+    v.resize(len, b'a' + (i % 26) as u8);
+    Bytes::from(v)
+}
+
+fn request(dest: u32, sap: u8, updu: Bytes) -> UnidataRequest {
+    UnidataRequest {
+        priority: Priority::new(5).unwrap(),
+        dest_sap: SapId::new(sap).unwrap(),
+        dest: addr(dest),
+        mode: ServiceType::DEFAULT,
+        ttl: Ttl::INFINITE,
+        updu,
+    }
+}
+
+/// Waits for `n` U_PDUs on `events` (skipping other events).
+async fn receive(events: &mut Events, n: usize) -> Vec<(NodeAddress, Bytes)> {
+    let mut got = Vec::new();
+    while got.len() < n {
+        match events.recv().await {
+            Some(Event::Unidata(ind)) => got.push((ind.src, ind.updu)),
+            Some(_) => {}
+            None => panic!("events ended after {} U_PDUs", got.len()),
+        }
+    }
+    got
+}
+
+/// Sends `n` U_PDUs from `from` to `to_addr` and checks every one is confirmed.
+async fn send_all(c: &Client, to: u32, n: usize, len: usize, tag: usize) {
+    let pending: Vec<_> = (0..n)
+        .map(|i| {
+            c.send_unidata(request(to, 3, payload(tag + i, len)))
+                .unwrap()
+        })
+        .collect();
+    for p in pending {
+        assert!(matches!(p.await, Ok(Delivery::Confirmed(_))));
+    }
+}
+
+async fn transfer(cfg: SubnetConfig, n: usize, len: usize) -> Subnet {
+    let subnet = Subnet::start(cfg).unwrap();
+    let (ca, _ea) = client(&subnet, 0, 3).await;
+    let (_cb, mut eb) = client(&subnet, 1, 3).await;
+    send_all(&ca, B, n, len, 0).await;
+    let got = receive(&mut eb, n).await;
+    for (i, (src, updu)) in got.iter().enumerate() {
+        assert_eq!(*src, addr(A));
+        assert_eq!(*updu, payload(i, len), "U_PDU {i} out of order or damaged");
+    }
+    // Exactly once: nothing more arrives.
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert!(eb_extra(&mut eb).is_empty());
+    subnet
+}
+
+fn eb_extra(events: &mut Events) -> Vec<Event> {
+    std::iter::from_fn(|| events.try_recv())
+        .filter(|e| matches!(e, Event::Unidata(_)))
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn clean_channel_delivers_in_order_with_confirms() {
+    let subnet = transfer(
+        config(DataRate::Bps1200, ChannelConfig::awgn(30.0), 1),
+        30,
+        700,
+    )
+    .await;
+    let c = subnet.counters();
+    assert_eq!(c.nodes[1].delivered, 30);
+    assert_eq!(c.retransmissions, 0);
+    assert!(c.turnarounds >= 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn both_directions_at_once() {
+    let subnet = Subnet::start(config(DataRate::Bps2400, ChannelConfig::awgn(30.0), 7)).unwrap();
+    let (ca, mut ea) = client(&subnet, 0, 3).await;
+    let (cb, mut eb) = client(&subnet, 1, 3).await;
+    let n = 25;
+    let (_, _, got_b, got_a) = tokio::join!(
+        send_all(&ca, B, n, 900, 0),
+        send_all(&cb, A, n, 600, 1000),
+        receive(&mut eb, n),
+        receive(&mut ea, n),
+    );
+    for i in 0..n {
+        assert_eq!(got_b[i], (addr(A), payload(i, 900)));
+        assert_eq!(got_a[i], (addr(B), payload(1000 + i, 600)));
+    }
+    let c = subnet.counters();
+    // Both keyed up at once at the start: the air saw it.
+    assert!(c.collisions >= 1, "{c}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn random_block_errors_still_exactly_once_in_order() {
+    let subnet = transfer(
+        config(DataRate::Bps1200, ChannelConfig::awgn(4.0), 3),
+        40,
+        1000,
+    )
+    .await;
+    let c = subnet.counters();
+    assert!(
+        c.lost_dpdus > 0,
+        "SNR too high for the test to mean anything: {c}"
+    );
+    assert!(c.retransmissions > 0, "{c}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn outage_still_exactly_once_in_order() {
+    let mut ch = ChannelConfig::awgn(30.0);
+    ch.impairments.push(ScheduledImpairment {
+        start: Duration::from_secs(20),
+        length: Duration::from_secs(60),
+        impairment: Impairment::Outage,
+    });
+    let subnet = transfer(config(DataRate::Bps1200, ch, 5), 40, 1000).await;
+    let c = subnet.counters();
+    let trace = subnet.trace();
+    assert!(trace.iter().any(|t| t.why.contains("outage")), "{c}");
+    assert!(c.retransmissions > 0, "{c}");
+}
+
+fn dpdu_len(src: u32, dest: u32, body: Body) -> usize {
+    Dpdu {
+        eow: Eow::NONE,
+        eot: 0,
+        destination: Address::new(dest).unwrap(),
+        source: Address::new(src).unwrap(),
+        body,
+    }
+    .encoded_len()
+}
+
+#[tokio::test(start_paused = true)]
+async fn clean_transfer_takes_the_predicted_time() {
+    let cfg = config(DataRate::Bps1200, ChannelConfig::awgn(40.0), 11);
+    let modem = cfg.modem.clone();
+    let subnet = Subnet::start(cfg).unwrap();
+    let (ca, _ea) = client(&subnet, 0, 3).await;
+    let (_cb, mut eb) = client(&subnet, 1, 3).await;
+    let t0 = subnet.now();
+    let len = 2000;
+    let n = 3;
+    send_all(&ca, B, n, len, 0).await;
+    let confirmed_at = subnet.now();
+    receive(&mut eb, n).await;
+
+    // Prediction: one transmission with every segment, then one ACK-ONLY answer.
+    let cpdu = len + UPDU_OVERHEAD;
+    let mut data_bytes = 0;
+    for _ in 0..n {
+        for seg in [1023, cpdu - 1023] {
+            data_bytes += dpdu_len(
+                A,
+                B,
+                Body::DataOnly {
+                    header: DataHeader::default(),
+                    segment: vec![0; seg],
+                },
+            );
+        }
+    }
+    let first = modem.plan(t0, data_bytes).unwrap();
+    let ack_bytes = dpdu_len(
+        B,
+        A,
+        Body::AckOnly(Ack {
+            rx_lwe: 6,
+            bitmap: Vec::new(),
+        }),
+    );
+    let answer = modem.plan(first.peer_may_transmit_at(), ack_bytes).unwrap();
+    assert_eq!(confirmed_at, answer.receiver_done());
+    let trace = subnet.trace();
+    assert_eq!(trace.len(), 2);
+    assert_eq!(trace[0].bytes, data_bytes);
+    assert_eq!((trace[0].start, trace[0].end), (first.start, first.end));
+    assert_eq!(trace[1].bytes, ack_bytes);
+}
+
+fn check_limits(trace: &[TraceRecord], window: usize, max: Duration) {
+    for t in trace {
+        let data = t.dpdus.iter().filter(|d| d.fsn.is_some()).count();
+        assert!(data <= window, "{t}");
+        assert!(t.end - t.start <= max, "{t}");
+        for d in &t.dpdus {
+            let left = t.end - d.at;
+            let eot = Duration::from_millis(500) * u32::from(d.eot);
+            assert!(
+                eot >= left && eot - left < Duration::from_millis(500),
+                "{t}: {d:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn window_and_eot_limits_hold() {
+    let mut cfg = config(DataRate::Bps2400, ChannelConfig::awgn(30.0), 2);
+    cfg.window = 8;
+    let subnet = transfer(cfg, 30, 1500).await;
+    let trace = subnet.trace();
+    check_limits(&trace, 8, Duration::from_millis(127_500));
+    // The window, not the time, bounded the bursts here.
+    assert!(
+        trace
+            .iter()
+            .any(|t| t.dpdus.iter().filter(|d| d.fsn.is_some()).count() == 8)
+    );
+
+    let mut cfg = config(DataRate::Bps2400, ChannelConfig::awgn(30.0), 2);
+    cfg.max_transmission = Duration::from_secs(12);
+    let subnet = transfer(cfg, 10, 1500).await;
+    let trace = subnet.trace();
+    check_limits(&trace, 128, Duration::from_secs(12));
+    // The time, not the window, bounded the bursts here (12 s at 2400 bit/s: 3.3 kB).
+    assert!(trace.iter().all(|t| t.bytes <= 3300), "{trace:?}");
+    assert!(trace.len() > 6);
+}
+
+async fn lossy_trace(seed: u64) -> Vec<TraceRecord> {
+    let trace = transfer(
+        config(DataRate::Bps1200, ChannelConfig::awgn(4.0), seed),
+        15,
+        1200,
+    )
+    .await
+    .trace();
+    assert!(trace.iter().any(|t| t.dpdus.iter().any(|d| d.lost)));
+    trace
+}
+
+#[tokio::test(start_paused = true)]
+async fn same_seed_same_trace() {
+    let a = lossy_trace(42).await;
+    let b = lossy_trace(42).await;
+    assert_eq!(a, b);
+    let c = lossy_trace(43).await;
+    assert_ne!(a, c);
+}
+
+#[tokio::test(start_paused = true)]
+async fn unbound_sap_oversize_and_ttl_are_rejected() {
+    let subnet = Subnet::start(config(DataRate::Bps1200, ChannelConfig::awgn(30.0), 1)).unwrap();
+    let (ca, _ea) = client(&subnet, 0, 3).await;
+    let (_cb, _eb) = client(&subnet, 1, 3).await;
+    // Nobody bound SAP 12 at B: the destination reports back, the client gets reason 2.
+    let p = ca.send_unidata(request(B, 12, payload(0, 100))).unwrap();
+    match p.await {
+        Err(skywave_sis::SendError::Rejected(r)) => {
+            assert_eq!(r.reason, UnidataRejectReason::DestinationSapNotBound)
+        }
+        other => panic!("{other:?}"),
+    }
+    // A SAP already bound: reason 3.
+    let s = subnet.clone();
+    let connector = move || {
+        let s = s.clone();
+        async move { Ok::<_, std::io::Error>(s.connect_in_process(0)) }
+    };
+    let cfg = ClientConfig::new(SapId::new(3).unwrap(), ServiceType::ARQ_NODE_CONFIRM);
+    assert!(matches!(
+        Client::connect(connector, cfg).await,
+        Err(skywave_sis::ClientError::BindRejected(
+            skywave_sis::BindRejectReason::SapAlreadyAllocated
+        ))
+    ));
+    // TTL: the second of two big U_PDUs waits behind a long window-limited exchange.
+    let mut cfg = config(DataRate::Bps75, ChannelConfig::awgn(30.0), 1);
+    cfg.window = 3;
+    let subnet = Subnet::start(cfg).unwrap();
+    let (ca, _ea) = client(&subnet, 0, 3).await;
+    let (_cb, _eb) = client(&subnet, 1, 3).await;
+    let first = ca.send_unidata(request(B, 3, payload(0, 2000))).unwrap();
+    let mut r = request(B, 3, payload(1, 2000));
+    r.ttl = Ttl::from_secs(30).unwrap();
+    let second = ca.send_unidata(r).unwrap();
+    assert!(matches!(first.await, Ok(Delivery::Confirmed(_))));
+    match second.await {
+        Err(skywave_sis::SendError::Rejected(r)) => {
+            assert_eq!(r.reason, UnidataRejectReason::TtlExpired)
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn raw_sis_keepalive_oversize_and_bad_frame() {
+    use skywave_sis::stream::SisStream;
+    let subnet = Subnet::start(config(DataRate::Bps1200, ChannelConfig::awgn(30.0), 1)).unwrap();
+    let mut s = SisStream::new(subnet.connect_in_process(0));
+    s.send(&Primitive::BindRequest {
+        sap: SapId::new(5).unwrap(),
+        rank: Default::default(),
+        service: ServiceType::ARQ_NODE_CONFIRM,
+    })
+    .await
+    .unwrap();
+    assert!(matches!(
+        s.recv().await.unwrap(),
+        Some(Primitive::BindAccepted { mtu: 2048, .. })
+    ));
+    assert!(matches!(
+        s.recv().await.unwrap(),
+        Some(Primitive::SubnetAvailability { .. })
+    ));
+    s.send(&Primitive::KeepAlive).await.unwrap();
+    assert_eq!(s.recv().await.unwrap(), Some(Primitive::KeepAlive));
+    s.send(&Primitive::UnidataRequest(request(B, 3, payload(0, 2049))))
+        .await
+        .unwrap();
+    match s.recv().await.unwrap() {
+        Some(Primitive::UnidataRequestRejected(r)) => {
+            assert_eq!(r.reason, UnidataRejectReason::UpduLargerThanMtu)
+        }
+        other => panic!("{other:?}"),
+    }
+    // Flow control: 70 U_PDUs at once, past the limit of 64.
+    for i in 0..70 {
+        s.send(&Primitive::UnidataRequest(request(B, 3, payload(i, 10))))
+            .await
+            .unwrap();
+    }
+    // (Nobody bound SAP 3 at B: each U_PDU also comes back rejected with reason 2.)
+    let mut flow = Vec::new();
+    while flow.len() < 2 {
+        match s.recv().await.unwrap() {
+            Some(p @ (Primitive::DataFlowOff | Primitive::DataFlowOn)) => flow.push(p),
+            Some(Primitive::UnidataRequestRejected(r)) => {
+                assert_eq!(r.reason, UnidataRejectReason::DestinationSapNotBound)
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(flow, [Primitive::DataFlowOff, Primitive::DataFlowOn]);
+    // A bad frame closes the connection.
+    s.writer.send_raw(&[0x90, 0xEB, 7, 0, 1, 17]).await.unwrap();
+    // The server closes the connection: recv ends (bounded by that).
+    while let Ok(Some(_)) = s.recv().await {}
+}
+
+/// Simulated seconds per wall-clock second on a saturated 1200 bit/s link (prints the figure).
+#[tokio::test(start_paused = true)]
+#[ignore = "speed measurement; run with --ignored --nocapture"]
+async fn speed_saturated_1200() {
+    let wall = std::time::Instant::now();
+    let subnet = transfer(
+        config(DataRate::Bps1200, ChannelConfig::awgn(8.0), 9),
+        300,
+        2000,
+    )
+    .await;
+    let sim = subnet.counters().busy_until;
+    let secs = wall.elapsed().as_secs_f64();
+    println!(
+        "simulated {:.0} s in {:.3} s wall: {:.0} simulated s per wall s",
+        sim.as_secs_f64(),
+        secs,
+        sim.as_secs_f64() / secs
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn three_nodes_share_one_channel() {
+    const C: u32 = 0x0109_0A0B;
+    let modem = ModemConfig::new(DataRate::Bps2400, Interleaver::Short).unwrap();
+    let cfg = SubnetConfig::new(
+        vec![addr(A), addr(B), addr(C)],
+        modem,
+        ChannelConfig::awgn(25.0),
+    );
+    let subnet = Subnet::start(cfg).unwrap();
+    let (ca, _ea) = client(&subnet, 0, 3).await;
+    let (cb, _eb) = client(&subnet, 1, 3).await;
+    let (_cc, mut ec) = client(&subnet, 2, 3).await;
+    let n = 10;
+    let all = async {
+        tokio::join!(
+            send_all(&ca, C, n, 800, 0),
+            send_all(&cb, C, n, 800, 100),
+            receive(&mut ec, 2 * n),
+        )
+    };
+    let Ok((_, _, got)) = tokio::time::timeout(Duration::from_secs(3600), all).await else {
+        for t in subnet.trace().iter().take(40) {
+            println!("{t}");
+        }
+        panic!("not done in an hour: {}", subnet.counters());
+    };
+    let from_a: Vec<_> = got
+        .iter()
+        .filter(|g| g.0 == addr(A))
+        .map(|g| g.1.clone())
+        .collect();
+    let from_b: Vec<_> = got
+        .iter()
+        .filter(|g| g.0 == addr(B))
+        .map(|g| g.1.clone())
+        .collect();
+    assert_eq!(from_a, (0..n).map(|i| payload(i, 800)).collect::<Vec<_>>());
+    assert_eq!(
+        from_b,
+        (0..n).map(|i| payload(100 + i, 800)).collect::<Vec<_>>()
+    );
+    println!("{}", subnet.counters());
+}

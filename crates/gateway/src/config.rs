@@ -1,0 +1,812 @@
+//! The gateway's own configuration file, `skywave.toml` (the routing table is a separate file
+//! that this one names).
+//!
+//! Parsed with serde and `deny_unknown_fields`: a misspelt key is an error, never ignored.
+//! Every mistake is reported like a compiler error, with file:line:column, the offending line and
+//! what was expected (the same [`Diagnostic`] type the routing table uses). Relative paths are
+//! taken relative to the directory of the configuration file, so a config and its routing table
+//! can move together. `config/skywave.toml` in the repository documents every setting.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
+use skywave_route::{Diagnostic, Severity};
+use toml::Spanned;
+
+/// Largest configuration file read, in bytes.
+pub const MAX_CONFIG_SIZE: u64 = 1 << 20;
+/// Default LAN SMTP listen address.
+pub const DEFAULT_SMTP_LISTEN: &str = "127.0.0.1:2525";
+/// Default metrics listen address.
+pub const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9466";
+
+/// Why the configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: cannot read the configuration: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid; every problem found is listed.
+    #[error("{}", render(.0))]
+    Invalid(Vec<Diagnostic>),
+}
+
+fn render(diagnostics: &[Diagnostic]) -> String {
+    diagnostics
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The loaded, checked configuration with every path made absolute (or relative to the current
+/// directory when the config file was given so).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file it was loaded from.
+    pub file: PathBuf,
+    /// Our host name: SMTP greeting, `Received:` headers, DSNs.
+    pub hostname: String,
+    /// The state directory; the spool is `state_dir/spool`.
+    pub state_dir: PathBuf,
+    /// The routing table's path.
+    pub routes: PathBuf,
+    /// The LAN SMTP listener.
+    pub smtp: SmtpConfig,
+    /// Delivery of mail for the LAN.
+    pub delivery: Delivery,
+    /// The Prometheus endpoint; `None` when switched off.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Spool retry and lifetime settings.
+    pub spool: SpoolSettings,
+}
+
+impl Config {
+    /// The spool directory: `state_dir/spool`.
+    pub fn spool_dir(&self) -> PathBuf {
+        self.state_dir.join("spool")
+    }
+}
+
+/// LAN SMTP listener settings.
+#[derive(Debug, Clone)]
+pub struct SmtpConfig {
+    /// Address and port to listen on (port 0: any free port, printed at start).
+    pub listen: SocketAddr,
+    /// Largest message accepted, bytes.
+    pub max_message_size: u64,
+    /// Most recipients per message.
+    pub max_recipients: usize,
+    /// Longest silence between commands.
+    pub idle_timeout: Duration,
+    /// Longest silence while message text is being received.
+    pub data_timeout: Duration,
+    /// How long sessions in progress may go on after a shutdown request.
+    pub shutdown_grace: Duration,
+    /// STARTTLS certificate and key, if configured.
+    pub tls: Option<TlsFiles>,
+    /// Users for AUTH (after STARTTLS), name to password.
+    pub users: BTreeMap<String, String>,
+}
+
+/// PEM files for STARTTLS.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// Certificate chain, PEM.
+    pub cert: PathBuf,
+    /// Private key, PEM.
+    pub key: PathBuf,
+}
+
+/// Where mail for the LAN goes.
+#[derive(Debug, Clone)]
+pub enum Delivery {
+    /// Into a Maildir (maildir(5)): `tmp/`, `new/`, `cur/` under this path.
+    Maildir(PathBuf),
+    /// To the LAN's mail server over SMTP (no TLS: a trusted LAN hop).
+    Smarthost {
+        /// Host name or address.
+        host: String,
+        /// Port.
+        port: u16,
+        /// Time allowed for one delivery attempt.
+        timeout: Duration,
+    },
+}
+
+/// Spool retry and lifetime settings.
+#[derive(Debug, Clone, Copy)]
+pub struct SpoolSettings {
+    /// First retry delay, seconds.
+    pub min_backoff: u64,
+    /// Longest retry delay, seconds.
+    pub max_backoff: u64,
+    /// Longest time a message may stay queued before it bounces, seconds.
+    pub max_lifetime: u64,
+    /// Attempts per recipient before the message becomes a dead letter.
+    pub max_attempts: u32,
+}
+
+// ---- the file as written ------------------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    hostname: Spanned<String>,
+    state_dir: Spanned<String>,
+    routes: Spanned<String>,
+    #[serde(default)]
+    smtp: RawSmtp,
+    #[serde(default)]
+    delivery: RawDelivery,
+    #[serde(default)]
+    metrics: RawMetrics,
+    #[serde(default)]
+    spool: RawSpool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSmtp {
+    listen: Option<Addr>,
+    max_message_size: Option<ByteSize>,
+    max_recipients: Option<Spanned<i64>>,
+    idle_timeout: Option<Secs>,
+    data_timeout: Option<Secs>,
+    shutdown_grace: Option<Secs>,
+    tls: Option<RawTls>,
+    auth: Option<RawAuth>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTls {
+    cert: Spanned<String>,
+    key: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAuth {
+    #[serde(default)]
+    users: BTreeMap<String, Spanned<String>>,
+    users_file: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDelivery {
+    maildir: Option<Spanned<String>>,
+    smarthost: Option<Spanned<String>>,
+    timeout: Option<Secs>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMetrics {
+    listen: Option<Addr>,
+    enabled: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSpool {
+    min_backoff: Option<Secs>,
+    max_backoff: Option<Secs>,
+    max_lifetime: Option<Secs>,
+    max_attempts: Option<Spanned<i64>>,
+}
+
+/// A socket address written as "host:port" with a numeric IP.
+#[derive(Debug, Clone, Copy)]
+struct Addr(SocketAddr);
+
+impl<'de> Deserialize<'de> for Addr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Addr;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an address and port such as \"127.0.0.1:2525\" or \"[::1]:2525\"")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Addr, E> {
+                v.parse().map(Addr).map_err(|_| {
+                    E::custom(format!(
+                        "{v:?} is not an address and port; expected an IP address and a port \
+                         such as \"127.0.0.1:2525\" or \"[::1]:2525\""
+                    ))
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A size in bytes: an integer, or a string with a unit ("10 MiB", "500 kB").
+#[derive(Debug, Clone, Copy)]
+struct ByteSize(u64);
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = ByteSize;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a size: a number of bytes or a string such as \"10 MiB\"")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<ByteSize, E> {
+                u64::try_from(v)
+                    .ok()
+                    .filter(|&v| v > 0)
+                    .map(ByteSize)
+                    .ok_or_else(|| {
+                        E::custom(format!("size {v} must be a positive number of bytes"))
+                    })
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ByteSize, E> {
+                parse_size(v).map(ByteSize).ok_or_else(|| {
+                    E::custom(format!(
+                        "{v:?} is not a size; expected a number with an optional unit \
+                         B, kB, MB, GB, KiB, MiB or GiB, such as \"10 MiB\""
+                    ))
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '_'))
+        .unwrap_or(s.len());
+    let number: u64 = s[..split].replace('_', "").parse().ok()?;
+    let factor: u64 = match s[split..].trim() {
+        "" | "B" => 1,
+        "kB" | "KB" => 1000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        _ => return None,
+    };
+    number.checked_mul(factor).filter(|&n| n > 0)
+}
+
+/// A duration: whole seconds, or a string with a unit ("90s", "5m", "2h", "5d").
+#[derive(Debug, Clone, Copy)]
+struct Secs(u64);
+
+impl<'de> Deserialize<'de> for Secs {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Secs;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(
+                    "a duration: seconds, or a string such as \"90s\", \"5m\", \"2h\", \"5d\"",
+                )
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Secs, E> {
+                u64::try_from(v)
+                    .ok()
+                    .filter(|&v| v > 0)
+                    .map(Secs)
+                    .ok_or_else(|| {
+                        E::custom(format!("duration {v} must be a positive number of seconds"))
+                    })
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Secs, E> {
+                parse_duration(v).map(Secs).ok_or_else(|| {
+                    E::custom(format!(
+                        "{v:?} is not a duration; expected a number with a unit s, m, h or d, \
+                         such as \"90s\" or \"5d\""
+                    ))
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+fn parse_duration(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let number: u64 = s[..split].parse().ok()?;
+    let factor = match s[split..].trim() {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return None,
+    };
+    number.checked_mul(factor).filter(|&n| n > 0)
+}
+
+// ---- loading ------------------------------------------------------------------------------
+
+/// Reads, parses and checks a configuration file.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let name = path.display().to_string();
+    let io = |source| ConfigError::Io {
+        path: name.clone(),
+        source,
+    };
+    let len = std::fs::metadata(path).map_err(io)?.len();
+    if len > MAX_CONFIG_SIZE {
+        return Err(ConfigError::Invalid(vec![diagnostic(
+            &name,
+            "",
+            0..0,
+            format!("file is {len} bytes; a configuration may be at most {MAX_CONFIG_SIZE} bytes"),
+        )]));
+    }
+    let bytes = std::fs::read(path).map_err(io)?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let lossy = String::from_utf8_lossy(e.as_bytes()).into_owned();
+        ConfigError::Invalid(vec![diagnostic(
+            &name,
+            &lossy,
+            at..at + 1,
+            "the file is not valid UTF-8; TOML files must be UTF-8".to_owned(),
+        )])
+    })?;
+    let base = path.parent().unwrap_or(Path::new("")).to_path_buf();
+    parse(&name, &text, &base).map(|mut c| {
+        c.file = path.to_path_buf();
+        c
+    })
+}
+
+/// Parses and checks configuration text; `file` names it in messages and relative paths are
+/// resolved against `base`. User files named by `users_file` are read here.
+pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError> {
+    let raw: RawConfig = toml::from_str(text).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        ConfigError::Invalid(vec![diagnostic(file, text, span, toml_message(&e))])
+    })?;
+    let mut errors = Vec::new();
+    let mut err = |span: Range<usize>, message: String| {
+        errors.push(diagnostic(file, text, span, message));
+    };
+    let path = |s: &Spanned<String>| base.join(s.get_ref());
+
+    let hostname = raw.hostname.get_ref().trim().to_owned();
+    if hostname.is_empty()
+        || hostname.len() > 253
+        || !hostname
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+    {
+        err(
+            raw.hostname.span(),
+            format!(
+                "hostname {:?} is not a host name; expected letters, digits, '-' and '.', \
+                 such as \"gw.ship.example\"",
+                raw.hostname.get_ref()
+            ),
+        );
+    }
+    for (key, value) in [("state_dir", &raw.state_dir), ("routes", &raw.routes)] {
+        if value.get_ref().trim().is_empty() {
+            err(value.span(), format!("{key} is empty; expected a path"));
+        }
+    }
+    let state_dir = path(&raw.state_dir);
+
+    let mut max_recipients = 100usize;
+    if let Some(n) = &raw.smtp.max_recipients {
+        match usize::try_from(*n.get_ref()) {
+            Ok(v) if (1..=10_000).contains(&v) => max_recipients = v,
+            _ => err(
+                n.span(),
+                format!(
+                    "max_recipients = {} is out of range; expected 1 to 10000",
+                    n.get_ref()
+                ),
+            ),
+        }
+    }
+    let tls = raw.smtp.tls.as_ref().map(|t| TlsFiles {
+        cert: path(&t.cert),
+        key: path(&t.key),
+    });
+    let mut users = BTreeMap::new();
+    if let Some(auth) = &raw.smtp.auth {
+        if raw.smtp.tls.is_none() {
+            let span = auth
+                .users_file
+                .as_ref()
+                .map(Spanned::span)
+                .or_else(|| auth.users.values().next().map(Spanned::span))
+                .unwrap_or(0..0);
+            err(
+                span,
+                "[smtp.auth] needs [smtp.tls]: passwords are only accepted over STARTTLS; \
+                 add cert and key under [smtp.tls]"
+                    .to_owned(),
+            );
+        }
+        for (user, password) in &auth.users {
+            if password.get_ref().is_empty() {
+                err(
+                    password.span(),
+                    format!("user {user:?} has an empty password"),
+                );
+            }
+            users.insert(user.clone(), password.get_ref().clone());
+        }
+        if let Some(users_file) = &auth.users_file {
+            match read_users(&path(users_file)) {
+                Ok(list) => users.extend(list),
+                Err(message) => err(users_file.span(), message),
+            }
+        }
+    }
+
+    let delivery = match (&raw.delivery.maildir, &raw.delivery.smarthost) {
+        (Some(m), Some(s)) => {
+            err(
+                s.span(),
+                format!(
+                    "[delivery] has both maildir (line {}) and smarthost; expected one of them",
+                    line_of(text, m.span().start)
+                ),
+            );
+            Delivery::Maildir(path(m))
+        }
+        (Some(m), None) => Delivery::Maildir(path(m)),
+        (None, Some(s)) => match split_host_port(s.get_ref()) {
+            Some((host, port)) => Delivery::Smarthost {
+                host,
+                port,
+                timeout: Duration::from_secs(raw.delivery.timeout.map_or(60, |t| t.0)),
+            },
+            None => {
+                err(
+                    s.span(),
+                    format!(
+                        "smarthost {:?} is not host:port; expected e.g. \"mail.ship.example:25\" \
+                         or \"[fd00::25]:25\"",
+                        s.get_ref()
+                    ),
+                );
+                Delivery::Maildir(state_dir.join("maildir"))
+            }
+        },
+        (None, None) => Delivery::Maildir(state_dir.join("maildir")),
+    };
+
+    let spool = SpoolSettings {
+        min_backoff: raw.spool.min_backoff.map_or(300, |s| s.0),
+        max_backoff: raw.spool.max_backoff.map_or(4000, |s| s.0),
+        max_lifetime: raw.spool.max_lifetime.map_or(5 * 86_400, |s| s.0),
+        max_attempts: 200,
+    };
+    let mut spool = spool;
+    if let Some(n) = &raw.spool.max_attempts {
+        match u32::try_from(*n.get_ref()) {
+            Ok(v) if v >= 1 => spool.max_attempts = v,
+            _ => err(
+                n.span(),
+                format!("max_attempts = {} must be a positive number", n.get_ref()),
+            ),
+        }
+    }
+    if spool.max_backoff < spool.min_backoff {
+        err(
+            0..0,
+            format!(
+                "[spool] max_backoff ({} s) is shorter than min_backoff ({} s); expected \
+                 max_backoff >= min_backoff",
+                spool.max_backoff, spool.min_backoff
+            ),
+        );
+    }
+
+    let metrics_listen = if raw.metrics.enabled == Some(false) {
+        None
+    } else {
+        Some(raw.metrics.listen.map_or_else(default_metrics, |a| a.0))
+    };
+
+    if !errors.is_empty() {
+        return Err(ConfigError::Invalid(errors));
+    }
+    Ok(Config {
+        file: PathBuf::from(file),
+        hostname,
+        state_dir,
+        routes: path(&raw.routes),
+        smtp: SmtpConfig {
+            listen: raw.smtp.listen.map_or_else(default_smtp, |a| a.0),
+            max_message_size: raw.smtp.max_message_size.map_or(10 << 20, |s| s.0),
+            max_recipients,
+            idle_timeout: Duration::from_secs(raw.smtp.idle_timeout.map_or(300, |s| s.0)),
+            data_timeout: Duration::from_secs(raw.smtp.data_timeout.map_or(180, |s| s.0)),
+            shutdown_grace: Duration::from_secs(raw.smtp.shutdown_grace.map_or(30, |s| s.0)),
+            tls,
+            users,
+        },
+        delivery,
+        metrics_listen,
+        spool,
+    })
+}
+
+fn default_smtp() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 2525))
+}
+
+fn default_metrics() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 9466))
+}
+
+/// Reads a users file: one `name:password` per line; blank lines and `#` comments ignored.
+fn read_users(path: &Path) -> Result<Vec<(String, String)>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read users_file {}: {e}", path.display()))?;
+    let mut users = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        match line.split_once(':') {
+            Some((user, password)) if !user.is_empty() && !password.is_empty() => {
+                users.push((user.to_owned(), password.to_owned()));
+            }
+            _ => {
+                return Err(format!(
+                    "users_file {} line {}: expected \"name:password\"",
+                    path.display(),
+                    n + 1
+                ));
+            }
+        }
+    }
+    Ok(users)
+}
+
+fn split_host_port(s: &str) -> Option<(String, u16)> {
+    if let Ok(addr) = s.parse::<SocketAddr>() {
+        return Some((addr.ip().to_string(), addr.port()));
+    }
+    let (host, port) = s.rsplit_once(':')?;
+    let port: u16 = port.parse().ok()?;
+    let ok = !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+    (ok && port != 0).then(|| (host.to_owned(), port))
+}
+
+/// The toml error's message without its own position prefix and source excerpt (we print
+/// those ourselves), on one line.
+fn toml_message(e: &toml::de::Error) -> String {
+    e.message().trim().replace('\n', " ")
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text.get(..offset)
+        .map_or(1, |t| t.matches('\n').count() + 1)
+}
+
+/// A diagnostic at a byte span of `text`, shown as 1-based line and column.
+fn diagnostic(file: &str, text: &str, span: Range<usize>, message: String) -> Diagnostic {
+    let floor = |mut i: usize| {
+        i = i.min(text.len());
+        while i > 0 && !text.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    };
+    let start = floor(span.start);
+    let end = floor(span.end.max(span.start));
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+    Diagnostic {
+        severity: Severity::Error,
+        file: file.to_owned(),
+        line: text[..start].matches('\n').count() + 1,
+        column: text[line_start..start].chars().count() + 1,
+        message,
+        source_line: text[line_start..line_end].trim_end_matches('\r').to_owned(),
+        width: text[start..end.min(line_end).max(start)]
+            .chars()
+            .count()
+            .max(1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    const GOOD: &str =
+        "hostname = \"gw.ship.example\"\nstate_dir = \"state\"\nroutes = \"routes.toml\"\n";
+
+    fn error(text: &str) -> String {
+        match parse("skywave.toml", text, Path::new("/etc/skywave")) {
+            Ok(_) => panic!("accepted: {text}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn minimal_config_gets_the_documented_defaults() {
+        let c = parse("skywave.toml", GOOD, Path::new("/etc/skywave")).unwrap();
+        assert_eq!(c.hostname, "gw.ship.example");
+        assert_eq!(c.state_dir, PathBuf::from("/etc/skywave/state"));
+        assert_eq!(c.spool_dir(), PathBuf::from("/etc/skywave/state/spool"));
+        assert_eq!(c.routes, PathBuf::from("/etc/skywave/routes.toml"));
+        assert_eq!(c.smtp.listen.to_string(), DEFAULT_SMTP_LISTEN);
+        assert_eq!(
+            c.metrics_listen.unwrap().to_string(),
+            DEFAULT_METRICS_LISTEN
+        );
+        assert_eq!(c.smtp.max_message_size, 10 << 20);
+        assert!(
+            matches!(c.delivery, Delivery::Maildir(ref p) if p == Path::new("/etc/skywave/state/maildir"))
+        );
+        assert_eq!(c.spool.max_lifetime, 432_000);
+    }
+
+    #[test]
+    fn units_and_smarthost() {
+        let text = format!(
+            "{GOOD}[smtp]\nlisten = \"127.0.0.1:0\"\nmax_message_size = \"2 MB\"\nidle_timeout = \"5m\"\n\
+             [delivery]\nsmarthost = \"mail.lan:2525\"\n[metrics]\nenabled = false\n[spool]\nmax_lifetime = \"2d\"\n"
+        );
+        let c = parse("skywave.toml", &text, Path::new("")).unwrap();
+        assert_eq!(c.smtp.listen.port(), 0);
+        assert_eq!(c.smtp.max_message_size, 2_000_000);
+        assert_eq!(c.smtp.idle_timeout, Duration::from_secs(300));
+        assert!(c.metrics_listen.is_none());
+        assert_eq!(c.spool.max_lifetime, 172_800);
+        assert!(
+            matches!(c.delivery, Delivery::Smarthost { ref host, port: 2525, .. } if host == "mail.lan")
+        );
+    }
+
+    #[test]
+    fn unknown_key_names_the_place_and_the_expected_keys() {
+        let msg = error(&format!("{GOOD}[smtp]\nlisten_addr = \"127.0.0.1:25\"\n"));
+        assert!(
+            msg.starts_with(
+                "skywave.toml:5:1: error: unknown field `listen_addr`, expected one of"
+            ),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("5 | listen_addr = \"127.0.0.1:25\"\n  | ^^^^^^^^^^^"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn missing_required_key() {
+        let msg = error("hostname = \"gw\"\nroutes = \"r.toml\"\n");
+        assert!(msg.contains("error: missing field `state_dir`"), "{msg}");
+    }
+
+    #[test]
+    fn bad_listen_address() {
+        let msg = error(&format!("{GOOD}[smtp]\nlisten = \"localhost:25\"\n"));
+        assert!(
+            msg.starts_with(
+                "skywave.toml:5:10: error: \"localhost:25\" is not an address and port; expected an IP address and a port"
+            ),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn bad_size_and_duration() {
+        let msg = error(&format!(
+            "{GOOD}[smtp]\nmax_message_size = \"10 parsecs\"\n"
+        ));
+        assert!(
+            msg.starts_with("skywave.toml:5:20: error: \"10 parsecs\" is not a size"),
+            "{msg}"
+        );
+        let msg = error(&format!("{GOOD}[spool]\nmax_lifetime = \"soon\"\n"));
+        assert!(
+            msg.starts_with("skywave.toml:5:16: error: \"soon\" is not a duration"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn wrong_type() {
+        let msg = error(&format!("{GOOD}[smtp]\nmax_recipients = \"many\"\n"));
+        assert!(
+            msg.starts_with(
+                "skywave.toml:5:18: error: invalid type: string \"many\", expected i64"
+            ),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn both_delivery_kinds() {
+        let msg = error(&format!(
+            "{GOOD}[delivery]\nmaildir = \"/var/mail/x\"\nsmarthost = \"mail:25\"\n"
+        ));
+        assert!(
+            msg.starts_with(
+                "skywave.toml:6:13: error: [delivery] has both maildir (line 5) and smarthost; expected one of them"
+            ),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn bad_smarthost_and_hostname() {
+        let msg = error(&format!("{GOOD}[delivery]\nsmarthost = \"mail.lan\"\n"));
+        assert!(
+            msg.contains("smarthost \"mail.lan\" is not host:port"),
+            "{msg}"
+        );
+        let msg = error("hostname = \"gw ship\"\nstate_dir = \"s\"\nroutes = \"r\"\n");
+        assert!(
+            msg.starts_with("skywave.toml:1:12: error: hostname \"gw ship\" is not a host name"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn auth_without_tls_is_refused() {
+        let msg = error(&format!(
+            "{GOOD}[smtp.auth]\nusers = {{ alice = \"pw\" }}\n"
+        ));
+        assert!(msg.contains("[smtp.auth] needs [smtp.tls]"), "{msg}");
+    }
+
+    #[test]
+    fn users_file_is_read_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("users"), "# comment\nbob:secret\n\n").unwrap();
+        let text = format!(
+            "{GOOD}[smtp.tls]\ncert = \"c.pem\"\nkey = \"k.pem\"\n[smtp.auth]\nusers_file = \"users\"\nusers = {{ alice = \"pw\" }}\n"
+        );
+        let c = parse("skywave.toml", &text, dir.path()).unwrap();
+        assert_eq!(c.smtp.users.len(), 2);
+        assert_eq!(c.smtp.users["bob"], "secret");
+        std::fs::write(dir.path().join("users"), "bob\n").unwrap();
+        let msg = match parse("skywave.toml", &text, dir.path()) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("accepted"),
+        };
+        assert!(msg.contains("line 1: expected \"name:password\""), "{msg}");
+    }
+
+    #[test]
+    fn toml_syntax_error() {
+        let msg = error("hostname = \"gw\nstate_dir = 1\n");
+        assert!(msg.starts_with("skywave.toml:1:"), "{msg}");
+        assert!(msg.contains("error: "), "{msg}");
+    }
+
+    #[test]
+    fn documented_example_loads() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/skywave.toml");
+        let c = load(&path).unwrap();
+        assert_eq!(c.hostname, "gw.ship.navy.example");
+    }
+}

@@ -1,0 +1,431 @@
+//! LAN delivery: hands mail queued for [`Target::Lan`] to the ship's own mail system.
+//!
+//! Sits after the spool on the receiving side of the data path (mail that arrived over HF, and
+//! mail between LAN domains). Two ways, chosen in `[delivery]`:
+//! - a Maildir (maildir(5)): the message, with a `Return-Path:` header, is written to `tmp/`
+//!   under a unique name, synced, linked into `new/` (and unlinked from `tmp/`), and `new/` is
+//!   synced, so a delivered
+//!   message survives a power cut;
+//! - SMTP to the LAN smarthost with lettre (`send_raw` with the queued envelope), where a 4xx or
+//!   a connection failure defers the recipients (retried with the spool's backoff) and a 5xx
+//!   fails them (the spool builds a DSN and [`Spool::bounce`] queues it to the sender). lettre
+//!   reports one result per transaction, so a permanent refusal of a message with several
+//!   recipients is followed by one transaction per recipient: one bad address never bounces
+//!   the others.
+//!
+//! The loop runs whatever [`Spool::due`] returns for the LAN, sleeps until the spool's next due
+//! time (at most a minute, so expiry is checked too), and wakes at once when the listener has
+//! queued mail for the LAN. Mail for HF peers stays queued for the link scheduler.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use skywave_route::{Destination, SharedRoutes};
+use skywave_spool::{Disposition, DueMessage, QueueId, Spool, Target, unix_seconds};
+use tokio::sync::{Notify, watch};
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::config::Delivery;
+use crate::metrics as m;
+
+/// Most bytes of LAN mail taken from the spool in one round.
+const ROUND_BYTES: u64 = 4 << 20;
+/// Longest sleep between rounds (expiry is checked at least this often).
+const MAX_SLEEP: Duration = Duration::from_secs(60);
+
+/// What the delivery loop needs.
+#[derive(Debug)]
+pub struct DeliveryContext {
+    /// Our host name (Maildir file names, SMTP HELO).
+    pub hostname: String,
+    /// Where LAN mail goes.
+    pub delivery: Delivery,
+    /// The spool.
+    pub spool: Arc<Spool>,
+    /// The routing table, to route bounces back to senders.
+    pub routes: Arc<SharedRoutes>,
+    /// Woken when LAN mail has been queued.
+    pub wake: Arc<Notify>,
+}
+
+/// The outcome of one delivery attempt for all recipients of a message.
+#[derive(Debug)]
+enum Outcome {
+    Delivered,
+    Deferred(String),
+    Failed { status: String, diagnostic: String },
+}
+
+/// Runs until `shutdown` turns true (after finishing the message in hand).
+pub async fn run(ctx: Arc<DeliveryContext>, mut shutdown: watch::Receiver<bool>) {
+    if let Delivery::Maildir(dir) = &ctx.delivery
+        && let Err(e) = create_maildir(dir)
+    {
+        warn!(maildir = %dir.display(), error = %e, "cannot create the Maildir; deliveries will be deferred");
+    }
+    send_pending_bounces(&ctx).await;
+    let counter = Arc::new(AtomicU64::new(0));
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let now = unix_seconds(SystemTime::now());
+        let spool = Arc::clone(&ctx.spool);
+        let due =
+            tokio::task::spawn_blocking(move || spool.due(&Target::Lan, now, ROUND_BYTES)).await;
+        let due = match due {
+            Ok(Ok(due)) => due,
+            other => {
+                warn!(?other, "cannot read the spool for LAN delivery");
+                Vec::new()
+            }
+        };
+        let worked = !due.is_empty();
+        for msg in due {
+            let span = info_span!("deliver", queue_id = %msg.id);
+            deliver(&ctx, msg, &counter).instrument(span).await;
+            if *shutdown.borrow() {
+                return;
+            }
+        }
+        if worked {
+            continue;
+        }
+        expire(&ctx).await;
+        let spool = Arc::clone(&ctx.spool);
+        let next = tokio::task::spawn_blocking(move || spool.next_due(&Target::Lan))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .flatten();
+        let now = unix_seconds(SystemTime::now());
+        let sleep = next.map_or(MAX_SLEEP, |t| {
+            Duration::from_secs(t.saturating_sub(now).max(1)).min(MAX_SLEEP)
+        });
+        tokio::select! {
+            () = ctx.wake.notified() => {}
+            () = tokio::time::sleep(sleep) => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+}
+
+async fn deliver(ctx: &DeliveryContext, msg: DueMessage, counter: &AtomicU64) {
+    let spool = Arc::clone(&ctx.spool);
+    let id = msg.id.clone();
+    let rcpts = msg.recipients.clone();
+    let loaded = tokio::task::spawn_blocking(move || {
+        let now = unix_seconds(SystemTime::now());
+        spool.mark_in_flight(&id, &rcpts, now)?;
+        spool.load(&id)
+    })
+    .await;
+    let file = match loaded {
+        Ok(Ok((_, file))) => file,
+        other => {
+            warn!(?other, "cannot load the message");
+            return;
+        }
+    };
+    let groups = match &ctx.delivery {
+        Delivery::Maildir(dir) => {
+            let n = counter.fetch_add(1, Ordering::Relaxed);
+            let name = maildir_name(&ctx.hostname, n);
+            let dir = dir.clone();
+            let sender = msg.sender.clone();
+            let body = file.message;
+            let written = tokio::task::spawn_blocking(move || {
+                write_maildir(&dir, &name, &sender, &body).map(|()| name)
+            })
+            .await;
+            let outcome = match written {
+                Ok(Ok(name)) => {
+                    info!(file = %name, "delivered to the Maildir");
+                    Outcome::Delivered
+                }
+                Ok(Err(e)) => Outcome::Deferred(format!("Maildir write failed: {e}")),
+                Err(e) => Outcome::Deferred(format!("Maildir task failed: {e}")),
+            };
+            vec![(msg.recipients.clone(), outcome)]
+        }
+        Delivery::Smarthost {
+            host,
+            port,
+            timeout,
+        } => {
+            let send = |rcpts: Vec<String>| {
+                let body = &file.message;
+                let sender = &msg.sender;
+                async move {
+                    let o = smarthost(ctx, host, *port, *timeout, sender, &rcpts, body).await;
+                    (rcpts, o)
+                }
+            };
+            let (all, outcome) = send(msg.recipients.clone()).await;
+            if matches!(outcome, Outcome::Failed { .. }) && all.len() > 1 {
+                // lettre gives one result per transaction: when it was refused for good, find
+                // out which recipients are refused by sending to each alone, so that one bad
+                // address never bounces the others. Bounded by the recipient count.
+                let mut groups = Vec::with_capacity(all.len());
+                for r in all {
+                    groups.push(send(vec![r]).await);
+                }
+                groups
+            } else {
+                vec![(all, outcome)]
+            }
+        }
+    };
+    for (rcpts, outcome) in groups {
+        record(ctx, &msg, rcpts, outcome).await;
+    }
+}
+
+async fn record(ctx: &DeliveryContext, msg: &DueMessage, rcpts: Vec<String>, outcome: Outcome) {
+    let spool = Arc::clone(&ctx.spool);
+    let id = msg.id.clone();
+    let now = unix_seconds(SystemTime::now());
+    let n = rcpts.len() as u64;
+    let size = msg.size;
+    let result = tokio::task::spawn_blocking(move || match &outcome {
+        Outcome::Delivered => spool.delivered(&id, &rcpts, now).map(|d| (d, outcome)),
+        Outcome::Deferred(e) => spool.deferred(&id, &rcpts, e, now).map(|d| (d, outcome)),
+        Outcome::Failed { status, diagnostic } => spool
+            .failed(&id, &rcpts, status, diagnostic, now)
+            .map(|d| (d, outcome)),
+    })
+    .await;
+    match result {
+        Ok(Ok((disposition, outcome))) => {
+            match &outcome {
+                Outcome::Delivered => m::delivered(n, size),
+                Outcome::Deferred(e) => warn!(error = %e, "delivery deferred"),
+                Outcome::Failed { diagnostic, .. } => {
+                    warn!(error = %diagnostic, "delivery failed permanently");
+                }
+            }
+            if let Disposition::NeedsBounce = disposition {
+                bounce(ctx, &msg.id, &msg.sender).await;
+            } else if let Disposition::Dead(reason) = disposition {
+                warn!(%reason, "message is now a dead letter");
+            }
+        }
+        other => warn!(?other, "cannot record the delivery outcome"),
+    }
+}
+
+/// Queues the DSN of `id` towards its sender, routed by the table (the LAN if the sender's
+/// domain is not routed).
+async fn bounce(ctx: &DeliveryContext, id: &QueueId, sender: &str) {
+    let target = if sender.is_empty() {
+        Target::Lan
+    } else {
+        match ctx.routes.current().lookup(sender) {
+            Ok(route) => match route.destination {
+                Destination::Lan => Target::Lan,
+                Destination::Peer(p) => Target::Peer(p.name.clone()),
+            },
+            Err(e) => {
+                warn!(%sender, error = %e, "sender not routable; the bounce goes to the LAN");
+                Target::Lan
+            }
+        }
+    };
+    let spool = Arc::clone(&ctx.spool);
+    let id = id.clone();
+    let dsn_target = target.clone();
+    let now = unix_seconds(SystemTime::now());
+    match tokio::task::spawn_blocking(move || spool.bounce(&id, dsn_target, now)).await {
+        Ok(Ok(Some(dsn))) => {
+            m::bounced();
+            info!(dsn = %dsn, %target, "bounce queued");
+            if target == Target::Lan {
+                ctx.wake.notify_one();
+            }
+        }
+        Ok(Ok(None)) => debug!("no bounce for a null sender"),
+        other => warn!(?other, "cannot queue the bounce"),
+    }
+}
+
+async fn send_pending_bounces(ctx: &DeliveryContext) {
+    let spool = Arc::clone(&ctx.spool);
+    if let Ok(Ok(pending)) = tokio::task::spawn_blocking(move || spool.pending_bounces()).await {
+        for (id, sender) in pending {
+            bounce(ctx, &id, &sender).await;
+        }
+    }
+}
+
+async fn expire(ctx: &DeliveryContext) {
+    let spool = Arc::clone(&ctx.spool);
+    let now = unix_seconds(SystemTime::now());
+    let expired = tokio::task::spawn_blocking(move || {
+        let changed = spool.expire(now)?;
+        let mut bounces = Vec::new();
+        for (id, d) in changed {
+            if d == Disposition::NeedsBounce
+                && let Ok((_, file)) = spool.load(&id)
+            {
+                bounces.push((id, file.envelope.sender));
+            }
+        }
+        Ok::<_, skywave_spool::Error>(bounces)
+    })
+    .await;
+    if let Ok(Ok(bounces)) = expired {
+        for (id, sender) in bounces {
+            info!(queue_id = %id, "expired");
+            bounce(ctx, &id, &sender).await;
+        }
+    }
+}
+
+async fn smarthost(
+    ctx: &DeliveryContext,
+    host: &str,
+    port: u16,
+    timeout: Duration,
+    sender: &str,
+    rcpts: &[String],
+    body: &[u8],
+) -> Outcome {
+    use lettre::transport::smtp::extension::ClientId;
+    use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
+    let from = if sender.is_empty() {
+        None
+    } else {
+        match sender.parse::<lettre::Address>() {
+            Ok(a) => Some(a),
+            Err(e) => {
+                return Outcome::Failed {
+                    status: "5.1.7".into(),
+                    diagnostic: format!("sender <{sender}> cannot be sent over SMTP: {e}"),
+                };
+            }
+        }
+    };
+    let mut to = Vec::new();
+    for r in rcpts {
+        match r.parse::<lettre::Address>() {
+            Ok(a) => to.push(a),
+            Err(e) => {
+                return Outcome::Failed {
+                    status: "5.1.3".into(),
+                    diagnostic: format!("recipient <{r}> cannot be sent over SMTP: {e}"),
+                };
+            }
+        }
+    }
+    let envelope = match lettre::address::Envelope::new(from, to) {
+        Ok(e) => e,
+        Err(e) => {
+            return Outcome::Failed {
+                status: "5.1.3".into(),
+                diagnostic: format!("bad envelope: {e}"),
+            };
+        }
+    };
+    let transport = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host)
+        .port(port)
+        .timeout(Some(timeout))
+        .hello_name(ClientId::Domain(ctx.hostname.clone()))
+        .build();
+    match tokio::time::timeout(timeout, transport.send_raw(&envelope, body)).await {
+        Ok(Ok(response)) => {
+            info!(smarthost = %host, reply = ?response.code(), "delivered to the smarthost");
+            Outcome::Delivered
+        }
+        Ok(Err(e)) if e.is_permanent() => Outcome::Failed {
+            status: "5.0.0".to_owned(),
+            diagnostic: format!("smarthost {host}:{port} refused the message: {e}"),
+        },
+        Ok(Err(e)) => Outcome::Deferred(format!("smarthost {host}:{port}: {e}")),
+        Err(_) => Outcome::Deferred(format!(
+            "smarthost {host}:{port}: no answer within {} s",
+            timeout.as_secs()
+        )),
+    }
+}
+
+fn create_maildir(dir: &Path) -> std::io::Result<()> {
+    for sub in ["tmp", "new", "cur"] {
+        std::fs::create_dir_all(dir.join(sub))?;
+    }
+    Ok(())
+}
+
+/// A unique file name as maildir(5) describes: time, microseconds, process id, a counter and
+/// our host name (with '/' and ':' replaced, which may not appear in it).
+fn maildir_name(hostname: &str, counter: u64) -> String {
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let host: String = hostname
+        .chars()
+        .map(|c| match c {
+            '/' => "\\057".to_owned(),
+            ':' => "\\072".to_owned(),
+            c => c.to_string(),
+        })
+        .collect();
+    format!(
+        "{}.M{}P{}Q{}.{}",
+        now.as_secs(),
+        now.subsec_micros(),
+        std::process::id(),
+        counter,
+        host
+    )
+}
+
+/// Writes one message into the Maildir durably: tmp/, fsync, rename into new/, fsync new/.
+pub fn write_maildir(dir: &Path, name: &str, sender: &str, body: &[u8]) -> std::io::Result<()> {
+    create_maildir(dir)?;
+    let tmp: PathBuf = dir.join("tmp").join(name);
+    let new: PathBuf = dir.join("new").join(name);
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        // Return-Path records the envelope sender at final delivery (RFC 5321 4.4).
+        let sender: String = sender.chars().filter(|c| !c.is_control()).collect();
+        f.write_all(format!("Return-Path: <{sender}>\r\n").as_bytes())?;
+        f.write_all(body)?;
+        f.sync_all()?;
+        drop(f);
+        // link(2), not rename(2): it refuses to replace an existing file (maildir(5)).
+        std::fs::hard_link(&tmp, &new)?;
+        std::fs::File::open(dir.join("new"))?.sync_all()
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn maildir_write_lands_in_new_with_return_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let md = dir.path().join("Maildir");
+        let a = maildir_name("gw:x/y", 1);
+        let b = maildir_name("gw:x/y", 2);
+        assert_ne!(a, b);
+        assert!(a.ends_with(".gw\\072x\\057y"), "{a}");
+        write_maildir(&md, &a, "a@ship", b"Subject: x\r\n\r\nhi\r\n").unwrap();
+        assert_eq!(std::fs::read_dir(md.join("tmp")).unwrap().count(), 0);
+        let text = std::fs::read(md.join("new").join(&a)).unwrap();
+        assert_eq!(text, b"Return-Path: <a@ship>\r\nSubject: x\r\n\r\nhi\r\n");
+        assert!(md.join("cur").is_dir());
+        // The same name twice is refused rather than overwritten.
+        assert!(write_maildir(&md, &a, "", b"x").is_err());
+        assert!(md.join("new").join(&a).exists());
+    }
+}

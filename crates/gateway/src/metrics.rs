@@ -1,0 +1,131 @@
+//! Prometheus metrics: the counters the gateway keeps and the endpoint that serves them.
+//!
+//! Counters go through the `metrics` facade (a no-op until a recorder is installed, so library
+//! tests need none). The daemon installs `metrics-exporter-prometheus`'s recorder and serves its
+//! rendering on `GET /metrics` from a small listener of our own, so that port 0 works and the
+//! bound address can be printed. Queue depth per target is measured from the spool at each
+//! scrape, so it is never stale.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use metrics_exporter_prometheus::PrometheusHandle;
+use skywave_route::SharedRoutes;
+use skywave_spool::{QueueState, Spool, Target};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::{debug, warn};
+
+/// Counts an accepted message: its bytes, and how many of its recipients were queued for peers.
+pub(crate) fn accepted(bytes: u64, relayed_recipients: u64) {
+    metrics::counter!("skywave_accepted_total").increment(1);
+    metrics::counter!("skywave_accepted_bytes_total").increment(bytes);
+    metrics::counter!("skywave_relayed_total").increment(relayed_recipients);
+}
+
+/// Counts recipients delivered on the LAN, and the bytes delivered.
+pub(crate) fn delivered(recipients: u64, bytes: u64) {
+    metrics::counter!("skywave_delivered_total").increment(recipients);
+    metrics::counter!("skywave_delivered_bytes_total").increment(bytes);
+}
+
+/// Counts a bounce (DSN) sent.
+pub(crate) fn bounced() {
+    metrics::counter!("skywave_bounced_total").increment(1);
+}
+
+/// Recipients waiting (not final) per target, and held messages, from the spool.
+pub fn queue_depth(spool: &Spool) -> skywave_spool::Result<BTreeMap<String, u64>> {
+    let mut depth = BTreeMap::new();
+    for entry in spool.entries()? {
+        let entry = entry?;
+        let Some(env) = entry.envelope else { continue };
+        if entry.state != QueueState::Queued {
+            continue;
+        }
+        for r in &env.recipients {
+            if !r.state.is_final() {
+                *depth.entry(r.target.to_string()).or_insert(0) += 1;
+            }
+        }
+    }
+    Ok(depth)
+}
+
+/// Serves `GET /metrics` (any path, in fact) until `shutdown`.
+pub async fn serve(
+    listener: TcpListener,
+    handle: PrometheusHandle,
+    spool: Arc<Spool>,
+    routes: Arc<SharedRoutes>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let (mut stream, peer) = tokio::select! {
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(e) => {
+                    warn!(error = %e, "metrics accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => return,
+        };
+        let handle = handle.clone();
+        let spool = Arc::clone(&spool);
+        // Every known target is reported, so a queue that emptied shows 0.
+        let mut targets = vec![Target::Lan.to_string()];
+        targets.extend(
+            routes
+                .current()
+                .peers()
+                .iter()
+                .map(|p| Target::Peer(p.name.clone()).to_string()),
+        );
+        tokio::spawn(async move {
+            // Read the request head (bounded); we answer every request the same way.
+            let mut buf = vec![0u8; 4096];
+            let mut got = 0;
+            let read = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+                while got < buf.len() {
+                    let n = stream.read(&mut buf[got..]).await?;
+                    if n == 0 {
+                        break;
+                    }
+                    got += n;
+                    if buf[..got].windows(4).any(|w| w == b"\r\n\r\n") {
+                        break;
+                    }
+                }
+                std::io::Result::Ok(())
+            })
+            .await;
+            if !matches!(read, Ok(Ok(()))) {
+                return;
+            }
+            let depth = tokio::task::spawn_blocking(move || queue_depth(&spool)).await;
+            match depth {
+                Ok(Ok(mut depth)) => {
+                    for t in targets {
+                        depth.entry(t).or_insert(0);
+                    }
+                    for (target, n) in depth {
+                        metrics::gauge!("skywave_queue_depth", "target" => target).set(n as f64);
+                    }
+                }
+                other => warn!(?other, "queue depth not measured"),
+            }
+            let body = handle.render();
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes()).await;
+            let _ = stream.write_all(body.as_bytes()).await;
+            let _ = stream.shutdown().await;
+            debug!(%peer, "metrics scraped");
+        });
+    }
+}

@@ -1,0 +1,109 @@
+//! `skywave status`: what the operator wants to know at a glance, read from the spool.
+//!
+//! Works whether the gateway runs or not: the spool is opened in admin mode (no recovery, no
+//! creation), and its owner lock tells whether a gateway process holds it.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::SystemTime;
+
+use skywave_spool::{QueueState, Spool, SpoolConfig, unix_seconds};
+
+use crate::config::Config;
+
+/// A snapshot of the spool.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Status {
+    /// True when a gateway process owns the spool.
+    pub running: bool,
+    /// Recipients waiting, per target ("lan", "peer:NAME").
+    pub depth: BTreeMap<String, u64>,
+    /// Messages in the live queue, held, and dead.
+    pub queued: u64,
+    /// Held messages.
+    pub held: u64,
+    /// Dead letters.
+    pub dead: u64,
+    /// Held targets.
+    pub held_targets: Vec<String>,
+    /// Age in seconds of the oldest live or held message.
+    pub oldest_age: Option<u64>,
+}
+
+/// Reads the status of the spool the configuration names.
+pub fn read(config: &Config) -> skywave_spool::Result<Status> {
+    let spool = Spool::open_admin(config.spool_dir(), SpoolConfig::default())?;
+    let now = unix_seconds(SystemTime::now());
+    let mut status = Status {
+        running: spool.owned_elsewhere()?,
+        held_targets: spool
+            .held_targets()?
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        ..Status::default()
+    };
+    for entry in spool.entries()? {
+        let entry = entry?;
+        match entry.state {
+            QueueState::Queued => status.queued += 1,
+            QueueState::Held => status.held += 1,
+            QueueState::Dead => status.dead += 1,
+        }
+        let Some(env) = entry.envelope else { continue };
+        if entry.state == QueueState::Dead {
+            continue;
+        }
+        let age = env.age(now);
+        status.oldest_age = Some(status.oldest_age.map_or(age, |a| a.max(age)));
+        if entry.state == QueueState::Queued {
+            for r in env.recipients.iter().filter(|r| !r.state.is_final()) {
+                *status.depth.entry(r.target.to_string()).or_insert(0) += 1;
+            }
+        }
+    }
+    Ok(status)
+}
+
+/// The report printed by `skywave status`.
+pub fn render(status: &Status) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "gateway: {}",
+        if status.running {
+            "running"
+        } else {
+            "not running"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "messages: {} queued, {} held, {} dead",
+        status.queued, status.held, status.dead
+    );
+    let _ = writeln!(
+        out,
+        "oldest message: {}",
+        status
+            .oldest_age
+            .map_or_else(|| "none".to_owned(), |a| format!("{a} s"))
+    );
+    let _ = writeln!(
+        out,
+        "held targets: {}",
+        if status.held_targets.is_empty() {
+            "none".to_owned()
+        } else {
+            status.held_targets.join(", ")
+        }
+    );
+    let _ = writeln!(out, "recipients waiting per target:");
+    if status.depth.is_empty() {
+        let _ = writeln!(out, "  (none)");
+    }
+    for (target, n) in &status.depth {
+        let _ = writeln!(out, "  {target:<20} {n}");
+    }
+    out
+}
