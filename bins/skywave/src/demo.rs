@@ -1,7 +1,7 @@
 //! `skywave demo`: two gateways (ship and shore) joined by the in-process HF emulator.
 //!
-//! The pieces the demo needs (the emulator, the gateway's LAN side, HMTP over STANAG 5066) are not
-//! built yet; until they are, the demo says so plainly instead of pretending.
+//! The link scheduler and bearers that join the gateway to the emulator are not built yet; until
+//! they are, the demo says so plainly instead of pretending.
 
 use std::process::ExitCode;
 
@@ -21,11 +21,14 @@ pub(crate) fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         "skywave demo: not available yet.\n\
          \n\
          The demo runs a ship and a shore gateway over the bundled HF emulator and delivers mail\n\
-         between them. What exists today:\n\
-         \x20 - the STANAG 5066 SIS codec and client (try `skywave sis probe --server HOST:PORT --sap 3`)\n\
-         \x20 - JNOS-compatible LZW, deflate and gzip (`skywave codec stats FILE...`)\n\
-         What is still missing before the demo can run: the HF emulator, the gateway's SMTP front\n\
-         end, spool and routing table, and HMTP/CFTP over STANAG 5066. See README.md, \"Status\"."
+         between them. The pieces exist separately today:\n\
+         \x20 - the HF emulator: `skywave-emu --nodes 2 --addresses 0.0.0.1,0.0.0.2 --listen 127.0.0.1:5066`\n\
+         \x20 - the STANAG 5066 SIS client: `skywave sis probe --server 127.0.0.1:5066 --sap 3`\n\
+         \x20 - the gateway's LAN side: `skywave run --config config/skywave.toml` (SMTP in, spool,\n\
+         \x20   routing table, Maildir or smarthost delivery)\n\
+         \x20 - HMTP and CFTP sessions and the compressors (`skywave codec stats FILE...`)\n\
+         What is still missing before the demo can run: the bearers and the per-peer link scheduler\n\
+         that carry spooled mail over the SIS client. See README.md, \"Status\"."
     );
     Ok(ExitCode::SUCCESS)
 }
