@@ -14,9 +14,12 @@ use skywave_spool::{Entry, QueueId, RcptState, Spool, SpoolConfig, Target, unix_
 /// `skywave queue` options and subcommands.
 #[derive(Debug, Args)]
 pub(crate) struct QueueArgs {
-    /// The spool directory (the gateway's `state_dir/spool`).
-    #[arg(long, env = "SKYWAVE_SPOOL")]
-    spool: PathBuf,
+    /// The gateway configuration (see config/skywave.toml): the spool is `state_dir/spool`.
+    #[arg(long, env = "SKYWAVE_CONFIG", required_unless_present = "spool")]
+    config: Option<PathBuf>,
+    /// The spool directory itself, instead of `--config`.
+    #[arg(long, env = "SKYWAVE_SPOOL", conflicts_with = "config")]
+    spool: Option<PathBuf>,
     #[command(subcommand)]
     command: QueueCommand,
 }
@@ -66,8 +69,19 @@ enum QueueCommand {
 }
 
 pub(crate) fn run(args: QueueArgs) -> anyhow::Result<ExitCode> {
-    let spool = Spool::open_admin(&args.spool, SpoolConfig::default())
-        .with_context(|| format!("cannot open the spool at {}", args.spool.display()))?;
+    let dir = match (&args.spool, &args.config) {
+        (Some(dir), _) => dir.clone(),
+        (None, Some(config)) => match skywave_gateway::config::load(config) {
+            Ok(c) => c.spool_dir(),
+            Err(e) => {
+                eprintln!("{e}");
+                return Ok(ExitCode::from(2));
+            }
+        },
+        (None, None) => bail!("give --config FILE or --spool DIR"),
+    };
+    let spool = Spool::open_admin(&dir, SpoolConfig::default())
+        .with_context(|| format!("cannot open the spool at {}", dir.display()))?;
     let now = unix_seconds(std::time::SystemTime::now());
     match args.command {
         QueueCommand::List { peer } => list(&spool, peer.as_deref().map(target), now)?,
