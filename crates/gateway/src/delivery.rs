@@ -20,7 +20,6 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use skywave_route::{Destination, SharedRoutes};
@@ -67,7 +66,6 @@ pub async fn run(ctx: Arc<DeliveryContext>, mut shutdown: watch::Receiver<bool>)
         warn!(maildir = %dir.display(), error = %e, "cannot create the Maildir; deliveries will be deferred");
     }
     send_pending_bounces(&ctx).await;
-    let counter = Arc::new(AtomicU64::new(0));
     loop {
         if *shutdown.borrow() {
             return;
@@ -86,7 +84,7 @@ pub async fn run(ctx: Arc<DeliveryContext>, mut shutdown: watch::Receiver<bool>)
         let worked = !due.is_empty();
         for msg in due {
             let span = info_span!("deliver", queue_id = %msg.id);
-            deliver(&ctx, msg, &counter).instrument(span).await;
+            deliver(&ctx, msg).instrument(span).await;
             if *shutdown.borrow() {
                 return;
             }
@@ -113,7 +111,7 @@ pub async fn run(ctx: Arc<DeliveryContext>, mut shutdown: watch::Receiver<bool>)
     }
 }
 
-async fn deliver(ctx: &DeliveryContext, msg: DueMessage, counter: &AtomicU64) {
+async fn deliver(ctx: &DeliveryContext, msg: DueMessage) {
     let spool = Arc::clone(&ctx.spool);
     let id = msg.id.clone();
     let rcpts = msg.recipients.clone();
@@ -132,18 +130,29 @@ async fn deliver(ctx: &DeliveryContext, msg: DueMessage, counter: &AtomicU64) {
     };
     let groups = match &ctx.delivery {
         Delivery::Maildir(dir) => {
-            let n = counter.fetch_add(1, Ordering::Relaxed);
-            let name = maildir_name(&ctx.hostname, n);
+            let key = maildir_key(&msg.id, &msg.recipients);
+            let hostname = ctx.hostname.clone();
             let dir = dir.clone();
             let sender = msg.sender.clone();
             let body = file.message;
             let written = tokio::task::spawn_blocking(move || {
-                write_maildir(&dir, &name, &sender, &body).map(|()| name)
+                // A crash between the Maildir write and the spool update requeues the message;
+                // the file already written under this key is its delivery, not a reason to write
+                // a second copy.
+                if let Some(name) = maildir_find(&dir, &key)? {
+                    return Ok((name, true));
+                }
+                let name = maildir_name(&hostname, &key);
+                write_maildir(&dir, &name, &sender, &body).map(|()| (name, false))
             })
             .await;
             let outcome = match written {
-                Ok(Ok(name)) => {
-                    info!(file = %name, "delivered to the Maildir");
+                Ok(Ok((name, again))) => {
+                    if again {
+                        info!(file = %name, "already in the Maildir (written before a restart)");
+                    } else {
+                        info!(file = %name, "delivered to the Maildir");
+                    }
                     Outcome::Delivered
                 }
                 Ok(Err(e)) => Outcome::Deferred(format!("Maildir write failed: {e}")),
@@ -358,9 +367,22 @@ fn create_maildir(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// A unique file name as maildir(5) describes: time, microseconds, process id, a counter and
-/// our host name (with '/' and ':' replaced, which may not appear in it).
-fn maildir_name(hostname: &str, counter: u64) -> String {
+/// What names one delivery in the Maildir: the queue id and a stable hash of the recipients the
+/// file is for. It is the unique part of the file name, so that a delivery repeated after a crash
+/// finds the file it wrote the first time ([`maildir_find`]).
+fn maildir_key(id: &QueueId, rcpts: &[String]) -> String {
+    // FNV-1a: stable across builds, unlike std's hasher, since the key outlives the process.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in rcpts.iter().flat_map(|r| r.bytes().chain([b'\n'])) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("I{id}R{hash:016x}")
+}
+
+/// A unique file name as maildir(5) describes: time, a unique part (the delivery's key) and our
+/// host name (with '/' and ':' replaced, which may not appear in it).
+fn maildir_name(hostname: &str, key: &str) -> String {
     let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default();
@@ -372,14 +394,27 @@ fn maildir_name(hostname: &str, counter: u64) -> String {
             c => c.to_string(),
         })
         .collect();
-    format!(
-        "{}.M{}P{}Q{}.{}",
-        now.as_secs(),
-        now.subsec_micros(),
-        std::process::id(),
-        counter,
-        host
-    )
+    format!("{}.{key}.{host}", now.as_secs())
+}
+
+/// The name of a file already delivered under `key`, in `new/` or (once a mail reader moved it)
+/// `cur/`.
+fn maildir_find(dir: &Path, key: &str) -> std::io::Result<Option<String>> {
+    let needle = format!(".{key}.");
+    for sub in ["new", "cur"] {
+        let entries = match std::fs::read_dir(dir.join(sub)) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            let name = entry?.file_name().to_string_lossy().into_owned();
+            if name.contains(&needle) {
+                return Ok(Some(name));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// Writes one message into the Maildir durably: tmp/, fsync, rename into new/, fsync new/.
@@ -415,9 +450,12 @@ mod tests {
     fn maildir_write_lands_in_new_with_return_path() {
         let dir = tempfile::tempdir().unwrap();
         let md = dir.path().join("Maildir");
-        let a = maildir_name("gw:x/y", 1);
-        let b = maildir_name("gw:x/y", 2);
-        assert_ne!(a, b);
+        let id = QueueId::parse("0123456789abcdef01234567").unwrap();
+        let key = maildir_key(&id, &["a@ship".to_string()]);
+        let other = maildir_key(&id, &["b@ship".to_string()]);
+        assert_ne!(key, other);
+        let a = maildir_name("gw:x/y", &key);
+        assert_eq!(maildir_find(&md, &key).unwrap(), None);
         assert!(a.ends_with(".gw\\072x\\057y"), "{a}");
         write_maildir(&md, &a, "a@ship", b"Subject: x\r\n\r\nhi\r\n").unwrap();
         assert_eq!(std::fs::read_dir(md.join("tmp")).unwrap().count(), 0);
@@ -427,5 +465,15 @@ mod tests {
         // The same name twice is refused rather than overwritten.
         assert!(write_maildir(&md, &a, "", b"x").is_err());
         assert!(md.join("new").join(&a).exists());
+        // A repeated delivery (after a crash before the spool was updated) finds the first file,
+        // also once a mail reader moved it to cur/.
+        assert_eq!(maildir_find(&md, &key).unwrap(), Some(a.clone()));
+        assert_eq!(maildir_find(&md, &other).unwrap(), None);
+        std::fs::rename(
+            md.join("new").join(&a),
+            md.join("cur").join(format!("{a}:2,S")),
+        )
+        .unwrap();
+        assert_eq!(maildir_find(&md, &key).unwrap(), Some(format!("{a}:2,S")));
     }
 }
