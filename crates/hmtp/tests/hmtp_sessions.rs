@@ -819,14 +819,23 @@ proptest! {
         // Same stream, cut at random.
         let stream = submission.concat();
         let mut updus = Vec::new();
+        let mut boundaries = Vec::new();
         let mut pos = 0;
         let mut k = 0;
         while pos < stream.len() {
             let end = (pos + cuts[k % cuts.len()]).min(stream.len());
             updus.push(stream[pos..end].to_vec());
+            boundaries.push(end);
             pos = end;
             k += 1;
         }
+        // The server's documented rule (server.rs): a plain stream whose EHLO line arrives with
+        // nothing after it is a client waiting for the EHLO reply, and is served as standard
+        // RFC 2920 SMTP, not HMTP-66 (its own tests: the_serving_mode_is_decided_on_the_first_line).
+        // This property is about HMTP-66 sessions, so such cuts are outside it; the known
+        // limitation of that mode with refused DATA is in the issue notes.
+        let ehlo_len = stream.iter().position(|&b| b == b'\n').map_or(0, |p| p + 1);
+        prop_assume!(compression != Compression::None || !boundaries.contains(&ehlo_len));
         let mut owner2 = Owner::new();
         let mut s2 = HmtpServer::new(server_settings(2048), refuse, Instant::now()).unwrap();
         let replies = owner2.serve(&mut s2, &updus, Instant::now());
