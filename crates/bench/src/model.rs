@@ -1,0 +1,122 @@
+//! The shared vocabulary of the benchmark: what is run (a [`Scenario`] under a [`Condition`]
+//! with a [`Workload`]) and what a run yields ([`RunResult`]). Every scenario runner in this
+//! crate takes these and returns that, so the sweeps, tables, plots and `calibrate` treat all
+//! stacks alike.
+
+use std::time::Duration;
+
+/// The protocol stack under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scenario {
+    /// JNOS as NTIA measured it: SMTP with XLZW over TCP/IP over the raw modem (AX.25-like
+    /// framing, no ARQ).
+    SmtpTcpModem,
+    /// SMTP (RFC 2920 pipelining) over TCP/IP over the STANAG 5066 IP client (SAP 9, ARQ).
+    SmtpTcp5066 {
+        /// The SIS client's duplicate-datagram filter is on.
+        dup_filter: bool,
+    },
+    /// HMTP over STANAG 5066 SAP 3, one batch per session.
+    Hmtp5066 {
+        /// Stream compression.
+        compression: HmtpCompression,
+    },
+    /// CFTP over STANAG 5066 SAP 12 (gzip mail files over RCOP/BFTP).
+    Cftp5066,
+}
+
+/// Compression of an HMTP stream in the benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HmtpCompression {
+    /// Plain HMTP.
+    None,
+    /// JNOS-compatible LZW, 16 bits.
+    Lzw16,
+    /// Deflate (zlib stream).
+    Deflate,
+}
+
+/// The radio conditions of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Condition {
+    /// `"awgn"` or a profile name from `calibration/channel-profiles.csv` (e.g. `"good"`,
+    /// `"poor"`), matched as `skywave_emu::channel::profile` matches it.
+    pub channel: String,
+    /// Signal-to-noise ratio, dB in 3 kHz.
+    pub snr_db: f64,
+    /// Modem data rate, bit/s (75 .. 9600).
+    pub rate_bps: u32,
+    /// Interleaver name: `"zero"`, `"short"` or `"long"` (110A), as the emulator CLI spells it.
+    pub interleaver: String,
+    /// Seed of every random draw of the run.
+    pub seed: u64,
+}
+
+/// TCP settings for the SMTP-over-TCP scenarios (ignored by the others).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpSettings {
+    /// Maximum segment size, bytes (NTIA: 216).
+    pub mss: u16,
+    /// Receive window, bytes (NTIA: 1024 or 3072).
+    pub window: u32,
+    /// Initial round-trip time estimate (JNOS IRTT; NTIA: 60 s).
+    pub irtt: Duration,
+    /// Longest retransmission back-off (JNOS maxwait; NTIA: 90 s at 1200 bit/s).
+    pub max_wait: Duration,
+    /// IP MTU, bytes (NTIA: 256; Isode: 1500).
+    pub mtu: u16,
+}
+
+/// How the published figure the run is compared with was computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Measure {
+    /// NTIA: throughput = attachment bits / (first SYN .. last ACK); the time of the whole
+    /// connection.
+    NtiaAttachment {
+        /// Size of the text attachment, bytes.
+        attachment_bytes: usize,
+    },
+    /// Isode: elapsed time from submission to delivery; throughput = message bits / time.
+    IsodeMessage,
+}
+
+/// One message of a workload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// Reverse path, without angle brackets.
+    pub from: String,
+    /// Recipients, without angle brackets.
+    pub to: Vec<String>,
+    /// The whole message (headers and body) with CRLF line ends, not dot-stuffed.
+    pub body: Vec<u8>,
+}
+
+/// What a run carries, and how it is measured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workload {
+    /// The messages, in submission order (all submitted at time zero).
+    pub messages: Vec<Message>,
+    /// How throughput is computed.
+    pub measure: Measure,
+    /// The size the table reports in `message_bytes` (attachment or message size).
+    pub nominal_bytes: usize,
+}
+
+/// What one run of one scenario under one condition yielded.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RunResult {
+    /// Simulated seconds, measured as the workload's [`Measure`] says.
+    pub seconds: f64,
+    /// Bits per second, computed as the matching publication computes it.
+    pub throughput_bps: f64,
+    /// Transmissions (modem key-ups) on the air, both directions.
+    pub transmissions: u64,
+    /// Bytes sent over the modem (all framing included), both directions.
+    pub bytes_on_air: u64,
+    /// Retransmissions: D_PDUs resent by the 5066 ARQ, or TCP segments resent (raw modem).
+    pub retransmissions: u64,
+    /// Messages delivered to the receiving side, byte-identical to what was sent.
+    pub delivered: usize,
+    /// Messages in the workload.
+    pub expected: usize,
+}
