@@ -70,6 +70,40 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     /// Spool retry and lifetime settings.
     pub spool: SpoolSettings,
+    /// The HF side: our STANAG 5066 node, the SIS server, link timeouts.
+    pub hf: HfConfig,
+}
+
+/// The HF side of the gateway (`[hf]`).
+#[derive(Debug, Clone)]
+pub struct HfConfig {
+    /// Our STANAG 5066 node address; required when a peer uses the `sis` bearer (it decides
+    /// the HMTP collision rule and is checked against the addresses of incoming U_PDUs).
+    pub node: Option<skywave_sis::NodeAddress>,
+    /// The STANAG 5066 server for peers that name none, `host:port`.
+    pub sis_server: String,
+    /// How long to wait for the peer's replies beyond the time the submission needs on the
+    /// air at `assumed_bps` (turnarounds, the peer's processing, ARQ repeats).
+    pub reply_timeout: Duration,
+    /// The slowest data rate the link is expected to run at, bit/s: sizes the reply timeout.
+    pub assumed_bps: u32,
+    /// CFTP files in flight at once towards a skywave peer (1 towards any other).
+    pub cftp_files_in_flight: usize,
+    /// How long an accepted message's identity is remembered to drop retransmitted copies.
+    pub dedup_window: Duration,
+}
+
+impl Default for HfConfig {
+    fn default() -> Self {
+        HfConfig {
+            node: None,
+            sis_server: "127.0.0.1:5066".into(),
+            reply_timeout: Duration::from_secs(300),
+            assumed_bps: 300,
+            cftp_files_in_flight: 4,
+            dedup_window: Duration::from_secs(7 * 86_400),
+        }
+    }
 }
 
 impl Config {
@@ -154,6 +188,19 @@ struct RawConfig {
     metrics: RawMetrics,
     #[serde(default)]
     spool: RawSpool,
+    #[serde(default)]
+    hf: RawHf,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHf {
+    node: Option<Spanned<String>>,
+    sis_server: Option<Spanned<String>>,
+    reply_timeout: Option<Secs>,
+    assumed_bps: Option<Spanned<i64>>,
+    cftp_files_in_flight: Option<Spanned<i64>>,
+    dedup_window: Option<Secs>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -518,6 +565,57 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
         );
     }
 
+    let mut hf = HfConfig::default();
+    if let Some(n) = &raw.hf.node {
+        match skywave_route::parse_peer_node(n.get_ref()) {
+            Ok(node) => hf.node = Some(node),
+            Err(e) => err(n.span(), e.to_string()),
+        }
+    }
+    if let Some(s) = &raw.hf.sis_server {
+        if split_host_port(s.get_ref()).is_some() {
+            hf.sis_server = s.get_ref().clone();
+        } else {
+            err(
+                s.span(),
+                format!(
+                    "sis_server {:?} is not host:port; expected e.g. \"127.0.0.1:5066\"",
+                    s.get_ref()
+                ),
+            );
+        }
+    }
+    if let Some(t) = raw.hf.reply_timeout {
+        hf.reply_timeout = Duration::from_secs(t.0);
+    }
+    if let Some(t) = raw.hf.dedup_window {
+        hf.dedup_window = Duration::from_secs(t.0);
+    }
+    if let Some(b) = &raw.hf.assumed_bps {
+        match u32::try_from(*b.get_ref()) {
+            Ok(v) if (50..=64_000).contains(&v) => hf.assumed_bps = v,
+            _ => err(
+                b.span(),
+                format!(
+                    "assumed_bps = {} is out of range; expected a data rate from 50 to 64000 bit/s",
+                    b.get_ref()
+                ),
+            ),
+        }
+    }
+    if let Some(n) = &raw.hf.cftp_files_in_flight {
+        match usize::try_from(*n.get_ref()) {
+            Ok(v) if (1..=64).contains(&v) => hf.cftp_files_in_flight = v,
+            _ => err(
+                n.span(),
+                format!(
+                    "cftp_files_in_flight = {} is out of range; expected 1 to 64",
+                    n.get_ref()
+                ),
+            ),
+        }
+    }
+
     let metrics_listen = if raw.metrics.enabled == Some(false) {
         None
     } else {
@@ -545,6 +643,7 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
         delivery,
         metrics_listen,
         spool,
+        hf,
     })
 }
 

@@ -16,8 +16,12 @@ use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tracing::{error, info, warn};
 
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::delivery::{self, DeliveryContext};
+use crate::hf;
+use crate::intake::{GatewayPolicy, Intake, Source};
+use crate::outcome::Recorder;
 use crate::smtp_listener::{self, ListenerContext, TlsSetupError};
 
 /// Why the daemon could not start.
@@ -51,6 +55,9 @@ pub enum DaemonError {
     /// Signal handlers could not be installed.
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
+    /// The HF side is misconfigured.
+    #[error("HF side: {0}")]
+    Hf(#[from] hf::HfError),
 }
 
 /// The addresses actually bound (port 0 in the config picks a free one).
@@ -62,10 +69,123 @@ pub struct Bound {
     pub metrics: Option<SocketAddr>,
 }
 
-/// Runs the gateway until SIGTERM or Ctrl-C; `ready` is called once everything listens.
-pub async fn run(config: Config, ready: impl FnOnce(&Bound)) -> Result<(), DaemonError> {
-    use tokio::signal::unix::{SignalKind, signal};
+/// A running gateway (see [`start`]).
+pub struct Gateway {
+    bound: Bound,
+    config: Config,
+    routes: Arc<SharedRoutes>,
+    spool: Arc<Spool>,
+    intake: Arc<Intake>,
+    hf: Option<hf::Hf>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<(&'static str, tokio::task::JoinHandle<()>)>,
+}
 
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("hostname", &self.config.hostname)
+            .field("bound", &self.bound)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gateway {
+    /// The addresses actually bound.
+    pub fn bound(&self) -> Bound {
+        self.bound
+    }
+
+    /// The spool.
+    pub fn spool(&self) -> &Arc<Spool> {
+        &self.spool
+    }
+
+    /// Submits a message as a local client would (routed and relay-checked as from
+    /// 127.0.0.1, stamped, spooled durably): for the demo and for tests that run without
+    /// sockets. `Err` is the SMTP reply a client would have got.
+    pub async fn submit(
+        &self,
+        sender: &str,
+        recipients: &[&str],
+        body: &[u8],
+    ) -> Result<skywave_spool::QueueId, skywave_smtp::Reply> {
+        let mut policy = GatewayPolicy::new(
+            Source::Lan {
+                client: std::net::IpAddr::from([127, 0, 0, 1]),
+                users: Arc::default(),
+            },
+            Arc::clone(&self.routes),
+        );
+        for r in recipients {
+            policy.accept_recipient(r)?;
+        }
+        let envelope = skywave_smtp::Envelope {
+            reverse_path: sender.to_owned(),
+            recipients: recipients.iter().map(|r| (*r).to_owned()).collect(),
+            declared_size: Some(body.len()),
+            body_type: skywave_smtp::BodyType::Unspecified,
+            mt_priority: None,
+            helo: "localhost".into(),
+            protocol: skywave_smtp::Protocol::Esmtp,
+            auth_user: None,
+        };
+        self.intake
+            .store(
+                &policy,
+                &envelope,
+                body,
+                Some(std::net::IpAddr::from([127, 0, 0, 1])),
+            )
+            .await
+    }
+
+    /// The HF side, when any peer is configured.
+    pub fn hf(&self) -> Option<&hf::Hf> {
+        self.hf.as_ref()
+    }
+
+    /// Reloads the routing table from its file; a table with errors is refused and the old
+    /// one stays in force.
+    pub fn reload_routes(&self) -> Result<(), LoadError> {
+        match self.routes.reload(&self.config.routes) {
+            Ok(table) => {
+                for w in table.warnings() {
+                    warn!("{}", w.headline());
+                }
+                info!(file = %self.config.routes.display(), rules = table.route_count(), "routing table reloaded");
+                Ok(())
+            }
+            Err(e) => {
+                error!(
+                    file = %self.config.routes.display(),
+                    "routing table NOT reloaded, the previous one stays in force:\n{e}"
+                );
+                Err(e)
+            }
+        }
+    }
+
+    /// Stops accepting, lets sessions finish within the grace time, ends the link schedulers
+    /// after the session in hand, and returns when everything has stopped.
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        for (name, task) in self.tasks {
+            if let Err(e) = task.await {
+                warn!(task = name, error = %e, "task ended abnormally");
+            }
+        }
+        if let Some(hf) = self.hf {
+            hf.stop().await;
+        }
+        info!(hostname = %self.config.hostname, "stopped");
+    }
+}
+
+/// Starts a gateway: spool recovery, routing table, LAN listener, LAN delivery, metrics, and
+/// one link scheduler per HF peer reaching its SIS server through `sis` (TCP in production,
+/// in-process for the demo and tests).
+pub async fn start(config: Config, sis: hf::SisConnect) -> Result<Gateway, DaemonError> {
     std::fs::create_dir_all(&config.state_dir).map_err(|source| DaemonError::StateDir {
         path: config.state_dir.display().to_string(),
         source,
@@ -135,52 +255,84 @@ pub async fn run(config: Config, ready: impl FnOnce(&Bound)) -> Result<(), Daemo
         None => None,
     };
 
-    let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Signals)?;
-    let mut sighup = signal(SignalKind::hangup()).map_err(DaemonError::Signals)?;
-    let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Signals)?;
-
+    let clock = Clock::start();
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let lan_wake = Arc::new(Notify::new());
+    let hf_wake = Arc::new(Notify::new());
+    let intake = Arc::new(Intake {
+        hostname: config.hostname.clone(),
+        spool: Arc::clone(&spool),
+        lan_wake: Arc::clone(&lan_wake),
+        hf_wake: Arc::clone(&hf_wake),
+        clock,
+    });
+    let recorder = Arc::new(Recorder {
+        spool: Arc::clone(&spool),
+        routes: Arc::clone(&routes),
+        lan_wake: Arc::clone(&lan_wake),
+        hf_wake: Arc::clone(&hf_wake),
+        clock,
+    });
+    let hf = hf::Hf::start(
+        hf::HfParts {
+            hostname: config.hostname.clone(),
+            state_dir: config.state_dir.clone(),
+            config: config.hf.clone(),
+            routes: Arc::clone(&routes),
+            intake: Arc::clone(&intake),
+            recorder: Arc::clone(&recorder),
+            wake: Arc::clone(&hf_wake),
+            clock,
+        },
+        sis,
+        shutdown_rx.clone(),
+    )?;
     let ctx = Arc::new(ListenerContext {
         hostname: config.hostname.clone(),
         smtp: config.smtp.clone(),
         routes: Arc::clone(&routes),
-        spool: Arc::clone(&spool),
+        intake: Arc::clone(&intake),
         tls,
-        lan_wake: Arc::clone(&lan_wake),
     });
-    let listener_task = tokio::spawn(smtp_listener::serve(ctx, listener, shutdown_rx.clone()));
-    let delivery_task = tokio::spawn(delivery::run(
-        Arc::new(DeliveryContext {
-            hostname: config.hostname.clone(),
-            delivery: config.delivery.clone(),
-            spool: Arc::clone(&spool),
-            routes: Arc::clone(&routes),
-            wake: lan_wake,
-        }),
-        shutdown_rx.clone(),
+    let mut tasks = Vec::new();
+    tasks.push((
+        "smtp listener",
+        tokio::spawn(smtp_listener::serve(ctx, listener, shutdown_rx.clone())),
+    ));
+    tasks.push((
+        "LAN delivery",
+        tokio::spawn(delivery::run(
+            Arc::new(DeliveryContext {
+                hostname: config.hostname.clone(),
+                delivery: config.delivery.clone(),
+                spool: Arc::clone(&spool),
+                recorder,
+                wake: lan_wake,
+            }),
+            shutdown_rx.clone(),
+        )),
     ));
     let mut metrics_addr = None;
-    let metrics_task = match metrics {
-        Some((l, bound)) => {
-            metrics_addr = Some(bound);
-            match metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder() {
-                Ok(handle) => Some(tokio::spawn(crate::metrics::serve(
-                    l,
-                    handle,
-                    Arc::clone(&spool),
-                    Arc::clone(&routes),
-                    shutdown_rx.clone(),
-                ))),
-                Err(e) => {
-                    warn!(error = %e, "metrics recorder not installed; no metrics endpoint");
-                    metrics_addr = None;
-                    None
-                }
+    if let Some((l, bound)) = metrics {
+        match metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder() {
+            Ok(handle) => {
+                metrics_addr = Some(bound);
+                tasks.push((
+                    "metrics",
+                    tokio::spawn(crate::metrics::serve(
+                        l,
+                        handle,
+                        Arc::clone(&spool),
+                        Arc::clone(&routes),
+                        shutdown_rx.clone(),
+                    )),
+                ));
+            }
+            Err(e) => {
+                warn!(error = %e, "metrics recorder not installed; no metrics endpoint");
             }
         }
-        None => None,
-    };
+    }
     let bound = Bound {
         smtp: smtp_addr,
         metrics: metrics_addr,
@@ -189,38 +341,35 @@ pub async fn run(config: Config, ready: impl FnOnce(&Bound)) -> Result<(), Daemo
         .metrics
         .map_or_else(|| "off".to_owned(), |a| a.to_string());
     info!(smtp = %bound.smtp, metrics = %metrics_text, hostname = %config.hostname, "skywave running");
-    ready(&bound);
+    Ok(Gateway {
+        bound,
+        config,
+        routes,
+        spool,
+        intake,
+        hf,
+        shutdown: shutdown_tx,
+        tasks,
+    })
+}
 
+/// Runs the gateway until SIGTERM or Ctrl-C; `ready` is called once everything listens.
+/// SIS servers are reached over TCP.
+pub async fn run(config: Config, ready: impl FnOnce(&Bound)) -> Result<(), DaemonError> {
+    use tokio::signal::unix::{SignalKind, signal};
+
+    let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Signals)?;
+    let mut sighup = signal(SignalKind::hangup()).map_err(DaemonError::Signals)?;
+    let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Signals)?;
+    let gateway = start(config, hf::SisConnect::tcp()).await?;
+    ready(&gateway.bound());
     loop {
         tokio::select! {
-            _ = sighup.recv() => {
-                match routes.reload(&config.routes) {
-                    Ok(table) => {
-                        for w in table.warnings() {
-                            warn!("{}", w.headline());
-                        }
-                        info!(file = %config.routes.display(), rules = table.route_count(), "routing table reloaded");
-                    }
-                    Err(e) => error!(
-                        file = %config.routes.display(),
-                        "routing table NOT reloaded, the previous one stays in force:\n{e}"
-                    ),
-                }
-            }
+            _ = sighup.recv() => { let _ = gateway.reload_routes(); }
             _ = sigterm.recv() => { info!("SIGTERM: shutting down"); break; }
             _ = sigint.recv() => { info!("interrupt: shutting down"); break; }
         }
     }
-    let _ = shutdown_tx.send(true);
-    if let Err(e) = listener_task.await {
-        warn!(error = %e, "listener task ended abnormally");
-    }
-    if let Err(e) = delivery_task.await {
-        warn!(error = %e, "delivery task ended abnormally");
-    }
-    if let Some(t) = metrics_task {
-        let _ = t.await;
-    }
-    info!("stopped");
+    gateway.stop().await;
     Ok(())
 }

@@ -22,13 +22,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use skywave_route::{Destination, SharedRoutes};
-use skywave_spool::{Disposition, DueMessage, QueueId, Spool, Target, unix_seconds};
+use skywave_spool::{DueMessage, QueueId, Spool, Target};
 use tokio::sync::{Notify, watch};
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{Instrument, info, info_span, warn};
 
 use crate::config::Delivery;
-use crate::metrics as m;
+use crate::outcome::{Outcome, Recorder};
 
 /// Most bytes of LAN mail taken from the spool in one round.
 const ROUND_BYTES: u64 = 4 << 20;
@@ -44,18 +43,10 @@ pub struct DeliveryContext {
     pub delivery: Delivery,
     /// The spool.
     pub spool: Arc<Spool>,
-    /// The routing table, to route bounces back to senders.
-    pub routes: Arc<SharedRoutes>,
+    /// Records outcomes and queues bounces.
+    pub recorder: Arc<Recorder>,
     /// Woken when LAN mail has been queued.
     pub wake: Arc<Notify>,
-}
-
-/// The outcome of one delivery attempt for all recipients of a message.
-#[derive(Debug)]
-enum Outcome {
-    Delivered,
-    Deferred(String),
-    Failed { status: String, diagnostic: String },
 }
 
 /// Runs until `shutdown` turns true (after finishing the message in hand).
@@ -65,12 +56,12 @@ pub async fn run(ctx: Arc<DeliveryContext>, mut shutdown: watch::Receiver<bool>)
     {
         warn!(maildir = %dir.display(), error = %e, "cannot create the Maildir; deliveries will be deferred");
     }
-    send_pending_bounces(&ctx).await;
+    ctx.recorder.send_pending_bounces().await;
     loop {
         if *shutdown.borrow() {
             return;
         }
-        let now = unix_seconds(SystemTime::now());
+        let now = ctx.recorder.clock.unix_now();
         let spool = Arc::clone(&ctx.spool);
         let due =
             tokio::task::spawn_blocking(move || spool.due(&Target::Lan, now, ROUND_BYTES)).await;
@@ -92,14 +83,14 @@ pub async fn run(ctx: Arc<DeliveryContext>, mut shutdown: watch::Receiver<bool>)
         if worked {
             continue;
         }
-        expire(&ctx).await;
+        ctx.recorder.expire().await;
         let spool = Arc::clone(&ctx.spool);
         let next = tokio::task::spawn_blocking(move || spool.next_due(&Target::Lan))
             .await
             .ok()
             .and_then(Result::ok)
             .flatten();
-        let now = unix_seconds(SystemTime::now());
+        let now = ctx.recorder.clock.unix_now();
         let sleep = next.map_or(MAX_SLEEP, |t| {
             Duration::from_secs(t.saturating_sub(now).max(1)).min(MAX_SLEEP)
         });
@@ -115,8 +106,8 @@ async fn deliver(ctx: &DeliveryContext, msg: DueMessage) {
     let spool = Arc::clone(&ctx.spool);
     let id = msg.id.clone();
     let rcpts = msg.recipients.clone();
+    let now = ctx.recorder.clock.unix_now();
     let loaded = tokio::task::spawn_blocking(move || {
-        let now = unix_seconds(SystemTime::now());
         spool.mark_in_flight(&id, &rcpts, now)?;
         spool.load(&id)
     })
@@ -189,107 +180,9 @@ async fn deliver(ctx: &DeliveryContext, msg: DueMessage) {
         }
     };
     for (rcpts, outcome) in groups {
-        record(ctx, &msg, rcpts, outcome).await;
-    }
-}
-
-async fn record(ctx: &DeliveryContext, msg: &DueMessage, rcpts: Vec<String>, outcome: Outcome) {
-    let spool = Arc::clone(&ctx.spool);
-    let id = msg.id.clone();
-    let now = unix_seconds(SystemTime::now());
-    let n = rcpts.len() as u64;
-    let size = msg.size;
-    let result = tokio::task::spawn_blocking(move || match &outcome {
-        Outcome::Delivered => spool.delivered(&id, &rcpts, now).map(|d| (d, outcome)),
-        Outcome::Deferred(e) => spool.deferred(&id, &rcpts, e, now).map(|d| (d, outcome)),
-        Outcome::Failed { status, diagnostic } => spool
-            .failed(&id, &rcpts, status, diagnostic, now)
-            .map(|d| (d, outcome)),
-    })
-    .await;
-    match result {
-        Ok(Ok((disposition, outcome))) => {
-            match &outcome {
-                Outcome::Delivered => m::delivered(n, size),
-                Outcome::Deferred(e) => warn!(error = %e, "delivery deferred"),
-                Outcome::Failed { diagnostic, .. } => {
-                    warn!(error = %diagnostic, "delivery failed permanently");
-                }
-            }
-            if let Disposition::NeedsBounce = disposition {
-                bounce(ctx, &msg.id, &msg.sender).await;
-            } else if let Disposition::Dead(reason) = disposition {
-                warn!(%reason, "message is now a dead letter");
-            }
-        }
-        other => warn!(?other, "cannot record the delivery outcome"),
-    }
-}
-
-/// Queues the DSN of `id` towards its sender, routed by the table (the LAN if the sender's
-/// domain is not routed).
-async fn bounce(ctx: &DeliveryContext, id: &QueueId, sender: &str) {
-    let target = if sender.is_empty() {
-        Target::Lan
-    } else {
-        match ctx.routes.current().lookup(sender) {
-            Ok(route) => match route.destination {
-                Destination::Lan => Target::Lan,
-                Destination::Peer(p) => Target::Peer(p.name.clone()),
-            },
-            Err(e) => {
-                warn!(%sender, error = %e, "sender not routable; the bounce goes to the LAN");
-                Target::Lan
-            }
-        }
-    };
-    let spool = Arc::clone(&ctx.spool);
-    let id = id.clone();
-    let dsn_target = target.clone();
-    let now = unix_seconds(SystemTime::now());
-    match tokio::task::spawn_blocking(move || spool.bounce(&id, dsn_target, now)).await {
-        Ok(Ok(Some(dsn))) => {
-            m::bounced();
-            info!(dsn = %dsn, %target, "bounce queued");
-            if target == Target::Lan {
-                ctx.wake.notify_one();
-            }
-        }
-        Ok(Ok(None)) => debug!("no bounce for a null sender"),
-        other => warn!(?other, "cannot queue the bounce"),
-    }
-}
-
-async fn send_pending_bounces(ctx: &DeliveryContext) {
-    let spool = Arc::clone(&ctx.spool);
-    if let Ok(Ok(pending)) = tokio::task::spawn_blocking(move || spool.pending_bounces()).await {
-        for (id, sender) in pending {
-            bounce(ctx, &id, &sender).await;
-        }
-    }
-}
-
-async fn expire(ctx: &DeliveryContext) {
-    let spool = Arc::clone(&ctx.spool);
-    let now = unix_seconds(SystemTime::now());
-    let expired = tokio::task::spawn_blocking(move || {
-        let changed = spool.expire(now)?;
-        let mut bounces = Vec::new();
-        for (id, d) in changed {
-            if d == Disposition::NeedsBounce
-                && let Ok((_, file)) = spool.load(&id)
-            {
-                bounces.push((id, file.envelope.sender));
-            }
-        }
-        Ok::<_, skywave_spool::Error>(bounces)
-    })
-    .await;
-    if let Ok(Ok(bounces)) = expired {
-        for (id, sender) in bounces {
-            info!(queue_id = %id, "expired");
-            bounce(ctx, &id, &sender).await;
-        }
+        ctx.recorder
+            .record(&msg.id, &msg.sender, msg.size, rcpts, outcome)
+            .await;
     }
 }
 

@@ -11,11 +11,17 @@
 //!
 //! Mail for HF peers is queued and stays in the spool until the link scheduler exists.
 
+pub mod clock;
 pub mod config;
 pub mod daemon;
 pub mod delivery;
+pub mod demo;
+pub mod hf;
+pub mod intake;
 pub mod metrics;
+pub mod outcome;
 pub mod smtp_listener;
 pub mod status;
+pub mod tcp_bearer;
 
 pub use config::{Config, ConfigError};

@@ -9,27 +9,23 @@
 //! its directory are synced), and `451 4.3.0` if the spool failed. STARTTLS runs rustls
 //! (tokio-rustls) when a certificate is configured.
 
-use std::collections::{BTreeMap, HashMap};
-use std::net::{IpAddr, SocketAddr};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use skywave_route::{Destination, RelayDecision, RoutingTable, SharedRoutes};
-use skywave_smtp::{
-    AuthMode, Credentials, DateTime, EnhancedCode, Envelope, Event, MailRequest, Policy,
-    ReceivedInfo, Reply, ServerConfig, ServerSession, SessionInfo, TlsInfo, Verdict,
-    received_header,
-};
-use skywave_spool::{NewMessage, Priority, Spool, Target, unix_seconds};
+use skywave_route::SharedRoutes;
+use skywave_smtp::{AuthMode, Event, ServerConfig, ServerSession, TlsInfo};
+use skywave_spool::unix_seconds;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::config::SmtpConfig;
-use crate::metrics as m;
+use crate::intake::{GatewayPolicy, Intake, Source};
 
 /// What every session needs, shared.
 pub struct ListenerContext {
@@ -39,12 +35,10 @@ pub struct ListenerContext {
     pub smtp: SmtpConfig,
     /// The routing table in force.
     pub routes: Arc<SharedRoutes>,
-    /// The spool.
-    pub spool: Arc<Spool>,
+    /// Where accepted mail goes.
+    pub intake: Arc<Intake>,
     /// The TLS acceptor, when STARTTLS is configured.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
-    /// Woken whenever mail for the LAN has been queued.
-    pub lan_wake: Arc<Notify>,
 }
 
 impl std::fmt::Debug for ListenerContext {
@@ -99,119 +93,6 @@ pub fn tls_acceptor(
         .with_no_client_auth()
         .with_single_cert(certs, key)?;
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
-}
-
-/// The session policy: relay control from the routing table, size limits per peer, AUTH.
-pub struct GatewayPolicy {
-    client: IpAddr,
-    routes: Arc<SharedRoutes>,
-    users: Arc<BTreeMap<String, String>>,
-    /// The table taken at MAIL FROM, kept for the whole transaction.
-    table: Arc<RoutingTable>,
-    declared_size: Option<usize>,
-    /// Where each accepted recipient goes, and its route's default priority.
-    targets: HashMap<String, (Target, i8, Option<u64>)>,
-}
-
-impl std::fmt::Debug for GatewayPolicy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GatewayPolicy")
-            .field("client", &self.client)
-            .finish_non_exhaustive()
-    }
-}
-
-impl GatewayPolicy {
-    /// A policy for a client at `client`.
-    pub fn new(
-        client: IpAddr,
-        routes: Arc<SharedRoutes>,
-        users: Arc<BTreeMap<String, String>>,
-    ) -> Self {
-        let table = routes.current();
-        GatewayPolicy {
-            client,
-            routes,
-            users,
-            table,
-            declared_size: None,
-            targets: HashMap::new(),
-        }
-    }
-}
-
-fn reply(code: u16, enhanced: &str, text: impl Into<String>) -> Reply {
-    let mut parts = enhanced.split('.').map(|p| p.parse::<u16>().unwrap_or(0));
-    let class = u8::try_from(parts.next().unwrap_or(5)).unwrap_or(5);
-    let code_e = EnhancedCode::new(class, parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    Reply::new(code, code_e, text)
-}
-
-impl Policy for GatewayPolicy {
-    fn mail_from(&mut self, _session: &SessionInfo, mail: &MailRequest) -> Verdict {
-        // One table per transaction: a reload never changes a transaction half-way.
-        self.table = self.routes.current();
-        self.declared_size = mail.declared_size;
-        self.targets.clear();
-        Verdict::Accept
-    }
-
-    fn rcpt_to(&mut self, session: &SessionInfo, _env: &Envelope, recipient: &str) -> Verdict {
-        let authenticated = session.auth_user.is_some();
-        match self
-            .table
-            .relay_decision(self.client, authenticated, recipient)
-        {
-            RelayDecision::Accept(route) => {
-                let (target, limit) = match route.destination {
-                    Destination::Lan => (Target::Lan, None),
-                    Destination::Peer(peer) => {
-                        (Target::Peer(peer.name.clone()), Some(peer.size_limit))
-                    }
-                };
-                if let (Some(limit), Some(size)) = (limit, self.declared_size)
-                    && size as u64 > limit
-                {
-                    return Verdict::Reject(reply(
-                        552,
-                        "5.3.4",
-                        format!(
-                            "message size {size} exceeds the limit of {limit} octets for {target}"
-                        ),
-                    ));
-                }
-                self.targets.insert(
-                    recipient.to_owned(),
-                    (target, route.priority.value(), limit),
-                );
-                Verdict::Accept
-            }
-            RelayDecision::Refuse(refusal) => {
-                debug!(client = %self.client, recipient, code = refusal.code, "recipient refused");
-                Verdict::Reject(reply(refusal.code, refusal.enhanced, refusal.text))
-            }
-        }
-    }
-
-    fn authenticate(&mut self, _session: &SessionInfo, credentials: &Credentials) -> bool {
-        let ok = self
-            .users
-            .get(&credentials.username)
-            .is_some_and(|p| constant_time_eq(p.as_bytes(), credentials.password.as_bytes()));
-        if !ok {
-            warn!(client = %self.client, user = %credentials.username, "authentication failed");
-        }
-        ok
-    }
-}
-
-/// Compares without an early exit, so response times tell nothing about the password.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = u8::from(a.len() != b.len());
-    for (i, x) in a.iter().enumerate() {
-        diff |= x ^ b.get(i).copied().unwrap_or(0);
-    }
-    diff == 0
 }
 
 fn session_config(ctx: &ListenerContext) -> ServerConfig {
@@ -298,7 +179,13 @@ async fn connection(
     conn: String,
 ) {
     info!("connected");
-    let policy = GatewayPolicy::new(peer.ip(), Arc::clone(&ctx.routes), users);
+    let policy = GatewayPolicy::new(
+        Source::Lan {
+            client: peer.ip(),
+            users,
+        },
+        Arc::clone(&ctx.routes),
+    );
     let mut session = ServerSession::new(session_config(&ctx), policy, now());
     let mut messages = 0u32;
     let step = drive(&ctx, &mut session, &mut stream, peer, &conn, &mut messages).await;
@@ -369,9 +256,15 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin>(
                     let trace = format!("{conn}M{messages}");
                     let span =
                         info_span!("message", trace = %trace, queue_id = tracing::field::Empty);
-                    spool_message(ctx, session, peer, &trace, envelope, body)
+                    let stored = ctx
+                        .intake
+                        .store(session.policy(), &envelope, &body, Some(peer.ip()))
                         .instrument(span)
                         .await;
+                    let _ = match stored {
+                        Ok(id) => session.message_accepted(id.as_str()),
+                        Err(r) => session.message_rejected(r),
+                    };
                 }
                 Event::StartTls => {
                     let out = session.take_output();
@@ -415,134 +308,14 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     }
 }
 
-async fn spool_message(
-    ctx: &ListenerContext,
-    session: &mut ServerSession<GatewayPolicy>,
-    peer: SocketAddr,
-    trace: &str,
-    envelope: Envelope,
-    body: Vec<u8>,
-) {
-    let table = Arc::clone(&session.policy().table);
-    let mut recipients = Vec::with_capacity(envelope.recipients.len());
-    let mut route_priority: Option<i8> = None;
-    let mut too_big = None;
-    for rcpt in &envelope.recipients {
-        let known = session.policy().targets.get(rcpt).cloned();
-        let (target, prio, limit) = match known {
-            Some(t) => t,
-            // Not seen by rcpt_to (cannot happen with the smtp crate); route it again.
-            None => match table.lookup(rcpt) {
-                Ok(r) => match r.destination {
-                    Destination::Lan => (Target::Lan, r.priority.value(), None),
-                    Destination::Peer(p) => (
-                        Target::Peer(p.name.clone()),
-                        r.priority.value(),
-                        Some(p.size_limit),
-                    ),
-                },
-                Err(_) => continue,
-            },
-        };
-        if let Some(limit) = limit
-            && body.len() as u64 > limit
-        {
-            too_big = Some((target.clone(), limit));
-        }
-        route_priority = Some(route_priority.map_or(prio, |p| p.max(prio)));
-        recipients.push((rcpt.clone(), target));
-    }
-    if let Some((target, limit)) = too_big {
-        let r = reply(
-            552,
-            "5.3.4",
-            format!("message exceeds the limit of {limit} octets for {target}"),
-        );
-        let _ = session.message_rejected(r);
-        return;
-    }
-    let now_unix = unix_seconds(SystemTime::now());
-    let header = received_header(&ReceivedInfo {
-        helo: &envelope.helo,
-        client_ip: Some(peer.ip()),
-        client_name: None,
-        by_host: &ctx.hostname,
-        protocol: envelope.protocol,
-        queue_id: trace,
-        recipients: &envelope.recipients,
-        date: DateTime {
-            unix_seconds: i64::try_from(now_unix).unwrap_or(i64::MAX),
-            offset_minutes: 0,
-        },
-    });
-    let mut message = header.into_bytes();
-    message.extend_from_slice(&body);
-    let default = route_priority
-        .and_then(Priority::new)
-        .unwrap_or(Priority::NORMAL);
-    let priority = Priority::resolve(
-        envelope.mt_priority.and_then(Priority::new),
-        &message,
-        default,
-    );
-    let bytes = message.len() as u64;
-    let lan = recipients.iter().any(|(_, t)| *t == Target::Lan);
-    let relayed = recipients.iter().filter(|(_, t)| *t != Target::Lan).count() as u64;
-    let sender = envelope.reverse_path.clone();
-    let spool = Arc::clone(&ctx.spool);
-    let stored = tokio::task::spawn_blocking(move || {
-        spool.enqueue(
-            &NewMessage {
-                sender,
-                recipients,
-                priority,
-                message: &message,
-            },
-            now_unix,
-        )
-    })
-    .await;
-    match stored {
-        Ok(Ok(id)) => {
-            tracing::Span::current().record("queue_id", tracing::field::display(&id));
-            info!(
-                from = %envelope.reverse_path,
-                rcpts = envelope.recipients.len(),
-                bytes,
-                %priority,
-                "queued"
-            );
-            m::accepted(bytes, relayed);
-            let _ = session.message_accepted(id.as_str());
-            if lan {
-                ctx.lan_wake.notify_one();
-            }
-        }
-        Ok(Err(e)) => {
-            warn!(error = %e, "spool refused the message");
-            let _ = session.message_rejected(reply(
-                451,
-                "4.3.0",
-                "local error in processing: the message could not be queued, try again later",
-            ));
-        }
-        Err(e) => {
-            warn!(error = %e, "spool task failed");
-            let _ = session.message_rejected(reply(
-                451,
-                "4.3.0",
-                "local error in processing: the message could not be queued, try again later",
-            ));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use skywave_spool::SpoolConfig;
+    use skywave_route::RoutingTable;
+    use skywave_spool::{Spool, SpoolConfig, Target};
     use tokio::io::{AsyncBufReadExt, BufReader};
+    use tokio::sync::Notify;
 
     const ROUTES: &str = r#"
 [lan]
@@ -586,9 +359,14 @@ to = "shore"
             hostname: "gw.test".into(),
             smtp,
             routes: Arc::new(SharedRoutes::new(table)),
-            spool: Arc::clone(&spool),
+            intake: Arc::new(Intake {
+                hostname: "gw.test".into(),
+                spool: Arc::clone(&spool),
+                lan_wake: Arc::clone(&wake),
+                hf_wake: Arc::new(Notify::new()),
+                clock: crate::clock::Clock::start(),
+            }),
             tls: None,
-            lan_wake: Arc::clone(&wake),
         });
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -666,7 +444,7 @@ to = "shore"
         let text = String::from_utf8(file.message).unwrap();
         assert!(
             text.starts_with(
-                "Received: from client.test ([127.0.0.1])\r\n\tby gw.test (skywave) with ESMTP id S"
+                "Received: from client.test ([127.0.0.1])\r\n\tby gw.test (skywave) with ESMTP id "
             ),
             "{text}"
         );
@@ -720,13 +498,5 @@ to = "shore"
         );
         assert_eq!(f.spool.entries().unwrap().count(), 0);
         let _ = f.stop.send(true);
-    }
-
-    #[test]
-    fn passwords_compare_exactly() {
-        assert!(constant_time_eq(b"s3cret", b"s3cret"));
-        assert!(!constant_time_eq(b"s3cret", b"s3cre"));
-        assert!(!constant_time_eq(b"s3cre", b"s3cret"));
-        assert!(!constant_time_eq(b"s3cret", b"s3creT"));
     }
 }

@@ -7,10 +7,14 @@
 //! value with the sender and the sorted recipients; a message without a Message-ID is keyed on a
 //! 128-bit hash of the whole message and its envelope. Time is passed in; the cache is bounded
 //! both by the window and by a maximum number of entries (the oldest go first).
+//!
+//! The cache holds each key's [`DedupKey::fingerprint`], a 128-bit FNV-1a digest that is the
+//! same in every build and on every machine, so the gateway can write the fingerprints of
+//! accepted messages to disk and seed a new cache with them after a restart
+//! ([`DedupCache::remember`]): a sender that retransmits because the receiving gateway died
+//! before its replies went out still delivers nothing twice.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, VecDeque};
-use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant};
 
 /// Longest header section searched for Message-ID, in bytes.
@@ -46,17 +50,66 @@ impl DedupKey {
                 recipients,
             },
             None => {
-                let half = |salt: u8| {
-                    let mut h = DefaultHasher::new();
-                    salt.hash(&mut h);
-                    sender.hash(&mut h);
-                    recipients.hash(&mut h);
-                    body.hash(&mut h);
-                    h.finish()
-                };
-                DedupKey::Hash((u128::from(half(1)) << 64) | u128::from(half(2)))
+                let mut h = Fnv128::new();
+                h.field(sender.as_bytes());
+                for r in &recipients {
+                    h.field(r.as_bytes());
+                }
+                h.field(body);
+                DedupKey::Hash(h.finish())
             }
         }
+    }
+
+    /// A 128-bit digest of the key, stable across builds: what the cache stores and what a
+    /// gateway persists.
+    pub fn fingerprint(&self) -> u128 {
+        match self {
+            DedupKey::MessageId {
+                message_id,
+                sender,
+                recipients,
+            } => {
+                let mut h = Fnv128::new();
+                h.field(b"mid");
+                h.field(message_id.as_bytes());
+                h.field(sender.as_bytes());
+                for r in recipients {
+                    h.field(r.as_bytes());
+                }
+                h.finish()
+            }
+            DedupKey::Hash(v) => {
+                let mut h = Fnv128::new();
+                h.field(b"hash");
+                h.field(&v.to_be_bytes());
+                h.finish()
+            }
+        }
+    }
+}
+
+/// FNV-1a, 128 bits: fixed constants, so a digest never changes between builds.
+struct Fnv128(u128);
+
+impl Fnv128 {
+    const OFFSET: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
+
+    fn new() -> Self {
+        Fnv128(Self::OFFSET)
+    }
+
+    /// Hashes a length-prefixed field, so ("ab","c") and ("a","bc") differ.
+    fn field(&mut self, bytes: &[u8]) {
+        for b in (bytes.len() as u64).to_be_bytes().iter().chain(bytes) {
+            self.0 ^= u128::from(*b);
+            self.0 = self.0.wrapping_mul(Self::PRIME);
+        }
+    }
+
+    fn finish(&self) -> u128 {
+        self.0
     }
 }
 
@@ -103,8 +156,8 @@ pub fn message_id(message: &[u8]) -> Option<String> {
 pub struct DedupCache {
     window: Duration,
     capacity: usize,
-    seen: HashMap<DedupKey, Instant>,
-    order: VecDeque<(Instant, DedupKey)>,
+    seen: HashMap<u128, Instant>,
+    order: VecDeque<(Instant, u128)>,
     duplicates: u64,
 }
 
@@ -123,7 +176,7 @@ impl DedupCache {
     /// True if `key` was accepted within the window before `now`; counts the duplicate.
     pub fn check(&mut self, key: &DedupKey, now: Instant) -> bool {
         self.expire(now);
-        let dup = self.seen.contains_key(key);
+        let dup = self.seen.contains_key(&key.fingerprint());
         if dup {
             self.duplicates += 1;
         }
@@ -132,12 +185,18 @@ impl DedupCache {
 
     /// Records that `key` was accepted (its spool write is durable) at `now`.
     pub fn insert(&mut self, key: DedupKey, now: Instant) {
-        self.expire(now);
-        if self.seen.insert(key.clone(), now).is_some() {
+        self.remember(key.fingerprint(), now);
+    }
+
+    /// Records an accepted message by its [`DedupKey::fingerprint`], accepted at `at` (seeding
+    /// the cache from disk after a restart).
+    pub fn remember(&mut self, fingerprint: u128, at: Instant) {
+        self.expire(at);
+        if self.seen.insert(fingerprint, at).is_some() {
             // Re-accepted: the old queue entry stays but no longer decides expiry.
-            self.order.retain(|(_, k)| k != &key);
+            self.order.retain(|(_, k)| *k != fingerprint);
         }
-        self.order.push_back((now, key));
+        self.order.push_back((at, fingerprint));
         // Bounded: each pass removes one entry.
         while self.seen.len() > self.capacity {
             let Some((_, old)) = self.order.pop_front() else {
@@ -227,4 +286,32 @@ mod tests {
         assert!(c.check(&k(3), t0));
         assert_eq!(c.duplicates(), 2);
     }
+
+    #[test]
+    fn fingerprints_are_fixed_and_seed_a_new_cache() {
+        // A fixed vector: the digest must never change between builds, or a restarted gateway
+        // would forget what it accepted before an upgrade.
+        let k = DedupKey::new("s@a", &rcpts(&["b@x"]), b"Message-ID: <1@a>\r\n\r\nx\r\n");
+        let fp = k.fingerprint();
+        assert_eq!(
+            fp,
+            DedupKey::new("s@a", &rcpts(&["b@x"]), b"Message-ID: <1@a>\r\n\r\ny\r\n").fingerprint()
+        );
+        assert_ne!(
+            fp,
+            DedupKey::new("s@ab", &rcpts(&["x"]), b"Message-ID: <1@a>\r\n\r\n").fingerprint()
+        );
+        assert_eq!(Fnv128::new().finish(), Fnv128::OFFSET);
+        let mut empty = Fnv128::new();
+        empty.field(b"");
+        assert_eq!(format!("{:032x}", empty.finish()), FNV_OF_EMPTY_FIELD);
+        let t0 = Instant::now();
+        let mut c = DedupCache::new(Duration::from_secs(60), 10);
+        c.remember(fp, t0);
+        assert!(c.check(&k, t0 + Duration::from_secs(1)));
+    }
+
+    /// FNV-1a 128 of eight zero bytes (the length prefix of an empty field), computed
+    /// independently (Python big integers) from the published offset basis and prime.
+    const FNV_OF_EMPTY_FIELD: &str = "9d30c1f78465995be47dda5e4e4e77ed";
 }

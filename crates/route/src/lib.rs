@@ -49,7 +49,9 @@ pub use config::{
     DEFAULT_BATCH_BYTES, DEFAULT_RELAY_NETWORKS, DEFAULT_SIZE_LIMIT, LAN, MAX_FILE_SIZE,
 };
 pub use diag::{Diagnostic, Severity};
-pub use model::{Bearer, Cidr, Compression, Lan, NodeAddress, Peer, Priority, Protocol};
+pub use model::{
+    Bearer, Cidr, Compression, Lan, NodeAddress, Peer, Priority, Protocol, parse_peer_node,
+};
 pub use pattern::{Pattern, PatternKind};
 pub use table::{
     Candidate, CandidateRule, Destination, Explanation, LookupError, RelayCheck, RelayDecision,

@@ -665,6 +665,18 @@ impl Spool {
     /// Stores a new message durably and returns its id. When this returns `Ok`, the message is
     /// on disk (file and directory synced): the SMTP server may accept it.
     pub fn enqueue(&self, msg: &NewMessage<'_>, now: u64) -> Result<QueueId> {
+        self.enqueue_with_header(msg, now, |_| String::new())
+    }
+
+    /// Like [`Spool::enqueue`], with a header line built from the id the message gets and put
+    /// in front of the message: the `Received:` header names the queue id, which exists only
+    /// once the spool has chosen it.
+    pub fn enqueue_with_header(
+        &self,
+        msg: &NewMessage<'_>,
+        now: u64,
+        header: impl FnOnce(&QueueId) -> String,
+    ) -> Result<QueueId> {
         if msg.recipients.is_empty() {
             return Err(Error::NoRecipients);
         }
@@ -684,6 +696,8 @@ impl Spool {
             path: queue.clone(),
             source: io::Error::new(io::ErrorKind::AlreadyExists, "every candidate id is taken"),
         })?;
+        let mut message = header(&id).into_bytes();
+        message.extend_from_slice(msg.message);
         let file = QueueFile {
             envelope: Envelope {
                 id: id.clone(),
@@ -697,13 +711,13 @@ impl Spool {
                     .map(|(a, t)| Recipient::new(a.clone(), t.clone()))
                     .collect(),
                 dead_reason: None,
-                size: msg.message.len() as u64,
+                size: message.len() as u64,
             },
-            message: msg.message.to_vec(),
+            message,
         };
         let bytes = encode(&file)?;
         self.write_file(&queue, id.as_str(), &bytes)?;
-        tracing::debug!(queue_id = %id, size = msg.message.len(), rcpts = msg.recipients.len(), "queued");
+        tracing::debug!(queue_id = %id, size = file.envelope.size, rcpts = msg.recipients.len(), "queued");
         Ok(id)
     }
 
@@ -901,6 +915,23 @@ impl Spool {
                     r.state = RcptState::InFlight;
                     r.attempts = r.attempts.saturating_add(1);
                     r.last_attempt = now;
+                }
+            }
+            Ok((Change::Rewrite, ()))
+        })
+    }
+
+    /// Puts in-flight recipients back to pending, due at once, and takes back the attempt
+    /// [`Spool::mark_in_flight`] counted: the attempt never reached the peer (e.g. an HMTP
+    /// session abandoned under the collision rule before any reply), so it must not push the
+    /// message towards its attempt limit or delay it by a backoff.
+    pub fn requeue_in_flight(&self, id: &QueueId, rcpts: &[impl AsRef<str>]) -> Result<()> {
+        self.update(id, |file, _| {
+            for r in Self::select(file, rcpts) {
+                if r.state == RcptState::InFlight {
+                    r.state = RcptState::Pending;
+                    r.attempts = r.attempts.saturating_sub(1);
+                    r.next_attempt = 0;
                 }
             }
             Ok((Change::Rewrite, ()))

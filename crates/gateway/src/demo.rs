@@ -1,0 +1,333 @@
+//! A ship and a shore gateway joined by the bundled emulator, in one process: what
+//! `skywave demo` runs, and what the over-the-air tests drive in virtual time.
+//!
+//! [`Pair::start`] writes a complete configuration for each side under one directory
+//! (`ship/skywave.toml`, `ship/routes.toml`, `shore/...`: ordinary files an administrator can
+//! read and reuse), starts a two-node [`Subnet`] (the HF channel, the modems and the two
+//! STANAG 5066 nodes), and starts both gateways with [`daemon::start`], each reaching its node's
+//! SIS server in-process. Everything else is the production code: LAN listeners on real
+//! sockets, spools, routing tables, link schedulers, Maildir delivery.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use skywave_emu::channel::{ChannelConfig, Impairment, ScheduledImpairment};
+use skywave_emu::modem::{DataRate, Interleaver, ModemConfig};
+use skywave_emu::net::{Subnet, SubnetConfig};
+use skywave_sis::NodeAddress;
+use tokio::sync::watch;
+
+use crate::config;
+use crate::daemon::{self, DaemonError, Gateway};
+use crate::hf::sis::{SisConnect, Transport};
+
+/// The ship's STANAG 5066 address.
+pub const SHIP_NODE: &str = "0.0.2.1";
+/// The shore's STANAG 5066 address.
+pub const SHORE_NODE: &str = "0.0.1.1";
+
+/// How to run the pair.
+#[derive(Debug, Clone)]
+pub struct PairOptions {
+    /// Directory for both sides' configuration and state.
+    pub dir: PathBuf,
+    /// The ship's LAN SMTP address (port 0: any free port).
+    pub ship_smtp: SocketAddr,
+    /// The shore's LAN SMTP address.
+    pub shore_smtp: SocketAddr,
+    /// Modem data rate, bit/s.
+    pub rate_bps: u32,
+    /// Interleaver: zero, short or long.
+    pub interleaver: String,
+    /// `awgn` or a profile of `channel-profiles.csv` (good, moderate, poor, ...).
+    pub channel: String,
+    /// SNR, dB in 3 kHz.
+    pub snr_db: f64,
+    /// Seed of the emulator's random draws.
+    pub seed: u64,
+    /// Simulated seconds per second of tokio time (1 in virtual-time tests).
+    pub time_scale: f64,
+    /// `hmtp` (the only protocol carried over STANAG 5066 by the pair for now).
+    pub protocol: String,
+    /// Compression towards the other skywave gateway: none, lzw9..lzw16, deflate.
+    pub compression: String,
+    /// The emulated channel has no signal during these (start, length) intervals.
+    pub outages: Vec<(Duration, Duration)>,
+    /// First retry delay of both spools, seconds.
+    pub min_backoff: u64,
+}
+
+impl PairOptions {
+    /// The demo's defaults: 1200 bit/s, short interleaver, ITU-R Poor at 15 dB, HMTP with
+    /// deflate, LAN ports 2525 (ship) and 2526 (shore), real time.
+    pub fn new(dir: PathBuf) -> Self {
+        PairOptions {
+            dir,
+            ship_smtp: SocketAddr::from(([127, 0, 0, 1], 2525)),
+            shore_smtp: SocketAddr::from(([127, 0, 0, 1], 2526)),
+            rate_bps: 1200,
+            interleaver: "short".into(),
+            channel: "poor".into(),
+            snr_db: 15.0,
+            seed: 1,
+            time_scale: 1.0,
+            protocol: "hmtp".into(),
+            compression: "deflate".into(),
+            outages: Vec::new(),
+            min_backoff: 30,
+        }
+    }
+}
+
+/// Why the pair could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum PairError {
+    /// A setting is not usable.
+    #[error("{0}")]
+    Setting(String),
+    /// The emulator refused its configuration.
+    #[error("emulator: {0}")]
+    Emulator(String),
+    /// A file could not be written.
+    #[error("cannot write {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A generated configuration did not load (a bug, or a bad compression name).
+    #[error("configuration: {0}")]
+    Config(#[from] config::ConfigError),
+    /// A gateway did not start.
+    #[error("{side} gateway: {source}")]
+    Gateway {
+        /// `ship` or `shore`.
+        side: &'static str,
+        /// Why.
+        source: DaemonError,
+    },
+}
+
+/// The running pair.
+#[derive(Debug)]
+pub struct Pair {
+    /// The emulated subnetwork (node 0 the ship, node 1 the shore).
+    pub subnet: Subnet,
+    /// The ship's gateway.
+    pub ship: Gateway,
+    /// The shore's gateway.
+    pub shore: Gateway,
+    /// Where the ship delivers its LAN mail.
+    pub ship_maildir: PathBuf,
+    /// Where the shore delivers its LAN mail.
+    pub shore_maildir: PathBuf,
+    /// The ship's configuration file.
+    pub ship_config: PathBuf,
+    /// The shore's configuration file.
+    pub shore_config: PathBuf,
+    /// Set to stop the in-process SIS connections (so a restarted server can be simulated).
+    sis_up: watch::Sender<bool>,
+}
+
+impl Pair {
+    /// Writes the configurations and starts the emulator and both gateways.
+    pub async fn start(opts: &PairOptions) -> Result<Pair, PairError> {
+        let rate = DataRate::from_bps(opts.rate_bps).ok_or_else(|| {
+            PairError::Setting(format!(
+                "{} bit/s is not a MIL-STD-188-110A/B data rate (75, 150, 300, 600, 1200, 2400, 3200, 4800, 6400, 8000, 9600)",
+                opts.rate_bps
+            ))
+        })?;
+        let interleaver = match opts.interleaver.as_str() {
+            "zero" => Interleaver::Zero,
+            "short" => Interleaver::Short,
+            "long" => Interleaver::Long,
+            other => {
+                return Err(PairError::Setting(format!(
+                    "interleaver {other:?}: expected zero, short or long"
+                )));
+            }
+        };
+        let modem =
+            ModemConfig::new(rate, interleaver).map_err(|e| PairError::Emulator(e.to_string()))?;
+        let mut channel = if opts.channel == "awgn" {
+            ChannelConfig::awgn(opts.snr_db)
+        } else {
+            ChannelConfig::watterson(opts.snr_db, &opts.channel)
+                .map_err(|e| PairError::Emulator(e.to_string()))?
+        };
+        for (start, length) in &opts.outages {
+            channel.impairments.push(ScheduledImpairment {
+                start: *start,
+                length: *length,
+                impairment: Impairment::Outage,
+            });
+        }
+        let node = |s: &str| {
+            s.parse::<NodeAddress>()
+                .map_err(|e| PairError::Setting(e.to_string()))
+        };
+        let mut sc = SubnetConfig::new(vec![node(SHIP_NODE)?, node(SHORE_NODE)?], modem, channel);
+        sc.seed = opts.seed;
+        sc.time_scale = opts.time_scale;
+        let subnet = Subnet::start(sc).map_err(|e| PairError::Emulator(e.to_string()))?;
+
+        let ship_config = write_side(opts, Side::Ship)?;
+        let shore_config = write_side(opts, Side::Shore)?;
+        let (sis_up, sis_rx) = watch::channel(true);
+        let ship_cfg = config::load(&ship_config)?;
+        let shore_cfg = config::load(&shore_config)?;
+        let ship_maildir = maildir_of(&ship_cfg);
+        let shore_maildir = maildir_of(&shore_cfg);
+        let shore = daemon::start(shore_cfg, in_process(&subnet, 1, sis_rx.clone()))
+            .await
+            .map_err(|source| PairError::Gateway {
+                side: "shore",
+                source,
+            })?;
+        let ship = daemon::start(ship_cfg, in_process(&subnet, 0, sis_rx))
+            .await
+            .map_err(|source| PairError::Gateway {
+                side: "ship",
+                source,
+            })?;
+        Ok(Pair {
+            subnet,
+            ship,
+            shore,
+            ship_maildir,
+            shore_maildir,
+            ship_config,
+            shore_config,
+            sis_up,
+        })
+    }
+
+    /// Stops both gateways (the emulator stops when the pair is dropped).
+    pub async fn stop(self) {
+        self.ship.stop().await;
+        self.shore.stop().await;
+    }
+
+    /// While `false`, new in-process SIS connections are refused (the 5066 server is "down");
+    /// the gateways' SIS clients retry with backoff.
+    pub fn set_sis_available(&self, up: bool) {
+        let _ = self.sis_up.send(up);
+    }
+}
+
+fn maildir_of(c: &config::Config) -> PathBuf {
+    match &c.delivery {
+        config::Delivery::Maildir(p) => p.clone(),
+        config::Delivery::Smarthost { .. } => c.state_dir.join("maildir"),
+    }
+}
+
+/// Connections to node `node` of `subnet`, refused while `up` is false.
+fn in_process(subnet: &Subnet, node: usize, up: watch::Receiver<bool>) -> SisConnect {
+    let subnet = subnet.clone();
+    SisConnect::new(move |_server: &str| {
+        let available = *up.borrow();
+        let stream = available.then(|| subnet.connect_in_process(node));
+        Box::pin(async move {
+            match stream {
+                Some(s) => Ok(Box::new(s) as Transport),
+                None => Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionRefused,
+                    "the emulated STANAG 5066 server is down",
+                )),
+            }
+        })
+    })
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Ship,
+    Shore,
+}
+
+/// Writes one side's `skywave.toml` and `routes.toml`; returns the former's path.
+fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
+    let (name, other, smtp, node, other_node, domain, other_domain) = match side {
+        Side::Ship => (
+            "ship",
+            "shore",
+            opts.ship_smtp,
+            SHIP_NODE,
+            SHORE_NODE,
+            "ship.example",
+            "shore.example",
+        ),
+        Side::Shore => (
+            "shore",
+            "ship",
+            opts.shore_smtp,
+            SHORE_NODE,
+            SHIP_NODE,
+            "shore.example",
+            "ship.example",
+        ),
+    };
+    let dir = opts.dir.join(name);
+    std::fs::create_dir_all(&dir).map_err(|source| PairError::Io {
+        path: dir.display().to_string(),
+        source,
+    })?;
+    let gateway = format!(
+        "# The {name} gateway of `skywave demo` (written by the demo; an ordinary config).\n\
+         hostname = \"gw.{domain}\"\n\
+         state_dir = \"state\"\n\
+         routes = \"routes.toml\"\n\n\
+         [smtp]\n\
+         listen = \"{smtp}\"\n\n\
+         [delivery]\n\
+         maildir = \"Maildir\"\n\n\
+         [metrics]\n\
+         enabled = false\n\n\
+         [spool]\n\
+         min_backoff = {backoff}\n\
+         max_backoff = {max_backoff}\n\n\
+         [hf]\n\
+         node = \"{node}\"\n\
+         # The demo reaches its emulated node in-process; with skywave-emu this is its port.\n\
+         sis_server = \"127.0.0.1:5066\"\n\
+         assumed_bps = {bps}\n",
+        backoff = opts.min_backoff,
+        max_backoff = (opts.min_backoff * 8).max(60),
+        bps = opts.rate_bps.clamp(50, 64_000),
+    );
+    let routes = format!(
+        "# Routing table of the {name} gateway of `skywave demo`.\n\
+         [lan]\n\
+         domains = [\"{domain}\", \"*.{domain}\"]\n\
+         relay_networks = [\"127.0.0.0/8\", \"::1/128\"]\n\n\
+         [[peer]]\n\
+         name = \"{other}\"\n\
+         node = \"{other_node}\"\n\
+         protocol = \"{protocol}\"\n\
+         skywave = true\n\
+         compression = \"{compression}\"\n\n\
+         [[route]]\n\
+         match = \"{other_domain}\"\n\
+         to = \"{other}\"\n\n\
+         [[route]]\n\
+         match = \"*.{other_domain}\"\n\
+         to = \"{other}\"\n",
+        protocol = opts.protocol,
+        compression = opts.compression,
+    );
+    let cfg = dir.join("skywave.toml");
+    write(&cfg, &gateway)?;
+    write(&dir.join("routes.toml"), &routes)?;
+    Ok(cfg)
+}
+
+fn write(path: &Path, text: &str) -> Result<(), PairError> {
+    std::fs::write(path, text).map_err(|source| PairError::Io {
+        path: path.display().to_string(),
+        source,
+    })
+}

@@ -1,0 +1,610 @@
+//! The link scheduler of one HMTP peer: batches, sessions, collisions, outcomes, records.
+//!
+//! One task per peer owns everything about that pair of nodes: our own session (at most one at
+//! a time), the peer's session we are serving (or discarding, under the collision rule), the
+//! de-duplication memory, and the transfer records. It sleeps until mail is due for the peer
+//! (the spool's next retry time, or a wake-up from the intake), the link comes back, a U_PDU
+//! arrives, or a session deadline passes.
+//!
+//! A session: the spool's due messages for the peer in priority order under the peer's
+//! `batch_bytes` budget are marked in flight and handed to an [`HmtpClient`], whose whole
+//! submission goes to the SIS endpoint at once; the replies come back as one transmission
+//! and every recipient's outcome goes to the spool ([`Recorder`]). No reply within
+//! `reply_timeout` plus twice the submission's air time at `assumed_bps` (or a U_PDU the
+//! subnetwork could not deliver) ends the session: every recipient without an answer is
+//! deferred and retried with the spool's backoff, or at once when the link comes back; the
+//! peer drops what it already had (de-duplication).
+//!
+//! Streams from the peer share SAP 3 with our own replies; a stream is told apart by its first
+//! decoded byte ([`classify_stream_start`]) and runs until its consumer is done (our client at
+//! 221, a server at QUIT).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use skywave_hmtp::{
+    Arbiter, BatchMessage, BatchOutcome, ClientSettings, Compression, Disposition, HmtpClient,
+    HmtpServer, IncomingAction, ServerEnd, ServerEvent, ServerSettings, SessionEnd, StreamStart,
+    classify_stream_start,
+};
+use skywave_route::Compression as RouteCompression;
+use skywave_sis::NodeAddress;
+use skywave_spool::{DueMessage, Target};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use super::HfContext;
+use super::dedup_store::DedupStore;
+use super::sis::{Endpoint, LinkInput, priority_5066};
+use super::transfer::{Direction, TransferRecord};
+use crate::intake::{GatewayPolicy, Source};
+use crate::outcome::Outcome;
+
+/// Longest sleep between looks at the spool (expiry, held peers released by an operator).
+const MAX_SLEEP: Duration = Duration::from_secs(60);
+/// Most bytes buffered while the first bytes of a peer's stream do not yet tell what it is.
+const MAX_UNCLASSIFIED: usize = 64 * 1024;
+
+/// Our session in progress.
+struct Own {
+    client: HmtpClient,
+    batch: Vec<DueMessage>,
+    start_unix: f64,
+    deadline: Instant,
+}
+
+/// The peer's stream being read.
+enum Current {
+    /// Nothing: the next U_PDU starts a new stream.
+    Idle,
+    /// Replies to our session.
+    Replies,
+    /// The peer's session, served (or discarded).
+    Session(Box<Incoming>),
+}
+
+struct Incoming {
+    server: HmtpServer<GatewayPolicy>,
+    discarding: bool,
+    start_unix: f64,
+    messages: u64,
+    accepted: u64,
+}
+
+/// The task of one HMTP peer.
+pub(super) struct HmtpLink {
+    pub(super) name: String,
+    pub(super) node: NodeAddress,
+    pub(super) local: NodeAddress,
+    pub(super) endpoint: Endpoint,
+    pub(super) inbox: mpsc::UnboundedReceiver<LinkInput>,
+    pub(super) report: mpsc::UnboundedSender<LinkInput>,
+    pub(super) ctx: Arc<HfContext>,
+    pub(super) dedup: DedupStore,
+    pub(super) shutdown: watch::Receiver<bool>,
+}
+
+impl HmtpLink {
+    pub(super) async fn run(self) {
+        let span = info_span!("hmtp", peer = %self.name);
+        self.run_inner().instrument(span).await;
+    }
+
+    async fn run_inner(mut self) {
+        let mut arbiter = match Arbiter::new(self.local.bits(), self.node.bits()) {
+            Ok(a) => a,
+            Err(e) => {
+                warn!(error = %e, "cannot run this link");
+                return;
+            }
+        };
+        let target = Target::Peer(self.name.clone());
+        let mut own: Option<Own> = None;
+        let mut current = Current::Idle;
+        let mut unclassified: Vec<u8> = Vec::new();
+        loop {
+            if *self.shutdown.borrow() {
+                break;
+            }
+            if own.is_none()
+                && matches!(current, Current::Idle)
+                && unclassified.is_empty()
+                && arbiter.can_start()
+                && let Some(o) = self.start_session(&target).await
+            {
+                arbiter.own_started();
+                own = Some(o);
+            }
+            let wake = Arc::clone(&self.ctx.wake);
+            let notified = wake.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let next_look = if own.is_none() {
+                let spool = Arc::clone(&self.ctx.intake.spool);
+                let t = target.clone();
+                let next = tokio::task::spawn_blocking(move || spool.next_due(&t))
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .flatten();
+                let cap = Instant::now() + MAX_SLEEP;
+                next.map_or(cap, |t| self.ctx.clock.instant_of(t).min(cap))
+            } else {
+                Instant::now() + MAX_SLEEP
+            };
+            let own_deadline = own.as_ref().map(|o| o.deadline);
+            let server_deadline = match &current {
+                Current::Session(inc) => inc.server.poll_timeout().map(Instant::from_std),
+                _ => None,
+            };
+            tokio::select! {
+                input = self.inbox.recv() => {
+                    let Some(input) = input else { break };
+                    match input {
+                        LinkInput::Updu(b) => {
+                            self.on_updu(b, &mut own, &mut current, &mut unclassified, &mut arbiter).await;
+                        }
+                        LinkInput::LinkUp => {
+                            debug!("link up");
+                            self.ctx.intake.spool.link_up(&target, self.ctx.clock.unix_now());
+                        }
+                        LinkInput::LinkDown(reason) => debug!(%reason, "link down"),
+                        LinkInput::SendFailed(reason) => {
+                            if let Some(mut o) = own.take() {
+                                if matches!(current, Current::Replies) {
+                                    current = Current::Idle;
+                                }
+                                warn!(%reason, "submission not delivered; ending the session");
+                                o.client.close();
+                                self.finish_own(o, &mut arbiter).await;
+                            }
+                        }
+                    }
+                }
+                () = &mut notified, if own.is_none() => {}
+                () = tokio::time::sleep_until(next_look), if own.is_none() => {}
+                () = sleep_opt(own_deadline) => {
+                    if let Some(mut o) = own.take() {
+                        warn!("no reply within the session timeout; the mail stays queued");
+                        if matches!(current, Current::Replies) {
+                            current = Current::Idle;
+                        }
+                        o.client.close();
+                        self.finish_own(o, &mut arbiter).await;
+                    }
+                }
+                () = sleep_opt(server_deadline) => {
+                    if let Current::Session(inc) = &mut current {
+                        inc.server.handle_timeout(Instant::now().into_std(), &mut self.dedup.cache);
+                    }
+                    self.pump(&mut current, &mut arbiter).await;
+                }
+                _ = self.shutdown.changed() => {}
+            }
+        }
+        // Shutting down: what had no answer stays queued (the peer drops a copy it already
+        // has when we send it again).
+        if let Some(mut o) = own.take() {
+            o.client.close();
+            self.finish_own(o, &mut arbiter).await;
+        }
+    }
+
+    /// Forms a batch and sends the submission; `None` when nothing is due or the link is down.
+    async fn start_session(&mut self, target: &Target) -> Option<Own> {
+        let mtu = self.endpoint.mtu()?;
+        let table = self.ctx.routes.current();
+        let peer = table.peer(&self.name)?;
+        if peer.hold {
+            return None;
+        }
+        let compression = match (peer.skywave, peer.compression) {
+            (false, _) | (_, RouteCompression::None) => Compression::None,
+            (true, RouteCompression::Lzw { bits }) => Compression::Lzw(bits),
+            (true, RouteCompression::Deflate) => Compression::Deflate,
+        };
+        let budget = peer.batch_bytes;
+        let spool = Arc::clone(&self.ctx.intake.spool);
+        let t = target.clone();
+        let now = self.ctx.clock.unix_now();
+        let loaded = tokio::task::spawn_blocking(move || {
+            let due = spool.due(&t, now, budget)?;
+            let mut out = Vec::with_capacity(due.len());
+            for d in due {
+                spool.mark_in_flight(&d.id, &d.recipients, now)?;
+                let (_, file) = spool.load(&d.id)?;
+                out.push((d, file.message));
+            }
+            Ok::<_, skywave_spool::Error>(out)
+        })
+        .await;
+        let loaded = match loaded {
+            Ok(Ok(l)) if !l.is_empty() => l,
+            Ok(Ok(_)) => return None,
+            other => {
+                warn!(?other, "cannot read the spool");
+                return None;
+            }
+        };
+        let priority = loaded
+            .iter()
+            .map(|(d, _)| d.priority.value())
+            .max()
+            .unwrap_or(0);
+        let (batch, messages): (Vec<DueMessage>, Vec<BatchMessage>) = loaded
+            .into_iter()
+            .map(|(d, body)| {
+                let m = BatchMessage {
+                    id: d.id.to_string(),
+                    reverse_path: d.sender.clone(),
+                    recipients: d.recipients.clone(),
+                    eight_bit: body.iter().any(|&b| b >= 0x80),
+                    body,
+                };
+                (d, m)
+            })
+            .unzip();
+        let start_unix = self.unix_f64();
+        let settings = ClientSettings::new(self.ctx.hostname.clone(), mtu, compression);
+        let mut client = match HmtpClient::new(settings, messages) {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(error = %e, "cannot build the session; the batch stays queued");
+                for d in &batch {
+                    self.ctx
+                        .recorder
+                        .record(
+                            &d.id,
+                            &d.sender,
+                            d.size,
+                            d.recipients.clone(),
+                            Outcome::Deferred(format!("cannot build the HMTP session: {e}")),
+                        )
+                        .await;
+                }
+                return None;
+            }
+        };
+        let updus = client.transmission();
+        let wire: usize = updus.iter().map(Vec::len).sum();
+        info!(
+            messages = batch.len(),
+            bytes = wire,
+            updus = updus.len(),
+            ?compression,
+            "session started"
+        );
+        let airtime =
+            Duration::from_secs_f64(wire as f64 * 8.0 / f64::from(self.ctx.config.assumed_bps));
+        let deadline = Instant::now() + self.ctx.config.reply_timeout + airtime * 2;
+        if let Err(e) = self.endpoint.send(
+            self.node,
+            priority_5066(priority),
+            updus,
+            Some(self.report.clone()),
+        ) {
+            warn!(error = %e, "cannot hand the submission to the SIS server");
+            client.close();
+            let o = Own {
+                client,
+                batch,
+                start_unix,
+                deadline,
+            };
+            // Not started as far as the arbiter knows: record and go back to waiting.
+            self.record_outcome(o).await;
+            return None;
+        }
+        Some(Own {
+            client,
+            batch,
+            start_unix,
+            deadline,
+        })
+    }
+
+    async fn on_updu(
+        &mut self,
+        b: Bytes,
+        own: &mut Option<Own>,
+        current: &mut Current,
+        unclassified: &mut Vec<u8>,
+        arbiter: &mut Arbiter,
+    ) {
+        match current {
+            Current::Replies => {
+                self.feed_replies(&b, own, current, arbiter).await;
+                return;
+            }
+            Current::Session(inc) => {
+                inc.server
+                    .receive(Instant::now().into_std(), &b, &mut self.dedup.cache);
+                self.pump(current, arbiter).await;
+                return;
+            }
+            Current::Idle => {}
+        }
+        // A new stream: its first decoded byte says what it is.
+        unclassified.extend_from_slice(&b);
+        let kind = match classify_stream_start(unclassified) {
+            Ok(Some(k)) => k,
+            Ok(None) if unclassified.len() < MAX_UNCLASSIFIED => return,
+            Ok(None) => StreamStart::Session,
+            Err(e) => {
+                warn!(error = %e, bytes = unclassified.len(), "undecodable stream from the peer: dropped");
+                unclassified.clear();
+                return;
+            }
+        };
+        let first = std::mem::take(unclassified);
+        match kind {
+            StreamStart::Replies => {
+                if own.is_none() {
+                    warn!(
+                        bytes = first.len(),
+                        "replies from the peer with no session of ours: dropped"
+                    );
+                    return;
+                }
+                *current = Current::Replies;
+                self.feed_replies(&first, own, current, arbiter).await;
+            }
+            StreamStart::Session => {
+                let action = arbiter.incoming_session();
+                let discarding = match action {
+                    IncomingAction::Serve => false,
+                    IncomingAction::AbandonOwnAndServe => {
+                        if let Some(mut o) = own.take() {
+                            info!("session collision: the peer's address is higher; ours yields");
+                            o.client.abandon();
+                            self.finish_own(o, arbiter).await;
+                        }
+                        false
+                    }
+                    IncomingAction::Discard => {
+                        info!("session collision: the peer yields; its session is discarded");
+                        true
+                    }
+                };
+                let mtu = self.endpoint.mtu().unwrap_or(2048);
+                let policy = GatewayPolicy::new(
+                    Source::Peer {
+                        name: self.name.clone(),
+                        identity: format!("{} [5066:{}]", self.name, self.node),
+                    },
+                    Arc::clone(&self.ctx.routes),
+                );
+                let settings = ServerSettings::new(self.ctx.hostname.clone(), mtu);
+                let now = Instant::now().into_std();
+                let server = if discarding {
+                    HmtpServer::discarding(settings, policy, now)
+                } else {
+                    HmtpServer::new(settings, policy, now)
+                };
+                let mut server = match server {
+                    Ok(s) => s,
+                    Err(e) => {
+                        warn!(error = %e, "cannot serve the peer's session");
+                        return;
+                    }
+                };
+                server.receive(now, &first, &mut self.dedup.cache);
+                *current = Current::Session(Box::new(Incoming {
+                    server,
+                    discarding,
+                    start_unix: self.unix_f64(),
+                    messages: 0,
+                    accepted: 0,
+                }));
+                self.pump(current, arbiter).await;
+            }
+        }
+    }
+
+    async fn feed_replies(
+        &mut self,
+        b: &[u8],
+        own: &mut Option<Own>,
+        current: &mut Current,
+        arbiter: &mut Arbiter,
+    ) {
+        let Some(o) = own.as_mut() else {
+            *current = Current::Idle;
+            return;
+        };
+        o.client.receive(b);
+        if o.client.is_finished() {
+            *current = Current::Idle;
+            if let Some(o) = own.take() {
+                self.finish_own(o, arbiter).await;
+            }
+        }
+    }
+
+    /// Handles the served session's events and sends its transmissions.
+    async fn pump(&mut self, current: &mut Current, arbiter: &mut Arbiter) {
+        let Current::Session(inc) = current else {
+            return;
+        };
+        let mut end = None;
+        // Bounded: each message event waits for our answer before the server goes on.
+        while let Some(event) = inc.server.poll_event() {
+            match event {
+                ServerEvent::Message(m) => {
+                    inc.messages += 1;
+                    let stored = match inc.server.policy() {
+                        Some(policy) => {
+                            self.ctx
+                                .intake
+                                .store(policy, &m.envelope, &m.body, None)
+                                .await
+                        }
+                        None => Err(crate::intake::reply(451, "4.3.0", "session state lost")),
+                    };
+                    let now = Instant::now().into_std();
+                    let r = match stored {
+                        Ok(id) => {
+                            inc.accepted += 1;
+                            let key = skywave_hmtp::DedupKey::new(
+                                &m.envelope.reverse_path,
+                                &m.envelope.recipients,
+                                &m.body,
+                            );
+                            self.dedup.accepted(&key);
+                            info!(queue_id = %id, from = %m.envelope.reverse_path, "received over HF");
+                            inc.server
+                                .accepted(m.ticket, id.as_str(), now, &mut self.dedup.cache)
+                        }
+                        Err(reply) => {
+                            inc.server
+                                .rejected(m.ticket, reply, now, &mut self.dedup.cache)
+                        }
+                    };
+                    if let Err(e) = r {
+                        warn!(error = %e, "session bookkeeping failed");
+                    }
+                }
+                ServerEvent::Duplicate { envelope, .. } => {
+                    inc.messages += 1;
+                    inc.accepted += 1;
+                    info!(from = %envelope.reverse_path, "duplicate of a message already accepted: acknowledged and dropped");
+                }
+                ServerEvent::Closed(e) => end = Some(e),
+            }
+        }
+        let prio = priority_5066(0);
+        while let Some(tx) = inc.server.take_transmission() {
+            if let Err(e) = self.endpoint.send(self.node, prio, tx, None) {
+                warn!(error = %e, "cannot send the replies; the peer will retry");
+            }
+        }
+        if let Some(end) = end {
+            let received = inc.server.received_stats();
+            let sent = inc.server.sent_stats();
+            let result = match &end {
+                ServerEnd::Session(reason) => format!("{reason:?}"),
+                ServerEnd::BadStream(e) => format!("bad stream: {e}"),
+            };
+            if !inc.discarding {
+                self.ctx.transfers.record(TransferRecord {
+                    peer: self.name.clone(),
+                    protocol: "hmtp".into(),
+                    direction: Direction::In,
+                    start: inc.start_unix,
+                    end: self.unix_f64(),
+                    messages: inc.messages,
+                    accepted: inc.accepted,
+                    plain_bytes: received.plain_bytes,
+                    wire_bytes: received.wire_bytes,
+                    reply_plain_bytes: sent.plain_bytes,
+                    reply_wire_bytes: sent.wire_bytes,
+                    updus: received.updus + sent.updus,
+                    transmissions: received.transmissions.max(1) + sent.transmissions,
+                    retransmissions: None,
+                    result,
+                });
+            } else {
+                debug!("discarded the peer's yielded session");
+            }
+            arbiter.incoming_finished();
+            *current = Current::Idle;
+        }
+    }
+
+    async fn finish_own(&mut self, o: Own, arbiter: &mut Arbiter) {
+        arbiter.own_finished();
+        self.record_outcome(o).await;
+    }
+
+    /// Applies every recipient's outcome to the spool and writes the transfer record.
+    async fn record_outcome(&mut self, o: Own) {
+        let Some(outcome) = o.client.outcome().cloned() else {
+            return;
+        };
+        let mut accepted = 0u64;
+        for (d, result) in o.batch.iter().zip(&outcome.messages) {
+            let mut groups: Vec<(Outcome, Vec<String>)> = Vec::new();
+            for (rcpt, disp) in &result.recipients {
+                let out = self.to_outcome(disp, &outcome);
+                match groups.iter_mut().find(|(g, _)| *g == out) {
+                    Some((_, v)) => v.push(rcpt.clone()),
+                    None => groups.push((out, vec![rcpt.clone()])),
+                }
+            }
+            if result
+                .recipients
+                .iter()
+                .any(|(_, d)| matches!(d, Disposition::Delivered(_)))
+            {
+                accepted += 1;
+            }
+            for (out, rcpts) in groups {
+                self.ctx
+                    .recorder
+                    .record(&d.id, &d.sender, d.size, rcpts, out)
+                    .await;
+            }
+        }
+        let result = match &outcome.end {
+            SessionEnd::Completed => "completed".to_owned(),
+            SessionEnd::ServiceClosing(r) => format!("peer closed: {} {}", r.code, r.text()),
+            SessionEnd::Closed => "no reply (timeout or link lost)".to_owned(),
+            SessionEnd::BadReplies(e) => format!("bad replies: {e}"),
+            SessionEnd::Collision => "yielded (collision)".to_owned(),
+        };
+        self.ctx.transfers.record(TransferRecord {
+            peer: self.name.clone(),
+            protocol: "hmtp".into(),
+            direction: Direction::Out,
+            start: o.start_unix,
+            end: self.unix_f64(),
+            messages: o.batch.len() as u64,
+            accepted,
+            plain_bytes: outcome.sent.plain_bytes,
+            wire_bytes: outcome.sent.wire_bytes,
+            reply_plain_bytes: outcome.received.plain_bytes,
+            reply_wire_bytes: outcome.received.wire_bytes,
+            updus: outcome.sent.updus + outcome.received.updus,
+            transmissions: outcome.sent.transmissions + u64::from(outcome.received.updus > 0),
+            retransmissions: None,
+            result,
+        });
+        if matches!(outcome.end, SessionEnd::Completed) {
+            // Anything else due goes in the next session without waiting.
+            self.ctx.wake.notify_waiters();
+        }
+    }
+
+    fn to_outcome(&self, d: &Disposition, outcome: &BatchOutcome) -> Outcome {
+        match d {
+            Disposition::Delivered(_) => Outcome::Delivered,
+            Disposition::Deferred(r) => {
+                Outcome::Deferred(format!("{} said: {} {}", self.name, r.code, r.text()))
+            }
+            Disposition::Failed(r) => Outcome::Failed {
+                status: r
+                    .enhanced
+                    .map_or_else(|| "5.0.0".to_owned(), |e| e.to_string()),
+                diagnostic: format!("{} said: {} {}", self.name, r.code, r.text()),
+            },
+            Disposition::NoAnswer => Outcome::Deferred(format!(
+                "no answer from {} ({:?}); the peer drops a copy it already has",
+                self.name, outcome.end
+            )),
+            Disposition::Collision => Outcome::Requeue,
+        }
+    }
+
+    fn unix_f64(&self) -> f64 {
+        self.ctx.clock.unix_f64()
+    }
+}
+
+async fn sleep_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

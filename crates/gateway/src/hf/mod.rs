@@ -1,0 +1,234 @@
+//! The HF side of the gateway: one link scheduler per peer, over the SIS bearer.
+//!
+//! [`Hf::start`] reads the peers from the routing table and starts, for every peer using
+//! HMTP over the `sis` bearer, an HMTP link task ([`hmtp_link`]) fed by an SIS [`Endpoint`]
+//! (one per SIS server and SAP). Each link pulls its peer's mail from the spool, runs the
+//! sessions, records every recipient's outcome and writes a [`TransferRecord`] per session.
+//!
+//! Peers added to the routing table by a reload get their link at the next start; a reload
+//! does change the settings (compression, batch budget, hold) of running links, which read the
+//! table at every session.
+
+mod dedup_store;
+mod hmtp_link;
+pub mod sis;
+pub mod transfer;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use skywave_route::{Bearer, Protocol, SharedRoutes};
+use skywave_sis::{NodeAddress, SapId};
+use tokio::sync::{Notify, mpsc, watch};
+use tracing::{info, warn};
+
+pub use sis::{Endpoint, LinkInput, SisConnect};
+pub use transfer::{Direction, TransferLog, TransferRecord};
+
+use crate::clock::Clock;
+use crate::config::HfConfig;
+use crate::intake::Intake;
+use crate::outcome::Recorder;
+
+/// What the links share.
+#[derive(Debug)]
+pub struct HfContext {
+    /// Our host name (EHLO, replies).
+    pub hostname: String,
+    /// The state directory (transfer log, de-duplication memory).
+    pub state_dir: PathBuf,
+    /// `[hf]` settings.
+    pub config: HfConfig,
+    /// The routing table.
+    pub routes: Arc<SharedRoutes>,
+    /// Where received mail goes.
+    pub intake: Arc<Intake>,
+    /// Where outcomes go.
+    pub recorder: Arc<Recorder>,
+    /// Woken when mail for an HF peer has been queued.
+    pub wake: Arc<Notify>,
+    /// The gateway's clock.
+    pub clock: Clock,
+    /// Transfer records.
+    pub transfers: Arc<TransferLog>,
+}
+
+/// The HF side is misconfigured.
+#[derive(Debug, thiserror::Error)]
+pub enum HfError {
+    /// A peer needs our own node address.
+    #[error(
+        "peer {peer} uses STANAG 5066, so this gateway needs its own node address: set node = \"w.x.y.z\" under [hf] in the gateway configuration"
+    )]
+    NoLocalNode {
+        /// The peer.
+        peer: String,
+    },
+    /// A peer has no node address.
+    #[error("peer {peer} uses STANAG 5066 but has no node address in the routing table")]
+    NoPeerNode {
+        /// The peer.
+        peer: String,
+    },
+    /// Two peers share a node address on the same SIS server.
+    #[error("peers {a} and {b} have the same node address {node}")]
+    SameNode {
+        /// One peer.
+        a: String,
+        /// The other.
+        b: String,
+        /// The address.
+        node: NodeAddress,
+    },
+}
+
+/// The running HF side.
+#[derive(Debug)]
+pub struct Hf {
+    transfers: Arc<TransferLog>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Hf {
+    /// Starts the links of every HF peer in the routing table (`None` when there are none).
+    pub fn start(
+        ctx: HfParts,
+        connect: SisConnect,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<Option<Hf>, HfError> {
+        let table = ctx.routes.current();
+        let transfers = Arc::new(TransferLog::new(ctx.state_dir.join("transfers.jsonl")));
+        let ctx = Arc::new(HfContext {
+            hostname: ctx.hostname,
+            state_dir: ctx.state_dir,
+            config: ctx.config,
+            routes: ctx.routes,
+            intake: ctx.intake,
+            recorder: ctx.recorder,
+            wake: ctx.wake,
+            clock: ctx.clock,
+            transfers: Arc::clone(&transfers),
+        });
+        // Group the SIS peers by (server, SAP).
+        struct LinkPlan {
+            name: String,
+            node: NodeAddress,
+            tx: mpsc::UnboundedSender<LinkInput>,
+            rx: mpsc::UnboundedReceiver<LinkInput>,
+        }
+        let mut groups: HashMap<(String, u8), Vec<LinkPlan>> = HashMap::new();
+        for peer in table.peers() {
+            let server = match (&peer.bearer, peer.protocol) {
+                (Bearer::Sis { server }, Protocol::Hmtp) => server
+                    .clone()
+                    .unwrap_or_else(|| ctx.config.sis_server.clone()),
+                (Bearer::Sis { .. }, Protocol::Cftp) => {
+                    warn!(peer = %peer.name, "CFTP peers are not carried yet by this gateway; its mail stays queued");
+                    continue;
+                }
+                (_, protocol) => {
+                    warn!(peer = %peer.name, %protocol, "this bearer is not carried yet by this gateway; its mail stays queued");
+                    continue;
+                }
+            };
+            if ctx.config.node.is_none() {
+                return Err(HfError::NoLocalNode {
+                    peer: peer.name.clone(),
+                });
+            }
+            let node = peer.node.ok_or_else(|| HfError::NoPeerNode {
+                peer: peer.name.clone(),
+            })?;
+            let group = groups.entry((server, SapId::HMTP.get())).or_default();
+            if let Some(other) = group.iter().find(|p| p.node == node) {
+                return Err(HfError::SameNode {
+                    a: other.name.clone(),
+                    b: peer.name.clone(),
+                    node,
+                });
+            }
+            let (tx, rx) = mpsc::unbounded_channel();
+            group.push(LinkPlan {
+                name: peer.name.clone(),
+                node,
+                tx,
+                rx,
+            });
+        }
+        if groups.is_empty() {
+            return Ok(None);
+        }
+        let Some(local) = ctx.config.node else {
+            return Ok(None);
+        };
+        let mut tasks = Vec::new();
+        for ((server, sap), plans) in groups {
+            let Ok(sap) = SapId::new(sap) else { continue };
+            let links = plans.iter().map(|p| (p.node, p.tx.clone())).collect();
+            let (endpoint, task) = Endpoint::start(
+                connect.clone(),
+                server.clone(),
+                sap,
+                links,
+                shutdown.clone(),
+            );
+            tasks.push(task);
+            for p in plans {
+                info!(peer = %p.name, node = %p.node, %server, "HMTP link starting");
+                let dedup = dedup_store::DedupStore::open(
+                    ctx.state_dir.join("dedup"),
+                    &p.name,
+                    ctx.config.dedup_window,
+                    ctx.clock,
+                );
+                let link = hmtp_link::HmtpLink {
+                    name: p.name,
+                    node: p.node,
+                    local,
+                    endpoint: endpoint.clone(),
+                    inbox: p.rx,
+                    report: p.tx,
+                    ctx: Arc::clone(&ctx),
+                    dedup,
+                    shutdown: shutdown.clone(),
+                };
+                tasks.push(tokio::spawn(link.run()));
+            }
+        }
+        Ok(Some(Hf { transfers, tasks }))
+    }
+
+    /// The transfer records of this run, oldest first.
+    pub fn transfers(&self) -> Vec<TransferRecord> {
+        self.transfers.recent()
+    }
+
+    /// Waits for the links and endpoints to end (after the shutdown signal).
+    pub async fn stop(self) {
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+/// What [`Hf::start`] needs from the daemon.
+#[derive(Debug)]
+pub struct HfParts {
+    /// Our host name.
+    pub hostname: String,
+    /// The state directory.
+    pub state_dir: PathBuf,
+    /// `[hf]` settings.
+    pub config: HfConfig,
+    /// The routing table.
+    pub routes: Arc<SharedRoutes>,
+    /// Where received mail goes.
+    pub intake: Arc<Intake>,
+    /// Where outcomes go.
+    pub recorder: Arc<Recorder>,
+    /// Woken when mail for an HF peer has been queued.
+    pub wake: Arc<Notify>,
+    /// The gateway's clock.
+    pub clock: Clock,
+}

@@ -1,0 +1,266 @@
+//! The SIS bearer: the gateway's connections to STANAG 5066 servers.
+//!
+//! One [`Endpoint`] per (SIS server, SAP) pair in use: SAP 3 for HMTP peers, SAP 12 for CFTP
+//! peers, each its own SIS connection as Annex A wants (one bound SAP per connection). The
+//! endpoint keeps the `skywave_sis::Client` (which answers keep-alives, honours flow control,
+//! reconnects and rebinds by itself), hands every received U_PDU to the link of the peer whose
+//! node sent it, and tells the links when the subnetwork comes back so queued mail goes at
+//! once. Sending cuts nothing: the protocol sessions already cut their streams at the MTU the
+//! endpoint reports.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use skywave_sis::{
+    Client, ClientConfig, Connector, Event, NodeAddress, Priority, SapId, ServiceType,
+    SubnetStatus, Ttl, UnidataRequest,
+};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info, warn};
+
+/// A byte stream to a SIS server.
+pub trait SisStream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> SisStream for T {}
+
+/// A boxed SIS byte stream.
+pub type Transport = Box<dyn SisStream>;
+
+type ConnectFuture = Pin<Box<dyn Future<Output = io::Result<Transport>> + Send>>;
+
+/// How the gateway opens a connection to a SIS server named `host:port`: over TCP in
+/// production, in-process to the bundled emulator in the demo and in tests.
+#[derive(Clone)]
+pub struct SisConnect(Arc<dyn Fn(&str) -> ConnectFuture + Send + Sync>);
+
+impl std::fmt::Debug for SisConnect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SisConnect")
+    }
+}
+
+impl SisConnect {
+    /// TCP to the named server, Nagle off (small primitives such as keep-alive answers leave
+    /// at once).
+    pub fn tcp() -> Self {
+        SisConnect::new(|server: &str| {
+            let server = server.to_owned();
+            Box::pin(async move {
+                let s = tokio::net::TcpStream::connect(&server).await?;
+                s.set_nodelay(true)?;
+                Ok(Box::new(s) as Transport)
+            })
+        })
+    }
+
+    /// Any way of opening a stream, given the server's name.
+    pub fn new(f: impl Fn(&str) -> ConnectFuture + Send + Sync + 'static) -> Self {
+        SisConnect(Arc::new(f))
+    }
+
+    fn open(&self, server: &str) -> ConnectFuture {
+        (self.0)(server)
+    }
+}
+
+/// A [`Connector`] to one named server.
+struct Named {
+    connect: SisConnect,
+    server: String,
+}
+
+impl Connector for Named {
+    type Transport = Transport;
+
+    fn connect(&mut self) -> impl Future<Output = io::Result<Transport>> + Send {
+        self.connect.open(&self.server)
+    }
+}
+
+/// What an endpoint tells a peer's link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkInput {
+    /// A U_PDU from the peer, in order.
+    Updu(Bytes),
+    /// The SIS connection is (again) bound and the subnetwork is available.
+    LinkUp,
+    /// The SIS connection was lost (the client reconnects by itself).
+    LinkDown(String),
+    /// A U_PDU of our own submission could not be delivered (rejected or lost).
+    SendFailed(String),
+}
+
+/// One SIS connection (one server, one SAP), shared by the links of the peers that use it.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    server: String,
+    sap: SapId,
+    client: watch::Receiver<Option<Client>>,
+}
+
+impl Endpoint {
+    /// Starts the endpoint: connects (retrying with backoff until it succeeds or `shutdown`),
+    /// binds `sap`, and forwards each U_PDU to the link registered for its source node.
+    pub fn start(
+        connect: SisConnect,
+        server: String,
+        sap: SapId,
+        links: HashMap<NodeAddress, mpsc::UnboundedSender<LinkInput>>,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> (Endpoint, tokio::task::JoinHandle<()>) {
+        let (tx, rx) = watch::channel(None);
+        let name = server.clone();
+        let task = tokio::spawn(async move {
+            let mut delay = Duration::from_secs(1);
+            let (client, bound, mut events) = loop {
+                let connector = Named {
+                    connect: connect.clone(),
+                    server: name.clone(),
+                };
+                let cfg = ClientConfig::new(sap, ServiceType::ARQ_NODE_CONFIRM);
+                tokio::select! {
+                    r = Client::connect(connector, cfg) => match r {
+                        Ok(ok) => break ok,
+                        Err(e) => {
+                            warn!(server = %name, sap = sap.get(), error = %e, retry_in = ?delay, "cannot bind to the SIS server");
+                        }
+                    },
+                    _ = shutdown.changed() => return,
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    _ = shutdown.changed() => return,
+                }
+                delay = (delay * 2).min(Duration::from_secs(60));
+            };
+            info!(server = %name, sap = sap.get(), mtu = bound.mtu, "bound to the SIS server");
+            let _ = tx.send(Some(client.clone()));
+            let all = |input: LinkInput| {
+                for l in links.values() {
+                    let _ = l.send(input.clone());
+                }
+            };
+            all(LinkInput::LinkUp);
+            loop {
+                let event = tokio::select! {
+                    e = events.recv() => e,
+                    _ = shutdown.changed() => None,
+                };
+                let Some(event) = event else { break };
+                match event {
+                    Event::Unidata(ind) | Event::Expedited(ind) => match links.get(&ind.src) {
+                        Some(link) => {
+                            let _ = link.send(LinkInput::Updu(ind.updu.clone()));
+                        }
+                        None => warn!(
+                            src = %ind.src,
+                            bytes = ind.updu.len(),
+                            "U_PDU from a node that is no peer of ours: dropped"
+                        ),
+                    },
+                    Event::Reconnected(b) => {
+                        info!(server = %name, mtu = b.mtu, "SIS connection restored");
+                        all(LinkInput::LinkUp);
+                    }
+                    Event::SubnetAvailability { status, reason } => {
+                        debug!(?status, ?reason, "subnetwork availability");
+                        if !matches!(status, SubnetStatus::Off) {
+                            all(LinkInput::LinkUp);
+                        }
+                    }
+                    Event::Disconnected { reason } => {
+                        warn!(server = %name, %reason, "SIS connection lost; reconnecting");
+                        all(LinkInput::LinkDown(reason));
+                    }
+                    other => debug!(?other, "SIS event"),
+                }
+            }
+            let _ = client.unbind().await;
+        });
+        (
+            Endpoint {
+                server,
+                sap,
+                client: rx,
+            },
+            task,
+        )
+    }
+
+    /// The server's name.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The MTU while bound; `None` before the first bind or while reconnecting.
+    pub fn mtu(&self) -> Option<usize> {
+        let c = self.client.borrow();
+        c.as_ref().map(|c| usize::from(c.mtu())).filter(|&m| m > 0)
+    }
+
+    /// Sends U_PDUs to `dest` in order (ARQ with node delivery confirmation). Failures are
+    /// reported on `report` (the link's own inbox), so the link can end a session whose
+    /// submission never arrived instead of waiting for its timeout.
+    pub fn send(
+        &self,
+        dest: NodeAddress,
+        priority: Priority,
+        updus: Vec<Vec<u8>>,
+        report: Option<mpsc::UnboundedSender<LinkInput>>,
+    ) -> Result<(), String> {
+        let client = self
+            .client
+            .borrow()
+            .clone()
+            .ok_or_else(|| format!("not bound to the SIS server {}", self.server))?;
+        let mut pending = Vec::with_capacity(updus.len());
+        for u in updus {
+            let req = UnidataRequest {
+                priority,
+                dest_sap: self.sap,
+                dest,
+                mode: ServiceType::DEFAULT,
+                ttl: Ttl::INFINITE,
+                updu: Bytes::from(u),
+            };
+            pending.push(client.send_unidata(req).map_err(|e| e.to_string())?);
+        }
+        tokio::spawn(async move {
+            for p in pending {
+                if let Err(e) = p.await {
+                    let text = format!("U_PDU to {dest} not delivered: {e}");
+                    warn!("{text}");
+                    if let Some(r) = &report {
+                        let _ = r.send(LinkInput::SendFailed(text));
+                    }
+                    return;
+                }
+            }
+        });
+        Ok(())
+    }
+}
+
+/// The STANAG 5066 priority (0-15) of mail with this RFC 6710 priority (-9..9).
+pub fn priority_5066(mt_priority: i8) -> Priority {
+    let p = (i16::from(mt_priority.clamp(-9, 9)) + 9) * 15 / 18;
+    Priority::new(u8::try_from(p).unwrap_or(0)).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn priorities_map_onto_the_5066_range() {
+        assert_eq!(priority_5066(-9).get(), 0);
+        assert_eq!(priority_5066(0).get(), 7);
+        assert_eq!(priority_5066(9).get(), 15);
+        assert_eq!(priority_5066(6).get(), 12);
+    }
+}

@@ -1,0 +1,264 @@
+//! Per-transfer records, like a JNOS trace: one line per session with a peer, saying what went
+//! over the air and how well the link was used.
+//!
+//! Each record is logged (tracing, target `skywave::transfer`), kept in memory for the demo's
+//! report, and appended as one JSON line to `state_dir/transfers.jsonl`, which
+//! `skywave status` reads back. The file is an operator's record, not state: a failed write is
+//! logged and changes nothing else.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::io::{BufRead, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+/// Records kept in memory.
+const KEEP: usize = 256;
+/// Bytes read from the end of the file by [`read_tail`].
+const TAIL_BYTES: u64 = 256 * 1024;
+
+/// Which way the mail went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Our session: mail sent to the peer.
+    Out,
+    /// The peer's session: mail received from it.
+    In,
+}
+
+/// One session with a peer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TransferRecord {
+    /// The peer's name.
+    pub peer: String,
+    /// `hmtp`, `cftp` or `smtp`.
+    pub protocol: String,
+    /// Which way.
+    pub direction: Direction,
+    /// Start, unix seconds (fractional).
+    pub start: f64,
+    /// End, unix seconds (fractional).
+    pub end: f64,
+    /// Messages in the session.
+    pub messages: u64,
+    /// Messages the receiving side accepted.
+    pub accepted: u64,
+    /// Protocol bytes sent before compression (commands and message text).
+    pub plain_bytes: u64,
+    /// Bytes handed to the bearer after compression.
+    pub wire_bytes: u64,
+    /// Protocol bytes received (replies) before decompression, and after.
+    pub reply_plain_bytes: u64,
+    /// Reply bytes on the bearer.
+    pub reply_wire_bytes: u64,
+    /// U_PDUs (or TCP writes) both ways.
+    pub updus: u64,
+    /// Transmissions (turns of the link) the protocol used: 2 for an HMTP session.
+    pub transmissions: u64,
+    /// Retransmissions the bearer reported (`None` where it cannot know: the SIS hides the
+    /// 5066 ARQ's repeats).
+    pub retransmissions: Option<u64>,
+    /// How the session ended.
+    pub result: String,
+}
+
+impl TransferRecord {
+    /// Seconds from start to end.
+    pub fn elapsed(&self) -> f64 {
+        (self.end - self.start).max(0.0)
+    }
+
+    /// Message bits delivered per second of session: plain bytes sent over elapsed time.
+    pub fn effective_bps(&self) -> f64 {
+        let e = self.elapsed();
+        if e > 0.0 {
+            self.plain_bytes as f64 * 8.0 / e
+        } else {
+            0.0
+        }
+    }
+
+    /// Wire bytes over plain bytes, both ways (1.0 without compression).
+    pub fn compression_ratio(&self) -> f64 {
+        let plain = self.plain_bytes + self.reply_plain_bytes;
+        if plain == 0 {
+            1.0
+        } else {
+            (self.wire_bytes + self.reply_wire_bytes) as f64 / plain as f64
+        }
+    }
+}
+
+impl fmt::Display for TransferRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let retx = self
+            .retransmissions
+            .map_or_else(|| "n/a".to_owned(), |r| r.to_string());
+        write!(
+            f,
+            "{dir} {peer} {proto}: {msgs} msg ({acc} accepted) in {el:.1} s, {plain} B -> {wire} B \
+             on air ({pct:.0}%), replies {rw} B, {updus} U_PDUs, {tx} transmissions, \
+             retransmissions {retx}, {bps:.0} bit/s effective, {result}",
+            dir = match self.direction {
+                Direction::Out => "->",
+                Direction::In => "<-",
+            },
+            peer = self.peer,
+            proto = self.protocol,
+            msgs = self.messages,
+            acc = self.accepted,
+            el = self.elapsed(),
+            plain = self.plain_bytes,
+            wire = self.wire_bytes,
+            pct = if self.plain_bytes > 0 {
+                self.wire_bytes as f64 * 100.0 / self.plain_bytes as f64
+            } else {
+                100.0
+            },
+            rw = self.reply_wire_bytes,
+            updus = self.updus,
+            tx = self.transmissions,
+            bps = self.effective_bps(),
+            result = self.result,
+        )
+    }
+}
+
+/// Where records go.
+#[derive(Debug)]
+pub struct TransferLog {
+    path: PathBuf,
+    recent: Mutex<VecDeque<TransferRecord>>,
+}
+
+impl TransferLog {
+    /// A log appending to `path`.
+    pub fn new(path: PathBuf) -> Self {
+        TransferLog {
+            path,
+            recent: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// Logs, keeps and appends one record.
+    pub fn record(&self, r: TransferRecord) {
+        info!(target: "skywave::transfer", "{r}");
+        if let Err(e) = self.append(&r) {
+            warn!(file = %self.path.display(), error = %e, "cannot append the transfer record");
+        }
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        if recent.len() == KEEP {
+            recent.pop_front();
+        }
+        recent.push_back(r);
+    }
+
+    /// The records kept in memory, oldest first.
+    pub fn recent(&self) -> Vec<TransferRecord> {
+        self.recent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    fn append(&self, r: &TransferRecord) -> std::io::Result<()> {
+        let mut line = serde_json::to_string(r).map_err(std::io::Error::other)?;
+        line.push('\n');
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)?;
+        f.write_all(line.as_bytes())
+    }
+}
+
+/// The last `n` records of a transfer log file (lines that do not parse are skipped: the file
+/// is for people and may have been edited or cut).
+pub fn read_tail(path: &Path, n: usize) -> std::io::Result<Vec<TransferRecord>> {
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    let start = len.saturating_sub(TAIL_BYTES);
+    f.seek(SeekFrom::Start(start))?;
+    let mut lines: Vec<String> = std::io::BufReader::new(f)
+        .lines()
+        .collect::<Result<_, _>>()?;
+    if start > 0 && !lines.is_empty() {
+        // The first line read is probably cut.
+        lines.remove(0);
+    }
+    let mut out: Vec<TransferRecord> = lines
+        .iter()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let skip = out.len().saturating_sub(n);
+    out.drain(..skip);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn rec(peer: &str) -> TransferRecord {
+        TransferRecord {
+            peer: peer.into(),
+            protocol: "hmtp".into(),
+            direction: Direction::Out,
+            start: 100.0,
+            end: 110.0,
+            messages: 3,
+            accepted: 3,
+            plain_bytes: 3000,
+            wire_bytes: 1200,
+            reply_plain_bytes: 200,
+            reply_wire_bytes: 100,
+            updus: 3,
+            transmissions: 2,
+            retransmissions: None,
+            result: "completed".into(),
+        }
+    }
+
+    #[test]
+    fn records_round_trip_through_the_file_and_figures_add_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("transfers.jsonl");
+        let log = TransferLog::new(path.clone());
+        log.record(rec("a"));
+        log.record(rec("b"));
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"not json\n")
+            .unwrap();
+        log.record(rec("c"));
+        let tail = read_tail(&path, 2).unwrap();
+        assert_eq!(
+            tail.iter().map(|r| r.peer.as_str()).collect::<Vec<_>>(),
+            ["b", "c"]
+        );
+        assert_eq!(log.recent().len(), 3);
+        let r = rec("x");
+        assert_eq!(r.elapsed(), 10.0);
+        assert_eq!(r.effective_bps(), 2400.0);
+        assert!((r.compression_ratio() - 1300.0 / 3200.0).abs() < 1e-9);
+        let text = r.to_string();
+        assert!(
+            text.contains("3 msg (3 accepted) in 10.0 s, 3000 B -> 1200 B on air (40%)"),
+            "{text}"
+        );
+        assert!(read_tail(&dir.path().join("none"), 5).unwrap().is_empty());
+    }
+}

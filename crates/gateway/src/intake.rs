@@ -1,0 +1,381 @@
+//! Intake: where mail enters the spool, whichever way it arrived.
+//!
+//! Two doors lead in: the LAN SMTP listener ([`crate::smtp_listener`]) and the HF side (an
+//! HMTP or CFTP session from a peer gateway, [`crate::hf`]). Both decide each recipient with
+//! the same [`GatewayPolicy`] and store with the same [`Intake::store`], so a message is routed,
+//! size-checked, prioritised and stamped with a `Received:` header the same way whichever door
+//! it came through, and "250" always means "on disk".
+//!
+//! - From the LAN, relaying is the routing table's relay decision (local domains for anyone;
+//!   HF peers only for `relay_networks` or authenticated users).
+//! - From an HF peer (a trusted gateway), every routed destination is accepted except one that
+//!   leads straight back to the peer it came from: that is a routing loop, refused with
+//!   `554 5.4.6` so the sending side bounces it instead of the two gateways passing it back and
+//!   forth over the air.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use skywave_route::{Destination, LookupError, RelayDecision, RoutingTable, SharedRoutes};
+use skywave_smtp::{
+    Credentials, DateTime, EnhancedCode, Envelope, MailRequest, Policy, ReceivedInfo, Reply,
+    SessionInfo, Verdict, received_header,
+};
+use skywave_spool::{NewMessage, Priority, QueueId, Spool, Target};
+use tokio::sync::Notify;
+use tracing::{debug, info, warn};
+
+use crate::clock::Clock;
+use crate::metrics as m;
+
+/// Most `Received:` headers a message may carry before it is taken for a loop (RFC 5321
+/// section 6.3 suggests at least 100; a mail system is much shallower, but stay generous).
+const MAX_HOPS: usize = 100;
+
+/// Builds a reply from a code and an enhanced code written `"5.7.1"`.
+pub fn reply(code: u16, enhanced: &str, text: impl Into<String>) -> Reply {
+    let mut parts = enhanced.split('.').map(|p| p.parse::<u16>().unwrap_or(0));
+    let class = u8::try_from(parts.next().unwrap_or(5)).unwrap_or(5);
+    let code_e = EnhancedCode::new(class, parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    Reply::new(code, code_e, text)
+}
+
+/// Where the mail comes from, which decides what it may do.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A LAN client at this address; may authenticate against these users.
+    Lan {
+        /// The client's address.
+        client: IpAddr,
+        /// Users for AUTH, name to password.
+        users: Arc<BTreeMap<String, String>>,
+    },
+    /// A peer gateway over HF, by its name in the routing table.
+    Peer {
+        /// The peer's name.
+        name: String,
+        /// How it is identified in `Received:` (e.g. its STANAG 5066 address).
+        identity: String,
+    },
+}
+
+/// The session policy: relay control from the routing table, size limits per peer, AUTH.
+pub struct GatewayPolicy {
+    source: Source,
+    routes: Arc<SharedRoutes>,
+    /// The table taken at MAIL FROM, kept for the whole transaction.
+    table: Arc<RoutingTable>,
+    declared_size: Option<usize>,
+    /// Where each accepted recipient goes, its route's default priority and size limit.
+    targets: HashMap<String, (Target, i8, Option<u64>)>,
+}
+
+impl std::fmt::Debug for GatewayPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayPolicy")
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GatewayPolicy {
+    /// A policy for mail from `source`.
+    pub fn new(source: Source, routes: Arc<SharedRoutes>) -> Self {
+        let table = routes.current();
+        GatewayPolicy {
+            source,
+            routes,
+            table,
+            declared_size: None,
+            targets: HashMap::new(),
+        }
+    }
+
+    /// Where the mail comes from.
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// Decides one recipient outside an SMTP session (mail submitted by the gateway itself,
+    /// as from a local client that did not authenticate) and remembers it for [`Intake::store`].
+    pub fn accept_recipient(&mut self, recipient: &str) -> Result<(), Reply> {
+        let t = self.decide(false, recipient)?;
+        self.targets.insert(recipient.to_owned(), t);
+        Ok(())
+    }
+
+    fn decide(
+        &self,
+        authenticated: bool,
+        recipient: &str,
+    ) -> Result<(Target, i8, Option<u64>), Reply> {
+        let route = match &self.source {
+            Source::Lan { client, .. } => {
+                match self.table.relay_decision(*client, authenticated, recipient) {
+                    RelayDecision::Accept(route) => route,
+                    RelayDecision::Refuse(refusal) => {
+                        debug!(client = %client, recipient, code = refusal.code, "recipient refused");
+                        return Err(reply(refusal.code, refusal.enhanced, refusal.text));
+                    }
+                }
+            }
+            Source::Peer { name, .. } => match self.table.lookup(recipient) {
+                Ok(route) => {
+                    if let Destination::Peer(p) = &route.destination
+                        && p.name == *name
+                    {
+                        return Err(reply(
+                            554,
+                            "5.4.6",
+                            format!(
+                                "routing loop: {recipient} is routed back to {name}, where this message came from"
+                            ),
+                        ));
+                    }
+                    route
+                }
+                Err(LookupError::NoRoute(a)) => {
+                    return Err(reply(
+                        550,
+                        "5.1.2",
+                        format!("no route for {a} at this gateway"),
+                    ));
+                }
+                Err(e) => return Err(reply(550, "5.1.3", e.to_string())),
+            },
+        };
+        let (target, limit) = match route.destination {
+            Destination::Lan => (Target::Lan, None),
+            Destination::Peer(peer) => (Target::Peer(peer.name.clone()), Some(peer.size_limit)),
+        };
+        if let (Some(limit), Some(size)) = (limit, self.declared_size)
+            && size as u64 > limit
+        {
+            return Err(reply(
+                552,
+                "5.3.4",
+                format!("message size {size} exceeds the limit of {limit} octets for {target}"),
+            ));
+        }
+        Ok((target, route.priority.value(), limit))
+    }
+}
+
+impl Policy for GatewayPolicy {
+    fn mail_from(&mut self, _session: &SessionInfo, mail: &MailRequest) -> Verdict {
+        // One table per transaction: a reload never changes a transaction half-way.
+        self.table = self.routes.current();
+        self.declared_size = mail.declared_size;
+        self.targets.clear();
+        Verdict::Accept
+    }
+
+    fn rcpt_to(&mut self, session: &SessionInfo, _env: &Envelope, recipient: &str) -> Verdict {
+        match self.decide(session.auth_user.is_some(), recipient) {
+            Ok(t) => {
+                self.targets.insert(recipient.to_owned(), t);
+                Verdict::Accept
+            }
+            Err(r) => Verdict::Reject(r),
+        }
+    }
+
+    fn authenticate(&mut self, _session: &SessionInfo, credentials: &Credentials) -> bool {
+        let Source::Lan { client, users } = &self.source else {
+            return false;
+        };
+        let ok = users
+            .get(&credentials.username)
+            .is_some_and(|p| constant_time_eq(p.as_bytes(), credentials.password.as_bytes()));
+        if !ok {
+            warn!(client = %client, user = %credentials.username, "authentication failed");
+        }
+        ok
+    }
+}
+
+/// Compares without an early exit, so response times tell nothing about the password.
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = u8::from(a.len() != b.len());
+    for (i, x) in a.iter().enumerate() {
+        diff |= x ^ b.get(i).copied().unwrap_or(0);
+    }
+    diff == 0
+}
+
+/// What storing needs, shared by both doors.
+#[derive(Debug)]
+pub struct Intake {
+    /// Our host name (in `Received:`).
+    pub hostname: String,
+    /// The spool.
+    pub spool: Arc<Spool>,
+    /// Woken whenever mail for the LAN has been queued.
+    pub lan_wake: Arc<Notify>,
+    /// Woken whenever mail for an HF peer has been queued.
+    pub hf_wake: Arc<Notify>,
+    /// The gateway's clock.
+    pub clock: Clock,
+}
+
+impl Intake {
+    /// Stores one complete message whose recipients `policy` accepted: checks the size
+    /// against each peer's limit, adds the `Received:` header (naming the queue id), resolves
+    /// the priority and enqueues durably. `Ok` only once the message is on disk; `Err` is the
+    /// reply to give instead of 250.
+    pub async fn store(
+        &self,
+        policy: &GatewayPolicy,
+        envelope: &Envelope,
+        body: &[u8],
+        client_ip: Option<IpAddr>,
+    ) -> Result<QueueId, Reply> {
+        let mut recipients = Vec::with_capacity(envelope.recipients.len());
+        let mut route_priority: Option<i8> = None;
+        for rcpt in &envelope.recipients {
+            let (target, prio, limit) = match policy.targets.get(rcpt) {
+                Some(t) => t.clone(),
+                // Not seen by rcpt_to (cannot happen with the smtp crate): skip it rather
+                // than guess where it goes.
+                None => continue,
+            };
+            if let Some(limit) = limit
+                && body.len() as u64 > limit
+            {
+                return Err(reply(
+                    552,
+                    "5.3.4",
+                    format!("message exceeds the limit of {limit} octets for {target}"),
+                ));
+            }
+            route_priority = Some(route_priority.map_or(prio, |p| p.max(prio)));
+            recipients.push((rcpt.clone(), target));
+        }
+        if recipients.is_empty() {
+            return Err(reply(554, "5.5.1", "no valid recipients"));
+        }
+        if hop_count(body) >= MAX_HOPS {
+            return Err(reply(
+                554,
+                "5.4.6",
+                format!("too many hops: the message already has {MAX_HOPS} Received: headers"),
+            ));
+        }
+        let now_unix = self.clock.unix_now();
+        let default = route_priority
+            .and_then(Priority::new)
+            .unwrap_or(Priority::NORMAL);
+        let priority =
+            Priority::resolve(envelope.mt_priority.and_then(Priority::new), body, default);
+        let lan = recipients.iter().any(|(_, t)| *t == Target::Lan);
+        let relayed = recipients.iter().filter(|(_, t)| *t != Target::Lan).count() as u64;
+        let sender = envelope.reverse_path.clone();
+        let helo = envelope.helo.clone();
+        let protocol = envelope.protocol;
+        let all_rcpts = envelope.recipients.clone();
+        let client_name = match &policy.source {
+            Source::Peer { identity, .. } => Some(identity.clone()),
+            Source::Lan { .. } => None,
+        };
+        let hostname = self.hostname.clone();
+        let spool = Arc::clone(&self.spool);
+        let message = body.to_vec();
+        let stored = tokio::task::spawn_blocking(move || {
+            spool.enqueue_with_header(
+                &NewMessage {
+                    sender,
+                    recipients,
+                    priority,
+                    message: &message,
+                },
+                now_unix,
+                |id| {
+                    received_header(&ReceivedInfo {
+                        helo: &helo,
+                        client_ip,
+                        client_name: client_name.as_deref(),
+                        by_host: &hostname,
+                        protocol,
+                        queue_id: id.as_str(),
+                        recipients: &all_rcpts,
+                        date: DateTime {
+                            unix_seconds: i64::try_from(now_unix).unwrap_or(i64::MAX),
+                            offset_minutes: 0,
+                        },
+                    })
+                },
+            )
+        })
+        .await;
+        match stored {
+            Ok(Ok(id)) => {
+                tracing::Span::current().record("queue_id", tracing::field::display(&id));
+                info!(
+                    queue_id = %id,
+                    from = %envelope.reverse_path,
+                    rcpts = envelope.recipients.len(),
+                    bytes = body.len(),
+                    %priority,
+                    "queued"
+                );
+                m::accepted(body.len() as u64, relayed);
+                if lan {
+                    self.lan_wake.notify_one();
+                }
+                if relayed > 0 {
+                    self.hf_wake.notify_waiters();
+                }
+                Ok(id)
+            }
+            Ok(Err(e)) => {
+                warn!(error = %e, "spool refused the message");
+                Err(spool_failure())
+            }
+            Err(e) => {
+                warn!(error = %e, "spool task failed");
+                Err(spool_failure())
+            }
+        }
+    }
+}
+
+fn spool_failure() -> Reply {
+    reply(
+        451,
+        "4.3.0",
+        "local error in processing: the message could not be queued, try again later",
+    )
+}
+
+/// `Received:` headers in the message's header section.
+fn hop_count(message: &[u8]) -> usize {
+    let end = message
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or(message.len());
+    message[..end]
+        .split(|&b| b == b'\n')
+        .filter(|l| l.len() >= 9 && l[..9].eq_ignore_ascii_case(b"received:"))
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn passwords_compare_exactly() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secre"));
+        assert!(!constant_time_eq(b"", b"x"));
+    }
+
+    #[test]
+    fn hops_are_counted_in_the_header_only() {
+        let m = b"Received: a\r\nreceived: b\r\nSubject: x\r\n\r\nReceived: not a header\r\n";
+        assert_eq!(hop_count(m), 2);
+    }
+}

@@ -1,0 +1,168 @@
+//! Recording what became of a delivery attempt, whichever way it went (LAN delivery, an HMTP
+//! or CFTP session, SMTP over TCP): one place turns "delivered / try again / refused" into
+//! spool state, queues the bounce when a message is finished with failures, and expires old
+//! mail. Keeping it in one place keeps the rules (which reply is permanent, where a bounce is
+//! routed, what wakes whom) the same for every bearer.
+
+use std::sync::Arc;
+
+use skywave_route::{Destination, SharedRoutes};
+use skywave_spool::{Disposition, QueueId, Spool, Target};
+use tokio::sync::Notify;
+use tracing::{debug, info, warn};
+
+use crate::clock::Clock;
+use crate::metrics as m;
+
+/// The outcome of one attempt for a group of recipients of one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The next hop took responsibility.
+    Delivered,
+    /// Temporary failure: retry after the backoff (or when the link comes back).
+    Deferred(String),
+    /// Permanent failure: the recipient fails and the sender gets a DSN.
+    Failed {
+        /// RFC 3463 status, e.g. `5.1.1`.
+        status: String,
+        /// The remote reply or our own text.
+        diagnostic: String,
+    },
+    /// The attempt never reached the peer (an HMTP session abandoned under the collision
+    /// rule): pending again at once, the attempt not counted.
+    Requeue,
+}
+
+/// Records outcomes in the spool and queues bounces.
+#[derive(Debug)]
+pub struct Recorder {
+    /// The spool.
+    pub spool: Arc<Spool>,
+    /// The routing table, to route bounces back to senders.
+    pub routes: Arc<SharedRoutes>,
+    /// Woken when mail for the LAN has been queued (a bounce to a LAN sender).
+    pub lan_wake: Arc<Notify>,
+    /// Woken when mail for an HF peer has been queued (a bounce to a sender over HF).
+    pub hf_wake: Arc<Notify>,
+    /// The gateway's clock.
+    pub clock: Clock,
+}
+
+impl Recorder {
+    /// Records `outcome` for `rcpts` of message `id` (`size` bytes, from `sender`); queues the
+    /// bounce if the message is now finished with failures.
+    pub async fn record(
+        &self,
+        id: &QueueId,
+        sender: &str,
+        size: u64,
+        rcpts: Vec<String>,
+        outcome: Outcome,
+    ) {
+        let spool = Arc::clone(&self.spool);
+        let qid = id.clone();
+        let now = self.clock.unix_now();
+        let n = rcpts.len() as u64;
+        let result = tokio::task::spawn_blocking(move || match &outcome {
+            Outcome::Delivered => spool.delivered(&qid, &rcpts, now).map(|d| (d, outcome)),
+            Outcome::Deferred(e) => spool.deferred(&qid, &rcpts, e, now).map(|d| (d, outcome)),
+            Outcome::Failed { status, diagnostic } => spool
+                .failed(&qid, &rcpts, status, diagnostic, now)
+                .map(|d| (d, outcome)),
+            Outcome::Requeue => spool
+                .requeue_in_flight(&qid, &rcpts)
+                .map(|()| (Disposition::Queued, outcome)),
+        })
+        .await;
+        match result {
+            Ok(Ok((disposition, outcome))) => {
+                match &outcome {
+                    Outcome::Delivered => m::delivered(n, size),
+                    Outcome::Deferred(e) => warn!(queue_id = %id, error = %e, "delivery deferred"),
+                    Outcome::Failed { diagnostic, .. } => {
+                        warn!(queue_id = %id, error = %diagnostic, "delivery failed permanently");
+                    }
+                    Outcome::Requeue => debug!(queue_id = %id, "requeued"),
+                }
+                if let Disposition::NeedsBounce = disposition {
+                    self.bounce(id, sender).await;
+                } else if let Disposition::Dead(reason) = disposition {
+                    warn!(queue_id = %id, %reason, "message is now a dead letter");
+                }
+            }
+            other => warn!(queue_id = %id, ?other, "cannot record the delivery outcome"),
+        }
+    }
+
+    /// Queues the DSN of `id` towards its sender, routed by the table (the LAN if the sender's
+    /// domain is not routed).
+    pub async fn bounce(&self, id: &QueueId, sender: &str) {
+        let target = if sender.is_empty() {
+            Target::Lan
+        } else {
+            match self.routes.current().lookup(sender) {
+                Ok(route) => match route.destination {
+                    Destination::Lan => Target::Lan,
+                    Destination::Peer(p) => Target::Peer(p.name.clone()),
+                },
+                Err(e) => {
+                    warn!(%sender, error = %e, "sender not routable; the bounce goes to the LAN");
+                    Target::Lan
+                }
+            }
+        };
+        let spool = Arc::clone(&self.spool);
+        let qid = id.clone();
+        let dsn_target = target.clone();
+        let now = self.clock.unix_now();
+        match tokio::task::spawn_blocking(move || spool.bounce(&qid, dsn_target, now)).await {
+            Ok(Ok(Some(dsn))) => {
+                m::bounced();
+                info!(queue_id = %id, dsn = %dsn, %target, "bounce queued");
+                if target == Target::Lan {
+                    self.lan_wake.notify_one();
+                } else {
+                    self.hf_wake.notify_waiters();
+                }
+            }
+            Ok(Ok(None)) => debug!("no bounce for a null sender"),
+            other => warn!(?other, "cannot queue the bounce"),
+        }
+    }
+
+    /// Queues the bounces a crash left pending.
+    pub async fn send_pending_bounces(&self) {
+        let spool = Arc::clone(&self.spool);
+        if let Ok(Ok(pending)) = tokio::task::spawn_blocking(move || spool.pending_bounces()).await
+        {
+            for (id, sender) in pending {
+                self.bounce(&id, &sender).await;
+            }
+        }
+    }
+
+    /// Fails the remaining recipients of messages past their lifetime, with bounces.
+    pub async fn expire(&self) {
+        let spool = Arc::clone(&self.spool);
+        let now = self.clock.unix_now();
+        let expired = tokio::task::spawn_blocking(move || {
+            let changed = spool.expire(now)?;
+            let mut bounces = Vec::new();
+            for (id, d) in changed {
+                if d == Disposition::NeedsBounce
+                    && let Ok((_, file)) = spool.load(&id)
+                {
+                    bounces.push((id, file.envelope.sender));
+                }
+            }
+            Ok::<_, skywave_spool::Error>(bounces)
+        })
+        .await;
+        if let Ok(Ok(bounces)) = expired {
+            for (id, sender) in bounces {
+                info!(queue_id = %id, "expired");
+                self.bounce(&id, &sender).await;
+            }
+        }
+    }
+}
