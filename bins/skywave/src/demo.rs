@@ -1,11 +1,23 @@
-//! `skywave demo`: two gateways (ship and shore) joined by the in-process HF emulator.
+//! `skywave demo`: a ship and a shore gateway joined by the in-process HF emulator.
 //!
-//! The link scheduler and bearers that join the gateway to the emulator are not built yet; until
-//! they are, the demo says so plainly instead of pretending.
+//! Starts both gateways ([`skywave_gateway::demo::Pair`]: the production daemon code, each
+//! with its own spool, routing table and Maildir, reaching its emulated STANAG 5066 node
+//! in-process), submits a sample batch to each over SMTP on its LAN port, waits until every
+//! message is in the other side's Maildir, and prints what happened on the air: one line per
+//! session, then the channel's own counters. Without `--once` it keeps running for the user's
+//! own mail until Ctrl-C, printing each new session.
 
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
+use anyhow::Context;
 use clap::Args;
+use skywave_gateway::demo::{Pair, PairOptions, SHIP_NODE, SHORE_NODE};
+use skywave_gateway::hf::{Direction, TransferRecord};
+use skywave_gateway::tcp_bearer::{TcpBearerSettings, send_batch};
+use skywave_smtp::{OutgoingMessage, RecipientStatus};
 
 /// Options of `skywave demo`.
 #[derive(Debug, Args)]
@@ -13,22 +25,289 @@ pub(crate) struct DemoArgs {
     /// Exit after the sample batch instead of waiting for Ctrl-C.
     #[arg(long)]
     once: bool,
+    /// Simulated seconds per real second: 10 runs the radio ten times faster.
+    #[arg(long, default_value_t = 1.0)]
+    time_scale: f64,
+    /// Modem data rate, bit/s (MIL-STD-188-110A/B: 75 to 9600).
+    #[arg(long, default_value_t = 1200)]
+    rate: u32,
+    /// Channel: awgn, or an ITU-R profile (good, moderate, poor, ... from channel-profiles.csv).
+    #[arg(long, default_value = "poor")]
+    channel: String,
+    /// Signal-to-noise ratio, dB in 3 kHz.
+    #[arg(long, default_value_t = 15.0)]
+    snr: f64,
+    /// Modem interleaver: zero, short or long.
+    #[arg(long, default_value = "short")]
+    interleaver: String,
+    /// Compression between the two gateways: none, lzw9 ... lzw16, deflate.
+    #[arg(long, default_value = "deflate")]
+    compression: String,
+    /// Seed of the emulator's random draws (same seed, same run).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The ship's LAN SMTP port on 127.0.0.1.
+    #[arg(long, default_value_t = 2525)]
+    ship_port: u16,
+    /// The shore's LAN SMTP port on 127.0.0.1.
+    #[arg(long, default_value_t = 2526)]
+    shore_port: u16,
+    /// Messages in the sample batch each way.
+    #[arg(long, default_value_t = 3)]
+    messages: usize,
+    /// Directory for both gateways' configuration, spool and Maildir (default: a new
+    /// directory under the system's temporary directory, kept afterwards).
+    #[arg(long)]
+    dir: Option<PathBuf>,
 }
 
 pub(crate) fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
-    let _ = args.once;
+    if !(args.time_scale.is_finite() && args.time_scale > 0.0) {
+        anyhow::bail!(
+            "--time-scale {} must be a positive number",
+            args.time_scale
+        );
+    }
+    let dir = match &args.dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("skywave-demo-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(demo(args, dir))
+}
+
+async fn demo(args: DemoArgs, dir: PathBuf) -> anyhow::Result<ExitCode> {
+    let mut opts = PairOptions::new(dir.clone());
+    opts.ship_smtp = SocketAddr::from(([127, 0, 0, 1], args.ship_port));
+    opts.shore_smtp = SocketAddr::from(([127, 0, 0, 1], args.shore_port));
+    opts.rate_bps = args.rate;
+    opts.channel = args.channel.clone();
+    opts.snr_db = args.snr;
+    opts.interleaver = args.interleaver.clone();
+    opts.compression = args.compression.clone();
+    opts.seed = args.seed;
+    opts.time_scale = args.time_scale;
+    let pair = Pair::start(&opts).await.map_err(|e| {
+        anyhow::anyhow!(
+            "{e}\n(if a port is in use, choose others with --ship-port and --shore-port)"
+        )
+    })?;
+    let scale = args.time_scale;
+    println!("skywave demo: two gateways over an emulated HF link");
     println!(
-        "skywave demo: not available yet.\n\
-         \n\
-         The demo runs a ship and a shore gateway over the bundled HF emulator and delivers mail\n\
-         between them. The pieces exist separately today:\n\
-         \x20 - the HF emulator: `skywave-emu --nodes 2 --addresses 0.0.0.1,0.0.0.2 --listen 127.0.0.1:5066`\n\
-         \x20 - the STANAG 5066 SIS client: `skywave sis probe --server 127.0.0.1:5066 --sap 3`\n\
-         \x20 - the gateway's LAN side: `skywave run --config config/skywave.toml` (SMTP in, spool,\n\
-         \x20   routing table, Maildir or smarthost delivery)\n\
-         \x20 - HMTP and CFTP sessions and the compressors (`skywave codec stats FILE...`)\n\
-         What is still missing before the demo can run: the bearers and the per-peer link scheduler\n\
-         that carry spooled mail over the SIS client. See README.md, \"Status\"."
+        "  radio: {} bit/s, {} interleaver, {} channel at {} dB SNR, seed {}{}",
+        args.rate,
+        args.interleaver,
+        args.channel,
+        args.snr,
+        args.seed,
+        if (scale - 1.0).abs() > f64::EPSILON {
+            format!(", running {scale}x faster than real time")
+        } else {
+            String::new()
+        }
     );
+    println!(
+        "  ship : gw.ship.example  SMTP {}  STANAG 5066 node {SHIP_NODE}",
+        pair.ship.bound().smtp
+    );
+    println!(
+        "  shore: gw.shore.example SMTP {}  STANAG 5066 node {SHORE_NODE}",
+        pair.shore.bound().smtp
+    );
+    println!(
+        "  protocol: HMTP on SAP 3, compression {}; configs in {}",
+        args.compression,
+        dir.display()
+    );
+    println!();
+
+    let n = args.messages;
+    let to_shore = sample("alice@ship.example", "ops@shore.example", n, "ship");
+    let to_ship = sample("hq@shore.example", "captain@ship.example", n, "shore");
+    let bytes = |v: &[OutgoingMessage]| v.iter().map(|m| m.body.len()).sum::<usize>();
+    println!(
+        "submitting {n} messages ({} bytes) to the ship and {n} ({} bytes) to the shore over SMTP",
+        bytes(&to_shore),
+        bytes(&to_ship)
+    );
+    submit(pair.ship.bound().smtp, to_shore).await?;
+    submit(pair.shore.bound().smtp, to_ship).await?;
+
+    let started = tokio::time::Instant::now();
+    let limit = Duration::from_secs_f64(4.0 * 3600.0 / scale);
+    let mut shown = 0usize;
+    loop {
+        shown = print_new(&pair, shown, scale);
+        let shore = count(&pair.shore_maildir);
+        let ship = count(&pair.ship_maildir);
+        // Done when every message is delivered and both spools are empty (the last replies
+        // are back, so nothing will be sent again).
+        if shore >= n && ship >= n && queued(&pair) == 0 {
+            break;
+        }
+        if started.elapsed() > limit {
+            println!(
+                "not everything arrived within 4 hours of radio time ({shore}/{n} ashore, {ship}/{n} aboard); the rest stays queued"
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let _ = print_new(&pair, shown, scale);
+    report(&pair, started.elapsed().as_secs_f64() * scale);
+    if args.once {
+        pair.stop().await;
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!();
+    println!(
+        "The gateways keep running. Send your own mail, e.g.\n  swaks --server {} --from you@ship.example --to ops@shore.example\n  swaks --server {} --from hq@shore.example --to you@ship.example\nCtrl-C stops.",
+        pair.ship.bound().smtp,
+        pair.shore.bound().smtp
+    );
+    let mut shown = shown_count(&pair);
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break,
+            () = tokio::time::sleep(Duration::from_millis(500)) => {
+                shown = print_new(&pair, shown, scale);
+            }
+        }
+    }
+    println!("stopping");
+    report(&pair, f64::NAN);
+    pair.stop().await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A sample batch: a short position report, a memo, and a longer log, then more reports.
+fn sample(from: &str, to: &str, n: usize, side: &str) -> Vec<OutgoingMessage> {
+    (0..n)
+        .map(|i| {
+            let lines = match i % 3 {
+                0 => 4,
+                1 => 25,
+                _ => 180,
+            };
+            let mut body = format!(
+                "From: <{from}>\r\nTo: <{to}>\r\nSubject: {side} report {i}\r\n\
+                 Message-ID: <demo-{i}.{}.{from}>\r\nDate: Sun, 22 Nov 2026 06:00:00 +0000\r\n\r\n",
+                std::process::id()
+            );
+            for l in 0..lines {
+                body.push_str(&format!(
+                    "{l:03} {side} log: position 47{:02}N 008{:02}W, course 270, speed 12 kn, wind SW 5, sea state 4, all well.\r\n",
+                    l % 60,
+                    (l * 7) % 60
+                ));
+            }
+            OutgoingMessage {
+                reverse_path: from.to_owned(),
+                recipients: vec![to.to_owned()],
+                body: body.into_bytes(),
+                eight_bit: false,
+                mt_priority: None,
+            }
+        })
+        .collect()
+}
+
+async fn submit(addr: SocketAddr, messages: Vec<OutgoingMessage>) -> anyhow::Result<()> {
+    let mut settings = TcpBearerSettings::new("demo.localhost");
+    settings.reply_timeout = Duration::from_secs(30);
+    let t = send_batch(addr, &settings, messages)
+        .await
+        .with_context(|| format!("cannot submit the sample mail to {addr}"))?;
+    for o in &t.outcomes {
+        for r in &o.recipients {
+            if !matches!(r.status, RecipientStatus::Delivered(_)) {
+                anyhow::bail!("{addr} did not take the sample mail for {}: {:?}", r.address, r.status);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn queued(pair: &Pair) -> usize {
+    [&pair.ship, &pair.shore]
+        .iter()
+        .map(|g| g.spool().entries().map_or(usize::MAX, |e| e.count()))
+        .fold(0usize, usize::saturating_add)
+}
+
+fn count(maildir: &Path) -> usize {
+    std::fs::read_dir(maildir.join("new")).map_or(0, |d| d.count())
+}
+
+fn all_records(pair: &Pair) -> Vec<(&'static str, TransferRecord)> {
+    let mut all: Vec<(&'static str, TransferRecord)> = Vec::new();
+    for (side, gw) in [("ship", &pair.ship), ("shore", &pair.shore)] {
+        if let Some(hf) = gw.hf() {
+            all.extend(hf.transfers().into_iter().map(|r| (side, r)));
+        }
+    }
+    all.sort_by(|a, b| a.1.end.total_cmp(&b.1.end));
+    all
+}
+
+fn shown_count(pair: &Pair) -> usize {
+    all_records(pair).len()
+}
+
+/// Prints the sessions not shown yet (from the sender's side); returns how many exist.
+fn print_new(pair: &Pair, shown: usize, scale: f64) -> usize {
+    let all = all_records(pair);
+    for (side, r) in all.iter().skip(shown) {
+        if r.direction == Direction::Out {
+            println!(
+                "  {side} -> {}: {} message(s), {} accepted, {} B of SMTP as {} B on the air ({:.0}%), replies {} B, {:.1} s of radio time, {:.0} bit/s effective [{}]",
+                r.peer,
+                r.messages,
+                r.accepted,
+                r.plain_bytes,
+                r.wire_bytes,
+                if r.plain_bytes > 0 { r.wire_bytes as f64 * 100.0 / r.plain_bytes as f64 } else { 100.0 },
+                r.reply_wire_bytes,
+                r.elapsed() * scale,
+                r.effective_bps() / scale,
+                r.result
+            );
+        }
+    }
+    all.len()
+}
+
+fn report(pair: &Pair, radio_seconds: f64) {
+    let c = pair.subnet.counters();
+    println!();
+    println!("on the air (the emulated channel's own counters):");
+    println!(
+        "  {} transmissions, {} turnarounds, {} bytes of D_PDUs, {} D_PDUs ({} repeated by the ARQ), {} collisions",
+        c.transmissions, c.turnarounds, c.bytes_on_air, c.dpdus_sent, c.retransmissions, c.collisions
+    );
+    let out: Vec<_> = all_records(pair)
+        .into_iter()
+        .filter(|(_, r)| r.direction == Direction::Out)
+        .collect();
+    let plain: u64 = out.iter().map(|(_, r)| r.plain_bytes).sum();
+    let wire: u64 = out.iter().map(|(_, r)| r.wire_bytes + r.reply_wire_bytes).sum();
+    println!(
+        "  {} HMTP sessions: {} bytes of SMTP carried in {} bytes of U_PDUs both ways",
+        out.len(),
+        plain,
+        wire
+    );
+    if radio_seconds.is_finite() {
+        println!("  all mail delivered after {radio_seconds:.1} s of radio time");
+    }
+    println!(
+        "delivered mail: {} (ship), {} (shore)",
+        pair.ship_maildir.join("new").display(),
+        pair.shore_maildir.join("new").display()
+    );
 }

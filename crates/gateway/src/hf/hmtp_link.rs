@@ -108,6 +108,34 @@ impl HmtpLink {
             if *self.shutdown.borrow() {
                 break;
             }
+            // Whatever the peer already sent comes first: a session of theirs that arrived
+            // while we were busy is served before we start one of ours, so the higher address
+            // never starves the lower one by always having new mail (and no collision is made
+            // where none had to be).
+            let mut closed = false;
+            loop {
+                match self.inbox.try_recv() {
+                    Ok(input) => {
+                        self.on_input(
+                            input,
+                            &target,
+                            &mut own,
+                            &mut current,
+                            &mut unclassified,
+                            &mut arbiter,
+                        )
+                        .await;
+                    }
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                    Err(mpsc::error::TryRecvError::Disconnected) => {
+                        closed = true;
+                        break;
+                    }
+                }
+            }
+            if closed {
+                break;
+            }
             if own.is_none()
                 && matches!(current, Current::Idle)
                 && unclassified.is_empty()
@@ -142,26 +170,7 @@ impl HmtpLink {
             tokio::select! {
                 input = self.inbox.recv() => {
                     let Some(input) = input else { break };
-                    match input {
-                        LinkInput::Updu(b) => {
-                            self.on_updu(b, &mut own, &mut current, &mut unclassified, &mut arbiter).await;
-                        }
-                        LinkInput::LinkUp => {
-                            debug!("link up");
-                            self.ctx.intake.spool.link_up(&target, self.ctx.clock.unix_now());
-                        }
-                        LinkInput::LinkDown(reason) => debug!(%reason, "link down"),
-                        LinkInput::SendFailed(reason) => {
-                            if let Some(mut o) = own.take() {
-                                if matches!(current, Current::Replies) {
-                                    current = Current::Idle;
-                                }
-                                warn!(%reason, "submission not delivered; ending the session");
-                                o.client.close();
-                                self.finish_own(o, &mut arbiter).await;
-                            }
-                        }
-                    }
+                    self.on_input(input, &target, &mut own, &mut current, &mut unclassified, &mut arbiter).await;
                 }
                 () = &mut notified, if own.is_none() => {}
                 () = tokio::time::sleep_until(next_look), if own.is_none() => {}
@@ -303,6 +312,40 @@ impl HmtpLink {
             start_unix,
             deadline,
         })
+    }
+
+    async fn on_input(
+        &mut self,
+        input: LinkInput,
+        target: &Target,
+        own: &mut Option<Own>,
+        current: &mut Current,
+        unclassified: &mut Vec<u8>,
+        arbiter: &mut Arbiter,
+    ) {
+        match input {
+            LinkInput::Updu(b) => {
+                self.on_updu(b, own, current, unclassified, arbiter).await;
+            }
+            LinkInput::LinkUp => {
+                debug!("link up");
+                self.ctx
+                    .intake
+                    .spool
+                    .link_up(target, self.ctx.clock.unix_now());
+            }
+            LinkInput::LinkDown(reason) => debug!(%reason, "link down"),
+            LinkInput::SendFailed(reason) => {
+                if let Some(mut o) = own.take() {
+                    if matches!(current, Current::Replies) {
+                        *current = Current::Idle;
+                    }
+                    warn!(%reason, "submission not delivered; ending the session");
+                    o.client.close();
+                    self.finish_own(o, arbiter).await;
+                }
+            }
+        }
     }
 
     async fn on_updu(

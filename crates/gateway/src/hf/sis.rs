@@ -234,7 +234,7 @@ impl Endpoint {
             for p in pending {
                 if let Err(e) = p.await {
                     let text = format!("U_PDU to {dest} not delivered: {e}");
-                    warn!("{text}");
+                    debug!("{text}");
                     if let Some(r) = &report {
                         let _ = r.send(LinkInput::SendFailed(text));
                     }
