@@ -54,6 +54,8 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let mut config = ServerConfig::new("fuzz.test");
+    // The output checks below read plain replies; XLZW sessions have their own target.
+    config.xlzw = false;
     config.reply_buffering = flags & 1 != 0;
     config.send_greeting = flags & 2 != 0;
     config.starttls = flags & 4 != 0;

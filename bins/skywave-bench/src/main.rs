@@ -1,21 +1,359 @@
 //! `skywave-bench`: scenario benchmarks comparing SMTP over TCP/IP over HF with HMTP/CFTP over
-//! STANAG 5066 on the same emulated channel.
+//! STANAG 5066 on the same emulated channel, in virtual time (crates/bench).
 //!
-//! The scenarios (crates/bench) are not built yet; this binary says so instead of pretending.
+//! - `skywave-bench compare ...`: a sweep of scenarios and conditions, one row per scenario and
+//!   condition (mean and spread over the seeds), as Markdown or CSV; `--out DIR` also writes
+//!   `table.md`, `table.csv` and SVG figures; `--quick` is the small sweep CI runs.
+//! - `skywave-bench calibrate`: every published condition of the calibration directory re-run,
+//!   emulated beside published with the ratio, then the goal lines.
 
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
-use clap::Parser;
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use skywave_bench::calibrate::{self, ISODE_FILE, NTIA_FILE};
+use skywave_bench::model::Scenario;
+use skywave_bench::sweep::{SweepSpec, run_sweep};
+use skywave_bench::workload::{ISODE_SIZES, Shape};
+use skywave_bench::{plot, report};
 
-/// Scenario benchmarks over the bundled HF emulator.
+/// Scenario benchmarks over the bundled HF emulator, in virtual time.
 #[derive(Debug, Parser)]
 #[command(name = "skywave-bench", version, about)]
-struct Cli {}
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run scenarios under conditions and print one row per scenario and condition.
+    Compare(Box<Compare>),
+    /// Re-run the published conditions and print emulated against published, with ratios.
+    Calibrate(Calibrate),
+}
+
+/// Table format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// Markdown.
+    Md,
+    /// CSV.
+    Csv,
+}
+
+/// Workload shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum MeasureArg {
+    /// Whole messages of the given sizes, submission to delivery (Isode).
+    Isode,
+    /// Mails carrying text attachments of the given sizes, whole connection (NTIA).
+    Ntia,
+}
+
+#[derive(Debug, clap::Args)]
+struct Compare {
+    /// Scenarios: smtp-tcp-modem, smtp-tcp-5066, smtp-tcp-5066-nofilter, hmtp-5066-none,
+    /// hmtp-5066-lzw16, hmtp-5066-deflate, cftp-5066 (default: all).
+    #[arg(long, value_delimiter = ',')]
+    scenarios: Vec<String>,
+    /// Run smtp-tcp-5066 with the SIS client's duplicate filter off (as smtp-tcp-5066-nofilter).
+    #[arg(long)]
+    no_dup_filter: bool,
+    /// Modem rates, bit/s (default 1200).
+    #[arg(long, value_delimiter = ',')]
+    rate: Vec<u32>,
+    /// Channels: awgn or a profile name (good, moderate, poor, ...) (default awgn).
+    #[arg(long, value_delimiter = ',')]
+    channel: Vec<String>,
+    /// SNRs, dB in 3 kHz (default 30; full default 5,10,15,20,30).
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
+    snr: Vec<f64>,
+    /// Interleavers: zero, short, long, ... (default short).
+    #[arg(long, value_delimiter = ',')]
+    interleaver: Vec<String>,
+    /// Message sizes (isode) or attachment sizes (ntia), bytes (default 386,1867,14025,135604).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Vec<usize>,
+    /// Messages per run (default 1).
+    #[arg(long, value_delimiter = ',')]
+    messages: Vec<usize>,
+    /// Seeds per condition: 1..=K (default 1 with --quick, else 3).
+    #[arg(long)]
+    seeds: Option<u64>,
+    /// TCP maximum segment sizes, bytes (default 216).
+    #[arg(long, value_delimiter = ',')]
+    mss: Vec<u16>,
+    /// TCP windows, bytes (default 1024).
+    #[arg(long, value_delimiter = ',')]
+    window: Vec<u32>,
+    /// JNOS initial RTT, seconds (default 60).
+    #[arg(long)]
+    irtt: Option<f64>,
+    /// JNOS longest back-off, seconds (default 90 at 1200 bit/s and above, 360 below).
+    #[arg(long)]
+    max_wait: Option<f64>,
+    /// Workload shape.
+    #[arg(long, value_enum, default_value = "isode")]
+    measure: MeasureArg,
+    /// Table format on standard output.
+    #[arg(long, value_enum, default_value = "md")]
+    format: Format,
+    /// Also write table.md, table.csv and the SVG figures into this directory.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The small CI sweep: 1200 bit/s, clean AWGN (30 dB), short interleaver, the four Isode
+    /// sizes, one message, one seed (explicit options still apply).
+    #[arg(long)]
+    quick: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct Calibrate {
+    /// Directory holding ntia-jnos-table5.csv and isode-smtp-vs-coacp142.csv (default:
+    /// ../shared/calibration relative to the workspace root).
+    #[arg(long)]
+    calibration: Option<PathBuf>,
+    /// Seeds per condition: 1..=K.
+    #[arg(long, default_value_t = 1)]
+    seeds: u64,
+    /// Also write calibration.md into this directory.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
 
 fn main() -> ExitCode {
-    let _ = Cli::parse();
-    eprintln!(
-        "skywave-bench: the benchmark scenarios are not implemented yet (see README.md, \"Status\")."
-    );
-    ExitCode::FAILURE
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Compare(c) => compare(*c),
+        Command::Calibrate(c) => run_calibrate(c),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("skywave-bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn or<T: Clone>(given: Vec<T>, default: &[T]) -> Vec<T> {
+    if given.is_empty() {
+        default.to_vec()
+    } else {
+        given
+    }
+}
+
+fn seconds(s: Option<f64>, what: &str) -> Result<Option<Duration>> {
+    s.map(|s| Duration::try_from_secs_f64(s).with_context(|| format!("{what}: {s} s")))
+        .transpose()
+}
+
+fn seeds(k: u64) -> Result<Vec<u64>> {
+    if !(1..=1000).contains(&k) {
+        bail!("--seeds must be between 1 and 1000 (got {k})");
+    }
+    Ok((1..=k).collect())
+}
+
+/// The sweep the options describe.
+fn spec(c: &Compare) -> Result<SweepSpec> {
+    let mut scenarios = c
+        .scenarios
+        .iter()
+        .map(|s| s.parse::<Scenario>())
+        .collect::<Result<Vec<_>, _>>()?;
+    if scenarios.is_empty() {
+        scenarios = Scenario::ALL.to_vec();
+        if c.no_dup_filter {
+            scenarios.retain(|s| *s != Scenario::SmtpTcp5066 { dup_filter: true });
+        }
+    }
+    if c.no_dup_filter {
+        for s in &mut scenarios {
+            if *s == (Scenario::SmtpTcp5066 { dup_filter: true }) {
+                *s = Scenario::SmtpTcp5066 { dup_filter: false };
+            }
+        }
+    }
+    let mut dedup = Vec::new();
+    for s in scenarios {
+        if !dedup.contains(&s) {
+            dedup.push(s);
+        }
+    }
+    let mss = or(c.mss.clone(), &[216]);
+    let window = or(c.window.clone(), &[1024]);
+    let tcp = mss
+        .iter()
+        .flat_map(|&m| window.iter().map(move |&w| (m, w)))
+        .collect();
+    let default_snrs: &[f64] = if c.quick {
+        &[30.0]
+    } else {
+        &[5.0, 10.0, 15.0, 20.0, 30.0]
+    };
+    Ok(SweepSpec {
+        scenarios: dedup,
+        channels: or(c.channel.clone(), &["awgn".to_string()]),
+        snrs_db: or(c.snr.clone(), default_snrs),
+        rates_bps: or(c.rate.clone(), &[1200]),
+        interleavers: or(c.interleaver.clone(), &["short".to_string()]),
+        shape: match c.measure {
+            MeasureArg::Isode => Shape::Isode,
+            MeasureArg::Ntia => Shape::Ntia,
+        },
+        sizes: or(c.sizes.clone(), &ISODE_SIZES),
+        counts: or(c.messages.clone(), &[1]),
+        tcp,
+        irtt: seconds(c.irtt, "--irtt")?,
+        max_wait: seconds(c.max_wait, "--max-wait")?,
+        seeds: seeds(c.seeds.unwrap_or(if c.quick { 1 } else { 3 }))?,
+    })
+}
+
+/// A progress bar on standard error when it is a terminal, hidden otherwise.
+fn progress_bar(total: usize) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total as u64);
+    if let Ok(style) =
+        ProgressStyle::with_template("{bar:40.cyan/blue} {pos}/{len} runs [{elapsed}] {msg}")
+    {
+        bar.set_style(style);
+    }
+    bar
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
+    let path = dir.join(name);
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
+
+fn compare(c: Compare) -> Result<ExitCode> {
+    let spec = spec(&c)?;
+    let bar = progress_bar(spec.runs());
+    let rows = run_sweep(&spec, |done, _, point| {
+        bar.set_position(done as u64);
+        bar.set_message(point.label());
+    });
+    bar.finish_and_clear();
+    match c.format {
+        Format::Md => print!("{}", report::markdown(&rows)),
+        Format::Csv => print!("{}", report::csv(&rows)),
+    }
+    if let Some(dir) = &c.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let mut files = vec![
+            write(dir, "table.md", &report::markdown(&rows))?,
+            write(dir, "table.csv", &report::csv(&rows))?,
+        ];
+        files.extend(plot::write_plots(&rows, dir)?);
+        for f in files {
+            eprintln!("wrote {}", f.display());
+        }
+    }
+    let failed = rows.iter().filter(|r| r.stats.is_err()).count();
+    if failed > 0 {
+        eprintln!(
+            "skywave-bench: {failed} of {} rows could not run",
+            rows.len()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The calibration directory: the flag, else `../shared/calibration` from the workspace root
+/// this binary was built in, else from the current directory.
+fn calibration_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
+    if let Some(dir) = flag {
+        return Ok(dir);
+    }
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/calibration");
+    let candidates = [
+        built,
+        PathBuf::from("../shared/calibration"),
+        PathBuf::from("shared/calibration"),
+        PathBuf::from("calibration"),
+    ];
+    candidates
+        .iter()
+        .find(|d| d.join(NTIA_FILE).is_file() && d.join(ISODE_FILE).is_file())
+        .cloned()
+        .with_context(|| {
+            format!(
+                "no calibration directory found (looked for {NTIA_FILE} and {ISODE_FILE} in {}); pass --calibration DIR",
+                candidates
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+}
+
+fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
+    let dir = calibration_dir(c.calibration)?;
+    let seeds = seeds(c.seeds)?;
+    let bar = progress_bar(calibrate::run_count(&dir, seeds.len())?);
+    let cal = calibrate::calibrate(&dir, &seeds, &mut |name| {
+        bar.inc(1);
+        bar.set_message(name.to_string());
+    })?;
+    bar.finish_and_clear();
+    let text = cal.markdown();
+    println!("Calibration against {}\n", dir.display());
+    print!("{text}");
+    if let Some(out) = &c.out {
+        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+        let f = write(out, "calibration.md", &text)?;
+        eprintln!("wrote {}", f.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quick_spec_and_flags() {
+        let cli = Cli::parse_from([
+            "skywave-bench",
+            "compare",
+            "--quick",
+            "--scenarios",
+            "hmtp-5066-deflate,smtp-tcp-5066,smtp-tcp-5066",
+            "--no-dup-filter",
+            "--snr=-3,10",
+            "--mss",
+            "216,472",
+        ]);
+        let Command::Compare(c) = cli.command else {
+            panic!("not compare");
+        };
+        let s = spec(&c).unwrap();
+        assert_eq!(
+            s.scenarios.iter().map(|s| s.name()).collect::<Vec<_>>(),
+            ["hmtp-5066-deflate", "smtp-tcp-5066-nofilter"]
+        );
+        assert_eq!(s.snrs_db, [-3.0, 10.0]);
+        assert_eq!(s.seeds, [1]);
+        assert_eq!(s.sizes, ISODE_SIZES);
+        assert_eq!(s.tcp, [(216, 1024), (472, 1024)]);
+        let bad = Cli::parse_from(["skywave-bench", "compare", "--scenarios", "smtp"]);
+        let Command::Compare(c) = bad.command else {
+            panic!("not compare");
+        };
+        assert!(spec(&c).is_err());
+        assert!(seeds(0).is_err());
+    }
 }

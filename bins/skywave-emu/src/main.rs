@@ -8,6 +8,8 @@
 //! are counted in simulated time.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
@@ -58,6 +60,19 @@ struct Cli {
     /// Run the simulation K times faster than real time.
     #[arg(long, default_value_t = 1.0)]
     time_scale: f64,
+    /// Write every D_PDU put on the air to this pcap file (link type 237, for Wireshark's
+    /// `s5066dts` dissector), stamped with the start's wall-clock time plus simulated time.
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<PathBuf>,
+    /// Print one line per transmission: time, node, rate, bytes, EOT and its D_PDUs (types,
+    /// FSNs, `r` retransmitted, `x` lost).
+    #[arg(long)]
+    trace: bool,
+    /// Server-side duplicate-datagram filter on every node: drop a U_PDU (without delivery
+    /// confirmation) identical to one the node still holds unacknowledged for the same
+    /// destination and SAP. Counted in the per-node counters printed at exit.
+    #[arg(long)]
+    dup_filter: bool,
 }
 
 fn main() -> ExitCode {
@@ -124,7 +139,29 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let mut config = SubnetConfig::new(addresses.clone(), modem, channel);
     config.seed = cli.seed;
     config.time_scale = cli.time_scale;
+    config.dup_filter = vec![cli.dup_filter; addresses.len()];
     let subnet = Subnet::start(config).context("building the subnetwork")?;
+    if let Some(path) = &cli.pcap {
+        let file = std::fs::File::create(path)
+            .with_context(|| format!("--pcap: cannot create {}", path.display()))?;
+        let epoch = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO);
+        subnet
+            .capture_pcap(std::io::BufWriter::new(file), epoch)
+            .with_context(|| format!("--pcap: cannot write {}", path.display()))?;
+    }
+    if cli.trace {
+        let mut watch = subnet.watch_trace();
+        tokio::spawn(async move {
+            use std::io::Write as _;
+            while let Some(t) = watch.recv().await {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{t}");
+                let _ = out.flush();
+            }
+        });
+    }
 
     let mut servers = Vec::new();
     for (i, address) in addresses.iter().enumerate() {
@@ -161,6 +198,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         why = failed => eprintln!("skywave-emu: SIS server failed: {why}"),
     }
     println!("simulated time {:.1} s", subnet.now().as_secs_f64());
+    if let Some(path) = &cli.pcap {
+        match subnet.finish_capture() {
+            Ok(n) => println!("{n} D_PDUs written to {}", path.display()),
+            Err(e) => eprintln!("skywave-emu: --pcap {}: {e}", path.display()),
+        }
+    }
     print!("{}", subnet.counters());
     let _ = std::io::stdout().flush();
     Ok(())

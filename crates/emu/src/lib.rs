@@ -26,20 +26,24 @@
 //!   nodes, their modems and channels into one half-duplex subnetwork, with counters and a
 //!   per-transmission trace.
 //! - [`sis_server`]: each node's Annex A SIS server, in process or on TCP.
+//! - [`capture`]: pcap of every D_PDU put on the air, for Wireshark's `s5066dts` dissector.
+//! - [`raw`]: raw-modem mode (sans-IO): IP datagrams in AX.25-like frames straight over the
+//!   half-duplex modem with p-persistent CSMA and no ARQ, as JNOS ran TCP/IP over HF.
 //!
 //! The layers up to [`arq`] are sans-IO (no clocks, no sockets); [`net`] and [`sis_server`]
 //! are the async shell around them.
 //!
-//! Not here yet: expedited ARQ, resets, DRC, Annex B link establishment, hard links, non-ARQ,
-//! raw-modem mode, pcap output.
+//! Not here yet: expedited ARQ, resets, DRC, Annex B link establishment, hard links, non-ARQ.
 
 pub mod arq;
 pub mod calibration;
+pub mod capture;
 pub mod channel;
 pub mod cpdu;
 pub mod crc;
 pub mod dpdu;
 pub mod modem;
 pub mod net;
+pub mod raw;
 pub mod sis_server;
 pub mod spdu;

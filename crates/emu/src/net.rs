@@ -25,6 +25,10 @@
 //! node processes received data before ACKs, so the client gets the rejection and no confirm;
 //! only if the FAIL is lost while the ACK arrives does the client get a confirm instead.
 //!
+//! Options: a server-side duplicate-datagram filter per node ([`SubnetConfig::dup_filter`]);
+//! a pcap of every D_PDU put on the air ([`Subnet::capture_pcap`], see [`crate::capture`]);
+//! the per-transmission trace, kept ([`Subnet::trace`]) and streamed ([`Subnet::watch_trace`]).
+//!
 //! Simplifications (said here so nobody relies on them): the Annex B link is assumed up (no
 //! CAS-1 exchanges); hard links, non-ARQ and expedited ARQ are not modelled (expedited U_PDUs
 //! travel as normal data above every normal priority, non-ARQ requests as ARQ); no data-rate
@@ -41,6 +45,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -56,6 +61,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
 use crate::arq::{ArqError, ArqReceiver, ArqSender};
+use crate::capture::DpduCapture;
 use crate::channel::{Channel, ChannelConfig, ChannelError};
 use crate::cpdu::Cpdu;
 use crate::dpdu::{Address, Body, DataHeader, Dpdu, Eow};
@@ -93,6 +99,13 @@ pub struct SubnetConfig {
     pub response_timeout: Duration,
     /// Simulated seconds per tokio-clock second (1 in tests; K in the standalone emulator).
     pub time_scale: f64,
+    /// Server-side duplicate-datagram filter per node (index = node; missing = off): a
+    /// U_PDU identical (destination node, destination SAP, bytes) to one the node still holds,
+    /// queued or in the ARQ and not yet acknowledged, is dropped and counted in
+    /// [`NodeCounters::duplicates_dropped`]. For clients that retransmit on their own timer
+    /// (TCP over the IP client, SAP 9). U_PDUs that ask for node delivery confirmation are
+    /// never dropped, so that every confirm a client waits for still comes.
+    pub dup_filter: Vec<bool>,
 }
 
 impl SubnetConfig {
@@ -115,6 +128,7 @@ impl SubnetConfig {
             flow_limit: 64,
             response_timeout,
             time_scale: 1.0,
+            dup_filter: Vec::new(),
         }
     }
 }
@@ -175,6 +189,8 @@ pub struct NodeCounters {
     pub delivered: u64,
     /// U_PDUs dropped because their TTL expired before they entered the ARQ.
     pub expired: u64,
+    /// U_PDUs dropped by the duplicate-datagram filter ([`SubnetConfig::dup_filter`]).
+    pub duplicates_dropped: u64,
 }
 
 /// Counters of the whole channel.
@@ -217,7 +233,7 @@ impl fmt::Display for Counters {
         for (i, n) in self.nodes.iter().enumerate() {
             writeln!(
                 f,
-                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired",
+                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired, {} duplicates dropped",
                 n.transmissions,
                 n.bytes_on_air,
                 n.dpdus_sent,
@@ -225,7 +241,8 @@ impl fmt::Display for Counters {
                 n.collisions,
                 n.lost_dpdus,
                 n.delivered,
-                n.expired
+                n.expired,
+                n.duplicates_dropped
             )?;
         }
         Ok(())
@@ -272,24 +289,55 @@ pub struct TraceRecord {
     pub why: String,
 }
 
-impl fmt::Display for TraceRecord {
+impl fmt::Display for TracedDpdu {
+    /// Short form: `D12` (DATA-ONLY, FSN 12), `ACK`, `XD3` (EXPEDITED DATA-ONLY), `XACK`,
+    /// `N` (NON-ARQ DATA), `T<type>` otherwise; `r` marks a retransmission, `x` a D_PDU its
+    /// addressee did not receive.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let data = self.dpdus.iter().filter(|d| d.fsn.is_some()).count();
-        let lost = self.dpdus.iter().filter(|d| d.lost).count();
+        match (self.dpdu_type, self.fsn) {
+            (0, Some(n)) => write!(f, "D{n}")?,
+            (4, Some(n)) => write!(f, "XD{n}")?,
+            (1, _) => f.write_str("ACK")?,
+            (5, _) => f.write_str("XACK")?,
+            (7, _) => f.write_str("N")?,
+            (t, _) => write!(f, "T{t}")?,
+        }
+        if self.retransmission {
+            f.write_str("r")?;
+        }
+        if self.lost {
+            f.write_str("x")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for TraceRecord {
+    /// One line: key-up and unkey times, sending node, rate, D_PDU bytes, the EOT announced
+    /// by the first D_PDU (0.5 s units), each D_PDU in order (see [`TracedDpdu`]'s format),
+    /// and why D_PDUs were lost.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{:9.3}-{:9.3} s node {} {} bit/s {} bytes {} D_PDUs ({} data) {} lost{}{}",
+            "{:9.3}-{:9.3} s node {} {} bit/s {} bytes EOT {} [",
             self.start.as_secs_f64(),
             self.end.as_secs_f64(),
             self.sender,
             self.rate_bps,
             self.bytes,
-            self.dpdus.len(),
-            data,
-            lost,
-            if self.why.is_empty() { "" } else { ": " },
-            self.why
-        )
+            self.dpdus.first().map_or(0, |d| d.eot),
+        )?;
+        for (i, d) in self.dpdus.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            write!(f, "{d}")?;
+        }
+        f.write_str("]")?;
+        if !self.why.is_empty() {
+            write!(f, " lost: {}", self.why)?;
+        }
+        Ok(())
     }
 }
 
@@ -376,6 +424,8 @@ pub(crate) struct State {
     dpdu_overhead: usize,
     byte_budget: usize,
     round: Vec<RoundTx>,
+    capture: Option<DpduCapture>,
+    watchers: Vec<mpsc::UnboundedSender<TraceRecord>>,
 }
 
 pub(crate) struct Shared {
@@ -520,6 +570,8 @@ impl Subnet {
             dpdu_overhead,
             byte_budget,
             round: Vec::new(),
+            capture: None,
+            watchers: Vec::new(),
         };
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
@@ -566,6 +618,40 @@ impl Subnet {
     /// Every transmission so far.
     pub fn trace(&self) -> Vec<TraceRecord> {
         self.shared.lock().trace.clone()
+    }
+
+    /// Every transmission from now on, as each one ends (with its losses decided). The
+    /// channel is unbounded, but it gets one record per transmission, at most one every
+    /// key-up time of simulated time.
+    pub fn watch_trace(&self) -> mpsc::UnboundedReceiver<TraceRecord> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.shared.lock().watchers.push(tx);
+        rx
+    }
+
+    /// Starts recording every D_PDU put on the air from now on into a pcap written to `out`
+    /// (see [`crate::capture`]), stamped `epoch` + simulated time. Replaces (and finishes)
+    /// any capture already running; fails only if the pcap header cannot be written.
+    pub fn capture_pcap<W: io::Write + Send + 'static>(
+        &self,
+        out: W,
+        epoch: Duration,
+    ) -> io::Result<()> {
+        let capture = DpduCapture::new(out, epoch)?;
+        let old = self.shared.lock().capture.replace(capture);
+        if let Some(old) = old
+            && let Err(e) = old.finish()
+        {
+            tracing::warn!("previous D_PDU capture ended with an error: {e}");
+        }
+        Ok(())
+    }
+
+    /// Stops the capture and flushes it: the number of D_PDUs it recorded (0 if none was
+    /// running), or the first error met while writing it.
+    pub fn finish_capture(&self) -> io::Result<u64> {
+        let capture = self.shared.lock().capture.take();
+        capture.map_or(Ok(0), DpduCapture::finish)
     }
 }
 
@@ -692,6 +778,13 @@ impl State {
                 Err(UnidataRejectReason::DestinationSapNotBound)
             };
         }
+        if !confirm && self.is_duplicate(node, dest, req.dest_sap, &req.updu) {
+            tracing::debug!(node, dest, "duplicate U_PDU dropped by the filter");
+            if let Some(n) = self.nodes.get_mut(node) {
+                n.counters.duplicates_dropped += 1;
+            }
+            return Ok(());
+        }
         self.next_seq += 1;
         let q = Queued {
             seq: self.next_seq,
@@ -720,6 +813,22 @@ impl State {
             }
         }
         Ok(())
+    }
+
+    /// Whether node `node` filters duplicates and still holds (queued, or in the ARQ and not
+    /// yet acknowledged) a U_PDU for `dest`/`sap` with these bytes.
+    fn is_duplicate(&self, node: usize, dest: usize, sap: SapId, updu: &[u8]) -> bool {
+        if !self.config.dup_filter.get(node).copied().unwrap_or(false) {
+            return false;
+        }
+        let Some(n) = self.nodes.get(node) else {
+            return false;
+        };
+        let same = |q: &Queued| q.dest == dest && q.dest_sap == sap && q.updu.as_ref() == updu;
+        n.queue.iter().any(same)
+            || n.links
+                .get(&dest)
+                .is_some_and(|l| l.unconfirmed.values().any(|a| same(&a.q)))
     }
 
     /// One U_PDU of a client was acknowledged, expired or dropped: it no longer counts
@@ -971,6 +1080,9 @@ impl State {
                 _ => None,
             };
             retrans += u64::from(retransmission);
+            if let Some(c) = &mut self.capture {
+                c.record(at, &bytes);
+            }
             traced.push(TracedDpdu {
                 dpdu_type: d.body.dpdu_type(),
                 fsn,
@@ -1118,6 +1230,7 @@ impl State {
             self.counters.lost_dpdus += lost_count;
             rt.record.lost = !rt.record.dpdus.is_empty() && rt.record.dpdus.iter().all(|d| d.lost);
             rt.record.why = why.join(", ");
+            self.watchers.retain(|w| w.send(rt.record.clone()).is_ok());
             self.trace.push(rt.record);
         }
         let now_end = self.counters.busy_until;

@@ -36,7 +36,9 @@ async fn client(subnet: &Subnet, node: usize, sap: u8) -> (Client, Events) {
         let s = s.clone();
         async move { Ok::<_, std::io::Error>(s.connect_in_process(node)) }
     };
-    let cfg = ClientConfig::new(SapId::new(sap).unwrap(), ServiceType::ARQ_NODE_CONFIRM);
+    let mut cfg = ClientConfig::new(SapId::new(sap).unwrap(), ServiceType::ARQ_NODE_CONFIRM);
+    // The client's own duplicate filter is off: the server's is under test here.
+    cfg.filter = skywave_sis::filter::FilterConfig::disabled();
     let (c, bound, events) = Client::connect(connector, cfg).await.unwrap();
     assert_eq!(bound.mtu, 2048);
     (c, events)
@@ -456,4 +458,181 @@ async fn three_nodes_share_one_channel() {
         (0..n).map(|i| payload(100 + i, 800)).collect::<Vec<_>>()
     );
     println!("{}", subnet.counters());
+}
+
+/// `tshark`, or `None` (with a note on stderr) when it is not installed.
+fn tshark() -> Option<&'static str> {
+    match std::process::Command::new("tshark").arg("--version").output() {
+        Ok(o) if o.status.success() => Some("tshark"),
+        _ => {
+            eprintln!(
+                "SKIPPED: tshark is not installed (apt-get install tshark); the D_PDU pcap \
+                 was not checked against Wireshark's s5066dts dissector"
+            );
+            None
+        }
+    }
+}
+
+fn run_tshark(args: &[&str]) -> String {
+    let out = std::process::Command::new("tshark")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "tshark {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn pcap_of_dpdus_decodes_in_wireshark_and_matches_the_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dts.pcap");
+    // 4 dB: some D_PDUs are lost and sent again, so the capture has retransmissions.
+    let subnet = Subnet::start(config(DataRate::Bps1200, ChannelConfig::awgn(4.0), 3)).unwrap();
+    subnet
+        .capture_pcap(std::fs::File::create(&path).unwrap(), Duration::ZERO)
+        .unwrap();
+    let mut watch = subnet.watch_trace();
+    let (ca, _ea) = client(&subnet, 0, 3).await;
+    let (_cb, mut eb) = client(&subnet, 1, 3).await;
+    send_all(&ca, B, 6, 1500, 0).await;
+    receive(&mut eb, 6).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let recorded = subnet.finish_capture().unwrap();
+    let trace = subnet.trace();
+    let watched: Vec<TraceRecord> = std::iter::from_fn(|| watch.try_recv().ok()).collect();
+    assert_eq!(watched, trace, "watch_trace saw every transmission");
+    let expected: Vec<(u8, Option<u8>, u8, usize, Duration)> = trace
+        .iter()
+        .flat_map(|t| t.dpdus.iter().map(|d| (d.dpdu_type, d.fsn, d.eot, d.len, d.at)))
+        .collect();
+    assert_eq!(recorded, expected.len() as u64);
+    assert!(
+        trace.iter().any(|t| t.dpdus.iter().any(|d| d.retransmission)),
+        "the channel should force retransmissions: {}",
+        subnet.counters()
+    );
+    // Every line names its node, types, FSNs and EOT.
+    let line = trace[0].to_string();
+    assert!(line.contains("node 0") && line.contains("EOT") && line.contains("D0"), "{line}");
+
+    // Our own reading of the file: libpcap, link type 237, one D_PDU per record.
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(u32::from_le_bytes(bytes[20..24].try_into().unwrap()), 237);
+    let mut pos = 24;
+    let mut n = 0;
+    while pos < bytes.len() {
+        let le = |o: usize| u32::from_le_bytes(bytes[pos + o..pos + o + 4].try_into().unwrap());
+        let (secs, micros, len) = (le(0), le(4), le(8) as usize);
+        let frame = &bytes[pos + 16..pos + 16 + len];
+        let (d, used) = Dpdu::decode(frame).unwrap();
+        let (ty, fsn, eot, elen, at) = expected[n];
+        assert_eq!((d.body.dpdu_type(), d.eot, used, len), (ty, eot, elen, elen));
+        assert_eq!(
+            Duration::new(u64::from(secs), micros * 1000),
+            Duration::from_micros(at.as_micros() as u64)
+        );
+        if let Body::DataOnly { header, .. } = &d.body {
+            assert_eq!(Some(header.fsn), fsn);
+        }
+        pos += 16 + len;
+        n += 1;
+    }
+    assert_eq!(n, expected.len());
+
+    let Some(_) = tshark() else { return };
+    let p = path.to_str().unwrap();
+    let fields = run_tshark(&[
+        "-r",
+        p,
+        "-T",
+        "fields",
+        "-E",
+        "separator=;",
+        "-e",
+        "s5066dts.type",
+        "-e",
+        "s5066dts.data_only.transmit_sequence_number",
+        "-e",
+        "s5066dts.eot",
+    ]);
+    let decoded: Vec<String> = fields.lines().map(str::to_owned).collect();
+    let want: Vec<String> = expected
+        .iter()
+        .map(|(ty, fsn, eot, _, _)| {
+            format!("{ty};{};{eot}", fsn.map(|f| f.to_string()).unwrap_or_default())
+        })
+        .collect();
+    assert_eq!(decoded, want, "tshark's s5066dts fields vs the trace");
+    let verbose = run_tshark(&["-r", p, "-V"]);
+    let good_crcs = verbose.matches("(Correct)").count();
+    let data = expected.iter().filter(|e| e.1.is_some()).count();
+    // One header CRC per D_PDU, one segment CRC per DATA-ONLY D_PDU.
+    assert_eq!(good_crcs, expected.len() + data, "{verbose}");
+    let bad = run_tshark(&["-r", p, "-Y", "_ws.malformed || _ws.expert.severity == \"Error\""]);
+    assert!(bad.trim().is_empty(), "tshark flagged frames:\n{bad}");
+}
+
+/// Submits `updus` from node 0 without confirmation and returns what node 1 received within
+/// `wait`, and node 0's filter count.
+async fn resubmit(filter: bool, updus: &[&'static [u8]], wait: Duration) -> (Vec<Bytes>, u64) {
+    let mut cfg = config(DataRate::Bps2400, ChannelConfig::awgn(30.0), 4);
+    cfg.dup_filter = vec![filter];
+    let subnet = Subnet::start(cfg).unwrap();
+    let (ca, _ea) = client(&subnet, 0, 9).await;
+    let (_cb, mut eb) = client(&subnet, 1, 9).await;
+    for u in updus {
+        let req = UnidataRequest {
+            mode: ServiceType::ARQ,
+            ..request(B, 9, Bytes::from_static(u))
+        };
+        assert_eq!(ca.send_unidata(req).unwrap().await, Ok(Delivery::Sent));
+    }
+    tokio::time::sleep(wait).await;
+    let got = std::iter::from_fn(|| eb.try_recv())
+        .filter_map(|e| match e {
+            Event::Unidata(ind) => Some(ind.updu),
+            _ => None,
+        })
+        .collect();
+    (got, subnet.counters().nodes[0].duplicates_dropped)
+}
+
+#[tokio::test(start_paused = true)]
+async fn duplicate_filter_drops_copies_still_held_and_only_when_on() {
+    let updus: &[&[u8]] = &[b"segment 1", b"segment 1", b"segment 2", b"segment 1"];
+    let (got, dropped) = resubmit(true, updus, Duration::from_secs(300)).await;
+    assert_eq!(got, vec![Bytes::from_static(b"segment 1"), Bytes::from_static(b"segment 2")]);
+    assert_eq!(dropped, 2);
+    let (got, dropped) = resubmit(false, updus, Duration::from_secs(300)).await;
+    assert_eq!(got.len(), 4);
+    assert_eq!(dropped, 0);
+
+    // Once acknowledged, the same bytes are new data again.
+    let mut cfg = config(DataRate::Bps2400, ChannelConfig::awgn(30.0), 4);
+    cfg.dup_filter = vec![true, true];
+    let subnet = Subnet::start(cfg).unwrap();
+    let (ca, _ea) = client(&subnet, 0, 9).await;
+    let (_cb, mut eb) = client(&subnet, 1, 9).await;
+    for _ in 0..2 {
+        let req = UnidataRequest {
+            mode: ServiceType::ARQ,
+            ..request(B, 9, Bytes::from_static(b"again"))
+        };
+        ca.send_unidata(req).unwrap().await.unwrap();
+        receive(&mut eb, 1).await;
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    }
+    // And a U_PDU asking for confirmation is never dropped.
+    let first = ca.send_unidata(request(B, 9, payload(0, 100))).unwrap();
+    let dup = ca.send_unidata(request(B, 9, payload(0, 100))).unwrap();
+    assert!(matches!(first.await, Ok(Delivery::Confirmed(_))));
+    assert!(matches!(dup.await, Ok(Delivery::Confirmed(_))));
+    assert_eq!(receive(&mut eb, 2).await.len(), 2);
+    assert_eq!(subnet.counters().nodes[0].duplicates_dropped, 0);
+    assert_eq!(subnet.counters().nodes[1].delivered, 4);
 }

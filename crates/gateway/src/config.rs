@@ -91,6 +91,10 @@ pub struct HfConfig {
     pub cftp_files_in_flight: usize,
     /// How long an accepted message's identity is remembered to drop retransmitted copies.
     pub dedup_window: Duration,
+    /// How long new mail waits for more before a session starts, so that a burst of messages
+    /// (a client sending several in one SMTP session) goes in one batch: a turnaround on HF
+    /// costs far more than this.
+    pub batch_delay: Duration,
 }
 
 impl Default for HfConfig {
@@ -102,6 +106,7 @@ impl Default for HfConfig {
             assumed_bps: 300,
             cftp_files_in_flight: 4,
             dedup_window: Duration::from_secs(7 * 86_400),
+            batch_delay: Duration::from_secs(2),
         }
     }
 }
@@ -201,6 +206,7 @@ struct RawHf {
     assumed_bps: Option<Spanned<i64>>,
     cftp_files_in_flight: Option<Spanned<i64>>,
     dedup_window: Option<Secs>,
+    batch_delay: Option<Secs>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -590,6 +596,9 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
     }
     if let Some(t) = raw.hf.dedup_window {
         hf.dedup_window = Duration::from_secs(t.0);
+    }
+    if let Some(t) = raw.hf.batch_delay {
+        hf.batch_delay = Duration::from_secs(t.0);
     }
     if let Some(b) = &raw.hf.assumed_bps {
         match u32::try_from(*b.get_ref()) {

@@ -8,15 +8,21 @@
 //! SIS server in-process. Everything else is the production code: LAN listeners on real
 //! sockets, spools, routing tables, link schedulers, Maildir delivery.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use skywave_emu::channel::{ChannelConfig, Impairment, ScheduledImpairment};
 use skywave_emu::modem::{DataRate, Interleaver, ModemConfig};
 use skywave_emu::net::{Subnet, SubnetConfig};
 use skywave_sis::NodeAddress;
-use tokio::sync::watch;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::futures::OwnedNotified;
+use tokio::sync::{Notify, watch};
 
 use crate::config;
 use crate::daemon::{self, DaemonError, Gateway};
@@ -56,6 +62,8 @@ pub struct PairOptions {
     pub outages: Vec<(Duration, Duration)>,
     /// First retry delay of both spools, seconds.
     pub min_backoff: u64,
+    /// Byte budget of one HMTP batch.
+    pub batch_bytes: u64,
 }
 
 impl PairOptions {
@@ -76,6 +84,7 @@ impl PairOptions {
             compression: "deflate".into(),
             outages: Vec::new(),
             min_backoff: 30,
+            batch_bytes: 64 * 1024,
         }
     }
 }
@@ -129,6 +138,8 @@ pub struct Pair {
     pub shore_config: PathBuf,
     /// Set to stop the in-process SIS connections (so a restarted server can be simulated).
     sis_up: watch::Sender<bool>,
+    /// Notified to cut every in-process SIS connection.
+    sis_cut: Arc<Notify>,
 }
 
 impl Pair {
@@ -177,17 +188,18 @@ impl Pair {
         let ship_config = write_side(opts, Side::Ship)?;
         let shore_config = write_side(opts, Side::Shore)?;
         let (sis_up, sis_rx) = watch::channel(true);
+        let sis_cut = Arc::new(Notify::new());
         let ship_cfg = config::load(&ship_config)?;
         let shore_cfg = config::load(&shore_config)?;
         let ship_maildir = maildir_of(&ship_cfg);
         let shore_maildir = maildir_of(&shore_cfg);
-        let shore = daemon::start(shore_cfg, in_process(&subnet, 1, sis_rx.clone()))
+        let shore = daemon::start(shore_cfg, in_process(&subnet, 1, sis_rx.clone(), Arc::clone(&sis_cut)))
             .await
             .map_err(|source| PairError::Gateway {
                 side: "shore",
                 source,
             })?;
-        let ship = daemon::start(ship_cfg, in_process(&subnet, 0, sis_rx))
+        let ship = daemon::start(ship_cfg, in_process(&subnet, 0, sis_rx, Arc::clone(&sis_cut)))
             .await
             .map_err(|source| PairError::Gateway {
                 side: "ship",
@@ -202,6 +214,7 @@ impl Pair {
             ship_config,
             shore_config,
             sis_up,
+            sis_cut,
         })
     }
 
@@ -216,6 +229,11 @@ impl Pair {
     pub fn set_sis_available(&self, up: bool) {
         let _ = self.sis_up.send(up);
     }
+
+    /// Cuts every SIS connection at once, as a restarting STANAG 5066 server does.
+    pub fn cut_sis_connections(&self) {
+        self.sis_cut.notify_waiters();
+    }
 }
 
 fn maildir_of(c: &config::Config) -> PathBuf {
@@ -225,12 +243,21 @@ fn maildir_of(c: &config::Config) -> PathBuf {
     }
 }
 
-/// Connections to node `node` of `subnet`, refused while `up` is false.
-fn in_process(subnet: &Subnet, node: usize, up: watch::Receiver<bool>) -> SisConnect {
+/// Connections to node `node` of `subnet`, refused while `up` is false and cut when `cut` is
+/// notified.
+fn in_process(
+    subnet: &Subnet,
+    node: usize,
+    up: watch::Receiver<bool>,
+    cut: Arc<Notify>,
+) -> SisConnect {
     let subnet = subnet.clone();
     SisConnect::new(move |_server: &str| {
         let available = *up.borrow();
-        let stream = available.then(|| subnet.connect_in_process(node));
+        let stream = available.then(|| Cuttable {
+            inner: subnet.connect_in_process(node),
+            cut: Box::pin(Arc::clone(&cut).notified_owned()),
+        });
         Box::pin(async move {
             match stream {
                 Some(s) => Ok(Box::new(s) as Transport),
@@ -241,6 +268,58 @@ fn in_process(subnet: &Subnet, node: usize, up: watch::Receiver<bool>) -> SisCon
             }
         })
     })
+}
+
+/// A stream that fails for good once its `cut` is notified (a server that went away).
+struct Cuttable<T> {
+    inner: T,
+    cut: Pin<Box<OwnedNotified>>,
+}
+
+impl<T> Cuttable<T> {
+    fn check(&mut self, cx: &mut Context<'_>) -> Result<(), std::io::Error> {
+        match self.cut.as_mut().poll(cx) {
+            Poll::Ready(()) => Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "the emulated STANAG 5066 server restarted",
+            )),
+            Poll::Pending => Ok(()),
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Cuttable<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        this.check(cx)?;
+        Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Cuttable<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        this.check(cx)?;
+        Pin::new(&mut this.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        this.check(cx)?;
+        Pin::new(&mut this.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -309,7 +388,8 @@ fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
          node = \"{other_node}\"\n\
          protocol = \"{protocol}\"\n\
          skywave = true\n\
-         compression = \"{compression}\"\n\n\
+         compression = \"{compression}\"\n\
+         batch_bytes = {batch_bytes}\n\n\
          [[route]]\n\
          match = \"{other_domain}\"\n\
          to = \"{other}\"\n\n\
@@ -318,6 +398,7 @@ fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
          to = \"{other}\"\n",
         protocol = opts.protocol,
         compression = opts.compression,
+        batch_bytes = opts.batch_bytes,
     );
     let cfg = dir.join("skywave.toml");
     write(&cfg, &gateway)?;

@@ -173,3 +173,128 @@ async fn hmtp_deflate_both_ways_exactly_once() {
     );
     pair.stop().await;
 }
+
+/// Transmissions carrying DATA D_PDUs, per sending node.
+fn data_transmissions(pair: &Pair) -> [usize; 2] {
+    let mut n = [0usize; 2];
+    for t in pair.subnet.trace() {
+        if t.dpdus.iter().any(|d| d.dpdu_type == 0) {
+            n[t.sender.min(1)] += 1;
+        }
+    }
+    n
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_hmtp_session_is_two_transmissions_whatever_the_batch_size() {
+    for n in [1usize, 10, 50] {
+        let dir = tempfile::tempdir().unwrap();
+        let pair = Pair::start(&options(dir.path(), "deflate")).await.unwrap();
+        let mut sent = Vec::new();
+        for i in 0..n {
+            let m = message("alice@ship.example", "ops@shore.example", i, 500);
+            pair.ship
+                .submit("alice@ship.example", &["ops@shore.example"], &m)
+                .await
+                .unwrap();
+            sent.push((format!("<{i}.alice@ship.example>"), m));
+        }
+        let got = wait_for(&pair.shore_maildir, n, Duration::from_secs(3600)).await;
+        check_delivered(&got, &sent, "gw.shore.example");
+        // Let the last acknowledgements go.
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        let records = pair.ship.hf().unwrap().transfers();
+        let out = outgoing(&records);
+        assert_eq!(out.len(), 1, "one session for {n} messages: {records:?}");
+        assert_eq!(out[0].messages, n as u64);
+        assert_eq!(out[0].transmissions, 2);
+        // On the air: the submission in one transmission from the ship, the replies in one
+        // from the shore; everything else is ARQ acknowledgements.
+        assert_eq!(data_transmissions(&pair), [1, 1], "batch of {n}");
+        pair.stop().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn both_gateways_starting_at_once_deliver_everything_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let pair = Pair::start(&options(dir.path(), "deflate")).await.unwrap();
+    let a = message("alice@ship.example", "ops@shore.example", 1, 800);
+    let b = message("hq@shore.example", "captain@ship.example", 2, 800);
+    let (ra, rb) = tokio::join!(
+        pair.ship.submit("alice@ship.example", &["ops@shore.example"], &a),
+        pair.shore.submit("hq@shore.example", &["captain@ship.example"], &b)
+    );
+    ra.unwrap();
+    rb.unwrap();
+    let got = wait_for(&pair.shore_maildir, 1, Duration::from_secs(3600)).await;
+    check_delivered(&got, &[("<1.alice@ship.example>".into(), a)], "gw.shore.example");
+    let got = wait_for(&pair.ship_maildir, 1, Duration::from_secs(3600)).await;
+    check_delivered(&got, &[("<2.hq@shore.example>".into(), b.clone())], "gw.ship.example");
+    tokio::time::sleep(Duration::from_secs(1800)).await;
+    check_delivered(&maildir(&pair.ship_maildir), &[("<2.hq@shore.example>".into(), b)], "gw.ship.example");
+    // It was a collision: the lower address (the shore, 0.0.1.1) yielded its first session.
+    let shore = pair.shore.hf().unwrap().transfers();
+    assert!(
+        outgoing(&shore).iter().any(|r| r.result.starts_with("yielded")),
+        "{shore:?}"
+    );
+    assert!(
+        outgoing(&pair.ship.hf().unwrap().transfers())
+            .iter()
+            .all(|r| r.result == "completed")
+    );
+    pair.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_ten_minute_outage_in_mid_batch_loses_and_duplicates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), "none");
+    // 30 messages of 3 kB uncompressed take about 10 minutes at 1200 bit/s: the outage
+    // starts a minute in.
+    o.outages = vec![(Duration::from_secs(60), Duration::from_secs(600))];
+    o.batch_bytes = 1 << 20;
+    let pair = Pair::start(&o).await.unwrap();
+    let mut sent = Vec::new();
+    for i in 0..30 {
+        let m = message("alice@ship.example", "ops@shore.example", i, 3000);
+        pair.ship
+            .submit("alice@ship.example", &["ops@shore.example"], &m)
+            .await
+            .unwrap();
+        sent.push((format!("<{i}.alice@ship.example>"), m));
+    }
+    let got = wait_for(&pair.shore_maildir, 30, Duration::from_secs(4 * 3600)).await;
+    check_delivered(&got, &sent, "gw.shore.example");
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    check_delivered(&maildir(&pair.shore_maildir), &sent, "gw.shore.example");
+    assert!(pair.ship.spool().entries().unwrap().count() == 0);
+    pair.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restart_of_the_5066_server_loses_and_duplicates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let pair = Pair::start(&options(dir.path(), "lzw16")).await.unwrap();
+    let mut sent = Vec::new();
+    for i in 0..10 {
+        let m = message("alice@ship.example", "ops@shore.example", i, 2000);
+        pair.ship
+            .submit("alice@ship.example", &["ops@shore.example"], &m)
+            .await
+            .unwrap();
+        sent.push((format!("<{i}.alice@ship.example>"), m));
+    }
+    // Mid-session: the server goes away for two minutes, dropping every client.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    pair.set_sis_available(false);
+    pair.cut_sis_connections();
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    pair.set_sis_available(true);
+    let got = wait_for(&pair.shore_maildir, 10, Duration::from_secs(4 * 3600)).await;
+    check_delivered(&got, &sent, "gw.shore.example");
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    check_delivered(&maildir(&pair.shore_maildir), &sent, "gw.shore.example");
+    pair.stop().await;
+}

@@ -412,6 +412,12 @@ impl Receiver {
         self.files.len()
     }
 
+    /// Drops the unfinished file under these ids, if any (its sender gave up or went silent):
+    /// true if there was one. Its memory is freed; a later segment 0 starts it afresh.
+    pub fn abandon(&mut self, connection: u8, updu_id: u8) -> bool {
+        self.files.remove(&(connection, updu_id)).is_some()
+    }
+
     /// Takes one U_PDU received on SAP 12 from this receiver's peer.
     pub fn receive(&mut self, updu: &[u8]) -> Result<Received, CftpError> {
         let (header, body) = RcopHeader::decode(updu)?;

@@ -5,6 +5,8 @@
 //!
 //! - [`cftp`]: the CFTP byte layouts (mail-file, BFTPv1, RCOPv1, acknowledgement), segmenting and
 //!   reassembly.
+//! - [`cftp_session`]: the CFTP sender (files in flight, ack timeouts, retransmission) and
+//!   receiver session (spool ordering, de-duplication, acknowledgements).
 //! - [`client`]: the HMTP client: one batch in one (optionally compressed) submission, outcomes
 //!   per recipient, and the batch byte budget.
 //! - [`server`]: the HMTP server: scheme detection, HMTP-66 reply buffering (or standard RFC 2920
@@ -47,10 +49,9 @@
 //! assert!(matches!(outcome.messages[0].recipients[0].1, Disposition::Delivered(_)));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
-//!
-//! Not yet here: the CFTP session logic (issue "Mail over the air").
 
 pub mod cftp;
+pub mod cftp_session;
 pub mod client;
 pub mod collision;
 pub mod dedup;
@@ -58,6 +59,11 @@ pub mod error;
 pub mod server;
 pub mod stream;
 
+pub use cftp_session::{
+    AckOutcome, CftpReceiverEvent, CftpReceiverSession, CftpReceiverSettings, CftpReceiverStats,
+    CftpSender, CftpSenderSettings, CftpSenderStats, CftpSessionError, CftpTicket, IncomingFile,
+    cftp_message_id,
+};
 pub use client::{
     BatchMessage, BatchOutcome, ClientSettings, Disposition, HmtpClient, MessageResult, SessionEnd,
     select_batch,

@@ -4,7 +4,9 @@
 //! It synthesises Ethernet, IPv4 and TCP headers (with correct sequence numbers and valid
 //! checksums) around the bytes each side sent. It does no I/O of its own beyond the
 //! [`std::io::Write`] it is given and takes timestamps as arguments, so both the client (through
-//! [`crate::client::PcapCapture`]) and the emulator can use it.
+//! [`crate::client::PcapCapture`]) and the emulator can use it. The writer itself is link-type
+//! generic: the emulator also uses it for captures of bare D_PDUs
+//! ([`LINKTYPE_STANAG_5066_D_PDU`]).
 
 use std::io::{self, Write};
 use std::net::SocketAddrV4;
@@ -15,7 +17,10 @@ pub const SIS_PORT: u16 = 5066;
 /// Largest TCP payload put in one synthesised segment (Ethernet MSS).
 pub const MSS: usize = 1460;
 
-const LINKTYPE_ETHERNET: u32 = 1;
+/// Link type of Ethernet frames (what [`PcapWriter::new`] writes).
+pub const LINKTYPE_ETHERNET: u32 = 1;
+/// Link type of bare STANAG 5066 D_PDUs, one per record (Wireshark's `s5066dts` dissector).
+pub const LINKTYPE_STANAG_5066_D_PDU: u32 = 237;
 const SNAPLEN: u32 = 65_535;
 
 /// Writes pcap records to `W`.
@@ -26,7 +31,13 @@ pub struct PcapWriter<W: Write> {
 
 impl<W: Write> PcapWriter<W> {
     /// Writes the pcap global header (microsecond timestamps, Ethernet link type).
-    pub fn new(mut out: W) -> io::Result<Self> {
+    pub fn new(out: W) -> io::Result<Self> {
+        Self::with_link_type(out, LINKTYPE_ETHERNET)
+    }
+
+    /// Writes the pcap global header for another link type (e.g.
+    /// [`LINKTYPE_STANAG_5066_D_PDU`]); records are then written with [`Self::write_frame`].
+    pub fn with_link_type(mut out: W, link_type: u32) -> io::Result<Self> {
         let mut h = Vec::with_capacity(24);
         h.extend_from_slice(&0xA1B2_C3D4u32.to_le_bytes());
         h.extend_from_slice(&2u16.to_le_bytes());
@@ -34,7 +45,7 @@ impl<W: Write> PcapWriter<W> {
         h.extend_from_slice(&0i32.to_le_bytes());
         h.extend_from_slice(&0u32.to_le_bytes());
         h.extend_from_slice(&SNAPLEN.to_le_bytes());
-        h.extend_from_slice(&LINKTYPE_ETHERNET.to_le_bytes());
+        h.extend_from_slice(&link_type.to_le_bytes());
         out.write_all(&h)?;
         Ok(PcapWriter { out })
     }

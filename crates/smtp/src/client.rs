@@ -16,10 +16,23 @@
 //!   Annex F). Replies are then matched in order; when a DATA is refused, the server has
 //!   discarded the text (HMTP rule), so no reply for it is expected.
 //!
-//! XLZW (JNOS compression) is not offered yet; see the crate documentation.
+//!
+//! # XLZW (JNOS LZW compression)
+//! With [`ClientConfig::xlzw`] set (and a mode other than [`ClientMode::Batch`]), the client
+//! does what a JNOS client does: after the 220 greeting it sends `XLZW <bits> 0` and waits for
+//! the one-line reply. A 2xx switches both directions to LZW (at our bits when the reply echoes
+//! them, else at 9 bits, compact, as JNOS falls back), forces JNOS batching and goes on with
+//! HELO, not EHLO: HELO, MAIL, every RCPT and DATA go as one burst; the text follows the 354; the
+//! next message's MAIL, RCPTs and DATA follow its final reply; QUIT is sent without waiting for
+//! the 221 (the session finishes at once). Any other reply means "not supported": the session
+//! goes on uncompressed with EHLO. The compression is inside the session: [`ClientSession::feed`]
+//! takes wire bytes and [`ClientSession::take_output`] returns wire bytes; every burst ends with
+//! an encoder flush, as JNOS flushes before each read of a reply.
 
 use std::collections::VecDeque;
 
+use skywave_compress::lzw::clamp_maxbits;
+use skywave_compress::{DecompressError, Limits, LzwSession};
 use thiserror::Error;
 
 use crate::data::dot_stuff;
@@ -86,11 +99,14 @@ pub struct ClientConfig {
     pub max_reply_line: usize,
     /// Most lines in one reply.
     pub max_reply_lines: usize,
+    /// Offer JNOS LZW compression with this many bits (9..=16; other values are clamped as JNOS
+    /// does) and mode 0 (compact). None: plain SMTP. Ignored in [`ClientMode::Batch`].
+    pub xlzw: Option<u8>,
 }
 
 impl ClientConfig {
-    /// A configuration with a greeting, 4096-octet reply lines, 256 lines per reply, and in batch
-    /// mode only 8BITMIME assumed.
+    /// A configuration with a greeting, 4096-octet reply lines, 256 lines per reply, in batch
+    /// mode only 8BITMIME assumed, and no XLZW.
     pub fn new(helo_name: impl Into<String>, mode: ClientMode) -> Self {
         Self {
             helo_name: helo_name.into(),
@@ -102,6 +118,7 @@ impl ClientConfig {
             },
             max_reply_line: 4096,
             max_reply_lines: 256,
+            xlzw: None,
         }
     }
 }
@@ -180,6 +197,9 @@ pub enum ClientError {
     /// An address would break the command syntax (control characters, spaces, angle brackets).
     #[error("address {0:?} cannot be sent in an SMTP command")]
     BadAddress(String),
+    /// The server's XLZW-compressed stream could not be decoded.
+    #[error("compressed reply stream from server cannot be decoded: {0}")]
+    Compression(#[from] DecompressError),
 }
 
 /// Something for the owner.
@@ -197,6 +217,7 @@ pub enum ClientEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Expect {
     Greeting,
+    Xlzw(u8),
     Ehlo,
     Helo,
     Mail(usize),
@@ -224,7 +245,19 @@ pub struct ClientSession {
     progress: Vec<Progress>,
     parser: ReplyParser,
     expect: VecDeque<Expect>,
+    /// Commands and text not yet encoded (plain).
     output: Vec<u8>,
+    /// Bytes ready for the wire.
+    wire: Vec<u8>,
+    /// Both LZW directions once XLZW was accepted.
+    lzw: Option<LzwSession>,
+    /// XLZW was accepted by the reply just handled: the rest of the input is compressed.
+    lzw_started_now: bool,
+    /// JNOS batching (after XLZW): HELO and the first message's commands went as one burst.
+    jnos: bool,
+    helo_group_sent: bool,
+    plain_written: u64,
+    plain_read: u64,
     events: VecDeque<ClientEvent>,
     extensions: Option<Extensions>,
     pipelining: bool,
@@ -267,6 +300,13 @@ impl ClientSession {
             progress,
             expect: VecDeque::new(),
             output: Vec::new(),
+            wire: Vec::new(),
+            lzw: None,
+            lzw_started_now: false,
+            jnos: false,
+            helo_group_sent: false,
+            plain_written: 0,
+            plain_read: 0,
             events: VecDeque::new(),
             extensions: None,
             next_message: 0,
@@ -278,9 +318,26 @@ impl ClientSession {
         if session.config.mode == ClientMode::Batch {
             session.queue_batch();
         } else if !session.config.expect_greeting {
-            session.send_ehlo();
+            session.open();
         }
         Ok(session)
+    }
+
+    /// The LZW bits in use once XLZW was accepted (ours, or 9 after a differing echo); None while
+    /// the session is uncompressed.
+    pub fn compression(&self) -> Option<u8> {
+        self.lzw.as_ref().map(|l| l.encoder.header_maxbits())
+    }
+
+    /// Octets of commands and text produced so far, before compression (with XLZW off, the
+    /// same as the wire octets taken).
+    pub fn plain_bytes_written(&self) -> u64 {
+        self.plain_written
+    }
+
+    /// Octets of reply text received so far, after decompression.
+    pub fn plain_bytes_read(&self) -> u64 {
+        self.plain_read
     }
 
     /// The extensions the server advertised in its EHLO reply, once known.
@@ -288,14 +345,32 @@ impl ClientSession {
         self.extensions.as_ref()
     }
 
-    /// Takes the bytes to send.
+    /// Takes the bytes to send. With XLZW on, what was produced since the last call is one
+    /// burst: compressed and ended with an encoder flush so that the server can decode all of it.
     pub fn take_output(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.output)
+        self.encode_pending();
+        std::mem::take(&mut self.wire)
     }
 
     /// True if there are bytes to send.
     pub fn has_output(&self) -> bool {
-        !self.output.is_empty()
+        !self.output.is_empty() || !self.wire.is_empty()
+    }
+
+    fn encode_pending(&mut self) {
+        if self.output.is_empty() {
+            return;
+        }
+        let plain = std::mem::take(&mut self.output);
+        self.plain_written += plain.len() as u64;
+        match self.lzw.as_mut() {
+            Some(lzw) => {
+                lzw.encoder.push(&plain);
+                lzw.encoder.flush();
+                self.wire.extend(lzw.encoder.take_output());
+            }
+            None => self.wire.extend_from_slice(&plain),
+        }
     }
 
     /// Takes the next event.
@@ -308,14 +383,53 @@ impl ClientSession {
         self.finished
     }
 
-    /// Consumes bytes from the server.
+    /// Consumes bytes from the server (wire bytes: compressed once XLZW is on).
     pub fn feed(&mut self, bytes: &[u8]) {
         if self.finished {
             return;
         }
+        if self.lzw.is_some() {
+            return self.feed_compressed(bytes);
+        }
+        self.plain_read += bytes.len() as u64;
         self.parser.push(bytes);
+        self.drain_replies();
+        if self.lzw.is_some() && !self.finished {
+            // Whatever followed the XLZW reply is compressed.
+            let rest = self.parser.take_buffered();
+            self.plain_read = self.plain_read.saturating_sub(rest.len() as u64);
+            self.feed_compressed(&rest);
+        }
+    }
+
+    /// Decodes a chunk at a time, each with its own cap on the text it may yield, so that a
+    /// decompression bomb costs bounded memory (see `LZW_CHUNK`).
+    fn feed_compressed(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(LZW_CHUNK) {
+            if self.finished {
+                return;
+            }
+            let Some(lzw) = self.lzw.as_mut() else {
+                return;
+            };
+            lzw.decoder.start_message();
+            if let Err(err) = lzw.receive(chunk) {
+                return self.finish(Some(ClientError::Compression(err)));
+            }
+            let text = lzw.decoder.take_output();
+            self.plain_read += text.len() as u64;
+            self.parser.push(&text);
+            self.drain_replies();
+        }
+    }
+
+    fn drain_replies(&mut self) {
         // Bounded: each reply consumes buffered bytes.
         while !self.finished {
+            if self.lzw_started_now {
+                self.lzw_started_now = false;
+                break;
+            }
             match self.parser.next_reply() {
                 Ok(Some(reply)) => self.on_reply(reply),
                 Ok(None) => break,
@@ -403,6 +517,55 @@ impl ClientSession {
     fn send_quit(&mut self) {
         self.send_line("QUIT");
         self.expect.push_back(Expect::Quit);
+        if self.jnos {
+            // JNOS does not wait for the 221: everything before QUIT has been answered.
+            self.finish(None);
+        }
+    }
+
+    /// After the greeting (or at once without one): XLZW when configured, else EHLO.
+    fn open(&mut self) {
+        match self.config.xlzw {
+            Some(bits) if self.config.mode != ClientMode::Batch => {
+                let bits = clamp_maxbits(u32::from(bits));
+                let line = format!("XLZW {bits} 0");
+                self.send_line(&line);
+                self.expect.push_back(Expect::Xlzw(bits));
+            }
+            _ => self.send_ehlo(),
+        }
+    }
+
+    /// The reply to XLZW: a 2xx starts LZW and JNOS batching; anything else, plain EHLO.
+    fn on_xlzw_reply(&mut self, bits: u8, reply: &Reply) {
+        if !reply.is_positive() {
+            return self.send_ehlo();
+        }
+        let first = reply.lines.first().map(String::as_str).unwrap_or("");
+        let mut words = first.split_ascii_whitespace().map(str::parse::<i64>);
+        let echoed = matches!(
+            (words.next(), words.next()),
+            (Some(Ok(b)), Some(Ok(0))) if b == i64::from(bits)
+        );
+        // JNOS falls back to compact mode at 9 bits when the echo differs.
+        let bits = if echoed { bits } else { 9 };
+        let Ok(lzw) = LzwSession::new(bits, lzw_limits()) else {
+            return self.send_ehlo();
+        };
+        // Anything still queued was meant to go uncompressed.
+        self.encode_pending();
+        self.lzw = Some(lzw);
+        self.lzw_started_now = true;
+        self.jnos = true;
+        self.pipelining = true;
+        self.extensions = Some(Extensions::default());
+        let line = format!("HELO {}", self.config.helo_name);
+        self.send_line(&line);
+        self.expect.push_back(Expect::Helo);
+        if self.next_message < self.messages.len() {
+            self.helo_group_sent = true;
+            self.start_next();
+        }
     }
 
     fn send_rset(&mut self) {
@@ -462,9 +625,10 @@ impl ClientSession {
                     return self.finish(Some(ClientError::Refused(reply)));
                 }
                 if !batch {
-                    self.send_ehlo();
+                    self.open();
                 }
             }
+            Expect::Xlzw(bits) => self.on_xlzw_reply(bits, &reply),
             Expect::Ehlo => {
                 if reply.code == 250 {
                     let ext = Extensions::from_ehlo(&reply);
@@ -483,6 +647,13 @@ impl ClientSession {
                 if reply.code != 250 {
                     self.send_quit_if_lockstep(batch);
                     return self.finish(Some(ClientError::Refused(reply)));
+                }
+                if self.jnos {
+                    // The first message's commands went with HELO, unless there was none.
+                    if !std::mem::take(&mut self.helo_group_sent) {
+                        self.start_next();
+                    }
+                    return;
                 }
                 self.pipelining = false;
                 self.extensions = Some(Extensions::default());
@@ -568,7 +739,12 @@ impl ClientSession {
             Expect::Rcpt(i, j) => self.progress[i].rcpt[j] = Some(reply),
             Expect::Data(i) => self.progress[i].data = Some(reply),
             Expect::Dot(i) => self.progress[i].dot = Some(reply),
-            Expect::Greeting | Expect::Ehlo | Expect::Helo | Expect::Rset | Expect::Quit => {}
+            Expect::Greeting
+            | Expect::Xlzw(_)
+            | Expect::Ehlo
+            | Expect::Helo
+            | Expect::Rset
+            | Expect::Quit => {}
         }
     }
 
@@ -613,6 +789,18 @@ impl ClientSession {
         self.expect.clear();
         self.finished = true;
         self.events.push_back(ClientEvent::Finished { error });
+    }
+}
+
+/// Compressed input decoded per step.
+const LZW_CHUNK: usize = 512;
+
+/// No cap over the session's life, at most 16 MiB of reply text per [`LZW_CHUNK`] of input:
+/// replies are short, so only a crafted stream comes near it.
+fn lzw_limits() -> Limits {
+    Limits {
+        max_stream_bytes: u64::MAX,
+        max_message_bytes: 16 << 20,
     }
 }
 

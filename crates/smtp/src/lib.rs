@@ -26,8 +26,14 @@
 //! assert!(server.take_output().ends_with(b"221 2.0.0 gw.example closing connection\r\n"));
 //! ```
 //!
-//! Not yet here: the JNOS `XLZW` extension (it waits for the LZW codec in `skywave-compress`).
+//! Both sessions speak the JNOS `XLZW` extension (LZW compression of both directions, codec in
+//! `skywave-compress`) inside the session: callers feed and take wire bytes either way.
+//!
+//! Paths that smtp-proto's parser refuses but RFC 5321 allows (address literals such as
+//! `user@[192.0.2.1]` and `user@[IPv6:2001:db8::1]`) and UUCP bang paths (`host!user`) reach the
+//! [`Policy`], which decides whether they are routed; malformed paths get `501`.
 
+mod address;
 mod base64;
 pub mod client;
 pub mod data;

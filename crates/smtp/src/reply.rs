@@ -205,6 +205,12 @@ impl ReplyParser {
         self.buf.len()
     }
 
+    /// Takes the buffered bytes that are not yet part of a reply (after XLZW they are
+    /// compressed and must go through the decoder first).
+    pub(crate) fn take_buffered(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
+    }
+
     /// Returns the next complete reply, `Ok(None)` if more bytes are needed.
     pub fn next_reply(&mut self) -> Result<Option<Reply>, ReplyError> {
         // Bounded: every iteration consumes one line from the buffer.

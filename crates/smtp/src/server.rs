@@ -40,19 +40,33 @@
 //! `reply_buffering` a rejected DATA is not followed by text (RFC 2920 makes the client wait for
 //! the 354), so what follows is read as commands.
 //!
-//! XLZW (JNOS compression, `XLZW <bits> <mode>`) is not handled yet: the LZW codec lives in
-//! `skywave-compress` and is still being written; the command currently gets `500 5.5.2`.
+//! An HMTP server that meets a client waiting for its EHLO reply (a plain client that pipelines
+//! only after EHLO) can send the replies held so far with [`ServerSession::release_held`], or
+//! set `immediate_hello` to send greeting and EHLO/HELO replies at once: later replies are still
+//! held until QUIT and a refused DATA's text is still discarded.
+//!
+//! # XLZW (JNOS LZW compression)
+//! `XLZW <bits> <mode>` (verb in any case; 9 <= bits <= 16, mode 0 or 1) is answered with
+//! `250 <bits> <mode> LZW Ok`, sent uncompressed; from then on both directions are JNOS LZW
+//! streams (`skywave-compress`), each with its own dictionary, our encoder at the client's
+//! `bits`. Invalid values get `500` and the session stays plain; with `xlzw` off (or with
+//! `reply_buffering`) the command gets `500 Command unrecognized`, as JNOS with `smtp reclzw
+//! off`. The compression lives inside the session: [`ServerSession::feed`] takes wire bytes and
+//! [`ServerSession::take_output`] returns wire bytes. Every reply line ends with an encoder
+//! flush, as JNOS flushes at each LF. STARTTLS is not offered once compression is on.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use skywave_compress::{Limits, LzwSession};
 use smtp_proto::{
     AUTH_LOGIN, AUTH_PLAIN, Error as ParseError, MAIL_BODY_7BIT, MAIL_BODY_8BITMIME, MailFrom,
     RcptTo, Request,
 };
 use thiserror::Error;
 
+use crate::address;
 use crate::base64;
 use crate::data::{DataFault, DataLimits, DataReader};
 use crate::received::Protocol;
@@ -102,12 +116,22 @@ pub struct ServerConfig {
     pub reply_buffering: bool,
     /// Advertise and accept MT-PRIORITY (RFC 6710).
     pub mt_priority: bool,
+    /// Accept JNOS `XLZW <bits> <mode>` (LZW compression of both directions). When false, XLZW
+    /// gets `500 Command unrecognized`, as from a JNOS with `smtp reclzw off`. Never accepted
+    /// with `reply_buffering`, where the client could not see the reply before compressing.
+    pub xlzw: bool,
+    /// With `reply_buffering`: send the replies to EHLO/HELO (and the greeting) at once, with
+    /// anything held before them, and hold only the later replies until QUIT. For a client that
+    /// waits for the EHLO reply before sending its batch. See also
+    /// [`ServerSession::release_held`].
+    pub immediate_hello: bool,
 }
 
 impl ServerConfig {
     /// Defaults: 10 MiB messages, 100 recipients, 2048-octet command lines, 1000-octet message
     /// lines, 10 000 commands, 20 errors, 5 minutes idle and 3 minutes stalled DATA, STARTTLS
-    /// and AUTH off, no reply buffering, MT-PRIORITY on.
+    /// and AUTH off, no reply buffering, MT-PRIORITY on, XLZW accepted (JNOS peers connect to
+    /// the LAN listener).
     pub fn new(hostname: impl Into<String>) -> Self {
         Self {
             hostname: hostname.into(),
@@ -125,14 +149,17 @@ impl ServerConfig {
             auth: AuthMode::Disabled,
             reply_buffering: false,
             mt_priority: true,
+            xlzw: true,
+            immediate_hello: false,
         }
     }
 
-    /// The HMTP-66 server profile: no greeting, replies held until QUIT.
+    /// The HMTP-66 server profile: no greeting, replies held until QUIT, no XLZW.
     pub fn hmtp(hostname: impl Into<String>) -> Self {
         Self {
             send_greeting: false,
             reply_buffering: true,
+            xlzw: false,
             ..Self::new(hostname)
         }
     }
@@ -281,6 +308,8 @@ pub enum CloseReason {
     InputOverflow,
     /// The owner reported a failed TLS handshake.
     TlsFailed,
+    /// The XLZW-compressed input could not be decoded (or expanded beyond the per-chunk cap).
+    CompressionError,
 }
 
 /// Something the owner must act on or may log.
@@ -342,11 +371,31 @@ pub struct ServerSession<P> {
     skipping_long_line: bool,
     output: Vec<u8>,
     held: Vec<u8>,
+    /// Both LZW directions, once XLZW was accepted.
+    lzw: Option<LzwSession>,
+    /// XLZW was accepted in the line just processed: the rest of the input is compressed.
+    lzw_switch: bool,
+    /// Received compressed bytes not yet decoded (decoding waits while the session waits).
+    wire_in: VecDeque<u8>,
     events: VecDeque<Event>,
     last_activity: Instant,
     commands: usize,
     errors: usize,
     mail_refused: bool,
+}
+
+/// Compressed input decoded per step (see `pump`).
+const LZW_CHUNK: usize = 512;
+
+/// The caps for decoding XLZW input: no cap over the session's life (the session's own limits
+/// bound each message) but at most 16 MiB of text per [`LZW_CHUNK`] of input. Ordinary mail
+/// never comes near it (a string grows by one byte per code, so long strings need a long,
+/// repetitive history); a crafted stream hits it and closes the session.
+fn lzw_limits() -> Limits {
+    Limits {
+        max_stream_bytes: u64::MAX,
+        max_message_bytes: 16 << 20,
+    }
 }
 
 const fn esc(class: u8, subject: u16, detail: u16) -> EnhancedCode {
@@ -366,6 +415,9 @@ impl<P: Policy> ServerSession<P> {
             skipping_long_line: false,
             output: Vec::new(),
             held: Vec::new(),
+            lzw: None,
+            lzw_switch: false,
+            wire_in: VecDeque::new(),
             events: VecDeque::new(),
             last_activity: now,
             commands: 0,
@@ -374,7 +426,7 @@ impl<P: Policy> ServerSession<P> {
         };
         if session.config.send_greeting {
             let greeting = Reply::plain(220, format!("{} ESMTP skywave", session.config.hostname));
-            session.reply(greeting);
+            session.hello_reply(greeting);
         }
         session
     }
@@ -410,11 +462,15 @@ impl<P: Policy> ServerSession<P> {
             // command-injection problem): nothing sent before the handshake may count after it.
             return;
         }
-        self.input.extend_from_slice(bytes);
-        self.process();
+        if self.lzw.is_some() {
+            self.wire_in.extend(bytes);
+        } else {
+            self.input.extend_from_slice(bytes);
+        }
+        self.pump();
         // Only input left unprocessed counts: in the command state that is less than one line,
         // in DATA nothing; it grows only while the owner is deciding on a message.
-        if self.input.len() > self.config.max_input_buffer {
+        if self.input.len().saturating_add(self.wire_in.len()) > self.config.max_input_buffer {
             let reply = Reply::new(421, esc(4, 7, 0), self.closing_text("Too much input"));
             self.close(reply, CloseReason::InputOverflow);
         }
@@ -443,6 +499,20 @@ impl<P: Policy> ServerSession<P> {
     /// Takes the bytes to write to the client.
     pub fn take_output(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.output)
+    }
+
+    /// The maxbits of our LZW encoder once XLZW was accepted (the value the client asked for);
+    /// None while the session is uncompressed.
+    pub fn compression(&self) -> Option<u8> {
+        self.lzw.as_ref().map(|l| l.encoder.header_maxbits())
+    }
+
+    /// Sends every reply held so far (HMTP-66 `reply_buffering`) now, in order; replies to later
+    /// commands are held again until QUIT. For an HMTP server that sees a client wait after its
+    /// EHLO (a plain client that pipelines only once it has the EHLO reply): release the EHLO
+    /// reply, keep batching the rest. Does nothing when nothing is held.
+    pub fn release_held(&mut self) {
+        self.flush_held();
     }
 
     /// Takes the next event.
@@ -536,7 +606,7 @@ impl<P: Policy> ServerSession<P> {
         self.state = State::Command;
         self.envelope = None;
         self.reply(reply);
-        self.process();
+        self.pump();
         Ok(())
     }
 
@@ -546,13 +616,41 @@ impl<P: Policy> ServerSession<P> {
         if self.config.reply_buffering {
             reply.write_to(&mut self.held);
         } else {
-            reply.write_to(&mut self.output);
+            let bytes = reply.to_bytes();
+            self.emit(&bytes);
+        }
+    }
+
+    /// The greeting and the replies to EHLO/HELO: sent at once (after anything held before
+    /// them, so the order stays) when `immediate_hello` says so.
+    fn hello_reply(&mut self, reply: Reply) {
+        if self.config.reply_buffering && self.config.immediate_hello {
+            self.flush_held();
+            let bytes = reply.to_bytes();
+            self.emit(&bytes);
+        } else {
+            self.reply(reply);
         }
     }
 
     fn flush_held(&mut self) {
         let held = std::mem::take(&mut self.held);
-        self.output.extend_from_slice(&held);
+        self.emit(&held);
+    }
+
+    /// Appends reply text to the output, compressed once XLZW is active. JNOS flushes its
+    /// encoder at every LF of server output, so each reply line ends a transmission that the
+    /// client can decode at once (the flush code's tail opens the next one).
+    fn emit(&mut self, plain: &[u8]) {
+        let Some(lzw) = self.lzw.as_mut() else {
+            self.output.extend_from_slice(plain);
+            return;
+        };
+        for line in plain.split_inclusive(|&b| b == b'\n') {
+            lzw.encoder.push(line);
+            lzw.encoder.flush();
+            self.output.extend(lzw.encoder.take_output());
+        }
     }
 
     fn closing_text(&self, what: &str) -> String {
@@ -565,6 +663,7 @@ impl<P: Policy> ServerSession<P> {
         self.flush_held();
         self.state = State::Closed;
         self.input.clear();
+        self.wire_in.clear();
         self.events.push_back(Event::Close(reason));
     }
 
@@ -590,10 +689,55 @@ impl<P: Policy> ServerSession<P> {
 
     // ----- input -----
 
+    /// Processes the plain input, then decodes compressed input a chunk at a time while the
+    /// session wants input. Decoding in chunks, each with its own cap on the text it may yield,
+    /// bounds the memory a decompression bomb can take, and leaves the rest compressed while the
+    /// owner decides on a message.
+    fn pump(&mut self) {
+        // Bounded: every pass after the first decodes at least one byte of `wire_in` or leaves
+        // the loop; the switch to LZW happens at most once.
+        loop {
+            self.process();
+            if self.lzw_switch {
+                self.lzw_switch = false;
+                // What followed the XLZW line is already compressed.
+                let rest = std::mem::take(&mut self.input);
+                for &b in rest.iter().rev() {
+                    self.wire_in.push_front(b);
+                }
+            }
+            if self.wire_in.is_empty() || !self.wants_input() {
+                break;
+            }
+            let Some(lzw) = self.lzw.as_mut() else {
+                break;
+            };
+            let n = self.wire_in.len().min(LZW_CHUNK);
+            let chunk: Vec<u8> = self.wire_in.drain(..n).collect();
+            lzw.decoder.start_message();
+            match lzw.receive(&chunk) {
+                Ok(()) => {
+                    let text = lzw.decoder.take_output();
+                    self.input.extend_from_slice(&text);
+                }
+                Err(err) => {
+                    tracing::debug!(%err, "XLZW input cannot be decoded");
+                    let reply = Reply::new(
+                        421,
+                        esc(4, 5, 0),
+                        self.closing_text("Compressed input cannot be decoded"),
+                    );
+                    self.close(reply, CloseReason::CompressionError);
+                    break;
+                }
+            }
+        }
+    }
+
     fn process(&mut self) {
         let mut pos = 0;
         // Bounded: every pass consumes input or leaves the loop.
-        while pos < self.input.len() {
+        while pos < self.input.len() && !self.lzw_switch {
             match &mut self.state {
                 State::Closed | State::AwaitMessage | State::AwaitTls => break,
                 State::Data(reader) | State::Discard(reader) => {
@@ -698,26 +842,30 @@ impl<P: Policy> ServerSession<P> {
                 "Syntax error: bare CR in command",
             ));
         }
+        let verb = line.split(|&b| b == b' ').next().unwrap_or(&[]);
+        if verb.eq_ignore_ascii_case(b"XLZW") {
+            return self.xlzw(&line[verb.len()..]);
+        }
         let mut framed = Vec::with_capacity(line.len() + 2);
         framed.extend_from_slice(line);
         framed.extend_from_slice(b"\r\n");
         let parsed = Request::parse(&mut framed.iter()).map(Request::into_owned);
         match parsed {
             Ok(request) => self.request(request, line),
-            Err(err) => self.parse_error(err, line),
+            Err(err @ (ParseError::InvalidSenderAddress | ParseError::InvalidRecipientAddress)) => {
+                match reparse_with_literal_path(line) {
+                    Some(Ok(request)) => self.request(request, line),
+                    Some(Err(other)) => self.parse_error(other),
+                    None => self.parse_error(err),
+                }
+            }
+            Err(err) => self.parse_error(err),
         }
     }
 
-    fn parse_error(&mut self, err: ParseError, line: &[u8]) {
+    fn parse_error(&mut self, err: ParseError) {
         let reply = match err {
-            ParseError::UnknownCommand => {
-                let verb = line.split(|&b| b == b' ').next().unwrap_or(&[]);
-                if verb.eq_ignore_ascii_case(b"XLZW") {
-                    Reply::new(500, esc(5, 5, 2), "XLZW not supported")
-                } else {
-                    Reply::new(500, esc(5, 5, 2), "Command unrecognized")
-                }
-            }
+            ParseError::UnknownCommand => Reply::new(500, esc(5, 5, 2), "Command unrecognized"),
             ParseError::InvalidSenderAddress => {
                 Reply::new(501, esc(5, 1, 7), "Bad sender address syntax")
             }
@@ -760,15 +908,19 @@ impl<P: Policy> ServerSession<P> {
                 esc(2, 5, 0),
                 "Cannot VRFY user, but will accept message and attempt delivery",
             )),
-            Request::Help { .. } => self.reply(Reply {
-                code: 214,
-                enhanced: Some(esc(2, 0, 0)),
-                lines: vec![
+            Request::Help { .. } => {
+                let mut commands =
                     "Commands: EHLO HELO MAIL RCPT DATA RSET NOOP QUIT VRFY HELP STARTTLS AUTH"
-                        .to_owned(),
-                    "See RFC 5321".to_owned(),
-                ],
-            }),
+                        .to_owned();
+                if self.config.xlzw && !self.config.reply_buffering {
+                    commands.push_str(" XLZW");
+                }
+                self.reply(Reply {
+                    code: 214,
+                    enhanced: Some(esc(2, 0, 0)),
+                    lines: vec![commands, "See RFC 5321".to_owned()],
+                });
+            }
             Request::Quit => {
                 let text = format!("{} closing connection", self.config.hostname);
                 self.close(Reply::new(221, esc(2, 0, 0), text), CloseReason::Quit);
@@ -789,8 +941,51 @@ impl<P: Policy> ServerSession<P> {
         }
     }
 
+    /// JNOS `XLZW <bits> <mode>`: valid for mode 0 or 1 and 9 to 16 bits. The reply echoes the
+    /// client's values and goes out uncompressed; everything after it, both ways, is LZW.
+    fn xlzw(&mut self, args: &[u8]) {
+        if !self.config.xlzw || self.config.reply_buffering {
+            return self.error(Reply::new(500, esc(5, 5, 2), "Command unrecognized"));
+        }
+        if self.lzw.is_some() {
+            return self.error(Reply::new(
+                503,
+                esc(5, 5, 1),
+                "XLZW compression is already active",
+            ));
+        }
+        let text = String::from_utf8_lossy(args);
+        // JNOS reads "%d %d" and ignores anything after.
+        let mut words = text.split_ascii_whitespace().map(str::parse::<i64>);
+        let params = match (words.next(), words.next()) {
+            (Some(Ok(bits)), Some(Ok(mode))) if (0..=1).contains(&mode) => {
+                u8::try_from(bits).ok().map(|bits| (bits, mode))
+            }
+            _ => None,
+        };
+        let session = params.and_then(|(bits, mode)| {
+            LzwSession::new(bits, lzw_limits())
+                .ok()
+                .map(|s| (bits, mode, s))
+        });
+        let Some((bits, mode, session)) = session else {
+            return self.error(Reply::new(
+                500,
+                esc(5, 5, 4),
+                "Syntax: XLZW <bits 9-16> <mode 0-1>",
+            ));
+        };
+        self.reply(Reply::plain(250, format!("{bits} {mode} LZW Ok")));
+        self.lzw = Some(session);
+        self.lzw_switch = true;
+    }
+
     fn starttls_offered(&self) -> bool {
-        self.config.starttls && !self.config.reply_buffering && self.info.tls.is_none()
+        // STARTTLS under an LZW session would put the TLS records inside the compressed stream.
+        self.config.starttls
+            && !self.config.reply_buffering
+            && self.info.tls.is_none()
+            && self.lzw.is_none()
     }
 
     fn auth_offered(&self) -> bool {
@@ -818,7 +1013,7 @@ impl<P: Policy> ServerSession<P> {
         self.info.esmtp = esmtp;
         let hostname = self.config.hostname.clone();
         if !esmtp {
-            return self.reply(Reply::plain(250, hostname));
+            return self.hello_reply(Reply::plain(250, hostname));
         }
         let mut lines = vec![
             hostname,
@@ -837,7 +1032,7 @@ impl<P: Policy> ServerSession<P> {
             lines.push("AUTH PLAIN LOGIN".to_owned());
         }
         lines.push("HELP".to_owned());
-        self.reply(Reply {
+        self.hello_reply(Reply {
             code: 250,
             enhanced: None,
             lines,
@@ -1180,6 +1375,29 @@ impl<P: Policy> ServerSession<P> {
             ));
         }
     }
+}
+
+/// A MAIL or RCPT whose path smtp-proto refused but which is an RFC 5321 address literal or a
+/// bang path ([`crate::address`]): parsed with a placeholder path, then given the real one. None
+/// when the path is not one of those forms either.
+fn reparse_with_literal_path(line: &[u8]) -> Option<Result<Request<String>, ParseError>> {
+    let (mut rewritten, address) = address::rewrite_path(line)?;
+    rewritten.extend_from_slice(b"\r\n");
+    let parsed = Request::parse(&mut rewritten.iter()).map(Request::into_owned);
+    Some(match parsed {
+        Ok(Request::Mail { mut from }) => {
+            from.address = address;
+            Ok(Request::Mail { from })
+        }
+        Ok(Request::Rcpt { mut to }) => {
+            to.address = address;
+            Ok(Request::Rcpt { to })
+        }
+        Ok(_) => Err(ParseError::SyntaxError {
+            syntax: "MAIL FROM:<address> or RCPT TO:<address>",
+        }),
+        Err(e) => Err(e),
+    })
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {

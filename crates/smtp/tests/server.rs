@@ -262,14 +262,17 @@ fn commands_in_reply_to_simple_verbs() {
     );
     assert_eq!(
         h.send(b"HELP\r\n"),
-        "214-2.0.0 Commands: EHLO HELO MAIL RCPT DATA RSET NOOP QUIT VRFY HELP STARTTLS AUTH\r\n\
+        "214-2.0.0 Commands: EHLO HELO MAIL RCPT DATA RSET NOOP QUIT VRFY HELP STARTTLS AUTH XLZW\r\n\
 214 2.0.0 See RFC 5321\r\n"
     );
     assert_eq!(
         h.send(b"EXPN list\r\n"),
         "502 5.5.1 Command not implemented\r\n"
     );
-    assert_eq!(h.send(b"XLZW 16 0\r\n"), "500 5.5.2 XLZW not supported\r\n");
+    assert_eq!(
+        h.send(b"XLZW 17 0\r\n"),
+        "500 5.5.4 Syntax: XLZW <bits 9-16> <mode 0-1>\r\n"
+    );
     // ESMTP parameters after HELO are refused.
     assert_eq!(
         h.send(b"MAIL FROM:<a@x> SIZE=10\r\n"),
@@ -743,4 +746,125 @@ fn input_overflow_while_waiting_closes() {
         "421 4.7.0 mx.test Too much input, closing connection\r\n"
     );
     assert_eq!(h.closed, Some(CloseReason::InputOverflow));
+}
+
+/// Records the addresses the policy saw and refuses those it cannot route, with its own text.
+#[derive(Debug, Default)]
+struct Routing {
+    seen: Vec<String>,
+}
+
+impl Policy for Routing {
+    fn mail_from(&mut self, _: &SessionInfo, mail: &skywave_smtp::MailRequest) -> Verdict {
+        self.seen.push(mail.reverse_path.clone());
+        Verdict::Accept
+    }
+
+    fn rcpt_to(&mut self, _: &SessionInfo, _: &Envelope, rcpt: &str) -> Verdict {
+        self.seen.push(rcpt.to_owned());
+        if rcpt.contains('!') {
+            Verdict::Reject(Reply::new(
+                550,
+                EnhancedCode::new(5, 1, 2),
+                "No route for UUCP bang paths",
+            ))
+        } else if rcpt.contains("[IPv6:") {
+            Verdict::Reject(Reply::new(
+                554,
+                EnhancedCode::new(5, 7, 1),
+                "Relay to address literals denied",
+            ))
+        } else {
+            Verdict::Accept
+        }
+    }
+}
+
+#[test]
+fn address_literals_and_bang_paths_reach_the_policy() {
+    let now = Instant::now();
+    let mut s = ServerSession::new(ServerConfig::new("mx"), Routing::default(), now);
+    s.take_output();
+    s.feed(
+        now,
+        b"EHLO c\r\n\
+MAIL FROM:<ship@[192.0.2.7]> SIZE=10 BODY=8BITMIME\r\n\
+RCPT TO:<host!user>\r\n\
+RCPT TO:<user@[IPv6:2001:db8::1]>\r\n\
+RCPT TO:<@relay.example:user@[192.0.2.1]>\r\n\
+RCPT TO:<user@[192.0.2.300]>\r\n\
+RCPT TO:<host!>\r\n\
+RCPT TO:<user@[192.0.2.1]> NOTIFY=NEVER\r\n",
+    );
+    let out = String::from_utf8(s.take_output()).unwrap();
+    let replies: Vec<&str> = out.lines().filter(|l| !l.starts_with("250-")).collect();
+    assert_eq!(
+        replies,
+        vec![
+            "250 HELP",
+            "250 2.1.0 Ok",
+            "550 5.1.2 No route for UUCP bang paths",
+            "554 5.7.1 Relay to address literals denied",
+            "250 2.1.5 Ok",
+            "501 5.1.3 Bad recipient address syntax",
+            "501 5.1.3 Bad recipient address syntax",
+            "555 5.5.4 RCPT parameters not recognized or not implemented",
+        ]
+    );
+    assert_eq!(
+        s.policy().seen,
+        vec![
+            "ship@[192.0.2.7]",
+            "host!user",
+            "user@[IPv6:2001:db8::1]",
+            "user@[192.0.2.1]",
+        ]
+    );
+}
+
+#[test]
+fn hmtp_immediate_hello_answers_ehlo_and_holds_the_rest() {
+    let mut config = ServerConfig::hmtp("mx.test");
+    config.immediate_hello = true;
+    let mut h = Harness::new(config);
+    let ehlo = h.send(b"EHLO third-party\r\n");
+    assert!(
+        ehlo.starts_with("250-mx.test\r\n250-PIPELINING\r\n"),
+        "{ehlo}"
+    );
+    assert!(ehlo.ends_with("250 HELP\r\n"), "{ehlo}");
+    // The pipelined batch: everything held, the refused DATA's text discarded to its dot.
+    assert_eq!(
+        h.send(
+            b"MAIL FROM:<a@x>\r\nRCPT TO:<unknown@y>\r\nDATA\r\nQUIT\r\n.\r\n\
+MAIL FROM:<a@x>\r\nRCPT TO:<b@y>\r\nDATA\r\nbody\r\n.\r\n"
+        ),
+        ""
+    );
+    assert_eq!(h.messages.len(), 1);
+    assert_eq!(h.messages[0].1, b"body\r\n");
+    assert_eq!(
+        h.send(b"QUIT\r\n"),
+        "250 2.1.0 Ok\r\n550 5.1.1 No such user\r\n554 5.5.1 No valid recipients\r\n\
+250 2.1.0 Ok\r\n250 2.1.5 Ok\r\n354 End data with <CR><LF>.<CR><LF>\r\n\
+250 2.0.0 Ok: queued as Q1\r\n221 2.0.0 mx.test closing connection\r\n"
+    );
+    assert_eq!(h.closed, Some(CloseReason::Quit));
+}
+
+#[test]
+fn hmtp_release_held_sends_what_is_held_and_keeps_holding() {
+    let mut h = Harness::new(ServerConfig::hmtp("mx.test"));
+    assert_eq!(h.send(b"NOOP\r\nEHLO c\r\n"), "");
+    h.s.release_held();
+    let out = h.out();
+    assert!(out.starts_with("250 2.0.0 Ok\r\n250-mx.test\r\n"), "{out}");
+    assert!(out.ends_with("250 HELP\r\n"), "{out}");
+    h.s.release_held();
+    assert_eq!(h.out(), "", "nothing is sent twice");
+    assert_eq!(h.send(b"MAIL FROM:<a@x>\r\nRSET\r\n"), "");
+    assert_eq!(
+        h.send(b"QUIT\r\n"),
+        "250 2.1.0 Ok\r\n250 2.0.0 Ok\r\n221 2.0.0 mx.test closing connection\r\n"
+    );
 }

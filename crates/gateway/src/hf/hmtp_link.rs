@@ -55,6 +55,15 @@ struct Own {
     deadline: Instant,
 }
 
+/// What an attempt to start a session came to.
+enum Start {
+    Started(Own),
+    /// Nothing due: wake at the spool's next due time.
+    NothingDue,
+    /// Could not start (link down, peer held, spool unreadable): wait for an input.
+    Blocked,
+}
+
 /// The peer's stream being read.
 enum Current {
     /// Nothing: the next U_PDU starts a new stream.
@@ -104,6 +113,8 @@ impl HmtpLink {
         let mut own: Option<Own> = None;
         let mut current = Current::Idle;
         let mut unclassified: Vec<u8> = Vec::new();
+        // After new mail is announced, wait this long for more before starting a session.
+        let mut gather_until: Option<Instant> = None;
         loop {
             if *self.shutdown.borrow() {
                 break;
@@ -136,20 +147,35 @@ impl HmtpLink {
             if closed {
                 break;
             }
+            if gather_until.is_some_and(|g| Instant::now() >= g) {
+                gather_until = None;
+            }
+            // Only when a session could have started does the spool's next due time matter;
+            // otherwise (link down, peer held, a stream in progress) the next event is an
+            // input or the periodic look, and waking for mail already due would spin.
+            let mut could_start = false;
             if own.is_none()
+                && gather_until.is_none()
                 && matches!(current, Current::Idle)
                 && unclassified.is_empty()
                 && arbiter.can_start()
-                && let Some(o) = self.start_session(&target).await
             {
-                arbiter.own_started();
-                own = Some(o);
+                match self.start_session(&target).await {
+                    Start::Started(o) => {
+                        arbiter.own_started();
+                        own = Some(o);
+                    }
+                    Start::NothingDue => could_start = true,
+                    Start::Blocked => {}
+                }
             }
             let wake = Arc::clone(&self.ctx.wake);
             let notified = wake.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let next_look = if own.is_none() {
+            let next_look = if let Some(g) = gather_until {
+                g
+            } else if could_start {
                 let spool = Arc::clone(&self.ctx.intake.spool);
                 let t = target.clone();
                 let next = tokio::task::spawn_blocking(move || spool.next_due(&t))
@@ -172,7 +198,11 @@ impl HmtpLink {
                     let Some(input) = input else { break };
                     self.on_input(input, &target, &mut own, &mut current, &mut unclassified, &mut arbiter).await;
                 }
-                () = &mut notified, if own.is_none() => {}
+                () = &mut notified, if own.is_none() => {
+                    if gather_until.is_none() {
+                        gather_until = Some(Instant::now() + self.ctx.config.batch_delay);
+                    }
+                }
                 () = tokio::time::sleep_until(next_look), if own.is_none() => {}
                 () = sleep_opt(own_deadline) => {
                     if let Some(mut o) = own.take() {
@@ -201,13 +231,17 @@ impl HmtpLink {
         }
     }
 
-    /// Forms a batch and sends the submission; `None` when nothing is due or the link is down.
-    async fn start_session(&mut self, target: &Target) -> Option<Own> {
-        let mtu = self.endpoint.mtu()?;
+    /// Forms a batch and sends the submission.
+    async fn start_session(&mut self, target: &Target) -> Start {
+        let Some(mtu) = self.endpoint.mtu() else {
+            return Start::Blocked;
+        };
         let table = self.ctx.routes.current();
-        let peer = table.peer(&self.name)?;
+        let Some(peer) = table.peer(&self.name) else {
+            return Start::Blocked;
+        };
         if peer.hold {
-            return None;
+            return Start::Blocked;
         }
         let compression = match (peer.skywave, peer.compression) {
             (false, _) | (_, RouteCompression::None) => Compression::None,
@@ -231,10 +265,10 @@ impl HmtpLink {
         .await;
         let loaded = match loaded {
             Ok(Ok(l)) if !l.is_empty() => l,
-            Ok(Ok(_)) => return None,
+            Ok(Ok(_)) => return Start::NothingDue,
             other => {
                 warn!(?other, "cannot read the spool");
-                return None;
+                return Start::Blocked;
             }
         };
         let priority = loaded
@@ -273,7 +307,7 @@ impl HmtpLink {
                         )
                         .await;
                 }
-                return None;
+                return Start::Blocked;
             }
         };
         let updus = client.transmission();
@@ -304,9 +338,9 @@ impl HmtpLink {
             };
             // Not started as far as the arbiter knows: record and go back to waiting.
             self.record_outcome(o).await;
-            return None;
+            return Start::Blocked;
         }
-        Some(Own {
+        Start::Started(Own {
             client,
             batch,
             start_unix,

@@ -1,0 +1,566 @@
+//! Calibration: every published condition of `calibration/` re-run in the emulator, each figure
+//! computed as the publication computed it and printed beside the published one with the
+//! ratio, plus the project's goal lines.
+//!
+//! - `ntia-jnos-table5.csv`: `smtp-tcp-modem` (JNOS over the raw modem), ITU-R Good at 15 dB,
+//!   short interleaver, JNOS TCP (MSS 216, MTU 256, IRTT 60 s, maxwait 90 s at 1200 bit/s and
+//!   360 s at 300 bit/s, the row's window), ten mails with the row's text attachment;
+//!   throughput as NTIA computed it. (NTIA sent five mails each way; the workload model sends
+//!   all ten one way.)
+//! - `isode-smtp-vs-coacp142.csv`: one message at a time over a clean 1200 bit/s link (AWGN at
+//!   30 dB, short interleaver); seconds from submission to delivery. The `smtp` column is run
+//!   as `smtp-tcp-5066` with a stock TCP (MSS 1460, MTU 1500, window 65535, initial RTO 3 s,
+//!   longest back-off 120 s: our assumption for the hosts Isode used); the `co_acp142` column
+//!   (an HF-native protocol with compression) is set against `hmtp-5066-deflate` and
+//!   `cftp-5066`.
+//!
+//! Goal lines: the speed-up of `hmtp-5066-deflate` over `smtp-tcp-5066` at 386 and 14025 bytes,
+//! and `hmtp-5066-deflate` on the clean channel against the bound "the compressed bytes'
+//! airtime plus two transmissions' fixed overheads", computed with [`ModemConfig::plan`]: the
+//! planned submission transmission (its compressed bytes, with key-up, preamble, EOM, flush and
+//! whole interleaver blocks), the receiver's decode time and the turnaround, then the planned
+//! reply transmission and its decode time.
+//!
+//! Sits above [`crate::runner`]; the CLI's `calibrate` prints [`Calibration::markdown`].
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use skywave_emu::modem::ModemConfig;
+use thiserror::Error;
+
+use crate::model::{Condition, HmtpCompression, Scenario, TcpSettings, Workload};
+use crate::runner::{BenchError, RunDetail, run_detailed};
+use crate::stack::modem_config;
+use crate::sweep::jnos_tcp;
+use crate::workload::{isode, ntia};
+
+/// File name of the NTIA table.
+pub const NTIA_FILE: &str = "ntia-jnos-table5.csv";
+/// File name of the Isode table.
+pub const ISODE_FILE: &str = "isode-smtp-vs-coacp142.csv";
+
+/// Messages per NTIA condition.
+pub const NTIA_MESSAGES: usize = 10;
+
+/// A calibration file could not be read.
+#[derive(Debug, Error)]
+pub enum CalibrationError {
+    /// The file could not be opened or read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A line does not have the expected fields.
+    #[error("{file} line {line}: {reason}")]
+    Parse {
+        /// The file.
+        file: String,
+        /// 1-based line number.
+        line: usize,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+/// One row of the NTIA table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NtiaRow {
+    /// Modem rate, bit/s.
+    pub modem_bps: u32,
+    /// TCP window, bytes.
+    pub tcp_window_bytes: u32,
+    /// Attachment size, bytes.
+    pub attachment_bytes: usize,
+    /// Published throughput, bit/s.
+    pub throughput_bps: f64,
+}
+
+/// One row of the Isode table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IsodeRow {
+    /// Link rate, bit/s.
+    pub link_bps: u32,
+    /// Message size, bytes.
+    pub message_bytes: usize,
+    /// Messages.
+    pub messages: usize,
+    /// Published SMTP-over-TCP-over-5066 seconds.
+    pub smtp_seconds: f64,
+    /// Published CO-ACP 142 seconds.
+    pub co_acp142_seconds: f64,
+}
+
+/// The data lines of a calibration CSV: `#` comments and the header skipped, fields split on
+/// commas; `(line number, fields)`.
+fn data_lines(text: &str) -> Vec<(usize, Vec<&str>)> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .skip(1)
+        .map(|(i, l)| (i + 1, l.split(',').map(str::trim).collect()))
+        .collect()
+}
+
+fn field<T: std::str::FromStr>(
+    file: &str,
+    line: usize,
+    fields: &[&str],
+    i: usize,
+    name: &str,
+) -> Result<T, CalibrationError> {
+    fields
+        .get(i)
+        .and_then(|f| f.parse().ok())
+        .ok_or_else(|| CalibrationError::Parse {
+            file: file.to_string(),
+            line,
+            reason: format!("field {} ({name}) missing or not a number", i + 1),
+        })
+}
+
+/// Parses `ntia-jnos-table5.csv`.
+pub fn parse_ntia(text: &str) -> Result<Vec<NtiaRow>, CalibrationError> {
+    data_lines(text)
+        .into_iter()
+        .map(|(line, f)| {
+            Ok(NtiaRow {
+                modem_bps: field(NTIA_FILE, line, &f, 0, "modem_bps")?,
+                tcp_window_bytes: field(NTIA_FILE, line, &f, 1, "tcp_window_bytes")?,
+                attachment_bytes: field(NTIA_FILE, line, &f, 2, "attachment_bytes")?,
+                throughput_bps: field(NTIA_FILE, line, &f, 3, "throughput_bps")?,
+            })
+        })
+        .collect()
+}
+
+/// Parses `isode-smtp-vs-coacp142.csv`.
+pub fn parse_isode(text: &str) -> Result<Vec<IsodeRow>, CalibrationError> {
+    data_lines(text)
+        .into_iter()
+        .map(|(line, f)| {
+            Ok(IsodeRow {
+                link_bps: field(ISODE_FILE, line, &f, 0, "link_bps")?,
+                message_bytes: field(ISODE_FILE, line, &f, 1, "message_bytes")?,
+                messages: field(ISODE_FILE, line, &f, 2, "messages")?,
+                smtp_seconds: field(ISODE_FILE, line, &f, 3, "smtp_seconds")?,
+                co_acp142_seconds: field(ISODE_FILE, line, &f, 4, "co_acp142_seconds")?,
+            })
+        })
+        .collect()
+}
+
+fn read(dir: &Path, name: &str) -> Result<String, CalibrationError> {
+    let path = dir.join(name);
+    std::fs::read_to_string(&path).map_err(|source| CalibrationError::Io {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// The NTIA condition of a row for one seed: ITU-R Good, 15 dB, short interleaver.
+pub fn ntia_condition(row: &NtiaRow, seed: u64) -> Condition {
+    Condition {
+        channel: "good".into(),
+        snr_db: 15.0,
+        rate_bps: row.modem_bps,
+        interleaver: "short".into(),
+        seed,
+    }
+}
+
+/// NTIA's JNOS TCP settings for a row.
+pub fn ntia_tcp(row: &NtiaRow) -> TcpSettings {
+    jnos_tcp(216, row.tcp_window_bytes, row.modem_bps, None, None)
+}
+
+/// The Isode condition of a row for one seed: a clean channel (AWGN, 30 dB), short interleaver.
+pub fn isode_condition(row: &IsodeRow, seed: u64) -> Condition {
+    Condition {
+        channel: "awgn".into(),
+        snr_db: 30.0,
+        rate_bps: row.link_bps,
+        interleaver: "short".into(),
+        seed,
+    }
+}
+
+/// Our assumption for the TCP of the hosts in Isode's measurement (see the module docs).
+pub fn isode_tcp() -> TcpSettings {
+    TcpSettings {
+        mss: 1460,
+        window: 65_535,
+        irtt: Duration::from_secs(3),
+        max_wait: Duration::from_secs(120),
+        mtu: 1500,
+    }
+}
+
+/// The HMTP scenario the goal lines use.
+pub const HMTP_DEFLATE: Scenario = Scenario::Hmtp5066 {
+    compression: HmtpCompression::Deflate,
+};
+
+/// One emulated figure beside a published one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    /// Which table and column.
+    pub source: &'static str,
+    /// The scenario run.
+    pub scenario: Scenario,
+    /// The condition, in words.
+    pub condition: String,
+    /// Unit of the figures (`bit/s` or `s`).
+    pub unit: &'static str,
+    /// The published figure.
+    pub published: f64,
+    /// The emulated figure (mean over the seeds), or why there is none.
+    pub emulated: Result<f64, String>,
+    /// Messages delivered / carried over all seeds.
+    pub delivered: (usize, usize),
+}
+
+impl Comparison {
+    /// Emulated over published, when both exist.
+    pub fn ratio(&self) -> Option<f64> {
+        match &self.emulated {
+            Ok(e) if self.published != 0.0 => Some(e / self.published),
+            _ => None,
+        }
+    }
+}
+
+/// Everything `calibrate` found.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Calibration {
+    /// Emulated against published, one per published figure and scenario.
+    pub comparisons: Vec<Comparison>,
+    /// The goal lines, as sentences.
+    pub goals: Vec<String>,
+}
+
+/// Means of several runs of one scenario on one row.
+struct Runs {
+    details: Vec<RunDetail>,
+}
+
+impl Runs {
+    fn mean(&self, f: impl Fn(&RunDetail) -> f64) -> f64 {
+        if self.details.is_empty() {
+            return 0.0;
+        }
+        self.details.iter().map(f).sum::<f64>() / self.details.len() as f64
+    }
+
+    fn delivered(&self) -> (usize, usize) {
+        self.details.iter().fold((0, 0), |(d, e), r| {
+            (d + r.result.delivered, e + r.result.expected)
+        })
+    }
+}
+
+fn runs(
+    scenario: Scenario,
+    cond: impl Fn(u64) -> Condition,
+    tcp: &TcpSettings,
+    work: impl Fn(u64) -> Result<Workload, BenchError>,
+    seeds: &[u64],
+    progress: &mut dyn FnMut(&str),
+) -> Result<Runs, String> {
+    let mut details = Vec::new();
+    for &seed in seeds {
+        progress(scenario.name());
+        let w = work(seed).map_err(|e| e.to_string())?;
+        details.push(run_detailed(scenario, &cond(seed), tcp, &w).map_err(|e| e.to_string())?);
+    }
+    Ok(Runs { details })
+}
+
+/// Runs in a full calibration with `seeds` seeds (for a progress bar).
+pub fn run_count(dir: &Path, seeds: usize) -> Result<usize, CalibrationError> {
+    let ntia_rows = parse_ntia(&read(dir, NTIA_FILE)?)?.len();
+    let isode_rows = parse_isode(&read(dir, ISODE_FILE)?)?.len();
+    Ok((ntia_rows + isode_rows * 3) * seeds)
+}
+
+/// The bound of the goal line for a clean-channel exchange: the submission's `sent` bytes and
+/// the `received` reply bytes, each in one planned transmission, plus decode and turnaround.
+pub fn two_transmission_bound(
+    modem: &ModemConfig,
+    sent: u64,
+    received: u64,
+) -> Result<Duration, BenchError> {
+    let plan = |bytes: u64| {
+        modem
+            .plan(Duration::ZERO, usize::try_from(bytes).unwrap_or(usize::MAX))
+            .map(|t| t.duration())
+            .map_err(|e| BenchError::Condition(e.to_string()))
+    };
+    Ok(
+        plan(sent)?
+            + modem.decode_time
+            + modem.switching_time
+            + plan(received)?
+            + modem.decode_time,
+    )
+}
+
+/// Runs every published condition in `dir` with these seeds; `progress` is told before each run.
+pub fn calibrate(
+    dir: &Path,
+    seeds: &[u64],
+    progress: &mut dyn FnMut(&str),
+) -> Result<Calibration, CalibrationError> {
+    let ntia_rows = parse_ntia(&read(dir, NTIA_FILE)?)?;
+    let isode_rows = parse_isode(&read(dir, ISODE_FILE)?)?;
+    let mut cal = Calibration::default();
+    for row in &ntia_rows {
+        let tcp = ntia_tcp(row);
+        let r = runs(
+            Scenario::SmtpTcpModem,
+            |s| ntia_condition(row, s),
+            &tcp,
+            |s| Ok(ntia(row.attachment_bytes, NTIA_MESSAGES, s)?),
+            seeds,
+            progress,
+        );
+        cal.comparisons.push(Comparison {
+            source: "NTIA Table 5 throughput",
+            scenario: Scenario::SmtpTcpModem,
+            condition: format!(
+                "{} bit/s, good 15 dB, window {}, {} B attachment x{NTIA_MESSAGES}",
+                row.modem_bps, row.tcp_window_bytes, row.attachment_bytes
+            ),
+            unit: "bit/s",
+            published: row.throughput_bps,
+            delivered: r.as_ref().map_or((0, 0), Runs::delivered),
+            emulated: r.map(|r| r.mean(|d| d.result.throughput_bps)),
+        });
+    }
+    // Isode: the smtp column, and the HF-native column against ours.
+    let mut speedups = Vec::new();
+    let mut bounds = Vec::new();
+    for row in &isode_rows {
+        let work = |s| Ok(isode(row.message_bytes, row.messages.max(1), s)?);
+        let cond = |s| isode_condition(row, s);
+        let condition = format!(
+            "{} bit/s clean, {} B x{}",
+            row.link_bps, row.message_bytes, row.messages
+        );
+        let smtp_scenario = Scenario::SmtpTcp5066 { dup_filter: true };
+        let smtp = runs(smtp_scenario, cond, &isode_tcp(), work, seeds, progress);
+        let hmtp = runs(HMTP_DEFLATE, cond, &isode_tcp(), work, seeds, progress);
+        let cftp = runs(
+            Scenario::Cftp5066,
+            cond,
+            &isode_tcp(),
+            work,
+            seeds,
+            progress,
+        );
+        let secs = |r: &Result<Runs, String>| {
+            r.as_ref()
+                .map(|r| r.mean(|d| d.result.seconds))
+                .map_err(Clone::clone)
+        };
+        for (source, scenario, r, published) in [
+            ("Isode smtp seconds", smtp_scenario, &smtp, row.smtp_seconds),
+            (
+                "Isode co_acp142 seconds",
+                HMTP_DEFLATE,
+                &hmtp,
+                row.co_acp142_seconds,
+            ),
+            (
+                "Isode co_acp142 seconds",
+                Scenario::Cftp5066,
+                &cftp,
+                row.co_acp142_seconds,
+            ),
+        ] {
+            cal.comparisons.push(Comparison {
+                source,
+                scenario,
+                condition: condition.clone(),
+                unit: "s",
+                published,
+                emulated: secs(r),
+                delivered: r.as_ref().map_or((0, 0), Runs::delivered),
+            });
+        }
+        if [386, 14025].contains(&row.message_bytes) {
+            speedups.push(match (secs(&smtp), secs(&hmtp)) {
+                (Ok(s), Ok(h)) if h > 0.0 => format!(
+                    "speed-up of hmtp-5066-deflate over smtp-tcp-5066 at {} B, {} bit/s clean: {:.1}x ({s:.1} s against {h:.1} s; Isode published {:.1}x for CO-ACP 142)",
+                    row.message_bytes,
+                    row.link_bps,
+                    s / h,
+                    row.smtp_seconds / row.co_acp142_seconds
+                ),
+                (Err(e), _) | (_, Err(e)) => format!(
+                    "speed-up of hmtp-5066-deflate over smtp-tcp-5066 at {} B: not available ({e})",
+                    row.message_bytes
+                ),
+                _ => format!(
+                    "speed-up at {} B: not available (zero time)",
+                    row.message_bytes
+                ),
+            });
+        }
+        if let Ok(h) = &hmtp {
+            let modem = modem_config(&isode_condition(row, 1));
+            let bound = modem.and_then(|m| {
+                two_transmission_bound(
+                    &m,
+                    h.mean(|d| d.bytes_sent as f64) as u64,
+                    h.mean(|d| d.bytes_received as f64) as u64,
+                )
+            });
+            bounds.push(match bound {
+                Ok(b) => {
+                    let session = h.mean(|d| d.session_seconds);
+                    format!(
+                        "hmtp-5066-deflate at {} B, {} bit/s clean: session {session:.1} s against the two-transmission bound {:.1} s ({:.0} B compressed out, {:.0} B of replies back): {:.2}x the bound",
+                        row.message_bytes,
+                        row.link_bps,
+                        b.as_secs_f64(),
+                        h.mean(|d| d.bytes_sent as f64),
+                        h.mean(|d| d.bytes_received as f64),
+                        session / b.as_secs_f64().max(f64::MIN_POSITIVE)
+                    )
+                }
+                Err(e) => format!("bound at {} B: {e}", row.message_bytes),
+            });
+        }
+    }
+    cal.goals.extend(speedups);
+    cal.goals.extend(bounds);
+    Ok(cal)
+}
+
+impl Calibration {
+    /// The comparisons as a Markdown table, then the goal lines.
+    pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "| source | scenario | condition | published | emulated | ratio | delivered |"
+        );
+        let _ = writeln!(out, "|---|---|---|---:|---:|---:|---|");
+        for c in &self.comparisons {
+            let (emulated, ratio) = match (&c.emulated, c.ratio()) {
+                (Ok(e), Some(r)) => (format!("{e:.1} {}", c.unit), format!("{r:.2}")),
+                (Ok(e), None) => (format!("{e:.1} {}", c.unit), "—".into()),
+                (Err(e), _) => (e.replace('|', "\\|"), "—".into()),
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {:.1} {} | {emulated} | {ratio} | {}/{} |",
+                c.source,
+                c.scenario,
+                c.condition,
+                c.published,
+                c.unit,
+                c.delivered.0,
+                c.delivered.1
+            );
+        }
+        if !self.goals.is_empty() {
+            let _ = writeln!(out, "\nGoal lines:");
+            for g in &self.goals {
+                let _ = writeln!(out, "- {g}");
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use skywave_emu::modem::{DataRate, Interleaver};
+
+    use super::*;
+
+    const NTIA: &str = "# comment\n# more\nmodem_bps,tcp_window_bytes,attachment_bytes,throughput_bps\n300,1024,1024,51.8\n1200,3072,51200,1733.6\n";
+    const ISODE: &str =
+        "# c\nlink_bps,message_bytes,messages,smtp_seconds,co_acp142_seconds\n1200,386,1,89,21\n";
+
+    #[test]
+    fn tables_parse() {
+        let n = parse_ntia(NTIA).unwrap();
+        assert_eq!(n.len(), 2);
+        assert_eq!(
+            n[1],
+            NtiaRow {
+                modem_bps: 1200,
+                tcp_window_bytes: 3072,
+                attachment_bytes: 51200,
+                throughput_bps: 1733.6
+            }
+        );
+        assert_eq!(ntia_tcp(&n[0]).max_wait, Duration::from_secs(360));
+        let i = parse_isode(ISODE).unwrap();
+        assert_eq!(i[0].co_acp142_seconds, 21.0);
+        let e = parse_ntia("h\n300,x,1,1\n").unwrap_err();
+        assert!(e.to_string().contains("line 2"), "{e}");
+        assert!(e.to_string().contains("tcp_window_bytes"), "{e}");
+    }
+
+    #[test]
+    fn the_real_files_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/calibration");
+        if let (Ok(n), Ok(i)) = (read(&dir, NTIA_FILE), read(&dir, ISODE_FILE)) {
+            assert_eq!(parse_ntia(&n).unwrap().len(), 8);
+            assert_eq!(parse_isode(&i).unwrap().len(), 4);
+        }
+    }
+
+    #[test]
+    fn bound_is_two_planned_transmissions() {
+        let m = ModemConfig::new(DataRate::Bps1200, Interleaver::Short).unwrap();
+        let b = two_transmission_bound(&m, 0, 0).unwrap();
+        // key-up 0.1 + preamble 0.6 + one 0.6 s block, twice, + 2 decodes + turnaround.
+        assert_eq!(b, Duration::from_millis(2 * 1300 + 2 * 50 + 150));
+        let b2 = two_transmission_bound(&m, 900, 0).unwrap();
+        // 900 bytes + EOM/flush = 7376 bits = 11 blocks of 720 bits.
+        assert_eq!(b2 - b, Duration::from_millis(600 * 10));
+    }
+
+    #[test]
+    fn calibrate_runs_what_it_can() {
+        let dir = std::env::temp_dir().join(format!("skywave-cal-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // One small NTIA row keeps the test quick once the TCP scenarios run.
+        std::fs::write(dir.join(NTIA_FILE), "h\n1200,1024,1024,97.2\n").unwrap();
+        std::fs::write(dir.join(ISODE_FILE), ISODE).unwrap();
+        assert_eq!(run_count(&dir, 1).unwrap(), 4);
+        let mut calls = 0;
+        let cal = calibrate(&dir, &[1], &mut |_| calls += 1).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(cal.comparisons.len(), 4);
+        let hmtp = &cal.comparisons[2];
+        assert_eq!(hmtp.scenario, HMTP_DEFLATE);
+        assert_eq!(hmtp.delivered, (1, 1));
+        assert!(hmtp.ratio().unwrap() > 0.0);
+        assert!(
+            cal.goals.iter().any(|g| g.contains("bound")),
+            "{:?}",
+            cal.goals
+        );
+        assert!(cal.goals.iter().any(|g| g.contains("speed-up")));
+        let md = cal.markdown();
+        assert!(
+            md.contains("| Isode co_acp142 seconds | cftp-5066 |"),
+            "{md}"
+        );
+        assert!(calls >= 3);
+        assert!(matches!(
+            calibrate(Path::new("/nonexistent"), &[1], &mut |_| {}),
+            Err(CalibrationError::Io { .. })
+        ));
+    }
+}

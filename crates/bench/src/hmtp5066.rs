@@ -1,0 +1,229 @@
+//! Scenario `hmtp-5066`: HMTP (STANAG 5066 Annex F, SAP 3) over the emulated subnetwork, with
+//! the hmtp crate's own client and server sessions, uncompressed, JNOS LZW (16 bits) or deflate.
+//!
+//! The whole workload is one HMTP-66 session: the ship's client submits every message in one
+//! pipelined (and compressed) stream, cut into U_PDUs of the node's MTU and handed to a real SIS
+//! client bound on SAP 3 of node 0; the shore's SIS client (node 1, SAP 3) feeds them to the
+//! server session, which hands each complete message over (checked byte-identical here, with its
+//! envelope, then accepted as a spool would) and holds its replies until QUIT, then sends them
+//! back in one go. The run ends when the client has every outcome, or at the time limit.
+//!
+//! The server's SMTP idle and DATA timeouts are raised to an hour: a 300 s idle timer belongs to
+//! a LAN, and a real HF gateway configures its own; the benchmark measures the protocol.
+
+use std::time::Duration;
+
+use skywave_hmtp::{
+    BatchMessage, ClientSettings, Compression, DedupCache, HmtpClient, HmtpServer, ServerEvent,
+    ServerSettings,
+};
+use skywave_sis::SapId;
+use skywave_sis::client::Event;
+use skywave_smtp::AcceptAll;
+use tokio::time::Instant;
+
+use crate::model::{Condition, HmtpCompression, RunResult, Workload};
+use crate::runner::{BenchError, RunDetail};
+use crate::stack::{
+    Outbox, SHIP, SHIP_NODE, SHORE, SHORE_NODE, bind, fill_counters, measure, settle, std_now,
+    subnet_config, time_limit,
+};
+
+/// SMTP idle and DATA timeouts of the benchmark's HMTP server (see the module docs).
+const HF_SMTP_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// The hmtp crate's compression for a benchmark setting.
+pub fn compression(c: HmtpCompression) -> Compression {
+    match c {
+        HmtpCompression::None => Compression::None,
+        HmtpCompression::Lzw16 => Compression::Lzw(16),
+        HmtpCompression::Deflate => Compression::Deflate,
+    }
+}
+
+/// The batch the client submits: the workload's messages, ids `m0`, `m1`, ...
+pub(crate) fn batch(work: &Workload) -> Vec<BatchMessage> {
+    work.messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| BatchMessage {
+            id: format!("m{i}"),
+            reverse_path: m.from.clone(),
+            recipients: m.to.clone(),
+            body: m.body.clone(),
+            eight_bit: !m.body.is_ascii(),
+        })
+        .collect()
+}
+
+/// Runs the scenario (inside a paused runtime, see [`crate::runner::run`]).
+pub(crate) async fn run(
+    cond: &Condition,
+    work: &Workload,
+    comp: HmtpCompression,
+) -> Result<RunDetail, BenchError> {
+    let subnet = skywave_emu::net::Subnet::start(subnet_config(cond)?)?;
+    let (ship, mut ship_events, mtu) = bind(&subnet, SHIP_NODE, SapId::HMTP).await?;
+    let (shore, mut shore_events, shore_mtu) = bind(&subnet, SHORE_NODE, SapId::HMTP).await?;
+    let to_shore = Outbox::new(ship, SHORE, SapId::HMTP)?;
+    let to_ship = Outbox::new(shore, SHIP, SapId::HMTP)?;
+
+    let mut client = HmtpClient::new(
+        ClientSettings::new("ship.example", mtu, compression(comp)),
+        batch(work),
+    )
+    .map_err(|e| BenchError::Session(format!("HMTP client: {e}")))?;
+    let mut settings = ServerSettings::new("shore.example", shore_mtu);
+    settings.smtp.idle_timeout = HF_SMTP_TIMEOUT;
+    settings.smtp.data_timeout = HF_SMTP_TIMEOUT;
+    let mut server = HmtpServer::new(settings, AcceptAll, std_now())
+        .map_err(|e| BenchError::Session(format!("HMTP server: {e}")))?;
+    let mut dedup = DedupCache::new(Duration::from_secs(86_400), 100_000);
+
+    let start = Instant::now();
+    let limit = start + time_limit(cond, work);
+    for updu in client.transmission() {
+        to_shore.send(updu)?;
+    }
+    let n = work.messages.len();
+    let mut deliveries: Vec<Option<Duration>> = vec![None; n];
+    let mut next = 0usize;
+    while !client.is_finished() {
+        let server_deadline = server
+            .poll_timeout()
+            .map(Instant::from_std)
+            .unwrap_or(limit)
+            .min(limit);
+        tokio::select! {
+            ev = shore_events.recv() => match ev {
+                Some(Event::Unidata(ind)) => {
+                    server.receive(std_now(), &ind.updu, &mut dedup);
+                }
+                Some(_) => {}
+                None => return Err(BenchError::Sis("the shore's SIS client ended".into())),
+            },
+            ev = ship_events.recv() => match ev {
+                Some(Event::Unidata(ind)) => client.receive(&ind.updu),
+                Some(_) => {}
+                None => return Err(BenchError::Sis("the ship's SIS client ended".into())),
+            },
+            () = tokio::time::sleep_until(server_deadline) => {
+                if Instant::now() >= limit {
+                    client.close();
+                    break;
+                }
+                server.handle_timeout(std_now(), &mut dedup);
+            }
+        }
+        // Spool what arrived (after checking it), and send back what the server has to say.
+        while let Some(ev) = server.poll_event() {
+            if let ServerEvent::Message(m) = ev {
+                let now = Instant::now();
+                if let Some(expected) = work.messages.get(next)
+                    && m.body == expected.body
+                    && m.envelope.reverse_path == expected.from
+                    && m.envelope.recipients == expected.to
+                    && let Some(slot) = deliveries.get_mut(next)
+                {
+                    *slot = Some(now - start);
+                }
+                next += 1;
+                server
+                    .accepted(m.ticket, &format!("S{next}"), std_now(), &mut dedup)
+                    .map_err(|e| BenchError::Session(format!("HMTP server: {e}")))?;
+            }
+        }
+        while let Some(t) = server.take_transmission() {
+            for updu in t {
+                to_ship.send(updu)?;
+            }
+        }
+    }
+    let session = Instant::now() - start;
+    if let Some(e) = to_shore.error().or_else(|| to_ship.error()) {
+        return Err(BenchError::Sis(e));
+    }
+    // A complete exchange is counted to its trailing acknowledgements; an unfinished one as it
+    // stood when the run stopped (the ARQ would go on repeating for ever).
+    let complete = deliveries.iter().all(Option::is_some);
+    let counters = if complete {
+        settle(&subnet).await
+    } else {
+        subnet.counters()
+    };
+
+    let (sent, received) = client
+        .outcome()
+        .map_or((0, 0), |o| (o.sent.wire_bytes, o.received.wire_bytes));
+    let (seconds, throughput_bps) = measure(work, &deliveries, session);
+    let delivered = deliveries.iter().filter(|d| d.is_some()).count();
+    let mut result = RunResult {
+        seconds,
+        throughput_bps,
+        delivered,
+        expected: n,
+        ..RunResult::default()
+    };
+    fill_counters(&mut result, &counters);
+    Ok(RunDetail {
+        result,
+        session_seconds: session.as_secs_f64(),
+        deliveries: deliveries
+            .iter()
+            .map(|d| d.map(|d| d.as_secs_f64()))
+            .collect(),
+        bytes_sent: sent,
+        bytes_received: received,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stack::block_on_paused;
+    use crate::workload::isode;
+
+    fn clean(seed: u64) -> Condition {
+        Condition {
+            channel: "awgn".into(),
+            snr_db: 30.0,
+            rate_bps: 1200,
+            interleaver: "short".into(),
+            seed,
+        }
+    }
+
+    #[test]
+    fn every_compression_delivers_byte_identical_on_a_clean_channel() {
+        let work = isode(1867, 3, 5).unwrap();
+        let mut secs = Vec::new();
+        for c in [
+            HmtpCompression::None,
+            HmtpCompression::Lzw16,
+            HmtpCompression::Deflate,
+        ] {
+            let d = block_on_paused(run(&clean(1), &work, c)).unwrap().unwrap();
+            let r = &d.result;
+            assert_eq!((r.delivered, r.expected), (3, 3), "{c:?}: {d:?}");
+            assert!(r.seconds > 0.0 && r.seconds <= d.session_seconds, "{d:?}");
+            assert!(r.transmissions >= 2, "{d:?}");
+            assert_eq!(r.retransmissions, 0, "{d:?}");
+            assert!(r.bytes_on_air >= d.bytes_sent + d.bytes_received, "{d:?}");
+            secs.push(r.seconds);
+        }
+        // Compression pays on text: deflate beats plain.
+        assert!(secs[2] < secs[0], "{secs:?}");
+    }
+
+    #[test]
+    fn a_noisy_channel_costs_retransmissions_but_still_delivers() {
+        let work = isode(14025, 1, 2).unwrap();
+        let mut c = clean(4);
+        c.snr_db = 3.0;
+        let d = block_on_paused(run(&c, &work, HmtpCompression::None))
+            .unwrap()
+            .unwrap();
+        assert_eq!(d.result.delivered, 1, "{d:?}");
+        assert!(d.result.retransmissions > 0, "{d:?}");
+    }
+}

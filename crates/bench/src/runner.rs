@@ -1,0 +1,208 @@
+//! The runner API: one call runs one scenario under one condition with one workload, in its
+//! own paused tokio runtime, and returns what the publications measured ([`RunResult`]).
+//!
+//! Sits above the scenario runners (HMTP and CFTP over the emulated 5066 subnetwork, SMTP over
+//! TCP/IP in [`crate::tcp`]) and below the sweeps and the CLI.
+
+use std::fmt;
+use std::str::FromStr;
+
+use thiserror::Error;
+
+use crate::model::{Condition, HmtpCompression, RunResult, Scenario, TcpSettings, Workload};
+use crate::stack::block_on_paused;
+use crate::workload::WorkloadError;
+
+/// A run could not be carried out (as opposed to a run that delivered less than it carried,
+/// which is a [`RunResult`] with `delivered < expected`).
+#[derive(Debug, Error)]
+pub enum BenchError {
+    /// The condition cannot be emulated (unknown rate, interleaver or channel).
+    #[error("bad condition: {0}")]
+    Condition(String),
+    /// The workload is empty or could not be built.
+    #[error("workload: {0}")]
+    Workload(#[from] WorkloadError),
+    /// The workload holds no message.
+    #[error("the workload holds no message")]
+    EmptyWorkload,
+    /// The emulated subnetwork refused its configuration.
+    #[error("emulator: {0}")]
+    Net(#[from] skywave_emu::net::NetError),
+    /// A SIS client could not bind or submit.
+    #[error("SIS: {0}")]
+    Sis(String),
+    /// A protocol session refused its settings or input.
+    #[error("session: {0}")]
+    Session(String),
+    /// An SMTP-over-TCP run could not be carried out.
+    #[error(transparent)]
+    Tcp(#[from] crate::tcp::TcpBenchError),
+    /// The tokio runtime of the run could not be built.
+    #[error("cannot build the run's tokio runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// What a run yielded, with the extra figures the goal lines need.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RunDetail {
+    /// The published measure.
+    pub result: RunResult,
+    /// Simulated seconds from submission until the sending side knew the outcome of every
+    /// message (the replies or acknowledgements arrived).
+    pub session_seconds: f64,
+    /// Simulated seconds from submission to each message's delivery (`None`: not delivered).
+    pub deliveries: Vec<Option<f64>>,
+    /// Application bytes the sending side handed to the bearer (compressed stream, gzip'd
+    /// files), U_PDU payloads only.
+    pub bytes_sent: u64,
+    /// Application bytes coming back (replies, acknowledgements).
+    pub bytes_received: u64,
+}
+
+impl Scenario {
+    /// Every scenario, in the order the tables list them.
+    pub const ALL: [Scenario; 7] = [
+        Scenario::SmtpTcpModem,
+        Scenario::SmtpTcp5066 { dup_filter: true },
+        Scenario::SmtpTcp5066 { dup_filter: false },
+        Scenario::Hmtp5066 {
+            compression: HmtpCompression::None,
+        },
+        Scenario::Hmtp5066 {
+            compression: HmtpCompression::Lzw16,
+        },
+        Scenario::Hmtp5066 {
+            compression: HmtpCompression::Deflate,
+        },
+        Scenario::Cftp5066,
+    ];
+
+    /// The scenario's name on the command line and in the tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::SmtpTcpModem => "smtp-tcp-modem",
+            Scenario::SmtpTcp5066 { dup_filter: true } => "smtp-tcp-5066",
+            Scenario::SmtpTcp5066 { dup_filter: false } => "smtp-tcp-5066-nofilter",
+            Scenario::Hmtp5066 {
+                compression: HmtpCompression::None,
+            } => "hmtp-5066-none",
+            Scenario::Hmtp5066 {
+                compression: HmtpCompression::Lzw16,
+            } => "hmtp-5066-lzw16",
+            Scenario::Hmtp5066 {
+                compression: HmtpCompression::Deflate,
+            } => "hmtp-5066-deflate",
+            Scenario::Cftp5066 => "cftp-5066",
+        }
+    }
+
+    /// True for the SMTP-over-TCP/IP scenarios (the ones that use [`TcpSettings`]).
+    pub fn is_tcp(self) -> bool {
+        matches!(self, Scenario::SmtpTcpModem | Scenario::SmtpTcp5066 { .. })
+    }
+}
+
+impl fmt::Display for Scenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A scenario name that is not one of [`Scenario::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error(
+    "unknown scenario {0:?} (smtp-tcp-modem, smtp-tcp-5066, smtp-tcp-5066-nofilter, hmtp-5066-none, hmtp-5066-lzw16, hmtp-5066-deflate, cftp-5066)"
+)]
+pub struct UnknownScenario(pub String);
+
+impl FromStr for Scenario {
+    type Err = UnknownScenario;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim().to_ascii_lowercase();
+        let alias = match t.as_str() {
+            "hmtp-5066-lzw" => "hmtp-5066-lzw16",
+            "hmtp-5066-plain" => "hmtp-5066-none",
+            other => other,
+        };
+        Scenario::ALL
+            .into_iter()
+            .find(|sc| sc.name() == alias)
+            .ok_or_else(|| UnknownScenario(s.to_string()))
+    }
+}
+
+/// Runs one scenario under one condition with one workload, in its own paused current-thread
+/// tokio runtime (so runs are independent, deterministic for a seed, and fast).
+pub fn run(
+    scenario: Scenario,
+    cond: &Condition,
+    tcp: &TcpSettings,
+    work: &Workload,
+) -> Result<RunResult, BenchError> {
+    run_detailed(scenario, cond, tcp, work).map(|d| d.result)
+}
+
+/// [`run`], with the extra figures of [`RunDetail`].
+pub fn run_detailed(
+    scenario: Scenario,
+    cond: &Condition,
+    tcp: &TcpSettings,
+    work: &Workload,
+) -> Result<RunDetail, BenchError> {
+    if work.messages.is_empty() {
+        return Err(BenchError::EmptyWorkload);
+    }
+    let opts = crate::tcp::TcpRunOptions::default();
+    match scenario {
+        Scenario::Hmtp5066 { compression } => {
+            block_on_paused(crate::hmtp5066::run(cond, work, compression))?
+        }
+        Scenario::Cftp5066 => block_on_paused(crate::cftp5066::run(cond, work))?,
+        Scenario::SmtpTcpModem => {
+            let r = block_on_paused(crate::tcp::run_smtp_tcp_modem_with(cond, tcp, work, &opts))??;
+            Ok(tcp_detail(r))
+        }
+        Scenario::SmtpTcp5066 { dup_filter } => {
+            let r = block_on_paused(crate::tcp::run_smtp_tcp_5066_with(
+                cond, tcp, work, dup_filter, &opts,
+            ))??;
+            Ok(tcp_detail(r))
+        }
+    }
+}
+
+/// The detail of a TCP run: the session is the connection (first SYN to last ACK); the bytes
+/// handed to the bearer are not counted there.
+fn tcp_detail(r: crate::tcp::TcpRunReport) -> RunDetail {
+    RunDetail {
+        session_seconds: r.connection_seconds,
+        deliveries: r.deliveries,
+        result: r.result,
+        bytes_sent: 0,
+        bytes_received: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scenario_names_round_trip() {
+        for s in Scenario::ALL {
+            assert_eq!(s.name().parse::<Scenario>(), Ok(s));
+            assert_eq!(s.to_string(), s.name());
+        }
+        assert_eq!(
+            "HMTP-5066-LZW".parse::<Scenario>(),
+            Ok(Scenario::Hmtp5066 {
+                compression: HmtpCompression::Lzw16
+            })
+        );
+        assert!("smtp".parse::<Scenario>().is_err());
+        assert!(Scenario::SmtpTcpModem.is_tcp());
+        assert!(!Scenario::Cftp5066.is_tcp());
+    }
+}

@@ -1,0 +1,356 @@
+//! The emulated STANAG 5066 link the HF-native scenarios run over, and the plumbing they share:
+//! a two-node [`Subnet`] (ship = node 0, shore = node 1) built from a [`Condition`], real SIS
+//! clients bound on in-process connections, an outbox per client that respects the node's flow
+//! control, the paused tokio runtime each run gets, and the counters a [`RunResult`] takes.
+//!
+//! Sits between the scenario runners ([`crate::hmtp5066`], [`crate::cftp5066`]) and the emulator
+//! crate: nothing here knows about mail.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use skywave_emu::channel::ChannelConfig;
+use skywave_emu::modem::{DataRate, Interleaver, ModemConfig};
+use skywave_emu::net::{Counters, Subnet, SubnetConfig};
+use skywave_sis::client::{Events, SendError};
+use skywave_sis::{
+    Client, ClientConfig, NodeAddress, Priority, SapId, ServiceType, Ttl, UnidataRequest,
+};
+use tokio::sync::mpsc;
+
+use crate::model::{Condition, RunResult, Workload};
+use crate::runner::BenchError;
+use crate::workload::total_bytes;
+
+/// STANAG 5066 address of the ship (node 0, the sending side): 1.2.3.4.
+pub const SHIP: u32 = 0x0102_0304;
+/// STANAG 5066 address of the shore (node 1, the receiving side): 1.5.6.7.
+pub const SHORE: u32 = 0x0105_0607;
+
+/// Node index of the ship in the subnetwork.
+pub(crate) const SHIP_NODE: usize = 0;
+/// Node index of the shore in the subnetwork.
+pub(crate) const SHORE_NODE: usize = 1;
+
+/// Priority of every U_PDU the benchmark sends (routine traffic).
+const PRIORITY: u8 = 5;
+
+/// Parses an interleaver name as the emulator CLI and [`Condition::interleaver`] spell it:
+/// `zero`, `short`, `long` (110A and 110B), and the 110B-only `ultra-short`, `very-short`,
+/// `medium`, `very-long`.
+pub fn parse_interleaver(name: &str) -> Option<Interleaver> {
+    match name.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+        "zero" | "z" => Some(Interleaver::Zero),
+        "ultra-short" | "us" => Some(Interleaver::UltraShort),
+        "very-short" | "vs" => Some(Interleaver::VeryShort),
+        "short" | "s" => Some(Interleaver::Short),
+        "medium" | "m" => Some(Interleaver::Medium),
+        "long" | "l" => Some(Interleaver::Long),
+        "very-long" | "vl" => Some(Interleaver::VeryLong),
+        _ => None,
+    }
+}
+
+/// The modem of a condition (rate and interleaver, the emulator's default timings).
+pub fn modem_config(cond: &Condition) -> Result<ModemConfig, BenchError> {
+    let rate = DataRate::from_bps(cond.rate_bps).ok_or_else(|| {
+        BenchError::Condition(format!(
+            "{} bit/s is not a MIL-STD-188-110A/B data rate (75, 150, 300, 600, 1200, 2400, 3200, 4800, 6400, 8000, 9600)",
+            cond.rate_bps
+        ))
+    })?;
+    let interleaver = parse_interleaver(&cond.interleaver).ok_or_else(|| {
+        BenchError::Condition(format!(
+            "unknown interleaver {:?} (zero, ultra-short, very-short, short, medium, long, very-long)",
+            cond.interleaver
+        ))
+    })?;
+    ModemConfig::new(rate, interleaver).map_err(|e| BenchError::Condition(e.to_string()))
+}
+
+/// The channel of a condition: `awgn`, or a Watterson profile named in
+/// `calibration/channel-profiles.csv`.
+pub fn channel_config(cond: &Condition) -> Result<ChannelConfig, BenchError> {
+    if !cond.snr_db.is_finite() {
+        return Err(BenchError::Condition(format!(
+            "SNR {} dB is not a number",
+            cond.snr_db
+        )));
+    }
+    if cond.channel.trim().eq_ignore_ascii_case("awgn") {
+        Ok(ChannelConfig::awgn(cond.snr_db))
+    } else {
+        ChannelConfig::watterson(cond.snr_db, cond.channel.trim())
+            .map_err(|e| BenchError::Condition(format!("channel {:?}: {e}", cond.channel)))
+    }
+}
+
+/// The two-node subnetwork of a condition, with the emulator's defaults (window 128, 1023-byte
+/// segments, MTU 2048, 127.5 s longest transmission) and the condition's seed.
+pub fn subnet_config(cond: &Condition) -> Result<SubnetConfig, BenchError> {
+    let mut cfg = SubnetConfig::new(
+        vec![address(SHIP)?, address(SHORE)?],
+        modem_config(cond)?,
+        channel_config(cond)?,
+    );
+    cfg.seed = cond.seed;
+    Ok(cfg)
+}
+
+fn address(bits: u32) -> Result<NodeAddress, BenchError> {
+    NodeAddress::new(bits).map_err(|e| BenchError::Condition(format!("node address: {e}")))
+}
+
+/// Simulated time after which a run stops and reports what it delivered so far: an hour plus
+/// twenty times the workload's bare airtime at the condition's rate. A run that reaches it on a
+/// poor channel is a result (fewer messages delivered), not an error.
+pub fn time_limit(cond: &Condition, work: &Workload) -> Duration {
+    let bits = total_bytes(work) as f64 * 8.0;
+    let airtime = bits / f64::from(cond.rate_bps.max(1));
+    Duration::from_secs(3600) + Duration::from_secs_f64((airtime * 20.0).min(1.0e7))
+}
+
+/// A current-thread tokio runtime with the clock paused: every run gets its own, so runs are
+/// independent, and simulated hours pass in milliseconds.
+pub(crate) fn block_on_paused<F: Future>(f: F) -> Result<F::Output, BenchError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .map_err(BenchError::Runtime)?;
+    Ok(rt.block_on(f))
+}
+
+/// The std clock reading that follows tokio's (paused) clock, for the sans-IO sessions.
+pub(crate) fn std_now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// Connects a real SIS client to node `node` over an in-process pipe and binds `sap` (ARQ, no
+/// confirmation requested): the client, its events and the MTU the node granted.
+pub(crate) async fn bind(
+    subnet: &Subnet,
+    node: usize,
+    sap: SapId,
+) -> Result<(Client, Events, usize), BenchError> {
+    let s = subnet.clone();
+    let connector = move || {
+        let s = s.clone();
+        async move { Ok::<_, std::io::Error>(s.connect_in_process(node)) }
+    };
+    let cfg = ClientConfig::new(sap, ServiceType::ARQ);
+    let (client, bound, events) = Client::connect(connector, cfg)
+        .await
+        .map_err(|e| BenchError::Sis(format!("binding SAP {} on node {node}: {e}", sap.get())))?;
+    Ok((client, events, usize::from(bound.mtu)))
+}
+
+/// Hands U_PDUs to one SIS client in order, one at a time, each once the client has written the
+/// previous one to its node: so a long submission waits out the node's S_DATA_FLOW_OFF instead
+/// of overflowing the client's queue (a real gateway paces its submissions the same way).
+#[derive(Debug, Clone)]
+pub(crate) struct Outbox {
+    tx: mpsc::UnboundedSender<Vec<u8>>,
+    error: Arc<Mutex<Option<String>>>,
+}
+
+impl Outbox {
+    /// An outbox sending from `client` to node `dest`, SAP `sap`.
+    pub(crate) fn new(client: Client, dest: u32, sap: SapId) -> Result<Self, BenchError> {
+        let dest = address(dest)?;
+        let priority =
+            Priority::new(PRIORITY).map_err(|e| BenchError::Condition(format!("priority: {e}")))?;
+        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let error = Arc::new(Mutex::new(None));
+        let err = Arc::clone(&error);
+        tokio::spawn(async move {
+            while let Some(updu) = rx.recv().await {
+                let req = UnidataRequest {
+                    priority,
+                    dest_sap: sap,
+                    dest,
+                    mode: ServiceType::DEFAULT,
+                    ttl: Ttl::INFINITE,
+                    updu: Bytes::from(updu),
+                };
+                let outcome: Result<(), String> = match client.send_unidata(req) {
+                    Ok(pending) => pending
+                        .await
+                        .map(drop)
+                        .map_err(|e: SendError| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+                if let Err(e) = outcome {
+                    let mut slot = err.lock().unwrap_or_else(|p| p.into_inner());
+                    slot.get_or_insert(format!("SIS submission failed: {e}"));
+                }
+            }
+        });
+        Ok(Self { tx, error })
+    }
+
+    /// Queues one U_PDU.
+    pub(crate) fn send(&self, updu: Vec<u8>) -> Result<(), BenchError> {
+        self.tx
+            .send(updu)
+            .map_err(|_| BenchError::Sis("the outbox task ended".into()))
+    }
+
+    /// The first submission error, if any.
+    pub(crate) fn error(&self) -> Option<String> {
+        self.error.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// Waits (in simulated time) until the channel has been quiet for a minute, so that the
+/// counters include the exchange's trailing acknowledgements; bounded to an hour.
+pub(crate) async fn settle(subnet: &Subnet) -> Counters {
+    let mut before = subnet.counters();
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        let now = subnet.counters();
+        if now.transmissions == before.transmissions && now.busy_until <= subnet.now() {
+            return now;
+        }
+        before = now;
+    }
+    before
+}
+
+/// Copies the channel counters into a result.
+pub(crate) fn fill_counters(result: &mut RunResult, c: &Counters) {
+    result.transmissions = c.transmissions;
+    result.bytes_on_air = c.bytes_on_air;
+    result.retransmissions = c.retransmissions;
+}
+
+/// Seconds and throughput of a run, computed as the workload's measure says.
+///
+/// - Isode: from submission to the delivery of the last message; throughput is the delivered
+///   messages' bits over that time.
+/// - NTIA: the whole exchange (`session`: submission to the sender knowing every outcome, the
+///   analogue of first SYN to last ACK); throughput is the delivered attachments' bits over it.
+pub(crate) fn measure(
+    work: &Workload,
+    deliveries: &[Option<Duration>],
+    session: Duration,
+) -> (f64, f64) {
+    use crate::model::Measure;
+    let delivered: Vec<(usize, Duration)> = deliveries
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| d.map(|d| (i, d)))
+        .collect();
+    match work.measure {
+        Measure::IsodeMessage => {
+            let all = delivered.len() == work.messages.len();
+            let seconds = if all {
+                delivered
+                    .iter()
+                    .map(|(_, d)| *d)
+                    .max()
+                    .unwrap_or(session)
+                    .as_secs_f64()
+            } else {
+                session.as_secs_f64()
+            };
+            let bits: f64 = delivered
+                .iter()
+                .filter_map(|(i, _)| work.messages.get(*i))
+                .map(|m| m.body.len() as f64 * 8.0)
+                .sum();
+            (seconds, rate(bits, seconds))
+        }
+        Measure::NtiaAttachment { attachment_bytes } => {
+            let seconds = session.as_secs_f64();
+            let bits = (attachment_bytes * delivered.len()) as f64 * 8.0;
+            (seconds, rate(bits, seconds))
+        }
+    }
+}
+
+fn rate(bits: f64, seconds: f64) -> f64 {
+    // An empty float sum is -0.0: nothing delivered is plain 0.
+    if seconds > 0.0 && bits > 0.0 {
+        bits / seconds
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Measure, Message};
+
+    fn cond(channel: &str, rate: u32, il: &str) -> Condition {
+        Condition {
+            channel: channel.into(),
+            snr_db: 20.0,
+            rate_bps: rate,
+            interleaver: il.into(),
+            seed: 3,
+        }
+    }
+
+    #[test]
+    fn conditions_map_to_the_emulator() {
+        let c = subnet_config(&cond("awgn", 1200, "short")).unwrap();
+        assert_eq!(c.seed, 3);
+        assert_eq!(c.modem.rate, DataRate::Bps1200);
+        assert_eq!(c.modem.interleaver, Interleaver::Short);
+        assert!(subnet_config(&cond("good", 2400, "long")).is_ok());
+        assert!(subnet_config(&cond("poor", 9600, "very-long")).is_ok());
+        for bad in [
+            cond("awgn", 1300, "short"),
+            cond("awgn", 1200, "medium"),
+            cond("awgn", 1200, "sideways"),
+            cond("no-such-channel", 1200, "short"),
+        ] {
+            let e = subnet_config(&bad).unwrap_err();
+            assert!(matches!(e, BenchError::Condition(_)), "{e}");
+        }
+        let mut nan = cond("awgn", 1200, "short");
+        nan.snr_db = f64::NAN;
+        assert!(subnet_config(&nan).is_err());
+    }
+
+    #[test]
+    fn measures_follow_the_publications() {
+        let m = |n| Message {
+            from: "a@b".into(),
+            to: vec!["c@d".into()],
+            body: vec![b'x'; n],
+        };
+        let isode = Workload {
+            messages: vec![m(100), m(300)],
+            measure: Measure::IsodeMessage,
+            nominal_bytes: 100,
+        };
+        let d = [Some(Duration::from_secs(4)), Some(Duration::from_secs(8))];
+        let (s, t) = measure(&isode, &d, Duration::from_secs(10));
+        assert_eq!(s, 8.0);
+        assert_eq!(t, 400.0 * 8.0 / 8.0);
+        // Not all delivered: the whole run's time, the delivered bits.
+        let (s, t) = measure(&isode, &[None, d[1]], Duration::from_secs(10));
+        assert_eq!((s, t), (10.0, 300.0 * 8.0 / 10.0));
+        let ntia = Workload {
+            measure: Measure::NtiaAttachment {
+                attachment_bytes: 50,
+            },
+            ..isode
+        };
+        let (s, t) = measure(&ntia, &d, Duration::from_secs(10));
+        assert_eq!((s, t), (10.0, 100.0 * 8.0 / 10.0));
+        assert_eq!(measure(&ntia, &[None, None], Duration::ZERO), (0.0, 0.0));
+    }
+
+    #[test]
+    fn interleaver_names() {
+        assert_eq!(parse_interleaver("Very_Long"), Some(Interleaver::VeryLong));
+        assert_eq!(parse_interleaver(" zero "), Some(Interleaver::Zero));
+        assert_eq!(parse_interleaver("x"), None);
+    }
+}

@@ -1,0 +1,374 @@
+//! Sweeps: every combination of scenarios, channels, SNRs, rates, interleavers, message sizes,
+//! run lengths and TCP settings, each run once per seed, reduced to one [`Row`] per combination
+//! with the mean (and spread) over the seeds.
+//!
+//! Sits above [`crate::runner`] (one run) and below [`crate::report`] and [`crate::plot`], which
+//! turn rows into tables and figures, and the `skywave-bench` CLI.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::model::{Condition, RunResult, Scenario, TcpSettings, Workload};
+use crate::runner::{BenchError, run};
+use crate::workload::Shape;
+
+/// What to sweep over.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweepSpec {
+    /// Scenarios (each gets its own row per condition).
+    pub scenarios: Vec<Scenario>,
+    /// Channels (`awgn` or a profile name).
+    pub channels: Vec<String>,
+    /// SNRs, dB in 3 kHz.
+    pub snrs_db: Vec<f64>,
+    /// Modem rates, bit/s.
+    pub rates_bps: Vec<u32>,
+    /// Interleavers (`zero`, `short`, `long`, ...).
+    pub interleavers: Vec<String>,
+    /// Workload shape: whole messages (Isode) or text attachments (NTIA).
+    pub shape: Shape,
+    /// Message sizes (Isode) or attachment sizes (NTIA), bytes.
+    pub sizes: Vec<usize>,
+    /// Messages per run.
+    pub counts: Vec<usize>,
+    /// TCP (MSS, window) pairs, bytes; only the TCP scenarios are run once per pair.
+    pub tcp: Vec<(u16, u32)>,
+    /// JNOS IRTT; `None`: 60 s (NTIA).
+    pub irtt: Option<Duration>,
+    /// JNOS maxwait; `None`: 90 s at 1200 bit/s and above, 360 s below (NTIA).
+    pub max_wait: Option<Duration>,
+    /// Seeds; every combination is run once per seed.
+    pub seeds: Vec<u64>,
+}
+
+impl SweepSpec {
+    /// The CI sweep: every scenario, 1200 bit/s, short interleaver, a clean (30 dB AWGN)
+    /// channel, the four Isode message sizes one at a time, one seed, NTIA's TCP settings.
+    pub fn quick() -> Self {
+        Self {
+            scenarios: Scenario::ALL.to_vec(),
+            channels: vec!["awgn".into()],
+            snrs_db: vec![30.0],
+            rates_bps: vec![1200],
+            interleavers: vec!["short".into()],
+            shape: Shape::Isode,
+            sizes: crate::workload::ISODE_SIZES.to_vec(),
+            counts: vec![1],
+            tcp: vec![(216, 1024)],
+            irtt: None,
+            max_wait: None,
+            seeds: vec![1],
+        }
+    }
+
+    /// The combinations, in table order (scenario outermost, then channel, rate, interleaver,
+    /// SNR, size, count, TCP settings).
+    pub fn points(&self) -> Vec<Point> {
+        let mut out = Vec::new();
+        for &scenario in &self.scenarios {
+            for channel in &self.channels {
+                for &rate_bps in &self.rates_bps {
+                    for interleaver in &self.interleavers {
+                        for &snr_db in &self.snrs_db {
+                            for &size in &self.sizes {
+                                for &count in &self.counts {
+                                    let pairs: &[(u16, u32)] = if scenario.is_tcp() {
+                                        &self.tcp
+                                    } else {
+                                        // Not used by the scenario: one row, not one per pair.
+                                        self.tcp.get(..1).unwrap_or(&[])
+                                    };
+                                    let pairs = if pairs.is_empty() {
+                                        &[(216, 1024)][..]
+                                    } else {
+                                        pairs
+                                    };
+                                    for &(mss, window) in pairs {
+                                        out.push(Point {
+                                            scenario,
+                                            channel: channel.clone(),
+                                            snr_db,
+                                            rate_bps,
+                                            interleaver: interleaver.clone(),
+                                            size,
+                                            count,
+                                            tcp: jnos_tcp(
+                                                mss,
+                                                window,
+                                                rate_bps,
+                                                self.irtt,
+                                                self.max_wait,
+                                            ),
+                                        });
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Runs in the sweep (points times seeds).
+    pub fn runs(&self) -> usize {
+        self.points().len() * self.seeds.len()
+    }
+}
+
+/// JNOS-style TCP settings as NTIA used them: MTU = MSS + 40, IRTT 60 s, maxwait 90 s at
+/// 1200 bit/s and above, 360 s below (overridable).
+pub fn jnos_tcp(
+    mss: u16,
+    window: u32,
+    rate_bps: u32,
+    irtt: Option<Duration>,
+    max_wait: Option<Duration>,
+) -> TcpSettings {
+    TcpSettings {
+        mss,
+        window,
+        irtt: irtt.unwrap_or(Duration::from_secs(60)),
+        max_wait: max_wait.unwrap_or(if rate_bps >= 1200 {
+            Duration::from_secs(90)
+        } else {
+            Duration::from_secs(360)
+        }),
+        mtu: mss.saturating_add(40),
+    }
+}
+
+/// One combination of a sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    /// Scenario.
+    pub scenario: Scenario,
+    /// Channel.
+    pub channel: String,
+    /// SNR, dB.
+    pub snr_db: f64,
+    /// Modem rate, bit/s.
+    pub rate_bps: u32,
+    /// Interleaver.
+    pub interleaver: String,
+    /// Message (or attachment) size, bytes.
+    pub size: usize,
+    /// Messages per run.
+    pub count: usize,
+    /// TCP settings (used by the TCP scenarios only).
+    pub tcp: TcpSettings,
+}
+
+impl Point {
+    /// The condition of this point for one seed.
+    pub fn condition(&self, seed: u64) -> Condition {
+        Condition {
+            channel: self.channel.clone(),
+            snr_db: self.snr_db,
+            rate_bps: self.rate_bps,
+            interleaver: self.interleaver.clone(),
+            seed,
+        }
+    }
+
+    /// A short label for progress displays.
+    pub fn label(&self) -> String {
+        format!(
+            "{} {} {} dB {} bit/s {} B x{}",
+            self.scenario, self.channel, self.snr_db, self.rate_bps, self.size, self.count
+        )
+    }
+}
+
+/// Mean and spread of one point over its seeds.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Stats {
+    /// Runs aggregated.
+    pub runs: usize,
+    /// Mean of the measured seconds.
+    pub seconds_mean: f64,
+    /// Sample standard deviation of the measured seconds (0 for one run).
+    pub seconds_spread: f64,
+    /// Mean throughput, bit/s.
+    pub throughput_bps: f64,
+    /// Mean transmissions.
+    pub transmissions: f64,
+    /// Mean bytes on the air.
+    pub bytes_on_air: f64,
+    /// Mean retransmissions.
+    pub retransmissions: f64,
+    /// Messages delivered byte-identical, summed over the runs.
+    pub delivered: usize,
+    /// Messages carried, summed over the runs.
+    pub expected: usize,
+}
+
+impl Stats {
+    /// Reduces the results of one point's runs.
+    pub fn of(results: &[RunResult]) -> Stats {
+        let n = results.len();
+        if n == 0 {
+            return Stats::default();
+        }
+        let mean = |f: &dyn Fn(&RunResult) -> f64| results.iter().map(f).sum::<f64>() / n as f64;
+        let seconds_mean = mean(&|r| r.seconds);
+        let seconds_spread = if n > 1 {
+            let var = results
+                .iter()
+                .map(|r| (r.seconds - seconds_mean).powi(2))
+                .sum::<f64>()
+                / (n - 1) as f64;
+            var.sqrt()
+        } else {
+            0.0
+        };
+        Stats {
+            runs: n,
+            seconds_mean,
+            seconds_spread,
+            throughput_bps: mean(&|r| r.throughput_bps),
+            transmissions: mean(&|r| r.transmissions as f64),
+            bytes_on_air: mean(&|r| r.bytes_on_air as f64),
+            retransmissions: mean(&|r| r.retransmissions as f64),
+            delivered: results.iter().map(|r| r.delivered).sum(),
+            expected: results.iter().map(|r| r.expected).sum(),
+        }
+    }
+
+    /// Every message of every run was delivered.
+    pub fn all_delivered(&self) -> bool {
+        self.runs > 0 && self.delivered == self.expected
+    }
+}
+
+/// One line of the output tables.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// What was run.
+    pub point: Point,
+    /// The figures, or why the point could not be run.
+    pub stats: Result<Stats, String>,
+}
+
+/// Runs a sweep, calling `progress` after each run with (runs done, runs in all, the point).
+/// A point whose runs fail (e.g. a scenario not built) becomes a row carrying the error; the
+/// sweep goes on.
+pub fn run_sweep(spec: &SweepSpec, mut progress: impl FnMut(usize, usize, &Point)) -> Vec<Row> {
+    let points = spec.points();
+    let total = points.len() * spec.seeds.len();
+    let mut done = 0usize;
+    let mut cache: HashMap<(usize, usize, u64), Result<Workload, String>> = HashMap::new();
+    let mut rows = Vec::with_capacity(points.len());
+    for point in points {
+        let mut results = Vec::with_capacity(spec.seeds.len());
+        let mut error: Option<String> = None;
+        for &seed in &spec.seeds {
+            if error.is_none() {
+                let work = cache
+                    .entry((point.size, point.count, seed))
+                    .or_insert_with(|| {
+                        spec.shape
+                            .workload(point.size, point.count, seed)
+                            .map_err(|e| e.to_string())
+                    });
+                let outcome = match work {
+                    Ok(work) => run(point.scenario, &point.condition(seed), &point.tcp, work),
+                    Err(e) => Err(BenchError::Session(e.clone())),
+                };
+                match outcome {
+                    Ok(r) => results.push(r),
+                    Err(e) => error = Some(e.to_string()),
+                }
+            }
+            done += 1;
+            progress(done, total, &point);
+        }
+        let stats = match error {
+            Some(e) => Err(e),
+            None => Ok(Stats::of(&results)),
+        };
+        rows.push(Row { point, stats });
+    }
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::HmtpCompression;
+
+    #[test]
+    fn stats_give_mean_and_sample_spread() {
+        let r = |s: f64, d: usize| RunResult {
+            seconds: s,
+            throughput_bps: 100.0 * s,
+            transmissions: 2,
+            bytes_on_air: 10,
+            retransmissions: 1,
+            delivered: d,
+            expected: 1,
+        };
+        let s = Stats::of(&[r(2.0, 1), r(4.0, 1), r(6.0, 0)]);
+        assert_eq!(s.runs, 3);
+        assert_eq!(s.seconds_mean, 4.0);
+        assert_eq!(s.seconds_spread, 2.0);
+        assert_eq!(s.throughput_bps, 400.0);
+        assert_eq!((s.delivered, s.expected), (2, 3));
+        assert!(!s.all_delivered());
+        assert_eq!(Stats::of(&[r(3.0, 1)]).seconds_spread, 0.0);
+        assert_eq!(Stats::of(&[]), Stats::default());
+    }
+
+    #[test]
+    fn only_tcp_scenarios_multiply_by_tcp_settings() {
+        let mut spec = SweepSpec::quick();
+        spec.scenarios = vec![
+            Scenario::SmtpTcpModem,
+            Scenario::Hmtp5066 {
+                compression: HmtpCompression::Deflate,
+            },
+        ];
+        spec.sizes = vec![386];
+        spec.tcp = vec![(216, 1024), (216, 3072)];
+        spec.seeds = vec![1, 2];
+        let p = spec.points();
+        assert_eq!(p.len(), 3);
+        assert_eq!(spec.runs(), 6);
+        assert_eq!(p[0].tcp.mtu, 256);
+        assert_eq!(p[0].tcp.max_wait, Duration::from_secs(90));
+        assert_eq!(
+            jnos_tcp(216, 1024, 300, None, None).max_wait,
+            Duration::from_secs(360)
+        );
+    }
+
+    #[test]
+    fn a_sweep_runs_every_seed_and_keeps_errors_as_rows() {
+        let mut spec = SweepSpec::quick();
+        spec.scenarios = vec![
+            Scenario::Hmtp5066 {
+                compression: HmtpCompression::Deflate,
+            },
+            Scenario::Cftp5066,
+        ];
+        spec.sizes = vec![386];
+        spec.rates_bps = vec![2400];
+        spec.seeds = vec![1, 2];
+        let mut calls = 0;
+        let rows = run_sweep(&spec, |done, total, _| {
+            calls += 1;
+            assert!(done <= total);
+        });
+        assert_eq!(calls, 4);
+        assert_eq!(rows.len(), 2);
+        for row in &rows {
+            let s = row.stats.as_ref().unwrap();
+            assert_eq!((s.runs, s.delivered, s.expected), (2, 2, 2));
+            assert!(s.seconds_mean > 0.0);
+        }
+        spec.rates_bps = vec![1234];
+        let rows = run_sweep(&spec, |_, _, _| {});
+        assert!(rows[0].stats.as_ref().unwrap_err().contains("1234"));
+    }
+}

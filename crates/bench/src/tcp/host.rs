@@ -1,0 +1,337 @@
+//! One emulated IP host: a smoltcp interface with one TCP socket on a queue device, its clock
+//! dilated from simulated time, and an inspector that counts the segments it resends.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
+use smoltcp::phy::{self, Device, DeviceCapabilities, Medium};
+use smoltcp::socket::tcp;
+use smoltcp::time::Instant as TcpInstant;
+use smoltcp::wire::{HardwareAddress, IpAddress, IpCidr, Ipv4Packet, TcpPacket};
+
+use super::TcpBenchError;
+
+/// Simulated time ↔ smoltcp time: smoltcp's clock runs `factor` times slower than the
+/// simulation, so each of its timers lasts `factor` times longer in simulated time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Dilation {
+    factor: f64,
+}
+
+impl Dilation {
+    pub(crate) fn new(factor: f64) -> Result<Self, TcpBenchError> {
+        if factor.is_finite() && (0.001..=1.0e4).contains(&factor) {
+            Ok(Dilation { factor })
+        } else {
+            Err(TcpBenchError::Settings(format!(
+                "clock dilation {factor} is outside 0.001..=10000"
+            )))
+        }
+    }
+
+    pub(crate) fn factor(self) -> f64 {
+        self.factor
+    }
+
+    /// smoltcp's reading at simulated time `t` (rounded down to the µs).
+    pub(crate) fn tcp_time_of(self, t: Duration) -> TcpInstant {
+        let us = (t.as_micros() as f64 / self.factor).floor();
+        // Saturating float-to-int cast; simulated runs last far less than i64 µs.
+        TcpInstant::from_micros(us as i64)
+    }
+
+    /// The first simulated time at which smoltcp reads at least `i` (rounded up, so polling
+    /// then always finds the timer expired).
+    pub(crate) fn sim_time_of(self, i: TcpInstant) -> Duration {
+        let us = (i.total_micros().max(0) as f64 * self.factor).ceil();
+        Duration::from_micros(us as u64)
+    }
+}
+
+/// A point-to-point IP "device": what smoltcp transmits is queued for the link, what the link
+/// delivers is queued for smoltcp.
+#[derive(Debug)]
+pub(crate) struct QueueDevice {
+    mtu: usize,
+    pub(crate) rx: VecDeque<Vec<u8>>,
+    pub(crate) tx: VecDeque<Vec<u8>>,
+}
+
+pub(crate) struct RxToken(Vec<u8>);
+
+pub(crate) struct TxToken<'a>(&'a mut VecDeque<Vec<u8>>);
+
+impl phy::RxToken for RxToken {
+    fn consume<R, F>(self, f: F) -> R
+    where
+        F: FnOnce(&[u8]) -> R,
+    {
+        f(&self.0)
+    }
+}
+
+impl phy::TxToken for TxToken<'_> {
+    fn consume<R, F>(self, len: usize, f: F) -> R
+    where
+        F: FnOnce(&mut [u8]) -> R,
+    {
+        let mut buf = vec![0; len];
+        let r = f(&mut buf);
+        self.0.push_back(buf);
+        r
+    }
+}
+
+impl Device for QueueDevice {
+    type RxToken<'a> = RxToken;
+    type TxToken<'a> = TxToken<'a>;
+
+    fn receive(&mut self, _: TcpInstant) -> Option<(RxToken, TxToken<'_>)> {
+        let packet = self.rx.pop_front()?;
+        Some((RxToken(packet), TxToken(&mut self.tx)))
+    }
+
+    fn transmit(&mut self, _: TcpInstant) -> Option<TxToken<'_>> {
+        Some(TxToken(&mut self.tx))
+    }
+
+    fn capabilities(&self) -> DeviceCapabilities {
+        let mut caps = DeviceCapabilities::default();
+        caps.medium = Medium::Ip;
+        caps.max_transmission_unit = self.mtu;
+        caps
+    }
+}
+
+/// Socket settings of one host.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HostSettings {
+    pub(crate) mtu: usize,
+    pub(crate) rx_buffer: usize,
+    pub(crate) tx_buffer: usize,
+    pub(crate) seed: u64,
+    pub(crate) address: [u8; 4],
+}
+
+/// Counts what a host puts on the link.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct SegmentStats {
+    /// Segments carrying sequence space (data, SYN or FIN).
+    pub(crate) sent: u64,
+    /// Of those, segments whose sequence space had all been sent before.
+    pub(crate) resent: u64,
+    /// End of the highest sequence sent so far.
+    high: Option<u32>,
+    /// A SYN without ACK has been seen (the connection's first SYN from this host).
+    pub(crate) syn_seen: bool,
+}
+
+impl SegmentStats {
+    /// Inspects one outgoing IPv4 datagram.
+    pub(crate) fn inspect(&mut self, datagram: &[u8]) {
+        let Ok(ip) = Ipv4Packet::new_checked(datagram) else {
+            return;
+        };
+        let Ok(seg) = TcpPacket::new_checked(ip.payload()) else {
+            return;
+        };
+        if seg.syn() && !seg.ack() {
+            self.syn_seen = true;
+        }
+        let len = seg.payload().len() as u32 + u32::from(seg.syn()) + u32::from(seg.fin());
+        if len == 0 {
+            return;
+        }
+        self.sent += 1;
+        let start = seg.seq_number().0 as u32;
+        let end = start.wrapping_add(len);
+        match self.high {
+            Some(high) if (end.wrapping_sub(high) as i32) <= 0 => self.resent += 1,
+            Some(high) if (start.wrapping_sub(high) as i32) < 0 => {
+                // Partly new: counts as new data, the old part is resent too.
+                self.resent += 1;
+                self.high = Some(end);
+            }
+            _ => self.high = Some(end),
+        }
+    }
+}
+
+/// One IP host with one TCP socket.
+pub(crate) struct Host {
+    pub(crate) device: QueueDevice,
+    iface: Interface,
+    sockets: SocketSet<'static>,
+    pub(crate) handle: SocketHandle,
+    pub(crate) stats: SegmentStats,
+}
+
+impl Host {
+    pub(crate) fn new(settings: HostSettings, now: TcpInstant) -> Result<Host, TcpBenchError> {
+        let mut device = QueueDevice {
+            mtu: settings.mtu,
+            rx: VecDeque::new(),
+            tx: VecDeque::new(),
+        };
+        let mut config = Config::new(HardwareAddress::Ip);
+        config.random_seed = settings.seed;
+        let mut iface = Interface::new(config, &mut device, now);
+        let [a, b, c, d] = settings.address;
+        let mut added = true;
+        iface.update_ip_addrs(|addrs| {
+            added = addrs
+                .push(IpCidr::new(IpAddress::v4(a, b, c, d), 24))
+                .is_ok();
+        });
+        if !added {
+            return Err(TcpBenchError::Settings(
+                "smoltcp refused the host's IP address".into(),
+            ));
+        }
+        let rx = tcp::SocketBuffer::new(vec![0; settings.rx_buffer]);
+        let tx = tcp::SocketBuffer::new(vec![0; settings.tx_buffer]);
+        let mut socket = tcp::Socket::new(rx, tx);
+        // JNOS has no delayed-ACK timer: acknowledge at once.
+        socket.set_ack_delay(None);
+        // JNOS does slow start and congestion avoidance (cwnd to one MSS after a timeout).
+        socket.set_congestion_control(tcp::CongestionControl::Reno);
+        let mut sockets = SocketSet::new(Vec::new());
+        let handle = sockets.add(socket);
+        Ok(Host {
+            device,
+            iface,
+            sockets,
+            handle,
+            stats: SegmentStats::default(),
+        })
+    }
+
+    pub(crate) fn socket(&mut self) -> &mut tcp::Socket<'static> {
+        self.sockets.get_mut::<tcp::Socket<'static>>(self.handle)
+    }
+
+    pub(crate) fn state(&self) -> tcp::State {
+        self.sockets
+            .get::<tcp::Socket<'static>>(self.handle)
+            .state()
+    }
+
+    pub(crate) fn connect(
+        &mut self,
+        remote: [u8; 4],
+        port: u16,
+        local_port: u16,
+    ) -> Result<(), TcpBenchError> {
+        let [a, b, c, d] = remote;
+        let socket = self.sockets.get_mut::<tcp::Socket<'static>>(self.handle);
+        socket
+            .connect(
+                self.iface.context(),
+                (IpAddress::v4(a, b, c, d), port),
+                local_port,
+            )
+            .map_err(|e| TcpBenchError::Settings(format!("TCP connect: {e}")))
+    }
+
+    pub(crate) fn listen(&mut self, port: u16) -> Result<(), TcpBenchError> {
+        self.socket()
+            .listen(port)
+            .map_err(|e| TcpBenchError::Settings(format!("TCP listen: {e}")))
+    }
+
+    /// Runs smoltcp at `now` (its clock).
+    pub(crate) fn poll(&mut self, now: TcpInstant) {
+        self.iface.poll(now, &mut self.device, &mut self.sockets);
+    }
+
+    /// When smoltcp next wants to be polled (its clock).
+    pub(crate) fn poll_at(&mut self, now: TcpInstant) -> Option<TcpInstant> {
+        self.iface.poll_at(now, &self.sockets)
+    }
+
+    /// Datagrams smoltcp sent since the last call, inspected.
+    pub(crate) fn take_tx(&mut self) -> Vec<Vec<u8>> {
+        let out: Vec<Vec<u8>> = self.device.tx.drain(..).collect();
+        for d in &out {
+            self.stats.inspect(d);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dilation_round_trips_upwards() {
+        let d = Dilation::new(1.5).unwrap();
+        for us in [0u64, 1, 7, 999_999, 60_000_000, 123_456_789] {
+            let tcp = TcpInstant::from_micros(us as i64);
+            let sim = d.sim_time_of(tcp);
+            assert!(d.tcp_time_of(sim) >= tcp, "{us}");
+            assert!(d.tcp_time_of(sim.saturating_sub(Duration::from_micros(2))) < tcp || us == 0);
+        }
+        assert_eq!(
+            d.tcp_time_of(Duration::from_secs(90)),
+            TcpInstant::from_secs(60)
+        );
+        assert!(Dilation::new(0.0).is_err());
+        assert!(Dilation::new(f64::NAN).is_err());
+    }
+
+    fn segment(seq: i32, payload: usize, syn: bool) -> Vec<u8> {
+        use smoltcp::phy::ChecksumCapabilities;
+        use smoltcp::wire::{IpProtocol, Ipv4Address, Ipv4Repr, TcpControl, TcpRepr, TcpSeqNumber};
+        let data = vec![0u8; payload];
+        let tcp = TcpRepr {
+            src_port: 1,
+            dst_port: 25,
+            control: if syn {
+                TcpControl::Syn
+            } else {
+                TcpControl::None
+            },
+            seq_number: TcpSeqNumber(seq),
+            ack_number: None,
+            window_len: 1024,
+            window_scale: None,
+            max_seg_size: None,
+            sack_permitted: false,
+            sack_ranges: [None, None, None],
+            timestamp: None,
+            payload: &data,
+        };
+        let src = Ipv4Address::new(10, 0, 0, 1);
+        let dst = Ipv4Address::new(10, 0, 0, 2);
+        let ip = Ipv4Repr {
+            src_addr: src,
+            dst_addr: dst,
+            next_header: IpProtocol::Tcp,
+            payload_len: tcp.buffer_len(),
+            hop_limit: 64,
+        };
+        let mut buf = vec![0u8; ip.buffer_len() + tcp.buffer_len()];
+        let caps = ChecksumCapabilities::default();
+        let mut p = Ipv4Packet::new_unchecked(&mut buf);
+        ip.emit(&mut p, &caps);
+        let mut t = TcpPacket::new_unchecked(p.payload_mut());
+        tcp.emit(&mut t, &src.into(), &dst.into(), &caps);
+        buf
+    }
+
+    #[test]
+    fn inspector_counts_resent_sequence_space() {
+        let mut s = SegmentStats::default();
+        s.inspect(&segment(100, 0, true)); // SYN: 100..101
+        assert!(s.syn_seen);
+        s.inspect(&segment(101, 200, false)); // 101..301
+        s.inspect(&segment(301, 200, false)); // 301..501
+        s.inspect(&segment(101, 200, false)); // resent
+        s.inspect(&segment(301, 0, false)); // bare ACK: not counted
+        s.inspect(&segment(i32::MAX - 10, 5, false)); // far ahead: new
+        s.inspect(b"not an IP datagram");
+        assert_eq!((s.sent, s.resent), (5, 1));
+    }
+}

@@ -1,0 +1,656 @@
+//! SMTP over TCP/IP over HF, the baseline the HF-native stacks are measured against: a real
+//! TCP (smoltcp 0.14) carrying a real SMTP dialogue (`skywave-smtp` client and server
+//! sessions) over one of two emulated IP links:
+//!
+//! - **`smtp-tcp-modem`** ([`run_smtp_tcp_modem`]): JNOS as NTIA measured it. IP datagrams in
+//!   AX.25-like frames straight over the half-duplex modem, no ARQ
+//!   ([`skywave_emu::raw`]); SMTP with JNOS `XLZW` 16-bit compression and JNOS batching.
+//! - **`smtp-tcp-5066`** ([`run_smtp_tcp_5066`]): IP datagrams as U_PDUs on SAP 9 (the STANAG
+//!   5066 IP client, ARQ, no delivery confirmation) through the real `skywave-sis` [`Client`]
+//!   on the emulator's [`Subnet`], with the client's duplicate-datagram filter on or off;
+//!   SMTP with RFC 2920 pipelining, as Isode's measurement ran a stock MTA.
+//!
+//! Station 0 (10.0.0.1, the ship) runs the SMTP client and opens the connection; station 1
+//! (10.0.0.2, the shore) listens on port 25 and runs the SMTP server. Every message the server
+//! receives is compared byte for byte with what was submitted.
+//!
+//! # Time
+//!
+//! Everything runs in simulated time, deterministically for a seed. The raw modem is sans-IO,
+//! so its run is a pure discrete-event loop: the loop asks smoltcp ([`Interface::poll_at`]),
+//! the modem ([`RawLink::poll_at`]) and the SMTP server (its idle timeout) for their next
+//! deadline and jumps there; no tokio timer is involved, so it runs at full speed in any
+//! runtime. The STANAG 5066 link is the emulator's [`Subnet`], whose scheduler and SIS
+//! clients are tokio tasks: that run sleeps with `tokio::time` until the next deadline or a
+//! delivered datagram, so it must run with the tokio clock paused (as the crate's runner and
+//! the tests do) to take milliseconds instead of hours. One loop serves both: only the wait
+//! differs.
+//!
+//! # Retransmission timers (how close to JNOS, and how far)
+//!
+//! smoltcp's RTO constants are fixed at build time: 1 s initial, 1 s minimum, 60 s maximum,
+//! RFC 6298 estimator (SRTT gain 1/8, RTTVAR gain 1/4, RTO = SRTT + 4·RTTVAR), doubling on
+//! each timeout, go-back-N. JNOS (as configured for NTIA) used IRTT 60 s, maxwait 90 s at
+//! 1200 bit/s and 360 s at 300 bit/s, the same estimator form with a 0.5 s minimum.
+//!
+//! Nothing in smoltcp 0.14 sets those constants, and patching or vendoring smoltcp is outside
+//! this crate, so the clock is **dilated**: smoltcp reads `simulated time / k`. A pure
+//! rescaling leaves the adaptive part exactly as it was (the RTT samples, SRTT, RTTVAR and
+//! SRTT + 4·RTTVAR are all in smoltcp's units, so in simulated time they are the true
+//! values), and scales only the constants, to k × (1 s initial, 1 s minimum, 60 s maximum).
+//! One k cannot match three constants; [`RtoFit`] chooses which:
+//!
+//! - [`RtoFit::MaxWait`] (the default): k = maxwait / 60 s, so the back-off cap is JNOS's
+//!   maxwait exactly (k = 1.5 at 1200 bit/s, 6 at 300 bit/s). The initial RTO is then k
+//!   seconds instead of IRTT = 60 s: the SYN (and the SYN-ACK) are retransmitted after
+//!   1.5 s/6 s, 3/12 s, ... until the first RTT sample, where JNOS waited 60 s; and the
+//!   minimum RTO is k seconds instead of 0.5 s (harmless: HF round trips are longer).
+//! - [`RtoFit::Irtt`]: k = IRTT / 1 s, so the first RTO is JNOS's 60 s, but the minimum RTO
+//!   is also 60 s and the cap 3600 s: every loss costs at least a minute, and repeated losses
+//!   back off far beyond maxwait.
+//!
+//! Every other smoltcp timer is dilated too: TIME-WAIT (10 s × k; not in the measured
+//! interval), the delayed ACK (switched off: JNOS has none, [`tcp::Socket::set_ack_delay`]
+//! `None`), the zero-window probe (capped at 60 s × k like the RTO), keep-alive (off). No
+//! user timeout is set (JNOS resets after 10 retries; the run's time limit stands in).
+//!
+//! Other settings: MSS through the device MTU (smoltcp advertises MTU − 40): MTU =
+//! min([`TcpSettings::mtu`], [`TcpSettings::mss`] + 40); receive window = receive buffer =
+//! [`TcpSettings::window`] (window scale 0 up to 65535); Reno congestion control (JNOS does
+//! slow start and congestion avoidance); Nagle on. smoltcp ignores received SACK blocks, as
+//! JNOS (no SACK) would.
+//!
+//! # Limits
+//!
+//! - The RTO mismatch above. [`TcpRunReport::tcp_retransmissions`] shows its cost.
+//! - smoltcp keeps at most 4 out-of-order ranges and has no per-destination RTT cache (JNOS
+//!   has one); a new connection always starts from the initial RTO.
+//! - The raw-modem CSMA parameters (persistence 63, slot 100 ms) are the KISS defaults, not
+//!   NTIA's (unpublished).
+//! - IP over 5066: the IP datagram is the U_PDU (no Annex F encapsulation or header
+//!   compression), and the node's ARQ is the emulator's (see [`skywave_emu::net`]).
+//!
+//! [`Client`]: skywave_sis::Client
+//! [`Subnet`]: skywave_emu::net::Subnet
+//! [`Interface::poll_at`]: smoltcp::iface::Interface::poll_at
+//! [`RawLink::poll_at`]: skywave_emu::raw::RawLink::poll_at
+//! [`tcp::Socket::set_ack_delay`]: smoltcp::socket::tcp::Socket::set_ack_delay
+
+mod host;
+mod link;
+
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use skywave_emu::net::Subnet;
+use skywave_emu::raw::{RawConfig, RawLink};
+use skywave_smtp::{
+    AcceptAll, ClientConfig, ClientEvent, ClientMode, ClientSession, Event, OutgoingMessage,
+    RecipientStatus, ServerConfig, ServerSession,
+};
+use smoltcp::socket::tcp::State;
+use thiserror::Error;
+
+use crate::model::{Condition, Measure, RunResult, TcpSettings, Workload};
+use crate::stack;
+use host::{Dilation, Host, HostSettings};
+use link::{IpLink, LinkCounters};
+
+/// Why an SMTP-over-TCP run could not be carried out.
+#[derive(Debug, Error)]
+pub enum TcpBenchError {
+    /// The condition cannot be emulated (unknown rate, interleaver or channel).
+    #[error("bad condition: {0}")]
+    Condition(String),
+    /// The TCP settings are out of range.
+    #[error("bad TCP settings: {0}")]
+    Settings(String),
+    /// The workload holds no message, or a message the SMTP client refuses.
+    #[error("workload: {0}")]
+    Workload(String),
+    /// The link refused a datagram or its configuration.
+    #[error("IP link: {0}")]
+    Link(String),
+    /// A SIS client could not bind or submit.
+    #[error("SIS: {0}")]
+    Sis(String),
+    /// The emulated subnetwork refused its configuration.
+    #[error("emulator: {0}")]
+    Net(#[from] skywave_emu::net::NetError),
+}
+
+/// Which JNOS constant the dilated smoltcp clock reproduces exactly (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RtoFit {
+    /// k = maxwait / 60 s: the back-off cap is maxwait; initial and minimum RTO are k s.
+    #[default]
+    MaxWait,
+    /// k = IRTT / 1 s: the first RTO is IRTT; the minimum is IRTT too, the cap 60 × IRTT.
+    Irtt,
+}
+
+/// Knobs of a run beyond the shared vocabulary.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TcpRunOptions {
+    /// How smoltcp's RTO constants are mapped to JNOS's.
+    pub rto_fit: RtoFit,
+    /// Simulated time after which the run stops and reports what it delivered; `None`: the
+    /// crate's usual limit ([`stack::time_limit`]).
+    pub time_limit: Option<Duration>,
+    /// Run plain SMTP on the raw modem instead of JNOS's XLZW 16 (false, the default, offers
+    /// XLZW 16 as NTIA's JNOS did); 5066 runs never offer XLZW.
+    pub no_xlzw: bool,
+}
+
+/// A run's [`RunResult`] and the figures behind it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TcpRunReport {
+    /// The result as [`crate::model`] defines it.
+    pub result: RunResult,
+    /// smoltcp's clock dilation k (simulated seconds per smoltcp second).
+    pub clock_dilation: f64,
+    /// Simulated seconds from the first SYN to the last ACK of the connection (to the time
+    /// limit if it never closed).
+    pub connection_seconds: f64,
+    /// Simulated seconds from submission to each message's delivery (`None`: not delivered
+    /// intact).
+    pub deliveries: Vec<Option<f64>>,
+    /// TCP segments carrying data, SYN or FIN, both directions.
+    pub tcp_segments: u64,
+    /// Of those, segments resent (the whole of their sequence space had been sent before).
+    pub tcp_retransmissions: u64,
+    /// Frames (raw modem) or D_PDUs (5066) lost on the air, collisions included.
+    pub lost_on_air: u64,
+    /// Collisions on the channel.
+    pub collisions: u64,
+    /// Seconds the raw modem was keyed, both stations (0 on 5066).
+    pub air_seconds: f64,
+    /// D_PDUs resent by the 5066 ARQ (0 on the raw modem).
+    pub arq_retransmissions: u64,
+    /// Datagrams the SIS clients' duplicate filter dropped (0 on the raw modem).
+    pub duplicates_filtered: u64,
+    /// The SMTP session ran with XLZW compression (bits), as negotiated.
+    pub xlzw: Option<u8>,
+    /// The connection closed normally before the time limit.
+    pub completed: bool,
+    /// Messages the SMTP client saw accepted for every recipient.
+    pub client_confirmed: usize,
+}
+
+/// Runs `smtp-tcp-modem`: SMTP (JNOS batching, XLZW 16) over smoltcp TCP over the raw modem.
+pub async fn run_smtp_tcp_modem(
+    cond: &Condition,
+    tcp: &TcpSettings,
+    work: &Workload,
+) -> Result<RunResult, TcpBenchError> {
+    run_smtp_tcp_modem_with(cond, tcp, work, &TcpRunOptions::default())
+        .await
+        .map(|r| r.result)
+}
+
+/// Runs `smtp-tcp-5066`: SMTP (pipelining) over smoltcp TCP over the STANAG 5066 IP client,
+/// with the SIS client's duplicate filter on or off. Needs the tokio clock paused.
+pub async fn run_smtp_tcp_5066(
+    cond: &Condition,
+    tcp: &TcpSettings,
+    work: &Workload,
+    dup_filter: bool,
+) -> Result<RunResult, TcpBenchError> {
+    run_smtp_tcp_5066_with(cond, tcp, work, dup_filter, &TcpRunOptions::default())
+        .await
+        .map(|r| r.result)
+}
+
+/// [`run_smtp_tcp_modem`] with options and the detailed report.
+pub async fn run_smtp_tcp_modem_with(
+    cond: &Condition,
+    tcp: &TcpSettings,
+    work: &Workload,
+    opts: &TcpRunOptions,
+) -> Result<TcpRunReport, TcpBenchError> {
+    let modem = stack::modem_config(cond).map_err(|e| TcpBenchError::Condition(e.to_string()))?;
+    let channel =
+        stack::channel_config(cond).map_err(|e| TcpBenchError::Condition(e.to_string()))?;
+    let mut raw = RawConfig::new(modem, channel);
+    raw.seed = cond.seed;
+    let link = RawLink::new(raw).map_err(|e| TcpBenchError::Link(e.to_string()))?;
+    let mut client = ClientConfig::new("ship.example", ClientMode::Lockstep);
+    if !opts.no_xlzw {
+        client.xlzw = Some(16);
+    }
+    let mut link = IpLink::raw(link);
+    drive(&mut link, cond, tcp, work, opts, client).await
+}
+
+/// [`run_smtp_tcp_5066`] with options and the detailed report.
+pub async fn run_smtp_tcp_5066_with(
+    cond: &Condition,
+    tcp: &TcpSettings,
+    work: &Workload,
+    dup_filter: bool,
+    opts: &TcpRunOptions,
+) -> Result<TcpRunReport, TcpBenchError> {
+    let cfg = stack::subnet_config(cond).map_err(|e| TcpBenchError::Condition(e.to_string()))?;
+    if usize::from(tcp.mtu) > usize::from(cfg.mtu) {
+        return Err(TcpBenchError::Settings(format!(
+            "IP MTU {} is larger than the {} bytes a U_PDU may have",
+            tcp.mtu, cfg.mtu
+        )));
+    }
+    let subnet = Subnet::start(cfg)?;
+    let mut link = IpLink::s5066(subnet, dup_filter).await?;
+    let client = ClientConfig::new("ship.example", ClientMode::Pipelining);
+    let report = drive(&mut link, cond, tcp, work, opts, client).await;
+    if report.is_ok() {
+        // Let the trailing ARQ acknowledgements go out so the counters are complete.
+        link.settle().await;
+    }
+    let mut report = report?;
+    fill_link_counters(&mut report, &link);
+    Ok(report)
+}
+
+/// Most iterations of the event loop in one run (each handles at least one event).
+const MAX_STEPS: usize = 20_000_000;
+/// Longest smoltcp polling round at one instant (app and TCP ping-pong).
+const MAX_ROUNDS: usize = 64;
+/// SMTP port and the client's local port.
+const SMTP_PORT: u16 = 25;
+const CLIENT_PORT: u16 = 1025;
+/// IP addresses of the two stations.
+const ADDRESSES: [[u8; 4]; 2] = [[10, 0, 0, 1], [10, 0, 0, 2]];
+/// The SMTP server's idle and DATA timeouts.
+const SERVER_TIMEOUT: Duration = Duration::from_secs(3600);
+/// Send buffer of each socket (the peer's window limits what is in flight).
+const TX_BUFFER: usize = 64 * 1024;
+
+fn dilation(tcp: &TcpSettings, fit: RtoFit) -> Result<Dilation, TcpBenchError> {
+    let k = match fit {
+        RtoFit::MaxWait => tcp.max_wait.as_secs_f64() / 60.0,
+        RtoFit::Irtt => tcp.irtt.as_secs_f64(),
+    };
+    Dilation::new(k)
+}
+
+fn host_settings(tcp: &TcpSettings, seed: u64) -> Result<[HostSettings; 2], TcpBenchError> {
+    if tcp.mss < 48 {
+        return Err(TcpBenchError::Settings(format!(
+            "MSS {} is below smoltcp's minimum of 48",
+            tcp.mss
+        )));
+    }
+    let mtu = usize::from(tcp.mtu).min(usize::from(tcp.mss) + 40);
+    if mtu < 88 {
+        return Err(TcpBenchError::Settings(format!(
+            "MTU {} leaves no room for a 48-byte segment",
+            tcp.mtu
+        )));
+    }
+    let window = usize::try_from(tcp.window).unwrap_or(usize::MAX);
+    if !(64..=(1 << 20)).contains(&window) {
+        return Err(TcpBenchError::Settings(format!(
+            "window {} is outside 64..=1048576 bytes",
+            tcp.window
+        )));
+    }
+    Ok([0usize, 1].map(|i| HostSettings {
+        mtu,
+        rx_buffer: window,
+        tx_buffer: TX_BUFFER.max(window),
+        seed: seed.wrapping_mul(2).wrapping_add(i as u64 + 1),
+        address: ADDRESSES[i],
+    }))
+}
+
+/// The SMTP client side of the run.
+struct SmtpClient {
+    session: ClientSession,
+    out: Vec<u8>,
+    done: bool,
+    closed: bool,
+    accepted: usize,
+}
+
+/// The SMTP server side of the run.
+struct SmtpServer {
+    session: Option<ServerSession<AcceptAll>>,
+    out: Vec<u8>,
+    closing: bool,
+    closed: bool,
+    received: usize,
+}
+
+/// One run: both hosts, both SMTP sessions, over `link`, until the connection has closed or
+/// the time limit.
+async fn drive(
+    link: &mut IpLink,
+    cond: &Condition,
+    tcp: &TcpSettings,
+    work: &Workload,
+    opts: &TcpRunOptions,
+    client_cfg: ClientConfig,
+) -> Result<TcpRunReport, TcpBenchError> {
+    if work.messages.is_empty() {
+        return Err(TcpBenchError::Workload(
+            "the workload holds no message".into(),
+        ));
+    }
+    let dil = dilation(tcp, opts.rto_fit)?;
+    let limit = opts
+        .time_limit
+        .unwrap_or_else(|| stack::time_limit(cond, work));
+    let start = link.now();
+    let t0 = dil.tcp_time_of(start);
+    let [s0, s1] = host_settings(tcp, cond.seed)?;
+    let mut hosts = [Host::new(s0, t0)?, Host::new(s1, t0)?];
+    hosts[1].listen(SMTP_PORT)?;
+    hosts[0].connect(ADDRESSES[1], SMTP_PORT, CLIENT_PORT)?;
+
+    let messages = work
+        .messages
+        .iter()
+        .map(|m| OutgoingMessage {
+            reverse_path: m.from.clone(),
+            recipients: m.to.clone(),
+            body: m.body.clone(),
+            eight_bit: false,
+            mt_priority: None,
+        })
+        .collect();
+    let session = ClientSession::new(client_cfg, messages)
+        .map_err(|e| TcpBenchError::Workload(e.to_string()))?;
+    let mut client = SmtpClient {
+        session,
+        out: Vec::new(),
+        done: false,
+        closed: false,
+        accepted: 0,
+    };
+    let mut server = SmtpServer {
+        session: None,
+        out: Vec::new(),
+        closing: false,
+        closed: false,
+        received: 0,
+    };
+    // The server session's clock: a std Instant that follows simulated time.
+    let base = std::time::Instant::now();
+    let mut deliveries: Vec<Option<Duration>> = vec![None; work.messages.len()];
+    let mut first_syn: Option<Duration> = None;
+    let mut last_arrival = start;
+    let mut completed = false;
+
+    for _ in 0..MAX_STEPS {
+        let now = link.now();
+        if now.saturating_sub(start) >= limit {
+            break;
+        }
+        let tnow = dil.tcp_time_of(now);
+        let snow = base + now;
+        for _ in 0..MAX_ROUNDS {
+            hosts[0].poll(tnow);
+            hosts[1].poll(tnow);
+            let a = client_step(&mut hosts[0], &mut client);
+            let b = server_step(
+                &mut hosts[1],
+                &mut server,
+                snow,
+                now - start,
+                work,
+                &mut deliveries,
+            );
+            if !(a || b) {
+                break;
+            }
+        }
+        let mut arrivals = Vec::new();
+        for (station, host) in hosts.iter_mut().enumerate() {
+            for d in host.take_tx() {
+                if station == 0 && first_syn.is_none() && host.stats.syn_seen {
+                    first_syn = Some(now);
+                }
+                link.send(station, d, &mut arrivals)?;
+            }
+        }
+        let quiet = hosts.iter().all(|h| h.device.rx.is_empty());
+        let closed = |s: State| matches!(s, State::Closed | State::TimeWait);
+        if client.done
+            && server.closed
+            && quiet
+            && arrivals.is_empty()
+            && closed(hosts[0].state())
+            && closed(hosts[1].state())
+        {
+            completed = true;
+            break;
+        }
+        if arrivals.is_empty() {
+            let mut next = start + limit;
+            for h in &mut hosts {
+                if let Some(t) = h.poll_at(tnow) {
+                    let t = dil.sim_time_of(t);
+                    // "Poll now" right after a poll: come back a moment later.
+                    next = next.min(t.max(now + Duration::from_millis(1)));
+                }
+            }
+            if let Some(t) = server.session.as_ref().and_then(|s| s.poll_timeout()) {
+                let t = t.saturating_duration_since(base);
+                next = next.min(t.max(now + Duration::from_millis(1)));
+            }
+            arrivals = link.wait(next).await;
+        }
+        if !arrivals.is_empty() {
+            last_arrival = link.now();
+        }
+        for (station, d) in arrivals {
+            if let Some(h) = hosts.get_mut(station) {
+                h.device.rx.push_back(d);
+            }
+        }
+    }
+
+    // Completed: the last ACK's arrival. Otherwise: where the time limit stopped the run.
+    let end = if completed { last_arrival } else { link.now() };
+    let syn = first_syn.unwrap_or(start);
+    let connection = end.saturating_sub(syn);
+    let delivered_at = deliveries;
+    let session_time = match work.measure {
+        Measure::NtiaAttachment { .. } => connection,
+        Measure::IsodeMessage => end.saturating_sub(start),
+    };
+    let (seconds, throughput_bps) = stack::measure(work, &delivered_at, session_time);
+    let stats: Vec<_> = hosts.iter().map(|h| h.stats).collect();
+    let mut report = TcpRunReport {
+        result: RunResult {
+            seconds,
+            throughput_bps,
+            delivered: delivered_at.iter().filter(|d| d.is_some()).count(),
+            expected: work.messages.len(),
+            ..RunResult::default()
+        },
+        clock_dilation: dil.factor(),
+        connection_seconds: connection.as_secs_f64(),
+        deliveries: delivered_at
+            .iter()
+            .map(|d| d.map(|t| t.as_secs_f64()))
+            .collect(),
+        tcp_segments: stats.iter().map(|s| s.sent).sum(),
+        tcp_retransmissions: stats.iter().map(|s| s.resent).sum(),
+        xlzw: client.session.compression(),
+        completed,
+        ..TcpRunReport::default()
+    };
+    report.client_confirmed = client.accepted;
+    fill_link_counters(&mut report, link);
+    Ok(report)
+}
+
+fn fill_link_counters(report: &mut TcpRunReport, link: &IpLink) {
+    match link.counters() {
+        LinkCounters::Raw(c) => {
+            report.result.transmissions = c.transmissions;
+            report.result.bytes_on_air = c.bytes_on_air;
+            report.result.retransmissions = report.tcp_retransmissions;
+            report.lost_on_air = c.frames_lost + c.frames_collided;
+            report.collisions = c.collisions;
+            report.air_seconds = c.air_time.as_secs_f64();
+        }
+        LinkCounters::S5066 { channel, filtered } => {
+            report.result.transmissions = channel.transmissions;
+            report.result.bytes_on_air = channel.bytes_on_air;
+            report.result.retransmissions = channel.retransmissions;
+            report.arq_retransmissions = channel.retransmissions;
+            report.lost_on_air = channel.lost_dpdus;
+            report.collisions = channel.collisions;
+            report.duplicates_filtered = filtered;
+        }
+    }
+}
+
+/// Moves bytes between the client socket and the SMTP client session; true if anything moved.
+fn client_step(host: &mut Host, c: &mut SmtpClient) -> bool {
+    let mut progress = false;
+    let socket = host.socket();
+    if socket.can_recv() {
+        let session = &mut c.session;
+        if let Ok(n) = socket.recv(|buf| {
+            session.feed(buf);
+            (buf.len(), buf.len())
+        }) {
+            progress |= n > 0;
+        }
+    }
+    while let Some(ev) = c.session.poll_event() {
+        progress = true;
+        match ev {
+            ClientEvent::Message(outcome) => {
+                if outcome
+                    .recipients
+                    .iter()
+                    .all(|r| matches!(r.status, RecipientStatus::Delivered(_)))
+                {
+                    c.accepted += 1;
+                }
+            }
+            ClientEvent::Finished { .. } => c.done = true,
+        }
+    }
+    if c.session.has_output() {
+        c.out.extend(c.session.take_output());
+    }
+    if !c.out.is_empty()
+        && socket.may_send()
+        && let Ok(n) = socket.send_slice(&c.out)
+        && n > 0
+    {
+        c.out.drain(..n);
+        progress = true;
+    }
+    let state = socket.state();
+    if !c.done
+        && !socket.can_recv()
+        && matches!(
+            state,
+            State::CloseWait | State::LastAck | State::Closing | State::TimeWait | State::Closed
+        )
+    {
+        // The server closed (or the connection died) before the session finished.
+        c.session.connection_closed();
+        progress = true;
+    }
+    if c.done && c.out.is_empty() && !c.closed {
+        socket.close();
+        c.closed = true;
+        progress = true;
+    }
+    progress
+}
+
+/// Moves bytes between the server socket and the SMTP server session, checks delivered
+/// messages against the workload; true if anything moved.
+fn server_step(
+    host: &mut Host,
+    s: &mut SmtpServer,
+    snow: std::time::Instant,
+    now: Duration,
+    work: &Workload,
+    deliveries: &mut [Option<Duration>],
+) -> bool {
+    let mut progress = false;
+    let socket = host.socket();
+    let state = socket.state();
+    if s.session.is_none() && !s.closed && matches!(state, State::Established | State::CloseWait) {
+        let mut config = ServerConfig::new("shore.example");
+        // An HF mail server waits out TCP back-offs of several minutes (maxwait 360 s at
+        // 300 bit/s) instead of the LAN's 5 min / 3 min: the run's time limit stands in.
+        config.idle_timeout = SERVER_TIMEOUT;
+        config.data_timeout = SERVER_TIMEOUT;
+        s.session = Some(ServerSession::new(config, AcceptAll, snow));
+        progress = true;
+    }
+    let Some(session) = s.session.as_mut() else {
+        return progress;
+    };
+    if socket.can_recv()
+        && let Ok(n) = socket.recv(|buf| {
+            session.feed(snow, buf);
+            (buf.len(), buf.len())
+        })
+    {
+        progress |= n > 0;
+    }
+    if let Some(t) = session.poll_timeout()
+        && t <= snow
+    {
+        session.handle_timeout(snow);
+        progress = true;
+    }
+    while let Some(ev) = session.poll_event() {
+        progress = true;
+        match ev {
+            Event::Message { envelope, body } => {
+                let i = s.received;
+                s.received += 1;
+                let intact = work.messages.get(i).is_some_and(|m| {
+                    m.body == body && m.from == envelope.reverse_path && m.to == envelope.recipients
+                });
+                if intact && let Some(slot) = deliveries.get_mut(i) {
+                    *slot = Some(now);
+                }
+                // Accepted either way: the spool would take it; `deliveries` records
+                // whether it was the right message.
+                let _ = session.message_accepted(&format!("Q{i}"));
+            }
+            Event::Close(_) => s.closing = true,
+            Event::StartTls | Event::Authenticated { .. } => {}
+        }
+    }
+    if session.has_output() {
+        s.out.extend(session.take_output());
+    }
+    if !s.out.is_empty()
+        && socket.may_send()
+        && let Ok(n) = socket.send_slice(&s.out)
+        && n > 0
+    {
+        s.out.drain(..n);
+        progress = true;
+    }
+    let state = socket.state();
+    if !s.closing
+        && !socket.can_recv()
+        && matches!(state, State::CloseWait | State::Closed | State::TimeWait)
+    {
+        // The client closed its side (JNOS sends QUIT and closes without waiting).
+        s.closing = true;
+        progress = true;
+    }
+    if s.closing && s.out.is_empty() && !s.closed {
+        socket.close();
+        s.closed = true;
+        progress = true;
+    }
+    progress
+}
