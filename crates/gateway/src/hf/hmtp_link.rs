@@ -35,15 +35,13 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
-use super::HfContext;
 use super::dedup_store::DedupStore;
 use super::sis::{Endpoint, LinkInput, priority_5066};
 use super::transfer::{Direction, TransferRecord};
+use super::{HfContext, MAX_SLEEP, sleep_opt};
 use crate::intake::{GatewayPolicy, Source};
 use crate::outcome::Outcome;
 
-/// Longest sleep between looks at the spool (expiry, held peers released by an operator).
-const MAX_SLEEP: Duration = Duration::from_secs(60);
 /// Most bytes buffered while the first bytes of a peer's stream do not yet tell what it is.
 const MAX_UNCLASSIFIED: usize = 64 * 1024;
 
@@ -93,6 +91,9 @@ pub(super) struct HmtpLink {
     pub(super) ctx: Arc<HfContext>,
     pub(super) dedup: DedupStore,
     pub(super) shutdown: watch::Receiver<bool>,
+    /// After new mail is announced or the link comes up, no session starts before this, so
+    /// mail arriving in a burst goes in one batch.
+    pub(super) gather_until: Option<Instant>,
 }
 
 impl HmtpLink {
@@ -113,8 +114,6 @@ impl HmtpLink {
         let mut own: Option<Own> = None;
         let mut current = Current::Idle;
         let mut unclassified: Vec<u8> = Vec::new();
-        // After new mail is announced, wait this long for more before starting a session.
-        let mut gather_until: Option<Instant> = None;
         loop {
             if *self.shutdown.borrow() {
                 break;
@@ -147,15 +146,15 @@ impl HmtpLink {
             if closed {
                 break;
             }
-            if gather_until.is_some_and(|g| Instant::now() >= g) {
-                gather_until = None;
+            if self.gather_until.is_some_and(|g| Instant::now() >= g) {
+                self.gather_until = None;
             }
             // Only when a session could have started does the spool's next due time matter;
             // otherwise (link down, peer held, a stream in progress) the next event is an
             // input or the periodic look, and waking for mail already due would spin.
             let mut could_start = false;
             if own.is_none()
-                && gather_until.is_none()
+                && self.gather_until.is_none()
                 && matches!(current, Current::Idle)
                 && unclassified.is_empty()
                 && arbiter.can_start()
@@ -173,7 +172,7 @@ impl HmtpLink {
             let notified = wake.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let next_look = if let Some(g) = gather_until {
+            let next_look = if let Some(g) = self.gather_until {
                 g
             } else if could_start {
                 let spool = Arc::clone(&self.ctx.intake.spool);
@@ -199,8 +198,8 @@ impl HmtpLink {
                     self.on_input(input, &target, &mut own, &mut current, &mut unclassified, &mut arbiter).await;
                 }
                 () = &mut notified, if own.is_none() => {
-                    if gather_until.is_none() {
-                        gather_until = Some(Instant::now() + self.ctx.config.batch_delay);
+                    if self.gather_until.is_none() {
+                        self.gather_until = Some(Instant::now() + self.ctx.config.batch_delay);
                     }
                 }
                 () = tokio::time::sleep_until(next_look), if own.is_none() => {}
@@ -363,6 +362,9 @@ impl HmtpLink {
             }
             LinkInput::LinkUp => {
                 debug!("link up");
+                if self.gather_until.is_none() {
+                    self.gather_until = Some(Instant::now() + self.ctx.config.batch_delay);
+                }
                 self.ctx
                     .intake
                     .spool
@@ -449,7 +451,7 @@ impl HmtpLink {
                 let policy = GatewayPolicy::new(
                     Source::Peer {
                         name: self.name.clone(),
-                        identity: format!("{} [5066:{}]", self.name, self.node),
+                        identity: format!("{}/5066:{}", self.name, self.node),
                     },
                     Arc::clone(&self.ctx.routes),
                 );
@@ -676,12 +678,5 @@ impl HmtpLink {
 
     fn unix_f64(&self) -> f64 {
         self.ctx.clock.unix_f64()
-    }
-}
-
-async fn sleep_opt(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }

@@ -1,14 +1,15 @@
 //! The HF side of the gateway: one link scheduler per peer, over the SIS bearer.
 //!
 //! [`Hf::start`] reads the peers from the routing table and starts, for every peer using
-//! HMTP over the `sis` bearer, an HMTP link task ([`hmtp_link`]) fed by an SIS [`Endpoint`]
-//! (one per SIS server and SAP). Each link pulls its peer's mail from the spool, runs the
+//! the `sis` bearer, a link task (HMTP on SAP 3, `hmtp_link`; CFTP on SAP 12, `cftp_link`)
+//! fed by an SIS [`Endpoint`] (one per SIS server and SAP). Each link pulls its peer's mail from the spool, runs the
 //! sessions, records every recipient's outcome and writes a [`TransferRecord`] per session.
 //!
 //! Peers added to the routing table by a reload get their link at the next start; a reload
 //! does change the settings (compression, batch budget, hold) of running links, which read the
 //! table at every session.
 
+mod cftp_link;
 mod dedup_store;
 mod hmtp_link;
 pub mod sis;
@@ -119,14 +120,19 @@ impl Hf {
         }
         let mut groups: HashMap<(String, u8), Vec<LinkPlan>> = HashMap::new();
         for peer in table.peers() {
-            let server = match (&peer.bearer, peer.protocol) {
-                (Bearer::Sis { server }, Protocol::Hmtp) => server
-                    .clone()
-                    .unwrap_or_else(|| ctx.config.sis_server.clone()),
-                (Bearer::Sis { .. }, Protocol::Cftp) => {
-                    warn!(peer = %peer.name, "CFTP peers are not carried yet by this gateway; its mail stays queued");
-                    continue;
-                }
+            let (server, sap) = match (&peer.bearer, peer.protocol) {
+                (Bearer::Sis { server }, Protocol::Hmtp) => (
+                    server
+                        .clone()
+                        .unwrap_or_else(|| ctx.config.sis_server.clone()),
+                    SapId::HMTP,
+                ),
+                (Bearer::Sis { server }, Protocol::Cftp) => (
+                    server
+                        .clone()
+                        .unwrap_or_else(|| ctx.config.sis_server.clone()),
+                    SapId::CFTP,
+                ),
                 (_, protocol) => {
                     warn!(peer = %peer.name, %protocol, "this bearer is not carried yet by this gateway; its mail stays queued");
                     continue;
@@ -140,7 +146,7 @@ impl Hf {
             let node = peer.node.ok_or_else(|| HfError::NoPeerNode {
                 peer: peer.name.clone(),
             })?;
-            let group = groups.entry((server, SapId::HMTP.get())).or_default();
+            let group = groups.entry((server, sap.get())).or_default();
             if let Some(other) = group.iter().find(|p| p.node == node) {
                 return Err(HfError::SameNode {
                     a: other.name.clone(),
@@ -175,13 +181,28 @@ impl Hf {
             );
             tasks.push(task);
             for p in plans {
-                info!(peer = %p.name, node = %p.node, %server, "HMTP link starting");
                 let dedup = dedup_store::DedupStore::open(
                     ctx.state_dir.join("dedup"),
                     &p.name,
                     ctx.config.dedup_window,
                     ctx.clock,
                 );
+                if sap == SapId::CFTP {
+                    info!(peer = %p.name, node = %p.node, %server, "CFTP link starting");
+                    let link = cftp_link::CftpLink {
+                        name: p.name,
+                        node: p.node,
+                        endpoint: endpoint.clone(),
+                        inbox: p.rx,
+                        report: p.tx,
+                        ctx: Arc::clone(&ctx),
+                        dedup,
+                        shutdown: shutdown.clone(),
+                    };
+                    tasks.push(tokio::spawn(link.run()));
+                    continue;
+                }
+                info!(peer = %p.name, node = %p.node, %server, "HMTP link starting");
                 let link = hmtp_link::HmtpLink {
                     name: p.name,
                     node: p.node,
@@ -192,6 +213,7 @@ impl Hf {
                     ctx: Arc::clone(&ctx),
                     dedup,
                     shutdown: shutdown.clone(),
+                    gather_until: None,
                 };
                 tasks.push(tokio::spawn(link.run()));
             }
@@ -209,6 +231,18 @@ impl Hf {
         for t in self.tasks {
             let _ = t.await;
         }
+    }
+}
+
+/// Longest sleep of a link between looks at the spool (expiry, a peer released by an
+/// operator).
+const MAX_SLEEP: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Sleeps until `at`, or forever without a deadline.
+async fn sleep_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

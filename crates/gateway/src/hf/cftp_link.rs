@@ -1,0 +1,460 @@
+//! The link scheduler of one CFTP peer (SAP 12): mail files out, mail files in.
+//!
+//! CFTP has no sessions: each message is one gzipped mail file, sent as RCOPv1/BFTPv1 U_PDUs
+//! and acknowledged by the receiver once it holds the file (Annex F). The task keeps one
+//! [`CftpSender`] fed from the spool (priority order, `batch_bytes` at a time, one file in
+//! flight towards a standard peer, `cftp_files_in_flight` towards a skywave peer) and one
+//! [`CftpReceiverSession`] for files from the peer, whose acknowledgement leaves only after the
+//! spool write (and the de-duplication record) is durable.
+//!
+//! CFTP has no negative acknowledgement: a file whose recipients this gateway cannot take (no
+//! route, a loop, a spool error) is not acknowledged, so its sender keeps it and, in the end,
+//! returns it to its author when it expires there. The reason is logged here.
+//!
+//! A transfer record covers a round: from the moment files start going out until the sender is
+//! idle again (and one record per file received).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use skywave_hmtp::{
+    AckOutcome, BatchMessage, CftpReceiverEvent, CftpReceiverSession, CftpReceiverSettings,
+    CftpSender, CftpSenderSettings, CftpSenderStats, Disposition, MessageResult,
+};
+use skywave_sis::NodeAddress;
+use skywave_smtp::{BodyType, Envelope, Protocol};
+use skywave_spool::{DueMessage, Target};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use super::dedup_store::DedupStore;
+use super::sis::{Endpoint, LinkInput, priority_5066};
+use super::transfer::{Direction, TransferRecord};
+use super::{HfContext, MAX_SLEEP, sleep_opt};
+use crate::intake::{GatewayPolicy, Source};
+use crate::outcome::Outcome;
+
+/// A round of sending, for its transfer record.
+struct Round {
+    start_unix: f64,
+    before: CftpSenderStats,
+    messages: u64,
+    accepted: u64,
+}
+
+/// The task of one CFTP peer.
+pub(super) struct CftpLink {
+    pub(super) name: String,
+    pub(super) node: NodeAddress,
+    pub(super) endpoint: Endpoint,
+    pub(super) inbox: mpsc::UnboundedReceiver<LinkInput>,
+    pub(super) report: mpsc::UnboundedSender<LinkInput>,
+    pub(super) ctx: Arc<HfContext>,
+    pub(super) dedup: DedupStore,
+    pub(super) shutdown: watch::Receiver<bool>,
+}
+
+struct State {
+    sender: Option<CftpSender>,
+    receiver: CftpReceiverSession,
+    /// Messages handed to the sender, by queue id.
+    pushed: HashMap<String, DueMessage>,
+    round: Option<Round>,
+}
+
+impl CftpLink {
+    pub(super) async fn run(self) {
+        let span = info_span!("cftp", peer = %self.name);
+        self.run_inner().instrument(span).await;
+    }
+
+    async fn run_inner(mut self) {
+        let target = Target::Peer(self.name.clone());
+        let mut st = State {
+            sender: None,
+            receiver: CftpReceiverSession::new(CftpReceiverSettings::default()),
+            pushed: HashMap::new(),
+            round: None,
+        };
+        loop {
+            if *self.shutdown.borrow() {
+                break;
+            }
+            let mut closed = false;
+            loop {
+                match self.inbox.try_recv() {
+                    Ok(input) => self.on_input(input, &target, &mut st).await,
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                    Err(mpsc::error::TryRecvError::Disconnected) => {
+                        closed = true;
+                        break;
+                    }
+                }
+            }
+            if closed {
+                break;
+            }
+            let could_start = self.refill(&target, &mut st).await;
+            self.pump(&mut st).await;
+
+            let wake = Arc::clone(&self.ctx.wake);
+            let notified = wake.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let cap = Instant::now() + MAX_SLEEP;
+            let next_look = if could_start {
+                let spool = Arc::clone(&self.ctx.intake.spool);
+                let t = target.clone();
+                let next = tokio::task::spawn_blocking(move || spool.next_due(&t))
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .flatten();
+                next.map_or(cap, |t| self.ctx.clock.instant_of(t).min(cap))
+            } else {
+                cap
+            };
+            let sender_deadline = st
+                .sender
+                .as_ref()
+                .and_then(CftpSender::poll_timeout)
+                .map(Instant::from_std);
+            let receiver_deadline = st.receiver.poll_timeout().map(Instant::from_std);
+            tokio::select! {
+                input = self.inbox.recv() => {
+                    let Some(input) = input else { break };
+                    self.on_input(input, &target, &mut st).await;
+                }
+                () = &mut notified => {}
+                () = tokio::time::sleep_until(next_look) => {}
+                () = sleep_opt(sender_deadline) => {
+                    if let Some(s) = st.sender.as_mut() {
+                        s.handle_timeout(Instant::now().into_std());
+                    }
+                }
+                () = sleep_opt(receiver_deadline) => {
+                    st.receiver.handle_timeout(Instant::now().into_std());
+                }
+                _ = self.shutdown.changed() => {}
+            }
+        }
+        // Shutting down: files without an acknowledgement stay queued.
+        if let Some(s) = st.sender.as_mut() {
+            s.close(Instant::now().into_std());
+        }
+        self.pump(&mut st).await;
+    }
+
+    async fn on_input(&mut self, input: LinkInput, target: &Target, st: &mut State) {
+        let now = Instant::now().into_std();
+        match input {
+            LinkInput::Updu(b) => {
+                let ack = match st.sender.as_mut() {
+                    Some(s) => s.receive(now, &b),
+                    None => AckOutcome::NotAnAck,
+                };
+                match ack {
+                    AckOutcome::NotAnAck => {
+                        st.receiver.receive(now, &b, &mut self.dedup.cache);
+                    }
+                    AckOutcome::Acked { id } => debug!(queue_id = %id, "file acknowledged"),
+                    other => debug!(?other, "acknowledgement ignored"),
+                }
+            }
+            LinkInput::LinkUp => {
+                self.ctx
+                    .intake
+                    .spool
+                    .link_up(target, self.ctx.clock.unix_now());
+            }
+            LinkInput::LinkDown(reason) => debug!(%reason, "link down"),
+            LinkInput::SendFailed(reason) => {
+                // The sender's ack timer resends what did not arrive.
+                debug!(%reason, "a U_PDU was not delivered; the file will be sent again");
+            }
+        }
+    }
+
+    /// Hands due messages to the sender when it has nothing queued; true when a look at the
+    /// spool found nothing due (so the spool's next due time is worth waking for).
+    async fn refill(&mut self, target: &Target, st: &mut State) -> bool {
+        let Some(mtu) = self.endpoint.mtu() else {
+            return false;
+        };
+        let table = self.ctx.routes.current();
+        let Some(peer) = table.peer(&self.name) else {
+            return false;
+        };
+        if peer.hold {
+            return false;
+        }
+        if st.sender.is_none() {
+            let mut settings = if peer.skywave {
+                CftpSenderSettings::skywave(mtu, self.ctx.config.cftp_files_in_flight)
+            } else {
+                CftpSenderSettings::standard(mtu)
+            };
+            settings.ack_timeout = self.ctx.config.reply_timeout;
+            match CftpSender::new(settings) {
+                Ok(s) => st.sender = Some(s),
+                Err(e) => {
+                    warn!(error = %e, "cannot set up the CFTP sender");
+                    return false;
+                }
+            }
+        }
+        let Some(sender) = st.sender.as_mut() else {
+            return false;
+        };
+        if sender.queued() > 0 {
+            return false;
+        }
+        let spool = Arc::clone(&self.ctx.intake.spool);
+        let t = target.clone();
+        let now = self.ctx.clock.unix_now();
+        let budget = peer.batch_bytes;
+        let skip: Vec<String> = st.pushed.keys().cloned().collect();
+        let loaded = tokio::task::spawn_blocking(move || {
+            let due = spool.due(&t, now, budget)?;
+            let mut out = Vec::new();
+            for d in due {
+                if skip.iter().any(|s| s == d.id.as_str()) {
+                    continue;
+                }
+                spool.mark_in_flight(&d.id, &d.recipients, now)?;
+                let (_, file) = spool.load(&d.id)?;
+                out.push((d, file.message));
+            }
+            Ok::<_, skywave_spool::Error>(out)
+        })
+        .await;
+        let loaded = match loaded {
+            Ok(Ok(l)) => l,
+            other => {
+                warn!(?other, "cannot read the spool");
+                return false;
+            }
+        };
+        if loaded.is_empty() {
+            return true;
+        }
+        if st.round.is_none() {
+            st.round = Some(Round {
+                start_unix: self.ctx.clock.unix_f64(),
+                before: sender.stats(),
+                messages: 0,
+                accepted: 0,
+            });
+        }
+        for (d, body) in loaded {
+            let m = BatchMessage {
+                id: d.id.to_string(),
+                reverse_path: d.sender.clone(),
+                recipients: d.recipients.clone(),
+                eight_bit: body.iter().any(|&b| b >= 0x80),
+                body,
+            };
+            match sender.push(m) {
+                Ok(()) => {
+                    st.pushed.insert(d.id.to_string(), d);
+                }
+                Err(e) => {
+                    warn!(queue_id = %d.id, error = %e, "cannot make a CFTP file of the message");
+                    self.ctx
+                        .recorder
+                        .record(
+                            &d.id,
+                            &d.sender,
+                            d.size,
+                            d.recipients.clone(),
+                            Outcome::Deferred(format!("cannot make a CFTP file: {e}")),
+                        )
+                        .await;
+                }
+            }
+        }
+        false
+    }
+
+    /// Sends what the sender and receiver have, applies outcomes, spools received files.
+    async fn pump(&mut self, st: &mut State) {
+        let now = Instant::now().into_std();
+        let prio = priority_5066(0);
+        if let Some(sender) = st.sender.as_mut() {
+            // Bounded by the files queued.
+            while let Some(u) = sender.poll_transmit(now) {
+                if let Err(e) =
+                    self.endpoint
+                        .send(self.node, prio, vec![u], Some(self.report.clone()))
+                {
+                    debug!(error = %e, "SIS not bound; the file goes again after its timeout");
+                }
+            }
+        }
+        let mut outcomes: Vec<MessageResult> = Vec::new();
+        if let Some(sender) = st.sender.as_mut() {
+            while let Some(r) = sender.poll_outcome() {
+                outcomes.push(r);
+            }
+        }
+        for r in outcomes {
+            let Some(d) = st.pushed.remove(&r.id) else {
+                continue;
+            };
+            let delivered = r
+                .recipients
+                .iter()
+                .all(|(_, d)| matches!(d, Disposition::Delivered(_)));
+            if let Some(round) = st.round.as_mut() {
+                round.messages += 1;
+                round.accepted += u64::from(delivered);
+            }
+            let outcome = if delivered {
+                Outcome::Delivered
+            } else {
+                Outcome::Deferred(format!(
+                    "no acknowledgement from {} for the CFTP file; sent again later",
+                    self.name
+                ))
+            };
+            self.ctx
+                .recorder
+                .record(&d.id, &d.sender, d.size, d.recipients.clone(), outcome)
+                .await;
+        }
+        self.close_round(st);
+        self.receive_files(st).await;
+        while let Some(ack) = st.receiver.poll_transmit() {
+            if let Err(e) = self.endpoint.send(self.node, prio, vec![ack], None) {
+                debug!(error = %e, "cannot send an acknowledgement; the peer sends the file again");
+            }
+        }
+    }
+
+    fn close_round(&self, st: &mut State) {
+        let (Some(sender), Some(round)) = (st.sender.as_ref(), st.round.as_ref()) else {
+            return;
+        };
+        if !sender.is_idle() || !st.pushed.is_empty() {
+            return;
+        }
+        let after = sender.stats();
+        let b = &round.before;
+        self.ctx.transfers.record(TransferRecord {
+            peer: self.name.clone(),
+            protocol: "cftp".into(),
+            direction: Direction::Out,
+            start: round.start_unix,
+            end: self.ctx.clock.unix_f64(),
+            messages: round.messages,
+            accepted: round.accepted,
+            plain_bytes: after.bytes_plain - b.bytes_plain,
+            wire_bytes: after.wire_bytes - b.wire_bytes,
+            reply_plain_bytes: 0,
+            reply_wire_bytes: 0,
+            updus: after.updus - b.updus,
+            transmissions: after.files - b.files + after.retransmitted_files
+                - b.retransmitted_files,
+            retransmissions: Some(after.retransmitted_files - b.retransmitted_files),
+            result: if round.accepted == round.messages {
+                "completed".into()
+            } else {
+                format!("{} of {} acknowledged", round.accepted, round.messages)
+            },
+        });
+        st.round = None;
+    }
+
+    async fn receive_files(&mut self, st: &mut State) {
+        // Bounded: each event is handled once.
+        while let Some(event) = st.receiver.poll_event() {
+            match event {
+                CftpReceiverEvent::File(f) => {
+                    let start = self.ctx.clock.unix_f64();
+                    let mut policy = GatewayPolicy::new(
+                        Source::Peer {
+                            name: self.name.clone(),
+                            identity: format!("{}/5066:{}", self.name, self.node),
+                        },
+                        Arc::clone(&self.ctx.routes),
+                    );
+                    let mut refused = None;
+                    for r in &f.mail.recipients {
+                        if let Err(reply) = policy.accept_recipient(r) {
+                            refused = Some(format!("{r}: {} {}", reply.code, reply.text()));
+                            break;
+                        }
+                    }
+                    let envelope = Envelope {
+                        reverse_path: f.mail.return_path.clone().unwrap_or_default(),
+                        recipients: f.mail.recipients.clone(),
+                        declared_size: Some(f.mail.message.len()),
+                        body_type: BodyType::Unspecified,
+                        mt_priority: None,
+                        helo: self.name.clone(),
+                        protocol: Protocol::Smtp,
+                        auth_user: None,
+                    };
+                    let stored = match refused {
+                        Some(why) => Err(why),
+                        None => self
+                            .ctx
+                            .intake
+                            .store(&policy, &envelope, &f.mail.message, None)
+                            .await
+                            .map_err(|r| format!("{} {}", r.code, r.text())),
+                    };
+                    let now = Instant::now().into_std();
+                    let size = f.mail.message.len() as u64;
+                    let accepted = match stored {
+                        Ok(id) => {
+                            self.dedup.accepted(&f.key);
+                            info!(queue_id = %id, cftp_id = %f.mail.message_id, "received over HF (CFTP)");
+                            if let Err(e) =
+                                st.receiver.accepted(f.ticket, now, &mut self.dedup.cache)
+                            {
+                                warn!(error = %e, "CFTP bookkeeping failed");
+                            }
+                            true
+                        }
+                        Err(why) => {
+                            warn!(cftp_id = %f.mail.message_id, reason = %why, "CFTP file not taken; not acknowledged, so the peer keeps it");
+                            if let Err(e) = st.receiver.deferred(f.ticket) {
+                                warn!(error = %e, "CFTP bookkeeping failed");
+                            }
+                            false
+                        }
+                    };
+                    self.ctx.transfers.record(TransferRecord {
+                        peer: self.name.clone(),
+                        protocol: "cftp".into(),
+                        direction: Direction::In,
+                        start,
+                        end: self.ctx.clock.unix_f64(),
+                        messages: 1,
+                        accepted: u64::from(accepted),
+                        plain_bytes: size,
+                        wire_bytes: 0,
+                        reply_plain_bytes: 0,
+                        reply_wire_bytes: 0,
+                        updus: 0,
+                        transmissions: 0,
+                        retransmissions: None,
+                        result: if accepted {
+                            "acknowledged".into()
+                        } else {
+                            "not taken".into()
+                        },
+                    });
+                }
+                CftpReceiverEvent::Duplicate { message_id, .. } => {
+                    info!(cftp_id = %message_id, "duplicate CFTP file: acknowledged and dropped");
+                }
+                CftpReceiverEvent::Dropped(e) => {
+                    warn!(error = %e, "CFTP data dropped; the peer sends the file again");
+                }
+            }
+        }
+    }
+}
