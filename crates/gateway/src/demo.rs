@@ -54,7 +54,8 @@ pub struct PairOptions {
     pub seed: u64,
     /// Simulated seconds per second of tokio time (1 in virtual-time tests).
     pub time_scale: f64,
-    /// `hmtp` (the only protocol carried over STANAG 5066 by the pair for now).
+    /// `hmtp` or `cftp` over the emulated STANAG 5066 link, or `smtp` straight over TCP
+    /// between the two LAN ports (the JNOS-style path; the emulator then carries nothing).
     pub protocol: String,
     /// Compression towards the other skywave gateway: none, lzw9..lzw16, deflate.
     pub compression: String,
@@ -193,18 +194,24 @@ impl Pair {
         let shore_cfg = config::load(&shore_config)?;
         let ship_maildir = maildir_of(&ship_cfg);
         let shore_maildir = maildir_of(&shore_cfg);
-        let shore = daemon::start(shore_cfg, in_process(&subnet, 1, sis_rx.clone(), Arc::clone(&sis_cut)))
-            .await
-            .map_err(|source| PairError::Gateway {
-                side: "shore",
-                source,
-            })?;
-        let ship = daemon::start(ship_cfg, in_process(&subnet, 0, sis_rx, Arc::clone(&sis_cut)))
-            .await
-            .map_err(|source| PairError::Gateway {
-                side: "ship",
-                source,
-            })?;
+        let shore = daemon::start(
+            shore_cfg,
+            in_process(&subnet, 1, sis_rx.clone(), Arc::clone(&sis_cut)),
+        )
+        .await
+        .map_err(|source| PairError::Gateway {
+            side: "shore",
+            source,
+        })?;
+        let ship = daemon::start(
+            ship_cfg,
+            in_process(&subnet, 0, sis_rx, Arc::clone(&sis_cut)),
+        )
+        .await
+        .map_err(|source| PairError::Gateway {
+            side: "ship",
+            source,
+        })?;
         Ok(Pair {
             subnet,
             ship,
@@ -330,11 +337,12 @@ enum Side {
 
 /// Writes one side's `skywave.toml` and `routes.toml`; returns the former's path.
 fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
-    let (name, other, smtp, node, other_node, domain, other_domain) = match side {
+    let (name, other, smtp, other_smtp, node, other_node, domain, other_domain) = match side {
         Side::Ship => (
             "ship",
             "shore",
             opts.ship_smtp,
+            opts.shore_smtp,
             SHIP_NODE,
             SHORE_NODE,
             "ship.example",
@@ -344,6 +352,7 @@ fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
             "shore",
             "ship",
             opts.shore_smtp,
+            opts.ship_smtp,
             SHORE_NODE,
             SHIP_NODE,
             "shore.example",
@@ -385,7 +394,7 @@ fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
          relay_networks = [\"127.0.0.0/8\", \"::1/128\"]\n\n\
          [[peer]]\n\
          name = \"{other}\"\n\
-         node = \"{other_node}\"\n\
+         {reach}\n\
          protocol = \"{protocol}\"\n\
          skywave = true\n\
          compression = \"{compression}\"\n\
@@ -399,6 +408,11 @@ fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
         protocol = opts.protocol,
         compression = opts.compression,
         batch_bytes = opts.batch_bytes,
+        reach = if opts.protocol == "smtp" {
+            format!("bearer = \"tcp\"\ntcp_address = \"{other_smtp}\"")
+        } else {
+            format!("node = \"{other_node}\"")
+        },
     );
     let cfg = dir.join("skywave.toml");
     write(&cfg, &gateway)?;

@@ -33,6 +33,25 @@ pub enum Outcome {
     Requeue,
 }
 
+impl Outcome {
+    /// What a reply from `peer` after the message text means: 2xx delivered, 4xx try again,
+    /// anything else a permanent failure (with the reply's enhanced status, or 5.0.0).
+    pub fn from_reply(peer: &str, reply: &skywave_smtp::Reply) -> Outcome {
+        let text = format!("{peer} said: {} {}", reply.code, reply.text());
+        match reply.code {
+            200..=299 => Outcome::Delivered,
+            400..=499 => Outcome::Deferred(text),
+            _ => Outcome::Failed {
+                status: reply
+                    .enhanced
+                    .filter(|e| e.class == 5)
+                    .map_or_else(|| "5.0.0".to_owned(), |e| e.to_string()),
+                diagnostic: text,
+            },
+        }
+    }
+}
+
 /// Records outcomes in the spool and queues bounces.
 #[derive(Debug)]
 pub struct Recorder {

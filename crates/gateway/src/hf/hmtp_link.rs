@@ -658,16 +658,9 @@ impl HmtpLink {
 
     fn to_outcome(&self, d: &Disposition, outcome: &BatchOutcome) -> Outcome {
         match d {
-            Disposition::Delivered(_) => Outcome::Delivered,
-            Disposition::Deferred(r) => {
-                Outcome::Deferred(format!("{} said: {} {}", self.name, r.code, r.text()))
+            Disposition::Delivered(r) | Disposition::Deferred(r) | Disposition::Failed(r) => {
+                Outcome::from_reply(&self.name, r)
             }
-            Disposition::Failed(r) => Outcome::Failed {
-                status: r
-                    .enhanced
-                    .map_or_else(|| "5.0.0".to_owned(), |e| e.to_string()),
-                diagnostic: format!("{} said: {} {}", self.name, r.code, r.text()),
-            },
             Disposition::NoAnswer => Outcome::Deferred(format!(
                 "no answer from {} ({:?}); the peer drops a copy it already has",
                 self.name, outcome.end

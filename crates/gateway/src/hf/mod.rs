@@ -13,6 +13,7 @@ mod cftp_link;
 mod dedup_store;
 mod hmtp_link;
 pub mod sis;
+mod tcp_link;
 pub mod transfer;
 
 use std::collections::HashMap;
@@ -119,6 +120,7 @@ impl Hf {
             rx: mpsc::UnboundedReceiver<LinkInput>,
         }
         let mut groups: HashMap<(String, u8), Vec<LinkPlan>> = HashMap::new();
+        let mut tcp_peers: Vec<(String, String)> = Vec::new();
         for peer in table.peers() {
             let (server, sap) = match (&peer.bearer, peer.protocol) {
                 (Bearer::Sis { server }, Protocol::Hmtp) => (
@@ -133,8 +135,12 @@ impl Hf {
                         .unwrap_or_else(|| ctx.config.sis_server.clone()),
                     SapId::CFTP,
                 ),
-                (_, protocol) => {
-                    warn!(peer = %peer.name, %protocol, "this bearer is not carried yet by this gateway; its mail stays queued");
+                (Bearer::Sis { .. }, Protocol::Smtp) => {
+                    warn!(peer = %peer.name, "SMTP peers are reached over TCP/IP (bearer = \"tcp\"); its mail stays queued");
+                    continue;
+                }
+                (Bearer::Tcp { address }, _) => {
+                    tcp_peers.push((peer.name.clone(), address.clone()));
                     continue;
                 }
             };
@@ -162,13 +168,24 @@ impl Hf {
                 rx,
             });
         }
-        if groups.is_empty() {
-            return Ok(None);
-        }
-        let Some(local) = ctx.config.node else {
-            return Ok(None);
-        };
         let mut tasks = Vec::new();
+        for (name, address) in tcp_peers {
+            info!(peer = %name, %address, "SMTP-over-TCP link starting");
+            let link = tcp_link::TcpLink {
+                name,
+                address,
+                ctx: Arc::clone(&ctx),
+                shutdown: shutdown.clone(),
+            };
+            tasks.push(tokio::spawn(link.run()));
+        }
+        let local = match ctx.config.node {
+            Some(l) => l,
+            None if groups.is_empty() && !tasks.is_empty() => {
+                return Ok(Some(Hf { transfers, tasks }));
+            }
+            None => return Ok(None),
+        };
         for ((server, sap), plans) in groups {
             let Ok(sap) = SapId::new(sap) else { continue };
             let links = plans.iter().map(|p| (p.node, p.tx.clone())).collect();

@@ -1,0 +1,206 @@
+//! The link scheduler of one SMTP-over-TCP/IP peer (a JNOS node, or a gateway reached through
+//! an IP-over-HF router): batches from the spool, delivered with [`send_batch`] (pipelined
+//! ESMTP, or JNOS's XLZW with batching when the routing table asks for LZW), outcomes to the
+//! spool, one transfer record per connection.
+//!
+//! Mail from such peers comes in through the LAN listener, which speaks XLZW too.
+
+use std::sync::Arc;
+
+use skywave_route::Compression as RouteCompression;
+use skywave_smtp::{OutgoingMessage, RecipientStatus};
+use skywave_spool::{DueMessage, Target};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::{Instrument, info, info_span, warn};
+
+use super::transfer::{Direction, TransferRecord};
+use super::{HfContext, MAX_SLEEP};
+use crate::outcome::Outcome;
+use crate::tcp_bearer::{TcpBearerSettings, TransferEnd, send_batch};
+
+/// The task of one TCP peer.
+pub(super) struct TcpLink {
+    pub(super) name: String,
+    pub(super) address: String,
+    pub(super) ctx: Arc<HfContext>,
+    pub(super) shutdown: watch::Receiver<bool>,
+}
+
+impl TcpLink {
+    pub(super) async fn run(self) {
+        let span = info_span!("smtp-tcp", peer = %self.name, address = %self.address);
+        self.run_inner().instrument(span).await;
+    }
+
+    async fn run_inner(mut self) {
+        let target = Target::Peer(self.name.clone());
+        loop {
+            if *self.shutdown.borrow() {
+                break;
+            }
+            let wake = Arc::clone(&self.ctx.wake);
+            let notified = wake.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let cap = Instant::now() + MAX_SLEEP;
+            let next_look = if self.session(&target).await {
+                let spool = Arc::clone(&self.ctx.intake.spool);
+                let t = target.clone();
+                let next = tokio::task::spawn_blocking(move || spool.next_due(&t))
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .flatten();
+                next.map_or(cap, |t| self.ctx.clock.instant_of(t).min(cap))
+            } else {
+                // A session ran (look again at once) or the peer is held (wait).
+                continue_or(cap, &self.ctx, &self.name)
+            };
+            tokio::select! {
+                () = &mut notified => {
+                    tokio::time::sleep(self.ctx.config.batch_delay).await;
+                }
+                () = tokio::time::sleep_until(next_look) => {}
+                _ = self.shutdown.changed() => {}
+            }
+        }
+    }
+
+    /// Runs one session if mail is due; true when nothing was due (wait for the spool's next
+    /// due time).
+    async fn session(&mut self, target: &Target) -> bool {
+        let table = self.ctx.routes.current();
+        let Some(peer) = table.peer(&self.name) else {
+            return false;
+        };
+        if peer.hold {
+            return false;
+        }
+        let xlzw_bits = match peer.compression {
+            RouteCompression::Lzw { bits } => Some(bits),
+            _ => None,
+        };
+        let budget = peer.batch_bytes;
+        drop(table);
+        let spool = Arc::clone(&self.ctx.intake.spool);
+        let t = target.clone();
+        let now = self.ctx.clock.unix_now();
+        let loaded = tokio::task::spawn_blocking(move || {
+            let due = spool.due(&t, now, budget)?;
+            let mut out = Vec::with_capacity(due.len());
+            for d in due {
+                spool.mark_in_flight(&d.id, &d.recipients, now)?;
+                let (_, file) = spool.load(&d.id)?;
+                out.push((d, file.message));
+            }
+            Ok::<_, skywave_spool::Error>(out)
+        })
+        .await;
+        let loaded: Vec<(DueMessage, Vec<u8>)> = match loaded {
+            Ok(Ok(l)) if !l.is_empty() => l,
+            Ok(Ok(_)) => return true,
+            other => {
+                warn!(?other, "cannot read the spool");
+                return false;
+            }
+        };
+        let messages = loaded
+            .iter()
+            .map(|(d, body)| OutgoingMessage {
+                reverse_path: d.sender.clone(),
+                recipients: d.recipients.clone(),
+                eight_bit: body.iter().any(|&b| b >= 0x80),
+                body: body.clone(),
+                mt_priority: Some(d.priority.value()),
+            })
+            .collect();
+        let mut settings = TcpBearerSettings::new(self.ctx.hostname.clone());
+        settings.xlzw_bits = xlzw_bits;
+        settings.reply_timeout = self.ctx.config.reply_timeout;
+        let start = self.ctx.clock.unix_f64();
+        info!(messages = loaded.len(), ?xlzw_bits, "session started");
+        match send_batch(self.address.as_str(), &settings, messages).await {
+            Ok(t) => {
+                let mut accepted = 0u64;
+                for ((d, _), o) in loaded.iter().zip(&t.outcomes) {
+                    let mut groups: Vec<(Outcome, Vec<String>)> = Vec::new();
+                    for r in &o.recipients {
+                        let out = match &r.status {
+                            RecipientStatus::Delivered(reply)
+                            | RecipientStatus::Deferred(reply)
+                            | RecipientStatus::Failed(reply) => {
+                                Outcome::from_reply(&self.name, reply)
+                            }
+                            RecipientStatus::Unknown => Outcome::Deferred(format!(
+                                "no answer from {} ({:?})",
+                                self.name, t.end
+                            )),
+                        };
+                        match groups.iter_mut().find(|(g, _)| *g == out) {
+                            Some((_, v)) => v.push(r.address.clone()),
+                            None => groups.push((out, vec![r.address.clone()])),
+                        }
+                    }
+                    if groups.iter().any(|(g, _)| *g == Outcome::Delivered) {
+                        accepted += 1;
+                    }
+                    for (out, rcpts) in groups {
+                        self.ctx
+                            .recorder
+                            .record(&d.id, &d.sender, d.size, rcpts, out)
+                            .await;
+                    }
+                }
+                self.ctx.transfers.record(TransferRecord {
+                    peer: self.name.clone(),
+                    protocol: match t.compression {
+                        Some(bits) => format!("smtp+xlzw{bits}"),
+                        None => "smtp".into(),
+                    },
+                    direction: Direction::Out,
+                    start,
+                    end: self.ctx.clock.unix_f64(),
+                    messages: loaded.len() as u64,
+                    accepted,
+                    plain_bytes: t.plain_bytes_written,
+                    wire_bytes: t.wire_bytes_written,
+                    reply_plain_bytes: t.plain_bytes_read,
+                    reply_wire_bytes: t.wire_bytes_read,
+                    updus: 0,
+                    transmissions: 0,
+                    retransmissions: None,
+                    result: match &t.end {
+                        TransferEnd::Completed => "completed".into(),
+                        other => format!("{other:?}"),
+                    },
+                });
+            }
+            Err(e) => {
+                warn!(error = %e, "no session; the mail stays queued");
+                for (d, _) in &loaded {
+                    self.ctx
+                        .recorder
+                        .record(
+                            &d.id,
+                            &d.sender,
+                            d.size,
+                            d.recipients.clone(),
+                            Outcome::Deferred(e.to_string()),
+                        )
+                        .await;
+                }
+            }
+        }
+        false
+    }
+}
+
+/// After a session, look again at once; when the peer is held or gone, wait for the next look.
+fn continue_or(cap: Instant, ctx: &HfContext, name: &str) -> Instant {
+    let table = ctx.routes.current();
+    match table.peer(name) {
+        Some(p) if !p.hold => Instant::now(),
+        _ => cap,
+    }
+}
