@@ -114,14 +114,21 @@ async fn emulator_writes_a_dts_pcap_and_a_trace() {
         .iter()
         .find(|l| l.contains(" node 0 ") && l.contains("[D0 D1"))
         .unwrap_or_else(|| panic!("no trace line of node 0's data: {rest:?}"));
-    assert!(data_line.contains("2400 bit/s") && data_line.contains("EOT"), "{data_line}");
     assert!(
-        rest.iter().any(|l| l.contains(" node 1 ") && l.contains("[ACK]")),
+        data_line.contains("2400 bit/s") && data_line.contains("EOT"),
+        "{data_line}"
+    );
+    assert!(
+        rest.iter()
+            .any(|l| l.contains(" node 1 ") && l.contains("[ACK]")),
         "{rest:?}"
     );
     let written: u64 = rest
         .iter()
-        .find_map(|l| l.split_once(" D_PDUs written to ").map(|(n, _)| n.to_owned()))
+        .find_map(|l| {
+            l.split_once(" D_PDUs written to ")
+                .map(|(n, _)| n.to_owned())
+        })
         .unwrap_or_else(|| panic!("no capture summary: {rest:?}"))
         .parse()
         .unwrap();
@@ -140,10 +147,21 @@ async fn emulator_writes_a_dts_pcap_and_a_trace() {
     let out = std::process::Command::new("tshark")
         .arg("-r")
         .arg(&pcap)
-        .args(["-T", "fields", "-e", "s5066dts.type", "-e", "s5066dts.src_addr"])
+        .args([
+            "-T",
+            "fields",
+            "-e",
+            "s5066dts.type",
+            "-e",
+            "s5066dts.src_addr",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let fields = String::from_utf8(out.stdout).unwrap();
     let rows: Vec<&str> = fields.lines().collect();
     assert_eq!(rows.len() as u64, written, "{fields}");

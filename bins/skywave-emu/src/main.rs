@@ -9,8 +9,8 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
 use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, bail};
 use clap::{Parser, ValueEnum};

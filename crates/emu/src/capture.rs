@@ -125,7 +125,9 @@ mod tests {
         let out = Shared::default();
         let mut c = DpduCapture::new(out.clone(), Duration::from_secs(1_000)).unwrap();
         // The Annex C reference D_PDU (a WARNING) from crate::crc's vector.
-        let d = [0x90, 0xEB, 0xF0, 0x00, 0x00, 0x47, 0x05, 0x64, 0x02, 0x5F, 0x1E];
+        let d = [
+            0x90, 0xEB, 0xF0, 0x00, 0x00, 0x47, 0x05, 0x64, 0x02, 0x5F, 0x1E,
+        ];
         c.record(Duration::from_millis(2_500), &d);
         assert_eq!(c.records(), 1);
         assert_eq!(c.finish().unwrap(), 1);

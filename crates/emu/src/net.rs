@@ -25,14 +25,27 @@
 //! node processes received data before ACKs, so the client gets the rejection and no confirm;
 //! only if the FAIL is lost while the ACK arrives does the client get a confirm instead.
 //!
+//! Non-ARQ: a U_PDU sent with a non-ARQ service type becomes one C_PDU cut into NON-ARQ DATA
+//! D_PDUs (type 7), each repeated 1 + "minimum retransmissions" times, sent after the ACKs and
+//! before the ARQ data of the node's transmissions, never acknowledged. Its reception window
+//! covers the rest of the transmission (plus, if it spills over, a maximum transmission and
+//! two response timeouts per further transmission it needs); the receiver delivers the U_PDU
+//! once, when every byte arrived within the window, and otherwise counts it incomplete.
+//!
+//! Expedited: S_EXPEDITED_UNIDATA_REQUESTs in ARQ mode use the Annex C expedited ARQ, apart
+//! from normal data: EXPEDITED DATA-ONLY D_PDUs (type 4) answered by EXPEDITED ACK-ONLY
+//! (type 5), stop-and-wait per C_PDU (the next one starts when the previous one is fully
+//! acknowledged), FSNs from 0 for every C_PDU, C_PDU IDs mod 16. They go first in a
+//! transmission, after the ACKs; in non-ARQ mode they go as EXPEDITED NON-ARQ DATA (type 8)
+//! ahead of normal non-ARQ data. Both are delivered with S_EXPEDITED_UNIDATA_INDICATION.
+//!
 //! Options: a server-side duplicate-datagram filter per node ([`SubnetConfig::dup_filter`]);
 //! a pcap of every D_PDU put on the air ([`Subnet::capture_pcap`], see [`crate::capture`]);
 //! the per-transmission trace, kept ([`Subnet::trace`]) and streamed ([`Subnet::watch_trace`]).
 //!
 //! Simplifications (said here so nobody relies on them): the Annex B link is assumed up (no
-//! CAS-1 exchanges); hard links, non-ARQ and expedited ARQ are not modelled (expedited U_PDUs
-//! travel as normal data above every normal priority, non-ARQ requests as ARQ); no data-rate
-//! change; a U_PDU's TTL applies while it waits in its node's queue (once its segments are in
+//! CAS-1 exchanges); hard links and broadcast (group-addressed) non-ARQ are not modelled;
+//! non-ARQ "with errors" is served as plain non-ARQ; no data-rate change; a U_PDU's TTL applies while it waits in its node's queue (once its segments are in
 //! the ARQ window it is sent until acknowledged: no DROP); and a node only senses the carrier
 //! between transmission rounds: a node that becomes ready while another transmits waits for
 //! the end of that transmission (plus switching time) rather than colliding with it.
@@ -43,7 +56,7 @@
 //! of hours runs in milliseconds, deterministically for a seed. With a time scale K > 1 (the
 //! standalone binary), simulated time runs K times faster than the tokio clock.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -64,8 +77,12 @@ use crate::arq::{ArqError, ArqReceiver, ArqSender};
 use crate::capture::DpduCapture;
 use crate::channel::{Channel, ChannelConfig, ChannelError};
 use crate::cpdu::Cpdu;
-use crate::dpdu::{Address, Body, DataHeader, Dpdu, Eow};
-use crate::modem::{Air, ModemConfig, ModemError, Transmission, TxId};
+use crate::calibration::required_snr;
+use crate::channel::Fading;
+use crate::dpdu::{
+    Address, Body, DataHeader, Dpdu, Eow, ExpDataHeader, NonArqHeader, RateRequest, Response,
+};
+use crate::modem::{Air, DataRate, Interleaver, ModemConfig, ModemError, Transmission, TxId};
 use crate::spdu::{DataPci, Spdu};
 
 /// Bytes a U_PDU gains on the way into the ARQ: 1 (DATA C_PDU) + 3 (DATA S_PDU without TTD).
@@ -73,6 +90,85 @@ pub const UPDU_OVERHEAD: usize = 4;
 
 /// Longest transmission STANAG 5066 can announce (EOT 255 × 0.5 s).
 pub const MAX_TRANSMISSION: Duration = Duration::from_millis(127_500);
+
+/// Data-rate change policy (the modem rate of each link, per direction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Drc {
+    /// Every link stays at the configured modem rate.
+    #[default]
+    Fixed,
+    /// Start at the configured rate; the receiving node asks the sender (DRC_REQUEST EOW,
+    /// answered by a DRC_RESPONSE EOW "accept" as the sender switches) for one rate lower
+    /// after a transmission in which a quarter or more of the data D_PDUs addressed to it
+    /// were lost, and one rate higher after two clean transmissions with data in a row.
+    Adaptive,
+    /// Every link starts, and stays, at [`matched_rate`]: the rate the channel's mean SNR
+    /// supports.
+    Matched,
+}
+
+/// Margin over the published required SNR that [`matched_rate`] keeps, dB.
+pub const MATCHED_MARGIN_DB: f64 = 3.0;
+
+/// The rates a link may use with this modem's interleaver, slowest first.
+pub fn rate_ladder(modem: &ModemConfig) -> Vec<DataRate> {
+    DataRate::ALL
+        .into_iter()
+        .filter(|&rate| {
+            let m = ModemConfig {
+                rate,
+                ..modem.clone()
+            };
+            m.block_duration().is_ok() && m.block_bits().is_ok() && m.preamble().is_ok()
+        })
+        .collect()
+}
+
+/// The fastest rate of [`rate_ladder`] whose published requirement for BER 10⁻⁵
+/// (`modem-required-snr.csv`: the AWGN column on AWGN; on a fading channel the ITU-R Poor
+/// column for spreads of 0.5 Hz or more, else ITU-R Good, falling back on the other one when
+/// a cell is empty) plus [`MATCHED_MARGIN_DB`] is at most the channel's mean SNR; the slowest
+/// rate if none is.
+pub fn matched_rate(modem: &ModemConfig, channel: &ChannelConfig) -> DataRate {
+    let table = required_snr();
+    let ladder = rate_ladder(modem);
+    let need = |rate: DataRate| {
+        let row = table.iter().find(|r| r.rate == rate)?;
+        match &channel.fading {
+            Fading::Awgn => Some(row.awgn_db),
+            Fading::Watterson(p) if p.spread_hz >= 0.5 => row.poor_db.or(row.good_db),
+            Fading::Watterson(_) => row.good_db.or(row.poor_db),
+        }
+    };
+    ladder
+        .iter()
+        .rev()
+        .find(|&&r| need(r).is_some_and(|db| db + MATCHED_MARGIN_DB <= channel.snr_db))
+        .or(ladder.first())
+        .copied()
+        .unwrap_or(modem.rate)
+}
+
+/// The 4-bit DRC rate code of a data rate (Annex C EOW type 1).
+fn rate_code(rate: DataRate) -> u8 {
+    const RATES: [u32; 12] = [
+        75, 150, 300, 600, 1200, 2400, 3200, 3600, 4800, 6400, 8000, 9600,
+    ];
+    RATES
+        .iter()
+        .position(|&b| b == rate.bps())
+        .and_then(|p| u8::try_from(p).ok())
+        .unwrap_or(0)
+}
+
+/// The 2-bit DRC interleaver code (0 none, 1 short, 2 long; everything else short).
+fn interleaver_code(il: Interleaver) -> u8 {
+    match il {
+        Interleaver::Zero => 0,
+        Interleaver::Long => 2,
+        _ => 1,
+    }
+}
 
 /// Configuration of the whole subnetwork.
 #[derive(Debug, Clone, PartialEq)]
@@ -106,6 +202,8 @@ pub struct SubnetConfig {
     /// (TCP over the IP client, SAP 9). U_PDUs that ask for node delivery confirmation are
     /// never dropped, so that every confirm a client waits for still comes.
     pub dup_filter: Vec<bool>,
+    /// Data-rate change policy.
+    pub drc: Drc,
 }
 
 impl SubnetConfig {
@@ -129,6 +227,7 @@ impl SubnetConfig {
             response_timeout,
             time_scale: 1.0,
             dup_filter: Vec::new(),
+            drc: Drc::Fixed,
         }
     }
 }
@@ -191,6 +290,15 @@ pub struct NodeCounters {
     pub expired: u64,
     /// U_PDUs dropped by the duplicate-datagram filter ([`SubnetConfig::dup_filter`]).
     pub duplicates_dropped: u64,
+    /// U_PDUs this node sent in non-ARQ mode (each counted once, whatever its copies).
+    pub non_arq_sent: u64,
+    /// Non-ARQ U_PDUs this node received complete and delivered (also in `delivered`).
+    pub non_arq_delivered: u64,
+    /// Non-ARQ U_PDUs this node began to receive but discarded incomplete when their
+    /// reception window closed.
+    pub non_arq_incomplete: u64,
+    /// Data-rate changes this node made to its own transmit rate on a peer's DRC request.
+    pub rate_changes: u64,
 }
 
 /// Counters of the whole channel.
@@ -233,7 +341,7 @@ impl fmt::Display for Counters {
         for (i, n) in self.nodes.iter().enumerate() {
             writeln!(
                 f,
-                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired, {} duplicates dropped",
+                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired, {} duplicates dropped, non-ARQ {} sent {} delivered {} incomplete, {} rate changes",
                 n.transmissions,
                 n.bytes_on_air,
                 n.dpdus_sent,
@@ -242,7 +350,11 @@ impl fmt::Display for Counters {
                 n.lost_dpdus,
                 n.delivered,
                 n.expired,
-                n.duplicates_dropped
+                n.duplicates_dropped,
+                n.non_arq_sent,
+                n.non_arq_delivered,
+                n.non_arq_incomplete,
+                n.rate_changes
             )?;
         }
         Ok(())
@@ -357,19 +469,75 @@ pub(crate) struct Queued {
     pub(crate) dest: usize,
     pub(crate) src_sap: SapId,
     pub(crate) dest_sap: SapId,
-    /// Expedited U_PDUs rank above every normal priority.
+    /// Queue order: the priority (expedited U_PDUs have their own queue discipline).
     pub(crate) rank: u8,
     pub(crate) priority: Priority,
     pub(crate) deadline: Option<Duration>,
     pub(crate) confirm: bool,
     pub(crate) expedited: bool,
+    /// Non-ARQ: `Some(extra copies)`; `None` for ARQ.
+    pub(crate) non_arq: Option<u8>,
     pub(crate) conn: u64,
     pub(crate) updu: Bytes,
+}
+
+/// A non-ARQ C_PDU on its way out: its NON-ARQ DATA D_PDUs not yet sent (all copies).
+#[derive(Debug)]
+struct NonArqOut {
+    dest: usize,
+    /// Sent as EXPEDITED NON-ARQ DATA (type 8).
+    expedited: bool,
+    frames: VecDeque<(NonArqHeader, Vec<u8>)>,
+}
+
+/// A non-ARQ C_PDU being received.
+#[derive(Debug)]
+struct NonArqIn {
+    size: usize,
+    expedited: bool,
+    /// Segments by offset.
+    got: BTreeMap<usize, Vec<u8>>,
+    /// When the reception window closes (simulated time).
+    deadline: Duration,
+    /// Already delivered: later copies are ignored until the deadline.
+    done: bool,
 }
 
 /// A U_PDU inside the ARQ, awaiting acknowledgement.
 #[derive(Debug, Clone)]
 struct InArq {
+    q: Queued,
+    failed: bool,
+}
+
+/// How a U_PDU travelled, which decides the indication that delivers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Arq,
+    NonArq,
+    Expedited,
+    ExpeditedNonArq,
+}
+
+impl Kind {
+    fn tx_mode(self) -> TxMode {
+        match self {
+            Kind::Arq | Kind::Expedited => TxMode::Arq,
+            Kind::NonArq | Kind::ExpeditedNonArq => TxMode::NonArq,
+        }
+    }
+
+    fn expedited(self) -> bool {
+        matches!(self, Kind::Expedited | Kind::ExpeditedNonArq)
+    }
+}
+
+/// The one expedited C_PDU a link has in flight (Annex C expedited ARQ is stop-and-wait per
+/// C_PDU): its own sender, so that FSNs restart at 0 for every expedited C_PDU.
+#[derive(Debug)]
+struct ExpOut {
+    sender: ArqSender,
+    cpdu_id: u8,
     q: Queued,
     failed: bool,
 }
@@ -380,6 +548,20 @@ struct Link {
     receiver: ArqReceiver,
     owes_ack: bool,
     unconfirmed: BTreeMap<u64, InArq>,
+    /// Expedited ARQ, kept apart from normal data (own FSNs, C_PDU IDs mod 16, ACKs).
+    exp_out: Option<ExpOut>,
+    exp_next_id: u8,
+    /// Receiver of the peer's current expedited C_PDU, by its C_PDU ID.
+    exp_in: Option<(u8, ArqReceiver)>,
+    owes_exp_ack: bool,
+    /// This node's transmit rate towards the peer.
+    tx_rate: DataRate,
+    /// A rate this node asked the peer to send at, until the peer's DRC_RESPONSE.
+    drc_request: Option<DataRate>,
+    /// The peer asked for a rate change that this node made: answer "accept".
+    drc_response_owed: bool,
+    /// Clean transmissions in a row received from the peer (adaptive DRC).
+    clean_streak: u8,
 }
 
 #[derive(Debug)]
@@ -389,6 +571,10 @@ struct Node {
     bindings: BTreeMap<u8, Binding>,
     queue: Vec<Queued>,
     links: BTreeMap<usize, Link>,
+    non_arq_out: VecDeque<NonArqOut>,
+    /// Keyed by (sending node, C_PDU ID).
+    non_arq_in: BTreeMap<(usize, u16), NonArqIn>,
+    next_cpdu_id: u16,
     not_before: Duration,
     counters: NodeCounters,
 }
@@ -402,6 +588,8 @@ struct SentDpdu {
 
 struct RoundTx {
     sender: usize,
+    /// The modem as keyed for this transmission (its rate may differ from the configured one).
+    modem: ModemConfig,
     tx: Transmission,
     id: TxId,
     dpdus: Vec<SentDpdu>,
@@ -422,7 +610,10 @@ pub(crate) struct State {
     next_seq: u64,
     next_conn: u64,
     dpdu_overhead: usize,
-    byte_budget: usize,
+    /// Bytes of D_PDUs one maximum transmission holds, per usable rate.
+    budgets: BTreeMap<DataRate, usize>,
+    /// The configured response timeout, raised to the slowest rate DRC may use.
+    response_timeout: Duration,
     round: Vec<RoundTx>,
     capture: Option<DpduCapture>,
     watchers: Vec<mpsc::UnboundedSender<TraceRecord>>,
@@ -494,8 +685,9 @@ impl Subnet {
             });
         }
         let modem = &config.modem;
-        let block = modem.block_duration()?;
-        let block_bits = modem.block_bits()?;
+        // Checked here so that a bad modem configuration gets its own error.
+        modem.block_duration()?;
+        modem.block_bits()?;
         let fixed = modem.key_up + modem.preamble()?;
         let probe = Dpdu {
             eow: Eow::NONE,
@@ -511,13 +703,46 @@ impl Subnet {
         if config.max_transmission > MAX_TRANSMISSION || config.max_transmission <= fixed {
             return Err(NetError::BadMaxTransmission(config.max_transmission));
         }
-        let blocks = (config.max_transmission - fixed).as_nanos() / block.as_nanos().max(1);
-        let bits = (blocks as u64 * block_bits)
-            .saturating_sub(u64::from(modem.eom_bits) + u64::from(modem.flush_bits));
-        let byte_budget = usize::try_from(bits / 8).unwrap_or(usize::MAX);
-        if byte_budget < config.segment_size + dpdu_overhead {
+        let budget_at = |m: &ModemConfig| -> Option<usize> {
+            let block = m.block_duration().ok()?;
+            let fixed = m.key_up + m.preamble().ok()?;
+            let blocks = config.max_transmission.checked_sub(fixed)?.as_nanos()
+                / block.as_nanos().max(1);
+            let bits = (blocks as u64 * m.block_bits().ok()?)
+                .saturating_sub(u64::from(m.eom_bits) + u64::from(m.flush_bits));
+            let budget = usize::try_from(bits / 8).unwrap_or(usize::MAX);
+            (budget >= config.segment_size + dpdu_overhead).then_some(budget)
+        };
+        let Some(byte_budget) = budget_at(modem) else {
             return Err(NetError::BadMaxTransmission(config.max_transmission));
+        };
+        // Rates a link may change to: those whose maximum transmission still holds a segment.
+        let mut budgets = BTreeMap::new();
+        budgets.insert(modem.rate, byte_budget);
+        let mut response_timeout = config.response_timeout;
+        if config.drc != Drc::Fixed {
+            for rate in rate_ladder(modem) {
+                let m = ModemConfig {
+                    rate,
+                    ..modem.clone()
+                };
+                if let Some(b) = budget_at(&m) {
+                    budgets.insert(rate, b);
+                    // Answers at a slower rate take longer: wait for the slowest.
+                    if let (Ok(bd), Ok(pre)) = (m.block_duration(), m.preamble()) {
+                        response_timeout =
+                            response_timeout.max(m.key_up + pre + bd * 2 + m.switching_time);
+                    }
+                }
+            }
         }
+        let start_rate = match config.drc {
+            Drc::Matched => {
+                let r = matched_rate(modem, &config.channel);
+                if budgets.contains_key(&r) { r } else { modem.rate }
+            }
+            _ => modem.rate,
+        };
         let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
         let n = config.addresses.len();
         let mut channels = BTreeMap::new();
@@ -539,6 +764,14 @@ impl Subnet {
                         receiver: ArqReceiver::new(biggest + 16),
                         owes_ack: false,
                         unconfirmed: BTreeMap::new(),
+                        exp_out: None,
+                        exp_next_id: 0,
+                        exp_in: None,
+                        owes_exp_ack: false,
+                        tx_rate: start_rate,
+                        drc_request: None,
+                        drc_response_owed: false,
+                        clean_streak: 0,
                     },
                 );
             }
@@ -548,6 +781,9 @@ impl Subnet {
                 bindings: BTreeMap::new(),
                 queue: Vec::new(),
                 links,
+                non_arq_out: VecDeque::new(),
+                non_arq_in: BTreeMap::new(),
+                next_cpdu_id: 0,
                 not_before: Duration::ZERO,
                 counters: NodeCounters::default(),
             });
@@ -568,7 +804,8 @@ impl Subnet {
             next_seq: 0,
             next_conn: 0,
             dpdu_overhead,
-            byte_budget,
+            budgets,
+            response_timeout,
             round: Vec::new(),
             capture: None,
             watchers: Vec::new(),
@@ -748,6 +985,7 @@ impl State {
         req: &skywave_sis::UnidataRequest,
         confirm: bool,
         expedited: bool,
+        non_arq: Option<u8>,
         now: Duration,
     ) -> Result<(), UnidataRejectReason> {
         let dest = self
@@ -758,7 +996,21 @@ impl State {
         let src = self.nodes.get(node).map(|n| n.address).unwrap_or_default();
         if dest == node {
             // Loopback: deliver at once, as a real node does for its own address.
-            let delivered = self.deliver(dest, src, src_sap, req.dest_sap, req.priority, &req.updu);
+            let mode = match (non_arq.is_some(), expedited) {
+                (false, false) => Kind::Arq,
+                (true, false) => Kind::NonArq,
+                (false, true) => Kind::Expedited,
+                (true, true) => Kind::ExpeditedNonArq,
+            };
+            let delivered = self.deliver(
+                dest,
+                src,
+                src_sap,
+                req.dest_sap,
+                req.priority,
+                &req.updu,
+                mode,
+            );
             return if delivered {
                 if confirm && let Some(n) = self.nodes.get(node) {
                     let c = UnidataConfirm {
@@ -791,11 +1043,12 @@ impl State {
             dest,
             src_sap,
             dest_sap: req.dest_sap,
-            rank: if expedited { 16 } else { req.priority.get() },
+            rank: req.priority.get(),
             priority: req.priority,
             deadline: req.ttl.as_duration().map(|d| now + d),
             confirm,
             expedited,
+            non_arq,
             conn,
             updu: req.updu.clone(),
         };
@@ -826,9 +1079,10 @@ impl State {
         };
         let same = |q: &Queued| q.dest == dest && q.dest_sap == sap && q.updu.as_ref() == updu;
         n.queue.iter().any(same)
-            || n.links
-                .get(&dest)
-                .is_some_and(|l| l.unconfirmed.values().any(|a| same(&a.q)))
+            || n.links.get(&dest).is_some_and(|l| {
+                l.unconfirmed.values().any(|a| same(&a.q))
+                    || l.exp_out.as_ref().is_some_and(|e| same(&e.q))
+            })
     }
 
     /// One U_PDU of a client was acknowledged, expired or dropped: it no longer counts
@@ -872,12 +1126,23 @@ impl State {
         send_to(n, q.src_sap, Some(q.conn), p);
     }
 
-    /// Drops queued U_PDUs whose TTL ran out.
+    /// Drops queued U_PDUs whose TTL ran out, and non-ARQ C_PDUs whose reception window
+    /// closed.
     fn expire(&mut self, now: Duration) {
         for node in 0..self.nodes.len() {
             let Some(n) = self.nodes.get_mut(node) else {
                 continue;
             };
+            let before = n.non_arq_in.len();
+            let mut incomplete = 0;
+            n.non_arq_in.retain(|_, p| {
+                let open = p.deadline > now;
+                incomplete += u64::from(!open && !p.done);
+                open
+            });
+            if n.non_arq_in.len() != before {
+                n.counters.non_arq_incomplete += incomplete;
+            }
             let (dead, live): (Vec<Queued>, Vec<Queued>) = std::mem::take(&mut n.queue)
                 .into_iter()
                 .partition(|q| q.deadline.is_some_and(|d| d <= now));
@@ -895,7 +1160,11 @@ impl State {
 
     fn has_work(&self, node: usize) -> bool {
         self.nodes.get(node).is_some_and(|n| {
-            !n.queue.is_empty() || n.links.values().any(|l| l.owes_ack || !l.sender.is_idle())
+            !n.queue.is_empty()
+                || !n.non_arq_out.is_empty()
+                || n.links.values().any(|l| {
+                    l.owes_ack || l.owes_exp_ack || l.exp_out.is_some() || !l.sender.is_idle()
+                })
         })
     }
 
@@ -925,7 +1194,7 @@ impl State {
                 self.round.push(rt);
             } else if let Some(n) = self.nodes.get_mut(node) {
                 // Work but nothing sendable (should not happen): do not spin on it.
-                n.not_before = t + self.config.response_timeout;
+                n.not_before = t + self.response_timeout;
             }
         }
         self.round.iter().map(|r| r.tx.receiver_done()).max()
@@ -951,6 +1220,11 @@ impl State {
             .collect();
         let mut blocked: Vec<usize> = Vec::new();
         for q in std::mem::take(&mut n.queue) {
+            if q.non_arq.is_some() || q.expedited {
+                // Served by feed_non_arq or feed_expedited.
+                keep.push(q);
+                continue;
+            }
             let Some(link) = n.links.get_mut(&q.dest) else {
                 continue;
             };
@@ -994,12 +1268,192 @@ impl State {
         }
     }
 
+    /// Moves queued non-ARQ U_PDUs, best priority first, into NON-ARQ DATA D_PDUs (each
+    /// segment repeated as many times as asked) waiting for air time.
+    fn feed_non_arq(&mut self, node: usize) {
+        let segment = self.config.segment_size.max(1);
+        let Some(n) = self.nodes.get_mut(node) else {
+            return;
+        };
+        let (mut out, keep): (Vec<Queued>, Vec<Queued>) = std::mem::take(&mut n.queue)
+            .into_iter()
+            .partition(|q| q.non_arq.is_some());
+        n.queue = keep;
+        // Expedited first, then by priority, then in order of submission.
+        out.sort_by(|a, b| {
+            (b.expedited, b.rank)
+                .cmp(&(a.expedited, a.rank))
+                .then(a.seq.cmp(&b.seq))
+        });
+        let mut exp_frames = Vec::new();
+        let mut done = Vec::new();
+        for q in out {
+            let spdu = Spdu::Data {
+                pci: DataPci {
+                    priority: q.priority.get(),
+                    source_sap: q.src_sap.get(),
+                    destination_sap: q.dest_sap.get(),
+                    client_delivery_confirm: false,
+                    ttd: None,
+                },
+                updu: q.updu.to_vec(),
+            };
+            let Some(cpdu) = spdu.encode().ok().and_then(|s| Cpdu::Data(s).encode().ok()) else {
+                tracing::warn!(node, "non-ARQ U_PDU could not be encoded; dropped");
+                done.push(q);
+                continue;
+            };
+            let Ok(size) = u16::try_from(cpdu.len()) else {
+                tracing::warn!(node, "non-ARQ C_PDU over 65535 bytes; dropped");
+                done.push(q);
+                continue;
+            };
+            let cpdu_id = n.next_cpdu_id;
+            n.next_cpdu_id = (n.next_cpdu_id + 1) % 4096;
+            let copies = 1 + usize::from(q.non_arq.unwrap_or(0));
+            let mut frames = VecDeque::new();
+            for (k, chunk) in cpdu.chunks(segment).enumerate() {
+                let header = NonArqHeader {
+                    cpdu_id,
+                    deliver_in_order: true,
+                    group: false,
+                    cpdu_size: size,
+                    // Below the C_PDU size, which fits in 16 bits.
+                    segment_offset: (k * segment) as u16,
+                    reception_window: 0,
+                };
+                for _ in 0..copies {
+                    frames.push_back((header, chunk.to_vec()));
+                }
+            }
+            let o = NonArqOut {
+                dest: q.dest,
+                expedited: q.expedited,
+                frames,
+            };
+            if q.expedited {
+                exp_frames.push(o);
+            } else {
+                n.non_arq_out.push_back(o);
+            }
+            n.counters.non_arq_sent += 1;
+            done.push(q);
+        }
+        // Behind expedited C_PDUs already waiting, ahead of every normal one.
+        let at = n.non_arq_out.iter().take_while(|o| o.expedited).count();
+        for (k, o) in exp_frames.into_iter().enumerate() {
+            n.non_arq_out.insert(at + k, o);
+        }
+        for q in done {
+            self.dequeued(node, &q);
+        }
+    }
+
+    /// Starts the next expedited ARQ C_PDU on every link whose previous one is acknowledged
+    /// (stop-and-wait per C_PDU; a fresh sender restarts the FSNs at 0).
+    fn feed_expedited(&mut self, node: usize) {
+        let window = self.config.window;
+        let segment = self.config.segment_size;
+        let Some(n) = self.nodes.get_mut(node) else {
+            return;
+        };
+        let mut dropped = Vec::new();
+        for (&peer, link) in n.links.iter_mut() {
+            if link.exp_out.is_some() {
+                continue;
+            }
+            let Some(pos) = n
+                .queue
+                .iter()
+                .enumerate()
+                .filter(|(_, q)| q.expedited && q.non_arq.is_none() && q.dest == peer)
+                .min_by_key(|(_, q)| q.seq)
+                .map(|(i, _)| i)
+            else {
+                continue;
+            };
+            let q = n.queue.remove(pos);
+            let spdu = Spdu::Data {
+                pci: DataPci {
+                    priority: q.priority.get(),
+                    source_sap: q.src_sap.get(),
+                    destination_sap: q.dest_sap.get(),
+                    client_delivery_confirm: false,
+                    ttd: None,
+                },
+                updu: q.updu.to_vec(),
+            };
+            let started = spdu
+                .encode()
+                .ok()
+                .and_then(|s| Cpdu::Data(s).encode().ok())
+                .and_then(|c| {
+                    let mut sender = ArqSender::new(window, segment).ok()?;
+                    sender.push(c).ok()?;
+                    Some(sender)
+                });
+            match started {
+                Some(sender) => {
+                    link.exp_out = Some(ExpOut {
+                        sender,
+                        cpdu_id: link.exp_next_id,
+                        q,
+                        failed: false,
+                    });
+                    link.exp_next_id = (link.exp_next_id + 1) % 16;
+                }
+                None => {
+                    tracing::warn!(node, "expedited U_PDU could not enter the ARQ; dropped");
+                    dropped.push(q);
+                }
+            }
+        }
+        for q in dropped {
+            self.dequeued(node, &q);
+        }
+    }
+
     /// Plans node `node`'s transmission starting at `t`.
     fn build(&mut self, node: usize, t: Duration) -> Option<RoundTx> {
         self.feed_arq(node);
+        self.feed_non_arq(node);
+        self.feed_expedited(node);
         let overhead = self.dpdu_overhead;
         let window = usize::from(self.config.window);
-        let mut budget = self.byte_budget;
+        // One rate per transmission: the slowest of the links it serves.
+        let rate = {
+            let n = self.nodes.get(node)?;
+            n.links
+                .iter()
+                .filter(|(p, l)| {
+                    l.owes_ack
+                        || l.owes_exp_ack
+                        || l.exp_out.is_some()
+                        || !l.sender.is_idle()
+                        || l.drc_response_owed
+                        || n.non_arq_out.iter().any(|o| o.dest == **p)
+                        || n.queue.iter().any(|q| q.dest == **p)
+                })
+                .map(|(_, l)| l.tx_rate)
+                .min()
+                .unwrap_or(self.config.modem.rate)
+        };
+        let (rate, mut budget) = match self.budgets.get(&rate) {
+            Some(&b) => (rate, b),
+            None => (
+                self.config.modem.rate,
+                self.budgets
+                    .get(&self.config.modem.rate)
+                    .copied()
+                    .unwrap_or_default(),
+            ),
+        };
+        let full_budget = budget;
+        let modem = ModemConfig {
+            rate,
+            ..self.config.modem.clone()
+        };
+        let interleaver = interleaver_code(modem.interleaver);
         let n = self.nodes.get_mut(node)?;
         let src = n.dpdu_address;
         let mut frames: Vec<(usize, Dpdu, bool)> = Vec::new();
@@ -1027,7 +1481,87 @@ impl State {
                 frames.push((peer, d, false));
             }
         }
+        for (&peer, link) in n.links.iter_mut() {
+            if link.owes_exp_ack {
+                link.owes_exp_ack = false;
+                let Some((_, rx)) = &link.exp_in else {
+                    continue;
+                };
+                let d = Dpdu {
+                    eow: Eow::NONE,
+                    eot: 0,
+                    destination: dests.get(&peer).copied().unwrap_or_default(),
+                    source: src,
+                    body: Body::ExpAckOnly(rx.ack()),
+                };
+                budget = budget.saturating_sub(d.encoded_len());
+                frames.push((peer, d, false));
+            }
+        }
         let mut sent_data = false;
+        // Expedited data before anything else.
+        for (&peer, link) in n.links.iter_mut() {
+            let Some(e) = &mut link.exp_out else {
+                continue;
+            };
+            if budget < overhead + 1 {
+                break;
+            }
+            for seg in e.sender.next_segments_within(window, budget, overhead) {
+                let d = Dpdu {
+                    eow: Eow::NONE,
+                    eot: 0,
+                    destination: dests.get(&peer).copied().unwrap_or_default(),
+                    source: src,
+                    body: Body::ExpDataOnly {
+                        header: ExpDataHeader {
+                            start: seg.header.start,
+                            end: seg.header.end,
+                            cpdu_id: e.cpdu_id,
+                            fsn: seg.header.fsn,
+                        },
+                        segment: seg.data,
+                    },
+                };
+                budget = budget.saturating_sub(d.encoded_len());
+                sent_data = true;
+                frames.push((peer, d, seg.retransmission));
+            }
+        }
+        // Non-ARQ data after the ACKs and before ARQ data; whatever does not fit waits for
+        // the node's next transmission. (Its reception window is set once the plan is known.)
+        while let Some(out) = n.non_arq_out.front_mut() {
+            let Some((header, seg)) = out.frames.front() else {
+                n.non_arq_out.pop_front();
+                continue;
+            };
+            if budget < overhead + seg.len() {
+                break;
+            }
+            let d = Dpdu {
+                eow: Eow::NONE,
+                eot: 0,
+                destination: dests.get(&out.dest).copied().unwrap_or_default(),
+                source: src,
+                body: if out.expedited {
+                    Body::ExpNonArqData {
+                        header: *header,
+                        segment: seg.clone(),
+                    }
+                } else {
+                    Body::NonArqData {
+                        header: *header,
+                        segment: seg.clone(),
+                    }
+                },
+            };
+            budget = budget.saturating_sub(d.encoded_len());
+            frames.push((out.dest, d, false));
+            out.frames.pop_front();
+            if out.frames.is_empty() {
+                n.non_arq_out.pop_front();
+            }
+        }
         for (&peer, link) in n.links.iter_mut() {
             if budget < overhead + 1 {
                 break;
@@ -1051,14 +1585,58 @@ impl State {
         if frames.is_empty() {
             return None;
         }
+        // DRC signalling rides in the EOW of every D_PDU to the peer concerned: "accept" for a
+        // change just made, else a pending request.
+        for (peer, d, _) in &mut frames {
+            let Some(link) = n.links.get(peer) else {
+                continue;
+            };
+            if link.drc_response_owed {
+                d.eow = Eow::DrcResponse(Response {
+                    response: 0,
+                    reason: 0,
+                });
+            } else if let Some(r) = link.drc_request {
+                d.eow = Eow::DrcRequest(RateRequest {
+                    rate: rate_code(r),
+                    interleaver,
+                    other: 0,
+                });
+            }
+        }
+        for l in n.links.values_mut() {
+            l.drc_response_owed = false;
+        }
         let total: usize = frames.iter().map(|(_, d, _)| d.encoded_len()).sum();
-        let tx = match self.config.modem.plan(t, total) {
+        let tx = match modem.plan(t, total) {
             Ok(tx) => tx,
             Err(e) => {
                 tracing::error!(node, "cannot plan a transmission: {e}");
                 return None;
             }
         };
+        // Reception window of a non-ARQ C_PDU: to the end of this transmission, plus, if
+        // some of its D_PDUs must wait, a full transmission and two response timeouts for
+        // every transmission they need.
+        let per_tx = self.config.max_transmission + self.response_timeout * 2;
+        let half_secs =
+            |d: Duration| u16::try_from(d.as_millis().div_ceil(500)).unwrap_or(u16::MAX);
+        let extra: BTreeMap<u16, u16> = self
+            .nodes
+            .get(node)
+            .map(|n| {
+                n.non_arq_out
+                    .iter()
+                    .filter_map(|o| {
+                        let (h, _) = o.frames.front()?;
+                        let rest: usize = o.frames.iter().map(|(_, s)| s.len() + overhead).sum();
+                        let txs = u32::try_from(rest.div_ceil(full_budget.max(1)))
+                            .unwrap_or(u32::MAX);
+                        Some((h.cpdu_id, half_secs(per_tx.saturating_mul(txs))))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         let mut dpdus = Vec::new();
         let mut traced = Vec::new();
         let mut offset = 0;
@@ -1068,6 +1646,12 @@ impl State {
                 .block_of_byte(offset)
                 .map_or(tx.preamble_end, |b| b.start);
             d.eot = tx.eot_at(at);
+            if let Body::NonArqData { header, .. } | Body::ExpNonArqData { header, .. } =
+                &mut d.body
+            {
+                let more = extra.get(&header.cpdu_id).copied().unwrap_or(0);
+                header.reception_window = u16::from(d.eot).saturating_add(more);
+            }
             let bytes = match d.encode() {
                 Ok(b) => b,
                 Err(e) => {
@@ -1077,6 +1661,7 @@ impl State {
             };
             let fsn = match &d.body {
                 Body::DataOnly { header, .. } => Some(header.fsn),
+                Body::ExpDataOnly { header, .. } => Some(header.fsn),
                 _ => None,
             };
             retrans += u64::from(retransmission);
@@ -1130,6 +1715,7 @@ impl State {
         };
         Some(RoundTx {
             sender: node,
+            modem,
             tx,
             id,
             dpdus,
@@ -1158,10 +1744,12 @@ impl State {
                     n.not_before = rt.tx.end + backoff;
                     // The ACKs it carried never arrived: they are still owed.
                     for (sd, t) in rt.dpdus.iter().zip(&rt.record.dpdus) {
-                        if t.dpdu_type == 1
-                            && let Some(l) = n.links.get_mut(&sd.dest)
-                        {
-                            l.owes_ack = true;
+                        if let Some(l) = n.links.get_mut(&sd.dest) {
+                            match t.dpdu_type {
+                                1 => l.owes_ack = true,
+                                5 => l.owes_exp_ack = true,
+                                _ => {}
+                            }
                         }
                     }
                 }
@@ -1172,9 +1760,22 @@ impl State {
                     let mut got_any = false;
                     let mut data: Vec<Dpdu> = Vec::new();
                     let mut acks: Vec<Dpdu> = Vec::new();
+                    let mut non_arq: Vec<(Duration, Dpdu)> = Vec::new();
+                    let mut exp: Vec<Dpdu> = Vec::new();
+                    let mut eows: Vec<Eow> = Vec::new();
+                    let (mut data_sent, mut data_lost) = (0usize, 0usize);
                     for (i, (sd, ok)) in rt.dpdus.iter().zip(&fates).enumerate() {
                         if sd.dest != r {
                             continue;
+                        }
+                        if rt
+                            .record
+                            .dpdus
+                            .get(i)
+                            .is_some_and(|t| matches!(t.dpdu_type, 0 | 4 | 7 | 8))
+                        {
+                            data_sent += 1;
+                            data_lost += usize::from(!ok.0);
                         }
                         if !ok.0 {
                             lost_count += 1;
@@ -1189,16 +1790,26 @@ impl State {
                         match Dpdu::decode(&sd.bytes) {
                             Ok((d, _)) => {
                                 got_any = true;
-                                if matches!(d.body, Body::AckOnly(_)) {
-                                    acks.push(d);
-                                } else {
-                                    data.push(d);
+                                if d.eow != Eow::NONE {
+                                    eows.push(d.eow);
+                                }
+                                match d.body {
+                                    Body::AckOnly(_) => acks.push(d),
+                                    Body::ExpDataOnly { .. } | Body::ExpAckOnly(_) => exp.push(d),
+                                    Body::NonArqData { .. } | Body::ExpNonArqData { .. } => {
+                                        let at = rt.record.dpdus.get(i).map_or(rt.tx.end, |t| t.at);
+                                        non_arq.push((at, d));
+                                    }
+                                    _ => data.push(d),
                                 }
                             }
                             Err(e) => tracing::error!("own D_PDU failed to decode: {e}"),
                         }
                     }
                     let had_data = !data.is_empty();
+                    self.on_drc(r, sender, &eows, rt.modem.rate, data_sent, data_lost);
+                    self.on_expedited(r, sender, exp);
+                    self.on_non_arq(r, sender, non_arq);
                     self.on_data(r, sender, data);
                     self.on_acks(r, sender, acks);
                     if let Some(n) = self.nodes.get_mut(r) {
@@ -1211,12 +1822,12 @@ impl State {
                             // Overheard a transmission for someone else: leave the addressee
                             // its turn to answer before competing for the channel.
                             n.not_before =
-                                n.not_before.max(peer_may + self.config.response_timeout);
+                                n.not_before.max(peer_may + self.response_timeout);
                         }
                     }
                 }
                 let wait = if rt.sent_data {
-                    peer_may + self.config.response_timeout
+                    peer_may + self.response_timeout
                 } else {
                     peer_may
                 };
@@ -1253,7 +1864,7 @@ impl State {
             .tx
             .blocks
             .iter()
-            .map(|b| self.config.modem.receive_block(channel, b, &mut self.rng))
+            .map(|b| rt.modem.receive_block(channel, b, &mut self.rng))
             .collect();
         let heard = decisions.iter().any(|d| !d.lost);
         let block_bits = rt.tx.block_bits.max(1);
@@ -1285,6 +1896,169 @@ impl State {
         (heard, fates)
     }
 
+    /// Data-rate change at node `r` after a transmission from `sender` at `rate`: acts on the
+    /// DRC EOWs it carried and, with adaptive DRC, judges how many of the `sent` data D_PDUs
+    /// addressed to `r` were `lost`, asking `sender` for another rate when it is time.
+    fn on_drc(
+        &mut self,
+        r: usize,
+        sender: usize,
+        eows: &[Eow],
+        rate: DataRate,
+        sent: usize,
+        lost: usize,
+    ) {
+        let adaptive = self.config.drc == Drc::Adaptive;
+        let Some(n) = self.nodes.get_mut(r) else {
+            return;
+        };
+        let Some(link) = n.links.get_mut(&sender) else {
+            return;
+        };
+        for eow in eows {
+            match eow {
+                Eow::DrcRequest(req) => {
+                    let wanted = req.rate_bps().and_then(DataRate::from_bps);
+                    if let Some(w) = wanted.filter(|w| self.budgets.contains_key(w)) {
+                        if w != link.tx_rate {
+                            link.tx_rate = w;
+                            n.counters.rate_changes += 1;
+                            tracing::debug!(r, sender, bps = w.bps(), "DRC: transmit rate changed");
+                        }
+                        link.drc_response_owed = true;
+                    }
+                }
+                Eow::DrcResponse(resp) if resp.response == 0 => link.drc_request = None,
+                _ => {}
+            }
+        }
+        if !adaptive || sent == 0 {
+            return;
+        }
+        // The ladder of usable rates, slowest first.
+        let ladder: Vec<DataRate> = self.budgets.keys().copied().collect();
+        let Some(pos) = ladder.iter().position(|&x| x == rate) else {
+            return;
+        };
+        if lost * 4 >= sent {
+            link.clean_streak = 0;
+            if let Some(&down) = pos.checked_sub(1).and_then(|p| ladder.get(p)) {
+                link.drc_request = Some(down);
+            }
+        } else if lost == 0 {
+            link.clean_streak = link.clean_streak.saturating_add(1);
+            if link.clean_streak >= 2
+                && let Some(&up) = ladder.get(pos + 1)
+            {
+                link.clean_streak = 0;
+                link.drc_request = Some(up);
+            }
+        } else {
+            link.clean_streak = 0;
+        }
+    }
+
+    /// NON-ARQ DATA D_PDUs that node `r` received from `sender`, with their arrival times:
+    /// reassembles each C_PDU and delivers it once, when every byte has arrived within its
+    /// reception window. Nothing is acknowledged.
+    fn on_non_arq(&mut self, r: usize, sender: usize, frames: Vec<(Duration, Dpdu)>) {
+        let mut complete = Vec::new();
+        let Some(n) = self.nodes.get_mut(r) else {
+            return;
+        };
+        for (at, d) in frames {
+            let (header, segment, expedited) = match d.body {
+                Body::NonArqData { header, segment } => (header, segment, false),
+                Body::ExpNonArqData { header, segment } => (header, segment, true),
+                _ => continue,
+            };
+            let size = usize::from(header.cpdu_size);
+            let offset = usize::from(header.segment_offset);
+            if offset + segment.len() > size {
+                tracing::warn!(r, "NON-ARQ DATA segment beyond its C_PDU size; ignored");
+                continue;
+            }
+            let deadline = at + Duration::from_millis(500) * u32::from(header.reception_window);
+            let key = (sender, header.cpdu_id);
+            let entry = n.non_arq_in.entry(key).or_insert_with(|| NonArqIn {
+                size,
+                expedited,
+                got: BTreeMap::new(),
+                deadline,
+                done: false,
+            });
+            if entry.size != size {
+                // A new C_PDU reusing the ID (mod 4096) after the old one was abandoned.
+                *entry = NonArqIn {
+                    size,
+                    expedited,
+                    got: BTreeMap::new(),
+                    deadline,
+                    done: false,
+                };
+            }
+            if entry.done {
+                continue;
+            }
+            entry.deadline = entry.deadline.max(deadline);
+            entry.got.insert(offset, segment);
+            let mut covered = 0;
+            for (&o, seg) in &entry.got {
+                if o > covered {
+                    break;
+                }
+                covered = covered.max(o + seg.len());
+            }
+            if covered >= size {
+                let mut cpdu = vec![0u8; size];
+                for (&o, seg) in &entry.got {
+                    if let Some(dst) = cpdu.get_mut(o..o + seg.len()) {
+                        dst.copy_from_slice(seg);
+                    }
+                }
+                entry.done = true;
+                entry.got.clear();
+                complete.push((cpdu, entry.expedited));
+            }
+        }
+        let src = self
+            .nodes
+            .get(sender)
+            .map(|n| n.address)
+            .unwrap_or_default();
+        for (c, expedited) in complete {
+            let kind = if expedited {
+                Kind::ExpeditedNonArq
+            } else {
+                Kind::NonArq
+            };
+            let updu = match Cpdu::decode(&c).map(|c| match c {
+                Cpdu::Data(s) => Spdu::decode(&s).ok(),
+                _ => None,
+            }) {
+                Ok(Some(Spdu::Data { pci, updu })) => (pci, updu),
+                other => {
+                    tracing::warn!(r, ?other, "non-ARQ C_PDU without a DATA S_PDU; dropped");
+                    continue;
+                }
+            };
+            let (pci, updu) = updu;
+            let (Ok(ssap), Ok(dsap), Ok(prio)) = (
+                SapId::new(pci.source_sap),
+                SapId::new(pci.destination_sap),
+                Priority::new(pci.priority),
+            ) else {
+                continue;
+            };
+            // No DATA DELIVERY FAIL in non-ARQ mode: an unbound SAP just drops it.
+            if self.deliver(r, src, ssap, dsap, prio, &updu, kind)
+                && let Some(n) = self.nodes.get_mut(r)
+            {
+                n.counters.non_arq_delivered += 1;
+            }
+        }
+    }
+
     fn on_data(&mut self, r: usize, sender: usize, data: Vec<Dpdu>) {
         let Some(link) = self.nodes.get_mut(r).and_then(|n| n.links.get_mut(&sender)) else {
             return;
@@ -1295,6 +2069,83 @@ impl State {
             }
         }
         let cpdus = link.receiver.take_delivered();
+        self.on_cpdus(r, sender, cpdus, Kind::Arq);
+    }
+
+    /// EXPEDITED DATA-ONLY and EXPEDITED ACK-ONLY D_PDUs that node `r` received from
+    /// `sender`: the stop-and-wait expedited ARQ of Annex C, apart from normal data.
+    fn on_expedited(&mut self, r: usize, sender: usize, frames: Vec<Dpdu>) {
+        let biggest = usize::from(self.config.mtu) + UPDU_OVERHEAD + 16;
+        let dest = self
+            .config
+            .addresses
+            .get(sender)
+            .copied()
+            .unwrap_or_default();
+        let Some(n) = self.nodes.get_mut(r) else {
+            return;
+        };
+        let Some(link) = n.links.get_mut(&sender) else {
+            return;
+        };
+        let mut cpdus = Vec::new();
+        let mut finished = None;
+        for d in frames {
+            match d.body {
+                Body::ExpDataOnly { header, segment } => {
+                    // A new C_PDU ID starts a new expedited C_PDU (FSNs from 0 again).
+                    if link
+                        .exp_in
+                        .as_ref()
+                        .is_none_or(|(id, _)| *id != header.cpdu_id)
+                    {
+                        link.exp_in = Some((header.cpdu_id, ArqReceiver::new(biggest)));
+                    }
+                    if let Some((_, rx)) = &mut link.exp_in {
+                        let h = DataHeader {
+                            start: header.start,
+                            end: header.end,
+                            deliver_in_order: true,
+                            fsn: header.fsn,
+                            ..DataHeader::default()
+                        };
+                        rx.on_segment(&h, &segment);
+                        cpdus.extend(rx.take_delivered());
+                    }
+                    link.owes_exp_ack = true;
+                }
+                Body::ExpAckOnly(ack) => {
+                    if let Some(e) = &mut link.exp_out {
+                        e.sender.on_ack(&ack);
+                        if !e.sender.take_confirmed().is_empty() {
+                            finished = link.exp_out.take();
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(e) = finished {
+            if e.q.confirm && !e.failed {
+                let c = UnidataConfirm {
+                    dest_sap: e.q.dest_sap,
+                    dest,
+                    updu_part: e.q.updu.clone(),
+                };
+                send_to(
+                    n,
+                    e.q.src_sap,
+                    Some(e.q.conn),
+                    Primitive::ExpeditedUnidataRequestConfirm(c),
+                );
+            }
+            self.dequeued(r, &e.q);
+        }
+        self.on_cpdus(r, sender, cpdus, Kind::Expedited);
+    }
+
+    /// C_PDUs that node `r`'s ARQ (normal or expedited) reassembled from `sender`'s data.
+    fn on_cpdus(&mut self, r: usize, sender: usize, cpdus: Vec<Vec<u8>>, kind: Kind) {
         let src = self
             .nodes
             .get(sender)
@@ -1321,7 +2172,7 @@ impl State {
                     ) else {
                         continue;
                     };
-                    if !self.deliver(r, src, ssap, dsap, prio, &updu) {
+                    if !self.deliver(r, src, ssap, dsap, prio, &updu, kind) {
                         // Report back to the source node with a DATA DELIVERY FAIL S_PDU.
                         let fail = Spdu::DataDeliveryFail {
                             reason: 1,
@@ -1363,18 +2214,29 @@ impl State {
         else {
             return;
         };
-        let hit = link.unconfirmed.values_mut().find(|a| {
-            !a.failed
-                && a.q.src_sap.get() == src_sap
-                && a.q.dest_sap.get() == dest_sap
-                && a.q.updu.as_ref() == updu
+        let matches = |q: &Queued| {
+            q.src_sap.get() == src_sap && q.dest_sap.get() == dest_sap && q.updu.as_ref() == updu
+        };
+        let hit = link
+            .unconfirmed
+            .values_mut()
+            .find(|a| !a.failed && matches(&a.q))
+            .map(|a| {
+                a.failed = true;
+                a.q.clone()
+            });
+        let hit = hit.or_else(|| {
+            let e = link
+                .exp_out
+                .as_mut()
+                .filter(|e| !e.failed && matches(&e.q))?;
+            e.failed = true;
+            Some(e.q.clone())
         });
-        let Some(a) = hit else {
+        let Some(q) = hit else {
             tracing::debug!("DATA DELIVERY FAIL for a U_PDU already answered");
             return;
         };
-        a.failed = true;
-        let q = a.q.clone();
         if q.confirm {
             self.reject(node, &q, UnidataRejectReason::DestinationSapNotBound);
         }
@@ -1426,6 +2288,7 @@ impl State {
     }
 
     /// Hands a U_PDU to the client bound on `dest_sap` of node `r`; `false` if none is.
+    #[allow(clippy::too_many_arguments)]
     fn deliver(
         &mut self,
         r: usize,
@@ -1434,6 +2297,7 @@ impl State {
         dest_sap: SapId,
         priority: Priority,
         updu: &[u8],
+        kind: Kind,
     ) -> bool {
         let Some(n) = self.nodes.get_mut(r) else {
             return false;
@@ -1445,7 +2309,7 @@ impl State {
             priority,
             dest_sap,
             dest: n.address,
-            tx_mode: TxMode::Arq,
+            tx_mode: kind.tx_mode(),
             src_sap,
             src,
             errored: Vec::new(),
@@ -1453,7 +2317,12 @@ impl State {
             rockwell_form: false,
             updu: Bytes::copy_from_slice(updu),
         };
-        let _ = b.tx.send(Primitive::UnidataIndication(ind));
+        let p = if kind.expedited() {
+            Primitive::ExpeditedUnidataIndication(ind)
+        } else {
+            Primitive::UnidataIndication(ind)
+        };
+        let _ = b.tx.send(p);
         n.counters.delivered += 1;
         true
     }

@@ -7,8 +7,9 @@
 //! the SAP, or with reason 2 for a second bind on the same connection; rank 15 gets no
 //! special rights), S_UNBIND_REQUEST (releases the SAP and closes),
 //! S_UNIDATA_REQUEST and S_EXPEDITED_UNIDATA_REQUEST (larger than the MTU: rejected with
-//! reason 4; unknown destination node: reason 3; expedited data travels as normal ARQ data at
-//! a priority above every normal one), S_KEEP_ALIVE (echoed), and S_DATA_FLOW_OFF / ON when
+//! reason 4; unknown destination node: reason 3; ARQ or non-ARQ per the delivery mode or the
+//! bind's service type, expedited ones through the expedited ARQ or as expedited non-ARQ,
+//! see [`crate::net`]), S_KEEP_ALIVE (echoed), and S_DATA_FLOW_OFF / ON when
 //! the client's queue passes the subnetwork's flow limit and drains to half of it. Hard-link
 //! and management requests are logged and ignored. A frame that does not decode closes the
 //! connection with a log line.
@@ -179,14 +180,22 @@ fn unidata(
     } else {
         req.mode
     };
-    let confirm = matches!(mode.confirmation, Confirmation::Node | Confirmation::Client);
+    // Non-ARQ U_PDUs go as NON-ARQ DATA D_PDUs, each segment sent 1 + the minimum number of
+    // retransmissions times; nothing acknowledges them, so no confirmation is ever given.
+    // Non-ARQ with errors is served as plain non-ARQ (only complete U_PDUs are delivered).
+    let non_arq = match mode.tx_mode {
+        TxMode::NonArq | TxMode::NonArqWithErrors => Some(mode.min_retransmissions.get()),
+        _ => None,
+    };
+    let confirm =
+        non_arq.is_none() && matches!(mode.confirmation, Confirmation::Node | Confirmation::Client);
     let now = shared.now();
     let result = {
         let mut st = shared.lock();
         if req.updu.len() > usize::from(st.mtu()) {
             Err(UnidataRejectReason::UpduLargerThanMtu)
         } else {
-            st.submit(node, conn, sap, &req, confirm, expedited, now)
+            st.submit(node, conn, sap, &req, confirm, expedited, non_arq, now)
         }
     };
     shared.notify.notify_one();

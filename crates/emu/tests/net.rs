@@ -462,7 +462,10 @@ async fn three_nodes_share_one_channel() {
 
 /// `tshark`, or `None` (with a note on stderr) when it is not installed.
 fn tshark() -> Option<&'static str> {
-    match std::process::Command::new("tshark").arg("--version").output() {
+    match std::process::Command::new("tshark")
+        .arg("--version")
+        .output()
+    {
         Ok(o) if o.status.success() => Some("tshark"),
         _ => {
             eprintln!(
@@ -508,17 +511,26 @@ async fn pcap_of_dpdus_decodes_in_wireshark_and_matches_the_trace() {
     assert_eq!(watched, trace, "watch_trace saw every transmission");
     let expected: Vec<(u8, Option<u8>, u8, usize, Duration)> = trace
         .iter()
-        .flat_map(|t| t.dpdus.iter().map(|d| (d.dpdu_type, d.fsn, d.eot, d.len, d.at)))
+        .flat_map(|t| {
+            t.dpdus
+                .iter()
+                .map(|d| (d.dpdu_type, d.fsn, d.eot, d.len, d.at))
+        })
         .collect();
     assert_eq!(recorded, expected.len() as u64);
     assert!(
-        trace.iter().any(|t| t.dpdus.iter().any(|d| d.retransmission)),
+        trace
+            .iter()
+            .any(|t| t.dpdus.iter().any(|d| d.retransmission)),
         "the channel should force retransmissions: {}",
         subnet.counters()
     );
     // Every line names its node, types, FSNs and EOT.
     let line = trace[0].to_string();
-    assert!(line.contains("node 0") && line.contains("EOT") && line.contains("D0"), "{line}");
+    assert!(
+        line.contains("node 0") && line.contains("EOT") && line.contains("D0"),
+        "{line}"
+    );
 
     // Our own reading of the file: libpcap, link type 237, one D_PDU per record.
     let bytes = std::fs::read(&path).unwrap();
@@ -531,7 +543,10 @@ async fn pcap_of_dpdus_decodes_in_wireshark_and_matches_the_trace() {
         let frame = &bytes[pos + 16..pos + 16 + len];
         let (d, used) = Dpdu::decode(frame).unwrap();
         let (ty, fsn, eot, elen, at) = expected[n];
-        assert_eq!((d.body.dpdu_type(), d.eot, used, len), (ty, eot, elen, elen));
+        assert_eq!(
+            (d.body.dpdu_type(), d.eot, used, len),
+            (ty, eot, elen, elen)
+        );
         assert_eq!(
             Duration::new(u64::from(secs), micros * 1000),
             Duration::from_micros(at.as_micros() as u64)
@@ -564,7 +579,10 @@ async fn pcap_of_dpdus_decodes_in_wireshark_and_matches_the_trace() {
     let want: Vec<String> = expected
         .iter()
         .map(|(ty, fsn, eot, _, _)| {
-            format!("{ty};{};{eot}", fsn.map(|f| f.to_string()).unwrap_or_default())
+            format!(
+                "{ty};{};{eot}",
+                fsn.map(|f| f.to_string()).unwrap_or_default()
+            )
         })
         .collect();
     assert_eq!(decoded, want, "tshark's s5066dts fields vs the trace");
@@ -573,7 +591,12 @@ async fn pcap_of_dpdus_decodes_in_wireshark_and_matches_the_trace() {
     let data = expected.iter().filter(|e| e.1.is_some()).count();
     // One header CRC per D_PDU, one segment CRC per DATA-ONLY D_PDU.
     assert_eq!(good_crcs, expected.len() + data, "{verbose}");
-    let bad = run_tshark(&["-r", p, "-Y", "_ws.malformed || _ws.expert.severity == \"Error\""]);
+    let bad = run_tshark(&[
+        "-r",
+        p,
+        "-Y",
+        "_ws.malformed || _ws.expert.severity == \"Error\"",
+    ]);
     assert!(bad.trim().is_empty(), "tshark flagged frames:\n{bad}");
 }
 
@@ -606,7 +629,13 @@ async fn resubmit(filter: bool, updus: &[&'static [u8]], wait: Duration) -> (Vec
 async fn duplicate_filter_drops_copies_still_held_and_only_when_on() {
     let updus: &[&[u8]] = &[b"segment 1", b"segment 1", b"segment 2", b"segment 1"];
     let (got, dropped) = resubmit(true, updus, Duration::from_secs(300)).await;
-    assert_eq!(got, vec![Bytes::from_static(b"segment 1"), Bytes::from_static(b"segment 2")]);
+    assert_eq!(
+        got,
+        vec![
+            Bytes::from_static(b"segment 1"),
+            Bytes::from_static(b"segment 2")
+        ]
+    );
     assert_eq!(dropped, 2);
     let (got, dropped) = resubmit(false, updus, Duration::from_secs(300)).await;
     assert_eq!(got.len(), 4);
@@ -635,4 +664,383 @@ async fn duplicate_filter_drops_copies_still_held_and_only_when_on() {
     assert_eq!(receive(&mut eb, 2).await.len(), 2);
     assert_eq!(subnet.counters().nodes[0].duplicates_dropped, 0);
     assert_eq!(subnet.counters().nodes[1].delivered, 4);
+}
+
+async fn non_arq_client(subnet: &Subnet, node: usize, copies: u8) -> (Client, Events) {
+    let s = subnet.clone();
+    let connector = move || {
+        let s = s.clone();
+        async move { Ok::<_, std::io::Error>(s.connect_in_process(node)) }
+    };
+    let mut service = ServiceType::NON_ARQ;
+    service.min_retransmissions = copies.try_into().unwrap();
+    let cfg = ClientConfig::new(SapId::new(3).unwrap(), service);
+    let (c, _, events) = Client::connect(connector, cfg).await.unwrap();
+    (c, events)
+}
+
+/// Sends `n` non-ARQ U_PDUs of `len` bytes from node 0 to node 1 and returns what arrived
+/// (with its indication's mode) and the subnet.
+async fn non_arq_run(
+    snr: f64,
+    seed: u64,
+    copies: u8,
+    n: usize,
+    len: usize,
+) -> (Vec<Bytes>, Subnet) {
+    let subnet = Subnet::start(config(DataRate::Bps1200, ChannelConfig::awgn(snr), seed)).unwrap();
+    let (ca, _ea) = non_arq_client(&subnet, 0, copies).await;
+    let (_cb, mut eb) = non_arq_client(&subnet, 1, 0).await;
+    for i in 0..n {
+        let d = ca.send_unidata(request(B, 3, payload(i, len))).unwrap();
+        assert_eq!(d.await, Ok(Delivery::Sent));
+    }
+    // Long enough for 3 copies of 30 × 1.8 kB at 1200 bit/s (about 1400 s).
+    tokio::time::sleep(Duration::from_secs(3000)).await;
+    let got = std::iter::from_fn(|| eb.try_recv())
+        .filter_map(|e| match e {
+            Event::Unidata(ind) => {
+                assert_eq!(ind.tx_mode, skywave_sis::TxMode::NonArq);
+                Some(ind.updu)
+            }
+            _ => None,
+        })
+        .collect();
+    (got, subnet)
+}
+
+#[tokio::test(start_paused = true)]
+async fn non_arq_goes_as_type_7_without_acks_and_is_delivered_whole() {
+    let (got, subnet) = non_arq_run(30.0, 1, 0, 4, 1800).await;
+    assert_eq!(got, (0..4).map(|i| payload(i, 1800)).collect::<Vec<_>>());
+    let c = subnet.counters();
+    assert_eq!(
+        (c.nodes[0].non_arq_sent, c.nodes[1].non_arq_delivered),
+        (4, 4),
+        "{c}"
+    );
+    assert_eq!(
+        c.nodes[1].transmissions, 0,
+        "nothing acknowledges non-ARQ data: {c}"
+    );
+    let trace = subnet.trace();
+    let dpdus: Vec<_> = trace.iter().flat_map(|t| t.dpdus.iter()).collect();
+    // 1804-byte C_PDUs in 1023-byte segments: two NON-ARQ DATA D_PDUs each.
+    assert_eq!(dpdus.len(), 8);
+    assert!(
+        dpdus.iter().all(|d| d.dpdu_type == 7 && d.fsn.is_none()),
+        "{trace:?}"
+    );
+
+    // Three copies of every segment on a lossy channel deliver more than one copy does, and
+    // never anything twice or damaged.
+    let (one, s1) = non_arq_run(4.0, 3, 0, 30, 1800).await;
+    let (three, s3) = non_arq_run(4.0, 3, 2, 30, 1800).await;
+    let c1 = s1.counters();
+    let c3 = s3.counters();
+    println!(
+        "1 copy: {} of 30 delivered; 3 copies: {}",
+        one.len(),
+        three.len()
+    );
+    assert!(one.len() < 30, "the channel should lose some: {c1}");
+    assert!(three.len() > one.len() + 5, "{c1}\n{c3}");
+    assert!(c1.nodes[1].non_arq_incomplete > 0, "{c1}");
+    assert_eq!(c1.nodes[1].non_arq_delivered, one.len() as u64);
+    assert_eq!(c3.nodes[1].non_arq_delivered, three.len() as u64);
+    for got in [&one, &three] {
+        let mut idx: Vec<usize> = got
+            .iter()
+            .map(|u| std::str::from_utf8(&u[6..11]).unwrap().parse().unwrap())
+            .collect();
+        for (k, u) in idx.iter().zip(got.iter()) {
+            assert_eq!(*u, payload(*k, 1800));
+        }
+        let before = idx.len();
+        idx.dedup();
+        assert_eq!(idx.len(), before, "delivered twice");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn non_arq_dpdus_decode_in_wireshark() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("non-arq.pcap");
+    let subnet = Subnet::start(config(DataRate::Bps2400, ChannelConfig::awgn(30.0), 1)).unwrap();
+    subnet
+        .capture_pcap(std::fs::File::create(&path).unwrap(), Duration::ZERO)
+        .unwrap();
+    let (ca, _ea) = non_arq_client(&subnet, 0, 1).await;
+    let (_cb, mut eb) = non_arq_client(&subnet, 1, 0).await;
+    let d = ca.send_unidata(request(B, 3, payload(7, 1800))).unwrap();
+    assert_eq!(d.await, Ok(Delivery::Sent));
+    assert_eq!(receive(&mut eb, 1).await[0].1, payload(7, 1800));
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(subnet.finish_capture().unwrap(), 4);
+    let Some(_) = tshark() else { return };
+    let fields = run_tshark(&[
+        "-r",
+        path.to_str().unwrap(),
+        "-T",
+        "fields",
+        "-E",
+        "separator=;",
+        "-e",
+        "s5066dts.type",
+        "-e",
+        "s5066dts.non_arq_data.cpdu_size",
+        "-e",
+        "s5066dts.non_arq_data.cpdu_segment_offset",
+        "-e",
+        "s5066dts.non_arq_data.segmented_cpdu_size",
+    ]);
+    // One copy more than asked for (min_retransmissions 1): each segment twice.
+    assert_eq!(
+        fields.lines().collect::<Vec<_>>(),
+        [
+            "7;1804;0;1023",
+            "7;1804;0;1023",
+            "7;1804;1023;781",
+            "7;1804;1023;781"
+        ],
+        "{fields}"
+    );
+    let verbose = run_tshark(&["-r", path.to_str().unwrap(), "-V"]);
+    assert_eq!(verbose.matches("(Correct)").count(), 8, "{verbose}");
+    let bad = run_tshark(&[
+        "-r",
+        path.to_str().unwrap(),
+        "-Y",
+        "_ws.malformed || _ws.expert.severity == \"Error\"",
+    ]);
+    assert!(bad.trim().is_empty(), "tshark flagged frames:\n{bad}");
+}
+
+/// ARQ line utilisation per data rate on a clean channel, to compare with Isode's published
+/// 83-94 % from 75 to 9600 bit/s (reference/hf-emulator.md §4): user bits delivered per
+/// second, from the first submission to the last delivery, over the modem rate. Each
+/// transfer fills about twelve maximum transmissions (127.5 s) so that start-up costs little.
+/// Run: `cargo test -p skywave-emu --release --test net arq_efficiency -- --ignored --nocapture`
+#[tokio::test(start_paused = true)]
+#[ignore = "efficiency table; run with --ignored --nocapture (release recommended)"]
+async fn arq_efficiency_per_data_rate() {
+    let len = 2048;
+    println!(
+        "rate bit/s | interleaver | U_PDUs | seconds | user bit/s | efficiency | D_PDU bytes / user bytes"
+    );
+    for rate in DataRate::ALL.into_iter().filter(|r| r.bps() >= 150) {
+        for il in [Interleaver::Short, Interleaver::Long] {
+            let modem = ModemConfig::new(rate, il).unwrap();
+            let mut cfg =
+                SubnetConfig::new(vec![addr(A), addr(B)], modem, ChannelConfig::awgn(45.0));
+            cfg.seed = 1;
+            let subnet = Subnet::start(cfg).unwrap();
+            let (ca, _ea) = client(&subnet, 0, 3).await;
+            let (_cb, mut eb) = client(&subnet, 1, 3).await;
+            let n = ((rate.bps() as f64 / 8.0 * 127.5 * 12.0) / len as f64).ceil() as usize;
+            let t0 = subnet.now();
+            let (_, got) = tokio::join!(send_all(&ca, B, n, len, 0), receive(&mut eb, n));
+            let elapsed = (subnet.now() - t0).as_secs_f64();
+            assert_eq!(got.len(), n);
+            let user_bits = (n * len * 8) as f64;
+            let c = subnet.counters();
+            assert_eq!(c.retransmissions, 0, "{c}");
+            let efficiency = user_bits / elapsed / f64::from(rate.bps());
+            println!(
+                "{:>10} | {:>11} | {:>6} | {:>7.1} | {:>10.1} | {:>9.1} % | {:.3}",
+                rate.bps(),
+                format!("{il:?}"),
+                n,
+                elapsed,
+                user_bits / elapsed,
+                efficiency * 100.0,
+                c.bytes_on_air as f64 / (n * len) as f64
+            );
+            assert!(efficiency > 0.3 && efficiency < 1.0, "{efficiency}");
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn expedited_arq_overtakes_normal_data_with_its_own_fsns() {
+    let dir = tempfile::tempdir().unwrap();
+    for (snr, seed) in [(30.0, 1), (4.0, 3)] {
+        let subnet =
+            Subnet::start(config(DataRate::Bps1200, ChannelConfig::awgn(snr), seed)).unwrap();
+        let path = dir.path().join(format!("exp-{seed}.pcap"));
+        subnet
+            .capture_pcap(std::fs::File::create(&path).unwrap(), Duration::ZERO)
+            .unwrap();
+        let (ca, _ea) = client(&subnet, 0, 3).await;
+        let (_cb, mut eb) = client(&subnet, 1, 3).await;
+        // Enough normal data for several maximum transmissions, then two expedited U_PDUs.
+        let normal: Vec<_> = (0..40)
+            .map(|i| ca.send_unidata(request(B, 3, payload(i, 2000))).unwrap())
+            .collect();
+        let urgent: Vec<_> = (0..2)
+            .map(|i| {
+                ca.send_expedited(request(B, 3, payload(500 + i, 1500)))
+                    .unwrap()
+            })
+            .collect();
+        let mut order = Vec::new();
+        while order.len() < 42 {
+            match eb.recv().await {
+                Some(Event::Unidata(ind)) => order.push(ind.updu),
+                Some(Event::Expedited(ind)) => {
+                    assert_eq!(ind.tx_mode, skywave_sis::TxMode::Arq);
+                    order.push(ind.updu);
+                }
+                Some(_) => {}
+                None => panic!("events ended"),
+            }
+        }
+        for u in urgent {
+            assert!(matches!(u.await, Ok(Delivery::Confirmed(_))));
+        }
+        for n in normal {
+            assert!(matches!(n.await, Ok(Delivery::Confirmed(_))));
+        }
+        let pos = |k: usize| order.iter().position(|u| *u == payload(k, 1500)).unwrap();
+        // Both expedited U_PDUs, in order, well ahead of the last normal ones.
+        println!(
+            "snr {snr}: expedited delivered at {} and {} of 42",
+            pos(500),
+            pos(501)
+        );
+        assert!(pos(500) < pos(501), "snr {snr}");
+        assert!(
+            pos(501) < 20,
+            "expedited delivered at {} of 42 (snr {snr})",
+            pos(501)
+        );
+        let normal_order: Vec<_> = order.iter().filter(|u| u.len() == 2000).cloned().collect();
+        assert_eq!(
+            normal_order,
+            (0..40).map(|i| payload(i, 2000)).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        assert!(eb_extra(&mut eb).is_empty(), "delivered twice (snr {snr})");
+        let trace = subnet.trace();
+        let dpdus: Vec<_> = trace.iter().flat_map(|t| t.dpdus.iter()).collect();
+        let exp_fsns: Vec<u8> = dpdus
+            .iter()
+            .filter(|d| d.dpdu_type == 4 && !d.retransmission)
+            .filter_map(|d| d.fsn)
+            .collect();
+        // 1504-byte C_PDUs in 1023-byte segments: FSNs 0, 1 for each, from 0 again.
+        assert_eq!(exp_fsns, [0, 1, 0, 1], "snr {snr}");
+        assert!(
+            dpdus.iter().any(|d| d.dpdu_type == 5),
+            "no EXPEDITED ACK-ONLY"
+        );
+        subnet.finish_capture().unwrap();
+        if tshark().is_some() {
+            let fields = run_tshark(&[
+                "-r",
+                path.to_str().unwrap(),
+                "-T",
+                "fields",
+                "-E",
+                "separator=;",
+                "-e",
+                "s5066dts.type",
+                "-e",
+                "s5066dts.data_only.transmit_sequence_number",
+                "-e",
+                "s5066dts.exp_data_only.transmit_sequence_number",
+            ]);
+            let want: Vec<String> = dpdus
+                .iter()
+                .map(|d| match (d.dpdu_type, d.fsn) {
+                    (4, Some(f)) => format!("4;;{f}"),
+                    (t, f) => format!("{t};{};", f.map(|f| f.to_string()).unwrap_or_default()),
+                })
+                .collect();
+            assert_eq!(fields.lines().collect::<Vec<_>>(), want, "snr {snr}");
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn adaptive_drc_steps_down_on_errors_and_up_when_clean() {
+    use skywave_emu::net::Drc;
+    // 2400 bit/s needs about 10.8 dB: at 4 dB the receiver asks for lower rates.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("drc.pcap");
+    let mut cfg = config(DataRate::Bps2400, ChannelConfig::awgn(4.0), 3);
+    cfg.drc = Drc::Adaptive;
+    let subnet = Subnet::start(cfg).unwrap();
+    subnet
+        .capture_pcap(std::fs::File::create(&path).unwrap(), Duration::ZERO)
+        .unwrap();
+    let (ca, _ea) = client(&subnet, 0, 3).await;
+    let (_cb, mut eb) = client(&subnet, 1, 3).await;
+    send_all(&ca, B, 20, 1000, 0).await;
+    let got = receive(&mut eb, 20).await;
+    assert_eq!(
+        got.into_iter().map(|g| g.1).collect::<Vec<_>>(),
+        (0..20).map(|i| payload(i, 1000)).collect::<Vec<_>>()
+    );
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert!(eb_extra(&mut eb).is_empty());
+    let rates: Vec<u32> = subnet
+        .trace()
+        .iter()
+        .filter(|t| t.sender == 0)
+        .map(|t| t.rate_bps)
+        .collect();
+    let c = subnet.counters();
+    assert_eq!(rates[0], 2400);
+    assert!(rates.iter().any(|&r| r <= 1200), "{rates:?}\n{c}");
+    assert!(c.nodes[0].rate_changes >= 1, "{c}");
+    subnet.finish_capture().unwrap();
+    if tshark().is_some() {
+        let fields = run_tshark(&[
+            "-r",
+            path.to_str().unwrap(),
+            "-Y",
+            "s5066dts.eow.type == 1",
+            "-T",
+            "fields",
+            "-e",
+            "s5066dts.eow.drc_request.data_rate",
+        ]);
+        assert!(!fields.trim().is_empty(), "no DRC_REQUEST EOW decoded");
+        let resp = run_tshark(&["-r", path.to_str().unwrap(), "-Y", "s5066dts.eow.type == 2"]);
+        assert!(!resp.trim().is_empty(), "no DRC_RESPONSE EOW decoded");
+    }
+
+    // Clean channel from 300 bit/s: steps up, never down.
+    let mut cfg = config(DataRate::Bps300, ChannelConfig::awgn(35.0), 1);
+    cfg.drc = Drc::Adaptive;
+    let subnet = transfer(cfg, 40, 2000).await;
+    let rates: Vec<u32> = subnet
+        .trace()
+        .iter()
+        .filter(|t| t.sender == 0)
+        .map(|t| t.rate_bps)
+        .collect();
+    assert_eq!(rates[0], 300);
+    assert!(rates.windows(2).all(|w| w[1] >= w[0]), "{rates:?}");
+    assert!(*rates.last().unwrap() >= 1200, "{rates:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn matched_drc_starts_at_the_rate_the_channel_supports() {
+    use skywave_emu::net::{Drc, matched_rate};
+    let modem = ModemConfig::new(DataRate::Bps600, Interleaver::Short).unwrap();
+    // AWGN 12 dB: 3200 (7.6 + 3 dB margin) fits, 4800 (12.3 + 3) does not.
+    assert_eq!(matched_rate(&modem, &ChannelConfig::awgn(12.0)), DataRate::Bps3200);
+    assert_eq!(matched_rate(&modem, &ChannelConfig::awgn(-20.0)), DataRate::Bps75);
+    assert_eq!(matched_rate(&modem, &ChannelConfig::awgn(40.0)), DataRate::Bps9600);
+    // ITU-R Poor (1 Hz) at 20 dB: 3200 needs 15 + 3, 4800 needs 19.75 + 3.
+    let poor = ChannelConfig::watterson(20.0, "ITU-R Poor").unwrap();
+    assert_eq!(matched_rate(&modem, &poor), DataRate::Bps3200);
+
+    let mut cfg = config(DataRate::Bps600, ChannelConfig::awgn(12.0), 1);
+    cfg.drc = Drc::Matched;
+    let subnet = transfer(cfg, 10, 1500).await;
+    let trace = subnet.trace();
+    assert!(trace.iter().all(|t| t.rate_bps == 3200), "{trace:?}");
 }

@@ -10,9 +10,10 @@ use std::time::SystemTime;
 use skywave_spool::{QueueState, Spool, SpoolConfig, unix_seconds};
 
 use crate::config::Config;
+use crate::hf::transfer::{TransferRecord, read_tail};
 
 /// A snapshot of the spool.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Status {
     /// True when a gateway process owns the spool.
     pub running: bool,
@@ -28,7 +29,12 @@ pub struct Status {
     pub held_targets: Vec<String>,
     /// Age in seconds of the oldest live or held message.
     pub oldest_age: Option<u64>,
+    /// The last sessions with HF peers (from `state_dir/transfers.jsonl`), oldest first.
+    pub transfers: Vec<TransferRecord>,
 }
+
+/// Sessions shown by `skywave status`.
+const SHOWN_TRANSFERS: usize = 10;
 
 /// Reads the status of the spool the configuration names.
 pub fn read(config: &Config) -> skywave_spool::Result<Status> {
@@ -41,6 +47,8 @@ pub fn read(config: &Config) -> skywave_spool::Result<Status> {
             .iter()
             .map(ToString::to_string)
             .collect(),
+        transfers: read_tail(&config.state_dir.join("transfers.jsonl"), SHOWN_TRANSFERS)
+            .unwrap_or_default(),
         ..Status::default()
     };
     for entry in spool.entries()? {
@@ -104,6 +112,21 @@ pub fn render(status: &Status) -> String {
     }
     for (target, n) in &status.depth {
         let _ = writeln!(out, "  {target:<20} {n}");
+    }
+    let _ = writeln!(out, "last sessions with HF peers:");
+    if status.transfers.is_empty() {
+        let _ = writeln!(out, "  (none)");
+    }
+    for r in &status.transfers {
+        let date = skywave_smtp::rfc5322_date(skywave_smtp::DateTime {
+            unix_seconds: if r.start.is_finite() {
+                r.start as i64
+            } else {
+                0
+            },
+            offset_minutes: 0,
+        });
+        let _ = writeln!(out, "  {date}: {r}");
     }
     out
 }

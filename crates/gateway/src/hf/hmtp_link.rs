@@ -55,7 +55,7 @@ struct Own {
 
 /// What an attempt to start a session came to.
 enum Start {
-    Started(Own),
+    Started(Box<Own>),
     /// Nothing due: wake at the spool's next due time.
     NothingDue,
     /// Could not start (link down, peer held, spool unreadable): wait for an input.
@@ -162,7 +162,7 @@ impl HmtpLink {
                 match self.start_session(&target).await {
                     Start::Started(o) => {
                         arbiter.own_started();
-                        own = Some(o);
+                        own = Some(*o);
                     }
                     Start::NothingDue => could_start = true,
                     Start::Blocked => {}
@@ -339,12 +339,12 @@ impl HmtpLink {
             self.record_outcome(o).await;
             return Start::Blocked;
         }
-        Start::Started(Own {
+        Start::Started(Box::new(Own {
             client,
             batch,
             start_unix,
             deadline,
-        })
+        }))
     }
 
     async fn on_input(

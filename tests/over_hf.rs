@@ -1,0 +1,554 @@
+//! Mail over HF as an operator deploys it: three processes on loopback. `skywave-emu` serves
+//! SIS for two emulated STANAG 5066 nodes (the ship 0.0.2.1 and the shore 0.0.1.1, clean AWGN
+//! channel, simulated time running 20 times faster than the wall clock), and two
+//! `skywave run` daemons, each with its own configuration, state directory and Maildir, reach
+//! their node over TCP and carry mail with HMTP (deflate) between them. `swaks` and Python's
+//! `smtplib` submit mail on the LAN side; the tests read the other side's Maildir.
+//!
+//! The second test SIGKILLs the receiving gateway in the middle of a batch, restarts it with
+//! the same configuration and checks that every message still arrives exactly once (the
+//! shore's spool and its de-duplication memory `state_dir/dedup/` are on disk; the ship retries
+//! after its reply timeout).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::time::{Instant, sleep, timeout};
+
+/// Simulated seconds per wall-clock second in the emulator.
+const TIME_SCALE: u32 = 20;
+/// The emulator's modem rate, bit/s.
+const RATE_BPS: u32 = 1200;
+/// Longest wait for mail to cross, wall clock.
+const DELIVERY_LIMIT: Duration = Duration::from_secs(120);
+/// Longest wait for a process to start or a client to finish.
+const STEP: Duration = Duration::from_secs(60);
+
+const SHIP_NODE: &str = "0.0.2.1";
+const SHORE_NODE: &str = "0.0.1.1";
+
+/// The running emulator: its process and the SIS address of each node.
+struct Emu {
+    _child: Child,
+    ship_sis: String,
+    shore_sis: String,
+}
+
+impl Emu {
+    /// Starts `skywave-emu` with the ship as node 0 and the shore as node 1, on free ports.
+    async fn start() -> Emu {
+        let mut child = Command::new(skywave_e2e::bin("skywave-emu"))
+            .args(["--nodes", "2", "--addresses"])
+            .arg(format!("{SHIP_NODE},{SHORE_NODE}"))
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--channel",
+                "awgn",
+                "--snr",
+                "20",
+            ])
+            .args(["--rate", &RATE_BPS.to_string()])
+            .args(["--time-scale", &TIME_SCALE.to_string()])
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start skywave-emu");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut servers = BTreeMap::new();
+        while servers.len() < 2 {
+            let line = timeout(STEP, lines.next_line())
+                .await
+                .expect("skywave-emu printed no address in time")
+                .expect("read skywave-emu stdout")
+                .expect("skywave-emu exited before listening");
+            let (node, addr) = line
+                .strip_prefix("node ")
+                .and_then(|l| l.split_once(" listening on "))
+                .unwrap_or_else(|| panic!("unexpected skywave-emu line {line:?}"));
+            servers.insert(node.to_owned(), addr.to_owned());
+        }
+        // Keep draining stdout so the emulator never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Emu {
+            _child: child,
+            ship_sis: servers[SHIP_NODE].clone(),
+            shore_sis: servers[SHORE_NODE].clone(),
+        }
+    }
+}
+
+/// One side's files: `dir/skywave.toml`, `dir/routes.toml`, `dir/state/`, `dir/Maildir/`.
+struct Side {
+    name: &'static str,
+    dir: PathBuf,
+    config: PathBuf,
+}
+
+impl Side {
+    /// Writes one side's configuration and routing table under `root/name`.
+    fn write(root: &Path, name: &'static str, sis_server: &str) -> Side {
+        let (domain, node, peer, peer_node, peer_domain) = match name {
+            "ship" => (
+                "ship.example",
+                SHIP_NODE,
+                "shore",
+                SHORE_NODE,
+                "shore.example",
+            ),
+            _ => (
+                "shore.example",
+                SHORE_NODE,
+                "ship",
+                SHIP_NODE,
+                "ship.example",
+            ),
+        };
+        let dir = root.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        // The radio runs TIME_SCALE times faster than the gateways' clocks: the rate the
+        // gateway assumes to size its reply timeout is scaled to match.
+        let config = format!(
+            "hostname = \"gw.{domain}\"\n\
+             state_dir = \"state\"\n\
+             routes = \"routes.toml\"\n\n\
+             [smtp]\n\
+             listen = \"127.0.0.1:0\"\n\
+             shutdown_grace = \"2s\"\n\n\
+             [delivery]\n\
+             maildir = \"Maildir\"\n\n\
+             [metrics]\n\
+             enabled = false\n\n\
+             [spool]\n\
+             min_backoff = 1\n\
+             max_backoff = 5\n\n\
+             [hf]\n\
+             node = \"{node}\"\n\
+             sis_server = \"{sis_server}\"\n\
+             assumed_bps = {bps}\n\
+             reply_timeout = \"20s\"\n\
+             batch_delay = 1\n",
+            bps = RATE_BPS * TIME_SCALE,
+        );
+        // A batch budget well under the kill test's total, so that it takes several sessions.
+        let routes = format!(
+            "[lan]\n\
+             domains = [\"{domain}\", \"*.{domain}\"]\n\
+             relay_networks = [\"127.0.0.0/8\", \"::1/128\"]\n\n\
+             [[peer]]\n\
+             name = \"{peer}\"\n\
+             node = \"{peer_node}\"\n\
+             protocol = \"hmtp\"\n\
+             skywave = true\n\
+             compression = \"deflate\"\n\
+             batch_bytes = \"32 KiB\"\n\n\
+             [[route]]\n\
+             match = \"{peer_domain}\"\n\
+             to = \"{peer}\"\n\n\
+             [[route]]\n\
+             match = \"*.{peer_domain}\"\n\
+             to = \"{peer}\"\n"
+        );
+        let config_path = dir.join("skywave.toml");
+        std::fs::write(&config_path, config).unwrap();
+        std::fs::write(dir.join("routes.toml"), routes).unwrap();
+        Side {
+            name,
+            dir,
+            config: config_path,
+        }
+    }
+
+    fn maildir(&self) -> PathBuf {
+        self.dir.join("Maildir")
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("skywave.log")).unwrap_or_default()
+    }
+}
+
+/// A running `skywave run`.
+struct Gateway {
+    child: Child,
+    smtp: String,
+}
+
+impl Gateway {
+    /// Starts `skywave run --config` for `side` (appending to its log) and waits for its SMTP
+    /// address.
+    async fn start(side: &Side) -> Gateway {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(side.dir.join("skywave.log"))
+            .unwrap();
+        let mut child = Command::new(skywave_e2e::bin("skywave"))
+            .args(["--log", "info,skywave_gateway=debug", "run", "--config"])
+            .arg(&side.config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start skywave run");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let smtp = timeout(STEP, async {
+            while let Some(line) = lines.next_line().await.expect("read skywave stdout") {
+                if let Some(a) = line.strip_prefix("skywave: smtp listening on ") {
+                    return Some(a.to_owned());
+                }
+            }
+            None
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{} did not start in time:\n{}", side.name, side.log()))
+        .unwrap_or_else(|| panic!("{} exited before listening:\n{}", side.name, side.log()));
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Gateway { child, smtp }
+    }
+
+    /// SIGKILL, and wait for the process to be gone.
+    async fn kill9(mut self) {
+        self.child.start_kill().expect("SIGKILL");
+        timeout(STEP, self.child.wait())
+            .await
+            .expect("killed gateway did not exit")
+            .expect("wait");
+    }
+}
+
+/// The messages in a Maildir's `new/`, keyed by their Subject, with their text.
+fn maildir(dir: &Path) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(dir.join("new")) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        // A file moved away between listing and reading is simply not counted.
+        let Ok(bytes) = std::fs::read(e.path()) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let subject = text
+            .lines()
+            .take_while(|l| !l.is_empty())
+            .find_map(|l| l.strip_prefix("Subject: "))
+            .unwrap_or("(none)")
+            .to_owned();
+        out.entry(subject).or_default().push(text);
+    }
+    out
+}
+
+fn count(m: &BTreeMap<String, Vec<String>>) -> usize {
+    m.values().map(Vec::len).sum()
+}
+
+/// Waits until `dir` holds at least `n` messages or `limit` passes; returns what is there.
+async fn wait_for(dir: &Path, n: usize, limit: Duration) -> BTreeMap<String, Vec<String>> {
+    let end = Instant::now() + limit;
+    loop {
+        let m = maildir(dir);
+        if count(&m) >= n || Instant::now() >= end {
+            return m;
+        }
+        sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Runs a client program with a time limit; returns (exit code, stdout + stderr).
+async fn run(program: &str, args: &[&str]) -> (i32, String) {
+    let out = timeout(
+        STEP,
+        Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{program} took too long"))
+    .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+async fn swaks(server: &str, from: &str, to: &str, subject: &str, body: &str) {
+    let header = format!("Subject: {subject}");
+    let (code, out) = run(
+        "swaks",
+        &[
+            "--server",
+            server,
+            "--helo",
+            "client.test",
+            "--from",
+            from,
+            "--to",
+            to,
+            "--header",
+            &header,
+            "--body",
+            body,
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "swaks failed: {out}");
+    assert!(out.contains("<-  250 2.0.0"), "{out}");
+}
+
+fn require_swaks() {
+    assert!(
+        std::process::Command::new("swaks")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success()),
+        "swaks is not installed: run scripts/test.sh (it installs swaks with apt-get)"
+    );
+}
+
+/// Checks that every subject in `subjects` is in `got` exactly once, with the receiving
+/// gateway's `Received:` header naming the sending peer and its STANAG 5066 address.
+fn check_once(got: &BTreeMap<String, Vec<String>>, subjects: &[String], by: &str, from: &str) {
+    assert_eq!(
+        got.len(),
+        subjects.len(),
+        "messages delivered: {:?}",
+        got.keys()
+    );
+    for s in subjects {
+        let copies = got.get(s).unwrap_or_else(|| panic!("{s:?} not delivered"));
+        assert_eq!(copies.len(), 1, "{s:?} delivered {} times", copies.len());
+        let text = &copies[0];
+        let head = &text[..text.len().min(800)];
+        assert!(
+            text.contains(&format!("\tby {by} (skywave) with ESMTP id ")),
+            "{s:?}: no Received header of {by}:\n{head}"
+        );
+        assert!(
+            text.contains(&format!("[5066:{from}]")),
+            "{s:?}: the Received header does not name the 5066 peer {from}:\n{head}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn swaks_mail_crosses_between_two_gateway_processes_exactly_once() {
+    require_swaks();
+    let tmp = tempfile::tempdir().unwrap();
+    let emu = Emu::start().await;
+    let ship_side = Side::write(tmp.path(), "ship", &emu.ship_sis);
+    let shore_side = Side::write(tmp.path(), "shore", &emu.shore_sis);
+    let ship = Gateway::start(&ship_side).await;
+    let shore = Gateway::start(&shore_side).await;
+
+    let mut to_shore = Vec::new();
+    for i in 0..3 {
+        let subject = format!("ship to shore {i}");
+        swaks(
+            &ship.smtp,
+            "alice@ship.example",
+            "someone@shore.example",
+            &subject,
+            &format!("Message {i} from the ship, over HF."),
+        )
+        .await;
+        to_shore.push(subject);
+    }
+    let to_ship = vec!["shore to ship".to_owned()];
+    swaks(
+        &shore.smtp,
+        "hq@shore.example",
+        "captain@ship.example",
+        &to_ship[0],
+        "From the shore, over HF.",
+    )
+    .await;
+
+    let got = wait_for(&shore_side.maildir(), 3, DELIVERY_LIMIT).await;
+    assert_eq!(
+        count(&got),
+        3,
+        "shore Maildir: {:?}\nship log:\n{}\nshore log:\n{}",
+        got.keys(),
+        ship_side.log(),
+        shore_side.log()
+    );
+    let back = wait_for(&ship_side.maildir(), 1, DELIVERY_LIMIT).await;
+    assert_eq!(
+        count(&back),
+        1,
+        "ship Maildir: {:?}\nship log:\n{}\nshore log:\n{}",
+        back.keys(),
+        ship_side.log(),
+        shore_side.log()
+    );
+    // Nothing more arrives (no duplicate from a retry): 3 s here is a minute on the air.
+    sleep(Duration::from_secs(3)).await;
+    check_once(
+        &maildir(&shore_side.maildir()),
+        &to_shore,
+        "gw.shore.example",
+        SHIP_NODE,
+    );
+    check_once(
+        &maildir(&ship_side.maildir()),
+        &to_ship,
+        "gw.ship.example",
+        SHORE_NODE,
+    );
+    // Each side kept a record of the sessions it took part in.
+    for side in [&ship_side, &shore_side] {
+        let records = std::fs::read_to_string(side.dir.join("state/transfers.jsonl")).unwrap();
+        assert!(records.contains("\"direction\":\"out\""), "{records}");
+        assert!(records.contains("\"direction\":\"in\""), "{records}");
+    }
+}
+
+/// Submits `n` messages of about `size` bytes (hexadecimal noise, so that deflate cannot make
+/// them small) to the ship in one SMTP session.
+const SEND_BATCH: &str = r#"
+import random, smtplib, sys
+host, port, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rng = random.Random(5066)
+with smtplib.SMTP(host, port, timeout=60) as s:
+    s.ehlo("client.ship.example")
+    for i in range(n):
+        lines = []
+        while 74 * len(lines) < size:
+            lines.append("".join(rng.choice("0123456789abcdef") for _ in range(72)))
+        msg = ("From: <alice@ship.example>\r\nTo: <ops@shore.example>\r\n"
+               "Subject: batch %d\r\nMessage-ID: <batch-%d@ship.example>\r\n\r\n" % (i, i)
+               + "\r\n".join(lines) + "\r\n")
+        refused = s.sendmail("alice@ship.example", ["ops@shore.example"], msg)
+        assert not refused, refused
+print("sent", n)
+"#;
+
+/// What one attempt of the kill test came to.
+enum KillRun {
+    /// The shore was killed with `at_kill` of `n` messages in its Maildir, and after its
+    /// restart every message arrived exactly once.
+    Done { at_kill: usize },
+    /// Everything had already arrived when the kill landed: it proved nothing.
+    TooLate,
+}
+
+async fn kill_the_shore_mid_batch(n: usize) -> KillRun {
+    let tmp = tempfile::tempdir().unwrap();
+    let emu = Emu::start().await;
+    let ship_side = Side::write(tmp.path(), "ship", &emu.ship_sis);
+    let shore_side = Side::write(tmp.path(), "shore", &emu.shore_sis);
+    let ship = Gateway::start(&ship_side).await;
+    let shore = Gateway::start(&shore_side).await;
+    let port = ship.smtp.rsplit_once(':').unwrap().1.to_owned();
+
+    let (code, out) = run(
+        "python3",
+        &["-c", SEND_BATCH, "127.0.0.1", &port, &n.to_string(), "4000"],
+    )
+    .await;
+    assert_eq!(code, 0, "smtplib failed: {out}\n{}", ship_side.log());
+
+    // The moment the shore has accepted (spooled, and remembered in its de-duplication file)
+    // its first message of the batch, it is in the middle of the ship's session: the replies
+    // leave only once the whole submission is processed. Kill it without warning.
+    let dedup = shore_side.dir.join("state/dedup/ship");
+    let end = Instant::now() + DELIVERY_LIMIT;
+    while std::fs::metadata(&dedup).map_or(0, |m| m.len()) == 0 {
+        assert!(
+            Instant::now() < end,
+            "the shore accepted nothing\nship log:\n{}\nshore log:\n{}",
+            ship_side.log(),
+            shore_side.log()
+        );
+        sleep(Duration::from_millis(2)).await;
+    }
+    shore.kill9().await;
+    let at_kill = count(&maildir(&shore_side.maildir()));
+    eprintln!("over_hf: shore killed with {at_kill} of {n} messages in its Maildir");
+    if at_kill >= n {
+        return KillRun::TooLate;
+    }
+
+    // Same configuration, same state directory: the spool and the de-duplication memory
+    // survive; the ship retries whatever it got no answer for.
+    let _shore = Gateway::start(&shore_side).await;
+    let subjects: Vec<String> = (0..n).map(|i| format!("batch {i}")).collect();
+    let got = wait_for(&shore_side.maildir(), n, DELIVERY_LIMIT).await;
+    assert_eq!(
+        count(&got),
+        n,
+        "shore Maildir after the restart: {:?}\nship log:\n{}\nshore log:\n{}",
+        got.keys(),
+        ship_side.log(),
+        shore_side.log()
+    );
+    // Nothing more arrives later (a retry of mail the shore already had is dropped).
+    sleep(Duration::from_secs(5)).await;
+    check_once(
+        &maildir(&shore_side.maildir()),
+        &subjects,
+        "gw.shore.example",
+        SHIP_NODE,
+    );
+    let ship_log = ship_side.log();
+    let shore_log = shore_side.log();
+    eprintln!(
+        "over_hf: ship sessions without a reply: {}; duplicates the shore dropped: {}",
+        ship_log
+            .matches("no reply within the session timeout")
+            .count(),
+        shore_log
+            .matches("duplicate of a message already accepted")
+            .count()
+    );
+    drop(ship);
+    KillRun::Done { at_kill }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_of_the_receiving_gateway_mid_batch_loses_and_duplicates_nothing() {
+    for n in [20, 40] {
+        match kill_the_shore_mid_batch(n).await {
+            KillRun::Done { at_kill } => {
+                assert!(at_kill < n);
+                return;
+            }
+            KillRun::TooLate => {
+                eprintln!("over_hf: the kill landed after all {n} messages arrived; more mail");
+            }
+        }
+    }
+    panic!("the shore could never be killed mid-batch: every message had arrived first");
+}
+
+#[tokio::test]
+async fn the_example_routing_tables_check() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for file in ["config/ship-routes.toml", "config/shore-routes.toml"] {
+        let path = root.join(file);
+        let (code, out) = run(
+            skywave_e2e::bin("skywave").to_str().unwrap(),
+            &["routes", "check", path.to_str().unwrap()],
+        )
+        .await;
+        assert_eq!(code, 0, "{file}: {out}");
+        assert!(out.contains("1 peer, 2 routes, OK"), "{file}: {out}");
+    }
+}
