@@ -76,7 +76,7 @@ fn calibrate_reads_the_given_directory() {
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(
         stdout.contains(
-            "| Isode co_acp142 seconds | hmtp-5066-deflate | 1200 bit/s clean, 386 B x1 | 21.0 s |"
+            "| Isode co_acp142 seconds | hmtp-5066-deflate | 1200 bit/s clean, short interleaver, 386 B x1 | 21.0 s |"
         ),
         "{stdout}"
     );
