@@ -56,7 +56,7 @@ pub enum DaemonError {
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
     /// The HF side is misconfigured.
-    #[error("HF side: {0}")]
+    #[error(transparent)]
     Hf(#[from] hf::HfError),
 }
 

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use skywave_route::{Bearer, Protocol, SharedRoutes};
 use skywave_sis::{NodeAddress, SapId};
 use tokio::sync::{Notify, mpsc, watch};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 pub use sis::{Endpoint, LinkInput, SisConnect};
 pub use transfer::{Direction, TransferLog, TransferRecord};
@@ -145,9 +145,17 @@ impl Hf {
                 }
             };
             if ctx.config.node.is_none() {
-                return Err(HfError::NoLocalNode {
-                    peer: peer.name.clone(),
-                });
+                // Not fatal: the LAN side works, and the mail waits in the spool (visible in
+                // `skywave status`) until the configuration is completed and reloaded by a
+                // restart. Said loudly, once per peer.
+                error!(
+                    "{}; mail for {} stays queued",
+                    HfError::NoLocalNode {
+                        peer: peer.name.clone()
+                    },
+                    peer.name
+                );
+                continue;
             }
             let node = peer.node.ok_or_else(|| HfError::NoPeerNode {
                 peer: peer.name.clone(),
