@@ -397,3 +397,41 @@ async fn smtp_with_xlzw16_between_two_gateways_over_tcp() {
     );
     pair.stop().await;
 }
+
+/// Not a pass/fail test: prints the delivery time through both gateways (submission at the
+/// ship to the file in the shore's Maildir) of one message of each of Isode's first three
+/// sizes (the benchmark's corpus messages of exactly that size), HMTP with deflate on a clean
+/// 1200 bit/s link, for the issue notes.
+/// `cargo test -p skywave-gateway --test over_the_air delivery_times -- --ignored --nocapture`
+#[tokio::test(start_paused = true)]
+#[ignore = "prints figures"]
+async fn delivery_times_on_a_clean_link() {
+    for interleaver in ["short", "long"] {
+        for size in [386usize, 1867, 14025] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut o = options(dir.path(), "deflate");
+            o.snr_db = 30.0;
+            o.interleaver = interleaver.into();
+            let pair = Pair::start(&o).await.unwrap();
+            // Let both SIS clients bind first: a gateway that is up and idle.
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            let w = skywave_bench::workload::isode(size, 1, 1).unwrap();
+            let m = w.messages[0].body.clone();
+            assert_eq!(m.len(), size);
+            let t0 = tokio::time::Instant::now();
+            pair.ship
+                .submit("alice@ship.example", &["ops@shore.example"], &m)
+                .await
+                .unwrap();
+            while maildir(&pair.shore_maildir).is_empty() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            println!(
+                "{interleaver} interleaver, {size} B: delivered in {:.1} s (batch delay {} s included)",
+                t0.elapsed().as_secs_f64(),
+                2
+            );
+            pair.stop().await;
+        }
+    }
+}
