@@ -509,12 +509,21 @@ async fn kill_the_shore_mid_batch(n: usize) -> KillRun {
     );
     // Nothing more arrives later (a retry of mail the shore already had is dropped).
     sleep(Duration::from_secs(5)).await;
-    check_once(
-        &maildir(&shore_side.maildir()),
-        &subjects,
-        "gw.shore.example",
-        SHIP_NODE,
+    let got = maildir(&shore_side.maildir());
+    let twice: Vec<&String> = got
+        .iter()
+        .filter(|(_, c)| c.len() > 1)
+        .map(|(s, _)| s)
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "delivered more than once after the restart: {twice:?}\n\
+         shore dedup file:\n{}\nship log:\n{}\nshore log:\n{}",
+        std::fs::read_to_string(&dedup).unwrap_or_default(),
+        ship_side.log(),
+        shore_side.log()
     );
+    check_once(&got, &subjects, "gw.shore.example", SHIP_NODE);
     let ship_log = ship_side.log();
     let shore_log = shore_side.log();
     eprintln!(

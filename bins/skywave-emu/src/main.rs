@@ -16,7 +16,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, ValueEnum};
 use skywave_emu::channel::ChannelConfig;
 use skywave_emu::modem::{DataRate, Interleaver, ModemConfig};
-use skywave_emu::net::{Subnet, SubnetConfig};
+use skywave_emu::net::{Drc, Subnet, SubnetConfig, matched_rate};
 use skywave_sis::NodeAddress;
 use tokio::net::TcpListener;
 
@@ -73,6 +73,22 @@ struct Cli {
     /// destination and SAP. Counted in the per-node counters printed at exit.
     #[arg(long)]
     dup_filter: bool,
+    /// Data-rate change: `fixed` (stay at --rate), `adaptive` (step down on errors, up on
+    /// clean transmissions, with DRC_REQUEST/RESPONSE EOWs), `matched` (start and stay at the
+    /// rate the channel's SNR supports).
+    #[arg(long, value_enum, default_value = "fixed")]
+    drc: DrcArg,
+}
+
+/// Data-rate change policy on the command line.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum DrcArg {
+    /// Every link stays at --rate.
+    Fixed,
+    /// Adaptive DRC starting at --rate.
+    Adaptive,
+    /// The rate the channel's mean SNR supports (with a 3 dB margin).
+    Matched,
 }
 
 fn main() -> ExitCode {
@@ -140,6 +156,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     config.seed = cli.seed;
     config.time_scale = cli.time_scale;
     config.dup_filter = vec![cli.dup_filter; addresses.len()];
+    config.drc = match cli.drc {
+        DrcArg::Fixed => Drc::Fixed,
+        DrcArg::Adaptive => Drc::Adaptive,
+        DrcArg::Matched => {
+            let r = matched_rate(&config.modem, &config.channel);
+            eprintln!("skywave-emu: matched data rate {} bit/s", r.bps());
+            Drc::Matched
+        }
+    };
     let subnet = Subnet::start(config).context("building the subnetwork")?;
     if let Some(path) = &cli.pcap {
         let file = std::fs::File::create(path)

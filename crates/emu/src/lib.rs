@@ -33,7 +33,7 @@
 //! The layers up to [`arq`] are sans-IO (no clocks, no sockets); [`net`] and [`sis_server`]
 //! are the async shell around them.
 //!
-//! Not here yet: resets, DRC, Annex B link establishment, hard links, broadcast non-ARQ.
+//! Not here yet: resets, Annex B link establishment, hard links, broadcast non-ARQ.
 
 pub mod arq;
 pub mod calibration;

@@ -39,13 +39,18 @@
 //! transmission, after the ACKs; in non-ARQ mode they go as EXPEDITED NON-ARQ DATA (type 8)
 //! ahead of normal non-ARQ data. Both are delivered with S_EXPEDITED_UNIDATA_INDICATION.
 //!
+//! Data-rate change ([`SubnetConfig::drc`]): fixed, matched (every link at
+//! [`matched_rate`]), or adaptive (see [`Drc::Adaptive`]); the DRC EOWs are real bytes in the
+//! D_PDU headers, so they show in the pcap.
+//!
 //! Options: a server-side duplicate-datagram filter per node ([`SubnetConfig::dup_filter`]);
 //! a pcap of every D_PDU put on the air ([`Subnet::capture_pcap`], see [`crate::capture`]);
 //! the per-transmission trace, kept ([`Subnet::trace`]) and streamed ([`Subnet::watch_trace`]).
 //!
 //! Simplifications (said here so nobody relies on them): the Annex B link is assumed up (no
 //! CAS-1 exchanges); hard links and broadcast (group-addressed) non-ARQ are not modelled;
-//! non-ARQ "with errors" is served as plain non-ARQ; no data-rate change; a U_PDU's TTL applies while it waits in its node's queue (once its segments are in
+//! non-ARQ "with errors" is served as plain non-ARQ; data-rate change ([`Drc`]) picks one
+//! rate per transmission (the slowest of the links it serves) and changes interleaver never; a U_PDU's TTL applies while it waits in its node's queue (once its segments are in
 //! the ARQ window it is sent until acknowledged: no DROP); and a node only senses the carrier
 //! between transmission rounds: a node that becomes ready while another transmits waits for
 //! the end of that transmission (plus switching time) rather than colliding with it.
@@ -74,11 +79,11 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
 use crate::arq::{ArqError, ArqReceiver, ArqSender};
+use crate::calibration::required_snr;
 use crate::capture::DpduCapture;
+use crate::channel::Fading;
 use crate::channel::{Channel, ChannelConfig, ChannelError};
 use crate::cpdu::Cpdu;
-use crate::calibration::required_snr;
-use crate::channel::Fading;
 use crate::dpdu::{
     Address, Body, DataHeader, Dpdu, Eow, ExpDataHeader, NonArqHeader, RateRequest, Response,
 };
@@ -98,9 +103,12 @@ pub enum Drc {
     #[default]
     Fixed,
     /// Start at the configured rate; the receiving node asks the sender (DRC_REQUEST EOW,
-    /// answered by a DRC_RESPONSE EOW "accept" as the sender switches) for one rate lower
-    /// after a transmission in which a quarter or more of the data D_PDUs addressed to it
-    /// were lost, and one rate higher after two clean transmissions with data in a row.
+    /// "Tx = Rx", answered by a DRC_RESPONSE EOW "accept" as the sender switches) for one rate
+    /// lower after a transmission in which a quarter or more of the data D_PDUs addressed to
+    /// it were lost, and one rate higher after two clean transmissions with data in a row. A
+    /// sender that gets no ACK at all for [`UNANSWERED_STEP_DOWN`] data transmissions steps
+    /// down on its own, and a node answers at the rate it last decoded from its peer (Tx = Rx
+    /// per link).
     Adaptive,
     /// Every link starts, and stays, at [`matched_rate`]: the rate the channel's mean SNR
     /// supports.
@@ -297,7 +305,7 @@ pub struct NodeCounters {
     /// Non-ARQ U_PDUs this node began to receive but discarded incomplete when their
     /// reception window closed.
     pub non_arq_incomplete: u64,
-    /// Data-rate changes this node made to its own transmit rate on a peer's DRC request.
+    /// Changes of this node's own transmit rate to a peer (adaptive or on a DRC request).
     pub rate_changes: u64,
 }
 
@@ -562,7 +570,14 @@ struct Link {
     drc_response_owed: bool,
     /// Clean transmissions in a row received from the peer (adaptive DRC).
     clean_streak: u8,
+    /// Data transmissions to the peer since its last ACK (adaptive DRC: after
+    /// [`UNANSWERED_STEP_DOWN`] the sender steps down on its own, since a peer that decodes
+    /// nothing cannot ask).
+    unanswered: u8,
 }
+
+/// Data transmissions without any ACK after which an adaptive sender lowers its rate.
+pub const UNANSWERED_STEP_DOWN: u8 = 3;
 
 #[derive(Debug)]
 struct Node {
@@ -706,8 +721,8 @@ impl Subnet {
         let budget_at = |m: &ModemConfig| -> Option<usize> {
             let block = m.block_duration().ok()?;
             let fixed = m.key_up + m.preamble().ok()?;
-            let blocks = config.max_transmission.checked_sub(fixed)?.as_nanos()
-                / block.as_nanos().max(1);
+            let blocks =
+                config.max_transmission.checked_sub(fixed)?.as_nanos() / block.as_nanos().max(1);
             let bits = (blocks as u64 * m.block_bits().ok()?)
                 .saturating_sub(u64::from(m.eom_bits) + u64::from(m.flush_bits));
             let budget = usize::try_from(bits / 8).unwrap_or(usize::MAX);
@@ -739,7 +754,11 @@ impl Subnet {
         let start_rate = match config.drc {
             Drc::Matched => {
                 let r = matched_rate(modem, &config.channel);
-                if budgets.contains_key(&r) { r } else { modem.rate }
+                if budgets.contains_key(&r) {
+                    r
+                } else {
+                    modem.rate
+                }
             }
             _ => modem.rate,
         };
@@ -772,6 +791,7 @@ impl Subnet {
                         drc_request: None,
                         drc_response_owed: false,
                         clean_streak: 0,
+                        unanswered: 0,
                     },
                 );
             }
@@ -1420,6 +1440,25 @@ impl State {
         self.feed_expedited(node);
         let overhead = self.dpdu_overhead;
         let window = usize::from(self.config.window);
+        if self.config.drc == Drc::Adaptive {
+            let ladder: Vec<DataRate> = self.budgets.keys().copied().collect();
+            if let Some(n) = self.nodes.get_mut(node) {
+                for l in n.links.values_mut() {
+                    if l.unanswered < UNANSWERED_STEP_DOWN {
+                        continue;
+                    }
+                    l.unanswered = 0;
+                    let pos = ladder.iter().position(|&r| r == l.tx_rate);
+                    if let Some(&down) = pos
+                        .and_then(|p| p.checked_sub(1))
+                        .and_then(|p| ladder.get(p))
+                    {
+                        l.tx_rate = down;
+                        n.counters.rate_changes += 1;
+                    }
+                }
+            }
+        }
         // One rate per transmission: the slowest of the links it serves.
         let rate = {
             let n = self.nodes.get(node)?;
@@ -1566,7 +1605,11 @@ impl State {
             if budget < overhead + 1 {
                 break;
             }
-            for seg in link.sender.next_segments_within(window, budget, overhead) {
+            let segments = link.sender.next_segments_within(window, budget, overhead);
+            if !segments.is_empty() {
+                link.unanswered = link.unanswered.saturating_add(1);
+            }
+            for seg in segments {
                 let d = Dpdu {
                     eow: Eow::NONE,
                     eot: 0,
@@ -1597,10 +1640,11 @@ impl State {
                     reason: 0,
                 });
             } else if let Some(r) = link.drc_request {
+                // Other parameters 1: "request, Tx = Rx at the master".
                 d.eow = Eow::DrcRequest(RateRequest {
                     rate: rate_code(r),
                     interleaver,
-                    other: 0,
+                    other: 1,
                 });
             }
         }
@@ -1630,8 +1674,8 @@ impl State {
                     .filter_map(|o| {
                         let (h, _) = o.frames.front()?;
                         let rest: usize = o.frames.iter().map(|(_, s)| s.len() + overhead).sum();
-                        let txs = u32::try_from(rest.div_ceil(full_budget.max(1)))
-                            .unwrap_or(u32::MAX);
+                        let txs =
+                            u32::try_from(rest.div_ceil(full_budget.max(1))).unwrap_or(u32::MAX);
                         Some((h.cpdu_id, half_secs(per_tx.saturating_mul(txs))))
                     })
                     .collect()
@@ -1807,7 +1851,8 @@ impl State {
                         }
                     }
                     let had_data = !data.is_empty();
-                    self.on_drc(r, sender, &eows, rt.modem.rate, data_sent, data_lost);
+                    let decoded = got_any.then_some(rt.modem.rate);
+                    self.on_drc(r, sender, &eows, decoded, data_sent, data_lost);
                     self.on_expedited(r, sender, exp);
                     self.on_non_arq(r, sender, non_arq);
                     self.on_data(r, sender, data);
@@ -1821,8 +1866,7 @@ impl State {
                         } else if heard {
                             // Overheard a transmission for someone else: leave the addressee
                             // its turn to answer before competing for the channel.
-                            n.not_before =
-                                n.not_before.max(peer_may + self.response_timeout);
+                            n.not_before = n.not_before.max(peer_may + self.response_timeout);
                         }
                     }
                 }
@@ -1896,15 +1940,17 @@ impl State {
         (heard, fates)
     }
 
-    /// Data-rate change at node `r` after a transmission from `sender` at `rate`: acts on the
-    /// DRC EOWs it carried and, with adaptive DRC, judges how many of the `sent` data D_PDUs
-    /// addressed to `r` were `lost`, asking `sender` for another rate when it is time.
+    /// Data-rate change at node `r` after a transmission from `sender`, `decoded` (at that
+    /// rate) if `r` decoded any D_PDU of it: acts on the DRC EOWs it carried and, with
+    /// adaptive DRC, answers at the rate it hears (Tx = Rx) and judges how many of the `sent`
+    /// data D_PDUs addressed to `r` were `lost`, asking `sender` for another rate when it is
+    /// time. A node that decoded nothing knows nothing and does nothing.
     fn on_drc(
         &mut self,
         r: usize,
         sender: usize,
         eows: &[Eow],
-        rate: DataRate,
+        decoded: Option<DataRate>,
         sent: usize,
         lost: usize,
     ) {
@@ -1932,7 +1978,16 @@ impl State {
                 _ => {}
             }
         }
-        if !adaptive || sent == 0 {
+        let Some(rate) = decoded.filter(|_| adaptive) else {
+            return;
+        };
+        // Follow the peer's rate (Tx = Rx), unless this very transmission asked us to change.
+        let asked = eows.iter().any(|e| matches!(e, Eow::DrcRequest(_)));
+        if !asked && link.tx_rate != rate && self.budgets.contains_key(&rate) {
+            link.tx_rate = rate;
+            n.counters.rate_changes += 1;
+        }
+        if sent == 0 {
             return;
         }
         // The ladder of usable rates, slowest first.
@@ -2252,6 +2307,7 @@ impl State {
         for d in &acks {
             if let Body::AckOnly(ack) = &d.body {
                 link.sender.on_ack(ack);
+                link.unanswered = 0;
             }
         }
         let dest = self

@@ -976,8 +976,17 @@ async fn adaptive_drc_steps_down_on_errors_and_up_when_clean() {
         .unwrap();
     let (ca, _ea) = client(&subnet, 0, 3).await;
     let (_cb, mut eb) = client(&subnet, 1, 3).await;
-    send_all(&ca, B, 20, 1000, 0).await;
-    let got = receive(&mut eb, 20).await;
+    let Ok((_, got)) = tokio::time::timeout(Duration::from_secs(20_000), async {
+        tokio::join!(send_all(&ca, B, 20, 1000, 0), receive(&mut eb, 20))
+    })
+    .await
+    else {
+        let trace = subnet.trace();
+        for t in trace.iter().take(30).chain(trace.iter().rev().take(10)) {
+            println!("{t}");
+        }
+        panic!("not done: {}", subnet.counters());
+    };
     assert_eq!(
         got.into_iter().map(|g| g.1).collect::<Vec<_>>(),
         (0..20).map(|i| payload(i, 1000)).collect::<Vec<_>>()
@@ -991,6 +1000,7 @@ async fn adaptive_drc_steps_down_on_errors_and_up_when_clean() {
         .map(|t| t.rate_bps)
         .collect();
     let c = subnet.counters();
+    println!("4 dB from 2400 bit/s, node 0's rates: {rates:?}");
     assert_eq!(rates[0], 2400);
     assert!(rates.iter().any(|&r| r <= 1200), "{rates:?}\n{c}");
     assert!(c.nodes[0].rate_changes >= 1, "{c}");
@@ -1021,6 +1031,7 @@ async fn adaptive_drc_steps_down_on_errors_and_up_when_clean() {
         .filter(|t| t.sender == 0)
         .map(|t| t.rate_bps)
         .collect();
+    println!("35 dB from 300 bit/s, node 0's rates: {rates:?}");
     assert_eq!(rates[0], 300);
     assert!(rates.windows(2).all(|w| w[1] >= w[0]), "{rates:?}");
     assert!(*rates.last().unwrap() >= 1200, "{rates:?}");
@@ -1031,11 +1042,20 @@ async fn matched_drc_starts_at_the_rate_the_channel_supports() {
     use skywave_emu::net::{Drc, matched_rate};
     let modem = ModemConfig::new(DataRate::Bps600, Interleaver::Short).unwrap();
     // AWGN 12 dB: 3200 (7.6 + 3 dB margin) fits, 4800 (12.3 + 3) does not.
-    assert_eq!(matched_rate(&modem, &ChannelConfig::awgn(12.0)), DataRate::Bps3200);
-    assert_eq!(matched_rate(&modem, &ChannelConfig::awgn(-20.0)), DataRate::Bps75);
-    assert_eq!(matched_rate(&modem, &ChannelConfig::awgn(40.0)), DataRate::Bps9600);
+    assert_eq!(
+        matched_rate(&modem, &ChannelConfig::awgn(12.0)),
+        DataRate::Bps3200
+    );
+    assert_eq!(
+        matched_rate(&modem, &ChannelConfig::awgn(-20.0)),
+        DataRate::Bps75
+    );
+    assert_eq!(
+        matched_rate(&modem, &ChannelConfig::awgn(40.0)),
+        DataRate::Bps9600
+    );
     // ITU-R Poor (1 Hz) at 20 dB: 3200 needs 15 + 3, 4800 needs 19.75 + 3.
-    let poor = ChannelConfig::watterson(20.0, "ITU-R Poor").unwrap();
+    let poor = ChannelConfig::watterson(20.0, "poor").unwrap();
     assert_eq!(matched_rate(&modem, &poor), DataRate::Bps3200);
 
     let mut cfg = config(DataRate::Bps600, ChannelConfig::awgn(12.0), 1);
