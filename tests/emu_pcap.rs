@@ -23,11 +23,14 @@ async fn emulator_writes_a_dts_pcap_and_a_trace() {
     let emu = skywave_e2e::bin("skywave-emu");
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("air.pcap");
+    let sis_pcap = dir.path().join("sis.pcap");
     let mut child = Command::new(emu)
         .args(["--nodes", "2", "--addresses", "1.0.0.1,1.0.0.2"])
         .args(["--listen", "127.0.0.1:0", "--rate", "2400", "--snr", "30"])
         .args(["--time-scale", "20", "--trace", "--pcap"])
         .arg(&pcap)
+        .arg("--sis-pcap")
+        .arg(&sis_pcap)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -172,4 +175,43 @@ async fn emulator_writes_a_dts_pcap_and_a_trace() {
         assert!(!src.is_empty(), "{fields}");
     }
     assert!(rows.iter().any(|r| r.starts_with("1\t")), "{fields}");
+
+    // The SIS side: every primitive both clients exchanged, as s5066sis decodes it; at least
+    // binds, their acceptance, unidata requests, confirms and indications, none malformed.
+    let out = std::process::Command::new("tshark")
+        .arg("-r")
+        .arg(&sis_pcap)
+        .args(["-T", "fields", "-e", "s5066sis.type"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sis = String::from_utf8(out.stdout).unwrap();
+    let types: std::collections::BTreeSet<u8> = sis
+        .lines()
+        .flat_map(|l| l.split(','))
+        .filter_map(|t| t.trim().parse().ok())
+        .collect();
+    // 1 S_BIND_REQUEST, 3 S_BIND_ACCEPTED, 14 S_SUBNET_AVAILABILITY, 20 S_UNIDATA_REQUEST,
+    // 21 S_UNIDATA_INDICATION, 22 S_UNIDATA_REQUEST_CONFIRM.
+    for t in [1u8, 3, 14, 20, 21, 22] {
+        assert!(
+            types.contains(&t),
+            "s5066sis type {t} missing: {types:?}\n{sis}"
+        );
+    }
+    let malformed = std::process::Command::new("tshark")
+        .arg("-r")
+        .arg(&sis_pcap)
+        .args(["-Y", "_ws.malformed || _ws.expert.severity == \"Error\""])
+        .output()
+        .unwrap();
+    let malformed = String::from_utf8_lossy(&malformed.stdout);
+    assert!(
+        malformed.trim().is_empty(),
+        "malformed SIS frames:\n{malformed}"
+    );
 }

@@ -64,10 +64,14 @@ struct Cli {
     /// `s5066dts` dissector), stamped with the start's wall-clock time plus simulated time.
     #[arg(long, value_name = "FILE")]
     pcap: Option<PathBuf>,
-    /// Print one line per transmission: time, node, rate, bytes, EOT and its D_PDUs (types,
-    /// FSNs, `r` retransmitted, `x` lost).
-    #[arg(long)]
-    trace: bool,
+    /// Print one line per transmission (time, node, rate, bytes, EOT and its D_PDUs: types,
+    /// FSNs, `r` retransmitted, `x` lost) to FILE, or to stdout when no file is given.
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    trace: Option<Option<PathBuf>>,
+    /// Write the SIS traffic of every client connection to this pcap file (TCP port 5066, for
+    /// Wireshark's `s5066sis` dissector).
+    #[arg(long, value_name = "FILE")]
+    sis_pcap: Option<PathBuf>,
     /// Server-side duplicate-datagram filter on every node: drop a U_PDU (without delivery
     /// confirmation) identical to one the node still holds unacknowledged for the same
     /// destination and SAP. Counted in the per-node counters printed at exit.
@@ -176,17 +180,31 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             .capture_pcap(std::io::BufWriter::new(file), epoch)
             .with_context(|| format!("--pcap: cannot write {}", path.display()))?;
     }
-    if cli.trace {
+    if let Some(target) = &cli.trace {
+        let mut out: Box<dyn std::io::Write + Send> = match target {
+            Some(path) => Box::new(
+                std::fs::File::create(path)
+                    .with_context(|| format!("--trace: cannot create {}", path.display()))?,
+            ),
+            None => Box::new(std::io::stdout()),
+        };
         let mut watch = subnet.watch_trace();
         tokio::spawn(async move {
-            use std::io::Write as _;
             while let Some(t) = watch.recv().await {
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{t}");
-                let _ = out.flush();
+                if writeln!(out, "{t}").and_then(|()| out.flush()).is_err() {
+                    eprintln!("skywave-emu: --trace: cannot write; tracing stops");
+                    return;
+                }
             }
         });
     }
+    let sis_capture = match &cli.sis_pcap {
+        Some(path) => Some(
+            skywave_sis::client::PcapCapture::create(path)
+                .with_context(|| format!("--sis-pcap: cannot create {}", path.display()))?,
+        ),
+        None => None,
+    };
 
     let mut servers = Vec::new();
     for (i, address) in addresses.iter().enumerate() {
@@ -203,7 +221,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         let local = listener.local_addr().context("listener address")?;
         println!("node {address} listening on {local}");
         let s = subnet.clone();
-        servers.push(tokio::spawn(async move { s.serve_tcp(i, listener).await }));
+        let capture = sis_capture.clone();
+        servers.push(tokio::spawn(async move {
+            s.serve_tcp_captured(i, listener, capture).await
+        }));
     }
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
@@ -227,6 +248,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         match subnet.finish_capture() {
             Ok(n) => println!("{n} D_PDUs written to {}", path.display()),
             Err(e) => eprintln!("skywave-emu: --pcap {}: {e}", path.display()),
+        }
+    }
+    if let (Some(c), Some(path)) = (&sis_capture, &cli.sis_pcap) {
+        if let Err(e) = c.flush() {
+            eprintln!("skywave-emu: --sis-pcap {}: {e}", path.display());
         }
     }
     print!("{}", subnet.counters());

@@ -43,11 +43,26 @@ impl Subnet {
     /// Serves SIS for node `node` on every connection `listener` accepts, until the listener
     /// fails.
     pub async fn serve_tcp(&self, node: usize, listener: TcpListener) -> std::io::Result<()> {
+        self.serve_tcp_captured(node, listener, None).await
+    }
+
+    /// [`Subnet::serve_tcp`], recording every connection's SIS traffic into `capture` (a pcap
+    /// that Wireshark's `s5066sis` dissector decodes) when one is given.
+    pub async fn serve_tcp_captured(
+        &self,
+        node: usize,
+        listener: TcpListener,
+        capture: Option<skywave_sis::client::PcapCapture>,
+    ) -> std::io::Result<()> {
         loop {
             let (sock, peer) = listener.accept().await?;
             let _ = sock.set_nodelay(true);
             tracing::info!(node, %peer, "SIS client connected");
-            tokio::spawn(serve_connection(Arc::clone(&self.shared), node, sock));
+            let shared = Arc::clone(&self.shared);
+            match &capture {
+                Some(c) => tokio::spawn(serve_connection(shared, node, c.tap_server(sock))),
+                None => tokio::spawn(serve_connection(shared, node, sock)),
+            };
         }
     }
 }

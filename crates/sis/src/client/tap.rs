@@ -83,6 +83,16 @@ impl PcapCapture {
 
     /// Wraps one transport; its traffic becomes a new TCP conversation in the capture.
     pub fn tap<T>(&self, inner: T) -> Tapped<T> {
+        self.tap_as(inner, false)
+    }
+
+    /// Wraps the server's end of a connection (a SIS server capturing its clients): what it
+    /// reads is recorded as client to server, what it writes as server to client.
+    pub fn tap_server<T>(&self, inner: T) -> Tapped<T> {
+        self.tap_as(inner, true)
+    }
+
+    fn tap_as<T>(&self, inner: T, server_side: bool) -> Tapped<T> {
         let mut s = self.lock();
         let port = s.next_port;
         s.next_port = s.next_port.wrapping_add(1).max(40_000);
@@ -98,6 +108,7 @@ impl PcapCapture {
             capture: self.clone(),
             flow,
             closed: false,
+            server_side,
         }
     }
 
@@ -125,6 +136,8 @@ pub struct Tapped<T> {
     capture: PcapCapture,
     flow: TcpFlow,
     closed: bool,
+    /// The tapped end is the server's: reads come from the client.
+    server_side: bool,
 }
 
 impl<T> std::fmt::Debug for Tapped<T> {
@@ -136,6 +149,24 @@ impl<T> std::fmt::Debug for Tapped<T> {
 }
 
 impl<T> Tapped<T> {
+    /// The direction of what this end reads.
+    fn incoming(&self) -> Direction {
+        if self.server_side {
+            Direction::ClientToServer
+        } else {
+            Direction::ServerToClient
+        }
+    }
+
+    /// The direction of what this end writes.
+    fn outgoing(&self) -> Direction {
+        if self.server_side {
+            Direction::ServerToClient
+        } else {
+            Direction::ClientToServer
+        }
+    }
+
     fn record(&mut self, dir: Direction, bytes: &[u8]) {
         let mut s = self.capture.lock();
         let ts = s.now();
@@ -165,11 +196,12 @@ impl<T: AsyncRead + Unpin> AsyncRead for Tapped<T> {
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
         if let Poll::Ready(Ok(())) = &r {
             let filled = &buf.filled()[before..];
+            let dir = self.incoming();
             if filled.is_empty() {
-                self.record_fin(Direction::ServerToClient);
+                self.record_fin(dir);
             } else {
                 let data = filled.to_vec();
-                self.record(Direction::ServerToClient, &data);
+                self.record(dir, &data);
             }
         }
         r
@@ -185,7 +217,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Tapped<T> {
         let r = Pin::new(&mut self.inner).poll_write(cx, buf);
         if let Poll::Ready(Ok(n)) = &r {
             let n = *n;
-            self.record(Direction::ClientToServer, &buf[..n]);
+            let dir = self.outgoing();
+            self.record(dir, &buf[..n]);
         }
         r
     }
@@ -197,7 +230,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Tapped<T> {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let r = Pin::new(&mut self.inner).poll_shutdown(cx);
         if let Poll::Ready(Ok(())) = &r {
-            self.record_fin(Direction::ClientToServer);
+            let dir = self.outgoing();
+            self.record_fin(dir);
         }
         r
     }
