@@ -40,14 +40,23 @@ fn the_demo_delivers_its_sample_both_ways_and_reports_the_air_time() {
     ] {
         assert!(stdout.contains(needle), "no {needle:?} in:\n{stdout}");
     }
-    for (side, from) in [("shore", "alice@ship.example"), ("ship", "hq@shore.example")] {
+    for (side, from) in [
+        ("shore", "alice@ship.example"),
+        ("ship", "hq@shore.example"),
+    ] {
         let new = dir.path().join(side).join("Maildir").join("new");
-        let files: Vec<_> = std::fs::read_dir(&new).unwrap().map(Result::unwrap).collect();
+        let files: Vec<_> = std::fs::read_dir(&new)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
         assert_eq!(files.len(), 4, "{side}: {files:?}\n{stdout}");
         for f in files {
             let text = std::fs::read_to_string(f.path()).unwrap();
             assert!(text.contains(&format!("From: <{from}>")), "{text}");
-            assert!(text.contains(&format!("by gw.{side}.example (skywave)")), "{text}");
+            assert!(
+                text.contains(&format!("by gw.{side}.example (skywave)")),
+                "{text}"
+            );
         }
     }
 }

@@ -250,10 +250,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Err(e) => eprintln!("skywave-emu: --pcap {}: {e}", path.display()),
         }
     }
-    if let (Some(c), Some(path)) = (&sis_capture, &cli.sis_pcap) {
-        if let Err(e) = c.flush() {
-            eprintln!("skywave-emu: --sis-pcap {}: {e}", path.display());
-        }
+    if let (Some(c), Some(path)) = (&sis_capture, &cli.sis_pcap)
+        && let Err(e) = c.flush()
+    {
+        eprintln!("skywave-emu: --sis-pcap {}: {e}", path.display());
     }
     print!("{}", subnet.counters());
     let _ = std::io::stdout().flush();

@@ -63,10 +63,7 @@ pub(crate) struct DemoArgs {
 
 pub(crate) fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     if !(args.time_scale.is_finite() && args.time_scale > 0.0) {
-        anyhow::bail!(
-            "--time-scale {} must be a positive number",
-            args.time_scale
-        );
+        anyhow::bail!("--time-scale {} must be a positive number", args.time_scale);
     }
     let dir = match &args.dir {
         Some(d) => d.clone(),
@@ -226,7 +223,11 @@ async fn submit(addr: SocketAddr, messages: Vec<OutgoingMessage>) -> anyhow::Res
     for o in &t.outcomes {
         for r in &o.recipients {
             if !matches!(r.status, RecipientStatus::Delivered(_)) {
-                anyhow::bail!("{addr} did not take the sample mail for {}: {:?}", r.address, r.status);
+                anyhow::bail!(
+                    "{addr} did not take the sample mail for {}: {:?}",
+                    r.address,
+                    r.status
+                );
             }
         }
     }
@@ -271,7 +272,11 @@ fn print_new(pair: &Pair, shown: usize, scale: f64) -> usize {
                 r.accepted,
                 r.plain_bytes,
                 r.wire_bytes,
-                if r.plain_bytes > 0 { r.wire_bytes as f64 * 100.0 / r.plain_bytes as f64 } else { 100.0 },
+                if r.plain_bytes > 0 {
+                    r.wire_bytes as f64 * 100.0 / r.plain_bytes as f64
+                } else {
+                    100.0
+                },
                 r.reply_wire_bytes,
                 r.elapsed() * scale,
                 r.effective_bps() / scale,
@@ -288,14 +293,22 @@ fn report(pair: &Pair, radio_seconds: f64) {
     println!("on the air (the emulated channel's own counters):");
     println!(
         "  {} transmissions, {} turnarounds, {} bytes of D_PDUs, {} D_PDUs ({} repeated by the ARQ), {} collisions",
-        c.transmissions, c.turnarounds, c.bytes_on_air, c.dpdus_sent, c.retransmissions, c.collisions
+        c.transmissions,
+        c.turnarounds,
+        c.bytes_on_air,
+        c.dpdus_sent,
+        c.retransmissions,
+        c.collisions
     );
     let out: Vec<_> = all_records(pair)
         .into_iter()
         .filter(|(_, r)| r.direction == Direction::Out)
         .collect();
     let plain: u64 = out.iter().map(|(_, r)| r.plain_bytes).sum();
-    let wire: u64 = out.iter().map(|(_, r)| r.wire_bytes + r.reply_wire_bytes).sum();
+    let wire: u64 = out
+        .iter()
+        .map(|(_, r)| r.wire_bytes + r.reply_wire_bytes)
+        .sum();
     println!(
         "  {} HMTP sessions: {} bytes of SMTP carried in {} bytes of U_PDUs both ways",
         out.len(),
