@@ -274,7 +274,7 @@ pub async fn start(config: Config, sis: hf::SisConnect) -> Result<Gateway, Daemo
         clock,
     });
     let hf = hf::Hf::start(
-        hf::HfParts {
+        hf::HfContext {
             hostname: config.hostname.clone(),
             state_dir: config.state_dir.clone(),
             config: config.hf.clone(),
@@ -283,6 +283,9 @@ pub async fn start(config: Config, sis: hf::SisConnect) -> Result<Gateway, Daemo
             recorder: Arc::clone(&recorder),
             wake: Arc::clone(&hf_wake),
             clock,
+            transfers: Arc::new(hf::TransferLog::new(
+                config.state_dir.join("transfers.jsonl"),
+            )),
         },
         sis,
         shutdown_rx.clone(),

@@ -104,14 +104,7 @@ impl CftpLink {
             notified.as_mut().enable();
             let cap = Instant::now() + MAX_SLEEP;
             let next_look = if could_start {
-                let spool = Arc::clone(&self.ctx.intake.spool);
-                let t = target.clone();
-                let next = tokio::task::spawn_blocking(move || spool.next_due(&t))
-                    .await
-                    .ok()
-                    .and_then(Result::ok)
-                    .flatten();
-                next.map_or(cap, |t| self.ctx.clock.instant_of(t).min(cap))
+                self.ctx.next_due(&target, cap).await
             } else {
                 cap
             };
@@ -210,31 +203,10 @@ impl CftpLink {
         if sender.queued() > 0 {
             return false;
         }
-        let spool = Arc::clone(&self.ctx.intake.spool);
-        let t = target.clone();
-        let now = self.ctx.clock.unix_now();
         let budget = peer.batch_bytes;
         let skip: Vec<String> = st.pushed.keys().cloned().collect();
-        let loaded = tokio::task::spawn_blocking(move || {
-            let due = spool.due(&t, now, budget)?;
-            let mut out = Vec::new();
-            for d in due {
-                if skip.iter().any(|s| s == d.id.as_str()) {
-                    continue;
-                }
-                spool.mark_in_flight(&d.id, &d.recipients, now)?;
-                let (_, file) = spool.load(&d.id)?;
-                out.push((d, file.message));
-            }
-            Ok::<_, skywave_spool::Error>(out)
-        })
-        .await;
-        let loaded = match loaded {
-            Ok(Ok(l)) => l,
-            other => {
-                warn!(?other, "cannot read the spool");
-                return false;
-            }
+        let Some(loaded) = self.ctx.take_due(target, budget, skip).await else {
+            return false;
         };
         if loaded.is_empty() {
             return true;

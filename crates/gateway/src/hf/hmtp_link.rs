@@ -175,15 +175,7 @@ impl HmtpLink {
             let next_look = if let Some(g) = self.gather_until {
                 g
             } else if could_start {
-                let spool = Arc::clone(&self.ctx.intake.spool);
-                let t = target.clone();
-                let next = tokio::task::spawn_blocking(move || spool.next_due(&t))
-                    .await
-                    .ok()
-                    .and_then(Result::ok)
-                    .flatten();
-                let cap = Instant::now() + MAX_SLEEP;
-                next.map_or(cap, |t| self.ctx.clock.instant_of(t).min(cap))
+                self.ctx.next_due(&target, Instant::now() + MAX_SLEEP).await
             } else {
                 Instant::now() + MAX_SLEEP
             };
@@ -248,27 +240,10 @@ impl HmtpLink {
             (true, RouteCompression::Deflate) => Compression::Deflate,
         };
         let budget = peer.batch_bytes;
-        let spool = Arc::clone(&self.ctx.intake.spool);
-        let t = target.clone();
-        let now = self.ctx.clock.unix_now();
-        let loaded = tokio::task::spawn_blocking(move || {
-            let due = spool.due(&t, now, budget)?;
-            let mut out = Vec::with_capacity(due.len());
-            for d in due {
-                spool.mark_in_flight(&d.id, &d.recipients, now)?;
-                let (_, file) = spool.load(&d.id)?;
-                out.push((d, file.message));
-            }
-            Ok::<_, skywave_spool::Error>(out)
-        })
-        .await;
-        let loaded = match loaded {
-            Ok(Ok(l)) if !l.is_empty() => l,
-            Ok(Ok(_)) => return Start::NothingDue,
-            other => {
-                warn!(?other, "cannot read the spool");
-                return Start::Blocked;
-            }
+        let loaded = match self.ctx.take_due(target, budget, Vec::new()).await {
+            Some(l) if !l.is_empty() => l,
+            Some(_) => return Start::NothingDue,
+            None => return Start::Blocked,
         };
         let priority = loaded
             .iter()

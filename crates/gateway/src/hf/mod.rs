@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use skywave_route::{Bearer, Protocol, SharedRoutes};
 use skywave_sis::{NodeAddress, SapId};
+use skywave_spool::{DueMessage, Target};
 use tokio::sync::{Notify, mpsc, watch};
 use tracing::{error, info, warn};
 
@@ -52,8 +53,57 @@ pub struct HfContext {
     pub wake: Arc<Notify>,
     /// The gateway's clock.
     pub clock: Clock,
-    /// Transfer records.
+    /// Where transfer records go (`state_dir/transfers.jsonl`).
     pub transfers: Arc<TransferLog>,
+}
+
+impl HfContext {
+    /// When to look at `target`'s queue next: the spool's next due time, at most `cap`.
+    async fn next_due(&self, target: &Target, cap: tokio::time::Instant) -> tokio::time::Instant {
+        let spool = Arc::clone(&self.intake.spool);
+        let t = target.clone();
+        let next = tokio::task::spawn_blocking(move || spool.next_due(&t))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .flatten();
+        next.map_or(cap, |t| self.clock.instant_of(t).min(cap))
+    }
+
+    /// Takes the mail due for `target` (priority order, within `budget` bytes, skipping the
+    /// queue ids in `skip`), marks it in flight and loads it: what a session will carry.
+    /// `None` when the spool cannot be read (logged).
+    async fn take_due(
+        &self,
+        target: &Target,
+        budget: u64,
+        skip: Vec<String>,
+    ) -> Option<Vec<(DueMessage, Vec<u8>)>> {
+        let spool = Arc::clone(&self.intake.spool);
+        let t = target.clone();
+        let now = self.clock.unix_now();
+        let loaded = tokio::task::spawn_blocking(move || {
+            let due = spool.due(&t, now, budget)?;
+            let mut out = Vec::with_capacity(due.len());
+            for d in due {
+                if skip.iter().any(|s| s == d.id.as_str()) {
+                    continue;
+                }
+                spool.mark_in_flight(&d.id, &d.recipients, now)?;
+                let (_, file) = spool.load(&d.id)?;
+                out.push((d, file.message));
+            }
+            Ok::<_, skywave_spool::Error>(out)
+        })
+        .await;
+        match loaded {
+            Ok(Ok(l)) => Some(l),
+            other => {
+                warn!(?other, "cannot read the spool");
+                None
+            }
+        }
+    }
 }
 
 /// The HF side is misconfigured.
@@ -95,23 +145,13 @@ pub struct Hf {
 impl Hf {
     /// Starts the links of every HF peer in the routing table (`None` when there are none).
     pub fn start(
-        ctx: HfParts,
+        ctx: HfContext,
         connect: SisConnect,
         shutdown: watch::Receiver<bool>,
     ) -> Result<Option<Hf>, HfError> {
         let table = ctx.routes.current();
-        let transfers = Arc::new(TransferLog::new(ctx.state_dir.join("transfers.jsonl")));
-        let ctx = Arc::new(HfContext {
-            hostname: ctx.hostname,
-            state_dir: ctx.state_dir,
-            config: ctx.config,
-            routes: ctx.routes,
-            intake: ctx.intake,
-            recorder: ctx.recorder,
-            wake: ctx.wake,
-            clock: ctx.clock,
-            transfers: Arc::clone(&transfers),
-        });
+        let transfers = Arc::clone(&ctx.transfers);
+        let ctx = Arc::new(ctx);
         // Group the SIS peers by (server, SAP).
         struct LinkPlan {
             name: String,
@@ -269,25 +309,4 @@ async fn sleep_opt(at: Option<tokio::time::Instant>) {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
-}
-
-/// What [`Hf::start`] needs from the daemon.
-#[derive(Debug)]
-pub struct HfParts {
-    /// Our host name.
-    pub hostname: String,
-    /// The state directory.
-    pub state_dir: PathBuf,
-    /// `[hf]` settings.
-    pub config: HfConfig,
-    /// The routing table.
-    pub routes: Arc<SharedRoutes>,
-    /// Where received mail goes.
-    pub intake: Arc<Intake>,
-    /// Where outcomes go.
-    pub recorder: Arc<Recorder>,
-    /// Woken when mail for an HF peer has been queued.
-    pub wake: Arc<Notify>,
-    /// The gateway's clock.
-    pub clock: Clock,
 }

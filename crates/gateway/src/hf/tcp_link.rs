@@ -45,14 +45,7 @@ impl TcpLink {
             notified.as_mut().enable();
             let cap = Instant::now() + MAX_SLEEP;
             let next_look = if self.session(&target).await {
-                let spool = Arc::clone(&self.ctx.intake.spool);
-                let t = target.clone();
-                let next = tokio::task::spawn_blocking(move || spool.next_due(&t))
-                    .await
-                    .ok()
-                    .and_then(Result::ok)
-                    .flatten();
-                next.map_or(cap, |t| self.ctx.clock.instant_of(t).min(cap))
+                self.ctx.next_due(&target, cap).await
             } else {
                 // A session ran (look again at once) or the peer is held (wait).
                 continue_or(cap, &self.ctx, &self.name)
@@ -83,28 +76,12 @@ impl TcpLink {
         };
         let budget = peer.batch_bytes;
         drop(table);
-        let spool = Arc::clone(&self.ctx.intake.spool);
-        let t = target.clone();
-        let now = self.ctx.clock.unix_now();
-        let loaded = tokio::task::spawn_blocking(move || {
-            let due = spool.due(&t, now, budget)?;
-            let mut out = Vec::with_capacity(due.len());
-            for d in due {
-                spool.mark_in_flight(&d.id, &d.recipients, now)?;
-                let (_, file) = spool.load(&d.id)?;
-                out.push((d, file.message));
-            }
-            Ok::<_, skywave_spool::Error>(out)
-        })
-        .await;
-        let loaded: Vec<(DueMessage, Vec<u8>)> = match loaded {
-            Ok(Ok(l)) if !l.is_empty() => l,
-            Ok(Ok(_)) => return true,
-            other => {
-                warn!(?other, "cannot read the spool");
-                return false;
-            }
-        };
+        let loaded: Vec<(DueMessage, Vec<u8>)> =
+            match self.ctx.take_due(target, budget, Vec::new()).await {
+                Some(l) if !l.is_empty() => l,
+                Some(_) => return true,
+                None => return false,
+            };
         let messages = loaded
             .iter()
             .map(|(d, body)| OutgoingMessage {
