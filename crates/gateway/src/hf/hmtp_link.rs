@@ -53,6 +53,71 @@ struct Own {
     deadline: Instant,
 }
 
+/// Whether bytes can be the start of a stream from the peer.
+#[derive(Debug, PartialEq, Eq)]
+enum Plausible {
+    Yes,
+    NeedMore,
+    No,
+}
+
+/// A stream starts with a zlib header (0x78 and a valid FCHECK), a JNOS LZW header (0x03 and a
+/// width of 9-16 bits), a reply code (three digits) or HELO/EHLO. The first decoded byte alone
+/// would take any printable fragment of an old stream for a new session and answer it, which
+/// puts the two ends out of step for good after a restart mid-stream.
+fn plausible_start(bytes: &[u8]) -> Plausible {
+    let need = |n: usize| bytes.len() < n;
+    match bytes.first() {
+        None => Plausible::NeedMore,
+        Some(0x78) if need(2) => Plausible::NeedMore,
+        Some(0x78) => {
+            if (0x78u16 * 256 + u16::from(bytes[1])).is_multiple_of(31) {
+                Plausible::Yes
+            } else {
+                Plausible::No
+            }
+        }
+        Some(0x03) if need(2) => Plausible::NeedMore,
+        Some(0x03) => {
+            if (9..=16).contains(&bytes[1]) {
+                Plausible::Yes
+            } else {
+                Plausible::No
+            }
+        }
+        Some(b) if b.is_ascii_digit() => {
+            if need(3) {
+                Plausible::NeedMore
+            } else if bytes[..3].iter().all(u8::is_ascii_digit) {
+                Plausible::Yes
+            } else {
+                Plausible::No
+            }
+        }
+        Some(_) if need(4) => {
+            let prefix_of = |verb: &[u8]| {
+                bytes
+                    .iter()
+                    .zip(verb)
+                    .all(|(a, v)| a.eq_ignore_ascii_case(v))
+            };
+            if prefix_of(b"EHLO") || prefix_of(b"HELO") {
+                Plausible::NeedMore
+            } else {
+                Plausible::No
+            }
+        }
+        Some(_) => {
+            let verb = &bytes[..4];
+            if verb.eq_ignore_ascii_case(b"EHLO") || verb.eq_ignore_ascii_case(b"HELO") {
+                Plausible::Yes
+            } else {
+                Plausible::No
+            }
+        }
+    }
+}
+
 /// What an attempt to start a session came to.
 enum Start {
     Started(Box<Own>),
@@ -382,6 +447,22 @@ impl HmtpLink {
         }
         // A new stream: its first decoded byte says what it is.
         unclassified.extend_from_slice(&b);
+        match plausible_start(unclassified) {
+            Plausible::Yes => {}
+            Plausible::NeedMore => return,
+            Plausible::No => {
+                // The tail of a stream whose start this process never saw (it restarted in
+                // the middle of the peer's transmission): dropping it keeps us in step; the
+                // peer's session times out and is sent again whole.
+                warn!(
+                    bytes = unclassified.len(),
+                    first = unclassified.first().copied().unwrap_or(0),
+                    "data from the peer that starts no stream (the rest of one begun before a restart?): dropped"
+                );
+                unclassified.clear();
+                return;
+            }
+        }
         let kind = match classify_stream_start(unclassified) {
             Ok(Some(k)) => k,
             Ok(None) if unclassified.len() < MAX_UNCLASSIFIED => return,
@@ -646,5 +727,29 @@ impl HmtpLink {
 
     fn unix_f64(&self) -> f64 {
         self.ctx.clock.unix_f64()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_real_stream_starts_are_taken() {
+        assert_eq!(plausible_start(b"\x78\x9c"), Plausible::Yes);
+        assert_eq!(plausible_start(b"\x78\x01"), Plausible::Yes);
+        assert_eq!(plausible_start(b"\x78\x9d"), Plausible::No);
+        assert_eq!(plausible_start(b"\x78"), Plausible::NeedMore);
+        assert_eq!(plausible_start(b"\x03\x10"), Plausible::Yes);
+        assert_eq!(plausible_start(b"\x03\x11"), Plausible::No);
+        assert_eq!(plausible_start(b"250-gw"), Plausible::Yes);
+        assert_eq!(plausible_start(b"25"), Plausible::NeedMore);
+        assert_eq!(plausible_start(b"2x0"), Plausible::No);
+        assert_eq!(plausible_start(b"EHLO gw"), Plausible::Yes);
+        assert_eq!(plausible_start(b"helo gw"), Plausible::Yes);
+        assert_eq!(plausible_start(b"He"), Plausible::NeedMore);
+        assert_eq!(plausible_start(b"Line 5 of the report"), Plausible::No);
+        assert_eq!(plausible_start(b"\xae\x11"), Plausible::No);
+        assert_eq!(plausible_start(b""), Plausible::NeedMore);
     }
 }
