@@ -9,8 +9,8 @@
 //! its first message, before its replies leave), restarts it with the same configuration and
 //! checks that every message still arrives, once (the shore's spool and its de-duplication
 //! memory `state_dir/dedup/` are on disk; the ship retries after its reply timeout and the
-//! shore drops what it already had). One known gap is tolerated, and only it: a message whose
-//! kill fell between the shore's spool write and its de-duplication record arrives twice.
+//! shore drops what it already had, including a message the kill caught between its spool
+//! write and its de-duplication record: the restarted shore remembers what is still queued).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -562,26 +562,18 @@ async fn kill_the_shore_mid_batch(n: usize) -> KillRun {
         .map(|(s, _)| s)
         .collect();
     let extra = count(&got) - got.len();
-    // DESIGN.md says a crash "at worst" sends a message twice "and the receiver drops the
-    // duplicate", but the gateway's own comment (crates/gateway/src/hf/dedup_store.rs) admits
-    // a double delivery for a crash between the spool write and the fingerprint write. Only
-    // that window is tolerated here; anything beyond it fails. Make this `extra == 0` once the
-    // gateway records the fingerprint atomically with the spool write.
+    // A crash between the spool write and the fingerprint write is covered too: the shore
+    // seeds its de-duplication memory with the messages still in its spool at start-up. So
+    // nothing may arrive twice.
     assert!(
-        extra <= unremembered,
+        extra == 0,
         "delivered more than once after the restart: {twice:?} ({extra} extra copies; \
-         {unremembered} accepted but not remembered at the kill)\n\
+         {unremembered} accepted but not yet remembered in the file at the kill)\n\
          shore dedup file:\n{}\nship log:\n{}\nshore log:\n{}",
         std::fs::read_to_string(&dedup).unwrap_or_default(),
         ship_side.log(),
         shore_side.log()
     );
-    if extra > 0 {
-        eprintln!(
-            "over_hf: KNOWN GAP: {twice:?} delivered twice: the kill fell between the spool \
-             write and the de-duplication record"
-        );
-    }
     for (subject, copies) in &got {
         let one: BTreeMap<String, Vec<String>> =
             BTreeMap::from([(subject.clone(), vec![copies[0].clone()])]);

@@ -14,7 +14,10 @@
 //! window is at most 128, FSNs outside it are neither accepted nor acknowledged; an ACK's RX LWE
 //! acknowledges every FSN below it; the bitmap starts at RX LWE + 1.
 //!
-//! Not here: expedited ARQ, RESET/WIN-RESYNC recovery, DROP (discarding a C_PDU whose
+//! Both ends can be reset ([`ArqSender::reset`], [`ArqReceiver::reset`]) for the
+//! RESET/WIN-RESYNC recovery that the node ([`crate::net`]) runs.
+//!
+//! Not here: expedited ARQ, DROP (discarding a C_PDU whose
 //! time-to-live expired), out-of-order delivery. The TX-WIN-UWE/LWE flags are set on the frames
 //! they belong to but not acted on by the receiver.
 
@@ -240,7 +243,10 @@ impl ArqSender {
 
     /// Process the peer's ACK: drop acknowledged frames, move TX LWE, and report C_PDUs whose
     /// last segment was acknowledged through [`ArqSender::take_confirmed`].
-    pub fn on_ack(&mut self, ack: &Ack) {
+    ///
+    /// Returns `false` when the ACK's RX LWE lies outside what was sent (the ACK is ignored):
+    /// a sign that the peer's receive state no longer matches this window.
+    pub fn on_ack(&mut self, ack: &Ack) -> bool {
         // Judge the ACK against what was actually sent: RX LWE must lie in [TX LWE, next FSN],
         // and only frames at or above it are looked up in the bitmap. A stale or corrupt ACK
         // then cannot acknowledge frames the receiver never had.
@@ -248,7 +254,7 @@ impl ArqSender {
         let lwe_off = ack.rx_lwe.wrapping_sub(tx_lwe);
         if lwe_off > next.wrapping_sub(tx_lwe) {
             // An RX LWE outside what was sent: the ACK is not about this window. Ignore it.
-            return;
+            return false;
         }
         let is_acked = |f: u8| {
             if f.wrapping_sub(tx_lwe) < lwe_off {
@@ -281,6 +287,51 @@ impl ArqSender {
             .copied()
             .min_by_key(|f| f.wrapping_sub(lwe))
             .unwrap_or(self.next_fsn);
+        true
+    }
+
+    /// Reset the transmit window to its initial state (TX LWE = next FSN = 0), as a
+    /// RESET/WIN-RESYNC exchange that commands the peer's RX LWE to 0 requires. C_PDUs none of
+    /// whose segments went on the air go back to the front of the queue, to be segmented
+    /// again from scratch; the ids of C_PDUs with a segment already sent are returned: the
+    /// peer may or may not have delivered them, so they must not be sent again (that could
+    /// deliver them twice) and their fate is unknown.
+    pub fn reset(&mut self) -> Vec<u64> {
+        let lwe = self.tx_lwe;
+        let mut order: Vec<u8> = self.outstanding.keys().copied().collect();
+        order.sort_by_key(|f| f.wrapping_sub(lwe));
+        let mut segs: BTreeMap<u64, usize> = BTreeMap::new();
+        let mut lost: Vec<u64> = Vec::new();
+        for o in self.outstanding.values() {
+            *segs.entry(o.cpdu).or_default() += 1;
+            if o.sent && !lost.contains(&o.cpdu) {
+                lost.push(o.cpdu);
+            }
+        }
+        // A C_PDU some of whose segments were acknowledged (and so left `outstanding`) was
+        // on the air too.
+        for (id, n) in &segs {
+            if self.pending.get(id).is_some_and(|p| p != n) && !lost.contains(id) {
+                lost.push(*id);
+            }
+        }
+        let mut unsent: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+        for fsn in order {
+            if let Some(o) = self.outstanding.get(&fsn)
+                && !lost.contains(&o.cpdu)
+            {
+                unsent.entry(o.cpdu).or_default().extend_from_slice(&o.data);
+            }
+        }
+        for (id, cpdu) in unsent.into_iter().rev() {
+            self.queue.push_front((id, cpdu));
+        }
+        self.outstanding.clear();
+        self.pending.clear();
+        self.tx_lwe = 0;
+        self.next_fsn = 0;
+        lost.sort_unstable();
+        lost
     }
 
     /// Ids of the C_PDUs fully acknowledged since the last call, in the order they completed
@@ -396,6 +447,16 @@ impl ArqReceiver {
         })
     }
 
+    /// Reset the receive window (RESET RX WIN CMND of a RESET/WIN-RESYNC D_PDU): RX LWE
+    /// becomes `new_rx_lwe`, and frames held beyond the old RX LWE and any C_PDU being
+    /// reassembled are discarded. C_PDUs already complete stay deliverable.
+    pub fn reset(&mut self, new_rx_lwe: u8) {
+        self.rx_lwe = new_rx_lwe;
+        self.rx_uwe = None;
+        self.held.clear();
+        self.partial = None;
+    }
+
     /// Complete C_PDUs received since the last call, in order.
     pub fn take_delivered(&mut self) -> Vec<Vec<u8>> {
         std::mem::take(&mut self.delivered)
@@ -408,6 +469,46 @@ mod tests {
     use crate::dpdu::{Address, Body, Dpdu, Eow};
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
+
+    #[test]
+    fn reset_keeps_unsent_cpdus_and_reports_sent_ones() {
+        let mut tx = ArqSender::new(8, 100).unwrap();
+        let a = tx.push(vec![1; 150]).unwrap(); // FSNs 0, 1
+        let b = tx.push(vec![2; 50]).unwrap(); // FSN 2
+        let c = tx.push(vec![3; 250]).unwrap(); // FSNs 3, 4, 5
+        // Only FSNs 0 and 1 (all of `a`) go on the air.
+        assert_eq!(tx.next_segments(2).len(), 2);
+        assert_eq!(tx.reset(), vec![a]);
+        assert_eq!((tx.tx_lwe(), tx.in_flight()), (0, 0));
+        // `b` and `c` start again from FSN 0, whole.
+        let segs = tx.next_segments(8);
+        let fsns: Vec<u8> = segs.iter().map(|s| s.header.fsn).collect();
+        assert_eq!(fsns, vec![0, 1, 2, 3]);
+        assert!(segs.iter().all(|s| !s.retransmission));
+        let mut rx = ArqReceiver::new(1000);
+        // A receiver that held frames from the old window drops them at its reset.
+        rx.on_segment(
+            &DataHeader {
+                fsn: 40,
+                start: true,
+                end: true,
+                ..DataHeader::default()
+            },
+            b"old",
+        );
+        rx.reset(0);
+        for s in &segs {
+            rx.on_segment(&s.header, &s.data);
+        }
+        assert_eq!(rx.take_delivered(), vec![vec![2; 50], vec![3; 250]]);
+        assert!(tx.on_ack(&rx.ack()));
+        assert_eq!(tx.take_confirmed(), vec![b, c]);
+        // An ACK from a receiver that lost its state lies outside the window.
+        assert!(!tx.on_ack(&Ack {
+            rx_lwe: 200,
+            bitmap: Vec::new()
+        }));
+    }
 
     #[test]
     fn next_segments_within_respects_the_byte_budget() {

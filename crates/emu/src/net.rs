@@ -11,6 +11,22 @@
 //! units); the peer answers after the switching time with its ACKs and its own data; and so on.
 //! A sender that hears no answer retransmits after a response timeout.
 //!
+//! DATA-ACK ([`SubnetConfig::data_ack`], on by default): when a node owes a peer an ACK and
+//! sends it ARQ data in the same transmission, the ACK rides on the first data frame to that
+//! peer as a DATA-ACK D_PDU (type 2) instead of a separate ACK-ONLY; the receiver processes
+//! its ACK part exactly as an ACK-ONLY (after the data, as for separate frames).
+//!
+//! RESET/WIN-RESYNC (type 3): a node whose ACKs from a peer keep falling outside its transmit
+//! window ([`STALE_ACKS_RESET`] in a row; in the emulator this happens only when the peer lost
+//! its receive state, see [`Subnet::forget_arq_receive_state`]) resets its transmit window to
+//! FSN 0 and sends RESET/WIN-RESYNC with RESET RX WIN CMND and NEW RX LWE 0, repeated in each
+//! of its transmissions (and no data to that peer) until the peer answers with RESET ACK
+//! carrying the same RESET FRAME ID; then data flows again. At the reset, U_PDUs none of whose
+//! segments had gone on the air are segmented again from scratch and sent; U_PDUs with a
+//! segment already sent may or may not have been delivered, so they are never sent again
+//! (no double delivery) and their clients get S_UNIDATA_REQUEST_REJECTED (destination node
+//! not responding). FULL RESET CMD and RESET TX WIN RQST are decoded but not used.
+//!
 //! Every transmission is planned with [`ModemConfig::plan`]; each receiver draws each
 //! interleaver block's fate from its own channel direction; a D_PDU is lost if any block
 //! carrying its bits is lost or has an error burst inside them. Transmissions that overlap
@@ -85,7 +101,7 @@ use crate::channel::Fading;
 use crate::channel::{Channel, ChannelConfig, ChannelError};
 use crate::cpdu::Cpdu;
 use crate::dpdu::{
-    Address, Body, DataHeader, Dpdu, Eow, ExpDataHeader, NonArqHeader, RateRequest, Response,
+    Address, Body, DataHeader, Dpdu, Eow, ExpDataHeader, NonArqHeader, RateRequest, Reset, Response,
 };
 use crate::modem::{Air, DataRate, Interleaver, ModemConfig, ModemError, Transmission, TxId};
 use crate::spdu::{DataPci, Spdu};
@@ -212,6 +228,10 @@ pub struct SubnetConfig {
     pub dup_filter: Vec<bool>,
     /// Data-rate change policy.
     pub drc: Drc,
+    /// Piggy-back acknowledgements on data: a node that owes a peer an ACK and sends it
+    /// data in the same transmission sends DATA-ACK D_PDUs (type 2) instead of an ACK-ONLY
+    /// plus DATA-ONLYs, as Annex C allows. On by default; off only to compare.
+    pub data_ack: bool,
 }
 
 impl SubnetConfig {
@@ -236,6 +256,7 @@ impl SubnetConfig {
             time_scale: 1.0,
             dup_filter: Vec::new(),
             drc: Drc::Fixed,
+            data_ack: true,
         }
     }
 }
@@ -307,6 +328,14 @@ pub struct NodeCounters {
     pub non_arq_incomplete: u64,
     /// Changes of this node's own transmit rate to a peer (adaptive or on a DRC request).
     pub rate_changes: u64,
+    /// DATA-ACK D_PDUs (type 2) sent: data frames carrying an acknowledgement.
+    pub data_acks: u64,
+    /// RESET/WIN-RESYNC exchanges this node started (its ACKs for a peer's window kept
+    /// falling outside what it had sent).
+    pub resets: u64,
+    /// U_PDUs this node had on the air when it reset its transmit window: their delivery is
+    /// unknown, so they were rejected to their clients instead of being sent again.
+    pub reset_lost: u64,
 }
 
 /// Counters of the whole channel.
@@ -328,6 +357,8 @@ pub struct Counters {
     pub retransmissions: u64,
     /// D_PDUs their addressee lost.
     pub lost_dpdus: u64,
+    /// DATA-ACK D_PDUs sent.
+    pub data_acks: u64,
     /// Simulated time of the last transmission's end.
     pub busy_until: Duration,
 }
@@ -336,11 +367,12 @@ impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "channel: {} transmissions, {} bytes on air, {} turnarounds, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, last transmission ended at {:.1} s",
+            "channel: {} transmissions, {} bytes on air, {} turnarounds, {} D_PDUs sent ({} DATA-ACK), {} retransmissions, {} collisions, {} D_PDUs lost, last transmission ended at {:.1} s",
             self.transmissions,
             self.bytes_on_air,
             self.turnarounds,
             self.dpdus_sent,
+            self.data_acks,
             self.retransmissions,
             self.collisions,
             self.lost_dpdus,
@@ -349,7 +381,7 @@ impl fmt::Display for Counters {
         for (i, n) in self.nodes.iter().enumerate() {
             writeln!(
                 f,
-                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired, {} duplicates dropped, non-ARQ {} sent {} delivered {} incomplete, {} rate changes",
+                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired, {} duplicates dropped, non-ARQ {} sent {} delivered {} incomplete, {} rate changes, {} DATA-ACK, {} resets ({} U_PDUs lost)",
                 n.transmissions,
                 n.bytes_on_air,
                 n.dpdus_sent,
@@ -362,7 +394,10 @@ impl fmt::Display for Counters {
                 n.non_arq_sent,
                 n.non_arq_delivered,
                 n.non_arq_incomplete,
-                n.rate_changes
+                n.rate_changes,
+                n.data_acks,
+                n.resets,
+                n.reset_lost
             )?;
         }
         Ok(())
@@ -372,7 +407,7 @@ impl fmt::Display for Counters {
 /// One D_PDU of a traced transmission.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TracedDpdu {
-    /// D_PDU type (0 DATA-ONLY, 1 ACK-ONLY).
+    /// D_PDU type (0 DATA-ONLY, 1 ACK-ONLY, 2 DATA-ACK, 3 RESET/WIN-RESYNC, ...).
     pub dpdu_type: u8,
     /// FSN for data frames.
     pub fsn: Option<u8>,
@@ -410,12 +445,15 @@ pub struct TraceRecord {
 }
 
 impl fmt::Display for TracedDpdu {
-    /// Short form: `D12` (DATA-ONLY, FSN 12), `ACK`, `XD3` (EXPEDITED DATA-ONLY), `XACK`,
+    /// Short form: `D12` (DATA-ONLY, FSN 12), `ACK`, `DA3` (DATA-ACK, FSN 3), `RST`
+    /// (RESET/WIN-RESYNC), `XD3` (EXPEDITED DATA-ONLY), `XACK`,
     /// `N` (NON-ARQ DATA), `T<type>` otherwise; `r` marks a retransmission, `x` a D_PDU its
     /// addressee did not receive.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.dpdu_type, self.fsn) {
             (0, Some(n)) => write!(f, "D{n}")?,
+            (2, Some(n)) => write!(f, "DA{n}")?,
+            (3, _) => f.write_str("RST")?,
             (4, Some(n)) => write!(f, "XD{n}")?,
             (1, _) => f.write_str("ACK")?,
             (5, _) => f.write_str("XACK")?,
@@ -574,7 +612,18 @@ struct Link {
     /// [`UNANSWERED_STEP_DOWN`] the sender steps down on its own, since a peer that decodes
     /// nothing cannot ask).
     unanswered: u8,
+    /// ACKs from the peer in a row that fell outside this node's transmit window.
+    stale_acks: u8,
+    /// RESET FRAME ID of this node's RESET/WIN-RESYNC command awaiting the peer's RESET ACK
+    /// (no data goes to the peer meanwhile).
+    reset_out: Option<u8>,
+    next_reset_id: u8,
+    /// The peer commanded a reset with this RESET FRAME ID: answer RESET ACK.
+    reset_ack_owed: Option<u8>,
 }
+
+/// ACKs outside the transmit window, in a row, after which a sender resets the window.
+pub const STALE_ACKS_RESET: u8 = 2;
 
 /// Data transmissions without any ACK after which an adaptive sender lowers its rate.
 pub const UNANSWERED_STEP_DOWN: u8 = 3;
@@ -792,6 +841,10 @@ impl Subnet {
                         drc_response_owed: false,
                         clean_streak: 0,
                         unanswered: 0,
+                        stale_acks: 0,
+                        reset_out: None,
+                        next_reset_id: 0,
+                        reset_ack_owed: None,
                     },
                 );
             }
@@ -902,6 +955,21 @@ impl Subnet {
             tracing::warn!("previous D_PDU capture ended with an error: {e}");
         }
         Ok(())
+    }
+
+    /// Makes `node` forget its ARQ receive state for `peer`, as a restart of the node would
+    /// (RX LWE back to 0, held frames and the C_PDU being reassembled gone). The peer's
+    /// sender notices from the ACKs that follow and realigns the window with a
+    /// RESET/WIN-RESYNC exchange. `false` if there is no such link.
+    pub fn forget_arq_receive_state(&self, node: usize, peer: usize) -> bool {
+        let mut st = self.shared.lock();
+        let Some(link) = st.nodes.get_mut(node).and_then(|n| n.links.get_mut(&peer)) else {
+            return false;
+        };
+        link.receiver.reset(0);
+        link.owes_ack = false;
+        self.shared.notify.notify_one();
+        true
     }
 
     /// Stops the capture and flushes it: the number of D_PDUs it recorded (0 if none was
@@ -1183,7 +1251,12 @@ impl State {
             !n.queue.is_empty()
                 || !n.non_arq_out.is_empty()
                 || n.links.values().any(|l| {
-                    l.owes_ack || l.owes_exp_ack || l.exp_out.is_some() || !l.sender.is_idle()
+                    l.owes_ack
+                        || l.owes_exp_ack
+                        || l.exp_out.is_some()
+                        || !l.sender.is_idle()
+                        || l.reset_out.is_some()
+                        || l.reset_ack_owed.is_some()
                 })
         })
     }
@@ -1470,6 +1543,8 @@ impl State {
                         || l.exp_out.is_some()
                         || !l.sender.is_idle()
                         || l.drc_response_owed
+                        || l.reset_out.is_some()
+                        || l.reset_ack_owed.is_some()
                         || n.non_arq_out.iter().any(|o| o.dest == **p)
                         || n.queue.iter().any(|q| q.dest == **p)
                 })
@@ -1506,6 +1581,48 @@ impl State {
                 .unwrap_or(0);
             dests.insert(peer, Address::new(addr).unwrap_or_default());
         }
+        let data_ack = self.config.data_ack;
+        // Peers whose ACK waits to ride on DATA-ACK frames (ACK-ONLY if no data goes after all).
+        let mut deferred: BTreeMap<usize, Dpdu> = BTreeMap::new();
+        let mut sent_data = false;
+        for (&peer, link) in n.links.iter_mut() {
+            let dest = dests.get(&peer).copied().unwrap_or_default();
+            if let Some(id) = link.reset_ack_owed.take() {
+                let d = Dpdu {
+                    eow: Eow::NONE,
+                    eot: 0,
+                    destination: dest,
+                    source: src,
+                    body: Body::ResetWinResync(Reset {
+                        reset_ack: true,
+                        reset_frame_id: id,
+                        ..Reset::default()
+                    }),
+                };
+                budget = budget.saturating_sub(d.encoded_len());
+                frames.push((peer, d, false));
+            }
+            if let Some(id) = link.reset_out {
+                // Command the peer's RX window back to 0, where this node's TX window now
+                // starts; resent in every transmission until the RESET ACK comes.
+                let d = Dpdu {
+                    eow: Eow::NONE,
+                    eot: 0,
+                    destination: dest,
+                    source: src,
+                    body: Body::ResetWinResync(Reset {
+                        reset_rx_win_command: true,
+                        new_rx_lwe: 0,
+                        reset_frame_id: id,
+                        ..Reset::default()
+                    }),
+                };
+                budget = budget.saturating_sub(d.encoded_len());
+                frames.push((peer, d, false));
+                // It expects an answer, like data.
+                sent_data = true;
+            }
+        }
         for (&peer, link) in n.links.iter_mut() {
             if link.owes_ack {
                 link.owes_ack = false;
@@ -1516,8 +1633,13 @@ impl State {
                     source: src,
                     body: Body::AckOnly(link.receiver.ack()),
                 };
+                // Reserve its room either way: a DATA-ACK carries the same ACK bytes.
                 budget = budget.saturating_sub(d.encoded_len());
-                frames.push((peer, d, false));
+                if data_ack && link.reset_out.is_none() && !link.sender.is_idle() {
+                    deferred.insert(peer, d);
+                } else {
+                    frames.push((peer, d, false));
+                }
             }
         }
         for (&peer, link) in n.links.iter_mut() {
@@ -1537,7 +1659,6 @@ impl State {
                 frames.push((peer, d, false));
             }
         }
-        let mut sent_data = false;
         // Expedited data before anything else.
         for (&peer, link) in n.links.iter_mut() {
             let Some(e) = &mut link.exp_out else {
@@ -1601,29 +1722,62 @@ impl State {
                 n.non_arq_out.pop_front();
             }
         }
+        let mut data_acks = 0u64;
         for (&peer, link) in n.links.iter_mut() {
             if budget < overhead + 1 {
                 break;
             }
-            let segments = link.sender.next_segments_within(window, budget, overhead);
+            if link.reset_out.is_some() {
+                // No data until the peer's receive window is realigned.
+                continue;
+            }
+            // A DATA-ACK carries the ACK's RX LWE and bitmap on top of the DATA-ONLY fields.
+            // Only the first frame to the peer carries it: the ACK is the same for all, and
+            // repeating it would cost more bytes than the ACK-ONLY it replaces.
+            let mut ack = match deferred.get(&peer).map(|d| &d.body) {
+                Some(Body::AckOnly(a)) => Some(a.clone()),
+                _ => None,
+            };
+            let extra = ack.as_ref().map_or(0, |a| 1 + a.bitmap.len());
+            let segments =
+                link.sender
+                    .next_segments_within(window, budget.saturating_sub(extra), overhead);
             if !segments.is_empty() {
                 link.unanswered = link.unanswered.saturating_add(1);
+                if ack.is_some() {
+                    deferred.remove(&peer);
+                }
             }
             for seg in segments {
+                let body = match ack.take() {
+                    Some(a) => {
+                        data_acks += 1;
+                        Body::DataAck {
+                            header: seg.header,
+                            ack: a,
+                            segment: seg.data,
+                        }
+                    }
+                    None => Body::DataOnly {
+                        header: seg.header,
+                        segment: seg.data,
+                    },
+                };
                 let d = Dpdu {
                     eow: Eow::NONE,
                     eot: 0,
                     destination: dests.get(&peer).copied().unwrap_or_default(),
                     source: src,
-                    body: Body::DataOnly {
-                        header: seg.header,
-                        segment: seg.data,
-                    },
+                    body,
                 };
                 budget = budget.saturating_sub(d.encoded_len());
                 sent_data = true;
                 frames.push((peer, d, seg.retransmission));
             }
+        }
+        // ACKs that found no data to ride on go as ACK-ONLY, ahead of the data as usual.
+        for (i, (peer, d)) in deferred.into_iter().enumerate() {
+            frames.insert(i, (peer, d, false));
         }
         if frames.is_empty() {
             return None;
@@ -1704,7 +1858,7 @@ impl State {
                 }
             };
             let fsn = match &d.body {
-                Body::DataOnly { header, .. } => Some(header.fsn),
+                Body::DataOnly { header, .. } | Body::DataAck { header, .. } => Some(header.fsn),
                 Body::ExpDataOnly { header, .. } => Some(header.fsn),
                 _ => None,
             };
@@ -1736,12 +1890,14 @@ impl State {
             n.counters.bytes_on_air += offset as u64;
             n.counters.dpdus_sent += count;
             n.counters.retransmissions += retrans;
+            n.counters.data_acks += data_acks;
         }
         let c = &mut self.counters;
         c.transmissions += 1;
         c.bytes_on_air += offset as u64;
         c.dpdus_sent += count;
         c.retransmissions += retrans;
+        c.data_acks += data_acks;
         c.busy_until = c.busy_until.max(tx.end);
         if self.last_sender.is_some_and(|s| s != node) {
             c.turnarounds += 1;
@@ -1790,8 +1946,16 @@ impl State {
                     for (sd, t) in rt.dpdus.iter().zip(&rt.record.dpdus) {
                         if let Some(l) = n.links.get_mut(&sd.dest) {
                             match t.dpdu_type {
-                                1 => l.owes_ack = true,
+                                1 | 2 => l.owes_ack = true,
                                 5 => l.owes_exp_ack = true,
+                                3 => {
+                                    if let Ok((d, _)) = Dpdu::decode(&sd.bytes)
+                                        && let Body::ResetWinResync(rs) = d.body
+                                        && rs.reset_ack
+                                    {
+                                        l.reset_ack_owed = Some(rs.reset_frame_id);
+                                    }
+                                }
                                 _ => {}
                             }
                         }
@@ -1807,6 +1971,7 @@ impl State {
                     let mut non_arq: Vec<(Duration, Dpdu)> = Vec::new();
                     let mut exp: Vec<Dpdu> = Vec::new();
                     let mut eows: Vec<Eow> = Vec::new();
+                    let mut resets: Vec<Reset> = Vec::new();
                     let (mut data_sent, mut data_lost) = (0usize, 0usize);
                     for (i, (sd, ok)) in rt.dpdus.iter().zip(&fates).enumerate() {
                         if sd.dest != r {
@@ -1816,7 +1981,7 @@ impl State {
                             .record
                             .dpdus
                             .get(i)
-                            .is_some_and(|t| matches!(t.dpdu_type, 0 | 4 | 7 | 8))
+                            .is_some_and(|t| matches!(t.dpdu_type, 0 | 2 | 4 | 7 | 8))
                         {
                             data_sent += 1;
                             data_lost += usize::from(!ok.0);
@@ -1839,6 +2004,13 @@ impl State {
                                 }
                                 match d.body {
                                     Body::AckOnly(_) => acks.push(d),
+                                    // The ACK part of a DATA-ACK counts exactly like an
+                                    // ACK-ONLY, after the data (as for separate frames).
+                                    Body::DataAck { .. } => {
+                                        acks.push(d.clone());
+                                        data.push(d);
+                                    }
+                                    Body::ResetWinResync(rs) => resets.push(rs),
                                     Body::ExpDataOnly { .. } | Body::ExpAckOnly(_) => exp.push(d),
                                     Body::NonArqData { .. } | Body::ExpNonArqData { .. } => {
                                         let at = rt.record.dpdus.get(i).map_or(rt.tx.end, |t| t.at);
@@ -1853,6 +2025,7 @@ impl State {
                     let had_data = !data.is_empty();
                     let decoded = got_any.then_some(rt.modem.rate);
                     self.on_drc(r, sender, &eows, decoded, data_sent, data_lost);
+                    self.on_resets(r, sender, &resets);
                     self.on_expedited(r, sender, exp);
                     self.on_non_arq(r, sender, non_arq);
                     self.on_data(r, sender, data);
@@ -2119,7 +2292,11 @@ impl State {
             return;
         };
         for d in &data {
-            if let Body::DataOnly { header, segment } = &d.body {
+            if let Body::DataOnly { header, segment }
+            | Body::DataAck {
+                header, segment, ..
+            } = &d.body
+            {
                 link.receiver.on_segment(header, segment);
             }
         }
@@ -2305,10 +2482,40 @@ impl State {
             return;
         };
         for d in &acks {
-            if let Body::AckOnly(ack) = &d.body {
-                link.sender.on_ack(ack);
+            if let Body::AckOnly(ack) | Body::DataAck { ack, .. } = &d.body {
+                if link.reset_out.is_some() {
+                    // About the window before the reset: meaningless now.
+                    continue;
+                }
                 link.unanswered = 0;
+                if link.sender.on_ack(ack) {
+                    link.stale_acks = 0;
+                } else {
+                    link.stale_acks = link.stale_acks.saturating_add(1);
+                }
             }
+        }
+        let mut lost_at_reset: Vec<InArq> = Vec::new();
+        if link.stale_acks >= STALE_ACKS_RESET && link.reset_out.is_none() {
+            // The peer's receive window no longer matches ours (it lost its state): its ACKs
+            // cannot move our TX LWE. Reset our TX window to 0 and command the peer's RX
+            // window there (RESET/WIN-RESYNC, RESET RX WIN CMND, NEW RX LWE 0).
+            link.stale_acks = 0;
+            link.reset_out = Some(link.next_reset_id);
+            link.next_reset_id = link.next_reset_id.wrapping_add(1);
+            n.counters.resets += 1;
+            for id in link.sender.reset() {
+                if let Some(a) = link.unconfirmed.remove(&id) {
+                    lost_at_reset.push(a);
+                }
+            }
+            n.counters.reset_lost += lost_at_reset.len() as u64;
+            tracing::debug!(
+                r,
+                sender,
+                lost = lost_at_reset.len(),
+                "ARQ window reset: RESET/WIN-RESYNC"
+            );
         }
         let dest = self
             .config
@@ -2340,6 +2547,37 @@ impl State {
         }
         for a in &done {
             self.dequeued(r, &a.q);
+        }
+        for a in &lost_at_reset {
+            // Sent, perhaps delivered, perhaps not: never sent again (that could deliver it
+            // twice), so its client hears it was not delivered as far as the node knows.
+            if !a.failed {
+                self.reject(r, &a.q, UnidataRejectReason::DestinationNodeNotResponding);
+            }
+            self.dequeued(r, &a.q);
+        }
+    }
+
+    /// RESET/WIN-RESYNC D_PDUs that node `r` received from `sender`: a RESET RX WIN CMND
+    /// moves `r`'s receive window for `sender` to NEW RX LWE (dropping what it held) and is
+    /// answered with a RESET ACK carrying the same RESET FRAME ID (also when the command is
+    /// repeated); a RESET ACK for `r`'s own pending command ends it, and data flows again.
+    /// (Emulated nodes never send FULL RESET CMD or RESET TX WIN RQST, so those are ignored.)
+    fn on_resets(&mut self, r: usize, sender: usize, resets: &[Reset]) {
+        let Some(link) = self.nodes.get_mut(r).and_then(|n| n.links.get_mut(&sender)) else {
+            return;
+        };
+        for rs in resets {
+            if rs.reset_rx_win_command {
+                // A repeated command (our RESET ACK was lost) resets again: harmless, since
+                // its sender sends no data until it has the RESET ACK.
+                link.receiver.reset(rs.new_rx_lwe);
+                link.reset_ack_owed = Some(rs.reset_frame_id);
+                link.owes_ack = false;
+            } else if rs.reset_ack && link.reset_out == Some(rs.reset_frame_id) {
+                link.reset_out = None;
+                link.stale_acks = 0;
+            }
         }
     }
 

@@ -9,12 +9,20 @@
 //! so a crash between the two can at worst deliver twice, never lose.
 //!
 //! The file is compacted at start (entries older than the window are dropped).
+//!
+//! The spool write and the fingerprint write are two steps, so a crash between them would
+//! leave a message accepted but not remembered. That message is still in the spool (LAN
+//! delivery takes far longer than the gap), so at start the cache is also seeded with the keys
+//! of every message still queued ([`spool_keys`]): the Message-ID form of the key does not
+//! change when our `Received:` header is put in front. A message without a Message-ID that
+//! falls in the gap can still arrive twice.
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use skywave_hmtp::{DedupCache, DedupKey};
+use skywave_spool::{QueueId, QueueState, Spool};
 use tokio::time::Instant;
 use tracing::warn;
 
@@ -35,9 +43,18 @@ pub(super) struct DedupStore {
 impl DedupStore {
     /// Opens (or creates) the memory for `peer` under `dir`, seeding the cache with what is
     /// still within `window`.
-    pub(super) fn open(dir: PathBuf, peer: &str, window: Duration, clock: Clock) -> Self {
+    pub(super) fn open(
+        dir: PathBuf,
+        peer: &str,
+        window: Duration,
+        clock: Clock,
+        queued: &[u128],
+    ) -> Self {
         let path = dir.join(peer);
         let mut cache = DedupCache::new(window, CAPACITY);
+        for fp in queued {
+            cache.remember(*fp, Instant::now().into_std());
+        }
         let now_unix = clock.unix_now();
         let now = Instant::now();
         let mut keep = Vec::new();
@@ -102,6 +119,38 @@ impl DedupStore {
     }
 }
 
+/// The fingerprints of every message in the spool's live and held queues that has a
+/// Message-ID (read once at start; unreadable files are skipped, start-up recovery reports
+/// them).
+pub(super) fn spool_keys(spool: &Spool) -> Vec<u128> {
+    let Ok(entries) = spool.entries() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        if e.state == QueueState::Dead {
+            continue;
+        }
+        let Ok(id) = QueueId::parse(&e.name) else {
+            continue;
+        };
+        let Ok((_, file)) = spool.load(&id) else {
+            continue;
+        };
+        let rcpts: Vec<String> = file
+            .envelope
+            .recipients
+            .iter()
+            .map(|r| r.address.clone())
+            .collect();
+        let key = DedupKey::new(&file.envelope.sender, &rcpts, &file.message);
+        if matches!(key, DedupKey::MessageId { .. }) {
+            out.push(key.fingerprint());
+        }
+    }
+    out
+}
+
 fn parse(line: &str) -> Option<(u64, u128)> {
     let (t, fp) = line.trim().split_once(' ')?;
     Some((t.parse().ok()?, u128::from_str_radix(fp, 16).ok()?))
@@ -132,6 +181,7 @@ mod tests {
                 "shore",
                 Duration::from_secs(3600),
                 clock,
+                &[],
             );
             s.accepted(&key);
         }
@@ -147,6 +197,7 @@ mod tests {
             "shore",
             Duration::from_secs(3600),
             clock,
+            &[],
         );
         assert!(s.cache.check(&key, now));
         assert!(!s.cache.check(&other, now));
@@ -157,11 +208,39 @@ mod tests {
             "shore",
             Duration::from_secs(3600),
             clock,
+            &[],
         );
         assert!(!s.cache.check(&key, Instant::now().into_std()));
         assert_eq!(
             std::fs::read_to_string(dir.path().join("shore")).unwrap(),
             ""
         );
+    }
+
+    #[test]
+    fn queued_messages_with_a_message_id_are_remembered() {
+        let dir = tempfile::tempdir().unwrap();
+        let (spool, _) = Spool::open(
+            dir.path().join("spool"),
+            skywave_spool::SpoolConfig::default(),
+        )
+        .unwrap();
+        let body = b"Message-ID: <7@ship>\r\n\r\nx\r\n";
+        let rcpts = vec!["b@shore".to_owned()];
+        spool
+            .enqueue_with_header(
+                &skywave_spool::NewMessage {
+                    sender: "a@ship".into(),
+                    recipients: vec![(rcpts[0].clone(), skywave_spool::Target::Lan)],
+                    priority: skywave_spool::Priority::NORMAL,
+                    message: body,
+                },
+                1,
+                |id| format!("Received: by us id {id}\r\n"),
+            )
+            .unwrap();
+        // Our Received header in front does not change the key the sender's copy has.
+        let expected = DedupKey::new("a@ship", &rcpts, body).fingerprint();
+        assert_eq!(spool_keys(&spool), vec![expected]);
     }
 }

@@ -216,6 +216,12 @@ impl Hf {
                 rx,
             });
         }
+        // Messages still queued count as accepted for de-duplication (see dedup_store).
+        let queued = if groups.is_empty() {
+            Vec::new()
+        } else {
+            dedup_store::spool_keys(&ctx.intake.spool)
+        };
         let mut tasks = Vec::new();
         for (name, address) in tcp_peers {
             info!(peer = %name, %address, "SMTP-over-TCP link starting");
@@ -251,6 +257,7 @@ impl Hf {
                     &p.name,
                     ctx.config.dedup_window,
                     ctx.clock,
+                    &queued,
                 );
                 if sap == SapId::CFTP {
                     info!(peer = %p.name, node = %p.node, %server, "CFTP link starting");
