@@ -102,7 +102,7 @@ impl fmt::Display for TransferRecord {
             f,
             "{dir} {peer} {proto}: {msgs} msg ({acc} accepted) in {el:.1} s, {plain} B -> {wire} B \
              on air ({pct:.0}%), replies {rw} B, {updus} U_PDUs, {tx} transmissions, \
-             retransmissions {retx}, {bps:.0} bit/s effective, {result}",
+             retransmissions {retx}, {bps}, {result}",
             dir = match self.direction {
                 Direction::Out => "->",
                 Direction::In => "<-",
@@ -122,7 +122,12 @@ impl fmt::Display for TransferRecord {
             rw = self.reply_wire_bytes,
             updus = self.updus,
             tx = self.transmissions,
-            bps = self.effective_bps(),
+            // The receiving side sees a session only from its first U_PDU on, after the ARQ
+            // has already carried most of it: a rate computed there would be meaningless.
+            bps = match self.direction {
+                Direction::Out => format!("{:.0} bit/s effective", self.effective_bps()),
+                Direction::In => "rate known to the sender".to_owned(),
+            },
             result = self.result,
         )
     }
