@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use skywave_route::{Destination, SharedRoutes};
-use skywave_spool::{Disposition, QueueId, Spool, Target};
+use skywave_spool::{Disposition, DueMessage, QueueId, Spool, Target};
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
@@ -111,6 +111,18 @@ impl Recorder {
             }
             other => warn!(queue_id = %id, ?other, "cannot record the delivery outcome"),
         }
+    }
+
+    /// Defers every recipient of a message taken from the spool that could not be sent at all.
+    pub async fn defer_all(&self, d: &DueMessage, why: String) {
+        self.record(
+            &d.id,
+            &d.sender,
+            d.size,
+            d.recipients.clone(),
+            Outcome::Deferred(why),
+        )
+        .await;
     }
 
     /// Queues the DSN of `id` towards its sender, routed by the table (the LAN if the sender's

@@ -235,13 +235,7 @@ impl CftpLink {
                     warn!(queue_id = %d.id, error = %e, "cannot make a CFTP file of the message");
                     self.ctx
                         .recorder
-                        .record(
-                            &d.id,
-                            &d.sender,
-                            d.size,
-                            d.recipients.clone(),
-                            Outcome::Deferred(format!("cannot make a CFTP file: {e}")),
-                        )
+                        .defer_all(&d, format!("cannot make a CFTP file: {e}"))
                         .await;
                 }
             }
@@ -381,7 +375,7 @@ impl CftpLink {
                     let size = f.mail.message.len() as u64;
                     let accepted = match stored {
                         Ok(id) => {
-                            self.dedup.accepted(&f.key);
+                            self.dedup.persist(&f.key);
                             info!(queue_id = %id, cftp_id = %f.mail.message_id, "received over HF (CFTP)");
                             if let Err(e) =
                                 st.receiver.accepted(f.ticket, now, &mut self.dedup.cache)

@@ -82,10 +82,11 @@ impl DedupStore {
         store
     }
 
-    /// Remembers an accepted message: in the cache and durably on disk.
-    pub(super) fn accepted(&mut self, key: &DedupKey) {
+    /// Writes an accepted message's fingerprint durably. The cache itself learns it from the
+    /// protocol session, which inserts the key when its acknowledgement is released; doing it
+    /// here too would insert every key twice (and a re-insert scans the expiry queue).
+    pub(super) fn persist(&self, key: &DedupKey) {
         let fp = key.fingerprint();
-        self.cache.remember(fp, Instant::now().into_std());
         let line = format!("{} {fp:032x}\n", self.clock.unix_now());
         let written = (|| {
             if let Some(dir) = self.path.parent() {
@@ -176,14 +177,14 @@ mod tests {
             b"Message-ID: <2@s>\r\n\r\nx\r\n",
         );
         {
-            let mut s = DedupStore::open(
+            let s = DedupStore::open(
                 dir.path().to_path_buf(),
                 "shore",
                 Duration::from_secs(3600),
                 clock,
                 &[],
             );
-            s.accepted(&key);
+            s.persist(&key);
         }
         std::fs::OpenOptions::new()
             .append(true)

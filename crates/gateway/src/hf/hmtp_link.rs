@@ -337,13 +337,7 @@ impl HmtpLink {
                 for d in &batch {
                     self.ctx
                         .recorder
-                        .record(
-                            &d.id,
-                            &d.sender,
-                            d.size,
-                            d.recipients.clone(),
-                            Outcome::Deferred(format!("cannot build the HMTP session: {e}")),
-                        )
+                        .defer_all(d, format!("cannot build the HMTP session: {e}"))
                         .await;
                 }
                 return Start::Blocked;
@@ -587,7 +581,7 @@ impl HmtpLink {
                                 &m.envelope.recipients,
                                 &m.body,
                             );
-                            self.dedup.accepted(&key);
+                            self.dedup.persist(&key);
                             info!(queue_id = %id, from = %m.envelope.reverse_path, "received over HF");
                             inc.server
                                 .accepted(m.ticket, id.as_str(), now, &mut self.dedup.cache)

@@ -156,16 +156,7 @@ impl TcpLink {
             Err(e) => {
                 warn!(error = %e, "no session; the mail stays queued");
                 for (d, _) in &loaded {
-                    self.ctx
-                        .recorder
-                        .record(
-                            &d.id,
-                            &d.sender,
-                            d.size,
-                            d.recipients.clone(),
-                            Outcome::Deferred(e.to_string()),
-                        )
-                        .await;
+                    self.ctx.recorder.defer_all(d, e.to_string()).await;
                 }
             }
         }
