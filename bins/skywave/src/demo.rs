@@ -248,9 +248,7 @@ fn count(maildir: &Path) -> usize {
 fn all_records(pair: &Pair) -> Vec<(&'static str, TransferRecord)> {
     let mut all: Vec<(&'static str, TransferRecord)> = Vec::new();
     for (side, gw) in [("ship", &pair.ship), ("shore", &pair.shore)] {
-        if let Some(hf) = gw.hf() {
-            all.extend(hf.transfers().into_iter().map(|r| (side, r)));
-        }
+        all.extend(gw.hf().transfers().into_iter().map(|r| (side, r)));
     }
     all.sort_by(|a, b| a.1.end.total_cmp(&b.1.end));
     all

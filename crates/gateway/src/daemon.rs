@@ -3,8 +3,9 @@
 //! Opens the spool as its owner (start-up recovery, logged), loads the routing table, binds the
 //! LAN SMTP listener and the metrics endpoint, then runs the listener, the LAN delivery loop and
 //! the metrics server until SIGTERM or Ctrl-C. SIGHUP reloads the routing table through
-//! [`SharedRoutes::reload`]: sessions keep the table they took for their transaction, and a table
-//! with errors is logged and not used. Shutdown stops accepting at once, lets sessions finish for
+//! [`SharedRoutes::reload`]: sessions keep the table they took for their transaction, peers the
+//! table gained get their links ([`hf::Hf::reloaded`]), and a table with errors is logged and not
+//! used. Shutdown stops accepting at once, lets sessions finish for
 //! up to `shutdown_grace`, lets the delivery loop finish the message in hand, and returns.
 
 use std::net::SocketAddr;
@@ -76,7 +77,7 @@ pub struct Gateway {
     routes: Arc<SharedRoutes>,
     spool: Arc<Spool>,
     intake: Arc<Intake>,
-    hf: Option<hf::Hf>,
+    hf: hf::Hf,
     shutdown: watch::Sender<bool>,
     tasks: Vec<(&'static str, tokio::task::JoinHandle<()>)>,
 }
@@ -140,13 +141,13 @@ impl Gateway {
             .await
     }
 
-    /// The HF side, when any peer is configured.
-    pub fn hf(&self) -> Option<&hf::Hf> {
-        self.hf.as_ref()
+    /// The HF side: the links to the peers in the routing table.
+    pub fn hf(&self) -> &hf::Hf {
+        &self.hf
     }
 
-    /// Reloads the routing table from its file; a table with errors is refused and the old
-    /// one stays in force.
+    /// Reloads the routing table from its file and starts the links of peers it added; a
+    /// table with errors is refused and the old one stays in force.
     pub fn reload_routes(&self) -> Result<(), LoadError> {
         match self.routes.reload(&self.config.routes) {
             Ok(table) => {
@@ -154,6 +155,7 @@ impl Gateway {
                     warn!("{}", w.headline());
                 }
                 info!(file = %self.config.routes.display(), rules = table.route_count(), "routing table reloaded");
+                self.hf.reloaded();
                 Ok(())
             }
             Err(e) => {
@@ -175,9 +177,7 @@ impl Gateway {
                 warn!(task = name, error = %e, "task ended abnormally");
             }
         }
-        if let Some(hf) = self.hf {
-            hf.stop().await;
-        }
+        self.hf.stop().await;
         info!(hostname = %self.config.hostname, "stopped");
     }
 }

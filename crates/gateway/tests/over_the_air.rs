@@ -154,7 +154,7 @@ fn outgoing(records: &[TransferRecord]) -> Vec<&TransferRecord> {
 #[tokio::test(start_paused = true)]
 async fn hmtp_plain_both_ways_exactly_once() {
     let (pair, _dir) = exchange("none", 5).await;
-    let ship = pair.ship.hf().unwrap().transfers();
+    let ship = pair.ship.hf().transfers();
     assert!(
         outgoing(&ship)
             .iter()
@@ -167,7 +167,7 @@ async fn hmtp_plain_both_ways_exactly_once() {
 #[tokio::test(start_paused = true)]
 async fn hmtp_lzw16_both_ways_exactly_once() {
     let (pair, _dir) = exchange("lzw16", 5).await;
-    let ship = pair.ship.hf().unwrap().transfers();
+    let ship = pair.ship.hf().transfers();
     assert!(
         outgoing(&ship).iter().all(|r| r.wire_bytes < r.plain_bytes),
         "{ship:?}"
@@ -178,7 +178,7 @@ async fn hmtp_lzw16_both_ways_exactly_once() {
 #[tokio::test(start_paused = true)]
 async fn hmtp_deflate_both_ways_exactly_once() {
     let (pair, _dir) = exchange("deflate", 5).await;
-    let ship = pair.ship.hf().unwrap().transfers();
+    let ship = pair.ship.hf().transfers();
     let out = outgoing(&ship);
     assert!(!out.is_empty());
     assert!(
@@ -199,7 +199,7 @@ async fn cftp_both_ways_exactly_once() {
     let mut o = options(dir.path(), "none");
     o.protocol = "cftp".into();
     let (pair, _dir) = exchange_with(o, 5, dir).await;
-    let ship = pair.ship.hf().unwrap().transfers();
+    let ship = pair.ship.hf().transfers();
     let out = outgoing(&ship);
     assert!(!out.is_empty(), "{ship:?}");
     assert!(
@@ -240,7 +240,7 @@ async fn an_hmtp_session_is_two_transmissions_whatever_the_batch_size() {
         check_delivered(&got, &sent, "gw.shore.example");
         // Let the last acknowledgements go.
         tokio::time::sleep(Duration::from_secs(120)).await;
-        let records = pair.ship.hf().unwrap().transfers();
+        let records = pair.ship.hf().transfers();
         let out = outgoing(&records);
         assert_eq!(out.len(), 1, "one session for {n} messages: {records:?}");
         assert_eq!(out[0].messages, n as u64);
@@ -285,7 +285,7 @@ async fn both_gateways_starting_at_once_deliver_everything_once() {
         "gw.ship.example",
     );
     // It was a collision: the lower address (the shore, 0.0.1.1) yielded its first session.
-    let shore = pair.shore.hf().unwrap().transfers();
+    let shore = pair.shore.hf().transfers();
     assert!(
         outgoing(&shore)
             .iter()
@@ -293,7 +293,7 @@ async fn both_gateways_starting_at_once_deliver_everything_once() {
         "{shore:?}"
     );
     assert!(
-        outgoing(&pair.ship.hf().unwrap().transfers())
+        outgoing(&pair.ship.hf().transfers())
             .iter()
             .all(|r| r.result == "completed")
     );
@@ -323,6 +323,56 @@ async fn a_ten_minute_outage_in_mid_batch_loses_and_duplicates_nothing() {
     tokio::time::sleep(Duration::from_secs(3600)).await;
     check_delivered(&maildir(&pair.shore_maildir), &sent, "gw.shore.example");
     assert!(pair.ship.spool().entries().unwrap().count() == 0);
+    pair.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_peer_added_by_a_reload_carries_mail_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let pair = Pair::start(&options(dir.path(), "deflate")).await.unwrap();
+    // The administrator renames the shore peer: a peer the running gateway has never seen,
+    // on the node and SIS connection of one that has left the table.
+    let routes = pair.ship_config.with_file_name("routes.toml");
+    let text = std::fs::read_to_string(&routes).unwrap();
+    let renamed = text
+        .replace("name = \"shore\"", "name = \"shore-b\"")
+        .replace("to = \"shore\"", "to = \"shore-b\"");
+    assert_ne!(text, renamed);
+    std::fs::write(&routes, renamed).unwrap();
+    pair.ship.reload_routes().unwrap();
+    let mut sent = Vec::new();
+    for i in 0..3 {
+        let m = message("alice@ship.example", "ops@shore.example", i, 900);
+        let id = pair
+            .ship
+            .submit("alice@ship.example", &["ops@shore.example"], &m)
+            .await
+            .unwrap();
+        let (_, entry) = pair.ship.spool().load(&id).unwrap();
+        assert!(format!("{:?}", entry).contains("shore-b"), "{entry:?}");
+        sent.push((format!("<{i}.alice@ship.example>"), m));
+    }
+    let got = wait_for(&pair.shore_maildir, 3, Duration::from_secs(1800)).await;
+    check_delivered(&got, &sent, "gw.shore.example");
+    // The session's record is written when the shore's replies are in.
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    let records = pair.ship.hf().transfers();
+    assert!(
+        outgoing(&records).iter().all(|r| r.peer == "shore-b") && !outgoing(&records).is_empty(),
+        "{records:?}"
+    );
+    // Mail from the shore still reaches the ship: the new link took over the node's U_PDUs.
+    let m = message("hq@shore.example", "captain@ship.example", 7, 700);
+    pair.shore
+        .submit("hq@shore.example", &["captain@ship.example"], &m)
+        .await
+        .unwrap();
+    let got = wait_for(&pair.ship_maildir, 1, Duration::from_secs(1800)).await;
+    check_delivered(
+        &got,
+        &[("<7.hq@shore.example>".into(), m)],
+        "gw.ship.example",
+    );
     pair.stop().await;
 }
 
@@ -388,7 +438,7 @@ async fn smtp_with_xlzw16_between_two_gateways_over_tcp() {
     check_delivered_over(&got, &to_shore, "gw.shore.example", None);
     let got = wait_for(&pair.ship_maildir, 4, Duration::from_secs(60)).await;
     check_delivered_over(&got, &to_ship, "gw.ship.example", None);
-    let records = pair.ship.hf().unwrap().transfers();
+    let records = pair.ship.hf().transfers();
     let out = outgoing(&records);
     assert!(!out.is_empty());
     assert!(

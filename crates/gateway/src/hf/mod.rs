@@ -5,9 +5,10 @@
 //! fed by an SIS [`Endpoint`] (one per SIS server and SAP). Each link pulls its peer's mail from the spool, runs the
 //! sessions, records every recipient's outcome and writes a [`TransferRecord`] per session.
 //!
-//! Peers added to the routing table by a reload get their link at the next start; a reload
-//! does change the settings (compression, batch budget, hold) of running links, which read the
-//! table at every session.
+//! A reload of the routing table starts the links of peers it added ([`Hf::reloaded`]) and
+//! changes the settings (compression, batch budget, hold) of running links, which read the
+//! table at every session; a change of a running peer's node, bearer or protocol waits for the
+//! next start.
 
 mod cftp_link;
 mod dedup_store;
@@ -139,158 +140,74 @@ pub enum HfError {
 #[derive(Debug)]
 pub struct Hf {
     transfers: Arc<TransferLog>,
+    links: std::sync::Mutex<Links>,
+}
+
+/// How a started link reaches its peer: what a reload may not change under a running link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Reach {
+    Sis {
+        server: String,
+        sap: u8,
+        node: NodeAddress,
+    },
+    Tcp {
+        address: String,
+    },
+}
+
+/// The links started so far, and what it takes to start more.
+#[derive(Debug)]
+struct Links {
+    ctx: Arc<HfContext>,
+    connect: SisConnect,
+    shutdown: watch::Receiver<bool>,
+    /// One SIS connection per (server, SAP), shared by the links of the peers that use it.
+    endpoints: HashMap<(String, u8), Endpoint>,
+    /// Started links by peer name.
+    started: HashMap<String, Reach>,
+    /// Peers whose problem has been said, so a reload does not say it again.
+    said: HashMap<String, String>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Hf {
-    /// Starts the links of every HF peer in the routing table (`None` when there are none).
+    /// Starts the links of every HF peer in the routing table. A peer without a node
+    /// address, or two peers with the same node on the same SIS server, stop the start-up.
     pub fn start(
         ctx: HfContext,
         connect: SisConnect,
         shutdown: watch::Receiver<bool>,
-    ) -> Result<Option<Hf>, HfError> {
-        let table = ctx.routes.current();
+    ) -> Result<Hf, HfError> {
         let transfers = Arc::clone(&ctx.transfers);
-        let ctx = Arc::new(ctx);
-        // Group the SIS peers by (server, SAP).
-        struct LinkPlan {
-            name: String,
-            node: NodeAddress,
-            tx: mpsc::UnboundedSender<LinkInput>,
-            rx: mpsc::UnboundedReceiver<LinkInput>,
-        }
-        let mut groups: HashMap<(String, u8), Vec<LinkPlan>> = HashMap::new();
-        let mut tcp_peers: Vec<(String, String)> = Vec::new();
-        for peer in table.peers() {
-            let (server, sap) = match (&peer.bearer, peer.protocol) {
-                (Bearer::Sis { server }, Protocol::Hmtp) => (
-                    server
-                        .clone()
-                        .unwrap_or_else(|| ctx.config.sis_server.clone()),
-                    SapId::HMTP,
-                ),
-                (Bearer::Sis { server }, Protocol::Cftp) => (
-                    server
-                        .clone()
-                        .unwrap_or_else(|| ctx.config.sis_server.clone()),
-                    SapId::CFTP,
-                ),
-                (Bearer::Sis { .. }, Protocol::Smtp) => {
-                    warn!(peer = %peer.name, "SMTP peers are reached over TCP/IP (bearer = \"tcp\"); its mail stays queued");
-                    continue;
-                }
-                (Bearer::Tcp { address }, _) => {
-                    tcp_peers.push((peer.name.clone(), address.clone()));
-                    continue;
-                }
-            };
-            if ctx.config.node.is_none() {
-                // Not fatal: the LAN side works, and the mail waits in the spool (visible in
-                // `skywave status`) until the configuration is completed and reloaded by a
-                // restart. Said loudly, once per peer.
-                error!(
-                    "{}; mail for {} stays queued",
-                    HfError::NoLocalNode {
-                        peer: peer.name.clone()
-                    },
-                    peer.name
-                );
-                continue;
-            }
-            let node = peer.node.ok_or_else(|| HfError::NoPeerNode {
-                peer: peer.name.clone(),
-            })?;
-            let group = groups.entry((server, sap.get())).or_default();
-            if let Some(other) = group.iter().find(|p| p.node == node) {
-                return Err(HfError::SameNode {
-                    a: other.name.clone(),
-                    b: peer.name.clone(),
-                    node,
-                });
-            }
-            let (tx, rx) = mpsc::unbounded_channel();
-            group.push(LinkPlan {
-                name: peer.name.clone(),
-                node,
-                tx,
-                rx,
-            });
-        }
-        // Messages still queued count as accepted for de-duplication (see dedup_store).
-        let queued = if groups.is_empty() {
-            Vec::new()
-        } else {
-            dedup_store::spool_keys(&ctx.intake.spool)
+        let mut links = Links {
+            ctx: Arc::new(ctx),
+            connect,
+            shutdown,
+            endpoints: HashMap::new(),
+            started: HashMap::new(),
+            said: HashMap::new(),
+            tasks: Vec::new(),
         };
-        let mut tasks = Vec::new();
-        for (name, address) in tcp_peers {
-            info!(peer = %name, %address, "SMTP-over-TCP link starting");
-            let link = tcp_link::TcpLink {
-                name,
-                address,
-                ctx: Arc::clone(&ctx),
-                shutdown: shutdown.clone(),
-            };
-            tasks.push(tokio::spawn(link.run()));
-        }
-        let local = match ctx.config.node {
-            Some(l) => l,
-            None if groups.is_empty() && !tasks.is_empty() => {
-                return Ok(Some(Hf { transfers, tasks }));
-            }
-            None => return Ok(None),
+        links.start_new()?;
+        Ok(Hf {
+            transfers,
+            links: std::sync::Mutex::new(links),
+        })
+    }
+
+    /// After a reload of the routing table: starts the links of peers the table has gained.
+    /// A peer that cannot be started is logged and its mail stays queued; a peer whose node,
+    /// bearer or protocol changed keeps its running link until the next start (said in the
+    /// log), and a peer taken out of the table leaves its link idle.
+    pub fn reloaded(&self) {
+        let mut links = match self.links.lock() {
+            Ok(l) => l,
+            Err(poisoned) => poisoned.into_inner(),
         };
-        for ((server, sap), plans) in groups {
-            let Ok(sap) = SapId::new(sap) else { continue };
-            let links = plans.iter().map(|p| (p.node, p.tx.clone())).collect();
-            let (endpoint, task) = Endpoint::start(
-                connect.clone(),
-                server.clone(),
-                sap,
-                links,
-                shutdown.clone(),
-            );
-            tasks.push(task);
-            for p in plans {
-                let dedup = dedup_store::DedupStore::open(
-                    ctx.state_dir.join("dedup"),
-                    &p.name,
-                    ctx.config.dedup_window,
-                    ctx.clock,
-                    &queued,
-                );
-                if sap == SapId::CFTP {
-                    info!(peer = %p.name, node = %p.node, %server, "CFTP link starting");
-                    let link = cftp_link::CftpLink {
-                        name: p.name,
-                        node: p.node,
-                        endpoint: endpoint.clone(),
-                        inbox: p.rx,
-                        report: p.tx,
-                        ctx: Arc::clone(&ctx),
-                        dedup,
-                        shutdown: shutdown.clone(),
-                    };
-                    tasks.push(tokio::spawn(link.run()));
-                    continue;
-                }
-                info!(peer = %p.name, node = %p.node, %server, "HMTP link starting");
-                let link = hmtp_link::HmtpLink {
-                    name: p.name,
-                    node: p.node,
-                    local,
-                    endpoint: endpoint.clone(),
-                    inbox: p.rx,
-                    report: p.tx,
-                    ctx: Arc::clone(&ctx),
-                    dedup,
-                    shutdown: shutdown.clone(),
-                    gather_until: None,
-                };
-                tasks.push(tokio::spawn(link.run()));
-            }
+        if let Err(e) = links.start_new() {
+            error!("{e}; the peer's mail stays queued");
         }
-        Ok(Some(Hf { transfers, tasks }))
     }
 
     /// The transfer records of this run, oldest first.
@@ -300,9 +217,184 @@ impl Hf {
 
     /// Waits for the links and endpoints to end (after the shutdown signal).
     pub async fn stop(self) {
-        for t in self.tasks {
+        let links = match self.links.into_inner() {
+            Ok(l) => l,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        for t in links.tasks {
             let _ = t.await;
         }
+    }
+}
+
+impl Links {
+    /// Starts a link for every peer of the current table that has none yet. Stops at the
+    /// first peer that cannot be started (after starting the ones before it), so start-up
+    /// can refuse a broken table; a reload logs the error and tries again next time.
+    fn start_new(&mut self) -> Result<(), HfError> {
+        let table = self.ctx.routes.current();
+        let mut queued: Option<Vec<u128>> = None;
+        for peer in table.peers() {
+            let reach = match (&peer.bearer, peer.protocol) {
+                (Bearer::Tcp { address }, _) => Reach::Tcp {
+                    address: address.clone(),
+                },
+                (Bearer::Sis { .. }, Protocol::Smtp) => {
+                    self.say_once(&peer.name, format!("SMTP peers are reached over TCP/IP (bearer = \"tcp\"); mail for {} stays queued", peer.name));
+                    continue;
+                }
+                (Bearer::Sis { server }, protocol) => {
+                    if self.ctx.config.node.is_none() {
+                        // Not fatal: the LAN side works, and the mail waits in the spool
+                        // (visible in `skywave status`) until the configuration is completed
+                        // and the gateway restarted. Said loudly, once per peer.
+                        let e = HfError::NoLocalNode {
+                            peer: peer.name.clone(),
+                        };
+                        self.say_once(
+                            &peer.name,
+                            format!("{e}; mail for {} stays queued", peer.name),
+                        );
+                        continue;
+                    }
+                    let sap = if protocol == Protocol::Cftp {
+                        SapId::CFTP
+                    } else {
+                        SapId::HMTP
+                    };
+                    Reach::Sis {
+                        server: server
+                            .clone()
+                            .unwrap_or_else(|| self.ctx.config.sis_server.clone()),
+                        sap: sap.get(),
+                        node: peer.node.ok_or_else(|| HfError::NoPeerNode {
+                            peer: peer.name.clone(),
+                        })?,
+                    }
+                }
+            };
+            match self.started.get(&peer.name) {
+                Some(running) if *running == reach => continue,
+                Some(running) => {
+                    self.say_once(
+                        &peer.name,
+                        format!(
+                            "peer {} now reached as {reach:?} but its link runs as {running:?} until the gateway restarts",
+                            peer.name
+                        ),
+                    );
+                    continue;
+                }
+                None => {}
+            }
+            if let Reach::Sis { server, sap, node } = &reach {
+                // Another peer of the current table on the same node and SAP is a mistake; a
+                // peer that left the table gives its node to the newcomer (a renamed peer).
+                let clash = self.started.iter().find(|(name, r)| {
+                    matches!(r, Reach::Sis { server: s, sap: p, node: n } if s == server && p == sap && n == node)
+                        && table.peer(name).is_some()
+                });
+                if let Some((other, _)) = clash {
+                    return Err(HfError::SameNode {
+                        a: other.clone(),
+                        b: peer.name.clone(),
+                        node: *node,
+                    });
+                }
+            }
+            if matches!(reach, Reach::Sis { .. }) && queued.is_none() {
+                // Messages still queued count as accepted for de-duplication (see dedup_store).
+                queued = Some(dedup_store::spool_keys(&self.ctx.intake.spool));
+            }
+            self.start_link(&peer.name, &reach, queued.as_deref().unwrap_or_default());
+            self.said.remove(&peer.name);
+            self.started.insert(peer.name.clone(), reach);
+        }
+        Ok(())
+    }
+
+    /// Logs a peer's problem once (until it changes or the peer starts).
+    fn say_once(&mut self, peer: &str, text: String) {
+        if self.said.get(peer) != Some(&text) {
+            error!("{text}");
+            self.said.insert(peer.to_owned(), text);
+        }
+    }
+
+    fn start_link(&mut self, name: &str, reach: &Reach, queued: &[u128]) {
+        let ctx = Arc::clone(&self.ctx);
+        let shutdown = self.shutdown.clone();
+        let (server, sap, node) = match reach {
+            Reach::Tcp { address } => {
+                info!(peer = %name, %address, "SMTP-over-TCP link starting");
+                let link = tcp_link::TcpLink {
+                    name: name.to_owned(),
+                    address: address.clone(),
+                    ctx,
+                    shutdown,
+                };
+                self.tasks.push(tokio::spawn(link.run()));
+                return;
+            }
+            Reach::Sis { server, sap, node } => (server, *sap, *node),
+        };
+        let Some(local) = ctx.config.node else { return };
+        let Ok(sap_id) = SapId::new(sap) else { return };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let endpoint = match self.endpoints.get(&(server.clone(), sap)) {
+            Some(e) => {
+                e.add_link(node, tx.clone());
+                e.clone()
+            }
+            None => {
+                let (e, task) = Endpoint::start(
+                    self.connect.clone(),
+                    server.clone(),
+                    sap_id,
+                    HashMap::from([(node, tx.clone())]),
+                    shutdown.clone(),
+                );
+                self.tasks.push(task);
+                self.endpoints.insert((server.clone(), sap), e.clone());
+                e
+            }
+        };
+        let dedup = dedup_store::DedupStore::open(
+            ctx.state_dir.join("dedup"),
+            name,
+            ctx.config.dedup_window,
+            ctx.clock,
+            queued,
+        );
+        if sap_id == SapId::CFTP {
+            info!(peer = %name, %node, %server, "CFTP link starting");
+            let link = cftp_link::CftpLink {
+                name: name.to_owned(),
+                node,
+                endpoint,
+                inbox: rx,
+                report: tx,
+                ctx,
+                dedup,
+                shutdown,
+            };
+            self.tasks.push(tokio::spawn(link.run()));
+            return;
+        }
+        info!(peer = %name, %node, %server, "HMTP link starting");
+        let link = hmtp_link::HmtpLink {
+            name: name.to_owned(),
+            node,
+            local,
+            endpoint,
+            inbox: rx,
+            report: tx,
+            ctx,
+            dedup,
+            shutdown,
+            gather_until: None,
+        };
+        self.tasks.push(tokio::spawn(link.run()));
     }
 }
 

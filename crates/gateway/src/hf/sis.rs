@@ -95,12 +95,25 @@ pub enum LinkInput {
     SendFailed(String),
 }
 
+/// The links an endpoint feeds, by the node of their peer; a reload may add to it.
+type LinkMap = Arc<std::sync::Mutex<HashMap<NodeAddress, mpsc::UnboundedSender<LinkInput>>>>;
+
 /// One SIS connection (one server, one SAP), shared by the links of the peers that use it.
 #[derive(Debug, Clone)]
 pub struct Endpoint {
     server: String,
     sap: SapId,
     client: watch::Receiver<Option<Client>>,
+    links: LinkMap,
+}
+
+/// The link map, even if a thread panicked while holding it (the map itself stays whole).
+fn lock(
+    links: &LinkMap,
+) -> std::sync::MutexGuard<'_, HashMap<NodeAddress, mpsc::UnboundedSender<LinkInput>>> {
+    links
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Endpoint {
@@ -115,6 +128,8 @@ impl Endpoint {
     ) -> (Endpoint, tokio::task::JoinHandle<()>) {
         let (tx, rx) = watch::channel(None);
         let name = server.clone();
+        let links: LinkMap = Arc::new(std::sync::Mutex::new(links));
+        let shared = Arc::clone(&links);
         let task = tokio::spawn(async move {
             let mut delay = Duration::from_secs(1);
             let (client, bound, mut events) = loop {
@@ -141,7 +156,7 @@ impl Endpoint {
             info!(server = %name, sap = sap.get(), mtu = bound.mtu, "bound to the SIS server");
             let _ = tx.send(Some(client.clone()));
             let all = |input: LinkInput| {
-                for l in links.values() {
+                for l in lock(&links).values() {
                     let _ = l.send(input.clone());
                 }
             };
@@ -153,7 +168,8 @@ impl Endpoint {
                 };
                 let Some(event) = event else { break };
                 match event {
-                    Event::Unidata(ind) | Event::Expedited(ind) => match links.get(&ind.src) {
+                    Event::Unidata(ind) | Event::Expedited(ind) => match lock(&links).get(&ind.src)
+                    {
                         Some(link) => {
                             let _ = link.send(LinkInput::Updu(ind.updu.clone()));
                         }
@@ -187,9 +203,20 @@ impl Endpoint {
                 server,
                 sap,
                 client: rx,
+                links: shared,
             },
             task,
         )
+    }
+
+    /// Feeds a link started after the endpoint (a peer added by a reload); it takes over
+    /// `node` from any link that had it. The new link hears at once that the link is up when
+    /// the endpoint is bound, as the others did when it bound.
+    pub fn add_link(&self, node: NodeAddress, link: mpsc::UnboundedSender<LinkInput>) {
+        if self.mtu().is_some() {
+            let _ = link.send(LinkInput::LinkUp);
+        }
+        lock(&self.links).insert(node, link);
     }
 
     /// The server's name.
