@@ -27,7 +27,14 @@ async fn emulator_writes_a_dts_pcap_and_a_trace() {
     let mut child = Command::new(emu)
         .args(["--nodes", "2", "--addresses", "1.0.0.1,1.0.0.2"])
         .args(["--listen", "127.0.0.1:0", "--rate", "2400", "--snr", "30"])
-        .args(["--time-scale", "20", "--trace", "--pcap"])
+        .args([
+            "--time-scale",
+            "20",
+            "--segment-size",
+            "400",
+            "--trace",
+            "--pcap",
+        ])
         .arg(&pcap)
         .arg("--sis-pcap")
         .arg(&sis_pcap)
@@ -157,6 +164,8 @@ async fn emulator_writes_a_dts_pcap_and_a_trace() {
             "s5066dts.type",
             "-e",
             "s5066dts.src_addr",
+            "-e",
+            "s5066dts.data_only.segmented_cpdu_size",
         ])
         .output()
         .unwrap();
@@ -168,12 +177,26 @@ async fn emulator_writes_a_dts_pcap_and_a_trace() {
     let fields = String::from_utf8(out.stdout).unwrap();
     let rows: Vec<&str> = fields.lines().collect();
     assert_eq!(rows.len() as u64, written, "{fields}");
-    // Every record decoded as a D_PDU: DATA-ONLY (0) or ACK-ONLY (1), with a source address.
+    // Every record decoded as a D_PDU: DATA-ONLY (0) or ACK-ONLY (1), with a source address;
+    // DATA-ONLY segments no bigger than --segment-size, and as many as 400-byte segments of
+    // three 1500-byte U_PDUs (each in a C_PDU with its S_PDU header) need.
+    let mut data = 0;
     for r in &rows {
-        let (ty, src) = r.split_once('\t').unwrap_or((r, ""));
+        let mut f = r.split('\t');
+        let (ty, src, size) = (
+            f.next().unwrap_or(""),
+            f.next().unwrap_or(""),
+            f.next().unwrap_or(""),
+        );
         assert!(ty == "0" || ty == "1", "{fields}");
         assert!(!src.is_empty(), "{fields}");
+        if ty == "0" {
+            let size: usize = size.parse().unwrap_or_else(|_| panic!("{fields}"));
+            assert!((1..=400).contains(&size), "{fields}");
+            data += 1;
+        }
     }
+    assert!(data >= 3 * 4, "{data} DATA-ONLY D_PDUs:\n{fields}");
     assert!(rows.iter().any(|r| r.starts_with("1\t")), "{fields}");
 
     // The SIS side: every primitive both clients exchanged, as s5066sis decodes it; at least
@@ -203,15 +226,28 @@ async fn emulator_writes_a_dts_pcap_and_a_trace() {
             "s5066sis type {t} missing: {types:?}\n{sis}"
         );
     }
-    let malformed = std::process::Command::new("tshark")
+    assert_none_malformed(&sis_pcap);
+    assert_none_malformed(&pcap);
+}
+
+/// tshark finds no malformed packet and no error-level expert note (a bad CRC, a field out of
+/// range) in the capture.
+fn assert_none_malformed(pcap: &std::path::Path) {
+    let out = std::process::Command::new("tshark")
         .arg("-r")
-        .arg(&sis_pcap)
+        .arg(pcap)
         .args(["-Y", "_ws.malformed || _ws.expert.severity == \"Error\""])
         .output()
         .unwrap();
-    let malformed = String::from_utf8_lossy(&malformed.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let malformed = String::from_utf8_lossy(&out.stdout);
     assert!(
         malformed.trim().is_empty(),
-        "malformed SIS frames:\n{malformed}"
+        "malformed frames in {}:\n{malformed}",
+        pcap.display()
     );
 }

@@ -82,6 +82,16 @@ struct Cli {
     /// rate the channel's SNR supports).
     #[arg(long, value_enum, default_value = "fixed")]
     drc: DrcArg,
+    /// D_PDU segment size, bytes of C_PDU per DATA D_PDU (1 to 1023): smaller segments lose
+    /// less to one bad interleaver block and cost more headers.
+    #[arg(long, default_value_t = 1023)]
+    segment_size: usize,
+    /// ARQ window, frames (1 to 128).
+    #[arg(long, default_value_t = 128)]
+    window: u8,
+    /// Longest transmission, seconds (at most 127.5; the EOT counts down in 0.5 s steps).
+    #[arg(long, default_value_t = 127.5)]
+    max_transmission: f64,
 }
 
 /// Data-rate change policy on the command line.
@@ -160,6 +170,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     config.seed = cli.seed;
     config.time_scale = cli.time_scale;
     config.dup_filter = vec![cli.dup_filter; addresses.len()];
+    config.segment_size = cli.segment_size;
+    config.window = cli.window;
+    if !(cli.max_transmission.is_finite() && cli.max_transmission > 0.0) {
+        bail!("--max-transmission must be a positive number of seconds");
+    }
+    config.max_transmission = Duration::from_secs_f64(cli.max_transmission);
     config.drc = match cli.drc {
         DrcArg::Fixed => Drc::Fixed,
         DrcArg::Adaptive => Drc::Adaptive,

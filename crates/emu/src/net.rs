@@ -274,7 +274,7 @@ pub enum NetError {
     #[error("channel: {0}")]
     Channel(#[from] ChannelError),
     /// Window or segment size invalid.
-    #[error("ARQ: {0}")]
+    #[error(transparent)]
     Arq(#[from] ArqError),
     /// The window cannot hold one C_PDU of MTU size.
     #[error(
