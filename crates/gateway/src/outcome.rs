@@ -7,7 +7,8 @@
 use std::sync::Arc;
 
 use skywave_route::{Destination, SharedRoutes};
-use skywave_spool::{Disposition, DueMessage, QueueId, Spool, Target};
+use skywave_spool::dsn::{DsnRecipient, DsnRequest, build_dsn};
+use skywave_spool::{Disposition, DueMessage, NewMessage, Priority, QueueId, Spool, Target};
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
@@ -125,40 +126,96 @@ impl Recorder {
         .await;
     }
 
+    /// Where a DSN to `sender` goes: routed by the table, the LAN if the sender's domain is not
+    /// routed.
+    fn dsn_target(&self, sender: &str) -> Target {
+        if sender.is_empty() {
+            return Target::Lan;
+        }
+        match self.routes.current().lookup(sender) {
+            Ok(route) => match route.destination {
+                Destination::Lan => Target::Lan,
+                Destination::Peer(p) => Target::Peer(p.name.clone()),
+            },
+            Err(e) => {
+                warn!(%sender, error = %e, "sender not routable; the bounce goes to the LAN");
+                Target::Lan
+            }
+        }
+    }
+
+    fn bounce_queued(&self, target: &Target) {
+        m::bounced();
+        if *target == Target::Lan {
+            self.lan_wake.notify_one();
+        } else {
+            self.hf_wake.notify_waiters();
+        }
+    }
+
     /// Queues the DSN of `id` towards its sender, routed by the table (the LAN if the sender's
     /// domain is not routed).
     pub async fn bounce(&self, id: &QueueId, sender: &str) {
-        let target = if sender.is_empty() {
-            Target::Lan
-        } else {
-            match self.routes.current().lookup(sender) {
-                Ok(route) => match route.destination {
-                    Destination::Lan => Target::Lan,
-                    Destination::Peer(p) => Target::Peer(p.name.clone()),
-                },
-                Err(e) => {
-                    warn!(%sender, error = %e, "sender not routable; the bounce goes to the LAN");
-                    Target::Lan
-                }
-            }
-        };
+        let target = self.dsn_target(sender);
         let spool = Arc::clone(&self.spool);
         let qid = id.clone();
         let dsn_target = target.clone();
         let now = self.clock.unix_now();
         match tokio::task::spawn_blocking(move || spool.bounce(&qid, dsn_target, now)).await {
             Ok(Ok(Some(dsn))) => {
-                m::bounced();
                 info!(queue_id = %id, dsn = %dsn, %target, "bounce queued");
-                if target == Target::Lan {
-                    self.lan_wake.notify_one();
-                } else {
-                    self.hf_wake.notify_waiters();
-                }
+                self.bounce_queued(&target);
             }
             Ok(Ok(None)) => debug!("no bounce for a null sender"),
             other => warn!(?other, "cannot queue the bounce"),
         }
+    }
+
+    /// Queues, durably, the DSN of a message this gateway has taken responsibility for but
+    /// cannot deliver to `refused`, without the message itself ever entering the spool: a
+    /// protocol with no way to refuse (CFTP) must bounce instead. `reference` names the
+    /// message in the DSN. `Ok(None)` when no DSN is due (null sender); `Err` when it could
+    /// not be written, and the caller must not acknowledge the message.
+    pub async fn bounce_refused(
+        &self,
+        sender: &str,
+        reference: &str,
+        message: &[u8],
+        refused: Vec<DsnRecipient>,
+    ) -> Result<Option<QueueId>, String> {
+        if sender.is_empty() || refused.is_empty() {
+            return Ok(None);
+        }
+        let target = self.dsn_target(sender);
+        let now = self.clock.unix_now();
+        let dsn = build_dsn(&DsnRequest {
+            reporting_mta: &self.spool.config().reporting_mta,
+            queue_id: reference,
+            original_sender: sender,
+            arrival: now,
+            now,
+            recipients: &refused,
+            original_message: message,
+        });
+        let spool = Arc::clone(&self.spool);
+        let new = (sender.to_owned(), target.clone());
+        let queued = tokio::task::spawn_blocking(move || {
+            spool.enqueue(
+                &NewMessage {
+                    sender: String::new(),
+                    recipients: vec![new],
+                    priority: Priority::default(),
+                    message: &dsn,
+                },
+                now,
+            )
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+        info!(dsn = %queued, to = %sender, %target, refused = refused.len(), "bounce queued for recipients refused on arrival");
+        self.bounce_queued(&target);
+        Ok(Some(queued))
     }
 
     /// Queues the bounces a crash left pending.

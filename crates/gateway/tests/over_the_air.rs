@@ -212,6 +212,70 @@ async fn cftp_both_ways_exactly_once() {
 
 /// Transmissions carrying data D_PDUs (DATA-ONLY, or DATA-ACK with an acknowledgement riding
 /// on it), per sending node.
+#[tokio::test(start_paused = true)]
+async fn cftp_recipients_the_receiver_refuses_are_bounced_from_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), "none");
+    o.protocol = "cftp".into();
+    let pair = Pair::start(&o).await.unwrap();
+    // The ship sends far.example's mail to the shore, which has no route for it.
+    let routes = pair.ship_config.with_file_name("routes.toml");
+    let mut text = std::fs::read_to_string(&routes).unwrap();
+    text.push_str("\n[[route]]\nmatch = \"far.example\"\nto = \"shore\"\n");
+    std::fs::write(&routes, text).unwrap();
+    pair.ship.reload_routes().unwrap();
+    let both = message("alice@ship.example", "ops@shore.example", 1, 800);
+    pair.ship
+        .submit(
+            "alice@ship.example",
+            &["ops@shore.example", "bob@far.example"],
+            &both,
+        )
+        .await
+        .unwrap();
+    let refused = message("alice@ship.example", "carol@far.example", 2, 800);
+    pair.ship
+        .submit("alice@ship.example", &["carol@far.example"], &refused)
+        .await
+        .unwrap();
+    // The shore delivers the first to its one good recipient...
+    let got = wait_for(&pair.shore_maildir, 1, Duration::from_secs(3600)).await;
+    check_delivered(
+        &got,
+        &[("<1.alice@ship.example>".into(), both)],
+        "gw.shore.example",
+    );
+    // ...and sends alice one DSN per file back over the air, naming each refused recipient.
+    let dsns = wait_for(&pair.ship_maildir, 2, Duration::from_secs(3600)).await;
+    let dsns: Vec<&String> = dsns.values().flatten().collect();
+    assert_eq!(dsns.len(), 2, "{dsns:?}");
+    for (rcpt, id) in [
+        ("bob@far.example", "<1.alice@ship.example>"),
+        ("carol@far.example", "<2.alice@ship.example>"),
+    ] {
+        let dsn = dsns
+            .iter()
+            .find(|d| d.contains(&format!("Final-Recipient: rfc822; {rcpt}")))
+            .unwrap_or_else(|| panic!("no DSN for {rcpt}: {dsns:?}"));
+        assert!(dsn.contains("Action: failed"), "{dsn}");
+        assert!(
+            dsn.contains("Reporting-MTA: dns; gw.shore.example"),
+            "{dsn}"
+        );
+        assert!(
+            dsn.contains(id),
+            "the DSN returns the original header: {dsn}"
+        );
+        assert!(dsn.contains("To: <alice@ship.example>"), "{dsn}");
+    }
+    // Both files were acknowledged: nothing waits at the ship, nothing comes twice.
+    tokio::time::sleep(Duration::from_secs(1800)).await;
+    assert_eq!(pair.ship.spool().entries().unwrap().count(), 0);
+    assert_eq!(maildir(&pair.shore_maildir).len(), 1);
+    assert_eq!(maildir(&pair.ship_maildir).values().flatten().count(), 2);
+    pair.stop().await;
+}
+
 fn data_transmissions(pair: &Pair) -> [usize; 2] {
     let mut n = [0usize; 2];
     for t in pair.subnet.trace() {

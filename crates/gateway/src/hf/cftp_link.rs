@@ -7,9 +7,10 @@
 //! [`CftpReceiverSession`] for files from the peer, whose acknowledgement leaves only after the
 //! spool write (and the de-duplication record) is durable.
 //!
-//! CFTP has no negative acknowledgement: a file whose recipients this gateway cannot take (no
-//! route, a loop, a spool error) is not acknowledged, so its sender keeps it and, in the end,
-//! returns it to its author when it expires there. The reason is logged here.
+//! CFTP has no negative acknowledgement, so this gateway answers for a file as an MTA that has
+//! accepted it: recipients it refuses for good (no route, relaying denied, a loop) get a DSN
+//! back to the sender from here and the file is acknowledged; a temporary refusal or a spool
+//! error leaves the file unacknowledged, and the peer sends it again.
 //!
 //! A transfer record covers a round: from the moment files start going out until the sender is
 //! idle again (and one record per file received).
@@ -19,10 +20,11 @@ use std::sync::Arc;
 
 use skywave_hmtp::{
     AckOutcome, BatchMessage, CftpReceiverEvent, CftpReceiverSession, CftpReceiverSettings,
-    CftpSender, CftpSenderSettings, CftpSenderStats, Disposition, MessageResult,
+    CftpSender, CftpSenderSettings, CftpSenderStats, Disposition, IncomingFile, MessageResult,
 };
 use skywave_sis::NodeAddress;
 use skywave_smtp::{BodyType, Envelope, Protocol};
+use skywave_spool::dsn::DsnRecipient;
 use skywave_spool::{DueMessage, Target};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -332,6 +334,43 @@ impl CftpLink {
         st.round = None;
     }
 
+    /// Takes a received file: the DSN for the recipients refused for good first (so a crash
+    /// before the acknowledgement can send it twice, never zero times), then the message for
+    /// the others. The id returned names what is now on disk.
+    async fn take_file(
+        &self,
+        f: &IncomingFile,
+        policy: &GatewayPolicy,
+        envelope: &Envelope,
+        sender: &str,
+        refused: Vec<DsnRecipient>,
+    ) -> Result<String, String> {
+        let bounced = if refused.is_empty() {
+            None
+        } else {
+            let reference = format!("cftp-{}-{}", self.name, f.mail.message_id);
+            for r in &refused {
+                warn!(cftp_id = %f.mail.message_id, rcpt = %r.address, reason = %r.diagnostic, "recipient refused; bounced to the sender");
+            }
+            self.ctx
+                .recorder
+                .bounce_refused(sender, &reference, &f.mail.message, refused)
+                .await?
+        };
+        if envelope.recipients.is_empty() {
+            return Ok(bounced.map_or_else(
+                || "nothing (every recipient refused, null sender)".to_owned(),
+                |d| format!("a DSN {d} (every recipient refused)"),
+            ));
+        }
+        self.ctx
+            .intake
+            .store(policy, envelope, &f.mail.message, None)
+            .await
+            .map(|id| id.to_string())
+            .map_err(|r| format!("{} {}", r.code, r.text()))
+    }
+
     async fn receive_files(&mut self, st: &mut State) {
         // Bounded: each event is handled once.
         while let Some(event) = st.receiver.poll_event() {
@@ -345,16 +384,33 @@ impl CftpLink {
                         },
                         Arc::clone(&self.ctx.routes),
                     );
-                    let mut refused = None;
+                    // CFTP cannot refuse: recipients refused for good are bounced by this
+                    // gateway (the file is then acknowledged), a temporary refusal leaves the
+                    // file unacknowledged so the peer sends it again later.
+                    let mut taken = Vec::new();
+                    let mut refused = Vec::new();
+                    let mut later = None;
                     for r in &f.mail.recipients {
-                        if let Err(reply) = policy.accept_recipient(r) {
-                            refused = Some(format!("{r}: {} {}", reply.code, reply.text()));
-                            break;
+                        match policy.accept_recipient(r) {
+                            Ok(()) => taken.push(r.clone()),
+                            Err(reply) if reply.is_permanent() => refused.push(DsnRecipient {
+                                address: r.clone(),
+                                status: reply
+                                    .enhanced
+                                    .map_or_else(|| "5.0.0".to_owned(), |e| e.to_string()),
+                                diagnostic: format!("{} {}", reply.code, reply.text()),
+                                last_attempt: None,
+                            }),
+                            Err(reply) => {
+                                later = Some(format!("{r}: {} {}", reply.code, reply.text()));
+                                break;
+                            }
                         }
                     }
+                    let sender = f.mail.return_path.clone().unwrap_or_default();
                     let envelope = Envelope {
-                        reverse_path: f.mail.return_path.clone().unwrap_or_default(),
-                        recipients: f.mail.recipients.clone(),
+                        reverse_path: sender.clone(),
+                        recipients: taken,
                         declared_size: Some(f.mail.message.len()),
                         body_type: BodyType::Unspecified,
                         mt_priority: None,
@@ -362,21 +418,19 @@ impl CftpLink {
                         protocol: Protocol::Smtp,
                         auth_user: None,
                     };
-                    let stored = match refused {
+                    let stored = match later {
                         Some(why) => Err(why),
-                        None => self
-                            .ctx
-                            .intake
-                            .store(&policy, &envelope, &f.mail.message, None)
-                            .await
-                            .map_err(|r| format!("{} {}", r.code, r.text())),
+                        None => {
+                            self.take_file(&f, &policy, &envelope, &sender, refused)
+                                .await
+                        }
                     };
                     let now = Instant::now().into_std();
                     let size = f.mail.message.len() as u64;
                     let accepted = match stored {
                         Ok(id) => {
                             self.dedup.persist(&f.key);
-                            info!(queue_id = %id, cftp_id = %f.mail.message_id, "received over HF (CFTP)");
+                            info!(queued = %id, cftp_id = %f.mail.message_id, "received over HF (CFTP)");
                             if let Err(e) =
                                 st.receiver.accepted(f.ticket, now, &mut self.dedup.cache)
                             {
