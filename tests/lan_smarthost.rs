@@ -39,8 +39,9 @@ class Sink:
         path = os.path.join(self.outdir, "%03d.eml" % self.n)
         tmp = path + ".tmp"
         with open(tmp, "wb") as f:
-            f.write(("X-Envelope-From: %s\r\nX-Envelope-To: %s\r\n" % (
-                envelope.mail_from, ",".join(envelope.rcpt_tos))).encode())
+            f.write(("X-Envelope-From: %s\r\nX-Envelope-To: %s\r\nX-Sink-TLS: %s\r\n" % (
+                envelope.mail_from, ",".join(envelope.rcpt_tos),
+                "yes" if getattr(session, "ssl", None) else "no")).encode())
             f.write(envelope.original_content)
         os.rename(tmp, path)
         return "250 OK stored"
@@ -58,17 +59,21 @@ async fn start_sink(
     inbox: &std::path::Path,
     port: u16,
 ) -> tokio::process::Child {
+    start_sink_with(dir, inbox, port, &[]).await
+}
+
+/// Like [`start_sink`], with more aiosmtpd options (`--tlscert` ...).
+async fn start_sink_with(
+    dir: &std::path::Path,
+    inbox: &std::path::Path,
+    port: u16,
+    options: &[&str],
+) -> tokio::process::Child {
     std::fs::write(dir.join("sinkhandler.py"), HANDLER).unwrap();
     let sink = Command::new("python3")
-        .args([
-            "-m",
-            "aiosmtpd",
-            "-n",
-            "-l",
-            &format!("127.0.0.1:{port}"),
-            "-c",
-            "sinkhandler.Sink",
-        ])
+        .args(["-m", "aiosmtpd", "-n", "-l", &format!("127.0.0.1:{port}")])
+        .args(options)
+        .args(["-c", "sinkhandler.Sink"])
         .arg(inbox)
         .env("PYTHONPATH", dir)
         .kill_on_drop(true)
@@ -166,7 +171,9 @@ async fn mail_for_the_lan_reaches_aiosmtpd_and_refusals_bounce() {
     assert_eq!(files.len(), 1, "{}", gw.log());
     let text = std::fs::read_to_string(&files[0]).unwrap();
     assert!(
-        text.starts_with("X-Envelope-From: a@ship.test\r\nX-Envelope-To: ops@ship.test\r\n"),
+        text.starts_with(
+            "X-Envelope-From: a@ship.test\r\nX-Envelope-To: ops@ship.test\r\nX-Sink-TLS: no\r\n"
+        ),
         "{text}"
     );
     assert!(
@@ -200,5 +207,94 @@ async fn mail_for_the_lan_reaches_aiosmtpd_and_refusals_bounce() {
     assert_eq!(wait_files(&inbox, 0).await.len(), 3);
     let page = support::metrics(gw.metrics.unwrap()).await;
     assert!(page.contains("skywave_bounced_total 1"), "{page}");
+    assert_eq!(gw.stop().await, 0);
+}
+
+/// A self-signed certificate for `name`, written as `stem.pem` and `stem.key` in `dir`.
+fn certificate(dir: &std::path::Path, stem: &str, name: &str) {
+    let cert = rcgen::generate_simple_self_signed(vec![name.to_owned()]).unwrap();
+    std::fs::write(dir.join(format!("{stem}.pem")), cert.cert.pem()).unwrap();
+    std::fs::write(
+        dir.join(format!("{stem}.key")),
+        cert.signing_key.serialize_pem(),
+    )
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn starttls_to_the_smarthost_verifies_its_certificate() {
+    require_aiosmtpd();
+    let tmp = tempfile::tempdir().unwrap();
+    let inbox = tmp.path().join("inbox");
+    std::fs::create_dir(&inbox).unwrap();
+    certificate(tmp.path(), "smarthost", "localhost");
+    certificate(tmp.path(), "stranger", "localhost");
+    let port = free_port();
+    // aiosmtpd with a certificate requires STARTTLS before MAIL.
+    let cert = tmp.path().join("smarthost.pem");
+    let key = tmp.path().join("smarthost.key");
+    let _sink = start_sink_with(
+        tmp.path(),
+        &inbox,
+        port,
+        &[
+            "--tlscert",
+            cert.to_str().unwrap(),
+            "--tlskey",
+            key.to_str().unwrap(),
+        ],
+    )
+    .await;
+
+    // Trusting another certificate: the TLS handshake fails, the mail is deferred, not lost.
+    let extra = |ca: &str, backoff: u32| {
+        format!(
+            "[delivery]\nsmarthost = \"localhost:{port}\"\ntimeout = \"10s\"\ntls = \"required\"\ntls_ca = \"{ca}\"\n[spool]\nmin_backoff = {backoff}\nmax_backoff = {backoff}\n"
+        )
+    };
+    let gw = Gateway::start(
+        tmp.path(),
+        &routes("\"127.0.0.0/8\""),
+        &extra("stranger.pem", 600),
+    )
+    .await;
+    let p = gw.smtp.port().to_string();
+    let (code, out, err) = python(SEND, &[&p, "ops@ship.test", "untrusted"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let deadline = tokio::time::Instant::now() + STEP;
+    while !gw.log().contains("delivery deferred") {
+        assert!(tokio::time::Instant::now() < deadline, "{}", gw.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(wait_files(&inbox, 0).await.is_empty());
+    assert_eq!(gw.stop().await, 0);
+
+    // Trusting the smarthost's certificate (the administrator fixed the file and restarted):
+    // delivered over TLS, the deferred mail with it.
+    let gw = Gateway::start(
+        tmp.path(),
+        &routes("\"127.0.0.0/8\""),
+        &extra("smarthost.pem", 1),
+    )
+    .await;
+    let (code, out, err) = support::run(
+        support::skywave().to_str().unwrap(),
+        &["queue", "--config", gw.config.to_str().unwrap(), "flush"],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("1 message(s) made due now"), "{out}");
+    // The running gateway hears of the flush at once (its timer is a minute away).
+    assert_eq!(wait_files(&inbox, 1).await.len(), 1, "{}", gw.log());
+    assert!(gw.log().contains("changed by an operator"), "{}", gw.log());
+    let p = gw.smtp.port().to_string();
+    let (code, out, err) = python(SEND, &[&p, "ops@ship.test", "trusted"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let files = wait_files(&inbox, 2).await;
+    assert_eq!(files.len(), 2, "{}", gw.log());
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        assert!(text.contains("X-Sink-TLS: yes\r\n"), "{text}");
+    }
     assert_eq!(gw.stop().await, 0);
 }

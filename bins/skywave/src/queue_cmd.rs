@@ -119,6 +119,8 @@ pub(crate) fn run(args: QueueArgs) -> anyhow::Result<ExitCode> {
             println!("{n} message(s) made due now");
         }
     }
+    // Whatever changed, a running gateway looks at its queue at once (not at its next timer).
+    spool.nudge();
     Ok(ExitCode::SUCCESS)
 }
 

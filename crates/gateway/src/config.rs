@@ -153,7 +153,7 @@ pub struct TlsFiles {
 pub enum Delivery {
     /// Into a Maildir (maildir(5)): `tmp/`, `new/`, `cur/` under this path.
     Maildir(PathBuf),
-    /// To the LAN's mail server over SMTP (no TLS: a trusted LAN hop).
+    /// To the LAN's mail server over SMTP.
     Smarthost {
         /// Host name or address.
         host: String,
@@ -161,6 +161,26 @@ pub enum Delivery {
         port: u16,
         /// Time allowed for one delivery attempt.
         timeout: Duration,
+        /// STARTTLS towards it.
+        tls: SmarthostTls,
+    },
+}
+
+/// STARTTLS towards the smarthost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SmarthostTls {
+    /// Plain SMTP (a trusted LAN hop).
+    None,
+    /// STARTTLS when the server offers it, plain otherwise; a certificate that does not verify
+    /// fails the attempt.
+    Opportunistic {
+        /// Extra trusted root certificates, PEM (beside the public web roots).
+        ca: Option<Vec<u8>>,
+    },
+    /// STARTTLS or no delivery (the attempt is retried).
+    Required {
+        /// Extra trusted root certificates, PEM (beside the public web roots).
+        ca: Option<Vec<u8>>,
     },
 }
 
@@ -243,6 +263,8 @@ struct RawDelivery {
     maildir: Option<Spanned<String>>,
     smarthost: Option<Spanned<String>>,
     timeout: Option<Secs>,
+    tls: Option<Spanned<String>>,
+    tls_ca: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -524,11 +546,38 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
         }
         (Some(m), None) => Delivery::Maildir(path(m)),
         (None, Some(s)) => match split_host_port(s.get_ref()) {
-            Some((host, port)) => Delivery::Smarthost {
-                host,
-                port,
-                timeout: Duration::from_secs(raw.delivery.timeout.map_or(60, |t| t.0)),
-            },
+            Some((host, port)) => {
+                let ca = raw.delivery.tls_ca.as_ref().and_then(|c| {
+                    let file = path(c);
+                    match read_ca(&file) {
+                        Ok(pem) => Some(pem),
+                        Err(message) => {
+                            err(c.span(), message);
+                            None
+                        }
+                    }
+                });
+                let tls = match raw.delivery.tls.as_ref().map(|t| (t, t.get_ref().as_str())) {
+                    None | Some((_, "none")) => SmarthostTls::None,
+                    Some((_, "opportunistic")) => SmarthostTls::Opportunistic { ca },
+                    Some((_, "required")) => SmarthostTls::Required { ca },
+                    Some((t, other)) => {
+                        err(
+                            t.span(),
+                            format!(
+                                "tls = {other:?}; expected \"none\", \"opportunistic\" or \"required\""
+                            ),
+                        );
+                        SmarthostTls::None
+                    }
+                };
+                Delivery::Smarthost {
+                    host,
+                    port,
+                    timeout: Duration::from_secs(raw.delivery.timeout.map_or(60, |t| t.0)),
+                    tls,
+                }
+            }
             None => {
                 err(
                     s.span(),
@@ -662,6 +711,21 @@ fn default_smtp() -> SocketAddr {
 
 fn default_metrics() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 9466))
+}
+
+/// Reads trusted root certificates for the smarthost (PEM, at least one certificate).
+fn read_ca(file: &Path) -> Result<Vec<u8>, String> {
+    let pem = std::fs::read(file)
+        .map_err(|e| format!("cannot read the CA file {}: {e}", file.display()))?;
+    let usable = lettre::transport::smtp::client::Certificate::from_pem(&pem).is_ok()
+        && pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----");
+    if !usable {
+        return Err(format!(
+            "{} holds no usable PEM certificate; expected \"-----BEGIN CERTIFICATE-----\" blocks",
+            file.display()
+        ));
+    }
+    Ok(pem)
 }
 
 /// Reads a users file: one `name:password` per line; blank lines and `#` comments ignored.
@@ -862,6 +926,50 @@ mod tests {
             ),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn smarthost_tls_settings_and_their_mistakes() {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = rcgen::generate_simple_self_signed(vec!["mail.lan".to_owned()]).unwrap();
+        std::fs::write(dir.path().join("ca.pem"), cert.cert.pem()).unwrap();
+        std::fs::write(dir.path().join("junk.pem"), "not a certificate\n").unwrap();
+        let parse_in = |extra: &str| {
+            parse(
+                "skywave.toml",
+                &format!("{GOOD}[delivery]\nsmarthost = \"mail.lan:25\"\n{extra}"),
+                dir.path(),
+            )
+        };
+        let tls_of = |c: Config| match c.delivery {
+            Delivery::Smarthost { tls, .. } => tls,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(tls_of(parse_in("").unwrap()), SmarthostTls::None);
+        assert!(matches!(
+            tls_of(parse_in("tls = \"required\"\ntls_ca = \"ca.pem\"\n").unwrap()),
+            SmarthostTls::Required { ca: Some(ref pem) } if pem.starts_with(b"-----BEGIN CERTIFICATE-----")
+        ));
+        assert_eq!(
+            tls_of(parse_in("tls = \"opportunistic\"\n").unwrap()),
+            SmarthostTls::Opportunistic { ca: None }
+        );
+        let msg = parse_in("tls = \"yes\"\n").unwrap_err().to_string();
+        assert!(
+            msg.contains(
+                "skywave.toml:6:7: error: tls = \"yes\"; expected \"none\", \"opportunistic\" or \"required\""
+            ),
+            "{msg}"
+        );
+        let msg = parse_in("tls = \"required\"\ntls_ca = \"missing.pem\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("skywave.toml:7:10: error: cannot read the CA file"),
+            "{msg}"
+        );
+        let msg = parse_in("tls_ca = \"junk.pem\"\n").unwrap_err().to_string();
+        assert!(msg.contains("holds no usable PEM certificate"), "{msg}");
     }
 
     #[test]

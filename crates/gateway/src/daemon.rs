@@ -310,8 +310,17 @@ pub async fn start(config: Config, sis: hf::SisConnect) -> Result<Gateway, Daemo
                 delivery: config.delivery.clone(),
                 spool: Arc::clone(&spool),
                 recorder,
-                wake: lan_wake,
+                wake: Arc::clone(&lan_wake),
             }),
+            shutdown_rx.clone(),
+        )),
+    ));
+    tasks.push((
+        "operator nudges",
+        tokio::spawn(watch_nudges(
+            Arc::clone(&spool),
+            Arc::clone(&lan_wake),
+            Arc::clone(&hf_wake),
             shutdown_rx.clone(),
         )),
     ));
@@ -354,6 +363,44 @@ pub async fn start(config: Config, sis: hf::SisConnect) -> Result<Gateway, Daemo
         shutdown: shutdown_tx,
         tasks,
     })
+}
+
+/// How often the daemon looks for an operator's nudge ([`Spool::nudge`]).
+const NUDGE_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Wakes LAN delivery and the HF links when `skywave queue` changed the queue (a release, a
+/// flush), so the change takes effect within [`NUDGE_POLL`] instead of at the next timer (up to
+/// a minute). A file rather than a signal: the admin command needs no pid, and works the same
+/// whether the gateway runs or not.
+async fn watch_nudges(
+    spool: Arc<Spool>,
+    lan_wake: Arc<Notify>,
+    hf_wake: Arc<Notify>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let read = |spool: &Arc<Spool>| {
+        let spool = Arc::clone(spool);
+        async move {
+            tokio::task::spawn_blocking(move || spool.nudged())
+                .await
+                .ok()
+                .flatten()
+        }
+    };
+    let mut last = read(&spool).await;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(NUDGE_POLL) => {}
+            _ = shutdown.changed() => return,
+        }
+        let now = read(&spool).await;
+        if now != last {
+            info!("the queue was changed by an operator: looking at it now");
+            lan_wake.notify_one();
+            hf_wake.notify_waiters();
+            last = now;
+        }
+    }
 }
 
 /// Runs the gateway until SIGTERM or Ctrl-C; `ready` is called once everything listens.

@@ -26,7 +26,7 @@ use skywave_spool::{DueMessage, QueueId, Spool, Target};
 use tokio::sync::{Notify, watch};
 use tracing::{Instrument, info, info_span, warn};
 
-use crate::config::Delivery;
+use crate::config::{Delivery, SmarthostTls};
 use crate::outcome::{Outcome, Recorder};
 
 /// Most bytes of LAN mail taken from the spool in one round.
@@ -155,12 +155,19 @@ async fn deliver(ctx: &DeliveryContext, msg: DueMessage) {
             host,
             port,
             timeout,
+            tls,
         } => {
             let send = |rcpts: Vec<String>| {
                 let body = &file.message;
                 let sender = &msg.sender;
                 async move {
-                    let o = smarthost(ctx, host, *port, *timeout, sender, &rcpts, body).await;
+                    let hop = Hop {
+                        host,
+                        port: *port,
+                        timeout: *timeout,
+                        tls,
+                    };
+                    let o = smarthost(ctx, &hop, sender, &rcpts, body).await;
                     (rcpts, o)
                 }
             };
@@ -186,11 +193,17 @@ async fn deliver(ctx: &DeliveryContext, msg: DueMessage) {
     }
 }
 
-async fn smarthost(
-    ctx: &DeliveryContext,
-    host: &str,
+/// The smarthost, as one delivery attempt sees it.
+struct Hop<'a> {
+    host: &'a str,
     port: u16,
     timeout: Duration,
+    tls: &'a SmarthostTls,
+}
+
+async fn smarthost(
+    ctx: &DeliveryContext,
+    hop: &Hop<'_>,
     sender: &str,
     rcpts: &[String],
     body: &[u8],
@@ -231,8 +244,19 @@ async fn smarthost(
             };
         }
     };
+    let Hop {
+        host,
+        port,
+        timeout,
+        tls,
+    } = *hop;
+    let tls = match tls_parameters(host, tls) {
+        Ok(t) => t,
+        Err(e) => return Outcome::Deferred(format!("smarthost {host}:{port}: TLS set-up: {e}")),
+    };
     let transport = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host)
         .port(port)
+        .tls(tls)
         .timeout(Some(timeout))
         .hello_name(ClientId::Domain(ctx.hostname.clone()))
         .build();
@@ -251,6 +275,27 @@ async fn smarthost(
             timeout.as_secs()
         )),
     }
+}
+
+/// lettre's TLS setting for the smarthost: the public web roots plus the configured ones, the
+/// certificate checked against the host name we connect to.
+fn tls_parameters(
+    host: &str,
+    tls: &SmarthostTls,
+) -> Result<lettre::transport::smtp::client::Tls, lettre::transport::smtp::Error> {
+    use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
+    let params = |ca: &Option<Vec<u8>>| {
+        let mut b = TlsParameters::builder(host.to_owned());
+        if let Some(pem) = ca {
+            b = b.add_root_certificate(Certificate::from_pem(pem)?);
+        }
+        b.build()
+    };
+    Ok(match tls {
+        SmarthostTls::None => Tls::None,
+        SmarthostTls::Opportunistic { ca } => Tls::Opportunistic(params(ca)?),
+        SmarthostTls::Required { ca } => Tls::Required(params(ca)?),
+    })
 }
 
 fn create_maildir(dir: &Path) -> std::io::Result<()> {

@@ -11,6 +11,8 @@
 //!   held-targets/   one empty marker file per held peer (or "lan"): that target is never due
 //!   spool.lock      advisory lock taken around every read-modify-write of a queue file
 //!   owner.lock      held for its lifetime by the one process that owns the spool (the gateway)
+//!   nudge           rewritten by an operator's change (`skywave queue`), so the running gateway
+//!                   looks at the queue at once instead of at its next timer
 //! ```
 //!
 //! Postfix moves a message between `incoming`, `active` and `deferred`. Here the status is per
@@ -70,6 +72,7 @@ const DEAD: &str = "dead";
 const HELD_TARGETS: &str = "held-targets";
 const LOCK_FILE: &str = "spool.lock";
 const OWNER_FILE: &str = "owner.lock";
+const NUDGE_FILE: &str = "nudge";
 /// Largest file the spool reads: the largest body plus generous room for the envelope.
 const MAX_FILE: u64 = MAX_BODY as u64 + 64 * 1024 * 1024;
 /// Longest marker file name in `held-targets/` (peer names up to 100 bytes; file names are
@@ -1251,6 +1254,26 @@ impl Spool {
     }
 
     // ---- operator actions -------------------------------------------------------------------
+
+    /// Tells the gateway that owns the spool that an operator changed the queue (a release, a
+    /// flush), so it looks at once instead of at its next timer. Best effort: the gateway's
+    /// timer finds the change anyway.
+    pub fn nudge(&self) {
+        let stamp = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let path = self.root.join(NUDGE_FILE);
+        if let Err(e) = fs::write(&path, format!("{stamp} {}\n", std::process::id())) {
+            tracing::debug!(path = %path.display(), error = %e, "cannot nudge the gateway");
+        }
+    }
+
+    /// The last [`Spool::nudge`]'s token (`None` before the first): a gateway that sees it
+    /// change looks at its queue.
+    pub fn nudged(&self) -> Option<String> {
+        fs::read_to_string(self.root.join(NUDGE_FILE)).ok()
+    }
 
     /// Holds a queued message: it is never due until released.
     pub fn hold(&self, id: &QueueId) -> Result<()> {
