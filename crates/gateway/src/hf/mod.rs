@@ -189,7 +189,9 @@ impl Hf {
             said: HashMap::new(),
             tasks: Vec::new(),
         };
-        links.start_new()?;
+        if let Some(e) = links.start_new().into_iter().next() {
+            return Err(e);
+        }
         Ok(Hf {
             transfers,
             links: std::sync::Mutex::new(links),
@@ -205,7 +207,7 @@ impl Hf {
             Ok(l) => l,
             Err(poisoned) => poisoned.into_inner(),
         };
-        if let Err(e) = links.start_new() {
+        for e in links.start_new() {
             error!("{e}; the peer's mail stays queued");
         }
     }
@@ -228,11 +230,12 @@ impl Hf {
 }
 
 impl Links {
-    /// Starts a link for every peer of the current table that has none yet. Stops at the
-    /// first peer that cannot be started (after starting the ones before it), so start-up
-    /// can refuse a broken table; a reload logs the error and tries again next time.
-    fn start_new(&mut self) -> Result<(), HfError> {
+    /// Starts a link for every peer of the current table that has none yet, and returns why
+    /// the others could not start: start-up refuses such a table, a reload logs it and tries
+    /// again at the next reload.
+    fn start_new(&mut self) -> Vec<HfError> {
         let table = self.ctx.routes.current();
+        let mut errors = Vec::new();
         let mut queued: Option<Vec<u128>> = None;
         for peer in table.peers() {
             let reach = match (&peer.bearer, peer.protocol) {
@@ -262,14 +265,18 @@ impl Links {
                     } else {
                         SapId::HMTP
                     };
+                    let Some(node) = peer.node else {
+                        errors.push(HfError::NoPeerNode {
+                            peer: peer.name.clone(),
+                        });
+                        continue;
+                    };
                     Reach::Sis {
                         server: server
                             .clone()
                             .unwrap_or_else(|| self.ctx.config.sis_server.clone()),
                         sap: sap.get(),
-                        node: peer.node.ok_or_else(|| HfError::NoPeerNode {
-                            peer: peer.name.clone(),
-                        })?,
+                        node,
                     }
                 }
             };
@@ -295,11 +302,12 @@ impl Links {
                         && table.peer(name).is_some()
                 });
                 if let Some((other, _)) = clash {
-                    return Err(HfError::SameNode {
+                    errors.push(HfError::SameNode {
                         a: other.clone(),
                         b: peer.name.clone(),
                         node: *node,
                     });
+                    continue;
                 }
             }
             if matches!(reach, Reach::Sis { .. }) && queued.is_none() {
@@ -310,7 +318,7 @@ impl Links {
             self.said.remove(&peer.name);
             self.started.insert(peer.name.clone(), reach);
         }
-        Ok(())
+        errors
     }
 
     /// Logs a peer's problem once (until it changes or the peer starts).
