@@ -942,3 +942,18 @@ fn enqueue_with_header_puts_the_chosen_id_in_front_of_the_message() {
     assert_eq!(file.message, expected);
     assert_eq!(file.envelope.size, expected.len() as u64);
 }
+
+#[test]
+fn an_operator_nudge_is_seen_by_the_owner_and_differs_each_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let owner = open(dir.path());
+    let admin = Spool::open_admin(dir.path(), SpoolConfig::default()).unwrap();
+    assert_eq!(owner.nudged(), None);
+    admin.nudge();
+    let first = owner.nudged();
+    assert!(first.is_some());
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    admin.nudge();
+    let second = owner.nudged();
+    assert!(second.is_some() && second != first, "{first:?} {second:?}");
+}
