@@ -147,9 +147,16 @@ pub(crate) async fn bind(
     Ok((client, events, usize::from(bound.mtu)))
 }
 
-/// Hands U_PDUs to one SIS client in order, one at a time, each once the client has written the
-/// previous one to its node: so a long submission waits out the node's S_DATA_FLOW_OFF instead
-/// of overflowing the client's queue (a real gateway paces its submissions the same way).
+/// U_PDUs an [`Outbox`] keeps submitted and unconfirmed at once: enough for any burst the ARQ
+/// can put in one transmission (128 frames of at most 1023 bytes is 64 U_PDUs of 2048), well
+/// under the SIS client's own queue limit (1024).
+const IN_FLIGHT: usize = 256;
+
+/// Hands U_PDUs to one SIS client in order, as the gateway's SIS bearer does: all at once, up
+/// to [`IN_FLIGHT`] unconfirmed (the client queues them while the node has flow off). A longer
+/// submission waits for the oldest confirmation, so the client's queue never overflows, and a
+/// session longer than one U_PDU still fills its first transmission. (Waiting for each U_PDU's
+/// confirmation before the next, as this once did, cost a whole ARQ round trip per U_PDU.)
 #[derive(Debug, Clone)]
 pub(crate) struct Outbox {
     tx: mpsc::UnboundedSender<Vec<u8>>,
@@ -166,7 +173,47 @@ impl Outbox {
         let error = Arc::new(Mutex::new(None));
         let err = Arc::clone(&error);
         tokio::spawn(async move {
-            while let Some(updu) = rx.recv().await {
+            let fail = |e: String| {
+                let mut slot = err.lock().unwrap_or_else(|p| p.into_inner());
+                slot.get_or_insert(format!("SIS submission failed: {e}"));
+            };
+            let mut pending = std::collections::VecDeque::new();
+            loop {
+                // Take the next U_PDU, or the oldest confirmation when the window is full or
+                // nothing is waiting; confirmations are only for errors.
+                let updu = if pending.len() >= IN_FLIGHT {
+                    None
+                } else if pending.is_empty() {
+                    match rx.recv().await {
+                        Some(u) => Some(u),
+                        None => break,
+                    }
+                } else {
+                    match rx.try_recv() {
+                        Ok(u) => Some(u),
+                        Err(mpsc::error::TryRecvError::Disconnected) => break,
+                        Err(mpsc::error::TryRecvError::Empty) => {
+                            tokio::select! {
+                                u = rx.recv() => match u {
+                                    Some(u) => Some(u),
+                                    None => break,
+                                },
+                                r = wait_oldest(&mut pending) => {
+                                    if let Err(e) = r {
+                                        fail(e);
+                                    }
+                                    continue;
+                                }
+                            }
+                        }
+                    }
+                };
+                let Some(updu) = updu else {
+                    if let Err(e) = wait_oldest(&mut pending).await {
+                        fail(e);
+                    }
+                    continue;
+                };
                 let req = UnidataRequest {
                     priority,
                     dest_sap: sap,
@@ -175,16 +222,14 @@ impl Outbox {
                     ttl: Ttl::INFINITE,
                     updu: Bytes::from(updu),
                 };
-                let outcome: Result<(), String> = match client.send_unidata(req) {
-                    Ok(pending) => pending
-                        .await
-                        .map(drop)
-                        .map_err(|e: SendError| e.to_string()),
-                    Err(e) => Err(e.to_string()),
-                };
-                if let Err(e) = outcome {
-                    let mut slot = err.lock().unwrap_or_else(|p| p.into_inner());
-                    slot.get_or_insert(format!("SIS submission failed: {e}"));
+                match client.send_unidata(req) {
+                    Ok(p) => pending.push_back(p),
+                    Err(e) => fail(e.to_string()),
+                }
+            }
+            while !pending.is_empty() {
+                if let Err(e) = wait_oldest(&mut pending).await {
+                    fail(e);
                 }
             }
         });
@@ -201,6 +246,20 @@ impl Outbox {
     /// The first submission error, if any.
     pub(crate) fn error(&self) -> Option<String> {
         self.error.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// Waits for the oldest unconfirmed U_PDU's confirmation (or rejection).
+async fn wait_oldest(
+    pending: &mut std::collections::VecDeque<skywave_sis::client::Pending>,
+) -> Result<(), String> {
+    match pending.front_mut() {
+        Some(p) => {
+            let r = p.await.map(drop).map_err(|e: SendError| e.to_string());
+            pending.pop_front();
+            r
+        }
+        None => Ok(()),
     }
 }
 
