@@ -91,6 +91,10 @@ struct Compare {
     /// TCP windows, bytes (default 1024).
     #[arg(long, value_delimiter = ',')]
     window: Vec<u32>,
+    /// STANAG 5066 D_PDU segment size for every run, bytes (1-1023, default 1023): smaller
+    /// segments lose less to one bad interleaver block at low SNR and cost more headers.
+    #[arg(long, default_value_t = skywave_bench::sweep::DEFAULT_SEGMENT)]
+    segment_size: usize,
     /// JNOS initial RTT, seconds (default 60).
     #[arg(long)]
     irtt: Option<f64>,
@@ -214,6 +218,10 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
         irtt: seconds(c.irtt, "--irtt")?,
         max_wait: seconds(c.max_wait, "--max-wait")?,
         seeds: seeds(c.seeds.unwrap_or(if c.quick { 1 } else { 3 }))?,
+        segment_size: match c.segment_size {
+            n @ 1..=1023 => n,
+            n => bail!("--segment-size must be 1 to 1023 bytes (got {n})"),
+        },
     })
 }
 

@@ -34,7 +34,7 @@ use thiserror::Error;
 use crate::model::{Condition, HmtpCompression, Scenario, TcpSettings, Workload};
 use crate::runner::{BenchError, RunDetail, run_detailed};
 use crate::stack::modem_config;
-use crate::sweep::jnos_tcp;
+use crate::sweep::{DEFAULT_SEGMENT, jnos_tcp};
 use crate::workload::{isode, ntia};
 
 /// File name of the NTIA table.
@@ -171,6 +171,7 @@ pub fn ntia_condition(row: &NtiaRow, seed: u64) -> Condition {
         rate_bps: row.modem_bps,
         interleaver: "short".into(),
         seed,
+        segment_size: DEFAULT_SEGMENT,
     }
 }
 
@@ -187,6 +188,7 @@ pub fn isode_condition(row: &IsodeRow, seed: u64, interleaver: &str) -> Conditio
         rate_bps: row.link_bps,
         interleaver: interleaver.into(),
         seed,
+        segment_size: DEFAULT_SEGMENT,
     }
 }
 

@@ -190,6 +190,7 @@ mod tests {
             rate_bps: 1200,
             interleaver: "short".into(),
             seed,
+            segment_size: crate::sweep::DEFAULT_SEGMENT,
         }
     }
 

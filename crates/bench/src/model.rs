@@ -50,6 +50,10 @@ pub struct Condition {
     pub interleaver: String,
     /// Seed of every random draw of the run.
     pub seed: u64,
+    /// STANAG 5066 D_PDU segment size, bytes (1-1023; the emulator's default is 1023). Smaller
+    /// segments lose less to one bad interleaver block and cost more headers. Not used by the
+    /// raw-modem scenario.
+    pub segment_size: usize,
 }
 
 /// TCP settings for the SMTP-over-TCP scenarios (ignored by the others).

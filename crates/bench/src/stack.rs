@@ -87,8 +87,8 @@ pub fn channel_config(cond: &Condition) -> Result<ChannelConfig, BenchError> {
     }
 }
 
-/// The two-node subnetwork of a condition, with the emulator's defaults (window 128, 1023-byte
-/// segments, MTU 2048, 127.5 s longest transmission) and the condition's seed.
+/// The two-node subnetwork of a condition, with the emulator's defaults (window 128, MTU 2048,
+/// 127.5 s longest transmission) and the condition's seed and segment size.
 pub fn subnet_config(cond: &Condition) -> Result<SubnetConfig, BenchError> {
     let mut cfg = SubnetConfig::new(
         vec![address(SHIP)?, address(SHORE)?],
@@ -96,6 +96,7 @@ pub fn subnet_config(cond: &Condition) -> Result<SubnetConfig, BenchError> {
         channel_config(cond)?,
     );
     cfg.seed = cond.seed;
+    cfg.segment_size = cond.segment_size;
     Ok(cfg)
 }
 
@@ -351,6 +352,7 @@ mod tests {
             rate_bps: rate,
             interleaver: il.into(),
             seed: 3,
+            segment_size: crate::sweep::DEFAULT_SEGMENT,
         }
     }
 
@@ -360,6 +362,10 @@ mod tests {
         assert_eq!(c.seed, 3);
         assert_eq!(c.modem.rate, DataRate::Bps1200);
         assert_eq!(c.modem.interleaver, Interleaver::Short);
+        assert_eq!(c.segment_size, 1023);
+        let mut small = cond("awgn", 1200, "short");
+        small.segment_size = 200;
+        assert_eq!(subnet_config(&small).unwrap().segment_size, 200);
         assert!(subnet_config(&cond("good", 2400, "long")).is_ok());
         assert!(subnet_config(&cond("poor", 9600, "very-long")).is_ok());
         for bad in [

@@ -39,6 +39,8 @@ pub struct SweepSpec {
     pub max_wait: Option<Duration>,
     /// Seeds; every combination is run once per seed.
     pub seeds: Vec<u64>,
+    /// STANAG 5066 D_PDU segment size for every run, bytes.
+    pub segment_size: usize,
 }
 
 impl SweepSpec {
@@ -58,6 +60,7 @@ impl SweepSpec {
             irtt: None,
             max_wait: None,
             seeds: vec![1],
+            segment_size: DEFAULT_SEGMENT,
         }
     }
 
@@ -92,6 +95,7 @@ impl SweepSpec {
                                             interleaver: interleaver.clone(),
                                             size,
                                             count,
+                                            segment_size: self.segment_size,
                                             tcp: jnos_tcp(
                                                 mss,
                                                 window,
@@ -116,6 +120,9 @@ impl SweepSpec {
         self.points().len() * self.seeds.len()
     }
 }
+
+/// The emulator's D_PDU segment size unless a sweep says otherwise: the largest Annex C allows.
+pub const DEFAULT_SEGMENT: usize = 1023;
 
 /// JNOS-style TCP settings as NTIA used them: MTU = MSS + 40, IRTT 60 s, maxwait 90 s at
 /// 1200 bit/s and above, 360 s below (overridable).
@@ -158,6 +165,8 @@ pub struct Point {
     pub count: usize,
     /// TCP settings (used by the TCP scenarios only).
     pub tcp: TcpSettings,
+    /// STANAG 5066 D_PDU segment size, bytes.
+    pub segment_size: usize,
 }
 
 impl Point {
@@ -169,6 +178,7 @@ impl Point {
             rate_bps: self.rate_bps,
             interleaver: self.interleaver.clone(),
             seed,
+            segment_size: self.segment_size,
         }
     }
 
