@@ -8,6 +8,11 @@
 //! The recipients route to the HF peer "shore", which has no link in the test: the messages stay
 //! queued, so the load measured is acceptance alone (parse, route, durable enqueue), with no
 //! delivery work competing, and the spool can be checked message by message afterwards.
+//!
+//! The second test measures Maildir delivery against ingest (issue 14): with 0, 10,000 and
+//! 100,000 files already in `new/`, 2,000 messages for the LAN are submitted while LAN delivery
+//! is held (the ingest rate), then released (the delivery rate); every message must land in
+//! `new/` exactly once and `tmp/` must end empty. The rates are printed, not asserted.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -92,9 +97,14 @@ async fn expect(
     }
 }
 
-/// One client: one session, `MESSAGES` messages, each waiting for every reply. Returns the
-/// acceptance latency of each message (end-of-data sent to 250 read).
-async fn client(addr: SocketAddr, c: usize) -> Result<Vec<Duration>, String> {
+/// One client: one session, `messages` messages to `rcpt`, each waiting for every reply.
+/// Returns the acceptance latency of each message (end-of-data sent to 250 read).
+async fn client(
+    addr: SocketAddr,
+    c: usize,
+    rcpt: &str,
+    messages: usize,
+) -> Result<Vec<Duration>, String> {
     let tcp = TcpStream::connect(addr)
         .await
         .map_err(|e| format!("client {c}: connect: {e}"))?;
@@ -111,15 +121,17 @@ async fn client(addr: SocketAddr, c: usize) -> Result<Vec<Duration>, String> {
         "EHLO",
     )
     .await?;
-    let mut latencies = Vec::with_capacity(MESSAGES);
-    for n in 0..MESSAGES {
+    let mut latencies = Vec::with_capacity(messages);
+    for n in 0..messages {
         let ctx = |e: String| format!("client {c} message {n}: {e}");
         let mail = format!("MAIL FROM:<load{c}@ship.test>\r\n");
         expect(&mut s, mail.as_bytes(), "250", "MAIL")
             .await
             .map_err(ctx)?;
-        let rcpt = b"RCPT TO:<ops@shore.test>\r\n";
-        expect(&mut s, rcpt, "250", "RCPT").await.map_err(ctx)?;
+        let rcpt = format!("RCPT TO:<{rcpt}>\r\n");
+        expect(&mut s, rcpt.as_bytes(), "250", "RCPT")
+            .await
+            .map_err(ctx)?;
         expect(&mut s, b"DATA\r\n", "354", "DATA")
             .await
             .map_err(ctx)?;
@@ -147,8 +159,12 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+/// The tests of this file measure rates: run one at a time so that neither loads the other's.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_clients_send_five_thousand_durable_messages_and_none_is_lost() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let t0 = Instant::now();
     let tmp = tempfile::tempdir().unwrap();
     // 127.0.0.1 is a relay network: the clients may send to the peer without AUTH.
@@ -161,7 +177,7 @@ async fn two_hundred_clients_send_five_thousand_durable_messages_and_none_is_los
 
     let start = Instant::now();
     let tasks: Vec<_> = (0..CLIENTS)
-        .map(|c| tokio::spawn(client(addr, c)))
+        .map(|c| tokio::spawn(client(addr, c, "ops@shore.test", MESSAGES)))
         .collect();
     let results = tokio::time::timeout(LOAD_LIMIT, async {
         let mut all = Vec::with_capacity(CLIENTS);
@@ -251,4 +267,96 @@ async fn two_hundred_clients_send_five_thousand_durable_messages_and_none_is_los
         "load: spool checked ({files} files) in {:.1} s",
         t2.elapsed().as_secs_f64()
     );
+}
+
+/// Messages submitted per mailbox size in the Maildir test, and the clients sending them.
+const MAILDIR_MESSAGES: usize = 2_000;
+const MAILDIR_CLIENTS: usize = 8;
+
+fn count(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |d| d.flatten().count())
+}
+
+async fn queue_cmd(config: &std::path::Path, args: &[&str]) {
+    let exe = support::skywave();
+    let mut all = vec!["queue", "--config", config.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let (code, out, err) = support::run(exe.to_str().unwrap(), &all).await;
+    assert_eq!(code, 0, "skywave {all:?}: {out}{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maildir_delivery_keeps_up_with_ingest_whatever_the_mailbox_size() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    for prefill in [0usize, 10_000, 100_000] {
+        let tmp = tempfile::tempdir().unwrap();
+        let md = tmp.path().join("Maildir");
+        for sub in ["new", "cur", "tmp"] {
+            std::fs::create_dir_all(md.join(sub)).unwrap();
+        }
+        // Another MDA's files, as a busy mailbox has them.
+        for i in 0..prefill {
+            std::fs::write(
+                md.join("new")
+                    .join(format!("1700000000.M{i}P4242V1I{i}.mda.ship.test")),
+                b"x",
+            )
+            .unwrap();
+        }
+        let extra = format!("[delivery]\nmaildir = \"{}\"\n", md.display());
+        let gw = Gateway::start(tmp.path(), &routes("\"127.0.0.0/8\""), &extra).await;
+        queue_cmd(&gw.config, &["hold", "--peer", "lan"]).await;
+
+        let per_client = MAILDIR_MESSAGES / MAILDIR_CLIENTS;
+        let start = Instant::now();
+        let tasks: Vec<_> = (0..MAILDIR_CLIENTS)
+            .map(|c| tokio::spawn(client(gw.smtp, c, "ops@ship.test", per_client)))
+            .collect();
+        for t in tasks {
+            let sent = tokio::time::timeout(LOAD_LIMIT, t)
+                .await
+                .expect("ingest within the limit")
+                .expect("client task");
+            assert_eq!(sent.map(|l| l.len()), Ok(per_client));
+        }
+        let ingest = start.elapsed();
+        let queue = gw.dir.join("state/spool/queue");
+        assert_eq!(count(&queue), MAILDIR_MESSAGES);
+
+        queue_cmd(&gw.config, &["release", "--peer", "lan"]).await;
+        // From the first delivery to the last, sampled every 5 ms (the queue shrinks as
+        // messages are delivered; new/ is not listed, as that would cost what is measured).
+        let limit = Instant::now() + LOAD_LIMIT;
+        let mut first = None;
+        loop {
+            let left = count(&queue);
+            if left < MAILDIR_MESSAGES && first.is_none() {
+                first = Some((Instant::now(), left));
+            }
+            if left == 0 {
+                break;
+            }
+            assert!(
+                Instant::now() < limit,
+                "{left} messages still queued\n{}",
+                gw.log()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let (t_first, left_at_first) = first.unwrap();
+        let delivered_in = t_first.elapsed();
+        let measured = left_at_first;
+        assert_eq!(gw.stop().await, 0);
+        assert_eq!(count(&md.join("new")), prefill + MAILDIR_MESSAGES);
+        assert_eq!(count(&md.join("tmp")), 0);
+        println!(
+            "maildir: {prefill:>6} files already in new/: SMTP ingest {:.0} msg/s \
+             ({MAILDIR_MESSAGES} messages, {MAILDIR_CLIENTS} clients), Maildir delivery {:.0} msg/s \
+             (ratio {:.2})",
+            MAILDIR_MESSAGES as f64 / ingest.as_secs_f64(),
+            measured as f64 / delivered_in.as_secs_f64(),
+            (measured as f64 / delivered_in.as_secs_f64())
+                / (MAILDIR_MESSAGES as f64 / ingest.as_secs_f64()),
+        );
+    }
 }

@@ -127,7 +127,8 @@ async fn smtplib_and_swaks_deliver_to_the_maildir_exactly_once() {
             .find(|t| t.contains(&format!("Subject: {subject}")))
             .unwrap_or_else(|| panic!("no message {subject:?} in {texts:#?}"));
         assert!(t.starts_with("Return-Path: <"), "{t}");
-        assert!(t.contains("\r\nReceived: from "), "{t}");
+        assert!(t.contains("\nReceived: from "), "{t}");
+        assert!(!t.contains('\r'), "Maildir files have LF line ends: {t:?}");
         assert!(
             t.contains("\tby gw.ship.test (skywave) with ESMTP id "),
             "{t}"

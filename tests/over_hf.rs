@@ -468,8 +468,8 @@ fn accepted_ids(side: &Side) -> std::collections::BTreeSet<String> {
         .collect();
     for name in names(side.maildir().join("new")) {
         if let Some(id) = name
-            .split_once(".I")
-            .and_then(|(_, rest)| rest.split_once('R'))
+            .split_once('K')
+            .and_then(|(_, rest)| rest.split_once('.'))
             .map(|(id, _)| id.to_owned())
         {
             ids.insert(id);

@@ -151,8 +151,13 @@ pub struct TlsFiles {
 /// Where mail for the LAN goes.
 #[derive(Debug, Clone)]
 pub enum Delivery {
-    /// Into a Maildir (maildir(5)): `tmp/`, `new/`, `cur/` under this path.
-    Maildir(PathBuf),
+    /// Into a Maildir (maildir(5)): `tmp/`, `new/`, `cur/` under `dir`.
+    Maildir {
+        /// The Maildir.
+        dir: PathBuf,
+        /// Line ends of the files written.
+        line_ends: LineEnds,
+    },
     /// To the LAN's mail server over SMTP.
     Smarthost {
         /// Host name or address.
@@ -164,6 +169,16 @@ pub enum Delivery {
         /// STARTTLS towards it.
         tls: SmarthostTls,
     },
+}
+
+/// Line ends of the files written into a Maildir (`[delivery] line_ends`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LineEnds {
+    /// LF, as local MDAs (Postfix's local, Dovecot's LDA) write them: the default.
+    #[default]
+    Lf,
+    /// CRLF, as the message travelled over SMTP.
+    Crlf,
 }
 
 /// STARTTLS towards the smarthost.
@@ -265,6 +280,7 @@ struct RawDelivery {
     timeout: Option<Secs>,
     tls: Option<Spanned<String>>,
     tls_ca: Option<Spanned<String>>,
+    line_ends: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -533,6 +549,23 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
         }
     }
 
+    let line_ends = match raw
+        .delivery
+        .line_ends
+        .as_ref()
+        .map(|l| (l, l.get_ref().as_str()))
+    {
+        None | Some((_, "lf")) => LineEnds::Lf,
+        Some((_, "crlf")) => LineEnds::Crlf,
+        Some((l, other)) => {
+            err(
+                l.span(),
+                format!("line_ends = {other:?}; expected \"lf\" or \"crlf\""),
+            );
+            LineEnds::Lf
+        }
+    };
+    let maildir = |dir: PathBuf| Delivery::Maildir { dir, line_ends };
     let delivery = match (&raw.delivery.maildir, &raw.delivery.smarthost) {
         (Some(m), Some(s)) => {
             err(
@@ -542,9 +575,9 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
                     line_of(text, m.span().start)
                 ),
             );
-            Delivery::Maildir(path(m))
+            maildir(path(m))
         }
-        (Some(m), None) => Delivery::Maildir(path(m)),
+        (Some(m), None) => maildir(path(m)),
         (None, Some(s)) => match split_host_port(s.get_ref()) {
             Some((host, port)) => {
                 let ca = raw.delivery.tls_ca.as_ref().and_then(|c| {
@@ -587,10 +620,10 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
                         s.get_ref()
                     ),
                 );
-                Delivery::Maildir(state_dir.join("maildir"))
+                maildir(state_dir.join("maildir"))
             }
         },
-        (None, None) => Delivery::Maildir(state_dir.join("maildir")),
+        (None, None) => maildir(state_dir.join("maildir")),
     };
 
     let spool = SpoolSettings {
@@ -834,7 +867,7 @@ mod tests {
         );
         assert_eq!(c.smtp.max_message_size, 10 << 20);
         assert!(
-            matches!(c.delivery, Delivery::Maildir(ref p) if p == Path::new("/etc/skywave/state/maildir"))
+            matches!(c.delivery, Delivery::Maildir { ref dir, line_ends: LineEnds::Lf } if dir == Path::new("/etc/skywave/state/maildir"))
         );
         assert_eq!(c.spool.max_lifetime, 432_000);
     }

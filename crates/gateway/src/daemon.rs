@@ -311,6 +311,7 @@ pub async fn start(config: Config, sis: hf::SisConnect) -> Result<Gateway, Daemo
                 spool: Arc::clone(&spool),
                 recorder,
                 wake: Arc::clone(&lan_wake),
+                journal: config.state_dir.join("maildir-handoff.jsonl"),
             }),
             shutdown_rx.clone(),
         )),

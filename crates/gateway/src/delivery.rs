@@ -2,10 +2,12 @@
 //!
 //! Sits after the spool on the receiving side of the data path (mail that arrived over HF, and
 //! mail between LAN domains). Two ways, chosen in `[delivery]`:
-//! - a Maildir (maildir(5)): the message, with a `Return-Path:` header, is written to `tmp/`
-//!   under a unique name, synced, linked into `new/` (and unlinked from `tmp/`), and `new/` is
-//!   synced, so a delivered
-//!   message survives a power cut;
+//! - a Maildir (maildir(5)), see [`crate::maildir`]: the message, with a `Return-Path:` header
+//!   and LF line ends (or CRLF, `[delivery] line_ends`), is written under a name unique to the
+//!   attempt; the names of a round's attempts go to the hand-off journal before any is written,
+//!   so that a delivery cut off by a crash is checked by its one name (never by scanning the
+//!   mailbox); up to [`MAILDIR_PARALLEL`] messages are written at once, so that fsync latency
+//!   does not set the pace;
 //! - SMTP to the LAN smarthost with lettre (`send_raw` with the queued envelope), where a 4xx or
 //!   a connection failure defers the recipients (retried with the spool's backoff) and a 5xx
 //!   fails them (the spool builds a DSN and [`Spool::bounce`] queues it to the sender). lettre
@@ -17,22 +19,29 @@
 //! time (at most a minute, so expiry is checked too), and wakes at once when the listener has
 //! queued mail for the LAN. Mail for HF peers stays queued for the link scheduler.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use skywave_spool::{DueMessage, QueueId, Spool, Target};
+use skywave_spool::{DirSync, DueMessage, Spool, Target};
 use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
 use tracing::{Instrument, info, info_span, warn};
 
-use crate::config::{Delivery, SmarthostTls};
+use crate::config::{Delivery, LineEnds, SmarthostTls};
+use crate::maildir::{self, Attempt, Journal, Namer};
 use crate::outcome::{Outcome, Recorder};
 
 /// Most bytes of LAN mail taken from the spool in one round.
 const ROUND_BYTES: u64 = 4 << 20;
 /// Longest sleep between rounds (expiry is checked at least this often).
 const MAX_SLEEP: Duration = Duration::from_secs(60);
+/// Messages written into the Maildir at once. Each costs an fsync of its file and shares the
+/// syncs of `new/` and of the spool's queue directory ([`DirSync`]) with the others in flight,
+/// as concurrent SMTP sessions share them on the ingest side. The smarthost gets one message at
+/// a time.
+pub const MAILDIR_PARALLEL: usize = 32;
 
 /// What the delivery loop needs.
 #[derive(Debug)]
@@ -47,15 +56,142 @@ pub struct DeliveryContext {
     pub recorder: Arc<Recorder>,
     /// Woken when LAN mail has been queued.
     pub wake: Arc<Notify>,
+    /// The Maildir hand-off journal ([`crate::maildir::Journal`]), in the state directory.
+    pub journal: PathBuf,
+}
+
+/// What all Maildir deliveries of one gateway share: the file namer, and the group commit of
+/// `new/` syncs (concurrent deliveries share one fsync of the directory).
+struct Shared {
+    namer: Namer,
+    sync: DirSync,
+}
+
+impl Shared {
+    fn new(hostname: &str) -> Self {
+        Self {
+            namer: Namer::new(hostname),
+            sync: DirSync::new(),
+        }
+    }
+}
+
+/// Maildir attempts whose outcome is not known to the spool: the attempts of a round cut off by
+/// a crash (read back from the journal at start-up), and attempts whose file may be in `new/`
+/// although the spool did not record a delivery (the link was made but its sync failed, or the
+/// spool write failed). Each is looked up by name before its message is attempted again, and
+/// each is written to every journal until then.
+struct Handoffs {
+    journal: Journal,
+    unsettled: HashMap<String, Vec<Attempt>>,
+}
+
+impl Handoffs {
+    fn add(&mut self, a: Attempt) {
+        self.unsettled.entry(a.id.clone()).or_default().push(a);
+    }
+
+    fn all(&self) -> impl Iterator<Item = &Attempt> {
+        self.unsettled.values().flatten()
+    }
+}
+
+/// Start-up for Maildir delivery: the Maildir created, our `tmp/` leftovers removed (after the
+/// journal's attempts have had theirs checked), and the last journal read back. An unreadable
+/// journal is set aside and replaced by a look through the mailbox for files of every queued
+/// LAN message (at most once, and only then).
+async fn maildir_start(
+    ctx: &DeliveryContext,
+    shared: &Arc<Shared>,
+    dir: &std::path::Path,
+) -> Option<Handoffs> {
+    let mut handoffs = Handoffs {
+        journal: Journal::new(ctx.journal.clone()),
+        unsettled: HashMap::new(),
+    };
+    if let Err(e) = maildir::create(dir) {
+        warn!(maildir = %dir.display(), error = %e, "cannot prepare the Maildir; deliveries will be deferred");
+    }
+    let journal_path = ctx.journal.clone();
+    let (dir2, shared2, spool) = (
+        dir.to_path_buf(),
+        Arc::clone(shared),
+        Arc::clone(&ctx.spool),
+    );
+    let loaded = tokio::task::spawn_blocking(move || {
+        match Journal::new(journal_path.clone()).load() {
+            Ok(attempts) => Ok::<_, String>(attempts),
+            Err(e) => {
+                let aside = journal_path.with_extension("unreadable");
+                let _ = std::fs::rename(&journal_path, &aside);
+                // Every queued LAN message may have been in the cut-off round.
+                let queued = spool
+                    .due(&Target::Lan, u64::MAX, u64::MAX)
+                    .map_err(|s| format!("{e}; and the spool: {s}"))?;
+                let ids: HashSet<&str> = queued.iter().map(|m| m.id.as_str()).collect();
+                let found = maildir::names_by_queue_id(&dir2, &shared2.namer, &ids)
+                    .map_err(|m| format!("{e}; and the Maildir: {m}"))?;
+                let attempts = found
+                    .into_iter()
+                    .filter_map(|(id, name)| {
+                        let m = queued.iter().find(|m| m.id.as_str() == id)?;
+                        Some(Attempt { id, name, rcpts: m.recipients.clone() })
+                    })
+                    .collect::<Vec<_>>();
+                tracing::error!(journal = %aside.display(), error = %e, files = attempts.len(),
+                    "the Maildir hand-off journal is unreadable (set aside); queued messages with a file in the Maildir are taken as delivered");
+                Ok(attempts)
+            }
+        }
+    })
+    .await;
+    match loaded {
+        Ok(Ok(attempts)) => {
+            for a in attempts {
+                handoffs.add(a);
+            }
+            if !handoffs.unsettled.is_empty() {
+                info!(
+                    attempts = handoffs.unsettled.len(),
+                    "checking the Maildir for the deliveries of a round cut off by a restart"
+                );
+            }
+        }
+        other => {
+            // Neither the journal nor the fallback can say what was delivered: delivering
+            // anyway could deliver twice, so LAN delivery does not start.
+            tracing::error!(
+                ?other,
+                "cannot tell which Maildir deliveries were cut off; LAN delivery is stopped until the cause is fixed and the gateway restarted"
+            );
+            return None;
+        }
+    }
+    // Only now: the journal's attempts have been read, and their leftovers are ours to remove.
+    match maildir::clean_tmp(dir, &shared.namer, SystemTime::now()) {
+        Ok(c) if c.ours + c.stale > 0 => {
+            info!(maildir = %dir.display(), ours = c.ours, stale = c.stale,
+                "removed files left in the Maildir's tmp/");
+        }
+        Ok(_) => {}
+        Err(e) => warn!(maildir = %dir.display(), error = %e, "cannot clean the Maildir's tmp/"),
+    }
+    Some(handoffs)
 }
 
 /// Runs until `shutdown` turns true (after finishing the message in hand).
 pub async fn run(ctx: Arc<DeliveryContext>, mut shutdown: watch::Receiver<bool>) {
-    if let Delivery::Maildir(dir) = &ctx.delivery
-        && let Err(e) = create_maildir(dir)
-    {
-        warn!(maildir = %dir.display(), error = %e, "cannot create the Maildir; deliveries will be deferred");
-    }
+    let shared = Arc::new(Shared::new(&ctx.hostname));
+    let mut handoffs = match &ctx.delivery {
+        Delivery::Maildir { dir, .. } => match maildir_start(&ctx, &shared, dir).await {
+            Some(h) => Some(h),
+            None => {
+                let _ = shutdown.changed().await;
+                return;
+            }
+        },
+        Delivery::Smarthost { .. } => None,
+    };
     ctx.recorder.send_pending_bounces().await;
     loop {
         if *shutdown.borrow() {
@@ -73,12 +209,22 @@ pub async fn run(ctx: Arc<DeliveryContext>, mut shutdown: watch::Receiver<bool>)
             }
         };
         let worked = !due.is_empty();
-        for msg in due {
-            let span = info_span!("deliver", queue_id = %msg.id);
-            deliver(&ctx, msg).instrument(span).await;
-            if *shutdown.borrow() {
-                return;
+        match (&ctx.delivery, handoffs.as_mut()) {
+            (Delivery::Maildir { dir, line_ends }, Some(h)) => {
+                maildir_round(&ctx, &shared, h, dir, *line_ends, due, &shutdown).await;
             }
+            _ => {
+                for msg in due {
+                    if *shutdown.borrow() {
+                        break;
+                    }
+                    let span = info_span!("deliver", queue_id = %msg.id);
+                    to_smarthost(&ctx, msg).instrument(span).await;
+                }
+            }
+        }
+        if *shutdown.borrow() {
+            return;
         }
         if worked {
             continue;
@@ -102,61 +248,32 @@ pub async fn run(ctx: Arc<DeliveryContext>, mut shutdown: watch::Receiver<bool>)
     }
 }
 
-async fn deliver(ctx: &DeliveryContext, msg: DueMessage) {
-    let spool = Arc::clone(&ctx.spool);
-    let id = msg.id.clone();
-    let rcpts = msg.recipients.clone();
+/// One message to the LAN smarthost (the [`Delivery::Smarthost`] case; does nothing otherwise).
+async fn to_smarthost(ctx: &Arc<DeliveryContext>, msg: DueMessage) {
     let now = ctx.recorder.clock.unix_now();
-    let loaded = tokio::task::spawn_blocking(move || {
-        spool.mark_in_flight(&id, &rcpts, now)?;
-        spool.load(&id)
-    })
-    .await;
-    let file = match loaded {
-        Ok(Ok((_, file))) => file,
-        other => {
-            warn!(?other, "cannot load the message");
-            return;
-        }
-    };
     let groups = match &ctx.delivery {
-        Delivery::Maildir(dir) => {
-            let key = maildir_key(&msg.id, &msg.recipients);
-            let hostname = ctx.hostname.clone();
-            let dir = dir.clone();
-            let sender = msg.sender.clone();
-            let body = file.message;
-            let written = tokio::task::spawn_blocking(move || {
-                // A crash between the Maildir write and the spool update requeues the message;
-                // the file already written under this key is its delivery, not a reason to write
-                // a second copy.
-                if let Some(name) = maildir_find(&dir, &key)? {
-                    return Ok((name, true));
-                }
-                let name = maildir_name(&hostname, &key);
-                write_maildir(&dir, &name, &sender, &body).map(|()| (name, false))
-            })
-            .await;
-            let outcome = match written {
-                Ok(Ok((name, again))) => {
-                    if again {
-                        info!(file = %name, "already in the Maildir (written before a restart)");
-                    } else {
-                        info!(file = %name, "delivered to the Maildir");
-                    }
-                    Outcome::Delivered
-                }
-                Ok(Err(e)) => Outcome::Deferred(format!("Maildir write failed: {e}")),
-                Err(e) => Outcome::Deferred(format!("Maildir task failed: {e}")),
-            };
-            vec![(msg.recipients.clone(), outcome)]
-        }
+        Delivery::Maildir { .. } => return,
         Delivery::Smarthost {
             host,
             port,
             timeout,
             tls,
         } => {
+            let spool = Arc::clone(&ctx.spool);
+            let id = msg.id.clone();
+            let rcpts = msg.recipients.clone();
+            let loaded = tokio::task::spawn_blocking(move || {
+                spool.mark_in_flight(&id, &rcpts, now)?;
+                spool.load(&id)
+            })
+            .await;
+            let file = match loaded {
+                Ok(Ok((_, file))) => file,
+                other => {
+                    warn!(?other, "cannot load the message");
+                    return;
+                }
+            };
             let send = |rcpts: Vec<String>| {
                 let body = &file.message;
                 let sender = &msg.sender;
@@ -298,120 +415,432 @@ fn tls_parameters(
     })
 }
 
-fn create_maildir(dir: &Path) -> std::io::Result<()> {
-    for sub in ["tmp", "new", "cur"] {
-        std::fs::create_dir_all(dir.join(sub))?;
-    }
-    Ok(())
-}
-
-/// What names one delivery in the Maildir: the queue id and a stable hash of the recipients the
-/// file is for. It is the unique part of the file name, so that a delivery repeated after a crash
-/// finds the file it wrote the first time ([`maildir_find`]).
-fn maildir_key(id: &QueueId, rcpts: &[String]) -> String {
-    // FNV-1a: stable across builds, unlike std's hasher, since the key outlives the process.
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in rcpts.iter().flat_map(|r| r.bytes().chain([b'\n'])) {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("I{id}R{hash:016x}")
-}
-
-/// A unique file name as maildir(5) describes: time, a unique part (the delivery's key) and our
-/// host name (with '/' and ':' replaced, which may not appear in it).
-fn maildir_name(hostname: &str, key: &str) -> String {
-    let now = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default();
-    let host: String = hostname
-        .chars()
-        .map(|c| match c {
-            '/' => "\\057".to_owned(),
-            ':' => "\\072".to_owned(),
-            c => c.to_string(),
+/// One round of Maildir deliveries, in the order the module docs of [`crate::maildir`] give:
+/// earlier attempts of the due messages looked up by name (recipients whose file already landed
+/// are recorded as delivered without a second copy), this round's attempts written to the
+/// journal, then the files written, [`MAILDIR_PARALLEL`] at a time, each outcome recorded in the
+/// spool as it comes. Attempts that may have landed unrecorded stay in `h` for the next round.
+async fn maildir_round(
+    ctx: &Arc<DeliveryContext>,
+    shared: &Arc<Shared>,
+    h: &mut Handoffs,
+    dir: &std::path::Path,
+    line_ends: LineEnds,
+    mut due: Vec<DueMessage>,
+    shutdown: &watch::Receiver<bool>,
+) {
+    settle_earlier(ctx, shared, h, dir, &mut due).await;
+    let attempts: Vec<Attempt> = due
+        .iter()
+        .map(|m| Attempt {
+            id: m.id.to_string(),
+            name: shared.namer.next(m.id.as_str()),
+            rcpts: m.recipients.clone(),
         })
         .collect();
-    format!("{}.{key}.{host}", now.as_secs())
-}
-
-/// The name of a file already delivered under `key`, in `new/` or (once a mail reader moved it)
-/// `cur/`.
-fn maildir_find(dir: &Path, key: &str) -> std::io::Result<Option<String>> {
-    let needle = format!(".{key}.");
-    for sub in ["new", "cur"] {
-        let entries = match std::fs::read_dir(dir.join(sub)) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
-        };
-        for entry in entries {
-            let name = entry?.file_name().to_string_lossy().into_owned();
-            if name.contains(&needle) {
-                return Ok(Some(name));
+    if attempts.is_empty() && h.unsettled.is_empty() {
+        return;
+    }
+    let mut journal: Vec<Attempt> = h.all().cloned().collect();
+    journal.extend(attempts.iter().cloned());
+    let path = h.journal.path().to_path_buf();
+    match tokio::task::spawn_blocking(move || Journal::new(path).record(&journal)).await {
+        Ok(Ok(())) => {}
+        other => {
+            // Without the journal a crash could deliver twice: write nothing this round.
+            let why = match other {
+                Ok(Err(e)) => format!("cannot write the Maildir hand-off journal: {e}"),
+                _ => "cannot write the Maildir hand-off journal".to_owned(),
+            };
+            warn!(journal = %h.journal.path().display(), "{why}");
+            for m in &due {
+                ctx.recorder.defer_all(m, why.clone()).await;
             }
+            return;
         }
     }
-    Ok(None)
+    let mut running = JoinSet::new();
+    for (msg, attempt) in due.into_iter().zip(attempts) {
+        while running.len() >= MAILDIR_PARALLEL {
+            if let Some(Ok(Some(a))) = running.join_next().await {
+                h.add(a);
+            }
+        }
+        if *shutdown.borrow() {
+            break;
+        }
+        let span = info_span!("deliver", queue_id = %msg.id);
+        running.spawn(
+            into_maildir(
+                Arc::clone(ctx),
+                Arc::clone(shared),
+                dir.to_path_buf(),
+                line_ends,
+                msg,
+                attempt,
+            )
+            .instrument(span),
+        );
+    }
+    // Finish what is in hand, also when stopping.
+    while let Some(done) = running.join_next().await {
+        if let Ok(Some(a)) = done {
+            h.add(a);
+        }
+    }
 }
 
-/// Writes one message into the Maildir durably: tmp/, fsync, rename into new/, fsync new/.
-pub fn write_maildir(dir: &Path, name: &str, sender: &str, body: &[u8]) -> std::io::Result<()> {
-    create_maildir(dir)?;
-    let tmp: PathBuf = dir.join("tmp").join(name);
-    let new: PathBuf = dir.join("new").join(name);
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        // Return-Path records the envelope sender at final delivery (RFC 5321 4.4).
-        let sender: String = sender.chars().filter(|c| !c.is_control()).collect();
-        f.write_all(format!("Return-Path: <{sender}>\r\n").as_bytes())?;
-        f.write_all(body)?;
-        f.sync_all()?;
-        drop(f);
-        // link(2), not rename(2): it refuses to replace an existing file (maildir(5)).
-        std::fs::hard_link(&tmp, &new)?;
-        std::fs::File::open(dir.join("new"))?.sync_all()
-    })();
-    let _ = std::fs::remove_file(&tmp);
-    result
+/// The first step of a round: the due messages with an unsettled earlier attempt have it looked
+/// up by name. Recipients whose file landed are recorded as delivered and leave `due`; the rest
+/// get a fresh attempt. A message whose earlier attempt cannot be checked is deferred (a second
+/// copy could be a duplicate) and keeps its attempt.
+async fn settle_earlier(
+    ctx: &Arc<DeliveryContext>,
+    shared: &Arc<Shared>,
+    h: &mut Handoffs,
+    dir: &std::path::Path,
+    due: &mut Vec<DueMessage>,
+) {
+    let earlier: Vec<Attempt> = due
+        .iter()
+        .filter_map(|m| h.unsettled.remove(m.id.as_str()))
+        .flatten()
+        .collect();
+    if earlier.is_empty() {
+        return;
+    }
+    let names: Vec<String> = earlier.iter().map(|a| a.name.clone()).collect();
+    let (d, sh) = (dir.to_path_buf(), Arc::clone(shared));
+    let found = tokio::task::spawn_blocking(move || {
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        maildir::delivered_names(&d, &names, &sh.sync)
+    })
+    .await;
+    let found = match found {
+        Ok(Ok(found)) => found,
+        other => {
+            let why = match other {
+                Ok(Err(e)) => format!("cannot check the Maildir for an earlier copy: {e}"),
+                _ => "cannot check the Maildir for an earlier copy".to_owned(),
+            };
+            for a in earlier {
+                if let Some(m) = due.iter().find(|m| m.id.as_str() == a.id) {
+                    ctx.recorder.defer_all(m, why.clone()).await;
+                }
+                h.add(a);
+            }
+            due.retain(|m| !h.unsettled.contains_key(m.id.as_str()));
+            return;
+        }
+    };
+    for a in earlier {
+        if !found.contains(&a.name) {
+            // It did not land (its tmp/ leftover is gone): a fresh attempt follows.
+            continue;
+        }
+        let Some(m) = due.iter_mut().find(|m| m.id.as_str() == a.id) else {
+            continue;
+        };
+        let landed: Vec<String> = m
+            .recipients
+            .iter()
+            .filter(|r| a.rcpts.contains(r))
+            .cloned()
+            .collect();
+        info!(queue_id = %m.id, file = %a.name, "already in the Maildir (written before a restart)");
+        let recorded = ctx
+            .recorder
+            .record(&m.id, &m.sender, m.size, landed.clone(), Outcome::Delivered)
+            .await;
+        if recorded {
+            m.recipients.retain(|r| !landed.contains(r));
+        } else {
+            m.recipients.clear();
+            h.add(a);
+        }
+    }
+    due.retain(|m| !m.recipients.is_empty());
+}
+
+/// One Maildir delivery: the queued message read, written under the attempt's name, the outcome
+/// recorded. Returns the attempt when its file may be in `new/` although the spool did not
+/// record a delivery, so that it is looked up before the message is attempted again.
+async fn into_maildir(
+    ctx: Arc<DeliveryContext>,
+    shared: Arc<Shared>,
+    dir: PathBuf,
+    line_ends: LineEnds,
+    msg: DueMessage,
+    attempt: Attempt,
+) -> Option<Attempt> {
+    let spool = Arc::clone(&ctx.spool);
+    let (id, sender, name) = (msg.id.clone(), msg.sender.clone(), attempt.name.clone());
+    let written = tokio::task::spawn_blocking(move || -> Result<(), (bool, String)> {
+        let (_, file) = spool
+            .load(&id)
+            .map_err(|e| (false, format!("cannot read the queued message: {e}")))?;
+        let bytes = maildir::file_bytes(&sender, &file.message, line_ends);
+        maildir::create(&dir).map_err(|e| (false, format!("Maildir write failed: {e}")))?;
+        maildir::write(&dir, &name, &bytes, &shared.sync)
+            .map_err(|e| (e.linked, format!("Maildir write failed: {e}")))
+    })
+    .await;
+    let (outcome, may_have_landed) = match written {
+        Ok(Ok(())) => {
+            info!(file = %attempt.name, "delivered to the Maildir");
+            (Outcome::Delivered, true)
+        }
+        Ok(Err((linked, why))) => (Outcome::Deferred(why), linked),
+        // The task died part-way: whether the file landed is unknown.
+        Err(e) => (
+            Outcome::Deferred(format!("Maildir delivery failed: {e}")),
+            true,
+        ),
+    };
+    let delivered = outcome == Outcome::Delivered;
+    let recorded = ctx
+        .recorder
+        .record(
+            &msg.id,
+            &msg.sender,
+            msg.size,
+            attempt.rcpts.clone(),
+            outcome,
+        )
+        .await;
+    (may_have_landed && !(recorded && delivered)).then_some(attempt)
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use crate::clock::Clock;
+    use skywave_route::{RoutingTable, SharedRoutes};
+    use skywave_spool::{NewMessage, Priority, QueueId, SpoolConfig};
+    use std::path::Path;
 
-    #[test]
-    fn maildir_write_lands_in_new_with_return_path() {
+    const BODY: &[u8] = b"Subject: x\r\nMessage-ID: <1@ship>\r\n\r\nhi\r\n";
+    const ROUTES: &str = "[lan]\ndomains = [\"ship\"]\n";
+
+    /// A gateway's LAN delivery over the spool in `root/spool`, into `root/Maildir`.
+    fn context(root: &Path, line_ends: LineEnds) -> Arc<DeliveryContext> {
+        let (spool, _) = Spool::open(root.join("spool"), SpoolConfig::default()).unwrap();
+        let spool = Arc::new(spool);
+        let table = RoutingTable::parse("routes.toml", ROUTES).unwrap();
+        let lan_wake = Arc::new(Notify::new());
+        Arc::new(DeliveryContext {
+            hostname: "gw".into(),
+            delivery: Delivery::Maildir {
+                dir: root.join("Maildir"),
+                line_ends,
+            },
+            spool: Arc::clone(&spool),
+            recorder: Arc::new(Recorder {
+                spool,
+                routes: Arc::new(SharedRoutes::new(table)),
+                lan_wake: Arc::clone(&lan_wake),
+                hf_wake: Arc::new(Notify::new()),
+                clock: Clock::start(),
+            }),
+            wake: lan_wake,
+            journal: root.join("maildir-handoff.jsonl"),
+        })
+    }
+
+    /// One message for two LAN recipients.
+    fn enqueue(ctx: &DeliveryContext) -> QueueId {
+        ctx.spool
+            .enqueue(
+                &NewMessage {
+                    sender: "a@shore".into(),
+                    recipients: vec![
+                        ("ops@ship".into(), Target::Lan),
+                        ("cdr@ship".into(), Target::Lan),
+                    ],
+                    priority: Priority::NORMAL,
+                    message: BODY,
+                },
+                ctx.recorder.clock.unix_now(),
+            )
+            .unwrap()
+    }
+
+    fn due(ctx: &DeliveryContext) -> Vec<DueMessage> {
+        let now = ctx.recorder.clock.unix_now();
+        ctx.spool.due(&Target::Lan, now, u64::MAX).unwrap()
+    }
+
+    /// One round of delivery, as the loop runs it.
+    async fn round(
+        ctx: &Arc<DeliveryContext>,
+        shared: &Arc<Shared>,
+        h: &mut Handoffs,
+        due: Vec<DueMessage>,
+    ) {
+        let (_stop, shutdown) = watch::channel(false);
+        let Delivery::Maildir { dir, line_ends } = &ctx.delivery else {
+            unreachable!()
+        };
+        maildir_round(ctx, shared, h, dir, *line_ends, due, &shutdown).await;
+    }
+
+    /// What a restart does: the spool and the journal opened again, the Maildir checked.
+    async fn restart(root: &Path) -> (Arc<DeliveryContext>, Arc<Shared>, Handoffs) {
+        let ctx = context(root, LineEnds::Lf);
+        let shared = Arc::new(Shared::new("gw"));
+        let Delivery::Maildir { dir, .. } = &ctx.delivery else {
+            unreachable!()
+        };
+        let h = maildir_start(&ctx, &shared, dir).await.expect("start");
+        (ctx, shared, h)
+    }
+
+    /// A round cut off by a crash after its journal was written: the attempt as the journal
+    /// holds it.
+    fn cut_off_round(root: &Path) -> (QueueId, Attempt) {
+        let ctx = context(root, LineEnds::Lf);
+        maildir::create(&root.join("Maildir")).unwrap();
+        let id = enqueue(&ctx);
+        let a = Attempt {
+            id: id.to_string(),
+            name: Shared::new("gw").namer.next(id.as_str()),
+            rcpts: vec!["ops@ship".into(), "cdr@ship".into()],
+        };
+        Journal::new(ctx.journal.clone())
+            .record(std::slice::from_ref(&a))
+            .unwrap();
+        (id, a)
+    }
+
+    fn files(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[tokio::test]
+    async fn a_round_journals_its_names_before_writing_and_delivers_each_message_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ctx, shared, mut h) = restart(dir.path()).await;
+        let ids: Vec<QueueId> = (0..40).map(|_| enqueue(&ctx)).collect();
+        round(&ctx, &shared, &mut h, due(&ctx)).await;
+        let md = dir.path().join("Maildir");
+        let new = files(&md.join("new"));
+        assert_eq!(new.len(), 40);
+        assert!(files(&md.join("tmp")).is_empty());
+        assert!(h.unsettled.is_empty());
+        assert!(due(&ctx).is_empty(), "all recorded as delivered");
+        // The journal named every file of the round before it was written.
+        let journal = Journal::new(ctx.journal.clone()).load().unwrap();
+        let mut named: Vec<String> = journal.iter().map(|a| a.name.clone()).collect();
+        named.sort();
+        assert_eq!(named, new);
+        for id in &ids {
+            assert!(journal.iter().any(|a| a.id == id.as_str()));
+        }
+        assert_eq!(
+            std::fs::read(md.join("new").join(&new[0])).unwrap(),
+            b"Return-Path: <a@shore>\nSubject: x\nMessage-ID: <1@ship>\n\nhi\n"
+        );
+    }
+
+    /// Issue 14's clash: a delivery cut off after its tmp/ write is retried at once after the
+    /// restart, under a new name; exactly one copy lands in new/ and tmp/ is left empty.
+    #[tokio::test]
+    async fn an_attempt_cut_off_after_the_tmp_write_is_retried_at_once() {
         let dir = tempfile::tempdir().unwrap();
         let md = dir.path().join("Maildir");
-        let id = QueueId::parse("0123456789abcdef01234567").unwrap();
-        let key = maildir_key(&id, &["a@ship".to_string()]);
-        let other = maildir_key(&id, &["b@ship".to_string()]);
-        assert_ne!(key, other);
-        let a = maildir_name("gw:x/y", &key);
-        assert_eq!(maildir_find(&md, &key).unwrap(), None);
-        assert!(a.ends_with(".gw\\072x\\057y"), "{a}");
-        write_maildir(&md, &a, "a@ship", b"Subject: x\r\n\r\nhi\r\n").unwrap();
-        assert_eq!(std::fs::read_dir(md.join("tmp")).unwrap().count(), 0);
-        let text = std::fs::read(md.join("new").join(&a)).unwrap();
-        assert_eq!(text, b"Return-Path: <a@ship>\r\nSubject: x\r\n\r\nhi\r\n");
-        assert!(md.join("cur").is_dir());
-        // The same name twice is refused rather than overwritten.
-        assert!(write_maildir(&md, &a, "", b"x").is_err());
-        assert!(md.join("new").join(&a).exists());
-        // A repeated delivery (after a crash before the spool was updated) finds the first file,
-        // also once a mail reader moved it to cur/.
-        assert_eq!(maildir_find(&md, &key).unwrap(), Some(a.clone()));
-        assert_eq!(maildir_find(&md, &other).unwrap(), None);
-        std::fs::rename(
-            md.join("new").join(&a),
-            md.join("cur").join(format!("{a}:2,S")),
-        )
-        .unwrap();
-        assert_eq!(maildir_find(&md, &key).unwrap(), Some(format!("{a}:2,S")));
+        let (_, first) = cut_off_round(dir.path());
+        std::fs::write(md.join("tmp").join(&first.name), b"half a mess").unwrap();
+
+        let (ctx, shared, mut h) = restart(dir.path()).await;
+        assert_eq!(h.all().count(), 1);
+        let due = due(&ctx);
+        assert_eq!(due.len(), 1, "due at once, no backoff");
+        round(&ctx, &shared, &mut h, due).await;
+        let new = files(&md.join("new"));
+        assert_eq!(new.len(), 1);
+        assert_ne!(new[0], first.name, "a fresh name for the new attempt");
+        assert!(files(&md.join("tmp")).is_empty());
+        assert!(h.unsettled.is_empty());
+        assert!(self::due(&ctx).is_empty());
+    }
+
+    /// A delivery cut off after the link into new/ (before the spool heard of it, with or without
+    /// its tmp/ file unlinked, and after a mail reader moved it to cur/) is found by its recorded
+    /// name: no second copy.
+    #[tokio::test]
+    async fn an_attempt_cut_off_after_the_link_is_not_written_twice() {
+        for (leftover_in_tmp, moved_to_cur) in [(false, false), (true, false), (false, true)] {
+            let dir = tempfile::tempdir().unwrap();
+            let md = dir.path().join("Maildir");
+            let (_, first) = cut_off_round(dir.path());
+            maildir::write(&md, &first.name, b"the first copy", &DirSync::new()).unwrap();
+            if leftover_in_tmp {
+                std::fs::write(md.join("tmp").join(&first.name), b"the first copy").unwrap();
+            }
+            if moved_to_cur {
+                std::fs::rename(
+                    md.join("new").join(&first.name),
+                    md.join("cur").join(format!("{}:2,S", first.name)),
+                )
+                .unwrap();
+            }
+            let (ctx, shared, mut h) = restart(dir.path()).await;
+            round(&ctx, &shared, &mut h, due(&ctx)).await;
+            let copies = files(&md.join("new")).len() + files(&md.join("cur")).len();
+            assert_eq!(copies, 1, "tmp {leftover_in_tmp}, cur {moved_to_cur}");
+            assert!(files(&md.join("tmp")).is_empty());
+            assert!(due(&ctx).is_empty(), "recorded as delivered");
+            assert!(h.unsettled.is_empty());
+        }
+    }
+
+    /// A journal that does not decode is set aside, and the mailbox is searched (once) for files
+    /// of the queued messages instead: the one that landed is not written again.
+    #[tokio::test]
+    async fn an_unreadable_journal_falls_back_to_the_files_in_the_mailbox() {
+        let dir = tempfile::tempdir().unwrap();
+        let md = dir.path().join("Maildir");
+        let (_, first) = cut_off_round(dir.path());
+        maildir::write(&md, &first.name, b"the first copy", &DirSync::new()).unwrap();
+        let journal = dir.path().join("maildir-handoff.jsonl");
+        std::fs::write(&journal, b"{\"id\": 3, not json\n").unwrap();
+        let (ctx, shared, mut h) = restart(dir.path()).await;
+        assert!(dir.path().join("maildir-handoff.unreadable").exists());
+        assert_eq!(h.all().count(), 1);
+        round(&ctx, &shared, &mut h, due(&ctx)).await;
+        assert_eq!(files(&md.join("new")), std::slice::from_ref(&first.name));
+        assert!(due(&ctx).is_empty());
+    }
+
+    /// Recipients of one message delivered in two rounds (one deferred the first time) each end
+    /// up in exactly one file; the first file is not rewritten for the second round.
+    #[tokio::test]
+    async fn a_second_round_for_other_recipients_writes_a_second_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let md = dir.path().join("Maildir");
+        let ctx = context(dir.path(), LineEnds::Crlf);
+        let shared = Arc::new(Shared::new("gw"));
+        let mut h = maildir_start(&ctx, &shared, &md).await.unwrap();
+        enqueue(&ctx);
+        let mut first = due(&ctx);
+        first[0].recipients = vec!["ops@ship".into()];
+        round(&ctx, &shared, &mut h, first).await;
+        let second = due(&ctx);
+        assert_eq!(second[0].recipients, ["cdr@ship"]);
+        round(&ctx, &shared, &mut h, second).await;
+        assert!(due(&ctx).is_empty());
+        let new = files(&md.join("new"));
+        assert_eq!(new.len(), 2);
+        let mut want = b"Return-Path: <a@shore>\r\n".to_vec();
+        want.extend_from_slice(BODY);
+        for f in new {
+            assert_eq!(std::fs::read(md.join("new").join(f)).unwrap(), want);
+        }
     }
 }

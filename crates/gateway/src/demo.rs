@@ -245,7 +245,7 @@ impl Pair {
 
 fn maildir_of(c: &config::Config) -> PathBuf {
     match &c.delivery {
-        config::Delivery::Maildir(p) => p.clone(),
+        config::Delivery::Maildir { dir, .. } => dir.clone(),
         config::Delivery::Smarthost { .. } => c.state_dir.join("maildir"),
     }
 }

@@ -18,6 +18,7 @@ pub mod delivery;
 pub mod demo;
 pub mod hf;
 pub mod intake;
+pub mod maildir;
 pub mod metrics;
 pub mod outcome;
 pub mod smtp_listener;

@@ -70,7 +70,8 @@ pub struct Recorder {
 
 impl Recorder {
     /// Records `outcome` for `rcpts` of message `id` (`size` bytes, from `sender`); queues the
-    /// bounce if the message is now finished with failures.
+    /// bounce if the message is now finished with failures. False when the spool could not
+    /// record it (logged here; the recipients stay as they were).
     pub async fn record(
         &self,
         id: &QueueId,
@@ -78,7 +79,7 @@ impl Recorder {
         size: u64,
         rcpts: Vec<String>,
         outcome: Outcome,
-    ) {
+    ) -> bool {
         let spool = Arc::clone(&self.spool);
         let qid = id.clone();
         let now = self.clock.unix_now();
@@ -109,13 +110,18 @@ impl Recorder {
                 } else if let Disposition::Dead(reason) = disposition {
                     warn!(queue_id = %id, %reason, "message is now a dead letter");
                 }
+                true
             }
-            other => warn!(queue_id = %id, ?other, "cannot record the delivery outcome"),
+            other => {
+                warn!(queue_id = %id, ?other, "cannot record the delivery outcome");
+                false
+            }
         }
     }
 
-    /// Defers every recipient of a message taken from the spool that could not be sent at all.
-    pub async fn defer_all(&self, d: &DueMessage, why: String) {
+    /// Defers every recipient of a message taken from the spool that could not be sent at all
+    /// (false: the spool could not record it).
+    pub async fn defer_all(&self, d: &DueMessage, why: String) -> bool {
         self.record(
             &d.id,
             &d.sender,
@@ -123,7 +129,7 @@ impl Recorder {
             d.recipients.clone(),
             Outcome::Deferred(why),
         )
-        .await;
+        .await
     }
 
     /// Where a DSN to `sender` goes: routed by the table, the LAN if the sender's domain is not

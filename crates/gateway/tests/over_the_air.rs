@@ -91,7 +91,11 @@ fn check_delivered_over(
         let copies = got.get(id).unwrap_or_else(|| panic!("{id} not delivered"));
         assert_eq!(copies.len(), 1, "{id} delivered {} times", copies.len());
         let text = &copies[0];
-        let original = String::from_utf8(body.clone()).unwrap();
+        // Maildir files have LF line ends, as local MDAs write them; nothing else changes.
+        let original = String::from_utf8(body.clone())
+            .unwrap()
+            .replace("\r\n", "\n");
+        assert!(!text.contains('\r'), "{id}: CR in the Maildir file");
         assert!(text.ends_with(&original), "{id}: body changed");
         // The receiving gateway's Received header names the peer, its 5066 address and the
         // queue id.

@@ -46,7 +46,8 @@
 //! held until QUIT and a refused DATA's text is still discarded.
 //!
 //! # XLZW (JNOS LZW compression)
-//! `XLZW <bits> <mode>` (verb in any case; 9 <= bits <= 16, mode 0 or 1) is answered with
+//! `XLZW <bits> <mode>` (verb in any case; 9 <= bits <= 16, mode 0 or 1, or omitted for 0 as
+//! JNOS's sscanf leaves it) is answered with
 //! `250 <bits> <mode> LZW Ok`, sent uncompressed; from then on both directions are JNOS LZW
 //! streams (`skywave-compress`), each with its own dictionary, our encoder at the client's
 //! `bits`. Invalid values get `500` and the session stays plain; with `xlzw` off (or with
@@ -955,12 +956,13 @@ impl<P: Policy> ServerSession<P> {
             ));
         }
         let text = String::from_utf8_lossy(args);
-        // JNOS reads "%d %d" and ignores anything after.
+        // JNOS reads "%d %d" with sscanf and ignores anything after; a missing mode leaves its
+        // default (0, compact), so `XLZW 16` is accepted as `XLZW 16 0`.
         let mut words = text.split_ascii_whitespace().map(str::parse::<i64>);
         let params = match (words.next(), words.next()) {
-            (Some(Ok(bits)), Some(Ok(mode))) if (0..=1).contains(&mode) => {
-                u8::try_from(bits).ok().map(|bits| (bits, mode))
-            }
+            (Some(Ok(bits)), mode @ (None | Some(Ok(0 | 1)))) => u8::try_from(bits)
+                .ok()
+                .map(|bits| (bits, mode.and_then(Result::ok).unwrap_or(0))),
             _ => None,
         };
         let session = params.and_then(|(bits, mode)| {

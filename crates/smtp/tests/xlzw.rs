@@ -160,7 +160,7 @@ fn invalid_or_refused_xlzw_gets_500_and_the_session_stays_plain() {
         "XLZW 9 2",
         "XLZW 9 -1",
         "XLZW",
-        "xlzw 9",
+        "XLZW 9 x",
         "XLZW a b",
     ] {
         server.feed(now, format!("{bad}\r\n").as_bytes());
@@ -193,6 +193,27 @@ fn invalid_or_refused_xlzw_gets_500_and_the_session_stays_plain() {
             .take_output()
             .starts_with(b"500 5.5.2 Command unrecognized\r\n")
     );
+}
+
+/// JNOS reads XLZW's arguments with sscanf("%d %d"): a client that sends only the width gets
+/// the default mode 0, and so it does here, with a compressed session that works both ways.
+#[test]
+fn xlzw_without_a_mode_is_mode_0_as_in_jnos() {
+    let now = Instant::now();
+    let mut server = ServerSession::new(ServerConfig::new("mx"), AcceptAll, now);
+    server.take_output();
+    let mut input = b"XLZW 16\r\n".to_vec();
+    input.extend(compress_lines(16, b"NOOP\r\nQUIT\r\n"));
+    server.feed(now, &input);
+    let out = server.take_output();
+    let ok = b"250 16 0 LZW Ok\r\n";
+    assert_eq!(&out[..ok.len()], ok);
+    assert_eq!(server.compression(), Some(16));
+    assert_eq!(
+        decode(&out[ok.len()..]),
+        b"250 2.0.0 Ok\r\n221 2.0.0 mx closing connection\r\n"
+    );
+    assert_eq!(server.poll_event(), Some(Event::Close(CloseReason::Quit)));
 }
 
 #[test]

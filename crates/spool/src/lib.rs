@@ -13,12 +13,14 @@
 //! The API is synchronous (`std::fs`); the async gateway calls it from `spawn_blocking`. Time is
 //! always an argument (unix seconds), never read inside, so tests control it.
 
+mod dirsync;
 pub mod dsn;
 mod id;
 pub mod priority;
 pub mod record;
 pub mod spool;
 
+pub use dirsync::DirSync;
 pub use id::{InvalidQueueId, QueueId};
 pub use priority::Priority;
 pub use record::{

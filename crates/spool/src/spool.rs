@@ -318,6 +318,15 @@ enum Change {
     Remove,
 }
 
+/// A [`Change`] ready to apply: a rewrite's new version is already written and synced under
+/// `tmp/` (then maybe moved to another state).
+enum Staged {
+    Nothing,
+    Rewrite(PathBuf, Option<QueueState>),
+    Move(QueueState),
+    Remove,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Stamp {
     dev: u64,
@@ -355,6 +364,8 @@ pub struct Spool {
     link_up: Mutex<HashMap<Target, u64>>,
     counter: AtomicU64,
     tmp_counter: AtomicU64,
+    /// Directory fsyncs shared between concurrent writers (group commit).
+    dir_sync: crate::DirSync,
     salt: u32,
     /// Crash simulation for tests: steps left before the simulated crash (`u64::MAX`: off).
     crash_countdown: AtomicU64,
@@ -481,6 +492,7 @@ impl Spool {
             link_up: Mutex::new(HashMap::new()),
             counter: AtomicU64::new(0),
             tmp_counter: AtomicU64::new(0),
+            dir_sync: crate::DirSync::new(),
             salt: random_salt(),
             crash_countdown: AtomicU64::new(u64::MAX),
             crashed: AtomicBool::new(false),
@@ -564,7 +576,9 @@ impl Spool {
 
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         if self.config.durable {
-            sync_dir(dir)
+            self.dir_sync
+                .sync(dir)
+                .map_err(io_err("sync directory", dir))
         } else {
             Ok(())
         }
@@ -572,11 +586,7 @@ impl Spool {
 
     /// Writes `bytes` to `dir/name` atomically and durably (tmp file, sync, rename, dir sync).
     fn write_file(&self, dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
-        let n = self.tmp_counter.fetch_add(1, Ordering::Relaxed);
-        let tmp = self
-            .root
-            .join(TMP)
-            .join(format!("{name}.{}.{n}.tmp", std::process::id()));
+        let tmp = self.tmp_path(name);
         let result = self.write_file_via(&tmp, dir, name, bytes);
         if result.is_err() && self.alive() {
             // An ordinary error (disk full...): clean up. After a simulated crash nothing runs.
@@ -586,6 +596,12 @@ impl Spool {
     }
 
     fn write_file_via(&self, tmp: &Path, dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+        self.stage(tmp, bytes)?;
+        self.place(tmp, dir, name)
+    }
+
+    /// The first half of a durable write: `bytes` in a new file at `tmp`, synced.
+    fn stage(&self, tmp: &Path, bytes: &[u8]) -> Result<()> {
         self.step("create tmp")?;
         let mut f = OpenOptions::new()
             .write(true)
@@ -602,32 +618,69 @@ impl Spool {
         if self.config.durable {
             f.sync_all().map_err(io_err("sync", tmp))?;
         }
-        drop(f);
+        Ok(())
+    }
+
+    /// The second half: the staged file renamed over `dir/name`, and `dir` synced.
+    fn place(&self, tmp: &Path, dir: &Path, name: &str) -> Result<()> {
+        self.place_unsynced(tmp, dir, name)?;
+        self.sync_dirs(&[dir.to_path_buf()])
+    }
+
+    /// [`Spool::place`] without the directory sync, for callers that sync after releasing
+    /// the lock ([`Spool::sync_dirs`]).
+    fn place_unsynced(&self, tmp: &Path, dir: &Path, name: &str) -> Result<()> {
         self.step("rename into place")?;
         let dest = dir.join(name);
-        fs::rename(tmp, &dest).map_err(io_err("rename into", &dest))?;
-        self.step("sync directory")?;
-        self.sync_dir(dir)
+        fs::rename(tmp, &dest).map_err(io_err("rename into", &dest))
+    }
+
+    /// Syncs directories whose entries changed. Called outside the spool lock where it can be:
+    /// the lock orders the renames, and the syncs of concurrent changes then share one fsync
+    /// per directory ([`crate::DirSync`]) instead of queueing behind the lock one by one.
+    fn sync_dirs(&self, dirs: &[PathBuf]) -> Result<()> {
+        for d in dirs {
+            self.step("sync directory")?;
+            self.sync_dir(d)?;
+        }
+        Ok(())
+    }
+
+    /// A fresh name under `tmp/` for a new version of `name`.
+    fn tmp_path(&self, name: &str) -> PathBuf {
+        let n = self.tmp_counter.fetch_add(1, Ordering::Relaxed);
+        self.root
+            .join(TMP)
+            .join(format!("{name}.{}.{n}.tmp", std::process::id()))
     }
 
     fn move_file(&self, name: &str, from: QueueState, to: QueueState) -> Result<()> {
+        let dirs = self.move_unsynced(name, from, to)?;
+        self.sync_dirs(&dirs)
+    }
+
+    /// Moves a file between state directories; returns the directories to sync, destination
+    /// first (the file must be durable in its new place before it is gone from the old).
+    fn move_unsynced(&self, name: &str, from: QueueState, to: QueueState) -> Result<[PathBuf; 2]> {
         let (src, dst) = (self.dir(from), self.dir(to));
         self.step("rename between directories")?;
         let dst_path = dst.join(name);
         fs::rename(src.join(name), &dst_path).map_err(io_err("move to", &dst_path))?;
-        self.step("sync destination directory")?;
-        self.sync_dir(&dst)?;
-        self.step("sync source directory")?;
-        self.sync_dir(&src)
+        Ok([dst, src])
     }
 
     fn remove(&self, state: QueueState, name: &str) -> Result<()> {
+        let dir = self.remove_unsynced(state, name)?;
+        self.sync_dirs(&[dir])
+    }
+
+    /// Removes a file; returns its directory, to sync.
+    fn remove_unsynced(&self, state: QueueState, name: &str) -> Result<PathBuf> {
         let dir = self.dir(state);
         self.step("remove")?;
         let p = dir.join(name);
         fs::remove_file(&p).map_err(io_err("remove", &p))?;
-        self.step("sync directory after remove")?;
-        self.sync_dir(&dir)
+        Ok(dir)
     }
 
     fn read_bounded(path: &Path) -> io::Result<Vec<u8>> {
@@ -857,7 +910,7 @@ impl Spool {
         id: &QueueId,
         f: impl FnOnce(&mut QueueFile, QueueState) -> Result<(Change, R)>,
     ) -> Result<R> {
-        let _guard = self.lock()?;
+        let guard = self.lock()?;
         let Some(state) = self.locate(id.as_str()) else {
             return Err(Error::NotFound(id.clone()));
         };
@@ -873,17 +926,117 @@ impl Spool {
             }
         };
         let (change, result) = f(&mut file, state)?;
-        match change {
-            Change::Nothing => {}
-            Change::Rewrite => self.write_file(&self.dir(state), id.as_str(), &encode(&file)?)?,
-            Change::Move(to) => self.move_file(id.as_str(), state, to)?,
-            Change::RewriteThenMove(to) => {
-                self.write_file(&self.dir(state), id.as_str(), &encode(&file)?)?;
-                self.move_file(id.as_str(), state, to)?;
-            }
-            Change::Remove => self.remove(state, id.as_str())?,
-        }
+        let staged = self.stage_change(id, change, &file)?;
+        let dirs = self.apply_change(id, state, staged)?;
+        drop(guard);
+        self.sync_dirs(&dirs)?;
         Ok(result)
+    }
+
+    /// [`Spool::update`] for changes whose closure only computes (no side effects, so it may run
+    /// more than once): the file is read, changed, and its new version written and synced
+    /// *outside* the lock, so that the slow part (the file's fsync) of concurrent updates of
+    /// different messages overlaps, as concurrent enqueues do. Under the lock only the check that
+    /// the file is still the one read (same inode, size and mtime: every change replaces or
+    /// removes the file) and the renames remain. A file changed meanwhile (by the CLI, or by
+    /// another task on the same message) means another try; after a few, or for a file that does
+    /// not decode, [`Spool::update`] does the whole change under the lock.
+    fn update_pure<R>(
+        &self,
+        id: &QueueId,
+        mut f: impl FnMut(&mut QueueFile, QueueState) -> Result<(Change, R)>,
+    ) -> Result<R> {
+        const TRIES: usize = 4;
+        for _ in 0..TRIES {
+            let Some(state) = self.locate(id.as_str()) else {
+                return Err(Error::NotFound(id.clone()));
+            };
+            let path = self.dir(state).join(id.as_str());
+            let read = (|| -> io::Result<(Vec<u8>, Stamp)> {
+                let before = Stamp::of(&fs::metadata(&path)?);
+                let bytes = Self::read_bounded(&path)?;
+                Ok((bytes, before))
+            })();
+            let (bytes, seen) = match read {
+                Ok(r) => r,
+                // Moved or removed between locate and read: look again.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io_err("read", &path)(e)),
+            };
+            let Ok(mut file) = decode(&bytes) else {
+                break;
+            };
+            let (change, result) = f(&mut file, state)?;
+            let staged = self.stage_change(id, change, &file)?;
+            let guard = self.lock()?;
+            let now = fs::metadata(&path).ok().map(|m| Stamp::of(&m));
+            if now != Some(seen) {
+                drop(guard);
+                if let Staged::Rewrite(tmp, _) = staged {
+                    let _ = fs::remove_file(tmp);
+                }
+                continue;
+            }
+            let dirs = self.apply_change(id, state, staged)?;
+            drop(guard);
+            self.sync_dirs(&dirs)?;
+            return Ok(result);
+        }
+        self.update(id, f)
+    }
+
+    /// Makes `change` ready to apply: a rewrite gets the new version of the file written and
+    /// synced under `tmp/`.
+    fn stage_change(&self, id: &QueueId, change: Change, file: &QueueFile) -> Result<Staged> {
+        let rewrite = |then: Option<QueueState>| -> Result<Staged> {
+            let bytes = encode(file)?;
+            let tmp = self.tmp_path(id.as_str());
+            match self.stage(&tmp, &bytes) {
+                Ok(()) => Ok(Staged::Rewrite(tmp, then)),
+                Err(e) => {
+                    if self.alive() {
+                        let _ = fs::remove_file(&tmp);
+                    }
+                    Err(e)
+                }
+            }
+        };
+        match change {
+            Change::Nothing => Ok(Staged::Nothing),
+            Change::Rewrite => rewrite(None),
+            Change::RewriteThenMove(to) => rewrite(Some(to)),
+            Change::Move(to) => Ok(Staged::Move(to)),
+            Change::Remove => Ok(Staged::Remove),
+        }
+    }
+
+    /// Carries out a staged change on the file of `id` in `state` (under the lock); returns the
+    /// directories to sync (after the lock is released) before the change is durable.
+    fn apply_change(
+        &self,
+        id: &QueueId,
+        state: QueueState,
+        staged: Staged,
+    ) -> Result<Vec<PathBuf>> {
+        let name = id.as_str();
+        match staged {
+            Staged::Nothing => Ok(Vec::new()),
+            Staged::Rewrite(tmp, then) => {
+                let dir = self.dir(state);
+                let placed = self.place_unsynced(&tmp, &dir, name);
+                if placed.is_err() && self.alive() {
+                    let _ = fs::remove_file(&tmp);
+                }
+                placed?;
+                match then {
+                    // The rewrite's own directory is the move's source: synced after the move.
+                    Some(to) => Ok(self.move_unsynced(name, state, to)?.to_vec()),
+                    None => Ok(vec![dir]),
+                }
+            }
+            Staged::Move(to) => Ok(self.move_unsynced(name, state, to)?.to_vec()),
+            Staged::Remove => Ok(vec![self.remove_unsynced(state, name)?]),
+        }
     }
 
     /// After recipients changed: what happens to the message as a whole.
@@ -912,7 +1065,7 @@ impl Spool {
     /// Marks recipients as handed to a bearer (counts an attempt). A crash before the outcome
     /// is recorded makes them pending again at start-up.
     pub fn mark_in_flight(&self, id: &QueueId, rcpts: &[impl AsRef<str>], now: u64) -> Result<()> {
-        self.update(id, |file, _| {
+        self.update_pure(id, |file, _| {
             for r in Self::select(file, rcpts) {
                 if r.state != RcptState::InFlight {
                     r.state = RcptState::InFlight;
@@ -929,7 +1082,7 @@ impl Spool {
     /// session abandoned under the collision rule before any reply), so it must not push the
     /// message towards its attempt limit or delay it by a backoff.
     pub fn requeue_in_flight(&self, id: &QueueId, rcpts: &[impl AsRef<str>]) -> Result<()> {
-        self.update(id, |file, _| {
+        self.update_pure(id, |file, _| {
             for r in Self::select(file, rcpts) {
                 if r.state == RcptState::InFlight {
                     r.state = RcptState::Pending;
@@ -948,7 +1101,7 @@ impl Spool {
         rcpts: &[impl AsRef<str>],
         now: u64,
     ) -> Result<Disposition> {
-        let d = self.update(id, |file, _| {
+        let d = self.update_pure(id, |file, _| {
             for r in Self::select(file, rcpts) {
                 if r.state != RcptState::InFlight {
                     r.attempts = r.attempts.saturating_add(1);
@@ -973,7 +1126,7 @@ impl Spool {
     ) -> Result<Disposition> {
         let error = truncate_text(error, MAX_ERROR_TEXT);
         let max_attempts = self.config.max_attempts;
-        let d = self.update(id, |file, _| {
+        let d = self.update_pure(id, |file, _| {
             let mut give_up = None;
             for r in Self::select(file, rcpts) {
                 if r.state != RcptState::InFlight {
@@ -1019,7 +1172,7 @@ impl Spool {
             diagnostic: truncate_text(diagnostic, MAX_ERROR_TEXT),
             at: now,
         };
-        let d = self.update(id, |file, _| {
+        let d = self.update_pure(id, |file, _| {
             for r in Self::select(file, rcpts) {
                 if r.state != RcptState::InFlight {
                     r.attempts = r.attempts.saturating_add(1);
