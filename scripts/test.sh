@@ -23,6 +23,10 @@ if ! python3 -c "import aiosmtpd" >/dev/null 2>&1; then
     python3 -m pip install -q aiosmtpd
 fi
 
+# Every check that needs tshark, swaks, aiosmtpd or ../shared must run here: a missing one fails
+# its test (with the install hint) instead of being skipped, so a green run means all ran.
+export SKYWAVE_REQUIRE_TOOLS=1
+
 # The end-to-end tests (tests/) run the real binaries; build them first so they are current.
 cargo build --workspace --bins
 cargo test --workspace --all-targets "$@"

@@ -146,12 +146,7 @@ async fn emulator_writes_a_dts_pcap_and_a_trace() {
     let bytes = std::fs::read(&pcap).unwrap();
     assert_eq!(u32::from_le_bytes(bytes[20..24].try_into().unwrap()), 237);
 
-    let tshark_ok = std::process::Command::new("tshark")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !tshark_ok {
-        eprintln!("SKIPPED the tshark check: tshark is not installed (apt-get install tshark)");
+    if !skywave_emu::missing::have_tool("tshark", "the check of skywave-emu's pcap with tshark") {
         return;
     }
     let out = std::process::Command::new("tshark")

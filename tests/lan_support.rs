@@ -164,15 +164,10 @@ pub async fn python(script: &str, args: &[&str]) -> (i32, String, String) {
     run("python3", &all).await
 }
 
-/// swaks must be installed (scripts/test.sh installs it).
-pub fn require_swaks() {
-    assert!(
-        std::process::Command::new("swaks")
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success()),
-        "swaks is not installed: run scripts/test.sh (it installs swaks with apt-get)"
-    );
+/// Whether swaks is installed (scripts/test.sh installs it); when it is not, a SKIPPED note, or
+/// a failure under `SKYWAVE_REQUIRE_TOOLS=1` (see `skywave_emu::missing`).
+pub fn have_swaks(check: &str) -> bool {
+    skywave_emu::missing::have_tool("swaks", check)
 }
 
 /// Files in `dir`, waiting until there are at least `n` (or the time limit).

@@ -42,6 +42,7 @@ pub mod channel;
 pub mod cpdu;
 pub mod crc;
 pub mod dpdu;
+pub mod missing;
 pub mod modem;
 pub mod net;
 pub mod raw;

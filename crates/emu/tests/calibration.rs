@@ -1,14 +1,21 @@
-//! Calibration test: the emulated MIL-STD-188-110A/B modem reaches BER 1e-5 within 1.5 dB of
-//! every published figure of `modem-required-snr.csv` on AWGN, ITU-R Good and ITU-R Poor (long
-//! interleaver), and needs more SNR on Good than on Poor wherever the table does.
+//! Calibration test: the emulated MIL-STD-188-110A/B modem reaches BER 1e-5 at the published
+//! SNR of `modem-required-snr.csv` on AWGN, ITU-R Good and ITU-R Poor (long interleaver), and
+//! needs more SNR on Good than on Poor wherever the table does.
+//!
+//! What this does and does not show: each rate's curve has its AWGN position taken from the
+//! table and two or three further parameters fitted to that rate's published Good and Poor
+//! figures on a seeded reference sample (`skywave_emu::calibration`). On that sample the match
+//! is a fit residual (asserted below 0.02 dB), not a prediction. The prediction is the
+//! independent sample: the same model on fading the fit never saw.
 //!
 //! The fading is simulated with the real `Channel` (Watterson two-path, sum of sinusoids) over
 //! many blocks from independent channel realisations; the required SNR is found by bisection on
 //! the mean block BER (see `skywave_emu::calibration` for why the mean of the per-block expected
 //! BER is the BER). The asserted test uses the seeded reference sample the curves were fitted on
 //! (60 000 Good and 8 000 Poor blocks per block length). The ignored test draws an independent
-//! sample and shows the Monte-Carlo spread: on ITU Good the high rates' BER 1e-5 point is set by
-//! fades rarer than 1 block in 10 000, so it moves by about ±2 dB between 60 000-block samples.
+//! sample (asserted by default, with the bands the README states) and shows the Monte-Carlo
+//! spread: on ITU Good the high rates' BER 1e-5 point is set by fades rarer than 1 block in
+//! 10 000, so it moves by about ±2 dB between 60 000-block samples.
 //! Run with `--nocapture` to see the tables.
 
 // Test code: a missing embedded profile is a bug worth a panic.
@@ -23,10 +30,27 @@ use skywave_emu::calibration::{
 use skywave_emu::channel::Fading;
 use skywave_emu::modem::DataRate;
 
-const TOLERANCE_DB: f64 = 1.5;
+/// The fit residual on the sample the curves were fitted on.
+const FIT_RESIDUAL_DB: f64 = 0.02;
 
-/// Compare every row; `good_tolerance(rate)` is the tolerance for the Good column.
-fn check(sets: &ReferenceSets, good_tolerance: impl Fn(DataRate) -> f64) {
+/// Out of sample: AWGN (set by the table itself, independent of fading) and Poor as the README
+/// states them.
+const AWGN_OUT_OF_SAMPLE_DB: f64 = 0.02;
+const POOR_OUT_OF_SAMPLE_DB: f64 = 0.25;
+
+/// Out of sample on Good: 1.2 dB up to 6400 bit/s, 2.5 dB at 8000 and 9600 bit/s (a rare-event
+/// figure, see the file docs).
+fn good_out_of_sample_db(rate: DataRate) -> f64 {
+    if rate.bps() >= 8000 { 2.5 } else { 1.2 }
+}
+
+/// Compare every row against per-column tolerances (AWGN, Good by rate, Poor).
+fn check(
+    sets: &ReferenceSets,
+    awgn_tolerance: f64,
+    good_tolerance: impl Fn(DataRate) -> f64,
+    poor_tolerance: f64,
+) {
     let fmt = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.2}"));
     println!("| rate | AWGN pub | AWGN emu | Good pub | Good emu | Poor pub | Poor emu |");
     println!("|---|---|---|---|---|---|---|");
@@ -58,9 +82,9 @@ fn check(sets: &ReferenceSets, good_tolerance: impl Fn(DataRate) -> f64) {
             fmt(poor)
         );
         for (name, published, emulated, tolerance) in [
-            ("AWGN", Some(row.awgn_db), awgn, TOLERANCE_DB),
+            ("AWGN", Some(row.awgn_db), awgn, awgn_tolerance),
             ("Good", row.good_db, good, good_tolerance(row.rate)),
-            ("Poor", row.poor_db, poor, TOLERANCE_DB),
+            ("Poor", row.poor_db, poor, poor_tolerance),
         ] {
             let Some(published) = published else { continue };
             match emulated {
@@ -88,24 +112,27 @@ fn check(sets: &ReferenceSets, good_tolerance: impl Fn(DataRate) -> f64) {
     );
 }
 
+/// The fit: on the reference sample every published figure is met to the fit residual.
 #[test]
 fn emulated_modem_reproduces_the_published_required_snr() {
-    check(&reference_sets(), |_| TOLERANCE_DB);
+    check(
+        &reference_sets(),
+        FIT_RESIDUAL_DB,
+        |_| FIT_RESIDUAL_DB,
+        FIT_RESIDUAL_DB,
+    );
 }
 
-/// An independent sample of the same size (run in release: `cargo test --release -- --ignored`).
-/// AWGN, Poor and Good up to 6400 bit/s stay within 1.5 dB; Good at 8000 and 9600 bit/s is
-/// allowed 3 dB, the Monte-Carlo spread of a rare-event figure (see the file docs).
+/// The prediction: an independent sample of the same size (another seed) stays within the
+/// bands the README states.
 #[test]
-#[ignore = "slow in debug builds"]
 fn independent_sample_stays_close() {
-    check(&simulate_sets(0xBADC_0FFE, 300, 80), |rate| {
-        if rate.bps() >= 8000 {
-            3.0
-        } else {
-            TOLERANCE_DB
-        }
-    });
+    check(
+        &simulate_sets(0xBADC_0FFE, 300, 80),
+        AWGN_OUT_OF_SAMPLE_DB,
+        good_out_of_sample_db,
+        POOR_OUT_OF_SAMPLE_DB,
+    );
 }
 
 /// Nothing in the model says "short interleaver": its penalty on a fading channel must come out
