@@ -104,7 +104,7 @@ impl Default for HfConfig {
             sis_server: "127.0.0.1:5066".into(),
             reply_timeout: Duration::from_secs(300),
             assumed_bps: 300,
-            cftp_files_in_flight: 4,
+            cftp_files_in_flight: skywave_hmtp::DEFAULT_SKYWAVE_IN_FLIGHT,
             dedup_window: Duration::from_secs(7 * 86_400),
             batch_delay: Duration::from_secs(2),
         }
@@ -696,11 +696,11 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
     }
     if let Some(n) = &raw.hf.cftp_files_in_flight {
         match usize::try_from(*n.get_ref()) {
-            Ok(v) if (1..=64).contains(&v) => hf.cftp_files_in_flight = v,
+            Ok(v) if (1..=256).contains(&v) => hf.cftp_files_in_flight = v,
             _ => err(
                 n.span(),
                 format!(
-                    "cftp_files_in_flight = {} is out of range; expected 1 to 64",
+                    "cftp_files_in_flight = {} is out of range; expected 1 to 256 (one per RCOP U_PDU id)",
                     n.get_ref()
                 ),
             ),

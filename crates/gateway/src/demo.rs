@@ -65,6 +65,9 @@ pub struct PairOptions {
     pub min_backoff: u64,
     /// Byte budget of one HMTP batch.
     pub batch_bytes: u64,
+    /// Each side's routing table says the other is a skywave gateway (`skywave = true`: CFTP
+    /// files in flight, compression); false makes each treat the other as a standard peer.
+    pub skywave_peer: bool,
 }
 
 impl PairOptions {
@@ -86,6 +89,7 @@ impl PairOptions {
             outages: Vec::new(),
             min_backoff: 30,
             batch_bytes: 64 * 1024,
+            skywave_peer: true,
         }
     }
 }
@@ -396,7 +400,7 @@ fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
          name = \"{other}\"\n\
          {reach}\n\
          protocol = \"{protocol}\"\n\
-         skywave = true\n\
+         skywave = {skywave}\n\
          compression = \"{compression}\"\n\
          batch_bytes = {batch_bytes}\n\n\
          [[route]]\n\
@@ -407,6 +411,7 @@ fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
          to = \"{other}\"\n",
         protocol = opts.protocol,
         compression = opts.compression,
+        skywave = opts.skywave_peer,
         batch_bytes = opts.batch_bytes,
         reach = if opts.protocol == "smtp" {
             format!("bearer = \"tcp\"\ntcp_address = \"{other_smtp}\"")

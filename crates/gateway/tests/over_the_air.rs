@@ -320,6 +320,47 @@ async fn an_hmtp_session_is_two_transmissions_whatever_the_batch_size() {
     }
 }
 
+/// CFTP towards a skywave peer sends a batch's files at once and gets their acknowledgements
+/// back together; towards a standard CFTP peer (Annex F's stop-and-wait delivery agent) it sends
+/// one file at a time, each after the previous one's acknowledgement. Both deliver every message
+/// once.
+#[tokio::test(start_paused = true)]
+async fn cftp_sends_a_batch_at_once_to_skywave_and_one_file_at_a_time_to_a_standard_peer() {
+    const N: usize = 10;
+    let mut ship_data = Vec::new();
+    for skywave in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = options(dir.path(), "none");
+        o.protocol = "cftp".into();
+        o.skywave_peer = skywave;
+        let pair = Pair::start(&o).await.unwrap();
+        let mut sent = Vec::new();
+        for i in 0..N {
+            let m = message("alice@ship.example", "ops@shore.example", i, 500);
+            pair.ship
+                .submit("alice@ship.example", &["ops@shore.example"], &m)
+                .await
+                .unwrap();
+            sent.push((format!("<{i}.alice@ship.example>"), m));
+        }
+        let got = wait_for(&pair.shore_maildir, N, Duration::from_secs(3600)).await;
+        check_delivered(&got, &sent, "gw.shore.example");
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        assert_eq!(
+            pair.ship.spool().entries().unwrap().count(),
+            0,
+            "all acknowledged"
+        );
+        assert_eq!(maildir(&pair.shore_maildir).len(), N, "once each");
+        ship_data.push(data_transmissions(&pair)[0]);
+        pair.stop().await;
+    }
+    // Skywave: the whole batch in one transmission (two if the batch delay split it).
+    assert!(ship_data[0] <= 2, "{ship_data:?}");
+    // Standard: a transmission per file.
+    assert!(ship_data[1] >= N, "{ship_data:?}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn both_gateways_starting_at_once_deliver_everything_once() {
     let dir = tempfile::tempdir().unwrap();

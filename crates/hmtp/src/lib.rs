@@ -61,8 +61,8 @@ pub mod stream;
 
 pub use cftp_session::{
     AckOutcome, CftpReceiverEvent, CftpReceiverSession, CftpReceiverSettings, CftpReceiverStats,
-    CftpSender, CftpSenderSettings, CftpSenderStats, CftpSessionError, CftpTicket, IncomingFile,
-    cftp_message_id,
+    CftpSender, CftpSenderSettings, CftpSenderStats, CftpSessionError, CftpTicket,
+    DEFAULT_SKYWAVE_IN_FLIGHT, IncomingFile, cftp_message_id,
 };
 pub use client::{
     BatchMessage, BatchOutcome, ClientSettings, Disposition, HmtpClient, MessageResult, SessionEnd,

@@ -72,14 +72,12 @@ impl TransferRecord {
         (self.end - self.start).max(0.0)
     }
 
-    /// Message bits delivered per second of session: plain bytes sent over elapsed time.
-    pub fn effective_bps(&self) -> f64 {
+    /// Message bits delivered per second of session: plain bytes sent over elapsed time. `None`
+    /// for a session that delivered nothing (it yielded, failed or was refused): its bytes
+    /// crossed the air but no mail did, and a rate would flatter it.
+    pub fn effective_bps(&self) -> Option<f64> {
         let e = self.elapsed();
-        if e > 0.0 {
-            self.plain_bytes as f64 * 8.0 / e
-        } else {
-            0.0
-        }
+        (self.accepted > 0 && e > 0.0).then(|| self.plain_bytes as f64 * 8.0 / e)
     }
 
     /// Wire bytes over plain bytes, both ways (1.0 without compression).
@@ -125,7 +123,10 @@ impl fmt::Display for TransferRecord {
             // The receiving side sees a session only from its first U_PDU on, after the ARQ
             // has already carried most of it: a rate computed there would be meaningless.
             bps = match self.direction {
-                Direction::Out => format!("{:.0} bit/s effective", self.effective_bps()),
+                Direction::Out => match self.effective_bps() {
+                    Some(bps) => format!("{bps:.0} bit/s effective"),
+                    None => "nothing delivered".to_owned(),
+                },
                 Direction::In => "rate known to the sender".to_owned(),
             },
             result = self.result,
@@ -257,7 +258,14 @@ mod tests {
         assert_eq!(log.recent().len(), 3);
         let r = rec("x");
         assert_eq!(r.elapsed(), 10.0);
-        assert_eq!(r.effective_bps(), 2400.0);
+        assert_eq!(r.effective_bps(), Some(2400.0));
+        let none = TransferRecord {
+            accepted: 0,
+            result: "yielded".into(),
+            ..rec("y")
+        };
+        assert_eq!(none.effective_bps(), None);
+        assert!(none.to_string().contains("nothing delivered"), "{none}");
         assert!((r.compression_ratio() - 1300.0 / 3200.0).abs() < 1e-9);
         let text = r.to_string();
         assert!(
