@@ -26,6 +26,17 @@ pub(crate) enum CodecCommand {
     Stats(StatsArgs),
     /// Write the synthetic mail corpus (one .eml file per message) to a directory.
     Corpus(CorpusArgs),
+    /// Write the preset deflate dictionary for short mail (version 1) and print its id.
+    Dictionary(DictionaryArgs),
+}
+
+/// Arguments of `skywave codec dictionary`.
+#[derive(Debug, Args)]
+pub(crate) struct DictionaryArgs {
+    /// File to write the dictionary to (crates/compress/data/mail-dict-v1.txt regenerates the
+    /// embedded copy).
+    #[arg(long)]
+    out: PathBuf,
 }
 
 /// Arguments of `skywave codec compress`.
@@ -82,6 +93,7 @@ pub(crate) fn run(command: CodecCommand) -> anyhow::Result<ExitCode> {
         CodecCommand::Decompress(args) => decompress(&args),
         CodecCommand::Stats(args) => stats(&args),
         CodecCommand::Corpus(args) => write_corpus(&args),
+        CodecCommand::Dictionary(args) => write_dictionary(&args),
     }
 }
 
@@ -361,6 +373,23 @@ fn stats(args: &StatsArgs) -> anyhow::Result<ExitCode> {
         "\nCells: compressed bytes and ratio (original / compressed). Streams are flushed after each\nmessage as a session would; gzip has no session form (one file per message), so its\nsession figure is the sum of the files."
     )?;
     stdout.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_dictionary(args: &DictionaryArgs) -> anyhow::Result<ExitCode> {
+    let d = skywave_compress::dictionary::build_mail_v1();
+    std::fs::write(&args.out, &d).with_context(|| format!("writing {}", args.out.display()))?;
+    println!(
+        "wrote the mail dictionary v1 ({} bytes, id {:08x}) to {}{}",
+        d.len(),
+        skywave_compress::dictionary::adler32(&d),
+        args.out.display(),
+        if d == skywave_compress::dictionary::MAIL_V1 {
+            ""
+        } else {
+            " (differs from the copy built into this binary)"
+        }
+    );
     Ok(ExitCode::SUCCESS)
 }
 

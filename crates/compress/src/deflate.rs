@@ -45,6 +45,17 @@ impl DeflateEncoder {
         }
     }
 
+    /// A new zlib stream at `level` primed with a preset dictionary (see
+    /// [`crate::dictionary`]): the zlib header carries `FDICT` and the dictionary's id, and the
+    /// first bytes can already refer back into it. The receiver must know the dictionary.
+    pub fn with_dictionary(level: u32, dictionary: &[u8]) -> Result<Self, CompressError> {
+        let mut e = Self::new(level);
+        e.inner
+            .set_dictionary(dictionary)
+            .map_err(|err| CompressError(err.to_string()))?;
+        Ok(e)
+    }
+
     fn run(&mut self, mut input: &[u8], flush: FlushCompress) -> Result<(), CompressError> {
         // Each round either consumes input or fills output space; a round that does neither
         // means the compressor has nothing more to give.
@@ -114,6 +125,8 @@ pub struct DeflateDecoder {
     /// Scratch space for one inflate chunk, kept between calls.
     chunk: Vec<u8>,
     failed: Option<DecompressError>,
+    /// The preset dictionary the stream asked for, once supplied.
+    dictionary: Option<u32>,
 }
 
 impl DeflateDecoder {
@@ -128,7 +141,13 @@ impl DeflateDecoder {
             tail: [0; 4],
             chunk: Vec::new(),
             failed: None,
+            dictionary: None,
         }
+    }
+
+    /// The id of the preset dictionary the stream uses, once its header has been read.
+    pub fn dictionary(&self) -> Option<u32> {
+        self.dictionary
     }
 
     /// Starts a new message for the per-message cap.
@@ -177,10 +196,26 @@ impl DeflateDecoder {
                 .min(CHUNK);
             let before_in = self.inner.total_in();
             let before_out = self.inner.total_out();
-            let status = self
-                .inner
-                .decompress(rest, &mut self.chunk[..room], FlushDecompress::None)
-                .map_err(|e| DecompressError::Zlib(e.to_string()))?;
+            let status =
+                match self
+                    .inner
+                    .decompress(rest, &mut self.chunk[..room], FlushDecompress::None)
+                {
+                    Ok(status) => status,
+                    // The header named a preset dictionary (RFC 1950 FDICT): the inflater stopped
+                    // after the header, waiting for it. Supply it if it is one we know.
+                    Err(e) if e.needs_dictionary().is_some() && self.dictionary.is_none() => {
+                        let id = e.needs_dictionary().unwrap_or_default();
+                        let dictionary = crate::dictionary::by_id(id)
+                            .ok_or(DecompressError::UnknownDictionary(id))?;
+                        self.inner
+                            .set_dictionary(dictionary)
+                            .map_err(|e| DecompressError::Zlib(e.to_string()))?;
+                        self.dictionary = Some(id);
+                        Status::Ok
+                    }
+                    Err(e) => return Err(DecompressError::Zlib(e.to_string())),
+                };
             let consumed = usize::try_from(self.inner.total_in() - before_in).unwrap_or(usize::MAX);
             let produced =
                 usize::try_from(self.inner.total_out() - before_out).unwrap_or(usize::MAX);

@@ -59,6 +59,10 @@ pub enum DecompressError {
     /// The zlib or deflate data is corrupt (bad header, bad block, bad checksum).
     #[error("corrupt zlib stream: {0}")]
     Zlib(String),
+    /// The zlib stream names a preset dictionary (RFC 1950 `FDICT`) this build does not know:
+    /// the peer has another dictionary version (see [`crate::dictionary`]).
+    #[error("the zlib stream needs preset dictionary {0:08x}, which this gateway does not know")]
+    UnknownDictionary(u32),
     /// The zlib stream ended (final block and checksum) and more bytes followed.
     #[error("{0} bytes after the end of the zlib stream")]
     ZlibTrailingData(usize),

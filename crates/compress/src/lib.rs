@@ -34,6 +34,7 @@
 
 pub mod corpus;
 pub mod deflate;
+pub mod dictionary;
 pub mod error;
 pub mod gzip;
 pub mod limits;
