@@ -107,6 +107,12 @@ pub enum SchemeError {
     /// The scheme is a file format (gzip), not a session stream.
     #[error("{0} is a file format, not a session stream scheme: use lzw9 .. lzw16 or deflate")]
     NotAStream(String),
+    /// No known preset dictionary has this id.
+    #[error("no preset dictionary with id {0:08x} is known")]
+    UnknownDictionary(u32),
+    /// The compressor refused the dictionary.
+    #[error("cannot prime the compressor with the dictionary: {0}")]
+    Dictionary(String),
     /// The scheme name is not one of the known names.
     #[error("unknown compression scheme {0:?}: use lzw9 .. lzw16, deflate or gzip")]
     UnknownName(String),

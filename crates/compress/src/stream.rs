@@ -34,6 +34,14 @@ impl StreamEncoder {
         }
     }
 
+    /// A deflate encoder primed with the known dictionary `id` (see [`crate::dictionary`]).
+    pub fn deflate_with_dictionary(id: u32) -> Result<Self, SchemeError> {
+        let dictionary = crate::dictionary::by_id(id).ok_or(SchemeError::UnknownDictionary(id))?;
+        crate::deflate::DeflateEncoder::with_dictionary(crate::deflate::DEFAULT_LEVEL, dictionary)
+            .map(StreamEncoder::Deflate)
+            .map_err(|e| SchemeError::Dictionary(e.to_string()))
+    }
+
     /// Compresses `input`.
     pub fn push(&mut self, input: &[u8]) -> Result<(), CompressError> {
         match self {
@@ -121,6 +129,14 @@ impl StreamDecoder {
             Inner::Plain(_) => Some(StreamKind::Plain),
             Inner::Lzw(_) => Some(StreamKind::Lzw),
             Inner::Deflate(_) => Some(StreamKind::Zlib),
+        }
+    }
+
+    /// For a deflate stream with a preset dictionary, its id, once the header has arrived.
+    pub fn dictionary(&self) -> Option<u32> {
+        match &self.inner {
+            Inner::Deflate(d) => d.dictionary(),
+            _ => None,
         }
     }
 

@@ -14,7 +14,7 @@
 //! [`HmtpClient::close`]. Once finished, [`HmtpClient::outcome`] says what became of every
 //! recipient.
 
-use skywave_compress::{Limits, StreamDecoder, StreamEncoder};
+use skywave_compress::{Limits, Scheme, StreamDecoder, StreamEncoder};
 use skywave_smtp::{
     ClientConfig, ClientError, ClientEvent, ClientMode, ClientSession, OutgoingMessage,
     RecipientStatus, Reply,
@@ -76,6 +76,9 @@ pub struct ClientSettings {
     pub compression: Compression,
     /// Caps on the decompressed reply stream.
     pub limits: Limits,
+    /// With [`Compression::Deflate`]: start the stream from this preset dictionary (an id the
+    /// peer advertised in `XDICT`; see [`crate::stream`]). Ignored for other schemes.
+    pub dictionary: Option<u32>,
 }
 
 impl ClientSettings {
@@ -86,6 +89,7 @@ impl ClientSettings {
             mtu,
             compression,
             limits: Limits::default(),
+            dictionary: None,
         }
     }
 }
@@ -153,6 +157,9 @@ pub struct BatchOutcome {
     pub sent: DirectionStats,
     /// Bytes and U_PDUs of the replies.
     pub received: DirectionStats,
+    /// The preset dictionaries the peer advertised (`XDICT` in its EHLO reply); empty when it
+    /// advertised none or the reply did not arrive.
+    pub peer_dictionaries: Vec<u32>,
 }
 
 /// The client side of one HMTP session (one batch).
@@ -204,7 +211,10 @@ impl HmtpClient {
                 cut(&plain, settings.mtu, 0, ehlo_end)
             }
             Some(scheme) => {
-                let mut encoder = StreamEncoder::for_scheme(scheme)?;
+                let mut encoder = match (scheme, settings.dictionary) {
+                    (Scheme::Deflate, Some(id)) => StreamEncoder::deflate_with_dictionary(id)?,
+                    _ => StreamEncoder::for_scheme(scheme)?,
+                };
                 encoder.push(&plain)?;
                 encoder.flush()?;
                 cut_compressed(&encoder.take_output(), settings.mtu)
@@ -348,6 +358,11 @@ impl HmtpClient {
             end,
             sent: self.sent,
             received: self.received,
+            peer_dictionaries: self
+                .session
+                .server_extensions()
+                .map(|e| e.dictionaries.clone())
+                .unwrap_or_default(),
         });
     }
 }

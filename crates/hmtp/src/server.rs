@@ -395,6 +395,11 @@ impl<P: Policy> HmtpServer<P> {
         };
         let mut config = self.settings.smtp.clone();
         config.reply_buffering = mode == ServeMode::Batch;
+        // A deflate stream comes from a skywave peer: tell it which preset dictionaries this
+        // server decodes, so that its next session can use one (see `crate::stream`).
+        if self.decoder.kind() == Some(StreamKind::Zlib) {
+            config.extra_ehlo.push(crate::stream::xdict_keyword());
+        }
         let mut session = ServerSession::new(config, policy, now);
         let pending = std::mem::take(&mut self.pending);
         session.feed(now, &pending);
@@ -476,7 +481,11 @@ impl<P: Policy> HmtpServer<P> {
                     let bits = self.decoder.lzw_maxbits().unwrap_or(16);
                     StreamEncoder::for_scheme(Scheme::Lzw(bits))?
                 }
-                Some(StreamKind::Zlib) => StreamEncoder::for_scheme(Scheme::Deflate)?,
+                // Replies use the dictionary the client chose: it certainly has it.
+                Some(StreamKind::Zlib) => match self.decoder.dictionary() {
+                    Some(id) => StreamEncoder::deflate_with_dictionary(id)?,
+                    None => StreamEncoder::for_scheme(Scheme::Deflate)?,
+                },
                 Some(StreamKind::Plain) | None => StreamEncoder::Plain(Vec::new()),
             };
             self.encoder = Some(encoder);

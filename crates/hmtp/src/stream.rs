@@ -4,6 +4,19 @@
 //! An HMTP session is one byte stream each way (Annex F defines no header, so U_PDU boundaries
 //! carry no meaning). Towards skywave peers the stream is compressed from its first byte; the
 //! receiver tells the scheme from that byte (`0x03` JNOS LZW, `0x78` zlib, ASCII plain).
+//!
+//! # Preset dictionaries for short sessions
+//! A deflate stream may start from a preset dictionary ([`skywave_compress::dictionary`]):
+//! a one-message session then costs about a third fewer bytes. HMTP sends its whole submission
+//! before it hears the server, so the choice cannot be negotiated inside a session; it is
+//! negotiated across sessions instead. A skywave server answering a deflate stream advertises
+//! `XDICT <id> ...` in its EHLO reply (the RFC 1950 DICTIDs it decodes, hex); the client reports
+//! them ([`crate::BatchOutcome::peer_dictionaries`]), and the gateway uses a dictionary towards
+//! that peer from the next session on ([`crate::ClientSettings::dictionary`]). The zlib header
+//! names the dictionary (`FDICT` + `DICTID`), the server's decoder picks it up by itself and its
+//! replies use the same one. A peer without it (an older skywave, or another dictionary
+//! version) never advertised it, so it is never sent one; a peer that loses it fails that
+//! session's decode, and the gateway drops the dictionary for it until it is advertised again.
 
 use skywave_compress::{Scheme, StreamKind};
 
@@ -43,6 +56,15 @@ impl Compression {
             Compression::Deflate => StreamKind::Zlib,
         }
     }
+}
+
+/// The EHLO keyword a server advertises to deflate clients: every dictionary it decodes.
+pub fn xdict_keyword() -> String {
+    let ids: Vec<String> = skywave_compress::dictionary::KNOWN
+        .iter()
+        .map(|d| format!("{:08x}", skywave_compress::dictionary::adler32(d)))
+        .collect();
+    format!("XDICT {}", ids.join(" "))
 }
 
 /// Byte and U_PDU counts of one direction of a session.

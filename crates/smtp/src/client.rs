@@ -50,7 +50,7 @@ pub enum ClientMode {
 }
 
 /// Service extensions, as advertised by the server or as assumed in batch mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Extensions {
     /// PIPELINING (RFC 2920).
     pub pipelining: bool,
@@ -62,6 +62,9 @@ pub struct Extensions {
     pub mt_priority: bool,
     /// STARTTLS (RFC 3207); reported only, the client does not start TLS itself.
     pub starttls: bool,
+    /// skywave's `XDICT id...`: the preset deflate dictionaries (RFC 1950 DICTIDs, hex) the
+    /// server can decode, so that the next session may use one (see the hmtp crate).
+    pub dictionaries: Vec<u32>,
 }
 
 impl Extensions {
@@ -77,6 +80,11 @@ impl Extensions {
                 "8BITMIME" => ext.eight_bit_mime = true,
                 "MT-PRIORITY" => ext.mt_priority = true,
                 "STARTTLS" => ext.starttls = true,
+                "XDICT" => ext.dictionaries.extend(
+                    words
+                        .take(16)
+                        .filter_map(|w| u32::from_str_radix(w, 16).ok()),
+                ),
                 _ => {}
             }
         }
@@ -487,7 +495,7 @@ impl ClientSession {
     }
 
     fn send_mail(&mut self, i: usize) {
-        let ext = self.extensions.unwrap_or_default();
+        let ext = self.extensions.clone().unwrap_or_default();
         let line = self.mail_command(i, &ext);
         self.send_line(&line);
         self.expect.push_back(Expect::Mail(i));
@@ -575,7 +583,7 @@ impl ClientSession {
 
     fn queue_batch(&mut self) {
         self.send_ehlo();
-        let ext = self.config.batch_extensions;
+        let ext = self.config.batch_extensions.clone();
         for i in 0..self.messages.len() {
             let line = self.mail_command(i, &ext);
             self.send_line(&line);

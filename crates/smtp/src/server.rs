@@ -126,6 +126,9 @@ pub struct ServerConfig {
     /// waits for the EHLO reply before sending its batch. See also
     /// [`ServerSession::release_held`].
     pub immediate_hello: bool,
+    /// Further EHLO keywords to advertise (with their parameters), before HELP: the HMTP
+    /// server's `XDICT`.
+    pub extra_ehlo: Vec<String>,
 }
 
 impl ServerConfig {
@@ -152,6 +155,7 @@ impl ServerConfig {
             mt_priority: true,
             xlzw: true,
             immediate_hello: false,
+            extra_ehlo: Vec::new(),
         }
     }
 
@@ -1033,6 +1037,7 @@ impl<P: Policy> ServerSession<P> {
         if self.auth_offered() {
             lines.push("AUTH PLAIN LOGIN".to_owned());
         }
+        lines.extend(self.config.extra_ehlo.iter().cloned());
         lines.push("HELP".to_owned());
         self.hello_reply(Reply {
             code: 250,
