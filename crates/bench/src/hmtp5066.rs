@@ -37,7 +37,7 @@ pub fn compression(c: HmtpCompression) -> Compression {
     match c {
         HmtpCompression::None => Compression::None,
         HmtpCompression::Lzw16 => Compression::Lzw(16),
-        HmtpCompression::Deflate => Compression::Deflate,
+        HmtpCompression::Deflate | HmtpCompression::DeflateDict => Compression::Deflate,
     }
 }
 
@@ -68,11 +68,12 @@ pub(crate) async fn run(
     let to_shore = Outbox::new(ship, SHORE, SapId::HMTP)?;
     let to_ship = Outbox::new(shore, SHIP, SapId::HMTP)?;
 
-    let mut client = HmtpClient::new(
-        ClientSettings::new("ship.example", mtu, compression(comp)),
-        batch(work),
-    )
-    .map_err(|e| BenchError::Session(format!("HMTP client: {e}")))?;
+    let mut client_settings = ClientSettings::new("ship.example", mtu, compression(comp));
+    if comp == HmtpCompression::DeflateDict {
+        client_settings.dictionary = Some(skywave_compress::dictionary::mail_v1_id());
+    }
+    let mut client = HmtpClient::new(client_settings, batch(work))
+        .map_err(|e| BenchError::Session(format!("HMTP client: {e}")))?;
     let mut settings = ServerSettings::new("shore.example", shore_mtu);
     settings.smtp.idle_timeout = HF_SMTP_TIMEOUT;
     settings.smtp.data_timeout = HF_SMTP_TIMEOUT;

@@ -34,6 +34,9 @@ pub enum HmtpCompression {
     Lzw16,
     /// Deflate (zlib stream).
     Deflate,
+    /// Deflate started from the preset mail dictionary (`skywave_compress::dictionary`), as a
+    /// skywave gateway sends once the peer has advertised it (every session after the first).
+    DeflateDict,
 }
 
 /// The radio conditions of one run.

@@ -62,7 +62,7 @@ pub struct RunDetail {
 
 impl Scenario {
     /// Every scenario, in the order the tables list them.
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 8] = [
         Scenario::SmtpTcpModem,
         Scenario::SmtpTcp5066 { dup_filter: true },
         Scenario::SmtpTcp5066 { dup_filter: false },
@@ -74,6 +74,9 @@ impl Scenario {
         },
         Scenario::Hmtp5066 {
             compression: HmtpCompression::Deflate,
+        },
+        Scenario::Hmtp5066 {
+            compression: HmtpCompression::DeflateDict,
         },
         Scenario::Cftp5066,
     ];
@@ -93,6 +96,9 @@ impl Scenario {
             Scenario::Hmtp5066 {
                 compression: HmtpCompression::Deflate,
             } => "hmtp-5066-deflate",
+            Scenario::Hmtp5066 {
+                compression: HmtpCompression::DeflateDict,
+            } => "hmtp-5066-deflate-dict",
             Scenario::Cftp5066 => "cftp-5066",
         }
     }
@@ -112,7 +118,7 @@ impl fmt::Display for Scenario {
 /// A scenario name that is not one of [`Scenario::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error(
-    "unknown scenario {0:?} (smtp-tcp-modem, smtp-tcp-5066, smtp-tcp-5066-nofilter, hmtp-5066-none, hmtp-5066-lzw16, hmtp-5066-deflate, cftp-5066)"
+    "unknown scenario {0:?} (smtp-tcp-modem, smtp-tcp-5066, smtp-tcp-5066-nofilter, hmtp-5066-none, hmtp-5066-lzw16, hmtp-5066-deflate, hmtp-5066-deflate-dict, cftp-5066)"
 )]
 pub struct UnknownScenario(pub String);
 

@@ -57,6 +57,43 @@ pub fn by_id(id: u32) -> Option<&'static [u8]> {
 /// SMTP dialogue of a session (what every session repeats).
 pub fn build_mail_v1() -> Vec<u8> {
     let mut d = String::new();
+    // The most frequent words of written English (general frequency lists), then common
+    // phrases of business mail: text almost any message's body shares.
+    d.push_str(
+        "people year way day man thing woman life child world school state family student \
+         group country problem hand part place case week company system program question work \
+         government number night point home water room mother area money story fact month lot \
+         right study book eye job word business issue side kind head house service friend \
+         father power hour game line end member law car city community name president team \
+         minute idea kid body information back parent face others level office door health \
+         person art war history party result change morning reason research girl guy moment \
+         air teacher force education good new first last long great little own other old \
+         right big high different small large next early young important few public bad same \
+         able be have do say get make go know take see come think look want give use find \
+         tell ask work seem feel try leave call need become put mean keep let begin help \
+         talk turn start show hear play run move like live believe hold bring happen write \
+         provide sit stand lose pay meet include continue set learn lead understand watch \
+         follow stop create speak read allow add spend grow open walk win offer remember \
+         consider appear buy wait serve die send expect build stay fall cut reach remain \
+         suggest raise pass sell require report decide pull \r\n\
+         I hope you are well. I am writing to let you know that we have \
+         Could you please check whether the Could you confirm that As discussed, \
+         As agreed, Following our conversation, Further to your message, Please find \
+         attached the I spoke to on the phone and will need to be before the end of the \
+         month. Let me know if you need anything else. Thank you for your help. \
+         Many thanks, Kind regards, Best regards, Best wishes, Regards, Thanks, Cheers, \r\n",
+    );
+    // Maritime operations: what ships and shore stations write about.
+    d.push_str(
+        "anchorage berth pilot tug chandler customs immigration agent charterer owner \
+         bunkers lube oil fresh water provisions stores spare parts repair repaired \
+         maintenance inspection survey surveyor certificate class flag state drill safety \
+         generator main engine auxiliary pump cooling crane winch hatch cover \
+         hull propeller rudder radar gyro compass satellite radio antenna \
+         forecast storm swell visibility fog ice routing passage \
+         voyage ETA ETD noon report daily weekly monthly log sensor data readings \
+         medical crew change sign on sign off shore leave \r\n",
+    );
     // Common English words of short business and operational mail.
     d.push_str(
         "please would could should will shall have has had been being were was are is the \

@@ -361,6 +361,36 @@ async fn cftp_sends_a_batch_at_once_to_skywave_and_one_file_at_a_time_to_a_stand
     assert!(ship_data[1] >= N, "{ship_data:?}");
 }
 
+/// Issue 12: the first deflate session towards a peer learns its dictionaries (XDICT); the next
+/// one starts from the shared dictionary and carries a like message in fewer bytes.
+#[tokio::test(start_paused = true)]
+async fn the_second_session_uses_the_dictionary_the_peer_advertised() {
+    let dir = tempfile::tempdir().unwrap();
+    let pair = Pair::start(&options(dir.path(), "deflate")).await.unwrap();
+    let mut sent = Vec::new();
+    for i in 0..2 {
+        let m = message("alice@ship.example", "ops@shore.example", i, 400);
+        pair.ship
+            .submit("alice@ship.example", &["ops@shore.example"], &m)
+            .await
+            .unwrap();
+        sent.push((format!("<{i}.alice@ship.example>"), m));
+        wait_for(&pair.shore_maildir, i + 1, Duration::from_secs(3600)).await;
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    }
+    let got = wait_for(&pair.shore_maildir, 2, Duration::from_secs(3600)).await;
+    check_delivered(&got, &sent, "gw.shore.example");
+    let records = pair.ship.hf().transfers();
+    let out = outgoing(&records);
+    assert_eq!(out.len(), 2, "{records:?}");
+    let (a, b) = (out[0], out[1]);
+    assert!(
+        b.wire_bytes * 100 <= a.wire_bytes * 85 && b.reply_wire_bytes < a.reply_wire_bytes,
+        "first {a:?}\nsecond {b:?}"
+    );
+    pair.stop().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn both_gateways_starting_at_once_deliver_everything_once() {
     let dir = tempfile::tempdir().unwrap();

@@ -401,6 +401,7 @@ impl Links {
             dedup,
             shutdown,
             gather_until: None,
+            dictionary: None,
         };
         self.tasks.push(tokio::spawn(link.run()));
     }
