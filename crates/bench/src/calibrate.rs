@@ -10,8 +10,9 @@
 //! - `isode-smtp-vs-coacp142.csv`: one message at a time over a clean 1200 bit/s link (AWGN at
 //!   30 dB), once with the short and once with the long interleaver (Isode did not say which
 //!   its modems used); seconds from submission to delivery. The `smtp` column is run
-//!   as `smtp-tcp-5066` with a stock TCP (MSS 1460, MTU 1500, window 65535, initial RTO 3 s,
-//!   longest back-off 120 s: our assumption for the hosts Isode used); the `co_acp142` column
+//!   as `smtp-tcp-5066` with the `isode-stock` TCP profile (MSS 1460, MTU 1500, window 65535,
+//!   smoltcp's Reno and classic Nagle, initial and minimum RTO 2 s, longest back-off 120 s: our
+//!   assumption for the hosts Isode used; see [`crate::tcp::profile`]); the `co_acp142` column
 //!   (an HF-native protocol with compression) is set against `hmtp-5066-deflate` and
 //!   `cftp-5066`.
 //!
@@ -31,7 +32,9 @@ use std::time::Duration;
 use skywave_emu::modem::ModemConfig;
 use thiserror::Error;
 
-use crate::model::{Condition, HmtpCompression, Scenario, TcpSettings, Workload};
+use crate::model::{
+    Condition, HmtpCompression, Scenario, SmtpCompression, TcpProfile, TcpSettings, Workload,
+};
 use crate::runner::{BenchError, RunDetail, run_detailed};
 use crate::stack::modem_config;
 use crate::sweep::{DEFAULT_SEGMENT, jnos_tcp};
@@ -197,15 +200,9 @@ pub fn isode_condition(row: &IsodeRow, seed: u64, interleaver: &str) -> Conditio
 /// rather than picking the one that fits.
 pub const ISODE_INTERLEAVERS: [&str; 2] = ["short", "long"];
 
-/// Our assumption for the TCP of the hosts in Isode's measurement (see the module docs).
+/// Our assumption for the TCP of the hosts in Isode's measurement: the `isode-stock` profile.
 pub fn isode_tcp() -> TcpSettings {
-    TcpSettings {
-        mss: 1460,
-        window: 65_535,
-        irtt: Duration::from_secs(3),
-        max_wait: Duration::from_secs(120),
-        mtu: 1500,
-    }
+    TcpProfile::IsodeStock.settings(1200)
 }
 
 /// The HMTP scenario the goal lines use.
@@ -455,7 +452,10 @@ pub fn calibrate(
             "{} bit/s clean, {il} interleaver, {} B x{}",
             row.link_bps, row.message_bytes, row.messages
         );
-        let smtp_scenario = Scenario::SmtpTcp5066 { dup_filter: true };
+        let smtp_scenario = Scenario::SmtpTcp5066 {
+            dup_filter: true,
+            compression: SmtpCompression::None,
+        };
         let smtp = runs(smtp_scenario, cond, &isode_tcp(), work, seeds, progress);
         let hmtp = runs(HMTP_DEFLATE, cond, &isode_tcp(), work, seeds, progress);
         let cftp = runs(
