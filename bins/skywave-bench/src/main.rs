@@ -377,7 +377,11 @@ mod tests {
         let s = spec(&c).unwrap();
         assert_eq!(
             s.tcp_profiles,
-            [TcpProfile::Linux, TcpProfile::BestCase, TcpProfile::Jnos1998]
+            [
+                TcpProfile::Linux,
+                TcpProfile::BestCase,
+                TcpProfile::Jnos1998
+            ]
         );
         let bad = Cli::parse_from(["skywave-bench", "compare", "--tcp-profile", "bsd"]);
         let Command::Compare(c) = bad.command else {

@@ -53,7 +53,8 @@ fn extra(rows: &[Row]) -> Extra {
                 r.point.scenario.is_tcp()
                     && o.point.scenario.is_tcp()
                     && r.point.tcp.profile == o.point.tcp.profile
-                    && (r.point.tcp.mss, r.point.tcp.window) != (o.point.tcp.mss, o.point.tcp.window)
+                    && (r.point.tcp.mss, r.point.tcp.window)
+                        != (o.point.tcp.mss, o.point.tcp.window)
             })
         }),
     }
@@ -274,7 +275,9 @@ mod tests {
             lines[0],
             "scenario,tcp_profile,channel,snr_db,rate_bps,message_bytes,messages,seconds (mean),seconds_spread,throughput_bps,transmissions,bytes_on_air,retransmissions,tcp_resent,tcp_resent_bytes,delivered"
         );
-        assert!(lines.contains(&"cftp-5066,,awgn,30,1200,386,1,12.340,0.500,250.000,3,420.5,0,,,2/2"));
+        assert!(
+            lines.contains(&"cftp-5066,,awgn,30,1200,386,1,12.340,0.500,250.000,3,420.5,0,,,2/2")
+        );
         assert!(lines.contains(
             &"smtp-tcp-modem,jnos-1998,awgn,30,1200,386,1,,,,,,,,,\"error: scenario x not built yet, really\""
         ));

@@ -175,7 +175,11 @@ impl FromStr for Scenario {
         };
         Scenario::ALL
             .into_iter()
-            .chain(Scenario::ALL.into_iter().filter_map(Scenario::without_filter))
+            .chain(
+                Scenario::ALL
+                    .into_iter()
+                    .filter_map(Scenario::without_filter),
+            )
             .find(|sc| sc.name() == alias)
             .ok_or_else(|| UnknownScenario(s.to_string()))
     }

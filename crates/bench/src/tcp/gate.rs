@@ -9,12 +9,16 @@
 //! socket's send queue (unacknowledged plus unsent bytes) no longer holds any of it. From that
 //! it keeps
 //! - the congestion window in segments, as Linux counts it: `initial` segments, +1 per
-//!   acknowledged segment below the slow-start threshold, +1 per window of acknowledged
-//!   segments above it; when the host resends a segment (a fast retransmit or a timeout, told
-//!   apart by neither), threshold and window drop to half the segments in flight (at least 2),
-//!   once per window of data;
+//!   acknowledged segment while the window is in use (slow start; the threshold is never set:
+//!   see below);
 //! - Nagle: a sub-MSS tail waits while any data is unacknowledged (classic) or while an earlier
 //!   sub-MSS segment is (Minshall), unless the application has closed its side.
+//!
+//! The window is never reduced. Over the 5066 ARQ an IP datagram is practically never lost, so
+//! a TCP resend there is a timeout on queueing delay, i.e. spurious, and Linux (timestamps on)
+//! undoes the reduction of a spurious timeout (F-RTO, RFC 5682; Eifel, RFC 3522) and of a
+//! spuriously retransmitted SYN. On a channel where datagrams are really lost (TTL expiry) this
+//! makes the `linux` profile optimistic, never pessimistic.
 
 use std::collections::VecDeque;
 
@@ -22,95 +26,60 @@ use smoltcp::socket::tcp;
 
 use super::profile::{Congestion, Nagle};
 
-/// The congestion state, in segments.
-#[derive(Debug, Clone, Copy)]
-struct Window {
-    cwnd: u32,
-    ssthresh: u32,
-    /// Acknowledged segments counted towards the next +1 in congestion avoidance.
-    counted: u32,
-    /// While recovering from a loss: the stream offset whose acknowledgement ends it.
-    recovery_until: Option<u64>,
-}
-
 /// The send-side gate of one host.
 #[derive(Debug)]
 pub(crate) struct Gate {
     mss: usize,
     nagle: Nagle,
-    window: Option<Window>,
+    /// Congestion window, segments (`None`: unlimited).
+    cwnd: Option<u32>,
     /// Bytes handed to the socket so far.
     written: u64,
     /// End offset and "smaller than the MSS" of every written segment not yet acknowledged.
     in_flight: VecDeque<(u64, bool)>,
-    /// Resent segments the host had counted at the last look.
-    resent_seen: u64,
+    /// The most segments ever unacknowledged at once.
+    most_in_flight: u32,
 }
 
 impl Gate {
     /// A gate for segments of `mss` bytes; `None` when smoltcp's own Reno and Nagle are used.
     pub(crate) fn new(mss: usize, congestion: Congestion, nagle: Nagle) -> Option<Gate> {
-        let window = match congestion {
+        let cwnd = match congestion {
             Congestion::SmoltcpReno => return None,
             Congestion::Unlimited => None,
-            Congestion::Segments { initial } => Some(Window {
-                cwnd: u32::from(initial.max(1)),
-                ssthresh: u32::MAX,
-                counted: 0,
-                recovery_until: None,
-            }),
+            Congestion::Segments { initial } => Some(u32::from(initial.max(1))),
         };
         Some(Gate {
             mss: mss.max(1),
             nagle,
-            window,
+            cwnd,
             written: 0,
             in_flight: VecDeque::new(),
-            resent_seen: 0,
+            most_in_flight: 0,
         })
     }
 
     /// Current congestion window, segments (`None`: unlimited).
     #[cfg(test)]
     pub(crate) fn cwnd(&self) -> Option<u32> {
-        self.window.map(|w| w.cwnd)
+        self.cwnd
     }
 
-    /// Updates the window from the socket's send queue and the host's resent-segment count.
-    fn observe(&mut self, queued: usize, resent: u64) {
+    /// Updates the window from the socket's send queue.
+    fn observe(&mut self, queued: usize) {
         let acked = self.written.saturating_sub(queued as u64);
         let mut newly = 0u32;
         while self.in_flight.front().is_some_and(|&(end, _)| end <= acked) {
             self.in_flight.pop_front();
             newly += 1;
         }
-        let in_flight = u32::try_from(self.in_flight.len()).unwrap_or(u32::MAX);
-        let lost = resent > self.resent_seen;
-        self.resent_seen = resent;
-        let Some(w) = self.window.as_mut() else {
-            return;
-        };
-        if w.recovery_until.is_some_and(|end| acked >= end) {
-            w.recovery_until = None;
-        }
-        if lost && w.recovery_until.is_none() {
-            // One reduction per window of data, as NewReno does.
-            w.ssthresh = (in_flight + newly).div_ceil(2).max(2);
-            w.cwnd = w.ssthresh;
-            w.counted = 0;
-            w.recovery_until = Some(self.written);
-        } else if w.recovery_until.is_none() {
-            for _ in 0..newly {
-                if w.cwnd < w.ssthresh {
-                    w.cwnd = w.cwnd.saturating_add(1);
-                } else {
-                    w.counted += 1;
-                    if w.counted >= w.cwnd {
-                        w.counted = 0;
-                        w.cwnd = w.cwnd.saturating_add(1);
-                    }
-                }
-            }
+        // Slow start: one more segment per segment acknowledged, while the window is used;
+        // like Linux (`tcp_is_cwnd_limited`: cwnd < 2 × the most packets out), an application-
+        // limited connection (SMTP commands) does not grow it.
+        if let Some(cwnd) = self.cwnd.as_mut()
+            && *cwnd < 2 * self.most_in_flight
+        {
+            *cwnd = cwnd.saturating_add(newly);
         }
     }
 
@@ -122,13 +91,12 @@ impl Gate {
         socket: &mut tcp::Socket<'_>,
         out: &mut Vec<u8>,
         closing: bool,
-        resent: u64,
     ) -> bool {
-        self.observe(socket.send_queue(), resent);
+        self.observe(socket.send_queue());
         let mut progress = false;
         while !out.is_empty() && socket.may_send() {
-            if let Some(w) = self.window
-                && self.in_flight.len() >= w.cwnd as usize
+            if let Some(cwnd) = self.cwnd
+                && self.in_flight.len() >= cwnd as usize
             {
                 break;
             }
@@ -153,6 +121,8 @@ impl Gate {
             out.drain(..n);
             self.written += n as u64;
             self.in_flight.push_back((self.written, n < self.mss));
+            let now = u32::try_from(self.in_flight.len()).unwrap_or(u32::MAX);
+            self.most_in_flight = self.most_in_flight.max(now);
             progress = true;
         }
         progress

@@ -1,7 +1,7 @@
 //! One emulated IP host: a smoltcp interface with one TCP socket on a queue device, its clock
 //! dilated from simulated time, the profile's socket settings (and, where smoltcp cannot
 //! express them, the [`Gate`] wrapper), and an inspector that counts what the host puts on the
-//! link: segments, resent segments and bytes, the largest payload, and the bursts of data
+//! link: segments, resent segments and bytes, the largest payload, and the bursts of new-data
 //! segments sent between two received datagrams (what the profile tests read).
 
 use std::collections::VecDeque;
@@ -136,7 +136,7 @@ pub(crate) struct SegmentStats {
     pub(crate) max_payload: usize,
     /// Largest IP datagram sent.
     pub(crate) max_datagram: usize,
-    /// Data segments sent since the host last received a datagram.
+    /// Segments of new data sent since the host last received a datagram.
     burst: u32,
     /// Every non-empty burst, in order.
     pub(crate) bursts: Vec<u32>,
@@ -161,9 +161,7 @@ impl SegmentStats {
         let payload = seg.payload().len();
         self.max_datagram = self.max_datagram.max(datagram.len());
         self.max_payload = self.max_payload.max(payload);
-        if payload > 0 {
-            self.burst += 1;
-        }
+
         let len = seg.payload().len() as u32 + u32::from(seg.syn()) + u32::from(seg.fin());
         if len == 0 {
             return;
@@ -181,8 +179,12 @@ impl SegmentStats {
                 self.resent += 1;
                 self.resent_bytes += u64::from(high.wrapping_sub(start)).min(payload as u64);
                 self.high = Some(end);
+                self.burst += u32::from(payload > 0);
             }
-            _ => self.high = Some(end),
+            _ => {
+                self.high = Some(end);
+                self.burst += u32::from(payload > 0);
+            }
         }
     }
 
@@ -261,10 +263,9 @@ impl Host {
     /// Hands `out` to the socket: all it takes, or what the gate lets through; `closing`: the
     /// application will add nothing more. True if anything was written.
     pub(crate) fn send(&mut self, out: &mut Vec<u8>, closing: bool) -> bool {
-        let resent = self.stats.resent;
         let socket = self.sockets.get_mut::<tcp::Socket<'static>>(self.handle);
         if let Some(gate) = self.gate.as_mut() {
-            return gate.send(socket, out, closing, resent);
+            return gate.send(socket, out, closing);
         }
         if !out.is_empty()
             && socket.may_send()

@@ -98,9 +98,9 @@ use thiserror::Error;
 use crate::model::{Condition, Measure, RunResult, SmtpCompression, TcpSettings, Workload};
 use crate::stack;
 use host::{Dilation, Host, HostSettings};
+use link::{IpLink, LinkCounters};
 pub use profile::{Congestion, Nagle, RtoFit, TcpProfile, jnos_tcp};
 use skywave_compress::{DeflateDecoder, DeflateEncoder, Limits};
-use link::{IpLink, LinkCounters};
 
 /// Why an SMTP-over-TCP run could not be carried out.
 #[derive(Debug, Error)]
@@ -162,8 +162,8 @@ pub struct TcpRunReport {
     pub max_payload: usize,
     /// Largest IP datagram either host sent.
     pub max_datagram: usize,
-    /// The client's bursts: data segments it sent between two datagrams it received, in order
-    /// (the first flight of the message body shows the initial window).
+    /// The client's bursts: segments of new data it sent between two datagrams it received, in
+    /// order (the first flight of the message body shows the initial window).
     pub client_bursts: Vec<u32>,
     /// Frames (raw modem) or D_PDUs (5066) lost on the air, collisions included.
     pub lost_on_air: u64,
