@@ -128,3 +128,110 @@ impl Gate {
         progress
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use smoltcp::time::Instant;
+
+    use super::super::host::{Host, HostSettings};
+    use super::*;
+
+    /// Two hosts wired back to back, connected, at a frozen clock (so nothing is acknowledged
+    /// unless a test delivers it).
+    fn pair(congestion: Congestion, nagle: Nagle) -> [Host; 2] {
+        let settings = |i: u8| HostSettings {
+            mtu: 1500,
+            rx_buffer: 65_535,
+            tx_buffer: 65_535,
+            seed: u64::from(i),
+            address: [10, 0, 0, i + 1],
+            congestion,
+            nagle,
+            ack_delay: None,
+        };
+        let t = Instant::from_secs(1);
+        let mut hosts = [
+            Host::new(settings(0), t).unwrap(),
+            Host::new(settings(1), t).unwrap(),
+        ];
+        hosts[1].listen(25).unwrap();
+        hosts[0].connect([10, 0, 0, 2], 25, 1025).unwrap();
+        for _ in 0..4 {
+            exchange(&mut hosts, t);
+        }
+        assert_eq!(hosts[0].state(), tcp::State::Established);
+        hosts
+    }
+
+    /// Polls both hosts and delivers what each sent to the other; returns the client's data
+    /// segments' payload lengths.
+    fn exchange(hosts: &mut [Host; 2], t: Instant) -> Vec<usize> {
+        hosts[0].poll(t);
+        hosts[1].poll(t);
+        let a = hosts[0].take_tx();
+        let b = hosts[1].take_tx();
+        let lens = payloads(&a);
+        a.into_iter().for_each(|d| hosts[1].deliver(d));
+        b.into_iter().for_each(|d| hosts[0].deliver(d));
+        lens
+    }
+
+    /// What the client puts on the wire for `data` written at once, before any acknowledgement.
+    fn first_flight(congestion: Congestion, nagle: Nagle, data: usize) -> Vec<usize> {
+        let mut hosts = pair(congestion, nagle);
+        let mut out = vec![b'x'; data];
+        hosts[0].send(&mut out, false);
+        let t = Instant::from_secs(1);
+        hosts[0].poll(t);
+        payloads(&hosts[0].take_tx())
+    }
+
+    /// The payload lengths of the datagrams' data segments.
+    fn payloads(datagrams: &[Vec<u8>]) -> Vec<usize> {
+        datagrams
+            .iter()
+            .filter_map(|d| {
+                let ip = smoltcp::wire::Ipv4Packet::new_checked(&d[..]).ok()?;
+                let seg = smoltcp::wire::TcpPacket::new_checked(ip.payload()).ok()?;
+                (!seg.payload().is_empty()).then_some(seg.payload().len())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn initial_window_is_counted_in_segments() {
+        let iw = Congestion::Segments { initial: 10 };
+        assert_eq!(first_flight(iw, Nagle::Off, 20 * 1460), vec![1460; 10]);
+        assert_eq!(
+            first_flight(Congestion::Unlimited, Nagle::Off, 20 * 1460),
+            vec![1460; 20]
+        );
+        let g = Gate::new(1460, iw, Nagle::Minshall).unwrap();
+        assert_eq!(g.cwnd(), Some(10));
+        assert!(Gate::new(1460, Congestion::SmoltcpReno, Nagle::Classic).is_none());
+    }
+
+    #[test]
+    fn minshall_sends_the_tail_behind_full_segments_and_classic_holds_it() {
+        let data = 2 * 1460 + 100;
+        let minshall = first_flight(Congestion::Unlimited, Nagle::Minshall, data);
+        assert_eq!(minshall, [1460, 1460, 100]);
+        let classic = first_flight(Congestion::Unlimited, Nagle::Classic, data);
+        assert_eq!(classic, [1460, 1460]);
+        // Minshall holds a second small segment while the first is unacknowledged.
+        let mut hosts = pair(Congestion::Unlimited, Nagle::Minshall);
+        let t = Instant::from_secs(1);
+        let mut out = vec![b'a'; 100];
+        hosts[0].send(&mut out, false);
+        hosts[0].poll(t);
+        let _ = hosts[0].take_tx(); // the first small segment, not delivered: unacknowledged
+        let mut more = vec![b'b'; 100];
+        hosts[0].send(&mut more, false);
+        assert_eq!(more.len(), 100, "held");
+        hosts[0].send(&mut more, true);
+        assert!(more.is_empty(), "closing lets it go");
+        let _ = exchange(&mut hosts, t);
+    }
+}
