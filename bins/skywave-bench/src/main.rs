@@ -335,11 +335,18 @@ fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
 mod tests {
     use super::*;
 
+    /// The sweep `skywave-bench compare ARGS...` describes.
+    fn compare_spec(args: &[&str]) -> Result<SweepSpec> {
+        let cli = Cli::parse_from(["skywave-bench", "compare"].iter().chain(args));
+        let Command::Compare(c) = cli.command else {
+            panic!("not compare");
+        };
+        spec(&c)
+    }
+
     #[test]
     fn quick_spec_and_flags() {
-        let cli = Cli::parse_from([
-            "skywave-bench",
-            "compare",
+        let s = compare_spec(&[
             "--quick",
             "--scenarios",
             "hmtp-5066-deflate,smtp-tcp-5066,smtp-tcp-5066",
@@ -347,11 +354,8 @@ mod tests {
             "--snr=-3,10",
             "--mss",
             "216,472",
-        ]);
-        let Command::Compare(c) = cli.command else {
-            panic!("not compare");
-        };
-        let s = spec(&c).unwrap();
+        ])
+        .unwrap();
         assert_eq!(
             s.scenarios.iter().map(|s| s.name()).collect::<Vec<_>>(),
             ["hmtp-5066-deflate", "smtp-tcp-5066-nofilter"]
@@ -365,16 +369,7 @@ mod tests {
             tcp.iter().map(|t| (t.mss, t.window)).collect::<Vec<_>>(),
             [(216, 1 << 20), (472, 1 << 20)]
         );
-        let cli = Cli::parse_from([
-            "skywave-bench",
-            "compare",
-            "--tcp-profile",
-            "linux,best-case,jnos-1998,linux",
-        ]);
-        let Command::Compare(c) = cli.command else {
-            panic!("not compare");
-        };
-        let s = spec(&c).unwrap();
+        let s = compare_spec(&["--tcp-profile", "linux,best-case,jnos-1998,linux"]).unwrap();
         assert_eq!(
             s.tcp_profiles,
             [
@@ -383,16 +378,8 @@ mod tests {
                 TcpProfile::Jnos1998
             ]
         );
-        let bad = Cli::parse_from(["skywave-bench", "compare", "--tcp-profile", "bsd"]);
-        let Command::Compare(c) = bad.command else {
-            panic!("not compare");
-        };
-        assert!(spec(&c).is_err());
-        let bad = Cli::parse_from(["skywave-bench", "compare", "--scenarios", "smtp"]);
-        let Command::Compare(c) = bad.command else {
-            panic!("not compare");
-        };
-        assert!(spec(&c).is_err());
+        assert!(compare_spec(&["--tcp-profile", "bsd"]).is_err());
+        assert!(compare_spec(&["--scenarios", "smtp"]).is_err());
         assert!(seeds(0).is_err());
     }
 }

@@ -7,11 +7,27 @@ use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_skywave-bench");
 
+/// Runs `skywave-bench ARGS... [EXTRA]`, which must succeed; its standard output.
+fn bench(args: &[&str], extra: Option<&std::path::Path>) -> String {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args);
+    if let Some(e) = extra {
+        cmd.arg(e);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 #[test]
 fn compare_prints_csv_and_writes_tables_and_figures() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(BIN)
-        .args([
+    let stdout = bench(
+        &[
             "compare",
             "--quick",
             "--scenarios",
@@ -21,16 +37,9 @@ fn compare_prints_csv_and_writes_tables_and_figures() {
             "--format",
             "csv",
             "--out",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
+        Some(dir.path()),
     );
-    let stdout = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 5, "{stdout}");
     assert!(lines[0].starts_with("scenario,tcp_profile,channel,snr_db,rate_bps,message_bytes,"));
@@ -52,8 +61,8 @@ fn compare_prints_csv_and_writes_tables_and_figures() {
 
 #[test]
 fn compare_runs_each_tcp_profile() {
-    let out = Command::new(BIN)
-        .args([
+    let stdout = bench(
+        &[
             "compare",
             "--quick",
             "--scenarios",
@@ -64,15 +73,9 @@ fn compare_runs_each_tcp_profile() {
             "386",
             "--format",
             "csv",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
+        None,
     );
-    let stdout = String::from_utf8(out.stdout).unwrap();
     let profiles: Vec<&str> = stdout
         .lines()
         .skip(1)
