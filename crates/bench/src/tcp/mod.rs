@@ -8,7 +8,13 @@
 //! - **`smtp-tcp-5066`** ([`run_smtp_tcp_5066`]): IP datagrams as U_PDUs on SAP 9 (the STANAG
 //!   5066 IP client, ARQ, no delivery confirmation) through the real `skywave-sis` [`Client`]
 //!   on the emulator's [`Subnet`], with the client's duplicate-datagram filter on or off;
-//!   SMTP with RFC 2920 pipelining, as Isode's measurement ran a stock MTA.
+//!   SMTP with RFC 2920 pipelining, as Isode's measurement ran a stock MTA; plain, with XLZW 16
+//!   or with a deflate-compressed stream ([`SmtpCompression`], [`TcpRunOptions::compression`]).
+//!
+//! Each run takes its TCP from a [`TcpSettings`], normally one of the named profiles of
+//! [`profile`] (`jnos-1998`, `linux`, `best-case`, `isode-stock`), whose docs say what each
+//! sets, what smoltcp cannot express and how the send-side wrapper (`tcp/gate.rs`) supplies the
+//! initial window and Minshall's Nagle.
 //!
 //! Station 0 (10.0.0.1, the ship) runs the SMTP client and opens the connection; station 1
 //! (10.0.0.2, the shore) listens on port 25 and runs the SMTP server. Every message the server
@@ -27,6 +33,8 @@
 //! differs.
 //!
 //! # Retransmission timers (how close to JNOS, and how far)
+//!
+//! (Written for `jnos-1998`; the other profiles pick k the same way, see [`profile`].)
 //!
 //! smoltcp's RTO constants are fixed at build time: 1 s initial, 1 s minimum, 60 s maximum,
 //! RFC 6298 estimator (SRTT gain 1/8, RTTVAR gain 1/4, RTO = SRTT + 4·RTTVAR), doubling on
@@ -50,15 +58,17 @@
 //!   back off far beyond maxwait.
 //!
 //! Every other smoltcp timer is dilated too: TIME-WAIT (10 s × k; not in the measured
-//! interval), the delayed ACK (switched off: JNOS has none, [`tcp::Socket::set_ack_delay`]
-//! `None`), the zero-window probe (capped at 60 s × k like the RTO), keep-alive (off). No
+//! interval), the delayed ACK (the profile's [`TcpSettings::ack_delay`] in simulated time is
+//! divided by k before [`tcp::Socket::set_ack_delay`]; `jnos-1998` has none, as JNOS), the
+//! zero-window probe (capped at 60 s × k like the RTO), keep-alive (off). No
 //! user timeout is set (JNOS resets after 10 retries; the run's time limit stands in).
 //!
 //! Other settings: MSS through the device MTU (smoltcp advertises MTU − 40): MTU =
 //! min([`TcpSettings::mtu`], [`TcpSettings::mss`] + 40); receive window = receive buffer =
-//! [`TcpSettings::window`] (window scale 0 up to 65535); Reno congestion control (JNOS does
-//! slow start and congestion avoidance); Nagle on. smoltcp ignores received SACK blocks, as
-//! JNOS (no SACK) would.
+//! [`TcpSettings::window`] (window scale 0 up to 65535, scaled above); congestion control and
+//! Nagle as [`TcpSettings::congestion`] and [`TcpSettings::nagle`] say (`jnos-1998`: smoltcp's
+//! Reno, as JNOS does slow start and congestion avoidance, and classic Nagle). smoltcp ignores
+//! received SACK blocks, as JNOS (no SACK) would.
 //!
 //! # Limits
 //!
