@@ -1,9 +1,10 @@
 //! `skywave-bench`: scenario benchmarks comparing SMTP over TCP/IP over HF with HMTP/CFTP over
 //! STANAG 5066 on the same emulated channel, in virtual time (crates/bench).
 //!
-//! - `skywave-bench compare ...`: a sweep of scenarios and conditions, one row per scenario and
-//!   condition (mean and spread over the seeds), as Markdown or CSV; `--out DIR` also writes
-//!   `table.md`, `table.csv` and SVG figures; `--quick` is the small sweep CI runs.
+//! - `skywave-bench compare ...`: a sweep of scenarios, TCP profiles (`--tcp-profile`) and
+//!   conditions, one row per scenario, profile and condition (mean and spread over the seeds),
+//!   as Markdown or CSV; `--out DIR` also writes `table.md`, `table.csv` and SVG figures;
+//!   `--quick` is the small sweep CI runs.
 //! - `skywave-bench calibrate`: every published condition of the calibration directory re-run,
 //!   emulated beside published with the ratio, then the goal lines.
 
@@ -62,7 +63,8 @@ struct Compare {
     /// (default: all).
     #[arg(long, value_delimiter = ',')]
     scenarios: Vec<String>,
-    /// Run smtp-tcp-5066 with the SIS client's duplicate filter off (as smtp-tcp-5066-nofilter).
+    /// Run the smtp-tcp-5066 scenarios with the SIS client's duplicate filter off (as
+    /// smtp-tcp-5066-nofilter).
     #[arg(long)]
     no_dup_filter: bool,
     /// Modem rates, bit/s (default 1200).
