@@ -61,7 +61,9 @@
 //!   goes on with new data once the ACKs show the timeout was spurious; SACK-based recovery
 //!   (smoltcp sends SACK blocks as a receiver but ignores them as a sender); CUBIC or Reno
 //!   reduction after a real loss (the wrapper never cuts: optimistic on a lossy channel);
-//!   slow-start restart after idle; receive-window autotuning. What this costs is measured by
+//!   slow-start restart after idle; receive-window autotuning; Linux's ACK of every second
+//!   full segment after its quick-ACK start (smoltcp acknowledges every full segment, so
+//!   `linux` and `best-case` receivers send somewhat more bare ACKs). What this costs is measured by
 //!   `best-case`, which has none of these limits (README, Benchmark): on the clean channel the
 //!   `linux` rows are within 0.6 s of `best-case` up to 14025 bytes, but at 135604 bytes of
 //!   plain SMTP the spurious go-back-N resends (897 kB) make `linux` 2.5x slower (2485 s

@@ -231,7 +231,7 @@ async fn linux_profile_reaches_the_wire() {
     assert_eq!((r.max_payload, r.max_datagram), (1460, 1500));
     let first_flight = r.client_bursts.iter().find(|&&b| b > 1);
     assert_eq!(first_flight, Some(&10), "{:?}", r.client_bursts);
-    // Later flights grow by slow start: never more than twice the flight before.
+    // Slow start at most doubles the initial window within the body's next flight.
     assert!(r.client_bursts.iter().all(|&b| b <= 20), "{r:?}");
 }
 
