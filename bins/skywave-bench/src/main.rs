@@ -1,9 +1,10 @@
 //! `skywave-bench`: scenario benchmarks comparing SMTP over TCP/IP over HF with HMTP/CFTP over
 //! STANAG 5066 on the same emulated channel, in virtual time (crates/bench).
 //!
-//! - `skywave-bench compare ...`: a sweep of scenarios and conditions, one row per scenario and
-//!   condition (mean and spread over the seeds), as Markdown or CSV; `--out DIR` also writes
-//!   `table.md`, `table.csv` and SVG figures; `--quick` is the small sweep CI runs.
+//! - `skywave-bench compare ...`: a sweep of scenarios, TCP profiles (`--tcp-profile`) and
+//!   conditions, one row per scenario, profile and condition (mean and spread over the seeds),
+//!   as Markdown or CSV; `--out DIR` also writes `table.md`, `table.csv` and SVG figures;
+//!   `--quick` is the small sweep CI runs.
 //! - `skywave-bench calibrate`: every published condition of the calibration directory re-run,
 //!   emulated beside published with the ratio, then the goal lines.
 
@@ -16,7 +17,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use skywave_bench::calibrate::{self, ISODE_FILE, NTIA_FILE};
-use skywave_bench::model::Scenario;
+use skywave_bench::model::{Scenario, TcpProfile};
 use skywave_bench::sweep::{SweepSpec, run_sweep};
 use skywave_bench::workload::{ISODE_SIZES, Shape};
 use skywave_bench::{plot, report};
@@ -57,11 +58,13 @@ enum MeasureArg {
 
 #[derive(Debug, clap::Args)]
 struct Compare {
-    /// Scenarios: smtp-tcp-modem, smtp-tcp-5066, smtp-tcp-5066-nofilter, hmtp-5066-none,
-    /// hmtp-5066-lzw16, hmtp-5066-deflate, cftp-5066 (default: all).
+    /// Scenarios: smtp-tcp-modem, smtp-tcp-5066, smtp-tcp-5066-nofilter, smtp-tcp-5066-xlzw,
+    /// smtp-tcp-5066-deflate, hmtp-5066-none, hmtp-5066-lzw16, hmtp-5066-deflate, cftp-5066
+    /// (default: all).
     #[arg(long, value_delimiter = ',')]
     scenarios: Vec<String>,
-    /// Run smtp-tcp-5066 with the SIS client's duplicate filter off (as smtp-tcp-5066-nofilter).
+    /// Run the smtp-tcp-5066 scenarios with the SIS client's duplicate filter off (as
+    /// smtp-tcp-5066-nofilter).
     #[arg(long)]
     no_dup_filter: bool,
     /// Modem rates, bit/s (default 1200).
@@ -85,20 +88,24 @@ struct Compare {
     /// Seeds per condition: 1..=K (default 1 with --quick, else 3).
     #[arg(long)]
     seeds: Option<u64>,
-    /// TCP maximum segment sizes, bytes (default 216).
+    /// TCP profiles: best-case, linux, jnos-1998, isode-stock; the TCP scenarios run once per
+    /// profile (default: jnos-1998 for smtp-tcp-modem, best-case over 5066).
+    #[arg(long, value_delimiter = ',')]
+    tcp_profile: Vec<String>,
+    /// TCP maximum segment sizes, bytes, overriding the profile's (MTU = MSS + 40).
     #[arg(long, value_delimiter = ',')]
     mss: Vec<u16>,
-    /// TCP windows, bytes (default 1024).
+    /// TCP receive windows, bytes, overriding the profile's.
     #[arg(long, value_delimiter = ',')]
     window: Vec<u32>,
     /// STANAG 5066 D_PDU segment size for every run, bytes (1-1023, default 1023): smaller
     /// segments lose less to one bad interleaver block at low SNR and cost more headers.
     #[arg(long, default_value_t = skywave_bench::sweep::DEFAULT_SEGMENT)]
     segment_size: usize,
-    /// JNOS initial RTT, seconds (default 60).
+    /// Initial RTT (JNOS IRTT), seconds, overriding the profile's.
     #[arg(long)]
     irtt: Option<f64>,
-    /// JNOS longest back-off, seconds (default 90 at 1200 bit/s and above, 360 below).
+    /// Longest back-off (JNOS maxwait), seconds, overriding the profile's.
     #[arg(long)]
     max_wait: Option<f64>,
     /// Workload shape.
@@ -174,15 +181,10 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
         .collect::<Result<Vec<_>, _>>()?;
     if scenarios.is_empty() {
         scenarios = Scenario::ALL.to_vec();
-        if c.no_dup_filter {
-            scenarios.retain(|s| *s != Scenario::SmtpTcp5066 { dup_filter: true });
-        }
     }
     if c.no_dup_filter {
         for s in &mut scenarios {
-            if *s == (Scenario::SmtpTcp5066 { dup_filter: true }) {
-                *s = Scenario::SmtpTcp5066 { dup_filter: false };
-            }
+            *s = s.without_filter().unwrap_or(*s);
         }
     }
     let mut dedup = Vec::new();
@@ -191,12 +193,13 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
             dedup.push(s);
         }
     }
-    let mss = or(c.mss.clone(), &[216]);
-    let window = or(c.window.clone(), &[1024]);
-    let tcp = mss
-        .iter()
-        .flat_map(|&m| window.iter().map(move |&w| (m, w)))
-        .collect();
+    let mut tcp_profiles = Vec::new();
+    for p in &c.tcp_profile {
+        let p = p.parse::<TcpProfile>()?;
+        if !tcp_profiles.contains(&p) {
+            tcp_profiles.push(p);
+        }
+    }
     let default_snrs: &[f64] = if c.quick {
         &[30.0]
     } else {
@@ -214,7 +217,9 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
         },
         sizes: or(c.sizes.clone(), &ISODE_SIZES),
         counts: or(c.messages.clone(), &[1]),
-        tcp,
+        tcp_profiles,
+        mss: c.mss.clone(),
+        windows: c.window.clone(),
         irtt: seconds(c.irtt, "--irtt")?,
         max_wait: seconds(c.max_wait, "--max-wait")?,
         seeds: seeds(c.seeds.unwrap_or(if c.quick { 1 } else { 3 }))?,
@@ -332,11 +337,18 @@ fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
 mod tests {
     use super::*;
 
+    /// The sweep `skywave-bench compare ARGS...` describes.
+    fn compare_spec(args: &[&str]) -> Result<SweepSpec> {
+        let cli = Cli::parse_from(["skywave-bench", "compare"].iter().chain(args));
+        let Command::Compare(c) = cli.command else {
+            panic!("not compare");
+        };
+        spec(&c)
+    }
+
     #[test]
     fn quick_spec_and_flags() {
-        let cli = Cli::parse_from([
-            "skywave-bench",
-            "compare",
+        let s = compare_spec(&[
             "--quick",
             "--scenarios",
             "hmtp-5066-deflate,smtp-tcp-5066,smtp-tcp-5066",
@@ -344,11 +356,8 @@ mod tests {
             "--snr=-3,10",
             "--mss",
             "216,472",
-        ]);
-        let Command::Compare(c) = cli.command else {
-            panic!("not compare");
-        };
-        let s = spec(&c).unwrap();
+        ])
+        .unwrap();
         assert_eq!(
             s.scenarios.iter().map(|s| s.name()).collect::<Vec<_>>(),
             ["hmtp-5066-deflate", "smtp-tcp-5066-nofilter"]
@@ -356,12 +365,23 @@ mod tests {
         assert_eq!(s.snrs_db, [-3.0, 10.0]);
         assert_eq!(s.seeds, [1]);
         assert_eq!(s.sizes, ISODE_SIZES);
-        assert_eq!(s.tcp, [(216, 1024), (472, 1024)]);
-        let bad = Cli::parse_from(["skywave-bench", "compare", "--scenarios", "smtp"]);
-        let Command::Compare(c) = bad.command else {
-            panic!("not compare");
-        };
-        assert!(spec(&c).is_err());
+        assert!(s.tcp_profiles.is_empty());
+        let tcp = s.tcp_settings(s.scenarios[1], 1200);
+        assert_eq!(
+            tcp.iter().map(|t| (t.mss, t.window)).collect::<Vec<_>>(),
+            [(216, 1 << 20), (472, 1 << 20)]
+        );
+        let s = compare_spec(&["--tcp-profile", "linux,best-case,jnos-1998,linux"]).unwrap();
+        assert_eq!(
+            s.tcp_profiles,
+            [
+                TcpProfile::Linux,
+                TcpProfile::BestCase,
+                TcpProfile::Jnos1998
+            ]
+        );
+        assert!(compare_spec(&["--tcp-profile", "bsd"]).is_err());
+        assert!(compare_spec(&["--scenarios", "smtp"]).is_err());
         assert!(seeds(0).is_err());
     }
 }

@@ -7,11 +7,27 @@ use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_skywave-bench");
 
+/// Runs `skywave-bench ARGS... [EXTRA]`, which must succeed; its standard output.
+fn bench(args: &[&str], extra: Option<&std::path::Path>) -> String {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args);
+    if let Some(e) = extra {
+        cmd.arg(e);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 #[test]
 fn compare_prints_csv_and_writes_tables_and_figures() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(BIN)
-        .args([
+    let stdout = bench(
+        &[
             "compare",
             "--quick",
             "--scenarios",
@@ -21,21 +37,14 @@ fn compare_prints_csv_and_writes_tables_and_figures() {
             "--format",
             "csv",
             "--out",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
+        Some(dir.path()),
     );
-    let stdout = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 5, "{stdout}");
-    assert!(lines[0].starts_with("scenario,channel,snr_db,rate_bps,message_bytes,messages,"));
+    assert!(lines[0].starts_with("scenario,tcp_profile,channel,snr_db,rate_bps,message_bytes,"));
     assert!(
-        lines[1].starts_with("hmtp-5066-deflate,awgn,30,1200,386,1,"),
+        lines[1].starts_with("hmtp-5066-deflate,,awgn,30,1200,386,1,"),
         "{stdout}"
     );
     assert!(lines[1..].iter().all(|l| l.ends_with(",1/1")), "{stdout}");
@@ -48,6 +57,35 @@ fn compare_prints_csv_and_writes_tables_and_figures() {
     }
     let csv = std::fs::read_to_string(dir.path().join("table.csv")).unwrap();
     assert_eq!(csv, stdout);
+}
+
+#[test]
+fn compare_runs_each_tcp_profile() {
+    let stdout = bench(
+        &[
+            "compare",
+            "--quick",
+            "--scenarios",
+            "smtp-tcp-5066-deflate",
+            "--tcp-profile",
+            "linux,best-case,jnos-1998",
+            "--sizes",
+            "386",
+            "--format",
+            "csv",
+        ],
+        None,
+    );
+    let profiles: Vec<&str> = stdout
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(1).unwrap_or(""))
+        .collect();
+    assert_eq!(profiles, ["linux", "best-case", "jnos-1998"], "{stdout}");
+    assert!(
+        stdout.lines().skip(1).all(|l| l.ends_with(",1/1")),
+        "{stdout}"
+    );
 }
 
 #[test]

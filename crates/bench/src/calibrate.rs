@@ -10,13 +10,17 @@
 //! - `isode-smtp-vs-coacp142.csv`: one message at a time over a clean 1200 bit/s link (AWGN at
 //!   30 dB), once with the short and once with the long interleaver (Isode did not say which
 //!   its modems used); seconds from submission to delivery. The `smtp` column is run
-//!   as `smtp-tcp-5066` with a stock TCP (MSS 1460, MTU 1500, window 65535, initial RTO 3 s,
-//!   longest back-off 120 s: our assumption for the hosts Isode used); the `co_acp142` column
+//!   as `smtp-tcp-5066` with the `isode-stock` TCP profile (MSS 1460, MTU 1500, window 65535,
+//!   smoltcp's Reno and classic Nagle, initial and minimum RTO 2 s, longest back-off 120 s: our
+//!   assumption for the hosts Isode used; see [`crate::tcp::profile`]); the `co_acp142` column
 //!   (an HF-native protocol with compression) is set against `hmtp-5066-deflate` and
 //!   `cftp-5066`.
 //!
-//! Goal lines: the speed-up of `hmtp-5066-deflate` over `smtp-tcp-5066` at 386 and 14025 bytes,
-//! and `hmtp-5066-deflate` on the clean channel against the bound "the compressed bytes'
+//! Goal lines: the speed-up of `hmtp-5066-deflate` at 386 and 14025 bytes over
+//! `smtp-tcp-5066-deflate` with the `best-case` TCP profile (the same deflate on both sides, and
+//! the most TCP can do: the goals, 3x and 1.5x with the short interleaver), and over
+//! `smtp-tcp-5066` with `isode-stock` (plain SMTP, the historical lines), and
+//! `hmtp-5066-deflate` on the clean channel against the bound "the compressed bytes'
 //! airtime plus two transmissions' fixed overheads", computed with [`ModemConfig::plan`]: the
 //! planned submission transmission (its compressed bytes, with key-up, preamble, EOM, flush and
 //! whole interleaver blocks), the receiver's decode time and the turnaround, then the planned
@@ -31,7 +35,9 @@ use std::time::Duration;
 use skywave_emu::modem::ModemConfig;
 use thiserror::Error;
 
-use crate::model::{Condition, HmtpCompression, Scenario, TcpSettings, Workload};
+use crate::model::{
+    Condition, HmtpCompression, Scenario, SmtpCompression, TcpProfile, TcpSettings, Workload,
+};
 use crate::runner::{BenchError, RunDetail, run_detailed};
 use crate::stack::modem_config;
 use crate::sweep::{DEFAULT_SEGMENT, jnos_tcp};
@@ -197,20 +203,20 @@ pub fn isode_condition(row: &IsodeRow, seed: u64, interleaver: &str) -> Conditio
 /// rather than picking the one that fits.
 pub const ISODE_INTERLEAVERS: [&str; 2] = ["short", "long"];
 
-/// Our assumption for the TCP of the hosts in Isode's measurement (see the module docs).
+/// Our assumption for the TCP of the hosts in Isode's measurement: the `isode-stock` profile.
 pub fn isode_tcp() -> TcpSettings {
-    TcpSettings {
-        mss: 1460,
-        window: 65_535,
-        irtt: Duration::from_secs(3),
-        max_wait: Duration::from_secs(120),
-        mtu: 1500,
-    }
+    TcpProfile::IsodeStock.settings(1200)
 }
 
 /// The HMTP scenario the goal lines use.
 pub const HMTP_DEFLATE: Scenario = Scenario::Hmtp5066 {
     compression: HmtpCompression::Deflate,
+};
+
+/// The SMTP baseline of the goal lines: the same deflate as [`HMTP_DEFLATE`].
+pub const SMTP_DEFLATE: Scenario = Scenario::SmtpTcp5066 {
+    dup_filter: true,
+    compression: SmtpCompression::Deflate,
 };
 
 /// One emulated figure beside a published one.
@@ -267,9 +273,11 @@ pub struct Goal {
 /// What a [`Goal`] line measures.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GoalKind {
-    /// `hmtp-5066-deflate` against `smtp-tcp-5066`: mean seconds of each, and Isode's published
-    /// SMTP over CO-ACP 142 ratio for the row.
+    /// `hmtp-5066-deflate` against an SMTP-over-TCP baseline: mean seconds of each, and Isode's
+    /// published SMTP over CO-ACP 142 ratio for the row.
     Speedup {
+        /// The baseline: scenario and TCP profile, e.g. `smtp-tcp-5066 (isode-stock)`.
+        baseline: String,
         /// smtp-tcp-5066, seconds.
         smtp_s: f64,
         /// hmtp-5066-deflate, seconds.
@@ -310,12 +318,13 @@ impl std::fmt::Display for Goal {
         let (bytes, bps, il) = (self.message_bytes, self.link_bps, self.interleaver);
         match &self.kind {
             GoalKind::Speedup {
+                baseline,
                 smtp_s,
                 hmtp_s,
                 published,
             } => write!(
                 f,
-                "speed-up of hmtp-5066-deflate over smtp-tcp-5066 at {bytes} B, {bps} bit/s clean, {il} interleaver: {:.1}x ({smtp_s:.1} s against {hmtp_s:.1} s; Isode published {published:.1}x for CO-ACP 142)",
+                "speed-up of hmtp-5066-deflate over {baseline} at {bytes} B, {bps} bit/s clean, {il} interleaver: {:.1}x ({smtp_s:.1} s against {hmtp_s:.1} s; Isode published {published:.1}x for CO-ACP 142)",
                 self.ratio().unwrap_or(0.0)
             ),
             GoalKind::Bound {
@@ -379,7 +388,14 @@ fn runs(
 pub fn run_count(dir: &Path, seeds: usize) -> Result<usize, CalibrationError> {
     let ntia_rows = parse_ntia(&read(dir, NTIA_FILE)?)?.len();
     let isode_rows = parse_isode(&read(dir, ISODE_FILE)?)?.len();
-    Ok((ntia_rows * NTIA_MESSAGES + isode_rows * 3 * ISODE_INTERLEAVERS.len()) * seeds)
+    let goal_rows = parse_isode(&read(dir, ISODE_FILE)?)?
+        .iter()
+        .filter(|r| [386, 14025].contains(&r.message_bytes))
+        .count();
+    Ok(
+        (ntia_rows * NTIA_MESSAGES + (isode_rows * 3 + goal_rows) * ISODE_INTERLEAVERS.len())
+            * seeds,
+    )
 }
 
 /// The bound of the goal line for a clean-channel exchange: the submission's `sent` bytes and
@@ -455,7 +471,10 @@ pub fn calibrate(
             "{} bit/s clean, {il} interleaver, {} B x{}",
             row.link_bps, row.message_bytes, row.messages
         );
-        let smtp_scenario = Scenario::SmtpTcp5066 { dup_filter: true };
+        let smtp_scenario = Scenario::SmtpTcp5066 {
+            dup_filter: true,
+            compression: SmtpCompression::None,
+        };
         let smtp = runs(smtp_scenario, cond, &isode_tcp(), work, seeds, progress);
         let hmtp = runs(HMTP_DEFLATE, cond, &isode_tcp(), work, seeds, progress);
         let cftp = runs(
@@ -503,14 +522,28 @@ pub fn calibrate(
             kind,
         };
         if [386, 14025].contains(&row.message_bytes) {
-            speedups.push(goal(match (secs(&smtp), secs(&hmtp)) {
-                (Ok(smtp_s), Ok(hmtp_s)) => GoalKind::Speedup {
-                    smtp_s,
-                    hmtp_s,
-                    published: row.smtp_seconds / row.co_acp142_seconds,
-                },
-                (Err(e), _) | (_, Err(e)) => GoalKind::Unavailable(e),
-            }));
+            let best = runs(
+                SMTP_DEFLATE,
+                cond,
+                &TcpProfile::BestCase.settings(row.link_bps),
+                work,
+                seeds,
+                progress,
+            );
+            for (baseline, r) in [
+                (format!("{SMTP_DEFLATE} (best-case)"), &best),
+                (format!("{smtp_scenario} (isode-stock)"), &smtp),
+            ] {
+                speedups.push(goal(match (secs(r), secs(&hmtp)) {
+                    (Ok(smtp_s), Ok(hmtp_s)) => GoalKind::Speedup {
+                        baseline,
+                        smtp_s,
+                        hmtp_s,
+                        published: row.smtp_seconds / row.co_acp142_seconds,
+                    },
+                    (Err(e), _) | (_, Err(e)) => GoalKind::Unavailable(e),
+                }));
+            }
         }
         if let Ok(h) = &hmtp {
             let modem = modem_config(&isode_condition(row, 1, il));
@@ -634,6 +667,13 @@ mod tests {
     /// each speed-up within 3 % of the figure the README quotes and above its goal, and every
     /// HMTP session within 1.25x its two-transmission bound. Deterministic (virtual time, seeded
     /// channel), so a change to the emulator, TCP or HMTP that moves them fails here.
+    /// The README's best-case goal figures (hmtp-5066-deflate over smtp-tcp-5066-deflate with
+    /// the best-case TCP profile).
+    const BEST_386_SHORT: f64 = 5.3;
+    const BEST_14025_SHORT: f64 = 1.4;
+    const BEST_386_LONG: f64 = 9.1;
+    const BEST_14025_LONG: f64 = 2.6;
+
     #[test]
     fn the_readme_goal_lines_hold() {
         let dir = std::env::temp_dir().join(format!("skywave-goals-{}", std::process::id()));
@@ -649,12 +689,18 @@ mod tests {
         let cal = calibrate(&dir, &[1], &mut |_| {}).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         let lines: Vec<String> = cal.goals.iter().map(ToString::to_string).collect();
-        // (bytes, interleaver, README figure, goal)
-        for (bytes, il, quoted, goal) in [
-            (386, "short", 6.3, 5.0),
-            (14025, "short", 3.1, 2.0),
-            (386, "long", 9.1, 5.0),
-            (14025, "long", 5.8, 2.0),
+        // (baseline, bytes, interleaver, README figure, goal)
+        for (base, bytes, il, quoted, goal) in [
+            ("best-case", 386, "short", BEST_386_SHORT, 3.0),
+            // The goal is 1.5x; measured 1.40x, not met (the README says why): the floor here
+            // only keeps it from sliding further.
+            ("best-case", 14025, "short", BEST_14025_SHORT, 1.35),
+            ("best-case", 386, "long", BEST_386_LONG, 1.0),
+            ("best-case", 14025, "long", BEST_14025_LONG, 1.0),
+            ("isode-stock", 386, "short", 6.3, 5.0),
+            ("isode-stock", 14025, "short", 3.1, 2.0),
+            ("isode-stock", 386, "long", 9.1, 5.0),
+            ("isode-stock", 14025, "long", 5.8, 2.0),
         ] {
             let g = cal
                 .goals
@@ -662,7 +708,7 @@ mod tests {
                 .find(|g| {
                     g.message_bytes == bytes
                         && g.interleaver == il
-                        && matches!(g.kind, GoalKind::Speedup { .. })
+                        && matches!(&g.kind, GoalKind::Speedup { baseline, .. } if baseline.contains(base))
                 })
                 .unwrap_or_else(|| panic!("no speed-up line for {bytes} B {il}: {lines:#?}"));
             let r = g.ratio().unwrap();
@@ -694,7 +740,7 @@ mod tests {
         std::fs::write(dir.join(NTIA_FILE), "h\n1200,1024,1024,97.2\n").unwrap();
         std::fs::write(dir.join(ISODE_FILE), ISODE).unwrap();
         // Ten single-mail NTIA runs, and three Isode scenarios per interleaver.
-        assert_eq!(run_count(&dir, 1).unwrap(), 10 + 3 * 2);
+        assert_eq!(run_count(&dir, 1).unwrap(), 10 + 4 * 2);
         let mut calls = 0;
         let cal = calibrate(&dir, &[1], &mut |_| calls += 1).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();

@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+pub use crate::tcp::profile::{Congestion, Nagle, RtoFit, TcpProfile};
+
 /// The protocol stack under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scenario {
@@ -15,6 +17,8 @@ pub enum Scenario {
     SmtpTcp5066 {
         /// The SIS client's duplicate-datagram filter is on.
         dup_filter: bool,
+        /// Compression of the SMTP stream.
+        compression: SmtpCompression,
     },
     /// HMTP over STANAG 5066 SAP 3, one batch per session.
     Hmtp5066 {
@@ -23,6 +27,23 @@ pub enum Scenario {
     },
     /// CFTP over STANAG 5066 SAP 12 (gzip mail files over RCOP/BFTP).
     Cftp5066,
+}
+
+/// Compression of the SMTP-over-TCP stream over 5066, so that a table can set SMTP and HMTP
+/// side by side with the same compression and separate the protocol's gain from the
+/// compression's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SmtpCompression {
+    /// Plain SMTP, as a stock MTA runs it.
+    #[default]
+    None,
+    /// JNOS's `XLZW` SMTP extension, 16 bits, negotiated after EHLO (the skywave SMTP client and
+    /// server speak it): the same LZW as `hmtp-5066-lzw16`.
+    Xlzw,
+    /// The whole TCP byte stream in each direction as one zlib stream with a sync flush at every
+    /// write (as IMAP's `COMPRESS=DEFLATE`, RFC 4978, does; SMTP has no such extension): the
+    /// same deflate, level and flushing as `hmtp-5066-deflate`, greeting included.
+    Deflate,
 }
 
 /// Compression of an HMTP stream in the benchmark.
@@ -72,6 +93,16 @@ pub struct TcpSettings {
     pub max_wait: Duration,
     /// IP MTU, bytes (NTIA: 256; Isode: 1500).
     pub mtu: u16,
+    /// Which RTO constant smoltcp's dilated clock matches exactly (from `irtt` or `max_wait`).
+    pub rto_fit: RtoFit,
+    /// Congestion window.
+    pub congestion: Congestion,
+    /// Nagle's algorithm, and which.
+    pub nagle: Nagle,
+    /// Delayed-ACK timer, simulated time (`None`: acknowledge at once).
+    pub ack_delay: Option<Duration>,
+    /// The named profile these settings came from (`None`: built by hand).
+    pub profile: Option<TcpProfile>,
 }
 
 /// How the published figure the run is compared with was computed.
@@ -122,6 +153,10 @@ pub struct RunResult {
     pub bytes_on_air: u64,
     /// Retransmissions: D_PDUs resent by the 5066 ARQ, or TCP segments resent (raw modem).
     pub retransmissions: u64,
+    /// TCP segments resent by the hosts (0 for the HF-native stacks).
+    pub tcp_resent_segments: u64,
+    /// Bytes of TCP payload resent by the hosts (0 for the HF-native stacks).
+    pub tcp_resent_bytes: u64,
     /// Messages delivered to the receiving side, byte-identical to what was sent.
     pub delivered: usize,
     /// Messages in the workload.

@@ -27,10 +27,19 @@ pub struct PlotError {
 }
 
 /// One line of a figure: a scenario name and its (x, y) points, sorted by x.
-type Series = BTreeMap<&'static str, Vec<(f64, f64)>>;
+type Series = BTreeMap<String, Vec<(f64, f64)>>;
 
 /// A line ready to draw: its name, its sorted points and its colour.
-type Styled = (&'static str, Vec<(f64, f64)>, RGBColor);
+type Styled = (String, Vec<(f64, f64)>, RGBColor);
+
+/// A line's name: the scenario, and for the TCP scenarios the TCP profile.
+fn line_name(p: &crate::sweep::Point) -> String {
+    if p.scenario.is_tcp() {
+        format!("{} ({})", p.scenario.name(), p.tcp.profile_name())
+    } else {
+        p.scenario.name().to_string()
+    }
+}
 
 /// Draws every figure the rows allow into `dir`; returns the files written.
 pub fn write_plots(rows: &[Row], dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
@@ -52,7 +61,7 @@ pub fn write_plots(rows: &[Row], dir: &Path) -> Result<Vec<PathBuf>, PlotError> 
             .entry(key)
             .or_insert_with(|| (title, Series::new()))
             .1
-            .entry(p.scenario.name())
+            .entry(line_name(p))
             .or_default()
             .push((p.snr_db, s.throughput_bps));
     }
@@ -91,7 +100,7 @@ pub fn write_plots(rows: &[Row], dir: &Path) -> Result<Vec<PathBuf>, PlotError> 
             .entry(key)
             .or_insert_with(|| (title, Series::new()))
             .1
-            .entry(p.scenario.name())
+            .entry(line_name(p))
             .or_default()
             .push((p.size as f64, s.seconds_mean));
     }
@@ -180,7 +189,7 @@ fn draw(
             let mut pts = pts.clone();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
             let c = Palette99::pick(i).to_rgba();
-            (*name, pts, RGBColor(c.0, c.1, c.2))
+            (name.clone(), pts, RGBColor(c.0, c.1, c.2))
         })
         .collect();
     if log {
@@ -202,7 +211,7 @@ fn draw(
             chart
                 .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
                 .map_err(|e| fail(&e))?
-                .label(*name)
+                .label(name.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
             chart
                 .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
@@ -233,7 +242,7 @@ fn draw(
             chart
                 .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
                 .map_err(|e| fail(&e))?
-                .label(*name)
+                .label(name.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
             chart
                 .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))

@@ -1,8 +1,11 @@
-//! Tables of a sweep: Markdown for people, CSV for tools. One row per scenario and condition,
-//! with the columns `scenario, channel, snr_db, rate_bps, message_bytes, messages,
-//! seconds (mean), seconds_spread, throughput_bps, transmissions, bytes_on_air,
-//! retransmissions, delivered`; `interleaver`, `mss` and `window` are appended only when the
-//! sweep varies them. `delivered` reads `delivered/expected`, summed over the seeds; a point
+//! Tables of a sweep: Markdown for people, CSV for tools. One row per scenario, TCP profile and
+//! condition, with the columns `scenario, tcp_profile, channel, snr_db, rate_bps,
+//! message_bytes, messages, seconds (mean), seconds_spread, throughput_bps, transmissions,
+//! bytes_on_air, retransmissions, tcp_resent, tcp_resent_bytes, delivered`; `interleaver`,
+//! `mss` and `window` are appended only when the sweep varies them. `retransmissions` counts
+//! D_PDUs the 5066 ARQ resent (on the raw modem, which has no ARQ: TCP segments resent);
+//! `tcp_resent` and `tcp_resent_bytes` count the segments and payload bytes the TCP hosts
+//! resent (empty for the HF-native stacks); `tcp_profile` is empty for them too. `delivered` reads `delivered/expected`, summed over the seeds; a point
 //! that could not run shows its error there and leaves the figures empty.
 //!
 //! Sits between [`crate::sweep`] and the CLI's output.
@@ -12,8 +15,9 @@ use std::fmt::Write as _;
 use crate::sweep::Row;
 
 /// The fixed column names, in order.
-pub const COLUMNS: [&str; 13] = [
+pub const COLUMNS: [&str; 16] = [
     "scenario",
+    "tcp_profile",
     "channel",
     "snr_db",
     "rate_bps",
@@ -25,6 +29,8 @@ pub const COLUMNS: [&str; 13] = [
     "transmissions",
     "bytes_on_air",
     "retransmissions",
+    "tcp_resent",
+    "tcp_resent_bytes",
     "delivered",
 ];
 
@@ -41,9 +47,14 @@ fn extra(rows: &[Row]) -> Extra {
         interleaver: rows
             .iter()
             .any(|r| first.is_some_and(|f| f.point.interleaver != r.point.interleaver)),
+        // Profiles differ in MSS and window by design; the columns show overrides.
         tcp: rows.iter().any(|r| {
-            first.is_some_and(|f| {
-                (f.point.tcp.mss, f.point.tcp.window) != (r.point.tcp.mss, r.point.tcp.window)
+            rows.iter().any(|o| {
+                r.point.scenario.is_tcp()
+                    && o.point.scenario.is_tcp()
+                    && r.point.tcp.profile == o.point.tcp.profile
+                    && (r.point.tcp.mss, r.point.tcp.window)
+                        != (o.point.tcp.mss, o.point.tcp.window)
             })
         }),
     }
@@ -63,8 +74,10 @@ fn header(extra: Extra) -> Vec<&'static str> {
 /// The cells of one row (numbers formatted for reading; empty figures for a failed point).
 fn cells(row: &Row, extra: Extra) -> Vec<String> {
     let p = &row.point;
+    let tcp = p.scenario.is_tcp();
     let mut c = vec![
         p.scenario.name().to_string(),
+        profile_cell(row),
         p.channel.clone(),
         format_num(p.snr_db),
         p.rate_bps.to_string(),
@@ -79,10 +92,12 @@ fn cells(row: &Row, extra: Extra) -> Vec<String> {
             format_num(s.transmissions),
             format_num(s.bytes_on_air),
             format_num(s.retransmissions),
+            tcp_cell(tcp, s.tcp_resent_segments),
+            tcp_cell(tcp, s.tcp_resent_bytes),
             format!("{}/{}", s.delivered, s.expected),
         ]),
         Err(e) => {
-            c.extend(std::iter::repeat_n(String::new(), 6));
+            c.extend(std::iter::repeat_n(String::new(), 8));
             c.push(format!("error: {e}"));
         }
     }
@@ -97,6 +112,20 @@ fn cells(row: &Row, extra: Extra) -> Vec<String> {
         }
     }
     c
+}
+
+/// The TCP profile of a TCP scenario's row, empty otherwise.
+fn profile_cell(row: &Row) -> String {
+    if row.point.scenario.is_tcp() {
+        row.point.tcp.profile_name().to_string()
+    } else {
+        String::new()
+    }
+}
+
+/// A TCP figure for a TCP scenario, empty otherwise.
+fn tcp_cell(tcp: bool, x: f64) -> String {
+    if tcp { format_num(x) } else { String::new() }
 }
 
 /// A number with at most one decimal, and none when it is whole.
@@ -119,7 +148,7 @@ pub fn markdown(rows: &[Row]) -> String {
     let align: Vec<&str> = h
         .iter()
         .map(|c| match *c {
-            "scenario" | "channel" | "delivered" | "interleaver" => "---",
+            "scenario" | "tcp_profile" | "channel" | "delivered" | "interleaver" => "---",
             _ => "---:",
         })
         .collect();
@@ -149,8 +178,10 @@ pub fn csv(rows: &[Row]) -> String {
     for row in rows {
         let p = &row.point;
         // Full precision in the CSV; the Markdown rounds for reading.
+        let tcp = p.scenario.is_tcp();
         let mut c = vec![
             p.scenario.name().to_string(),
+            profile_cell(row),
             p.channel.clone(),
             p.snr_db.to_string(),
             p.rate_bps.to_string(),
@@ -165,10 +196,12 @@ pub fn csv(rows: &[Row]) -> String {
                 format_num(s.transmissions),
                 format_num(s.bytes_on_air),
                 format_num(s.retransmissions),
+                tcp_cell(tcp, s.tcp_resent_segments),
+                tcp_cell(tcp, s.tcp_resent_bytes),
                 format!("{}/{}", s.delivered, s.expected),
             ]),
             Err(e) => {
-                c.extend(std::iter::repeat_n(String::new(), 6));
+                c.extend(std::iter::repeat_n(String::new(), 8));
                 c.push(format!("error: {e}"));
             }
         }
@@ -213,6 +246,8 @@ mod tests {
                         transmissions: 3.0,
                         bytes_on_air: 420.5,
                         retransmissions: 0.0,
+                        tcp_resent_segments: 0.0,
+                        tcp_resent_bytes: 0.0,
                         delivered: 2,
                         expected: 2,
                     })
@@ -227,8 +262,8 @@ mod tests {
         let md = markdown(&rows());
         let lines: Vec<&str> = md.lines().collect();
         assert_eq!(lines.len(), 2 + Scenario::ALL.len());
-        assert!(lines[0].starts_with("| scenario | channel | snr_db | rate_bps | message_bytes | messages | seconds (mean) | seconds_spread | throughput_bps | transmissions | bytes_on_air | retransmissions | delivered |"));
-        assert!(md.contains("| hmtp-5066-deflate | awgn | 30 | 1200 | 386 | 1 | 12.3 | 0.5 | 250.0 | 3 | 420.5 | 0 | 2/2 |"), "{md}");
+        assert!(lines[0].starts_with("| scenario | tcp_profile | channel | snr_db | rate_bps | message_bytes | messages | seconds (mean) | seconds_spread | throughput_bps | transmissions | bytes_on_air | retransmissions | tcp_resent | tcp_resent_bytes | delivered |"));
+        assert!(md.contains("| hmtp-5066-deflate | — | awgn | 30 | 1200 | 386 | 1 | 12.3 | 0.5 | 250.0 | 3 | 420.5 | 0 | — | — | 2/2 |"), "{md}");
         assert!(md.contains("error: scenario x not built yet, really"));
     }
 
@@ -238,11 +273,13 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],
-            "scenario,channel,snr_db,rate_bps,message_bytes,messages,seconds (mean),seconds_spread,throughput_bps,transmissions,bytes_on_air,retransmissions,delivered"
+            "scenario,tcp_profile,channel,snr_db,rate_bps,message_bytes,messages,seconds (mean),seconds_spread,throughput_bps,transmissions,bytes_on_air,retransmissions,tcp_resent,tcp_resent_bytes,delivered"
         );
-        assert!(lines.contains(&"cftp-5066,awgn,30,1200,386,1,12.340,0.500,250.000,3,420.5,0,2/2"));
+        assert!(
+            lines.contains(&"cftp-5066,,awgn,30,1200,386,1,12.340,0.500,250.000,3,420.5,0,,,2/2")
+        );
         assert!(lines.contains(
-            &"smtp-tcp-modem,awgn,30,1200,386,1,,,,,,,\"error: scenario x not built yet, really\""
+            &"smtp-tcp-modem,jnos-1998,awgn,30,1200,386,1,,,,,,,,,\"error: scenario x not built yet, really\""
         ));
         assert_eq!(csv_field("a\"b"), "\"a\"\"b\"");
     }
@@ -251,7 +288,9 @@ mod tests {
     fn varied_settings_get_their_columns() {
         let mut r = rows();
         r[0].point.interleaver = "long".into();
-        r[0].point.tcp.window = 3072;
+        let mut wide = r[0].clone();
+        wide.point.tcp.window = 3072;
+        r.insert(0, wide);
         let md = markdown(&r);
         assert!(
             md.lines()

@@ -9,7 +9,9 @@ use std::str::FromStr;
 
 use thiserror::Error;
 
-use crate::model::{Condition, HmtpCompression, RunResult, Scenario, TcpSettings, Workload};
+use crate::model::{
+    Condition, HmtpCompression, RunResult, Scenario, SmtpCompression, TcpSettings, Workload,
+};
 use crate::stack::block_on_paused;
 use crate::workload::WorkloadError;
 
@@ -62,10 +64,24 @@ pub struct RunDetail {
 
 impl Scenario {
     /// Every scenario, in the order the tables list them.
-    pub const ALL: [Scenario; 8] = [
+    pub const ALL: [Scenario; 10] = [
         Scenario::SmtpTcpModem,
-        Scenario::SmtpTcp5066 { dup_filter: true },
-        Scenario::SmtpTcp5066 { dup_filter: false },
+        Scenario::SmtpTcp5066 {
+            dup_filter: true,
+            compression: SmtpCompression::None,
+        },
+        Scenario::SmtpTcp5066 {
+            dup_filter: false,
+            compression: SmtpCompression::None,
+        },
+        Scenario::SmtpTcp5066 {
+            dup_filter: true,
+            compression: SmtpCompression::Xlzw,
+        },
+        Scenario::SmtpTcp5066 {
+            dup_filter: true,
+            compression: SmtpCompression::Deflate,
+        },
         Scenario::Hmtp5066 {
             compression: HmtpCompression::None,
         },
@@ -85,8 +101,17 @@ impl Scenario {
     pub fn name(self) -> &'static str {
         match self {
             Scenario::SmtpTcpModem => "smtp-tcp-modem",
-            Scenario::SmtpTcp5066 { dup_filter: true } => "smtp-tcp-5066",
-            Scenario::SmtpTcp5066 { dup_filter: false } => "smtp-tcp-5066-nofilter",
+            Scenario::SmtpTcp5066 {
+                dup_filter,
+                compression,
+            } => match (compression, dup_filter) {
+                (SmtpCompression::None, true) => "smtp-tcp-5066",
+                (SmtpCompression::None, false) => "smtp-tcp-5066-nofilter",
+                (SmtpCompression::Xlzw, true) => "smtp-tcp-5066-xlzw",
+                (SmtpCompression::Xlzw, false) => "smtp-tcp-5066-xlzw-nofilter",
+                (SmtpCompression::Deflate, true) => "smtp-tcp-5066-deflate",
+                (SmtpCompression::Deflate, false) => "smtp-tcp-5066-deflate-nofilter",
+            },
             Scenario::Hmtp5066 {
                 compression: HmtpCompression::None,
             } => "hmtp-5066-none",
@@ -100,6 +125,28 @@ impl Scenario {
                 compression: HmtpCompression::DeflateDict,
             } => "hmtp-5066-deflate-dict",
             Scenario::Cftp5066 => "cftp-5066",
+        }
+    }
+
+    /// The TCP profile the scenario runs with unless told otherwise: `jnos-1998` on the raw
+    /// modem (the scenario is JNOS as NTIA measured it), `best-case` over 5066 (the baseline the
+    /// headline speed-ups are quoted against).
+    pub fn default_profile(self) -> crate::model::TcpProfile {
+        match self {
+            Scenario::SmtpTcpModem => crate::model::TcpProfile::Jnos1998,
+            _ => crate::model::TcpProfile::BestCase,
+        }
+    }
+
+    /// The same scenario with the SIS client's duplicate filter off (`None`: not a 5066 TCP
+    /// scenario).
+    pub fn without_filter(self) -> Option<Scenario> {
+        match self {
+            Scenario::SmtpTcp5066 { compression, .. } => Some(Scenario::SmtpTcp5066 {
+                dup_filter: false,
+                compression,
+            }),
+            _ => None,
         }
     }
 
@@ -118,7 +165,7 @@ impl fmt::Display for Scenario {
 /// A scenario name that is not one of [`Scenario::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error(
-    "unknown scenario {0:?} (smtp-tcp-modem, smtp-tcp-5066, smtp-tcp-5066-nofilter, hmtp-5066-none, hmtp-5066-lzw16, hmtp-5066-deflate, hmtp-5066-deflate-dict, cftp-5066)"
+    "unknown scenario {0:?} (smtp-tcp-modem, smtp-tcp-5066[-xlzw|-deflate][-nofilter], hmtp-5066-none, hmtp-5066-lzw16, hmtp-5066-deflate, hmtp-5066-deflate-dict, cftp-5066)"
 )]
 pub struct UnknownScenario(pub String);
 
@@ -134,6 +181,11 @@ impl FromStr for Scenario {
         };
         Scenario::ALL
             .into_iter()
+            .chain(
+                Scenario::ALL
+                    .into_iter()
+                    .filter_map(Scenario::without_filter),
+            )
             .find(|sc| sc.name() == alias)
             .ok_or_else(|| UnknownScenario(s.to_string()))
     }
@@ -160,7 +212,7 @@ pub fn run_detailed(
     if work.messages.is_empty() {
         return Err(BenchError::EmptyWorkload);
     }
-    let opts = crate::tcp::TcpRunOptions::default();
+    let mut opts = crate::tcp::TcpRunOptions::default();
     match scenario {
         Scenario::Hmtp5066 { compression } => {
             block_on_paused(crate::hmtp5066::run(cond, work, compression))?
@@ -170,7 +222,11 @@ pub fn run_detailed(
             let r = block_on_paused(crate::tcp::run_smtp_tcp_modem_with(cond, tcp, work, &opts))??;
             Ok(tcp_detail(r))
         }
-        Scenario::SmtpTcp5066 { dup_filter } => {
+        Scenario::SmtpTcp5066 {
+            dup_filter,
+            compression,
+        } => {
+            opts.compression = compression;
             let r = block_on_paused(crate::tcp::run_smtp_tcp_5066_with(
                 cond, tcp, work, dup_filter, &opts,
             ))??;

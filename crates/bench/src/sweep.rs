@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::model::{Condition, RunResult, Scenario, TcpSettings, Workload};
+use crate::model::{Condition, RunResult, Scenario, TcpProfile, TcpSettings, Workload};
 use crate::runner::{BenchError, run};
 use crate::workload::Shape;
 
@@ -31,11 +31,16 @@ pub struct SweepSpec {
     pub sizes: Vec<usize>,
     /// Messages per run.
     pub counts: Vec<usize>,
-    /// TCP (MSS, window) pairs, bytes; only the TCP scenarios are run once per pair.
-    pub tcp: Vec<(u16, u32)>,
-    /// JNOS IRTT; `None`: 60 s (NTIA).
+    /// TCP profiles; only the TCP scenarios are run once per profile (and per MSS and window
+    /// override). Empty: each scenario's own ([`Scenario::default_profile`]).
+    pub tcp_profiles: Vec<TcpProfile>,
+    /// MSS overrides, bytes (empty: the profile's).
+    pub mss: Vec<u16>,
+    /// Receive-window overrides, bytes (empty: the profile's).
+    pub windows: Vec<u32>,
+    /// Initial RTT override (JNOS IRTT); `None`: the profile's.
     pub irtt: Option<Duration>,
-    /// JNOS maxwait; `None`: 90 s at 1200 bit/s and above, 360 s below (NTIA).
+    /// Longest back-off override (JNOS maxwait); `None`: the profile's.
     pub max_wait: Option<Duration>,
     /// Seeds; every combination is run once per seed.
     pub seeds: Vec<u64>,
@@ -45,7 +50,8 @@ pub struct SweepSpec {
 
 impl SweepSpec {
     /// The CI sweep: every scenario, 1200 bit/s, short interleaver, a clean (30 dB AWGN)
-    /// channel, the four Isode message sizes one at a time, one seed, NTIA's TCP settings.
+    /// channel, the four Isode message sizes one at a time, one seed, each TCP scenario with its
+    /// default profile.
     pub fn quick() -> Self {
         Self {
             scenarios: Scenario::ALL.to_vec(),
@@ -56,7 +62,9 @@ impl SweepSpec {
             shape: Shape::Isode,
             sizes: crate::workload::ISODE_SIZES.to_vec(),
             counts: vec![1],
-            tcp: vec![(216, 1024)],
+            tcp_profiles: Vec::new(),
+            mss: Vec::new(),
+            windows: Vec::new(),
             irtt: None,
             max_wait: None,
             seeds: vec![1],
@@ -75,18 +83,12 @@ impl SweepSpec {
                         for &snr_db in &self.snrs_db {
                             for &size in &self.sizes {
                                 for &count in &self.counts {
-                                    let pairs: &[(u16, u32)] = if scenario.is_tcp() {
-                                        &self.tcp
-                                    } else {
-                                        // Not used by the scenario: one row, not one per pair.
-                                        self.tcp.get(..1).unwrap_or(&[])
-                                    };
-                                    let pairs = if pairs.is_empty() {
-                                        &[(216, 1024)][..]
-                                    } else {
-                                        pairs
-                                    };
-                                    for &(mss, window) in pairs {
+                                    let mut settings = self.tcp_settings(scenario, rate_bps);
+                                    if !scenario.is_tcp() {
+                                        // Not used by the scenario: one row, not one per profile.
+                                        settings.truncate(1);
+                                    }
+                                    for tcp in settings {
                                         out.push(Point {
                                             scenario,
                                             channel: channel.clone(),
@@ -96,19 +98,49 @@ impl SweepSpec {
                                             size,
                                             count,
                                             segment_size: self.segment_size,
-                                            tcp: jnos_tcp(
-                                                mss,
-                                                window,
-                                                rate_bps,
-                                                self.irtt,
-                                                self.max_wait,
-                                            ),
+                                            tcp,
                                         });
                                     }
                                 }
                             }
                         }
                     }
+                }
+            }
+        }
+        out
+    }
+
+    /// The TCP settings a scenario runs with at a rate: each profile (or the scenario's own),
+    /// times the MSS and window overrides, with the RTO overrides applied.
+    pub fn tcp_settings(&self, scenario: Scenario, rate_bps: u32) -> Vec<TcpSettings> {
+        let profiles = if self.tcp_profiles.is_empty() {
+            vec![scenario.default_profile()]
+        } else {
+            self.tcp_profiles.clone()
+        };
+        let mss: Vec<Option<u16>> = if self.mss.is_empty() {
+            vec![None]
+        } else {
+            self.mss.iter().copied().map(Some).collect()
+        };
+        let windows: Vec<Option<u32>> = if self.windows.is_empty() {
+            vec![None]
+        } else {
+            self.windows.iter().copied().map(Some).collect()
+        };
+        let mut out = Vec::new();
+        for p in profiles {
+            for &m in &mss {
+                for &w in &windows {
+                    let mut t = p.settings(rate_bps).with_overrides(m, w);
+                    if let Some(irtt) = self.irtt {
+                        t.irtt = irtt;
+                    }
+                    if let Some(max_wait) = self.max_wait {
+                        t.max_wait = max_wait;
+                    }
+                    out.push(t);
                 }
             }
         }
@@ -124,27 +156,7 @@ impl SweepSpec {
 /// The emulator's D_PDU segment size unless a sweep says otherwise: the largest Annex C allows.
 pub const DEFAULT_SEGMENT: usize = 1023;
 
-/// JNOS-style TCP settings as NTIA used them: MTU = MSS + 40, IRTT 60 s, maxwait 90 s at
-/// 1200 bit/s and above, 360 s below (overridable).
-pub fn jnos_tcp(
-    mss: u16,
-    window: u32,
-    rate_bps: u32,
-    irtt: Option<Duration>,
-    max_wait: Option<Duration>,
-) -> TcpSettings {
-    TcpSettings {
-        mss,
-        window,
-        irtt: irtt.unwrap_or(Duration::from_secs(60)),
-        max_wait: max_wait.unwrap_or(if rate_bps >= 1200 {
-            Duration::from_secs(90)
-        } else {
-            Duration::from_secs(360)
-        }),
-        mtu: mss.saturating_add(40),
-    }
-}
+pub use crate::tcp::profile::jnos_tcp;
 
 /// One combination of a sweep.
 #[derive(Debug, Clone, PartialEq)]
@@ -208,6 +220,10 @@ pub struct Stats {
     pub bytes_on_air: f64,
     /// Mean retransmissions.
     pub retransmissions: f64,
+    /// Mean TCP segments resent.
+    pub tcp_resent_segments: f64,
+    /// Mean TCP payload bytes resent.
+    pub tcp_resent_bytes: f64,
     /// Messages delivered byte-identical, summed over the runs.
     pub delivered: usize,
     /// Messages carried, summed over the runs.
@@ -241,6 +257,8 @@ impl Stats {
             transmissions: mean(&|r| r.transmissions as f64),
             bytes_on_air: mean(&|r| r.bytes_on_air as f64),
             retransmissions: mean(&|r| r.retransmissions as f64),
+            tcp_resent_segments: mean(&|r| r.tcp_resent_segments as f64),
+            tcp_resent_bytes: mean(&|r| r.tcp_resent_bytes as f64),
             delivered: results.iter().map(|r| r.delivered).sum(),
             expected: results.iter().map(|r| r.expected).sum(),
         }
@@ -316,6 +334,8 @@ mod tests {
             transmissions: 2,
             bytes_on_air: 10,
             retransmissions: 1,
+            tcp_resent_segments: 0,
+            tcp_resent_bytes: 0,
             delivered: d,
             expected: 1,
         };
@@ -340,7 +360,8 @@ mod tests {
             },
         ];
         spec.sizes = vec![386];
-        spec.tcp = vec![(216, 1024), (216, 3072)];
+        spec.tcp_profiles = vec![TcpProfile::Jnos1998];
+        spec.windows = vec![1024, 3072];
         spec.seeds = vec![1, 2];
         let p = spec.points();
         assert_eq!(p.len(), 3);

@@ -1,5 +1,8 @@
 //! One emulated IP host: a smoltcp interface with one TCP socket on a queue device, its clock
-//! dilated from simulated time, and an inspector that counts the segments it resends.
+//! dilated from simulated time, the profile's socket settings (and, where smoltcp cannot
+//! express them, the [`Gate`] wrapper), and an inspector that counts what the host puts on the
+//! link: segments, resent segments and bytes, the largest payload, and the bursts of new-data
+//! segments sent between two received datagrams (what the profile tests read).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -11,6 +14,8 @@ use smoltcp::time::Instant as TcpInstant;
 use smoltcp::wire::{HardwareAddress, IpAddress, IpCidr, Ipv4Packet, TcpPacket};
 
 use super::TcpBenchError;
+use super::gate::Gate;
+use super::profile::{Congestion, Nagle};
 
 /// Simulated time ↔ smoltcp time: smoltcp's clock runs `factor` times slower than the
 /// simulation, so each of its timers lasts `factor` times longer in simulated time.
@@ -112,15 +117,29 @@ pub(crate) struct HostSettings {
     pub(crate) tx_buffer: usize,
     pub(crate) seed: u64,
     pub(crate) address: [u8; 4],
+    pub(crate) congestion: Congestion,
+    pub(crate) nagle: Nagle,
+    /// Delayed-ACK timer in smoltcp's (dilated) time.
+    pub(crate) ack_delay: Option<smoltcp::time::Duration>,
 }
 
 /// Counts what a host puts on the link.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct SegmentStats {
     /// Segments carrying sequence space (data, SYN or FIN).
     pub(crate) sent: u64,
     /// Of those, segments whose sequence space had all been sent before.
     pub(crate) resent: u64,
+    /// Payload bytes of the resent segments.
+    pub(crate) resent_bytes: u64,
+    /// Largest TCP payload sent.
+    pub(crate) max_payload: usize,
+    /// Largest IP datagram sent.
+    pub(crate) max_datagram: usize,
+    /// Segments of new data sent since the host last received a datagram.
+    burst: u32,
+    /// Every non-empty burst, in order.
+    pub(crate) bursts: Vec<u32>,
     /// End of the highest sequence sent so far.
     high: Option<u32>,
     /// A SYN without ACK has been seen (the connection's first SYN from this host).
@@ -139,6 +158,10 @@ impl SegmentStats {
         if seg.syn() && !seg.ack() {
             self.syn_seen = true;
         }
+        let payload = seg.payload().len();
+        self.max_datagram = self.max_datagram.max(datagram.len());
+        self.max_payload = self.max_payload.max(payload);
+
         let len = seg.payload().len() as u32 + u32::from(seg.syn()) + u32::from(seg.fin());
         if len == 0 {
             return;
@@ -147,13 +170,29 @@ impl SegmentStats {
         let start = seg.seq_number().0 as u32;
         let end = start.wrapping_add(len);
         match self.high {
-            Some(high) if (end.wrapping_sub(high) as i32) <= 0 => self.resent += 1,
+            Some(high) if (end.wrapping_sub(high) as i32) <= 0 => {
+                self.resent += 1;
+                self.resent_bytes += payload as u64;
+            }
             Some(high) if (start.wrapping_sub(high) as i32) < 0 => {
                 // Partly new: counts as new data, the old part is resent too.
                 self.resent += 1;
+                self.resent_bytes += u64::from(high.wrapping_sub(start)).min(payload as u64);
                 self.high = Some(end);
+                self.burst += u32::from(payload > 0);
             }
-            _ => self.high = Some(end),
+            _ => {
+                self.high = Some(end);
+                self.burst += u32::from(payload > 0);
+            }
+        }
+    }
+
+    /// The host received a datagram: the burst of data segments sent before it ends.
+    fn heard(&mut self) {
+        if self.burst > 0 {
+            self.bursts.push(self.burst);
+            self.burst = 0;
         }
     }
 }
@@ -165,6 +204,8 @@ pub(crate) struct Host {
     sockets: SocketSet<'static>,
     pub(crate) handle: SocketHandle,
     pub(crate) stats: SegmentStats,
+    /// The send-side wrapper, when the profile needs one.
+    gate: Option<Gate>,
 }
 
 impl Host {
@@ -192,10 +233,17 @@ impl Host {
         let rx = tcp::SocketBuffer::new(vec![0; settings.rx_buffer]);
         let tx = tcp::SocketBuffer::new(vec![0; settings.tx_buffer]);
         let mut socket = tcp::Socket::new(rx, tx);
-        // JNOS has no delayed-ACK timer: acknowledge at once.
-        socket.set_ack_delay(None);
-        // JNOS does slow start and congestion avoidance (cwnd to one MSS after a timeout).
-        socket.set_congestion_control(tcp::CongestionControl::Reno);
+        socket.set_ack_delay(settings.ack_delay);
+        let gate = Gate::new(settings.mtu - 40, settings.congestion, settings.nagle);
+        if gate.is_some() {
+            // The gate keeps the window and the Nagle test; smoltcp sends what it is given.
+            socket.set_congestion_control(tcp::CongestionControl::None);
+            socket.set_nagle_enabled(false);
+        } else {
+            // smoltcp's own Reno (cwnd to one MSS after a timeout) and classic Nagle.
+            socket.set_congestion_control(tcp::CongestionControl::Reno);
+            socket.set_nagle_enabled(settings.nagle == Nagle::Classic);
+        }
         let mut sockets = SocketSet::new(Vec::new());
         let handle = sockets.add(socket);
         Ok(Host {
@@ -204,11 +252,42 @@ impl Host {
             sockets,
             handle,
             stats: SegmentStats::default(),
+            gate,
         })
     }
 
     pub(crate) fn socket(&mut self) -> &mut tcp::Socket<'static> {
         self.sockets.get_mut::<tcp::Socket<'static>>(self.handle)
+    }
+
+    /// Hands `out` to the socket: all it takes, or what the gate lets through; `closing`: the
+    /// application will add nothing more. True if anything was written.
+    pub(crate) fn send(&mut self, out: &mut Vec<u8>, closing: bool) -> bool {
+        let socket = self.sockets.get_mut::<tcp::Socket<'static>>(self.handle);
+        if let Some(gate) = self.gate.as_mut() {
+            return gate.send(socket, out, closing);
+        }
+        if !out.is_empty()
+            && socket.may_send()
+            && let Ok(n) = socket.send_slice(out)
+            && n > 0
+        {
+            out.drain(..n);
+            return true;
+        }
+        false
+    }
+
+    /// A datagram from the link, for smoltcp's next poll.
+    pub(crate) fn deliver(&mut self, datagram: Vec<u8>) {
+        self.stats.heard();
+        self.device.rx.push_back(datagram);
+    }
+
+    /// The stats with the last burst closed.
+    pub(crate) fn final_stats(&mut self) -> SegmentStats {
+        self.stats.heard();
+        self.stats.clone()
     }
 
     pub(crate) fn state(&self) -> tcp::State {

@@ -8,7 +8,13 @@
 //! - **`smtp-tcp-5066`** ([`run_smtp_tcp_5066`]): IP datagrams as U_PDUs on SAP 9 (the STANAG
 //!   5066 IP client, ARQ, no delivery confirmation) through the real `skywave-sis` [`Client`]
 //!   on the emulator's [`Subnet`], with the client's duplicate-datagram filter on or off;
-//!   SMTP with RFC 2920 pipelining, as Isode's measurement ran a stock MTA.
+//!   SMTP with RFC 2920 pipelining, as Isode's measurement ran a stock MTA; plain, with XLZW 16
+//!   or with a deflate-compressed stream ([`SmtpCompression`], [`TcpRunOptions::compression`]).
+//!
+//! Each run takes its TCP from a [`TcpSettings`], normally one of the named profiles of
+//! [`profile`] (`jnos-1998`, `linux`, `best-case`, `isode-stock`), whose docs say what each
+//! sets, what smoltcp cannot express and how the send-side wrapper (`tcp/gate.rs`) supplies the
+//! initial window and Minshall's Nagle.
 //!
 //! Station 0 (10.0.0.1, the ship) runs the SMTP client and opens the connection; station 1
 //! (10.0.0.2, the shore) listens on port 25 and runs the SMTP server. Every message the server
@@ -27,6 +33,8 @@
 //! differs.
 //!
 //! # Retransmission timers (how close to JNOS, and how far)
+//!
+//! (Written for `jnos-1998`; the other profiles pick k the same way, see [`profile`].)
 //!
 //! smoltcp's RTO constants are fixed at build time: 1 s initial, 1 s minimum, 60 s maximum,
 //! RFC 6298 estimator (SRTT gain 1/8, RTTVAR gain 1/4, RTO = SRTT + 4·RTTVAR), doubling on
@@ -50,15 +58,17 @@
 //!   back off far beyond maxwait.
 //!
 //! Every other smoltcp timer is dilated too: TIME-WAIT (10 s × k; not in the measured
-//! interval), the delayed ACK (switched off: JNOS has none, [`tcp::Socket::set_ack_delay`]
-//! `None`), the zero-window probe (capped at 60 s × k like the RTO), keep-alive (off). No
+//! interval), the delayed ACK (the profile's [`TcpSettings::ack_delay`] in simulated time is
+//! divided by k before [`tcp::Socket::set_ack_delay`]; `jnos-1998` has none, as JNOS), the
+//! zero-window probe (capped at 60 s × k like the RTO), keep-alive (off). No
 //! user timeout is set (JNOS resets after 10 retries; the run's time limit stands in).
 //!
 //! Other settings: MSS through the device MTU (smoltcp advertises MTU − 40): MTU =
 //! min([`TcpSettings::mtu`], [`TcpSettings::mss`] + 40); receive window = receive buffer =
-//! [`TcpSettings::window`] (window scale 0 up to 65535); Reno congestion control (JNOS does
-//! slow start and congestion avoidance); Nagle on. smoltcp ignores received SACK blocks, as
-//! JNOS (no SACK) would.
+//! [`TcpSettings::window`] (window scale 0 up to 65535, scaled above); congestion control and
+//! Nagle as [`TcpSettings::congestion`] and [`TcpSettings::nagle`] say (`jnos-1998`: smoltcp's
+//! Reno, as JNOS does slow start and congestion avoidance, and classic Nagle). smoltcp ignores
+//! received SACK blocks, as JNOS (no SACK) would.
 //!
 //! # Limits
 //!
@@ -76,8 +86,10 @@
 //! [`RawLink::poll_at`]: skywave_emu::raw::RawLink::poll_at
 //! [`tcp::Socket::set_ack_delay`]: smoltcp::socket::tcp::Socket::set_ack_delay
 
+mod gate;
 mod host;
 mod link;
+pub mod profile;
 
 #[cfg(test)]
 mod tests;
@@ -93,10 +105,12 @@ use skywave_smtp::{
 use smoltcp::socket::tcp::State;
 use thiserror::Error;
 
-use crate::model::{Condition, Measure, RunResult, TcpSettings, Workload};
+use crate::model::{Condition, Measure, RunResult, SmtpCompression, TcpSettings, Workload};
 use crate::stack;
 use host::{Dilation, Host, HostSettings};
 use link::{IpLink, LinkCounters};
+pub use profile::{Congestion, Nagle, RtoFit, TcpProfile, jnos_tcp};
+use skywave_compress::{DeflateDecoder, DeflateEncoder, Limits};
 
 /// Why an SMTP-over-TCP run could not be carried out.
 #[derive(Debug, Error)]
@@ -121,27 +135,18 @@ pub enum TcpBenchError {
     Net(#[from] skywave_emu::net::NetError),
 }
 
-/// Which JNOS constant the dilated smoltcp clock reproduces exactly (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum RtoFit {
-    /// k = maxwait / 60 s: the back-off cap is maxwait; initial and minimum RTO are k s.
-    #[default]
-    MaxWait,
-    /// k = IRTT / 1 s: the first RTO is IRTT; the minimum is IRTT too, the cap 60 × IRTT.
-    Irtt,
-}
-
 /// Knobs of a run beyond the shared vocabulary.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TcpRunOptions {
-    /// How smoltcp's RTO constants are mapped to JNOS's.
-    pub rto_fit: RtoFit,
     /// Simulated time after which the run stops and reports what it delivered; `None`: the
     /// crate's usual limit ([`stack::time_limit`]).
     pub time_limit: Option<Duration>,
     /// Run plain SMTP on the raw modem instead of JNOS's XLZW 16 (false, the default, offers
-    /// XLZW 16 as NTIA's JNOS did); 5066 runs never offer XLZW.
+    /// XLZW 16 as NTIA's JNOS did); 5066 runs offer XLZW only with
+    /// [`SmtpCompression::Xlzw`].
     pub no_xlzw: bool,
+    /// Compression of the SMTP stream over 5066 (the raw modem's is `no_xlzw`'s).
+    pub compression: SmtpCompression,
 }
 
 /// A run's [`RunResult`] and the figures behind it.
@@ -161,6 +166,15 @@ pub struct TcpRunReport {
     pub tcp_segments: u64,
     /// Of those, segments resent (the whole of their sequence space had been sent before).
     pub tcp_retransmissions: u64,
+    /// Payload bytes of the resent segments.
+    pub tcp_resent_bytes: u64,
+    /// Largest TCP payload and largest IP datagram either host sent.
+    pub max_payload: usize,
+    /// Largest IP datagram either host sent.
+    pub max_datagram: usize,
+    /// The client's bursts: segments of new data it sent between two datagrams it received, in
+    /// order (the first flight of the message body shows the initial window).
+    pub client_bursts: Vec<u32>,
     /// Frames (raw modem) or D_PDUs (5066) lost on the air, collisions included.
     pub lost_on_air: u64,
     /// Collisions on the channel.
@@ -241,7 +255,10 @@ pub async fn run_smtp_tcp_5066_with(
     }
     let subnet = Subnet::start(cfg)?;
     let mut link = IpLink::s5066(subnet, dup_filter).await?;
-    let client = ClientConfig::new("ship.example", ClientMode::Pipelining);
+    let mut client = ClientConfig::new("ship.example", ClientMode::Pipelining);
+    if opts.compression == SmtpCompression::Xlzw {
+        client.xlzw = Some(16);
+    }
     let report = drive(&mut link, cond, tcp, work, opts, client).await;
     if report.is_ok() {
         // Let the trailing ARQ acknowledgements go out so the counters are complete.
@@ -266,15 +283,28 @@ const SERVER_TIMEOUT: Duration = Duration::from_secs(3600);
 /// Send buffer of each socket (the peer's window limits what is in flight).
 const TX_BUFFER: usize = 64 * 1024;
 
-fn dilation(tcp: &TcpSettings, fit: RtoFit) -> Result<Dilation, TcpBenchError> {
-    let k = match fit {
+fn dilation(tcp: &TcpSettings) -> Result<Dilation, TcpBenchError> {
+    let k = match tcp.rto_fit {
         RtoFit::MaxWait => tcp.max_wait.as_secs_f64() / 60.0,
         RtoFit::Irtt => tcp.irtt.as_secs_f64(),
     };
     Dilation::new(k)
 }
 
-fn host_settings(tcp: &TcpSettings, seed: u64) -> Result<[HostSettings; 2], TcpBenchError> {
+fn host_settings(
+    tcp: &TcpSettings,
+    seed: u64,
+    dil: Dilation,
+) -> Result<[HostSettings; 2], TcpBenchError> {
+    if tcp.congestion == Congestion::SmoltcpReno && tcp.nagle == Nagle::Minshall {
+        return Err(TcpBenchError::Settings(
+            "Minshall's Nagle needs the segment-counting window (smoltcp's Reno has classic Nagle only)".into(),
+        ));
+    }
+    // The delayed-ACK timer runs on smoltcp's dilated clock.
+    let ack_delay = tcp.ack_delay.map(|d| {
+        smoltcp::time::Duration::from_micros((d.as_micros() as f64 / dil.factor()).round() as u64)
+    });
     if tcp.mss < 48 {
         return Err(TcpBenchError::Settings(format!(
             "MSS {} is below smoltcp's minimum of 48",
@@ -301,12 +331,63 @@ fn host_settings(tcp: &TcpSettings, seed: u64) -> Result<[HostSettings; 2], TcpB
         tx_buffer: TX_BUFFER.max(window),
         seed: seed.wrapping_mul(2).wrapping_add(i as u64 + 1),
         address: ADDRESSES[i],
+        congestion: tcp.congestion,
+        nagle: tcp.nagle,
+        ack_delay,
     }))
+}
+
+/// One direction's stream compression above TCP ([`SmtpCompression::Deflate`]); plain
+/// otherwise (XLZW lives inside the SMTP sessions).
+enum Codec {
+    Plain,
+    Deflate(Box<(DeflateEncoder, DeflateDecoder)>),
+}
+
+impl Codec {
+    fn new(c: SmtpCompression) -> Codec {
+        match c {
+            SmtpCompression::Deflate => Codec::Deflate(Box::new((
+                DeflateEncoder::new(skywave_compress::deflate::DEFAULT_LEVEL),
+                DeflateDecoder::new(Limits::unlimited()),
+            ))),
+            SmtpCompression::None | SmtpCompression::Xlzw => Codec::Plain,
+        }
+    }
+
+    /// What the session wrote, as it goes on the wire (one sync flush per write).
+    fn encode(&mut self, data: Vec<u8>, wire: &mut Vec<u8>) -> Result<(), TcpBenchError> {
+        match self {
+            Codec::Plain => wire.extend(data),
+            Codec::Deflate(c) => {
+                let enc = &mut c.0;
+                enc.push(&data)
+                    .and_then(|()| enc.flush())
+                    .map_err(|e| TcpBenchError::Workload(e.to_string()))?;
+                wire.extend(enc.take_output());
+            }
+        }
+        Ok(())
+    }
+
+    /// What arrived on the wire, as the session reads it.
+    fn decode(&mut self, wire: &[u8]) -> Result<Vec<u8>, TcpBenchError> {
+        match self {
+            Codec::Plain => Ok(wire.to_vec()),
+            Codec::Deflate(c) => {
+                let dec = &mut c.1;
+                dec.feed(wire)
+                    .map_err(|e| TcpBenchError::Workload(format!("deflate stream: {e}")))?;
+                Ok(dec.take_output())
+            }
+        }
+    }
 }
 
 /// The SMTP client side of the run.
 struct SmtpClient {
     session: ClientSession,
+    codec: Codec,
     out: Vec<u8>,
     done: bool,
     closed: bool,
@@ -316,6 +397,7 @@ struct SmtpClient {
 /// The SMTP server side of the run.
 struct SmtpServer {
     session: Option<ServerSession<AcceptAll>>,
+    codec: Codec,
     out: Vec<u8>,
     closing: bool,
     closed: bool,
@@ -337,13 +419,13 @@ async fn drive(
             "the workload holds no message".into(),
         ));
     }
-    let dil = dilation(tcp, opts.rto_fit)?;
+    let dil = dilation(tcp)?;
     let limit = opts
         .time_limit
         .unwrap_or_else(|| stack::time_limit(cond, work));
     let start = link.now();
     let t0 = dil.tcp_time_of(start);
-    let [s0, s1] = host_settings(tcp, cond.seed)?;
+    let [s0, s1] = host_settings(tcp, cond.seed, dil)?;
     let mut hosts = [Host::new(s0, t0)?, Host::new(s1, t0)?];
     hosts[1].listen(SMTP_PORT)?;
     hosts[0].connect(ADDRESSES[1], SMTP_PORT, CLIENT_PORT)?;
@@ -363,6 +445,7 @@ async fn drive(
         .map_err(|e| TcpBenchError::Workload(e.to_string()))?;
     let mut client = SmtpClient {
         session,
+        codec: Codec::new(opts.compression),
         out: Vec::new(),
         done: false,
         closed: false,
@@ -370,6 +453,7 @@ async fn drive(
     };
     let mut server = SmtpServer {
         session: None,
+        codec: Codec::new(opts.compression),
         out: Vec::new(),
         closing: false,
         closed: false,
@@ -392,7 +476,7 @@ async fn drive(
         for _ in 0..MAX_ROUNDS {
             hosts[0].poll(tnow);
             hosts[1].poll(tnow);
-            let a = client_step(&mut hosts[0], &mut client);
+            let a = client_step(&mut hosts[0], &mut client)?;
             let b = server_step(
                 &mut hosts[1],
                 &mut server,
@@ -400,7 +484,7 @@ async fn drive(
                 now - start,
                 work,
                 &mut deliveries,
-            );
+            )?;
             if !(a || b) {
                 break;
             }
@@ -446,7 +530,7 @@ async fn drive(
         }
         for (station, d) in arrivals {
             if let Some(h) = hosts.get_mut(station) {
-                h.device.rx.push_back(d);
+                h.deliver(d);
             }
         }
     }
@@ -461,7 +545,7 @@ async fn drive(
         Measure::IsodeMessage => end.saturating_sub(start),
     };
     let (seconds, throughput_bps) = stack::measure(work, &delivered_at, session_time);
-    let stats: Vec<_> = hosts.iter().map(|h| h.stats).collect();
+    let stats: Vec<_> = hosts.iter_mut().map(Host::final_stats).collect();
     let mut report = TcpRunReport {
         result: RunResult {
             seconds,
@@ -478,6 +562,10 @@ async fn drive(
             .collect(),
         tcp_segments: stats.iter().map(|s| s.sent).sum(),
         tcp_retransmissions: stats.iter().map(|s| s.resent).sum(),
+        tcp_resent_bytes: stats.iter().map(|s| s.resent_bytes).sum(),
+        max_payload: stats.iter().map(|s| s.max_payload).max().unwrap_or(0),
+        max_datagram: stats.iter().map(|s| s.max_datagram).max().unwrap_or(0),
+        client_bursts: stats.first().map(|s| s.bursts.clone()).unwrap_or_default(),
         xlzw: client.session.compression(),
         completed,
         ..TcpRunReport::default()
@@ -488,6 +576,8 @@ async fn drive(
 }
 
 fn fill_link_counters(report: &mut TcpRunReport, link: &IpLink) {
+    report.result.tcp_resent_segments = report.tcp_retransmissions;
+    report.result.tcp_resent_bytes = report.tcp_resent_bytes;
     match link.counters() {
         LinkCounters::Raw(c) => {
             report.result.transmissions = c.transmissions;
@@ -509,18 +599,29 @@ fn fill_link_counters(report: &mut TcpRunReport, link: &IpLink) {
     }
 }
 
-/// Moves bytes between the client socket and the SMTP client session; true if anything moved.
-fn client_step(host: &mut Host, c: &mut SmtpClient) -> bool {
-    let mut progress = false;
+/// Reads what the socket holds, decoded.
+fn receive(host: &mut Host, codec: &mut Codec) -> Result<Option<Vec<u8>>, TcpBenchError> {
     let socket = host.socket();
-    if socket.can_recv() {
-        let session = &mut c.session;
-        if let Ok(n) = socket.recv(|buf| {
-            session.feed(buf);
-            (buf.len(), buf.len())
-        }) {
-            progress |= n > 0;
-        }
+    if !socket.can_recv() {
+        return Ok(None);
+    }
+    let mut wire = Vec::new();
+    let _ = socket.recv(|buf| {
+        wire.extend_from_slice(buf);
+        (buf.len(), ())
+    });
+    if wire.is_empty() {
+        return Ok(None);
+    }
+    codec.decode(&wire).map(Some)
+}
+
+/// Moves bytes between the client socket and the SMTP client session; true if anything moved.
+fn client_step(host: &mut Host, c: &mut SmtpClient) -> Result<bool, TcpBenchError> {
+    let mut progress = false;
+    if let Some(data) = receive(host, &mut c.codec)? {
+        c.session.feed(&data);
+        progress = true;
     }
     while let Some(ev) = c.session.poll_event() {
         progress = true;
@@ -538,16 +639,10 @@ fn client_step(host: &mut Host, c: &mut SmtpClient) -> bool {
         }
     }
     if c.session.has_output() {
-        c.out.extend(c.session.take_output());
+        c.codec.encode(c.session.take_output(), &mut c.out)?;
     }
-    if !c.out.is_empty()
-        && socket.may_send()
-        && let Ok(n) = socket.send_slice(&c.out)
-        && n > 0
-    {
-        c.out.drain(..n);
-        progress = true;
-    }
+    progress |= host.send(&mut c.out, c.done);
+    let socket = host.socket();
     let state = socket.state();
     if !c.done
         && !socket.can_recv()
@@ -565,7 +660,7 @@ fn client_step(host: &mut Host, c: &mut SmtpClient) -> bool {
         c.closed = true;
         progress = true;
     }
-    progress
+    Ok(progress)
 }
 
 /// Moves bytes between the server socket and the SMTP server session, checks delivered
@@ -577,10 +672,9 @@ fn server_step(
     now: Duration,
     work: &Workload,
     deliveries: &mut [Option<Duration>],
-) -> bool {
+) -> Result<bool, TcpBenchError> {
     let mut progress = false;
-    let socket = host.socket();
-    let state = socket.state();
+    let state = host.state();
     if s.session.is_none() && !s.closed && matches!(state, State::Established | State::CloseWait) {
         let mut config = ServerConfig::new("shore.example");
         // An HF mail server waits out TCP back-offs of several minutes (maxwait 360 s at
@@ -591,15 +685,11 @@ fn server_step(
         progress = true;
     }
     let Some(session) = s.session.as_mut() else {
-        return progress;
+        return Ok(progress);
     };
-    if socket.can_recv()
-        && let Ok(n) = socket.recv(|buf| {
-            session.feed(snow, buf);
-            (buf.len(), buf.len())
-        })
-    {
-        progress |= n > 0;
+    if let Some(data) = receive(host, &mut s.codec)? {
+        session.feed(snow, &data);
+        progress = true;
     }
     if let Some(t) = session.poll_timeout()
         && t <= snow
@@ -628,16 +718,10 @@ fn server_step(
         }
     }
     if session.has_output() {
-        s.out.extend(session.take_output());
+        s.codec.encode(session.take_output(), &mut s.out)?;
     }
-    if !s.out.is_empty()
-        && socket.may_send()
-        && let Ok(n) = socket.send_slice(&s.out)
-        && n > 0
-    {
-        s.out.drain(..n);
-        progress = true;
-    }
+    progress |= host.send(&mut s.out, s.closing);
+    let socket = host.socket();
     let state = socket.state();
     if !s.closing
         && !socket.can_recv()
@@ -652,5 +736,5 @@ fn server_step(
         s.closed = true;
         progress = true;
     }
-    progress
+    Ok(progress)
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::model::Condition;
+use crate::model::{Condition, SmtpCompression, TcpProfile};
 use crate::workload;
 
 fn cond(channel: &str, snr_db: f64, rate_bps: u32, seed: u64) -> Condition {
@@ -202,4 +202,89 @@ async fn ntia_one_run_in_detail() {
             assert!(near(r.air_seconds, 940.9), "{}", r.air_seconds);
         }
     }
+}
+
+/// One 30000-byte message over 5066 at 1200 bit/s on a clean channel with a profile.
+async fn profile_run(profile: TcpProfile) -> TcpRunReport {
+    let work = workload::isode(30_000, 1, 3).unwrap();
+    let c = cond("awgn", 30.0, 1200, 3);
+    let r = run_smtp_tcp_5066_with(
+        &c,
+        &profile.settings(1200),
+        &work,
+        true,
+        &TcpRunOptions::default(),
+    )
+    .await
+    .unwrap();
+    println!("{profile}: bursts {:?}, {r:#?}", r.client_bursts);
+    assert!(r.completed, "{r:?}");
+    assert_eq!(r.result.delivered, 1);
+    r
+}
+
+/// `linux`: 1460-byte segments in 1500-byte datagrams, and the message body's first flight is
+/// the initial window of 10 segments (RFC 6928), where smoltcp's own Reno would send one.
+#[tokio::test(start_paused = true)]
+async fn linux_profile_reaches_the_wire() {
+    let r = profile_run(TcpProfile::Linux).await;
+    assert_eq!((r.max_payload, r.max_datagram), (1460, 1500));
+    let first_flight = r.client_bursts.iter().find(|&&b| b > 1);
+    assert_eq!(first_flight, Some(&10), "{:?}", r.client_bursts);
+    // Slow start at most doubles the initial window within the body's next flight.
+    assert!(r.client_bursts.iter().all(|&b| b <= 20), "{r:?}");
+}
+
+/// `best-case`: 2008-byte segments in the 2048-byte datagrams a U_PDU holds, and nothing held
+/// back while the window is open: the whole body (15 segments of the 30000-byte message) goes in
+/// one flight, and no segment is resent.
+#[tokio::test(start_paused = true)]
+async fn best_case_profile_reaches_the_wire() {
+    let r = profile_run(TcpProfile::BestCase).await;
+    assert_eq!((r.max_payload, r.max_datagram), (2008, 2048));
+    let biggest = r.client_bursts.iter().copied().max().unwrap_or(0);
+    assert!(biggest >= 15, "{:?}", r.client_bursts);
+    assert_eq!(r.tcp_retransmissions, 0, "{r:?}");
+    assert_eq!(r.tcp_resent_bytes, 0);
+}
+
+/// `jnos-1998`: 216-byte segments in 256-byte datagrams, at most a 1024-byte window in flight
+/// (four segments).
+#[tokio::test(start_paused = true)]
+async fn jnos_profile_reaches_the_wire() {
+    let r = profile_run(TcpProfile::Jnos1998).await;
+    assert_eq!((r.max_payload, r.max_datagram), (216, 256));
+    let biggest = r.client_bursts.iter().copied().max().unwrap_or(0);
+    assert!((2..=4).contains(&biggest), "{:?}", r.client_bursts);
+}
+
+/// The compressed SMTP variants deliver intact and put fewer bytes on the air than plain SMTP.
+#[tokio::test(start_paused = true)]
+async fn smtp_with_xlzw_and_deflate_over_5066() {
+    let work = workload::isode(14_025, 1, 2).unwrap();
+    let c = cond("awgn", 30.0, 1200, 2);
+    let tcp = TcpProfile::BestCase.settings(1200);
+    let mut air = Vec::new();
+    for compression in [
+        SmtpCompression::None,
+        SmtpCompression::Xlzw,
+        SmtpCompression::Deflate,
+    ] {
+        let opts = TcpRunOptions {
+            compression,
+            ..TcpRunOptions::default()
+        };
+        let r = run_smtp_tcp_5066_with(&c, &tcp, &work, true, &opts)
+            .await
+            .unwrap();
+        assert!(r.completed, "{compression:?}: {r:?}");
+        assert_eq!(r.result.delivered, 1, "{compression:?}");
+        assert_eq!(
+            r.xlzw,
+            (compression == SmtpCompression::Xlzw).then_some(16),
+            "{compression:?}"
+        );
+        air.push(r.result.bytes_on_air);
+    }
+    assert!(air[1] < air[0] && air[2] < air[1], "{air:?}");
 }

@@ -1,0 +1,237 @@
+//! The send-side wrapper that gives smoltcp the congestion window and Nagle test smoltcp cannot
+//! be configured with (see [`super::profile`]): smoltcp runs with no congestion control and its
+//! own Nagle off, so it sends whatever is in its buffer at once (within the peer's window); the
+//! gate decides what goes into that buffer.
+//!
+//! Each write the gate makes is at most one MSS, so each becomes one segment: full segments
+//! while there is a full segment's worth of data, then the sub-MSS tail. The gate remembers
+//! where each written segment ends in the byte stream; a segment is acknowledged once the
+//! socket's send queue (unacknowledged plus unsent bytes) no longer holds any of it. From that
+//! it keeps
+//! - the congestion window in segments, as Linux counts it: `initial` segments, +1 per
+//!   acknowledged segment while the window is in use (slow start; the threshold is never set:
+//!   see below);
+//! - Nagle: a sub-MSS tail waits while any data is unacknowledged (classic) or while an earlier
+//!   sub-MSS segment is (Minshall), unless the application has closed its side.
+//!
+//! The window is never reduced. Over the 5066 ARQ an IP datagram is practically never lost, so
+//! a TCP resend there is a timeout on queueing delay, i.e. spurious, and Linux (timestamps on)
+//! undoes the reduction of a spurious timeout (F-RTO, RFC 5682; Eifel, RFC 3522) and of a
+//! spuriously retransmitted SYN. On a channel where datagrams are really lost (TTL expiry) this
+//! makes the `linux` profile optimistic, never pessimistic.
+
+use std::collections::VecDeque;
+
+use smoltcp::socket::tcp;
+
+use super::profile::{Congestion, Nagle};
+
+/// The send-side gate of one host.
+#[derive(Debug)]
+pub(crate) struct Gate {
+    mss: usize,
+    nagle: Nagle,
+    /// Congestion window, segments (`None`: unlimited).
+    cwnd: Option<u32>,
+    /// Bytes handed to the socket so far.
+    written: u64,
+    /// End offset and "smaller than the MSS" of every written segment not yet acknowledged.
+    in_flight: VecDeque<(u64, bool)>,
+    /// The most segments ever unacknowledged at once.
+    most_in_flight: u32,
+}
+
+impl Gate {
+    /// A gate for segments of `mss` bytes; `None` when smoltcp's own Reno and Nagle are used.
+    pub(crate) fn new(mss: usize, congestion: Congestion, nagle: Nagle) -> Option<Gate> {
+        let cwnd = match congestion {
+            Congestion::SmoltcpReno => return None,
+            Congestion::Unlimited => None,
+            Congestion::Segments { initial } => Some(u32::from(initial.max(1))),
+        };
+        Some(Gate {
+            mss: mss.max(1),
+            nagle,
+            cwnd,
+            written: 0,
+            in_flight: VecDeque::new(),
+            most_in_flight: 0,
+        })
+    }
+
+    /// Current congestion window, segments (`None`: unlimited).
+    #[cfg(test)]
+    pub(crate) fn cwnd(&self) -> Option<u32> {
+        self.cwnd
+    }
+
+    /// Updates the window from the socket's send queue.
+    fn observe(&mut self, queued: usize) {
+        let acked = self.written.saturating_sub(queued as u64);
+        let mut newly = 0u32;
+        while self.in_flight.front().is_some_and(|&(end, _)| end <= acked) {
+            self.in_flight.pop_front();
+            newly += 1;
+        }
+        // Slow start: one more segment per segment acknowledged, while the window is used;
+        // like Linux (`tcp_is_cwnd_limited`: cwnd < 2 × the most packets out), an application-
+        // limited connection (SMTP commands) does not grow it.
+        if let Some(cwnd) = self.cwnd.as_mut()
+            && *cwnd < 2 * self.most_in_flight
+        {
+            *cwnd = cwnd.saturating_add(newly);
+        }
+    }
+
+    /// Hands as much of `out` to the socket as window and Nagle allow, one segment per write;
+    /// `closing`: the application has nothing more to add (Nagle lets the tail go). True if
+    /// anything was written.
+    pub(crate) fn send(
+        &mut self,
+        socket: &mut tcp::Socket<'_>,
+        out: &mut Vec<u8>,
+        closing: bool,
+    ) -> bool {
+        self.observe(socket.send_queue());
+        let mut progress = false;
+        while !out.is_empty() && socket.may_send() {
+            if let Some(cwnd) = self.cwnd
+                && self.in_flight.len() >= cwnd as usize
+            {
+                break;
+            }
+            let len = out.len().min(self.mss);
+            let small = len < self.mss;
+            if small && !closing {
+                let hold = match self.nagle {
+                    Nagle::Off => false,
+                    Nagle::Classic => !self.in_flight.is_empty(),
+                    Nagle::Minshall => self.in_flight.iter().any(|&(_, s)| s),
+                };
+                if hold {
+                    break;
+                }
+            }
+            let Ok(n) = socket.send_slice(&out[..len]) else {
+                break;
+            };
+            if n == 0 {
+                break;
+            }
+            out.drain(..n);
+            self.written += n as u64;
+            self.in_flight.push_back((self.written, n < self.mss));
+            let now = u32::try_from(self.in_flight.len()).unwrap_or(u32::MAX);
+            self.most_in_flight = self.most_in_flight.max(now);
+            progress = true;
+        }
+        progress
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use smoltcp::time::Instant;
+
+    use super::super::host::{Host, HostSettings};
+    use super::*;
+
+    /// Two hosts wired back to back, connected, at a frozen clock (so nothing is acknowledged
+    /// unless a test delivers it).
+    fn pair(congestion: Congestion, nagle: Nagle) -> [Host; 2] {
+        let settings = |i: u8| HostSettings {
+            mtu: 1500,
+            rx_buffer: 65_535,
+            tx_buffer: 65_535,
+            seed: u64::from(i),
+            address: [10, 0, 0, i + 1],
+            congestion,
+            nagle,
+            ack_delay: None,
+        };
+        let t = Instant::from_secs(1);
+        let mut hosts = [
+            Host::new(settings(0), t).unwrap(),
+            Host::new(settings(1), t).unwrap(),
+        ];
+        hosts[1].listen(25).unwrap();
+        hosts[0].connect([10, 0, 0, 2], 25, 1025).unwrap();
+        for _ in 0..4 {
+            exchange(&mut hosts, t);
+        }
+        assert_eq!(hosts[0].state(), tcp::State::Established);
+        hosts
+    }
+
+    /// Polls both hosts and delivers what each sent to the other; returns the client's data
+    /// segments' payload lengths.
+    fn exchange(hosts: &mut [Host; 2], t: Instant) -> Vec<usize> {
+        hosts[0].poll(t);
+        hosts[1].poll(t);
+        let a = hosts[0].take_tx();
+        let b = hosts[1].take_tx();
+        let lens = payloads(&a);
+        a.into_iter().for_each(|d| hosts[1].deliver(d));
+        b.into_iter().for_each(|d| hosts[0].deliver(d));
+        lens
+    }
+
+    /// What the client puts on the wire for `data` written at once, before any acknowledgement.
+    fn first_flight(congestion: Congestion, nagle: Nagle, data: usize) -> Vec<usize> {
+        let mut hosts = pair(congestion, nagle);
+        let mut out = vec![b'x'; data];
+        hosts[0].send(&mut out, false);
+        let t = Instant::from_secs(1);
+        hosts[0].poll(t);
+        payloads(&hosts[0].take_tx())
+    }
+
+    /// The payload lengths of the datagrams' data segments.
+    fn payloads(datagrams: &[Vec<u8>]) -> Vec<usize> {
+        datagrams
+            .iter()
+            .filter_map(|d| {
+                let ip = smoltcp::wire::Ipv4Packet::new_checked(&d[..]).ok()?;
+                let seg = smoltcp::wire::TcpPacket::new_checked(ip.payload()).ok()?;
+                (!seg.payload().is_empty()).then_some(seg.payload().len())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn initial_window_is_counted_in_segments() {
+        let iw = Congestion::Segments { initial: 10 };
+        assert_eq!(first_flight(iw, Nagle::Off, 20 * 1460), vec![1460; 10]);
+        assert_eq!(
+            first_flight(Congestion::Unlimited, Nagle::Off, 20 * 1460),
+            vec![1460; 20]
+        );
+        let g = Gate::new(1460, iw, Nagle::Minshall).unwrap();
+        assert_eq!(g.cwnd(), Some(10));
+        assert!(Gate::new(1460, Congestion::SmoltcpReno, Nagle::Classic).is_none());
+    }
+
+    #[test]
+    fn minshall_sends_the_tail_behind_full_segments_and_classic_holds_it() {
+        let data = 2 * 1460 + 100;
+        let minshall = first_flight(Congestion::Unlimited, Nagle::Minshall, data);
+        assert_eq!(minshall, [1460, 1460, 100]);
+        let classic = first_flight(Congestion::Unlimited, Nagle::Classic, data);
+        assert_eq!(classic, [1460, 1460]);
+        // Minshall holds a second small segment while the first is unacknowledged.
+        let mut hosts = pair(Congestion::Unlimited, Nagle::Minshall);
+        let t = Instant::from_secs(1);
+        let mut out = vec![b'a'; 100];
+        hosts[0].send(&mut out, false);
+        hosts[0].poll(t);
+        let _ = hosts[0].take_tx(); // the first small segment, not delivered: unacknowledged
+        let mut more = vec![b'b'; 100];
+        hosts[0].send(&mut more, false);
+        assert_eq!(more.len(), 100, "held");
+        hosts[0].send(&mut more, true);
+        assert!(more.is_empty(), "closing lets it go");
+        let _ = exchange(&mut hosts, t);
+    }
+}

@@ -1,0 +1,91 @@
+//! The README's headline table (Benchmark section), as the `skywave-bench compare` commands it
+//! names print it: every Isode-size figure of the plain and deflate SMTP/TCP columns (`best-case`,
+//! `linux`, `jnos-1998`) and of HMTP plain and deflate, asserted to 1 % (or the table's
+//! rounding). Virtual time and seeded
+//! channels make them deterministic, so a change to TCP, the profiles, the emulator or HMTP that
+//! moves the headline fails here and the README must be regenerated with it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use skywave_bench::model::{HmtpCompression, Scenario, SmtpCompression, TcpProfile};
+use skywave_bench::sweep::{SweepSpec, run_sweep};
+use skywave_bench::workload::ISODE_SIZES;
+
+const fn smtp(compression: SmtpCompression) -> Scenario {
+    Scenario::SmtpTcp5066 {
+        dup_filter: true,
+        compression,
+    }
+}
+
+const fn hmtp(compression: HmtpCompression) -> Scenario {
+    Scenario::Hmtp5066 { compression }
+}
+
+#[test]
+fn the_readme_headline_holds() {
+    let mut spec = SweepSpec::quick();
+    spec.scenarios = vec![
+        smtp(SmtpCompression::None),
+        smtp(SmtpCompression::Deflate),
+        hmtp(HmtpCompression::None),
+        hmtp(HmtpCompression::Deflate),
+    ];
+    spec.tcp_profiles = vec![
+        TcpProfile::BestCase,
+        TcpProfile::Linux,
+        TcpProfile::Jnos1998,
+    ];
+    spec.seeds = vec![1, 2, 3];
+    let rows = run_sweep(&spec, |_, _, _| {});
+    let secs = |scenario: Scenario, profile: Option<TcpProfile>, size: usize| {
+        rows.iter()
+            .find(|r| {
+                r.point.scenario == scenario
+                    && r.point.size == size
+                    && profile.is_none_or(|p| r.point.tcp.profile == Some(p))
+            })
+            .and_then(|r| r.stats.as_ref().ok())
+            .map(|s| {
+                assert!(s.all_delivered(), "{scenario} {size}: {s:?}");
+                s.seconds_mean
+            })
+            .unwrap_or_else(|| panic!("no row for {scenario} {profile:?} {size}"))
+    };
+    let (best, linux, jnos) = (
+        Some(TcpProfile::BestCase),
+        Some(TcpProfile::Linux),
+        Some(TcpProfile::Jnos1998),
+    );
+    // The README's rows: plain best-case, linux, jnos-1998; deflate best-case, linux; HMTP
+    // plain, deflate.
+    let readme: [(usize, [f64; 7]); 4] = [
+        (386, [21.8, 21.8, 26.6, 19.9, 19.9, 5.0, 3.8]),
+        (1867, [31.9, 31.9, 51.1, 25.4, 25.4, 14.6, 9.0]),
+        (14025, [117.2, 117.8, 237.0, 53.8, 53.9, 98.5, 36.8]),
+        (135604, [993.1, 2485.3, 2095.2, 215.3, 216.5, 957.8, 195.5]),
+    ];
+    assert_eq!(readme.map(|r| r.0), ISODE_SIZES);
+    for (size, quoted) in readme {
+        let plain = smtp(SmtpCompression::None);
+        let deflate = smtp(SmtpCompression::Deflate);
+        let measured = [
+            secs(plain, best, size),
+            secs(plain, linux, size),
+            secs(plain, jnos, size),
+            secs(deflate, best, size),
+            secs(deflate, linux, size),
+            secs(hmtp(HmtpCompression::None), None, size),
+            secs(hmtp(HmtpCompression::Deflate), None, size),
+        ];
+        for (m, q) in measured.iter().zip(quoted) {
+            assert!(
+                // 1 %, or the rounding of the one decimal the table prints.
+                (m - q).abs() <= (0.01 * q).max(0.05),
+                "{size} B: measured {measured:?}, README {quoted:?}"
+            );
+        }
+        // The headline's speed-up is quoted against best-case, which must be the faster TCP.
+        assert!(measured[3] <= measured[4] + 0.05, "{size} B: {measured:?}");
+    }
+}
