@@ -59,12 +59,21 @@
 //! [`matched_rate`]), or adaptive (see [`Drc::Adaptive`]); the DRC EOWs are real bytes in the
 //! D_PDU headers, so they show in the pcap.
 //!
+//! Group addresses ([`SubnetConfig::groups`]): a U_PDU for a group address goes non-ARQ (ARQ
+//! cannot serve a group: an ARQ request to one is rejected, reason 5), once, in NON-ARQ
+//! DATA D_PDUs with the group flag set and the group's address; every member node receives the
+//! transmission through its own channel from the sender and delivers the U_PDU if all of it
+//! arrived, with the group address as the indication's destination. Each ordered pair of nodes
+//! has its own channel instance; [`SubnetConfig::link_channels`] gives a pair (or, with
+//! [`SubnetConfig::set_receiver_channel`], every pair into one node) its own conditions, so that
+//! ships of a fleet hear the base at different SNRs.
+//!
 //! Options: a server-side duplicate-datagram filter per node ([`SubnetConfig::dup_filter`]);
 //! a pcap of every D_PDU put on the air ([`Subnet::capture_pcap`], see [`crate::capture`]);
 //! the per-transmission trace, kept ([`Subnet::trace`]) and streamed ([`Subnet::watch_trace`]).
 //!
 //! Simplifications (said here so nobody relies on them): the Annex B link is assumed up (no
-//! CAS-1 exchanges); hard links and broadcast (group-addressed) non-ARQ are not modelled;
+//! CAS-1 exchanges); hard links are not modelled;
 //! non-ARQ "with errors" is served as plain non-ARQ; data-rate change ([`Drc`]) picks one
 //! rate per transmission (the slowest of the links it serves) and changes interleaver never; a U_PDU's TTL applies while it waits in its node's queue (once its segments are in
 //! the ARQ window it is sent until acknowledged: no DROP); and a node only senses the carrier
@@ -232,9 +241,46 @@ pub struct SubnetConfig {
     /// data in the same transmission sends DATA-ACK D_PDUs (type 2) instead of an ACK-ONLY
     /// plus DATA-ONLYs, as Annex C allows. On by default; off only to compare.
     pub data_ack: bool,
+    /// Group addresses and their member nodes (indices into `addresses`).
+    pub groups: Vec<Group>,
+    /// Channel conditions of particular ordered pairs (sender, receiver), instead of `channel`.
+    pub link_channels: Vec<LinkChannel>,
+}
+
+/// A group address of the subnetwork and the nodes that listen on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group {
+    /// The group address (`NodeAddress::group`).
+    pub address: NodeAddress,
+    /// Member nodes (indices into [`SubnetConfig::addresses`]).
+    pub members: Vec<usize>,
+}
+
+/// The channel of one direction between two nodes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkChannel {
+    /// Sending node (index).
+    pub from: usize,
+    /// Receiving node (index).
+    pub to: usize,
+    /// Its conditions.
+    pub channel: ChannelConfig,
 }
 
 impl SubnetConfig {
+    /// Node `node` hears every other node through `channel` (a ship's reception conditions),
+    /// replacing earlier settings for those pairs.
+    pub fn set_receiver_channel(&mut self, node: usize, channel: ChannelConfig) {
+        self.link_channels.retain(|l| l.to != node);
+        for from in (0..self.addresses.len()).filter(|&f| f != node) {
+            self.link_channels.push(LinkChannel {
+                from,
+                to: node,
+                channel: channel.clone(),
+            });
+        }
+    }
+
     /// Defaults for these nodes, modem and channel: window 128, 1023-byte segments, 127.5 s
     /// maximum transmission, MTU 2048, flow limit 64, seed 1, response timeout of key-up +
     /// preamble + two blocks + switching time.
@@ -257,6 +303,8 @@ impl SubnetConfig {
             dup_filter: Vec::new(),
             drc: Drc::Fixed,
             data_ack: true,
+            groups: Vec::new(),
+            link_channels: Vec::new(),
         }
     }
 }
@@ -267,6 +315,9 @@ pub enum NetError {
     /// Fewer than two nodes, or the same address twice.
     #[error("a subnetwork needs at least two nodes with distinct addresses (got {0:?})")]
     BadAddresses(Vec<NodeAddress>),
+    /// A group is not a group address, clashes with another, or names a node that does not exist.
+    #[error("bad group or link channel: {0}")]
+    BadGroup(String),
     /// The modem configuration is unusable.
     #[error("modem: {0}")]
     Modem(#[from] ModemError),
@@ -541,6 +592,8 @@ struct NonArqOut {
 struct NonArqIn {
     size: usize,
     expedited: bool,
+    /// Sent to this group address (the D_PDUs' destination, with the group flag), not to us.
+    group: Option<NodeAddress>,
     /// Segments by offset.
     got: BTreeMap<usize, Vec<u8>>,
     /// When the reception window closes (simulated time).
@@ -736,6 +789,34 @@ impl Subnet {
         if sorted.len() < 2 || sorted.len() != config.addresses.len() {
             return Err(NetError::BadAddresses(config.addresses.clone()));
         }
+        for (i, g) in config.groups.iter().enumerate() {
+            if !g.address.is_group() {
+                return Err(NetError::BadGroup(format!(
+                    "{} is not a group address",
+                    g.address
+                )));
+            }
+            if config.groups[..i].iter().any(|o| o.address == g.address) {
+                return Err(NetError::BadGroup(format!("{} is given twice", g.address)));
+            }
+            if let Some(m) = g.members.iter().find(|&&m| m >= config.addresses.len()) {
+                return Err(NetError::BadGroup(format!(
+                    "{} names node {m}, but there are {} nodes",
+                    g.address,
+                    config.addresses.len()
+                )));
+            }
+        }
+        if let Some(l) = config
+            .link_channels
+            .iter()
+            .find(|l| l.from == l.to || l.from.max(l.to) >= config.addresses.len())
+        {
+            return Err(NetError::BadGroup(format!(
+                "link channel {} -> {} is not between two nodes of the subnetwork",
+                l.from, l.to
+            )));
+        }
         if !(config.time_scale.is_finite() && config.time_scale > 0.0) {
             return Err(NetError::BadTimeScale(config.time_scale));
         }
@@ -817,7 +898,13 @@ impl Subnet {
         for a in 0..n {
             for b in 0..n {
                 if a != b {
-                    channels.insert((a, b), Channel::new(config.channel.clone(), &mut rng)?);
+                    let cfg = config
+                        .link_channels
+                        .iter()
+                        .rev()
+                        .find(|l| l.from == a && l.to == b)
+                        .map_or(&config.channel, |l| &l.channel);
+                    channels.insert((a, b), Channel::new(cfg.clone(), &mut rng)?);
                 }
             }
         }
@@ -1076,11 +1163,26 @@ impl State {
         non_arq: Option<u8>,
         now: Duration,
     ) -> Result<(), UnidataRejectReason> {
-        let dest = self
-            .nodes
+        let group = self
+            .config
+            .groups
             .iter()
-            .position(|n| n.address == req.dest)
-            .ok_or(UnidataRejectReason::DestinationNodeNotResponding)?;
+            .position(|g| g.address == req.dest)
+            .map(|g| self.nodes.len() + g);
+        let dest = match group {
+            Some(g) => g,
+            None => self
+                .nodes
+                .iter()
+                .position(|n| n.address == req.dest)
+                .ok_or(UnidataRejectReason::DestinationNodeNotResponding)?,
+        };
+        // ARQ cannot serve a group address (no single peer acknowledges); the client must ask
+        // for non-ARQ, and is told so rather than left waiting for a confirm that cannot come.
+        if group.is_some() && non_arq.is_none() {
+            return Err(UnidataRejectReason::TxModeNotSpecified);
+        }
+        let confirm = confirm && group.is_none();
         let src = self.nodes.get(node).map(|n| n.address).unwrap_or_default();
         if dest == node {
             // Loopback: deliver at once, as a real node does for its own address.
@@ -1098,6 +1200,7 @@ impl State {
                 req.priority,
                 &req.updu,
                 mode,
+                None,
             );
             return if delivered {
                 if confirm && let Some(n) = self.nodes.get(node) {
@@ -1365,6 +1468,7 @@ impl State {
     /// segment repeated as many times as asked) waiting for air time.
     fn feed_non_arq(&mut self, node: usize) {
         let segment = self.config.segment_size.max(1);
+        let nodes = self.nodes.len();
         let Some(n) = self.nodes.get_mut(node) else {
             return;
         };
@@ -1409,7 +1513,8 @@ impl State {
                 let header = NonArqHeader {
                     cpdu_id,
                     deliver_in_order: true,
-                    group: false,
+                    // Destinations past the nodes are the groups (see `State::submit`).
+                    group: q.dest >= nodes,
                     cpdu_size: size,
                     // Below the C_PDU size, which fits in 16 bits.
                     segment_offset: (k * segment) as u16,
@@ -1580,6 +1685,13 @@ impl State {
                 .map(|a| a.bits())
                 .unwrap_or(0);
             dests.insert(peer, Address::new(addr).unwrap_or_default());
+        }
+        let nodes = self.config.addresses.len();
+        for (g, group) in self.config.groups.iter().enumerate() {
+            dests.insert(
+                nodes + g,
+                Address::new(group.address.bits()).unwrap_or_default(),
+            );
         }
         let data_ack = self.config.data_ack;
         // Peers whose ACK waits to ride on DATA-ACK frames (ACK-ONLY if no data goes after all).
@@ -1974,14 +2086,17 @@ impl State {
                     let mut resets: Vec<Reset> = Vec::new();
                     let (mut data_sent, mut data_lost) = (0usize, 0usize);
                     for (i, (sd, ok)) in rt.dpdus.iter().zip(&fates).enumerate() {
-                        if sd.dest != r {
+                        if sd.dest != r && !self.member(sd.dest, r) {
                             continue;
                         }
-                        if rt
-                            .record
-                            .dpdus
-                            .get(i)
-                            .is_some_and(|t| matches!(t.dpdu_type, 0 | 2 | 4 | 7 | 8))
+                        // Group traffic is not the sender's link to `r`: it does not count
+                        // for that link's data-rate decisions.
+                        if sd.dest == r
+                            && rt
+                                .record
+                                .dpdus
+                                .get(i)
+                                .is_some_and(|t| matches!(t.dpdu_type, 0 | 2 | 4 | 7 | 8))
                         {
                             data_sent += 1;
                             data_lost += usize::from(!ok.0);
@@ -2064,6 +2179,13 @@ impl State {
         let now_end = self.counters.busy_until;
         self.air
             .forget_before(now_end.saturating_sub(Duration::from_secs(300)));
+    }
+
+    /// Whether `dest` is a group (a destination past the nodes) that node `r` listens on.
+    fn member(&self, dest: usize, r: usize) -> bool {
+        dest.checked_sub(self.nodes.len())
+            .and_then(|g| self.config.groups.get(g))
+            .is_some_and(|g| g.members.contains(&r))
     }
 
     /// Fates, at receiver `r`, of each D_PDU of a transmission: (received, why not), and
@@ -2195,6 +2317,7 @@ impl State {
             return;
         };
         for (at, d) in frames {
+            let group = NodeAddress::group(d.destination.value()).ok();
             let (header, segment, expedited) = match d.body {
                 Body::NonArqData { header, segment } => (header, segment, false),
                 Body::ExpNonArqData { header, segment } => (header, segment, true),
@@ -2208,9 +2331,11 @@ impl State {
             }
             let deadline = at + Duration::from_millis(500) * u32::from(header.reception_window);
             let key = (sender, header.cpdu_id);
+            let group = group.filter(|_| header.group);
             let entry = n.non_arq_in.entry(key).or_insert_with(|| NonArqIn {
                 size,
                 expedited,
+                group,
                 got: BTreeMap::new(),
                 deadline,
                 done: false,
@@ -2220,6 +2345,7 @@ impl State {
                 *entry = NonArqIn {
                     size,
                     expedited,
+                    group,
                     got: BTreeMap::new(),
                     deadline,
                     done: false,
@@ -2246,7 +2372,7 @@ impl State {
                 }
                 entry.done = true;
                 entry.got.clear();
-                complete.push((cpdu, entry.expedited));
+                complete.push((cpdu, entry.expedited, entry.group));
             }
         }
         let src = self
@@ -2254,7 +2380,7 @@ impl State {
             .get(sender)
             .map(|n| n.address)
             .unwrap_or_default();
-        for (c, expedited) in complete {
+        for (c, expedited, group) in complete {
             let kind = if expedited {
                 Kind::ExpeditedNonArq
             } else {
@@ -2279,7 +2405,7 @@ impl State {
                 continue;
             };
             // No DATA DELIVERY FAIL in non-ARQ mode: an unbound SAP just drops it.
-            if self.deliver(r, src, ssap, dsap, prio, &updu, kind)
+            if self.deliver(r, src, ssap, dsap, prio, &updu, kind, group)
                 && let Some(n) = self.nodes.get_mut(r)
             {
                 n.counters.non_arq_delivered += 1;
@@ -2404,7 +2530,7 @@ impl State {
                     ) else {
                         continue;
                     };
-                    if !self.deliver(r, src, ssap, dsap, prio, &updu, kind) {
+                    if !self.deliver(r, src, ssap, dsap, prio, &updu, kind, None) {
                         // Report back to the source node with a DATA DELIVERY FAIL S_PDU.
                         let fail = Spdu::DataDeliveryFail {
                             reason: 1,
@@ -2583,6 +2709,9 @@ impl State {
 
     /// Hands a U_PDU to the client bound on `dest_sap` of node `r`; `false` if none is.
     #[allow(clippy::too_many_arguments)]
+    /// Hands a U_PDU to the client bound on `dest_sap` at node `r`; `group` is the group
+    /// address it was sent to, if it was (the indication's destination then).
+    #[allow(clippy::too_many_arguments)]
     fn deliver(
         &mut self,
         r: usize,
@@ -2592,6 +2721,7 @@ impl State {
         priority: Priority,
         updu: &[u8],
         kind: Kind,
+        group: Option<NodeAddress>,
     ) -> bool {
         let Some(n) = self.nodes.get_mut(r) else {
             return false;
@@ -2602,7 +2732,7 @@ impl State {
         let ind = UnidataIndication {
             priority,
             dest_sap,
-            dest: n.address,
+            dest: group.unwrap_or(n.address),
             tx_mode: kind.tx_mode(),
             src_sap,
             src,

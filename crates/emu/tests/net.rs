@@ -1292,3 +1292,94 @@ async fn data_ack_and_reset_dpdus_decode_in_wireshark() {
     ]);
     assert!(bad.trim().is_empty(), "tshark flagged frames:\n{bad}");
 }
+
+/// A fleet on one frequency: a base (node 0), three ships in group G (nodes 1-3, ship 3 hearing
+/// the base at 4 dB where the others hear it at 30 dB) and a fourth ship (node 4) outside the
+/// group. Group-addressed U_PDUs go once, non-ARQ (an ARQ request too), each member receives
+/// them through its own channel, and the indication names the group.
+#[tokio::test(start_paused = true)]
+async fn a_group_addressed_updu_goes_once_to_every_member_through_its_own_channel() {
+    let group = skywave_sis::NodeAddress::group(0x0000_0999).unwrap();
+    let nodes: Vec<_> = [A, B, 0x0106_0708, 0x0107_0809, 0x0108_090A]
+        .into_iter()
+        .map(addr)
+        .collect();
+    let modem = ModemConfig::new(DataRate::Bps1200, Interleaver::Short).unwrap();
+    let mut cfg = SubnetConfig::new(nodes, modem, ChannelConfig::awgn(30.0));
+    cfg.seed = 5;
+    cfg.groups.push(skywave_emu::net::Group {
+        address: group,
+        members: vec![1, 2, 3],
+    });
+    cfg.set_receiver_channel(3, ChannelConfig::awgn(4.0));
+    let subnet = Subnet::start(cfg).unwrap();
+    let (base, _e0) = non_arq_client(&subnet, 0, 0).await;
+    let mut ships = Vec::new();
+    for node in 1..=4 {
+        ships.push(non_arq_client(&subnet, node, 0).await);
+    }
+    let n = 20;
+    for i in 0..n {
+        let mut req = request(0, 3, payload(i, 1200));
+        req.dest = group;
+        assert_eq!(base.send_unidata(req).unwrap().await, Ok(Delivery::Sent));
+    }
+    // ARQ cannot serve a group: the request is refused, not left waiting for a confirm.
+    let (arq_base, _ea) = client(&subnet, 0, 4).await;
+    let mut req = request(0, 4, payload(99, 300));
+    req.dest = group;
+    req.mode = ServiceType::ARQ_NODE_CONFIRM;
+    match arq_base.send_unidata(req).unwrap().await {
+        Err(skywave_sis::client::SendError::Rejected(r)) => {
+            assert_eq!(r.reason, UnidataRejectReason::TxModeNotSpecified)
+        }
+        other => panic!("{other:?}"),
+    }
+    tokio::time::sleep(Duration::from_secs(1800)).await;
+    let mut counts = Vec::new();
+    for (k, (_, events)) in ships.iter_mut().enumerate() {
+        let got: Vec<_> = std::iter::from_fn(|| events.try_recv())
+            .filter_map(|e| match e {
+                Event::Unidata(ind) => Some(ind),
+                _ => None,
+            })
+            .collect();
+        for ind in &got {
+            assert_eq!(ind.dest, group, "ship {}", k + 1);
+            assert_eq!(ind.tx_mode, skywave_sis::TxMode::NonArq);
+            assert_eq!(ind.src, addr(A));
+        }
+        let mut idx: Vec<usize> = got
+            .iter()
+            .map(|u| {
+                std::str::from_utf8(&u.updu[6..11])
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        for (i, ind) in idx.iter().zip(&got) {
+            assert_eq!(ind.updu, payload(*i, 1200), "intact");
+        }
+        let before = idx.len();
+        idx.dedup();
+        assert_eq!(idx.len(), before, "ship {} got one twice", k + 1);
+        counts.push(got.len());
+    }
+    assert_eq!(counts[0], n, "{counts:?}");
+    assert_eq!(counts[1], n, "{counts:?}");
+    assert!(counts[2] < n, "the 4 dB ship loses some: {counts:?}");
+    assert_eq!(counts[3], 0, "not a member: {counts:?}");
+    // Sent once for all members: only the base transmitted, NON-ARQ DATA only.
+    let c = subnet.counters();
+    assert_eq!(c.nodes[0].non_arq_sent, n as u64, "{c}");
+    assert!((1..=3).all(|s| c.nodes[s].transmissions == 0), "{c}");
+    let trace = subnet.trace();
+    assert!(
+        trace
+            .iter()
+            .flat_map(|t| t.dpdus.iter())
+            .all(|d| d.dpdu_type == 7),
+        "{trace:?}"
+    );
+}
