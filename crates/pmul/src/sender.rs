@@ -260,7 +260,8 @@ impl Sender {
         Ok(s)
     }
 
-    fn total_pdus(&self) -> u16 {
+    /// Data_PDUs of the message (`Total_Number_of_PDUs`).
+    pub fn total_pdus(&self) -> u16 {
         // Checked in `new`.
         self.fragments.len() as u16
     }
