@@ -121,6 +121,23 @@ struct Assembly {
     priority: u8,
 }
 
+impl Assembly {
+    /// A message first heard of at `now`, nothing known about it yet.
+    fn new(now: u64, priority: u8) -> Self {
+        Assembly {
+            total: None,
+            addressed: Addressed::Unknown,
+            fragments: BTreeMap::new(),
+            bytes: 0,
+            expiry_ms: None,
+            first_seen: now,
+            ack_due: None,
+            ack_owed: false,
+            priority,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Done {
     expiry_ms: u64,
@@ -198,17 +215,10 @@ impl Receiver {
             self.stats.dropped_for_limits += 1;
             return;
         }
-        let a = self.assemblies.entry(key).or_insert_with(|| Assembly {
-            total: None,
-            addressed: Addressed::Unknown,
-            fragments: BTreeMap::new(),
-            bytes: 0,
-            expiry_ms: None,
-            first_seen: now,
-            ack_due: None,
-            ack_owed: false,
-            priority: d.priority,
-        });
+        let a = self
+            .assemblies
+            .entry(key)
+            .or_insert_with(|| Assembly::new(now, d.priority));
         if a.addressed == Addressed::No || a.total.is_some_and(|t| d.seq > t) {
             return;
         }
@@ -247,20 +257,7 @@ impl Receiver {
                 }
                 return;
             }
-            self.assemblies.insert(
-                key,
-                Assembly {
-                    total: None,
-                    addressed: Addressed::Unknown,
-                    fragments: BTreeMap::new(),
-                    bytes: 0,
-                    expiry_ms: None,
-                    first_seen: now,
-                    ack_due: None,
-                    ack_owed: false,
-                    priority: ad.priority,
-                },
-            );
+            self.assemblies.insert(key, Assembly::new(now, ad.priority));
         }
         let Some(a) = self.assemblies.get_mut(&key) else {
             return;
