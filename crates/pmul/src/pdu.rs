@@ -17,6 +17,21 @@
 //!   where only Wireshark has a field (FEC and Extra Address PDUs, the Ack_PDU timestamp option,
 //!   missing-number ranges) that is said beside the field.
 //!
+//! Where the readings differ (none of these changes a byte this crate sends):
+//! - Checksum: the Wireshark version of 2012 accepts only annex B; the current one first tries the
+//!   RFC 1071 Internet checksum and falls back to annex B. We send annex B and accept both.
+//! - `Message_Sequence_Number`: both readings put 4 bytes on the wire; Wireshark displays the
+//!   field as 16-bit (`FT_UINT16`) while stepping over 4 bytes. We keep all 32 bits.
+//! - Ack_PDU: NTNU knows only plain missing lists and no trailing option; Wireshark also decodes
+//!   the `a, 0, b` range form and an 8-byte timestamp option after the entries. We decode both and
+//!   send neither.
+//! - MAP: NTNU's prose says "'0': this is the last one" for both bits, its code sets 0x80 for "not
+//!   first" and 0x40 for "not last" exactly as Wireshark decodes them; we follow the code.
+//!
+//! No byte examples (hex dumps) were found in either document; the test vectors below are built
+//! by hand from these tables, field by field, and their checksums by the annex B formulas, not by
+//! this encoder.
+//!
 //! # Common header (every PDU type)
 //!
 //! | Offset | Size | Field | Notes |

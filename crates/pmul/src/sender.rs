@@ -685,6 +685,31 @@ mod tests {
     }
 
     #[test]
+    fn initial_repeats_send_the_whole_message_again() {
+        let mut s = Sender::new(
+            SenderConfig {
+                initial_repeats: 2,
+                ..cfg()
+            },
+            5,
+            1,
+            vec![Destination::new(2)],
+            vec![1; 20],
+            0,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        // Address + 2 Data_PDUs, three times.
+        assert_eq!(drain(&mut s, 0).len(), 9);
+        assert_eq!(s.stats().initial_data_pdus, 6);
+        // An ack from a node not on the list, or for another message, changes nothing.
+        assert!(!s.handle_ack(&ack(77, vec![]), 10));
+        let mut other = ack(2, vec![]);
+        other.entries[0].message_id = 6;
+        assert!(!s.handle_ack(&other, 10));
+        assert!(!s.is_complete());
+    }
+
+    #[test]
     fn bad_settings_are_errors() {
         let d = vec![Destination::new(1)];
         assert_eq!(
