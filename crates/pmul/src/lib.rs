@@ -7,6 +7,12 @@
 //! Nothing here does IO or reads a clock: bytes and the time (`now`, milliseconds since the Unix
 //! epoch, supplied by the caller) go in, bytes, events and deadlines come out.
 //!
+//! How the PDUs travel is the gateway's choice; what interoperates, as far as the references in
+//! this repository go: Isode's ACP 142 channel and RFC 8494 run P_MUL over UDP (over the 5066 IP
+//! client, SAP 9); on STANAG 5066 itself P_MUL is STANAG 4406 annex E "TMI-1", the client of SAP 2,
+//! and Wireshark's SIS dissector hands RCOP/UDOP U_PDUs with APP_ID 0x2000 (TMI-1) to its P_MUL
+//! dissector (`reference/s5066-sis.md` section 2.2). One PDU is one datagram either way.
+//!
 //! - [`pdu`]: the byte layouts of every P_MUL PDU with their sources, encoder, bounded decoder and
 //!   the ACP 142 annex B checksum.
 //! - [`sender`]: one message to a destination list: segmentation, Address_PDU, repeats, per

@@ -51,9 +51,10 @@
 //! message
 //! ```
 //!
-//! Source: the example MULE message of RFC 8494 as pyasn1-modules carries it in its test of the
-//! RFC's ASN.1 module (`tests/test_rfc8494.py`, 314 bytes of DER; it is the test vector
-//! `rfc8494_example_decodes` below). Its content starts
+//! Source: the example MULE message with which pyasn1-modules tests its transcription of the
+//! RFC 8494 ASN.1 module (`tests/test_rfc8494.py`, 314 bytes of DER; test vector
+//! `rfc8494_example_decodes` below). It reads as the RFC's own example (`<poundsign>` stands for a
+//! pound sign, as in ASCII RFC text), but that is inferred, not checked against the RFC. Its content starts
 //! `<from@example.com> MT-PRIORITY=4 BODY=8BITMIME RET=HDRS ENVID=QQ314159`, then
 //! `<to1@example.net> NOTIFY=FAILURE ORCPT=rfc822;Bob@ent.example.net`,
 //! `<to2@example.net> NOTIFY=SUCCESS,FAILURE`, an empty line and the message. Its line ends are
@@ -506,8 +507,8 @@ mod tests {
         }
     }
 
-    /// RFC 8494's example MULE message, as pyasn1-modules' test of the RFC's ASN.1 module carries
-    /// it (base64 of 314 bytes of DER).
+    /// The example MULE message of pyasn1-modules' test of the RFC 8494 ASN.1 module (base64 of
+    /// 314 bytes of DER).
     const RFC8494_EXAMPLE: &str = "\
 MIIBNqADAgEAMIIBLaADAgEZoIIBJASCASB4nG2P0U7CQBBF3/cr5l2K3YpSF5YA\
 bYmbWArtQsJjKVuogd1mO0T8e0ti1IjJZB4md07OHZbWnMbqkp/qo+oW5jSCWDqL\
