@@ -331,3 +331,88 @@ fn five_ships_lossy_bearer_and_an_emcon_ship() {
         (emcon_done - T0) / 1000
     );
 }
+
+/// Runs one message to `ships` receivers, each losing `loss` percent of the base's PDUs and of its
+/// own acks (seeded), until the base completes or gives up; returns each ship's deliveries.
+fn simulate(seed: u64, size: usize, pdu_size: usize, ships: u32, loss: u64) -> Vec<Vec<Vec<u8>>> {
+    let mut rng = Rng(seed | 1);
+    let data: Vec<u8> = (0..size).map(|_| rng.next() as u8).collect();
+    let ids: Vec<u32> = (0..ships).map(|i| 100 + i).collect();
+    let config = SenderConfig {
+        pdu_size,
+        repair_interval_ms: 20_000,
+        max_repairs: 1000,
+        ..SenderConfig::default()
+    };
+    let dests = ids.iter().map(|&id| Destination::new(id)).collect();
+    let mut tx =
+        Sender::new(config, 7, BASE, dests, data.clone(), T0).unwrap_or_else(|e| panic!("{e}"));
+    let mut rxs: Vec<Receiver> = ids
+        .iter()
+        .map(|&id| {
+            let mut c = ReceiverConfig::new(id);
+            c.pdu_size = pdu_size;
+            Receiver::new(c)
+        })
+        .collect();
+    let mut got = vec![Vec::new(); rxs.len()];
+    let mut now = T0;
+    while !tx.is_finished() && now < T0 + HOUR {
+        while let Some(pdu) = tx.poll_transmit(now) {
+            for rx in &mut rxs {
+                if !rng.chance(loss) {
+                    rx.handle_pdu(&pdu, now).unwrap_or_else(|e| panic!("{e}"));
+                }
+            }
+            now += PDU_AIRTIME;
+        }
+        for (rx, got) in rxs.iter_mut().zip(&mut got) {
+            while let Some(ev) = rx.poll_event() {
+                if let ReceiverEvent::Message { data, .. } = ev {
+                    got.push(data);
+                }
+            }
+            while let Some(ack) = rx.poll_transmit(now) {
+                if !rng.chance(loss) {
+                    tx.handle_pdu(&ack, now).unwrap_or_else(|e| panic!("{e}"));
+                }
+            }
+        }
+        let next = [tx.poll_timeout()]
+            .into_iter()
+            .chain(rxs.iter().map(Receiver::poll_timeout))
+            .flatten()
+            .min();
+        let Some(next) = next else { break };
+        now = now.max(next);
+        tx.handle_timeout(now);
+        for rx in &mut rxs {
+            rx.handle_timeout(now);
+        }
+    }
+    assert!(tx.is_complete(), "seed {seed}: {:?}", tx.status());
+    for g in &got {
+        for m in g {
+            assert_eq!(m, &data);
+        }
+    }
+    got
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// Whatever the losses (up to 40 % each way), every ship gets the message exactly once.
+    #[test]
+    fn every_ship_gets_it_exactly_once(
+        seed in proptest::prelude::any::<u64>(),
+        size in 0usize..6000,
+        pdu_size in 32usize..600,
+        ships in 1u32..6,
+        loss in 0u64..40,
+    ) {
+        for g in simulate(seed, size, pdu_size, ships, loss) {
+            proptest::prop_assert_eq!(g.len(), 1);
+        }
+    }
+}
