@@ -146,6 +146,17 @@ struct Done {
     delivered: bool,
 }
 
+/// Whether a message's ack goes out at `now`: its timer has run out, or an ack held back by EMCON
+/// is owed and EMCON is over. In EMCON a due ack becomes owed instead.
+fn ack_now(due: &mut Option<u64>, owed: &mut bool, now: u64, emcon: bool) -> bool {
+    if !(due.is_some_and(|t| t <= now) || (!emcon && *owed)) {
+        return false;
+    }
+    *due = None;
+    *owed = emcon;
+    !emcon
+}
+
 /// Counters of what the receiver did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReceiverStats {
@@ -408,13 +419,7 @@ impl Receiver {
         let mut entries: Vec<AckInfoEntry> = Vec::new();
         let emcon = self.emcon;
         for (&(source, message_id), a) in &mut self.assemblies {
-            if a.ack_due.is_some_and(|t| t <= now) || (!emcon && a.ack_owed) {
-                a.ack_due = None;
-                if emcon {
-                    a.ack_owed = true;
-                    continue;
-                }
-                a.ack_owed = false;
+            if ack_now(&mut a.ack_due, &mut a.ack_owed, now, emcon) {
                 let Some(total) = a.total else { continue };
                 let missing = (1..=total)
                     .filter(|s| !a.fragments.contains_key(s))
@@ -427,13 +432,7 @@ impl Receiver {
             }
         }
         for (&(source, message_id), d) in &mut self.done {
-            if d.ack_due.is_some_and(|t| t <= now) || (!emcon && d.ack_owed) {
-                d.ack_due = None;
-                if emcon {
-                    d.ack_owed = true;
-                    continue;
-                }
-                d.ack_owed = false;
+            if ack_now(&mut d.ack_due, &mut d.ack_owed, now, emcon) {
                 entries.push(AckInfoEntry {
                     source,
                     message_id,
