@@ -50,7 +50,7 @@
 //!
 //! | Offset | Size | Field |
 //! |---|---|---|
-//! | 4 | 2 | `Sequence_Number_of_Data_PDU` (1 ..= `Total_Number_of_PDUs`; 0 is the Address_PDU's place, Wireshark reassembles fragment `seq - 1`) |
+//! | 4 | 2 | `Sequence_Number_of_Data_PDU`: "the order of the message fragment within the original message, starting from 1" (ACP 142 as NTNU quotes it; Wireshark reassembles fragment `seq - 1`) |
 //! | 8 | 4 | `Source_ID` (an IPv4 address or node id) |
 //! | 12 | 4 | `Message_ID` (MSID, unique within `Source_ID`) |
 //! | 16 | n | `Fragment_of_Data` |
