@@ -20,6 +20,8 @@
 //!   expiry and Discard_Message_PDU.
 //! - [`receiver`]: reassembly per (source, message id), ack timer, EMCON silence, duplicate
 //!   suppression until expiry, Discard_Message_PDU.
+//! - [`groups`]: the dynamic multicast groups (Announce, Request, Reject, Release PDUs): joins
+//!   and leaves for the gateway, Reject_PDUs for requests of groups this node owns.
 //! - [`mule`]: the RFC 8494 message body: envelope and RFC 5322 message, zlib-compressed inside the
 //!   BER `CompressedData` of STANAG 4406 annex E.
 //!
@@ -45,6 +47,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod groups;
 pub mod mule;
 pub mod pdu;
 pub mod receiver;

@@ -204,8 +204,8 @@ impl Receiver {
             Pdu::Data(d) => self.on_data(d, now),
             Pdu::Address(a) => self.on_address(&a, now),
             Pdu::Discard(d) => self.on_discard((d.source, d.message_id), now),
-            // Acks are for senders; the dynamic group PDUs are the gateway's business (it answers
-            // Request_PDUs by its own policy), nothing to reassemble here.
+            // Acks are for senders and the dynamic group PDUs for `groups::GroupManager`; nothing
+            // to reassemble here.
             _ => {}
         }
         Ok(())
