@@ -689,6 +689,89 @@ mod tests {
     }
 
     #[test]
+    fn split_destination_list_waits_for_the_part_that_lists_us() {
+        let mut r = Receiver::new(ReceiverConfig::new(5));
+        let part = |map: Map, dests: &[u32]| {
+            Pdu::Address(AddressPdu {
+                priority: 0,
+                map,
+                extra: false,
+                fec: None,
+                total_pdus: 1,
+                source: 1,
+                message_id: 7,
+                expiry: 100,
+                reserved_len: 0,
+                dests: dests
+                    .iter()
+                    .map(|&dest_id| DestEntry {
+                        dest_id,
+                        msn: 0,
+                        reserved: vec![],
+                    })
+                    .collect(),
+            })
+            .encode()
+            .unwrap_or_default()
+        };
+        r.handle_pdu(&data(1, b"q"), 0)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let first = Map {
+            not_first: false,
+            not_last: true,
+        };
+        r.handle_pdu(&part(first, &[2, 3]), 0)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.poll_event(), None);
+        let last = Map {
+            not_first: true,
+            not_last: false,
+        };
+        r.handle_pdu(&part(last, &[4, 5]), 0)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(
+            r.poll_event(),
+            Some(ReceiverEvent::Message { .. })
+        ));
+    }
+
+    #[test]
+    fn many_acks_are_packed_into_pdus_that_fit() {
+        let mut c = ReceiverConfig::new(2);
+        c.pdu_size = 40; // 14-byte header + two 10-byte entries
+        let mut r = Receiver::new(c);
+        for id in 0..5u32 {
+            let a = Pdu::Address(AddressPdu {
+                priority: 0,
+                map: Map::ONLY,
+                extra: false,
+                fec: None,
+                total_pdus: 3,
+                source: 1,
+                message_id: id,
+                expiry: 100,
+                reserved_len: 0,
+                dests: vec![DestEntry {
+                    dest_id: 2,
+                    msn: 0,
+                    reserved: vec![],
+                }],
+            })
+            .encode()
+            .unwrap_or_default();
+            r.handle_pdu(&a, 0).unwrap_or_else(|e| panic!("{e}"));
+        }
+        r.handle_timeout(5000);
+        let a = acks(&mut r, 5000);
+        // Each entry lists 3 missing (16 bytes): one entry per 40-byte PDU.
+        assert_eq!(a.len(), 5);
+        assert!(
+            a.iter()
+                .all(|p| p.entries.len() == 1 && p.entries[0].missing == vec![1, 2, 3])
+        );
+    }
+
+    #[test]
     fn limits_hold() {
         let mut c = ReceiverConfig::new(2);
         c.max_message_bytes = 3;
