@@ -538,14 +538,19 @@ mod tests {
     use crate::pdu::DestEntry;
 
     fn address(total: u16, dests: &[u32]) -> Vec<u8> {
+        address_part(Map::ONLY, 7, total, dests)
+    }
+
+    /// An Address_PDU from source 1 for `message_id`, priority 3, expiring at 100 s.
+    fn address_part(map: Map, message_id: u32, total: u16, dests: &[u32]) -> Vec<u8> {
         Pdu::Address(AddressPdu {
             priority: 3,
-            map: Map::ONLY,
+            map,
             extra: false,
             fec: None,
             total_pdus: total,
             source: 1,
-            message_id: 7,
+            message_id,
             expiry: 100,
             reserved_len: 0,
             dests: dests
@@ -691,43 +696,20 @@ mod tests {
     #[test]
     fn split_destination_list_waits_for_the_part_that_lists_us() {
         let mut r = Receiver::new(ReceiverConfig::new(5));
-        let part = |map: Map, dests: &[u32]| {
-            Pdu::Address(AddressPdu {
-                priority: 0,
-                map,
-                extra: false,
-                fec: None,
-                total_pdus: 1,
-                source: 1,
-                message_id: 7,
-                expiry: 100,
-                reserved_len: 0,
-                dests: dests
-                    .iter()
-                    .map(|&dest_id| DestEntry {
-                        dest_id,
-                        msn: 0,
-                        reserved: vec![],
-                    })
-                    .collect(),
-            })
-            .encode()
-            .unwrap_or_default()
-        };
         r.handle_pdu(&data(1, b"q"), 0)
             .unwrap_or_else(|e| panic!("{e}"));
         let first = Map {
             not_first: false,
             not_last: true,
         };
-        r.handle_pdu(&part(first, &[2, 3]), 0)
+        r.handle_pdu(&address_part(first, 7, 1, &[2, 3]), 0)
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(r.poll_event(), None);
         let last = Map {
             not_first: true,
             not_last: false,
         };
-        r.handle_pdu(&part(last, &[4, 5]), 0)
+        r.handle_pdu(&address_part(last, 7, 1, &[4, 5]), 0)
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(matches!(
             r.poll_event(),
@@ -741,24 +723,7 @@ mod tests {
         c.pdu_size = 40; // 14-byte header + two 10-byte entries
         let mut r = Receiver::new(c);
         for id in 0..5u32 {
-            let a = Pdu::Address(AddressPdu {
-                priority: 0,
-                map: Map::ONLY,
-                extra: false,
-                fec: None,
-                total_pdus: 3,
-                source: 1,
-                message_id: id,
-                expiry: 100,
-                reserved_len: 0,
-                dests: vec![DestEntry {
-                    dest_id: 2,
-                    msn: 0,
-                    reserved: vec![],
-                }],
-            })
-            .encode()
-            .unwrap_or_default();
+            let a = address_part(Map::ONLY, id, 3, &[2]);
             r.handle_pdu(&a, 0).unwrap_or_else(|e| panic!("{e}"));
         }
         r.handle_timeout(5000);
