@@ -430,6 +430,7 @@ async fn maildir_round(
     shutdown: &watch::Receiver<bool>,
 ) {
     settle_earlier(ctx, shared, h, dir, &mut due).await;
+    forget_gone(ctx, h).await;
     let attempts: Vec<Attempt> = due
         .iter()
         .map(|m| Attempt {
@@ -487,6 +488,29 @@ async fn maildir_round(
         if let Ok(Some(a)) = done {
             h.add(a);
         }
+    }
+}
+
+/// Drops the unsettled attempts of messages no longer in the spool (an operator deleted one, or
+/// it expired): nothing will attempt them again, so they need not stay in the journal.
+async fn forget_gone(ctx: &Arc<DeliveryContext>, h: &mut Handoffs) {
+    if h.unsettled.is_empty() {
+        return;
+    }
+    let ids: Vec<String> = h.unsettled.keys().cloned().collect();
+    let spool = Arc::clone(&ctx.spool);
+    let gone = tokio::task::spawn_blocking(move || {
+        ids.into_iter()
+            .filter(|id| {
+                skywave_spool::QueueId::parse(id)
+                    .is_ok_and(|q| matches!(spool.load(&q), Err(skywave_spool::Error::NotFound(_))))
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_default();
+    for id in gone {
+        h.unsettled.remove(&id);
     }
 }
 
@@ -816,6 +840,24 @@ mod tests {
         round(&ctx, &shared, &mut h, due(&ctx)).await;
         assert_eq!(files(&md.join("new")), std::slice::from_ref(&first.name));
         assert!(due(&ctx).is_empty());
+    }
+
+    /// An unsettled attempt of a message an operator deleted meanwhile leaves the journal.
+    #[tokio::test]
+    async fn attempts_of_deleted_messages_leave_the_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let (id, _) = cut_off_round(dir.path());
+        let (ctx, shared, mut h) = restart(dir.path()).await;
+        assert_eq!(h.all().count(), 1);
+        ctx.spool.delete(&id).unwrap();
+        let other = enqueue(&ctx);
+        round(&ctx, &shared, &mut h, due(&ctx)).await;
+        assert!(h.unsettled.is_empty());
+        let journal = Journal::new(ctx.journal.clone()).load().unwrap();
+        assert!(
+            journal.iter().all(|a| a.id == other.as_str()),
+            "{journal:?}"
+        );
     }
 
     /// Recipients of one message delivered in two rounds (one deferred the first time) each end
