@@ -79,3 +79,85 @@ async fn probe_against_the_emulator_prints_the_mtu() {
     assert!(status.success(), "{status}");
     assert!(rest.iter().any(|l| l.starts_with("channel: ")), "{rest:?}");
 }
+
+/// `skywave-emu --group` and `--node-snr` as an operator runs them: four nodes over TCP SIS, a
+/// group of three; a non-ARQ U_PDU the first node sends to the group reaches every member (the
+/// indication names the group) and not the node outside it.
+#[tokio::test]
+async fn a_group_addressed_updu_reaches_every_member_over_tcp_sis() {
+    use skywave_sis::client::{Delivery, Event};
+    use skywave_sis::{
+        Client, ClientConfig, NodeAddress, Priority, SapId, ServiceType, Ttl, UnidataRequest,
+    };
+    let emu = skywave_e2e::bin("skywave-emu");
+    let mut child = Command::new(emu)
+        .args(["--nodes", "4", "--listen", "127.0.0.1:0", "--rate", "2400"])
+        .args(["--snr", "30", "--time-scale", "20"])
+        .args(["--group", "16.0.9.9=0.0.0.2,0.0.0.3"])
+        .args(["--node-snr", "0.0.0.3=25"])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut servers = Vec::new();
+    while servers.len() < 4 {
+        let line = timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("emulator printed no address")
+            .unwrap()
+            .expect("emulator exited before listening");
+        let (_, addr) = line.split_once(" listening on ").unwrap();
+        servers.push(addr.to_owned());
+    }
+    let connect = |addr: String| async move {
+        let connector = move || {
+            let addr = addr.clone();
+            async move { tokio::net::TcpStream::connect(addr).await }
+        };
+        let cfg = ClientConfig::new(SapId::new(2).unwrap(), ServiceType::NON_ARQ);
+        let (c, _, events) = Client::connect(connector, cfg).await.unwrap();
+        (c, events)
+    };
+    let (base, _) = connect(servers[0].clone()).await;
+    let mut ships = Vec::new();
+    for s in &servers[1..] {
+        ships.push(connect(s.clone()).await);
+    }
+    let group: NodeAddress = "16.0.9.9".parse().unwrap();
+    let sent = base
+        .send_unidata(UnidataRequest {
+            priority: Priority::new(5).unwrap(),
+            dest_sap: SapId::new(2).unwrap(),
+            dest: group,
+            mode: ServiceType::NON_ARQ,
+            ttl: Ttl::INFINITE,
+            updu: bytes::Bytes::from_static(b"to the whole group"),
+        })
+        .unwrap();
+    assert_eq!(
+        timeout(Duration::from_secs(30), sent).await.unwrap(),
+        Ok(Delivery::Sent)
+    );
+    for (k, (_, events)) in ships.iter_mut().take(2).enumerate() {
+        let ind = timeout(Duration::from_secs(60), async {
+            loop {
+                if let Some(Event::Unidata(ind)) = events.recv().await {
+                    return ind;
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("member {} got nothing", k + 2));
+        assert_eq!(ind.dest, group);
+        assert_eq!(&ind.updu[..], b"to the whole group");
+    }
+    // The non-member heard nothing for it (the members' deliveries came after one transmission).
+    let outsider = &mut ships[2].1;
+    assert!(
+        std::iter::from_fn(|| outsider.try_recv()).all(|e| !matches!(e, Event::Unidata(_))),
+        "the node outside the group got it"
+    );
+    child.kill().await.unwrap();
+}

@@ -92,6 +92,67 @@ struct Cli {
     /// Longest transmission, seconds (at most 127.5; the EOT counts down in 0.5 s steps).
     #[arg(long, default_value_t = 127.5)]
     max_transmission: f64,
+    /// A group address and the nodes that listen on it, `GROUP=ADDR,ADDR,...` (a group address
+    /// is written with a first part of 16-31, e.g. `16.0.9.9`); repeatable. Non-ARQ U_PDUs to
+    /// the group go once and reach every member.
+    #[arg(long = "group", value_name = "GROUP=ADDR,...")]
+    groups: Vec<String>,
+    /// The SNR at which node ADDR hears every other node, `ADDR=DB` (same channel profile as
+    /// --channel); repeatable. A fleet's ships each hear the base through their own conditions.
+    #[arg(long = "node-snr", value_name = "ADDR=DB")]
+    node_snr: Vec<String>,
+}
+
+/// `--group GROUP=ADDR,...`, with the members as node indices.
+fn parse_group(text: &str, nodes: &[NodeAddress]) -> anyhow::Result<skywave_emu::net::Group> {
+    let (group, members) = text
+        .split_once('=')
+        .with_context(|| format!("--group {text}: expected GROUP=ADDR,ADDR,..."))?;
+    let address: NodeAddress = group
+        .trim()
+        .parse()
+        .with_context(|| format!("--group {text}: {group} is not an address"))?;
+    if !address.is_group() {
+        bail!(
+            "--group {text}: {group} is not a group address (write it with a first part of 16-31, e.g. 16.0.9.9)"
+        );
+    }
+    let members = members
+        .split(',')
+        .map(|m| {
+            let a: NodeAddress = m
+                .trim()
+                .parse()
+                .with_context(|| format!("--group {text}: {m} is not an address"))?;
+            nodes
+                .iter()
+                .position(|n| *n == a)
+                .with_context(|| format!("--group {text}: {m} is not one of the nodes"))
+        })
+        .collect::<anyhow::Result<Vec<usize>>>()?;
+    Ok(skywave_emu::net::Group { address, members })
+}
+
+/// `--node-snr ADDR=DB`: the node's index and the SNR.
+fn parse_node_snr(text: &str, nodes: &[NodeAddress]) -> anyhow::Result<(usize, f64)> {
+    let (addr, db) = text
+        .split_once('=')
+        .with_context(|| format!("--node-snr {text}: expected ADDR=DB"))?;
+    let a: NodeAddress = addr
+        .trim()
+        .parse()
+        .with_context(|| format!("--node-snr {text}: {addr} is not an address"))?;
+    let node = nodes
+        .iter()
+        .position(|n| *n == a)
+        .with_context(|| format!("--node-snr {text}: {addr} is not one of the nodes"))?;
+    let db: f64 = db
+        .trim()
+        .parse()
+        .ok()
+        .filter(|d: &f64| d.is_finite())
+        .with_context(|| format!("--node-snr {text}: {db} is not a number of dB"))?;
+    Ok((node, db))
 }
 
 /// Data-rate change policy on the command line.
@@ -167,6 +228,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         ChannelConfig::watterson(cli.snr, &cli.channel).context("--channel")?
     };
     let mut config = SubnetConfig::new(addresses.clone(), modem, channel);
+    for g in &cli.groups {
+        config.groups.push(parse_group(g, &addresses)?);
+    }
+    for n in &cli.node_snr {
+        let (node, db) = parse_node_snr(n, &addresses)?;
+        let channel = if cli.channel.eq_ignore_ascii_case("awgn") {
+            ChannelConfig::awgn(db)
+        } else {
+            ChannelConfig::watterson(db, &cli.channel).context("--channel")?
+        };
+        config.set_receiver_channel(node, channel);
+    }
     config.seed = cli.seed;
     config.time_scale = cli.time_scale;
     config.dup_filter = vec![cli.dup_filter; addresses.len()];
