@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use skywave_route::{LoadError, RoutingTable};
+use skywave_route::{Destination, LoadError, RoutingTable};
 
 /// `skywave routes` subcommands.
 #[derive(Debug, Subcommand)]
@@ -20,15 +20,18 @@ pub(crate) enum RoutesCommand {
         file: PathBuf,
     },
     /// Explain where an address would go: the rules considered, the one that wins, and the
-    /// peer, protocol, compression, bearer, priority and size limit. With --client-ip, also
-    /// whether the gateway would accept it from that client (relay control). Exit 0 when the
-    /// address is routed (and accepted), 1 when it is refused or unroutable, 2 when the table
-    /// does not load.
+    /// peer or group, protocol, compression, bearer, priority and size limit. With several
+    /// addresses (the recipients of one message), also how the message travels: once by P_MUL
+    /// multicast to a group when two or more of its ships (or one under EMCON) have recipients,
+    /// else by unicast to each peer. With --client-ip, also whether the gateway would accept it
+    /// from that client (relay control). Exit 0 when every address is routed (and accepted), 1
+    /// when one is refused or unroutable, 2 when the table does not load.
     Explain {
         /// The routing table, e.g. config/routes.toml.
         file: PathBuf,
-        /// The recipient address, as in RCPT TO (angle brackets optional).
-        address: String,
+        /// The recipient addresses, as in RCPT TO (angle brackets optional).
+        #[arg(required = true, num_args = 1..)]
+        address: Vec<String>,
         /// The SMTP client's IP address, to check relay permission.
         #[arg(long, value_name = "IP")]
         client_ip: Option<IpAddr>,
@@ -77,11 +80,17 @@ fn check(file: &std::path::Path) -> ExitCode {
             for warning in table.warnings() {
                 eprintln!("{warning}");
             }
-            let mut summary = format!(
-                "{}, {}, OK",
-                plural(table.peers().len(), "peer", "peers"),
+            let mut summary = plural(table.peers().len(), "peer", "peers");
+            if !table.groups().is_empty() {
+                summary.push_str(&format!(
+                    ", {}",
+                    plural(table.groups().len(), "group", "groups")
+                ));
+            }
+            summary.push_str(&format!(
+                ", {}, OK",
                 plural(table.route_count(), "route", "routes")
-            );
+            ));
             if !table.warnings().is_empty() {
                 summary.push_str(&format!(
                     " ({})",
@@ -89,6 +98,22 @@ fn check(file: &std::path::Path) -> ExitCode {
                 ));
             }
             println!("{summary}");
+            for g in table.groups() {
+                let members: Vec<String> = g
+                    .members
+                    .iter()
+                    .map(|m| match table.peer(m) {
+                        Some(p) if p.emcon => format!("{m} (EMCON)"),
+                        _ => m.clone(),
+                    })
+                    .collect();
+                println!(
+                    "group {} at {}: {}; mail for two or more of them goes once by P_MUL",
+                    g.name,
+                    g.node,
+                    members.join(", ")
+                );
+            }
             ExitCode::SUCCESS
         }
         Err(err) => {
@@ -100,7 +125,7 @@ fn check(file: &std::path::Path) -> ExitCode {
 
 fn explain(
     file: &std::path::Path,
-    address: &str,
+    addresses: &[String],
     client_ip: Option<IpAddr>,
     authenticated: bool,
 ) -> ExitCode {
@@ -111,16 +136,76 @@ fn explain(
             return ExitCode::from(2);
         }
     };
-    let explanation = table.explain(address, client_ip.map(|ip| (ip, authenticated)));
-    print!("{explanation}");
-    let routed = explanation.route.is_some();
-    let accepted = explanation
-        .relay
-        .as_ref()
-        .is_none_or(|relay| relay.verdict.is_ok());
-    if routed && accepted {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+    let mut ok = true;
+    // The spool's target of each routed recipient: a peer's or a group's name.
+    let mut targets: Vec<(String, String)> = Vec::new();
+    for (i, address) in addresses.iter().enumerate() {
+        if i > 0 {
+            println!();
+        }
+        let explanation = table.explain(address, client_ip.map(|ip| (ip, authenticated)));
+        print!("{explanation}");
+        let accepted = explanation
+            .relay
+            .as_ref()
+            .is_none_or(|relay| relay.verdict.is_ok());
+        ok &= explanation.route.is_some() && accepted;
+        if let Ok(route) = table.lookup(address) {
+            match route.destination {
+                Destination::Peer(p) => targets.push((address.clone(), p.name.clone())),
+                Destination::Group(g) => targets.push((address.clone(), g.name.clone())),
+                Destination::Lan => {}
+            }
+        }
+    }
+    if addresses.len() > 1 {
+        println!();
+        print_plan(&table, &targets);
+    }
+    if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+/// How one message to these recipients would travel over HF.
+fn print_plan(table: &RoutingTable, targets: &[(String, String)]) {
+    println!("one message to these recipients:");
+    if targets.is_empty() {
+        println!("  nothing goes over HF");
+        return;
+    }
+    let plan = table.plan(targets.iter().map(|(_, t)| t.as_str()));
+    let rcpts = |names: &[&str]| -> String {
+        targets
+            .iter()
+            .filter(|(_, t)| names.contains(&t.as_str()))
+            .map(|(a, _)| a.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for leg in &plan.multicast {
+        let why = if leg.whole_group {
+            format!("mail for the group {} itself", leg.group.name)
+        } else if leg.members.len() >= 2 {
+            format!("{} of its ships have recipients", leg.members.len())
+        } else {
+            "its ship keeps EMCON".to_owned()
+        };
+        let mut names = leg.members.clone();
+        names.push(leg.group.name.as_str());
+        println!(
+            "  multicast: once by P_MUL to group {} ({}) for {} ({why}): {}",
+            leg.group.name,
+            leg.group.node,
+            leg.destinations().join(", "),
+            rcpts(&names)
+        );
+    }
+    for peer in &plan.unicast {
+        let protocol = table
+            .peer(peer)
+            .map_or_else(String::new, |p| format!(" by {}", p.protocol));
+        let group = table.group_of(peer).map_or_else(String::new, |g| {
+            format!(" (the only ship of group {} in this message)", g.name)
+        });
+        println!("  unicast: to {peer}{protocol}{group}: {}", rcpts(&[peer]));
     }
 }

@@ -148,6 +148,14 @@ impl GatewayPolicy {
         let (target, limit) = match route.destination {
             Destination::Lan => (Target::Lan, None),
             Destination::Peer(peer) => (Target::Peer(peer.name.clone()), Some(peer.size_limit)),
+            // Every member must take it: the smallest member limit holds.
+            Destination::Group(g) => (
+                Target::Peer(g.name.clone()),
+                g.members
+                    .iter()
+                    .filter_map(|m| self.table.peer(m).map(|p| p.size_limit))
+                    .min(),
+            ),
         };
         if let (Some(limit), Some(size)) = (limit, self.declared_size)
             && size as u64 > limit

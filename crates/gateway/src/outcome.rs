@@ -142,6 +142,7 @@ impl Recorder {
             Ok(route) => match route.destination {
                 Destination::Lan => Target::Lan,
                 Destination::Peer(p) => Target::Peer(p.name.clone()),
+                Destination::Group(g) => Target::Peer(g.name.clone()),
             },
             Err(e) => {
                 warn!(%sender, error = %e, "sender not routable; the bounce goes to the LAN");

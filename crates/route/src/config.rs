@@ -12,7 +12,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::diag::{Diagnostic, Severity};
-use crate::model::{Bearer, Cidr, Compression, Lan, Peer, Priority, Protocol};
+use crate::model::{Bearer, Cidr, Compression, Group, Lan, Peer, Priority, Protocol};
 use crate::pattern::Pattern;
 use crate::table::{RoutingTable, Rule, RuleOrigin, Target};
 
@@ -37,6 +37,19 @@ struct RawFile {
     peer: Vec<Spanned<RawPeer>>,
     #[serde(default)]
     route: Vec<Spanned<RawRoute>>,
+    #[serde(default)]
+    group: Vec<Spanned<RawGroup>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGroup {
+    name: Spanned<String>,
+    node: Option<Spanned<String>>,
+    #[serde(default)]
+    members: Vec<Spanned<String>>,
+    repeats: Option<Spanned<i64>>,
+    sis_server: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -70,6 +83,7 @@ struct RawPeer {
     sis_server: Option<Spanned<String>>,
     tcp_address: Option<Spanned<String>>,
     hold: Option<bool>,
+    emcon: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -286,9 +300,10 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<RoutingTable, Vec<Diagnost
     };
 
     let peers = check_peers(&mut ck, &raw.peer);
+    let groups = check_groups(&mut ck, &raw.group, &peers);
     let (lan, local_rules) = check_lan(&mut ck, raw.lan.as_ref());
     let mut rules = local_rules;
-    check_routes(&mut ck, &raw.route, &peers, &mut rules);
+    check_routes(&mut ck, &raw.route, &peers, &groups, &mut rules);
 
     if raw.route.is_empty() && rules.is_empty() {
         ck.error(
@@ -315,9 +330,16 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<RoutingTable, Vec<Diagnost
         }
     }
 
-    // Peers that no route uses: probably a typo in a route or a leftover.
+    // Peers that no route uses: probably a typo in a route or a leftover. A member of a group
+    // that routes use is reached through it.
     for (i, (peer, span)) in peers.iter().enumerate() {
-        let used = rules.iter().any(|r| r.target == Target::Peer(i));
+        let used = rules.iter().any(|r| match r.target {
+            Target::Peer(p) => p == i,
+            Target::Group(g) => groups
+                .get(g)
+                .is_some_and(|(g, _)| g.members.contains(&peer.name)),
+            Target::Lan => false,
+        });
         if !used {
             ck.warning(
                 span.clone(),
@@ -334,9 +356,11 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<RoutingTable, Vec<Diagnost
         return Err(ck.diagnostics);
     }
     let peers = peers.into_iter().map(|(p, _)| p).collect();
+    let groups = groups.into_iter().map(|(g, _)| g).collect();
     Ok(RoutingTable::new(
         file.to_owned(),
         peers,
+        groups,
         rules,
         lan,
         ck.diagnostics,
@@ -533,6 +557,7 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 batch_bytes,
                 bearer,
                 hold: p.hold.unwrap_or(false),
+                emcon: p.emcon.unwrap_or(false),
                 line,
             },
             header,
@@ -682,9 +707,11 @@ fn check_routes(
     ck: &mut Checker<'_>,
     raw: &[Spanned<RawRoute>],
     peers: &[(Peer, Range<usize>)],
+    groups: &[(Group, Range<usize>)],
     rules: &mut Vec<Rule>,
 ) {
     let mut known: Vec<&str> = peers.iter().map(|(p, _)| p.name.as_str()).collect();
+    let group_names: Vec<&str> = groups.iter().map(|(g, _)| g.name.as_str()).collect();
     known.sort_unstable();
     known.dedup();
     for entry in raw {
@@ -702,12 +729,17 @@ fn check_routes(
             Some(Target::Lan)
         } else if let Some(i) = peers.iter().position(|(p, _)| p.name == *to) {
             Some(Target::Peer(i))
+        } else if let Some(i) = groups.iter().position(|(g, _)| g.name == *to) {
+            Some(Target::Group(i))
         } else {
-            let list = if known.is_empty() {
+            let mut list = if known.is_empty() {
                 "no [[peer]] is defined".to_owned()
             } else {
                 format!("known peers: {}", known.join(", "))
             };
+            if !group_names.is_empty() {
+                list.push_str(&format!("; groups: {}", group_names.join(", ")));
+            }
             ck.error(
                 r.to.span(),
                 format!(
@@ -733,8 +765,8 @@ fn check_routes(
                 RuleOrigin::Route => format!(
                     "conflicting routes for \"{text}\": line {} sends it to {}, this one to {}; keep one",
                     other.line,
-                    target_name(other.target, peers),
-                    target_name(target, peers)
+                    target_name(other.target, peers, groups),
+                    target_name(target, peers, groups)
                 ),
             };
             ck.error(r.pattern.span(), message);
@@ -752,13 +784,200 @@ fn check_routes(
     }
 }
 
-fn target_name(target: Target, peers: &[(Peer, Range<usize>)]) -> String {
+fn target_name(
+    target: Target,
+    peers: &[(Peer, Range<usize>)],
+    groups: &[(Group, Range<usize>)],
+) -> String {
     match target {
         Target::Lan => "the LAN".to_owned(),
         Target::Peer(i) => peers
             .get(i)
             .map_or_else(|| "?".to_owned(), |(p, _)| format!("peer \"{}\"", p.name)),
+        Target::Group(i) => groups
+            .get(i)
+            .map_or_else(|| "?".to_owned(), |(g, _)| format!("group \"{}\"", g.name)),
     }
+}
+
+/// Largest `repeats` of a group: beyond a few blind repeats, repair rounds cost less airtime.
+const MAX_GROUP_REPEATS: i64 = 5;
+
+/// Checks the `[[group]]` entries against the peers: a group is a set of `sis` peers with node
+/// addresses, each in one group only, under a group address of its own.
+fn check_groups(
+    ck: &mut Checker<'_>,
+    raw: &[Spanned<RawGroup>],
+    peers: &[(Peer, Range<usize>)],
+) -> Vec<(Group, Range<usize>)> {
+    let mut groups: Vec<(Group, Range<usize>)> = Vec::new();
+    // Which group each peer already belongs to.
+    let mut member_of: HashMap<String, String> = HashMap::new();
+    for entry in raw {
+        let g = entry.get_ref();
+        let header = ck.header_span(&entry.span());
+        let line = ck.line_of(entry.span().start);
+        let name = g.name.get_ref().clone();
+        let mut ok = true;
+        if !valid_peer_name(&name) {
+            ck.error(
+                g.name.span(),
+                format!(
+                    "invalid group name \"{name}\"; expected 1-64 letters, digits, '-', '_' or '.'"
+                ),
+            );
+            ok = false;
+        } else if name.eq_ignore_ascii_case(LAN) {
+            ck.error(
+                g.name.span(),
+                format!("group name \"{name}\" is reserved for delivery on the LAN; choose another name"),
+            );
+            ok = false;
+        } else if let Some((p, _)) = peers.iter().find(|(p, _)| p.name == name) {
+            ck.error(
+                g.name.span(),
+                format!(
+                    "group name \"{name}\" is already the name of the peer at line {}: routes and operators name both, so they must differ",
+                    p.line
+                ),
+            );
+            ok = false;
+        } else if let Some((other, _)) = groups.iter().find(|(o, _)| o.name == name) {
+            ck.error(
+                g.name.span(),
+                format!("duplicate group name \"{name}\"; first defined at line {}", other.line),
+            );
+            ok = false;
+        }
+        let node = match &g.node {
+            None => {
+                ck.error(
+                    header.clone(),
+                    format!(
+                        "group \"{name}\" has no node address; P_MUL multicast needs node = \"w.x.y.z\", the group's STANAG 5066 group address (w 16-31), configured on every member's 5066 node"
+                    ),
+                );
+                None
+            }
+            Some(n) => match crate::model::parse_group_node(n.get_ref()) {
+                Ok(node) => {
+                    if let Some((other, _)) = groups.iter().find(|(o, _)| o.node == node) {
+                        ck.error(
+                            n.span(),
+                            format!(
+                                "group address {node} is already group \"{}\"'s (line {}); each group needs its own",
+                                other.name, other.line
+                            ),
+                        );
+                    }
+                    Some(node)
+                }
+                Err(e) => {
+                    ck.error(n.span(), e.to_string());
+                    None
+                }
+            },
+        };
+        if g.members.is_empty() {
+            ck.error(
+                header.clone(),
+                format!("group \"{name}\" has no members; list its peers: members = [\"ship1\", \"ship2\"]"),
+            );
+        }
+        let mut members: Vec<String> = Vec::new();
+        for m in &g.members {
+            let member = m.get_ref();
+            let Some((peer, _)) = peers.iter().find(|(p, _)| p.name == *member) else {
+                ck.error(
+                    m.span(),
+                    format!("unknown peer \"{member}\" in group \"{name}\"; members are [[peer]] names"),
+                );
+                continue;
+            };
+            if members.contains(member) {
+                ck.error(m.span(), format!("peer \"{member}\" is listed twice in group \"{name}\""));
+                continue;
+            }
+            if !matches!(peer.bearer, crate::model::Bearer::Sis { .. }) || peer.node.is_none() {
+                ck.error(
+                    m.span(),
+                    format!(
+                        "peer \"{member}\" cannot be in group \"{name}\": P_MUL multicast runs over STANAG 5066, and {member} is reached over {}",
+                        peer.bearer
+                    ),
+                );
+                continue;
+            }
+            if let Some(other) = member_of.get(member) {
+                ck.error(
+                    m.span(),
+                    format!(
+                        "peer \"{member}\" is already in group \"{other}\"; a peer belongs to one group, so that the choice between unicast and multicast is never ambiguous"
+                    ),
+                );
+                continue;
+            }
+            member_of.insert(member.clone(), name.clone());
+            members.push(member.clone());
+        }
+        if members.len() == 1 && !peers.iter().any(|(p, _)| p.name == members[0] && p.emcon) {
+            ck.warning(
+                header.clone(),
+                format!(
+                    "group \"{name}\" has one member: multicast gains nothing over unicast unless that peer keeps EMCON"
+                ),
+            );
+        }
+        let repeats = match &g.repeats {
+            None => crate::model::DEFAULT_GROUP_REPEATS,
+            Some(r) => match u8::try_from(*r.get_ref()) {
+                Ok(v) if i64::from(v) <= MAX_GROUP_REPEATS => v,
+                _ => {
+                    ck.error(
+                        r.span(),
+                        format!("repeats = {} is out of range; expected 0-{MAX_GROUP_REPEATS} blind repeats of each Data_PDU", r.get_ref()),
+                    );
+                    0
+                }
+            },
+        };
+        let sis_server = g.sis_server.as_ref().and_then(|s| {
+            match crate::model::check_host_port(s.get_ref()) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    ck.error(s.span(), format!("invalid sis_server: {e}"));
+                    None
+                }
+            }
+        });
+        if let (true, Some(node)) = (ok, node) {
+            groups.push((
+                Group {
+                    name,
+                    node,
+                    members,
+                    repeats,
+                    sis_server,
+                    line,
+                },
+                header,
+            ));
+        }
+    }
+    // A peer under EMCON answers nothing, so HMTP and CFTP cannot reach it: only a group's
+    // P_MUL can.
+    for (peer, span) in peers {
+        if peer.emcon && !member_of.contains_key(&peer.name) {
+            ck.error(
+                span.clone(),
+                format!(
+                    "peer \"{}\" keeps EMCON (emcon = true) but is in no [[group]]: a ship that must not transmit cannot answer HMTP or CFTP, so it is reached only by P_MUL multicast; add it to a group",
+                    peer.name
+                ),
+            );
+        }
+    }
+    groups
 }
 
 #[cfg(test)]

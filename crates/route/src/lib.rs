@@ -50,12 +50,13 @@ pub use config::{
 };
 pub use diag::{Diagnostic, Severity};
 pub use model::{
-    Bearer, Cidr, Compression, Lan, NodeAddress, Peer, Priority, Protocol, parse_peer_node,
+    Bearer, Cidr, Compression, DEFAULT_GROUP_REPEATS, Group, Lan, NodeAddress, Peer, Priority,
+    Protocol, parse_group_node, parse_peer_node,
 };
 pub use pattern::{Pattern, PatternKind};
 pub use table::{
-    Candidate, CandidateRule, Destination, Explanation, LookupError, RelayCheck, RelayDecision,
-    Route, RouteSummary, RoutingTable, Rule, RuleOrigin,
+    Candidate, CandidateRule, Destination, Explanation, LookupError, MulticastLeg, Plan,
+    RelayCheck, RelayDecision, Route, RouteSummary, RoutingTable, Rule, RuleOrigin,
 };
 
 /// Why a routing table could not be loaded.

@@ -212,8 +212,54 @@ pub struct Peer {
     pub bearer: Bearer,
     /// When true, mail for this peer is queued but not sent until an operator releases it.
     pub hold: bool,
+    /// The peer keeps EMCON (radio silence): it receives but must not transmit, so it is
+    /// reached only by P_MUL multicast through its group, and its acknowledgements may come
+    /// hours later, when its EMCON is lifted.
+    pub emcon: bool,
     /// Line of the `[[peer]]` entry in the file.
     pub line: usize,
+}
+
+/// A multicast group of peers (`[[group]]`): ships that share one HF frequency and one
+/// STANAG 5066 group address. Mail for two or more of its members (or for the group itself,
+/// or for a member under EMCON) goes once, as ACP 142 P_MUL non-ARQ U_PDUs to the group address,
+/// instead of once per ship.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    /// The group's name: routes may send to it (every member delivers the mail), operators
+    /// name it in `skywave queue`.
+    pub name: String,
+    /// Its STANAG 5066 group address (w 16-31).
+    pub node: NodeAddress,
+    /// The member peers, by name (each a `sis` peer with a node address, in no other group).
+    pub members: Vec<String>,
+    /// How many times each Data_PDU is sent again at once, blind, before any ack (0-5): each
+    /// repeat costs airtime but spares a repair round (a turnaround and an ack from every ship)
+    /// on a channel that loses some PDUs.
+    pub repeats: u8,
+    /// `host:port` of the SIS server when not the gateway's default.
+    pub sis_server: Option<String>,
+    /// Line of the `[[group]]` entry in the file.
+    pub line: usize,
+}
+
+/// Default of a group's `repeats`: one blind repeat, which on a channel losing a few per cent of
+/// PDUs almost always spares the repair round (one turnaround and an ack from every ship).
+pub const DEFAULT_GROUP_REPEATS: u8 = 1;
+
+/// A group address that did not parse or is an individual one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "\"{0}\" is not a STANAG 5066 group address; expected w.x.y.z with w 16-31 (the group flag) and x, y, z 0-255, e.g. 16.0.9.9"
+)]
+pub struct GroupAddressError(String);
+
+/// Parses a group's address: `w.x.y.z` with w 16-31.
+pub fn parse_group_node(s: &str) -> Result<NodeAddress, GroupAddressError> {
+    match s.parse::<NodeAddress>() {
+        Ok(node) if node.is_group() => Ok(node),
+        _ => Err(GroupAddressError(s.to_owned())),
+    }
 }
 
 /// An IPv4 or IPv6 network in CIDR notation.

@@ -15,7 +15,7 @@ use std::net::IpAddr;
 
 use crate::address::{Address, AddressError, Refusal};
 use crate::diag::Diagnostic;
-use crate::model::{Lan, Peer, Priority};
+use crate::model::{Group, Lan, Peer, Priority};
 use crate::pattern::{Pattern, PatternKind};
 
 /// Where a rule sends mail.
@@ -24,6 +24,8 @@ pub(crate) enum Target {
     Lan,
     /// Index into the table's peers.
     Peer(usize),
+    /// Index into the table's groups.
+    Group(usize),
 }
 
 /// Where a rule came from in the file.
@@ -58,6 +60,8 @@ pub enum Destination<'t> {
     Lan,
     /// Sent to an HF (or TCP) peer.
     Peer(&'t Peer),
+    /// Sent to every member of a multicast group, once, by P_MUL.
+    Group(&'t Group),
 }
 
 /// The result of a successful lookup.
@@ -125,6 +129,7 @@ struct Index {
 pub struct RoutingTable {
     file: String,
     peers: Vec<Peer>,
+    groups: Vec<Group>,
     rules: Vec<Rule>,
     lan: Lan,
     index: Index,
@@ -135,6 +140,7 @@ impl RoutingTable {
     pub(crate) fn new(
         file: String,
         peers: Vec<Peer>,
+        groups: Vec<Group>,
         rules: Vec<Rule>,
         lan: Lan,
         warnings: Vec<Diagnostic>,
@@ -163,6 +169,7 @@ impl RoutingTable {
         RoutingTable {
             file,
             peers,
+            groups,
             rules,
             lan,
             index,
@@ -183,6 +190,63 @@ impl RoutingTable {
     /// A peer by name.
     pub fn peer(&self, name: &str) -> Option<&Peer> {
         self.peers.iter().find(|p| p.name == name)
+    }
+
+    /// The multicast groups, in file order.
+    pub fn groups(&self) -> &[Group] {
+        &self.groups
+    }
+
+    /// A group by name.
+    pub fn group(&self, name: &str) -> Option<&Group> {
+        self.groups.iter().find(|g| g.name == name)
+    }
+
+    /// The group a peer belongs to (a peer is in one group at most).
+    pub fn group_of(&self, peer: &str) -> Option<&Group> {
+        self.groups
+            .iter()
+            .find(|g| g.members.iter().any(|m| m == peer))
+    }
+
+    /// How a message travels, given the targets (peer or group names, as the spool records
+    /// them) of its recipients still waiting: a group goes by multicast when the message is
+    /// for the group itself, for two or more of its members, or for a member under EMCON
+    /// (which answers nothing, so HMTP and CFTP cannot reach it); every other peer by unicast.
+    pub fn plan<'a>(&self, targets: impl IntoIterator<Item = &'a str>) -> Plan<'_> {
+        let mut plan = Plan::default();
+        let mut seen: Vec<&str> = Vec::new();
+        for t in targets {
+            if seen.contains(&t) {
+                continue;
+            }
+            seen.push(t);
+            if let Some(g) = self.group(t) {
+                let leg = plan.leg(g);
+                leg.whole_group = true;
+                continue;
+            }
+            let Some(peer) = self.peer(t) else { continue };
+            match self.group_of(t) {
+                Some(g) => {
+                    let leg = plan.leg(g);
+                    if let Some(m) = g.members.iter().find(|m| **m == peer.name) {
+                        leg.members.push(m);
+                    }
+                    leg.emcon |= peer.emcon;
+                }
+                None => plan.unicast.push(&peer.name),
+            }
+        }
+        // Legs of one member that keeps no EMCON go by unicast after all.
+        let (multicast, single): (Vec<_>, Vec<_>) = plan
+            .multicast
+            .into_iter()
+            .partition(|l| l.whole_group || l.emcon || l.members.len() >= 2);
+        plan.multicast = multicast;
+        plan.unicast
+            .extend(single.into_iter().flat_map(|l| l.members.into_iter()));
+        plan
     }
 
     /// Every rule: local domains first, then the routes in file order.
@@ -216,6 +280,10 @@ impl RoutingTable {
                 .peers
                 .get(i)
                 .map_or(Destination::Lan, Destination::Peer),
+            Target::Group(i) => self
+                .groups
+                .get(i)
+                .map_or(Destination::Lan, Destination::Group),
         }
     }
 
@@ -285,7 +353,7 @@ impl RoutingTable {
             .priority
             .or(match destination {
                 Destination::Peer(p) => Some(p.priority),
-                Destination::Lan => None,
+                Destination::Lan | Destination::Group(_) => None,
             })
             .unwrap_or_default();
         Some(Route {
@@ -345,6 +413,7 @@ impl RoutingTable {
                         target: match self.destination(r) {
                             Destination::Lan => "lan".to_owned(),
                             Destination::Peer(p) => p.name.clone(),
+                            Destination::Group(g) => format!("{} (group)", g.name),
                         },
                     }),
                     wins,
@@ -355,8 +424,13 @@ impl RoutingTable {
                 line: r.rule.line,
                 origin: r.rule.origin,
                 peer: match r.destination {
-                    Destination::Lan => None,
+                    Destination::Lan | Destination::Group(_) => None,
                     Destination::Peer(p) => Some(p.clone()),
+                },
+                group: match r.destination {
+                    Destination::Lan => None,
+                    Destination::Group(g) => Some(g.clone()),
+                    Destination::Peer(p) => self.group_of(&p.name).cloned(),
                 },
                 priority: r.priority,
                 priority_from: if r.rule.priority.is_some() {
@@ -405,6 +479,73 @@ impl RoutingTable {
     }
 }
 
+fn write_group(f: &mut fmt::Formatter<'_>, g: &Group) -> fmt::Result {
+    writeln!(f, "  group address: {}", g.node)?;
+    writeln!(f, "  members: {}", g.members.join(", "))?;
+    writeln!(f, "  blind repeats of each Data_PDU: {}", g.repeats)
+}
+
+/// How one message's recipients travel (see [`RoutingTable::plan`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan<'t> {
+    /// Groups the message goes to once, by P_MUL.
+    pub multicast: Vec<MulticastLeg<'t>>,
+    /// Peers it goes to one by one (their own protocol).
+    pub unicast: Vec<&'t str>,
+}
+
+/// One multicast transmission of a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MulticastLeg<'t> {
+    /// The group.
+    pub group: &'t Group,
+    /// Members with recipients of the message (in the order first seen).
+    pub members: Vec<&'t str>,
+    /// The message is for the group itself: every member.
+    pub whole_group: bool,
+    /// One of `members` keeps EMCON.
+    pub emcon: bool,
+}
+
+impl<'t> MulticastLeg<'t> {
+    /// The members that must receive the message: all for mail to the group, else those with
+    /// recipients.
+    pub fn destinations(&self) -> Vec<&'t str> {
+        if self.whole_group {
+            self.group.members.iter().map(String::as_str).collect()
+        } else {
+            self.members.clone()
+        }
+    }
+}
+
+impl<'t> Plan<'t> {
+    fn leg(&mut self, group: &'t Group) -> &mut MulticastLeg<'t> {
+        let i = match self.multicast.iter().position(|l| l.group.name == group.name) {
+            Some(i) => i,
+            None => {
+                self.multicast.push(MulticastLeg {
+                    group,
+                    members: Vec::new(),
+                    whole_group: false,
+                    emcon: false,
+                });
+                self.multicast.len() - 1
+            }
+        };
+        &mut self.multicast[i]
+    }
+
+    /// The group that carries the message to `target` (a member or the group), if it goes by
+    /// multicast: a unicast link leaves such a message to the group's link.
+    pub fn multicast_for(&self, target: &str) -> Option<&'t Group> {
+        self.multicast
+            .iter()
+            .find(|l| l.group.name == target || l.members.contains(&target))
+            .map(|l| l.group)
+    }
+}
+
 fn relay_denied(address: &Address) -> Refusal {
     Refusal {
         code: 554,
@@ -450,8 +591,10 @@ pub struct RouteSummary {
     pub line: usize,
     /// `[[route]]` or `[lan] domains`.
     pub origin: RuleOrigin,
-    /// The peer, or `None` for the LAN.
+    /// The peer, or `None` for the LAN or a group.
     pub peer: Option<Peer>,
+    /// The group the mail goes to, or the group of the peer.
+    pub group: Option<Group>,
     /// Priority for mail that states none.
     pub priority: Priority,
     /// Where the priority came from.
@@ -553,9 +696,22 @@ impl fmt::Display for Explanation {
                 } else {
                     "not a local domain"
                 };
-                match &r.peer {
-                    None => writeln!(f, "route: deliver on the LAN ({local})")?,
-                    Some(p) => {
+                match (&r.peer, &r.group) {
+                    (None, None) => writeln!(f, "route: deliver on the LAN ({local})")?,
+                    (None, Some(g)) => {
+                        writeln!(
+                            f,
+                            "route: multicast group \"{}\" ({local}): every member delivers it",
+                            g.name
+                        )?;
+                        write_group(f, g)?;
+                        writeln!(
+                            f,
+                            "  carried: once, by P_MUL (ACP 142) non-ARQ to {}, whatever the number of ships",
+                            g.node
+                        )?;
+                    }
+                    (Some(p), group) => {
                         writeln!(f, "route: HF peer \"{}\" ({local})", p.name)?;
                         match p.node {
                             Some(node) => writeln!(f, "  node address: {node}")?,
@@ -580,6 +736,23 @@ impl fmt::Display for Explanation {
                                 "no"
                             }
                         )?;
+                        if let Some(g) = group {
+                            writeln!(f, "  member of group \"{}\":", g.name)?;
+                            write_group(f, g)?;
+                            if p.emcon {
+                                writeln!(
+                                    f,
+                                    "  EMCON: yes: {} answers nothing, so its mail always goes by P_MUL through {} and its acknowledgement may come hours later",
+                                    p.name, g.name
+                                )?;
+                            } else {
+                                writeln!(
+                                    f,
+                                    "  carried: by {} unicast when the message is for {} alone; once by P_MUL multicast to {} when it is also for another member of {}",
+                                    p.protocol, p.name, g.node, g.name
+                                )?;
+                            }
+                        }
                     }
                 }
                 writeln!(f, "  priority: {}, from {}", r.priority, r.priority_from)?;

@@ -82,6 +82,7 @@ fn goes_to(table: &RoutingTable, address: &str) -> String {
         Ok(route) => match route.destination {
             Destination::Lan => "lan".to_owned(),
             Destination::Peer(p) => p.name.clone(),
+            Destination::Group(g) => g.name.clone(),
         },
         Err(e) => panic!("{address}: {e}"),
     }

@@ -66,7 +66,7 @@ fn unknown_key_lists_the_expected_ones() {
         [
             "routes.toml:4:1: error: unknown field `protocl`, expected one of `name`, `node`, `protocol`, \
           `skywave`, `compression`, `priority`, `size_limit`, `batch_bytes`, `bearer`, `sis_server`, \
-          `tcp_address`, `hold`\n  |\n4 | protocl = \"hmtp\"\n  | ^^^^^^^"
+          `tcp_address`, `hold`, `emcon`\n  |\n4 | protocl = \"hmtp\"\n  | ^^^^^^^"
         ]
     );
 }
@@ -84,7 +84,7 @@ fn unknown_key_in_route() {
 fn unknown_table() {
     assert_eq!(
         one_error("[peers]\nname = \"shore\"\n"),
-        "routes.toml:1:2: error: unknown field `peers`, expected one of `lan`, `peer`, `route`"
+        "routes.toml:1:2: error: unknown field `peers`, expected one of `lan`, `peer`, `route`, `group`"
     );
 }
 
@@ -586,7 +586,7 @@ fn columns_count_characters_not_bytes() {
     let text = "name = \"é\"\nx = 1\n";
     assert_eq!(
         one_error(text),
-        "routes.toml:1:1: error: unknown field `name`, expected one of `lan`, `peer`, `route`"
+        "routes.toml:1:1: error: unknown field `name`, expected one of `lan`, `peer`, `route`, `group`"
     );
 }
 

@@ -47,7 +47,8 @@ const RECORD_HEADER: usize = 5;
 pub enum Target {
     /// Local delivery (the LAN smarthost or a Maildir).
     Lan,
-    /// An HF peer gateway, by its name in the routing table.
+    /// An HF peer gateway or a multicast group of them, by its name in the routing table
+    /// (peers and groups share one name space).
     Peer(String),
 }
 
