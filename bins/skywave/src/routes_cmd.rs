@@ -162,7 +162,11 @@ fn explain(
         println!();
         print_plan(&table, &targets);
     }
-    if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 /// How one message to these recipients would travel over HF.

@@ -45,6 +45,22 @@ impl Clock {
                 .as_secs_f64()
     }
 
+    /// The current time, unix milliseconds (the sans-IO protocol cores' clock).
+    pub fn unix_ms(&self) -> u64 {
+        let elapsed = Instant::now()
+            .saturating_duration_since(self.base)
+            .as_millis();
+        self.base_unix
+            .saturating_mul(1000)
+            .saturating_add(u64::try_from(elapsed).unwrap_or(u64::MAX))
+    }
+
+    /// The tokio instant of unix millisecond `t` (now, if it is already past).
+    pub fn instant_of_ms(&self, t: u64) -> Instant {
+        let ahead = t.saturating_sub(self.unix_ms());
+        Instant::now() + std::time::Duration::from_millis(ahead)
+    }
+
     /// The tokio instant at which unix second `t` begins (now, if it is already past).
     pub fn instant_of(&self, t: u64) -> Instant {
         let ahead = t.saturating_sub(self.unix_now());

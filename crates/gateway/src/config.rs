@@ -95,7 +95,18 @@ pub struct HfConfig {
     /// (a client sending several in one SMTP session) goes in one batch: a turnaround on HF
     /// costs far more than this.
     pub batch_delay: Duration,
+    /// Start in EMCON (radio silence): the gateway transmits nothing (no sessions, no P_MUL
+    /// acknowledgements), still receives and delivers multicast mail, and sends what it owes
+    /// once an operator lifts EMCON (`skywave emcon off`). A restart returns to this setting.
+    pub emcon: bool,
+    /// Largest P_MUL PDU, bytes: each travels as one non-ARQ U_PDU, lost whole if one of its
+    /// D_PDUs is lost, so small PDUs cost a little header and save much repair on a poor channel.
+    pub pmul_pdu_size: usize,
 }
+
+/// Default of `[hf] pmul_pdu_size`: a few D_PDUs per P_MUL PDU, so that one lost D_PDU costs a
+/// repair of half a kilobyte, not of a whole 2 kB U_PDU.
+pub const DEFAULT_PMUL_PDU_SIZE: usize = 512;
 
 impl Default for HfConfig {
     fn default() -> Self {
@@ -107,6 +118,8 @@ impl Default for HfConfig {
             cftp_files_in_flight: skywave_hmtp::DEFAULT_SKYWAVE_IN_FLIGHT,
             dedup_window: Duration::from_secs(7 * 86_400),
             batch_delay: Duration::from_secs(2),
+            emcon: false,
+            pmul_pdu_size: DEFAULT_PMUL_PDU_SIZE,
         }
     }
 }
@@ -242,6 +255,8 @@ struct RawHf {
     cftp_files_in_flight: Option<Spanned<i64>>,
     dedup_window: Option<Secs>,
     batch_delay: Option<Secs>,
+    emcon: Option<bool>,
+    pmul_pdu_size: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -690,6 +705,21 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
                 format!(
                     "assumed_bps = {} is out of range; expected a data rate from 50 to 64000 bit/s",
                     b.get_ref()
+                ),
+            ),
+        }
+    }
+    if let Some(e) = raw.hf.emcon {
+        hf.emcon = e;
+    }
+    if let Some(n) = &raw.hf.pmul_pdu_size {
+        match usize::try_from(*n.get_ref()) {
+            Ok(v) if (64..=2042).contains(&v) => hf.pmul_pdu_size = v,
+            _ => err(
+                n.span(),
+                format!(
+                    "pmul_pdu_size = {} is out of range; expected 64 to 2042 bytes (a 2048-byte U_PDU less the 6-byte UDOP header)",
+                    n.get_ref()
                 ),
             ),
         }

@@ -20,6 +20,7 @@ use tracing::{error, info, warn};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::delivery::{self, DeliveryContext};
+use crate::emcon;
 use crate::hf;
 use crate::intake::{GatewayPolicy, Intake, Source};
 use crate::outcome::Recorder;
@@ -78,6 +79,7 @@ pub struct Gateway {
     spool: Arc<Spool>,
     intake: Arc<Intake>,
     hf: hf::Hf,
+    emcon: Arc<watch::Sender<bool>>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<(&'static str, tokio::task::JoinHandle<()>)>,
 }
@@ -95,6 +97,20 @@ impl Gateway {
     /// The addresses actually bound.
     pub fn bound(&self) -> Bound {
         self.bound
+    }
+
+    /// Sets or lifts EMCON on the running gateway, as `skywave emcon on|off` does (the switch
+    /// file too, so the file's follower agrees).
+    pub fn set_emcon(&self, on: bool) {
+        if let Err(e) = emcon::write(&self.config.state_dir, on) {
+            warn!(error = %e, "cannot write the EMCON switch file");
+        }
+        self.emcon.send_replace(on);
+    }
+
+    /// Whether the gateway keeps EMCON.
+    pub fn emcon(&self) -> bool {
+        *self.emcon.borrow()
     }
 
     /// The spool.
@@ -273,6 +289,11 @@ pub async fn start(config: Config, sis: hf::SisConnect) -> Result<Gateway, Daemo
         hf_wake: Arc::clone(&hf_wake),
         clock,
     });
+    // The configuration decides EMCON at start; `skywave emcon` changes it while running.
+    if let Err(e) = emcon::write(&config.state_dir, config.hf.emcon) {
+        warn!(error = %e, "cannot write the EMCON switch file; `skywave emcon` will not reach this gateway");
+    }
+    let emcon_state = Arc::new(watch::Sender::new(config.hf.emcon));
     let hf = hf::Hf::start(
         hf::HfContext {
             hostname: config.hostname.clone(),
@@ -286,6 +307,7 @@ pub async fn start(config: Config, sis: hf::SisConnect) -> Result<Gateway, Daemo
             transfers: Arc::new(hf::TransferLog::new(
                 config.state_dir.join("transfers.jsonl"),
             )),
+            emcon: Arc::clone(&emcon_state),
         },
         sis,
         shutdown_rx.clone(),
@@ -297,34 +319,43 @@ pub async fn start(config: Config, sis: hf::SisConnect) -> Result<Gateway, Daemo
         intake: Arc::clone(&intake),
         tls,
     });
-    let mut tasks = Vec::new();
-    tasks.push((
-        "smtp listener",
-        tokio::spawn(smtp_listener::serve(ctx, listener, shutdown_rx.clone())),
-    ));
-    tasks.push((
-        "LAN delivery",
-        tokio::spawn(delivery::run(
-            Arc::new(DeliveryContext {
-                hostname: config.hostname.clone(),
-                delivery: config.delivery.clone(),
-                spool: Arc::clone(&spool),
-                recorder,
-                wake: Arc::clone(&lan_wake),
-                journal: config.state_dir.join("maildir-handoff.jsonl"),
-            }),
-            shutdown_rx.clone(),
-        )),
-    ));
-    tasks.push((
-        "operator nudges",
-        tokio::spawn(watch_nudges(
-            Arc::clone(&spool),
-            Arc::clone(&lan_wake),
-            Arc::clone(&hf_wake),
-            shutdown_rx.clone(),
-        )),
-    ));
+    let mut tasks = vec![
+        (
+            "smtp listener",
+            tokio::spawn(smtp_listener::serve(ctx, listener, shutdown_rx.clone())),
+        ),
+        (
+            "LAN delivery",
+            tokio::spawn(delivery::run(
+                Arc::new(DeliveryContext {
+                    hostname: config.hostname.clone(),
+                    delivery: config.delivery.clone(),
+                    spool: Arc::clone(&spool),
+                    recorder,
+                    wake: Arc::clone(&lan_wake),
+                    journal: config.state_dir.join("maildir-handoff.jsonl"),
+                }),
+                shutdown_rx.clone(),
+            )),
+        ),
+        (
+            "operator nudges",
+            tokio::spawn(watch_nudges(
+                Arc::clone(&spool),
+                Arc::clone(&lan_wake),
+                Arc::clone(&hf_wake),
+                shutdown_rx.clone(),
+            )),
+        ),
+        (
+            "EMCON switch",
+            tokio::spawn(emcon::follow(
+                config.state_dir.clone(),
+                Arc::clone(&emcon_state),
+                shutdown_rx.clone(),
+            )),
+        ),
+    ];
     let mut metrics_addr = None;
     if let Some((l, bound)) = metrics {
         match metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder() {
@@ -361,6 +392,7 @@ pub async fn start(config: Config, sis: hf::SisConnect) -> Result<Gateway, Daemo
         spool,
         intake,
         hf,
+        emcon: emcon_state,
         shutdown: shutdown_tx,
         tasks,
     })

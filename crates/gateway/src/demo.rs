@@ -150,30 +150,8 @@ pub struct Pair {
 impl Pair {
     /// Writes the configurations and starts the emulator and both gateways.
     pub async fn start(opts: &PairOptions) -> Result<Pair, PairError> {
-        let rate = DataRate::from_bps(opts.rate_bps).ok_or_else(|| {
-            PairError::Setting(format!(
-                "{} bit/s is not a MIL-STD-188-110A/B data rate (75, 150, 300, 600, 1200, 2400, 3200, 4800, 6400, 8000, 9600)",
-                opts.rate_bps
-            ))
-        })?;
-        let interleaver = match opts.interleaver.as_str() {
-            "zero" => Interleaver::Zero,
-            "short" => Interleaver::Short,
-            "long" => Interleaver::Long,
-            other => {
-                return Err(PairError::Setting(format!(
-                    "interleaver {other:?}: expected zero, short or long"
-                )));
-            }
-        };
-        let modem =
-            ModemConfig::new(rate, interleaver).map_err(|e| PairError::Emulator(e.to_string()))?;
-        let mut channel = if opts.channel == "awgn" {
-            ChannelConfig::awgn(opts.snr_db)
-        } else {
-            ChannelConfig::watterson(opts.snr_db, &opts.channel)
-                .map_err(|e| PairError::Emulator(e.to_string()))?
-        };
+        let (modem, mut channel) =
+            modem_and_channel(opts.rate_bps, &opts.interleaver, &opts.channel, opts.snr_db)?;
         for (start, length) in &opts.outages {
             channel.impairments.push(ScheduledImpairment {
                 start: *start,
@@ -247,7 +225,40 @@ impl Pair {
     }
 }
 
-fn maildir_of(c: &config::Config) -> PathBuf {
+/// The emulator's modem and channel for these settings (`channel`: `awgn` or an ITU-R profile).
+pub(crate) fn modem_and_channel(
+    rate_bps: u32,
+    interleaver: &str,
+    channel: &str,
+    snr_db: f64,
+) -> Result<(ModemConfig, ChannelConfig), PairError> {
+    let rate = DataRate::from_bps(rate_bps).ok_or_else(|| {
+            PairError::Setting(format!(
+                "{} bit/s is not a MIL-STD-188-110A/B data rate (75, 150, 300, 600, 1200, 2400, 3200, 4800, 6400, 8000, 9600)",
+                rate_bps
+            ))
+        })?;
+    let interleaver = match interleaver {
+        "zero" => Interleaver::Zero,
+        "short" => Interleaver::Short,
+        "long" => Interleaver::Long,
+        other => {
+            return Err(PairError::Setting(format!(
+                "interleaver {other:?}: expected zero, short or long"
+            )));
+        }
+    };
+    let modem =
+        ModemConfig::new(rate, interleaver).map_err(|e| PairError::Emulator(e.to_string()))?;
+    let channel = if channel == "awgn" {
+        ChannelConfig::awgn(snr_db)
+    } else {
+        ChannelConfig::watterson(snr_db, channel).map_err(|e| PairError::Emulator(e.to_string()))?
+    };
+    Ok((modem, channel))
+}
+
+pub(crate) fn maildir_of(c: &config::Config) -> PathBuf {
     match &c.delivery {
         config::Delivery::Maildir { dir, .. } => dir.clone(),
         config::Delivery::Smarthost { .. } => c.state_dir.join("maildir"),
@@ -256,7 +267,7 @@ fn maildir_of(c: &config::Config) -> PathBuf {
 
 /// Connections to node `node` of `subnet`, refused while `up` is false and cut when `cut` is
 /// notified.
-fn in_process(
+pub(crate) fn in_process(
     subnet: &Subnet,
     node: usize,
     up: watch::Receiver<bool>,
@@ -368,28 +379,14 @@ fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
         path: dir.display().to_string(),
         source,
     })?;
-    let gateway = format!(
-        "# The {name} gateway of `skywave demo` (written by the demo; an ordinary config).\n\
-         hostname = \"gw.{domain}\"\n\
-         state_dir = \"state\"\n\
-         routes = \"routes.toml\"\n\n\
-         [smtp]\n\
-         listen = \"{smtp}\"\n\n\
-         [delivery]\n\
-         maildir = \"Maildir\"\n\n\
-         [metrics]\n\
-         enabled = false\n\n\
-         [spool]\n\
-         min_backoff = {backoff}\n\
-         max_backoff = {max_backoff}\n\n\
-         [hf]\n\
-         node = \"{node}\"\n\
-         # The demo reaches its emulated node in-process; with skywave-emu this is its port.\n\
-         sis_server = \"127.0.0.1:5066\"\n\
-         assumed_bps = {bps}\n",
-        backoff = opts.min_backoff,
-        max_backoff = (opts.min_backoff * 8).max(60),
-        bps = opts.rate_bps.clamp(50, 64_000),
+    let gateway = gateway_toml(
+        &format!("The {name} gateway of `skywave demo`"),
+        domain,
+        smtp,
+        node,
+        opts.min_backoff,
+        opts.rate_bps,
+        false,
     );
     let routes = format!(
         "# Routing table of the {name} gateway of `skywave demo`.\n\
@@ -425,7 +422,43 @@ fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
     Ok(cfg)
 }
 
-fn write(path: &Path, text: &str) -> Result<(), PairError> {
+/// A gateway's `skywave.toml` as the demos write it: state beside the file, Maildir delivery,
+/// no metrics, the spool's retry delays, this node reached at its (emulated) SIS server.
+pub(crate) fn gateway_toml(
+    title: &str,
+    domain: &str,
+    smtp: SocketAddr,
+    node: &str,
+    min_backoff: u64,
+    rate_bps: u32,
+    emcon: bool,
+) -> String {
+    format!(
+        "# {title} (written by the demo; an ordinary config).\n\
+         hostname = \"gw.{domain}\"\n\
+         state_dir = \"state\"\n\
+         routes = \"routes.toml\"\n\n\
+         [smtp]\n\
+         listen = \"{smtp}\"\n\n\
+         [delivery]\n\
+         maildir = \"Maildir\"\n\n\
+         [metrics]\n\
+         enabled = false\n\n\
+         [spool]\n\
+         min_backoff = {min_backoff}\n\
+         max_backoff = {max_backoff}\n\n\
+         [hf]\n\
+         node = \"{node}\"\n\
+         # The demo reaches its emulated node in-process; with skywave-emu this is its port.\n\
+         sis_server = \"127.0.0.1:5066\"\n\
+         assumed_bps = {bps}\n\
+         emcon = {emcon}\n",
+        max_backoff = (min_backoff * 8).max(60),
+        bps = rate_bps.clamp(50, 64_000),
+    )
+}
+
+pub(crate) fn write(path: &Path, text: &str) -> Result<(), PairError> {
     std::fs::write(path, text).map_err(|source| PairError::Io {
         path: path.display().to_string(),
         source,

@@ -16,6 +16,8 @@ pub mod config;
 pub mod daemon;
 pub mod delivery;
 pub mod demo;
+pub mod emcon;
+pub mod fleet;
 pub mod hf;
 pub mod intake;
 pub mod maildir;

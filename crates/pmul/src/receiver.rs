@@ -36,6 +36,11 @@ pub struct ReceiverConfig {
     pub own_id: u32,
     /// Wait after the last PDU of a message before acknowledging it.
     pub ack_delay_ms: u64,
+    /// Extra wait per place of this node in the Address_PDU's destination list: every ship
+    /// hears the last PDU at the same moment, so with one delay for all their acks would key
+    /// up together and collide on a half-duplex channel; the n-th destination waits n slots
+    /// more (a slot a little longer than one ack's transmission and turnaround).
+    pub ack_slot_ms: u64,
     /// Largest Ack_PDU (the bearer's MTU). At least 26.
     pub pdu_size: usize,
     /// P_MUL priority of Ack_PDUs.
@@ -58,6 +63,7 @@ impl ReceiverConfig {
         ReceiverConfig {
             own_id,
             ack_delay_ms: 5_000,
+            ack_slot_ms: 0,
             pdu_size: 2048,
             priority: 0,
             emcon: false,
@@ -119,6 +125,8 @@ struct Assembly {
     ack_due: Option<u64>,
     ack_owed: bool,
     priority: u8,
+    /// This node's place in the destination list (see [`ReceiverConfig::ack_slot_ms`]).
+    slot: u64,
 }
 
 impl Assembly {
@@ -134,6 +142,7 @@ impl Assembly {
             ack_due: None,
             ack_owed: false,
             priority,
+            slot: 0,
         }
     }
 }
@@ -245,15 +254,24 @@ impl Receiver {
             a.fragments.insert(d.seq, d.data);
         }
         if a.addressed == Addressed::Yes {
-            a.ack_due = Some(now.saturating_add(self.config.ack_delay_ms));
+            let delay = self
+                .config
+                .ack_delay_ms
+                .saturating_add(a.slot.saturating_mul(self.config.ack_slot_ms));
+            a.ack_due = Some(now.saturating_add(delay));
         }
         self.try_complete(key, now);
     }
 
     fn on_address(&mut self, ad: &AddressPdu, now: u64) {
         let key = (ad.source, ad.message_id);
-        let listed = ad.dests.iter().any(|e| e.dest_id == self.config.own_id);
-        let delay = self.config.ack_delay_ms;
+        let place = ad
+            .dests
+            .iter()
+            .position(|e| e.dest_id == self.config.own_id);
+        let listed = place.is_some();
+        let slot = place.map_or(0, |p| p as u64);
+        let delay = self.ack_delay(slot);
         if let Some(done) = self.done.get_mut(&key) {
             if listed && done.delivered {
                 // The sender still lists us: it has not heard our ack. Say it again.
@@ -292,6 +310,7 @@ impl Receiver {
         }
         if listed {
             a.addressed = Addressed::Yes;
+            a.slot = slot;
             a.ack_due = Some(now.saturating_add(delay));
         } else if ad.map == Map::ONLY && a.addressed != Addressed::Yes {
             // The whole destination list is in this PDU and we are not on it.
@@ -375,7 +394,7 @@ impl Receiver {
             .unwrap_or(now.saturating_add(self.config.orphan_timeout_ms));
         let due = Some(
             a.ack_due
-                .unwrap_or(now.saturating_add(self.config.ack_delay_ms)),
+                .unwrap_or(now.saturating_add(self.ack_delay(a.slot))),
         );
         self.remember(key, expiry, true, due);
         if let Some(d) = self.done.get_mut(&key) {
@@ -501,11 +520,26 @@ impl Receiver {
         }
     }
 
+    /// The wait before an ack of a node at `slot` in the destination list.
+    fn ack_delay(&self, slot: u64) -> u64 {
+        self.config
+            .ack_delay_ms
+            .saturating_add(slot.saturating_mul(self.config.ack_slot_ms))
+    }
+
     fn push_ack(&mut self, ack: AckPdu) {
         // Entries were built strictly increasing and sized to fit, so encoding cannot fail.
         if let Ok(b) = Pdu::Ack(ack).encode() {
             self.out.push_back(b);
         }
+    }
+
+    /// Takes back a delivered message its user could not keep (a full disk, a spool error): no
+    /// ack goes for it, and a retransmission is assembled and delivered again, so the sender,
+    /// hearing nothing, repairs and nothing accepted is lost. Returns whether the message was
+    /// known.
+    pub fn forget(&mut self, source: u32, message_id: u32) -> bool {
+        self.done.remove(&(source, message_id)).is_some()
     }
 
     /// Enters or leaves EMCON. Leaving it acknowledges at once every message an ack is owed for.

@@ -830,7 +830,9 @@ fn check_groups(
         } else if name.eq_ignore_ascii_case(LAN) {
             ck.error(
                 g.name.span(),
-                format!("group name \"{name}\" is reserved for delivery on the LAN; choose another name"),
+                format!(
+                    "group name \"{name}\" is reserved for delivery on the LAN; choose another name"
+                ),
             );
             ok = false;
         } else if let Some((p, _)) = peers.iter().find(|(p, _)| p.name == name) {
@@ -845,7 +847,10 @@ fn check_groups(
         } else if let Some((other, _)) = groups.iter().find(|(o, _)| o.name == name) {
             ck.error(
                 g.name.span(),
-                format!("duplicate group name \"{name}\"; first defined at line {}", other.line),
+                format!(
+                    "duplicate group name \"{name}\"; first defined at line {}",
+                    other.line
+                ),
             );
             ok = false;
         }
@@ -890,12 +895,17 @@ fn check_groups(
             let Some((peer, _)) = peers.iter().find(|(p, _)| p.name == *member) else {
                 ck.error(
                     m.span(),
-                    format!("unknown peer \"{member}\" in group \"{name}\"; members are [[peer]] names"),
+                    format!(
+                        "unknown peer \"{member}\" in group \"{name}\"; members are [[peer]] names"
+                    ),
                 );
                 continue;
             };
             if members.contains(member) {
-                ck.error(m.span(), format!("peer \"{member}\" is listed twice in group \"{name}\""));
+                ck.error(
+                    m.span(),
+                    format!("peer \"{member}\" is listed twice in group \"{name}\""),
+                );
                 continue;
             }
             if !matches!(peer.bearer, crate::model::Bearer::Sis { .. }) || peer.node.is_none() {
@@ -941,15 +951,16 @@ fn check_groups(
                 }
             },
         };
-        let sis_server = g.sis_server.as_ref().and_then(|s| {
-            match crate::model::check_host_port(s.get_ref()) {
-                Ok(v) => Some(v),
-                Err(e) => {
-                    ck.error(s.span(), format!("invalid sis_server: {e}"));
-                    None
-                }
-            }
-        });
+        let sis_server =
+            g.sis_server
+                .as_ref()
+                .and_then(|s| match crate::model::check_host_port(s.get_ref()) {
+                    Ok(v) => Some(v),
+                    Err(e) => {
+                        ck.error(s.span(), format!("invalid sis_server: {e}"));
+                        None
+                    }
+                });
         if let (true, Some(node)) = (ok, node) {
             groups.push((
                 Group {

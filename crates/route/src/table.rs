@@ -521,7 +521,11 @@ impl<'t> MulticastLeg<'t> {
 
 impl<'t> Plan<'t> {
     fn leg(&mut self, group: &'t Group) -> &mut MulticastLeg<'t> {
-        let i = match self.multicast.iter().position(|l| l.group.name == group.name) {
+        let i = match self
+            .multicast
+            .iter()
+            .position(|l| l.group.name == group.name)
+        {
             Some(i) => i,
             None => {
                 self.multicast.push(MulticastLeg {

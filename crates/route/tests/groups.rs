@@ -168,10 +168,7 @@ fn explain_shows_the_group_and_the_choice() {
     let text = t.explain("a@x.ship3.example", None).to_string();
     assert!(text.contains("EMCON: yes"), "{text}");
     let text = t.explain("notices@fleet.example", None).to_string();
-    assert!(
-        text.contains("route: multicast group \"fleet\""),
-        "{text}"
-    );
+    assert!(text.contains("route: multicast group \"fleet\""), "{text}");
 }
 
 #[test]
@@ -183,37 +180,83 @@ fn group_mistakes_are_explained() {
     assert_ne!(base, FLEET);
     let with = |group: &str| format!("{base}\n{group}");
 
-    let e = errors(&with("[[group]]\nname = \"fleet\"\nnode = \"0.0.9.9\"\nmembers = [\"ship1\", \"ship2\", \"ship3\"]\n"));
-    assert!(e.iter().any(|m| m.contains("is not a STANAG 5066 group address; expected w.x.y.z with w 16-31")), "{e:#?}");
+    let e = errors(&with(
+        "[[group]]\nname = \"fleet\"\nnode = \"0.0.9.9\"\nmembers = [\"ship1\", \"ship2\", \"ship3\"]\n",
+    ));
+    assert!(
+        e.iter().any(
+            |m| m.contains("is not a STANAG 5066 group address; expected w.x.y.z with w 16-31")
+        ),
+        "{e:#?}"
+    );
 
-    let e = errors(&with("[[group]]\nname = \"fleet\"\nmembers = [\"ship1\", \"ship3\"]\n"));
-    assert!(e.iter().any(|m| m.contains("group \"fleet\" has no node address")), "{e:#?}");
+    let e = errors(&with(
+        "[[group]]\nname = \"fleet\"\nmembers = [\"ship1\", \"ship3\"]\n",
+    ));
+    assert!(
+        e.iter()
+            .any(|m| m.contains("group \"fleet\" has no node address")),
+        "{e:#?}"
+    );
 
-    let e = errors(&with("[[group]]\nname = \"fleet\"\nnode = \"16.0.9.9\"\nmembers = [\"ship1\", \"shp2\", \"ship3\"]\n"));
-    assert!(e.iter().any(|m| m.contains("unknown peer \"shp2\" in group \"fleet\"")), "{e:#?}");
+    let e = errors(&with(
+        "[[group]]\nname = \"fleet\"\nnode = \"16.0.9.9\"\nmembers = [\"ship1\", \"shp2\", \"ship3\"]\n",
+    ));
+    assert!(
+        e.iter()
+            .any(|m| m.contains("unknown peer \"shp2\" in group \"fleet\"")),
+        "{e:#?}"
+    );
 
-    let e = errors(&with("[[group]]\nname = \"ship1\"\nnode = \"16.0.9.9\"\nmembers = [\"ship2\", \"ship3\"]\n"));
-    assert!(e.iter().any(|m| m.contains("group name \"ship1\" is already the name of the peer")), "{e:#?}");
+    let e = errors(&with(
+        "[[group]]\nname = \"ship1\"\nnode = \"16.0.9.9\"\nmembers = [\"ship2\", \"ship3\"]\n",
+    ));
+    assert!(
+        e.iter()
+            .any(|m| m.contains("group name \"ship1\" is already the name of the peer")),
+        "{e:#?}"
+    );
 
-    let e = errors(&with("[[group]]\nname = \"fleet\"\nnode = \"16.0.9.9\"\nmembers = [\"ship1\", \"ship3\"]\n\n[[group]]\nname = \"pair\"\nnode = \"16.0.9.8\"\nmembers = [\"ship1\", \"ship2\"]\n"));
-    assert!(e.iter().any(|m| m.contains("peer \"ship1\" is already in group \"fleet\"")), "{e:#?}");
+    let e = errors(&with(
+        "[[group]]\nname = \"fleet\"\nnode = \"16.0.9.9\"\nmembers = [\"ship1\", \"ship3\"]\n\n[[group]]\nname = \"pair\"\nnode = \"16.0.9.8\"\nmembers = [\"ship1\", \"ship2\"]\n",
+    ));
+    assert!(
+        e.iter()
+            .any(|m| m.contains("peer \"ship1\" is already in group \"fleet\"")),
+        "{e:#?}"
+    );
 
-    let e = errors(&with("[[group]]\nname = \"fleet\"\nnode = \"16.0.9.9\"\nmembers = [\"ship1\", \"ship2\", \"ship3\"]\nrepeats = 9\n"));
-    assert!(e.iter().any(|m| m.contains("repeats = 9 is out of range; expected 0-5")), "{e:#?}");
+    let e = errors(&with(
+        "[[group]]\nname = \"fleet\"\nnode = \"16.0.9.9\"\nmembers = [\"ship1\", \"ship2\", \"ship3\"]\nrepeats = 9\n",
+    ));
+    assert!(
+        e.iter()
+            .any(|m| m.contains("repeats = 9 is out of range; expected 0-5")),
+        "{e:#?}"
+    );
 
     // An EMCON ship outside every group cannot be reached at all.
-    let e = errors(&with("[[group]]\nname = \"fleet\"\nnode = \"16.0.9.9\"\nmembers = [\"ship1\", \"ship2\"]\n"));
+    let e = errors(&with(
+        "[[group]]\nname = \"fleet\"\nnode = \"16.0.9.9\"\nmembers = [\"ship1\", \"ship2\"]\n",
+    ));
     assert!(e.iter().any(|m| m.contains("peer \"ship3\" keeps EMCON (emcon = true) but is in no [[group]]")), "{e:#?}");
 
     // Routes may name a group; an unknown name lists peers and groups.
     let e = errors(&FLEET.replace("to = \"fleet\"", "to = \"flet\""));
-    assert!(e.iter().any(|m| m.contains("unknown peer \"flet\"") && m.contains("fleet")), "{e:#?}");
+    assert!(
+        e.iter()
+            .any(|m| m.contains("unknown peer \"flet\"") && m.contains("fleet")),
+        "{e:#?}"
+    );
 }
 
 #[test]
 fn a_group_of_one_ship_without_emcon_is_a_warning() {
     let text = FLEET
-        .replace("members = [\"ship1\", \"ship2\", \"ship3\"]", "members = [\"ship1\"]")
+        .replace(
+            "members = [\"ship1\", \"ship2\", \"ship3\"]",
+            "members = [\"ship1\"]",
+        )
         .replace("emcon = true\n", "");
     let t = RoutingTable::parse("routes.toml", &text).unwrap();
     assert!(

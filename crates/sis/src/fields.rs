@@ -97,6 +97,8 @@ bounded_u8!(
 );
 
 impl SapId {
+    /// SAP 2: T-MMHS (STANAG 4406 annex E), whose TMI-1 is ACP 142 P_MUL in UDOP U_PDUs.
+    pub const T_MMHS: SapId = SapId(2);
     /// SAP 3: HMTP (HF Mail Transfer Protocol).
     pub const HMTP: SapId = SapId(3);
     /// SAP 9: the IP client (mandatory in Annex F).

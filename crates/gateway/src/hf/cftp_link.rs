@@ -20,11 +20,10 @@ use std::sync::Arc;
 
 use skywave_hmtp::{
     AckOutcome, BatchMessage, CftpReceiverEvent, CftpReceiverSession, CftpReceiverSettings,
-    CftpSender, CftpSenderSettings, CftpSenderStats, Disposition, IncomingFile, MessageResult,
+    CftpSender, CftpSenderSettings, CftpSenderStats, Disposition, MessageResult,
 };
 use skywave_sis::NodeAddress;
 use skywave_smtp::{BodyType, Envelope, Protocol};
-use skywave_spool::dsn::DsnRecipient;
 use skywave_spool::{DueMessage, Target};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -33,7 +32,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 use super::dedup_store::DedupStore;
 use super::sis::{Endpoint, LinkInput, priority_5066};
 use super::transfer::{Direction, TransferRecord};
-use super::{HfContext, MAX_SLEEP, sleep_opt};
+use super::{Classified, HfContext, MAX_SLEEP, classify, sleep_opt};
 use crate::intake::{GatewayPolicy, Source};
 use crate::outcome::Outcome;
 
@@ -144,6 +143,10 @@ impl CftpLink {
     async fn on_input(&mut self, input: LinkInput, target: &Target, st: &mut State) {
         let now = Instant::now().into_std();
         match input {
+            // In EMCON nothing may answer; the peer keeps its files and sends them again.
+            LinkInput::Updu(_) if self.ctx.in_emcon() => {
+                warn!("CFTP from the peer while this gateway keeps EMCON: not acknowledged");
+            }
             LinkInput::Updu(b) => {
                 let ack = match st.sender.as_mut() {
                     Some(s) => s.receive(now, &b),
@@ -181,7 +184,7 @@ impl CftpLink {
         let Some(peer) = table.peer(&self.name) else {
             return false;
         };
-        if peer.hold {
+        if self.ctx.must_not_send(peer) {
             return false;
         }
         if st.sender.is_none() {
@@ -337,40 +340,6 @@ impl CftpLink {
     /// Takes a received file: the DSN for the recipients refused for good first (so a crash
     /// before the acknowledgement can send it twice, never zero times), then the message for
     /// the others. The id returned names what is now on disk.
-    async fn take_file(
-        &self,
-        f: &IncomingFile,
-        policy: &GatewayPolicy,
-        envelope: &Envelope,
-        sender: &str,
-        refused: Vec<DsnRecipient>,
-    ) -> Result<String, String> {
-        let bounced = if refused.is_empty() {
-            None
-        } else {
-            let reference = format!("cftp-{}-{}", self.name, f.mail.message_id);
-            for r in &refused {
-                warn!(cftp_id = %f.mail.message_id, rcpt = %r.address, reason = %r.diagnostic, "recipient refused; bounced to the sender");
-            }
-            self.ctx
-                .recorder
-                .bounce_refused(sender, &reference, &f.mail.message, refused)
-                .await?
-        };
-        if envelope.recipients.is_empty() {
-            return Ok(bounced.map_or_else(
-                || "nothing (every recipient refused, null sender)".to_owned(),
-                |d| format!("a DSN {d} (every recipient refused)"),
-            ));
-        }
-        self.ctx
-            .intake
-            .store(policy, envelope, &f.mail.message, None)
-            .await
-            .map(|id| id.to_string())
-            .map_err(|r| format!("{} {}", r.code, r.text()))
-    }
-
     async fn receive_files(&mut self, st: &mut State) {
         // Bounded: each event is handled once.
         while let Some(event) = st.receiver.poll_event() {
@@ -387,26 +356,11 @@ impl CftpLink {
                     // CFTP cannot refuse: recipients refused for good are bounced by this
                     // gateway (the file is then acknowledged), a temporary refusal leaves the
                     // file unacknowledged so the peer sends it again later.
-                    let mut taken = Vec::new();
-                    let mut refused = Vec::new();
-                    let mut later = None;
-                    for r in &f.mail.recipients {
-                        match policy.accept_recipient(r) {
-                            Ok(()) => taken.push(r.clone()),
-                            Err(reply) if reply.is_permanent() => refused.push(DsnRecipient {
-                                address: r.clone(),
-                                status: reply
-                                    .enhanced
-                                    .map_or_else(|| "5.0.0".to_owned(), |e| e.to_string()),
-                                diagnostic: format!("{} {}", reply.code, reply.text()),
-                                last_attempt: None,
-                            }),
-                            Err(reply) => {
-                                later = Some(format!("{r}: {} {}", reply.code, reply.text()));
-                                break;
-                            }
-                        }
-                    }
+                    let Classified {
+                        taken,
+                        refused,
+                        later,
+                    } = classify(&mut policy, &f.mail.recipients);
                     let sender = f.mail.return_path.clone().unwrap_or_default();
                     let envelope = Envelope {
                         reverse_path: sender.clone(),
@@ -421,7 +375,15 @@ impl CftpLink {
                     let stored = match later {
                         Some(why) => Err(why),
                         None => {
-                            self.take_file(&f, &policy, &envelope, &sender, refused)
+                            let reference = format!("cftp-{}-{}", self.name, f.mail.message_id);
+                            self.ctx
+                                .store_received(
+                                    &reference,
+                                    &policy,
+                                    &envelope,
+                                    &f.mail.message,
+                                    refused,
+                                )
                                 .await
                         }
                     };

@@ -301,7 +301,7 @@ impl HmtpLink {
         let Some(peer) = table.peer(&self.name) else {
             return Start::Blocked;
         };
-        if peer.hold {
+        if self.ctx.must_not_send(peer) {
             return Start::Blocked;
         }
         let compression = match (peer.skywave, peer.compression) {
@@ -397,6 +397,12 @@ impl HmtpLink {
         arbiter: &mut Arbiter,
     ) {
         match input {
+            // In EMCON nothing may answer; the peer keeps its mail and sends it again later.
+            LinkInput::Updu(_) if self.ctx.in_emcon() => {
+                warn!(
+                    "HMTP from the peer while this gateway keeps EMCON: not answered (a peer that knows it should set emcon = true for us)"
+                );
+            }
             LinkInput::Updu(b) => {
                 self.on_updu(b, own, current, unclassified, arbiter).await;
             }

@@ -13,6 +13,7 @@
 mod cftp_link;
 mod dedup_store;
 mod hmtp_link;
+pub(crate) mod pmul_link;
 pub mod sis;
 mod tcp_link;
 pub mod transfer;
@@ -32,8 +33,9 @@ pub use transfer::{Direction, TransferLog, TransferRecord};
 
 use crate::clock::Clock;
 use crate::config::HfConfig;
-use crate::intake::Intake;
+use crate::intake::{GatewayPolicy, Intake};
 use crate::outcome::Recorder;
+use skywave_spool::dsn::DsnRecipient;
 
 /// What the links share.
 #[derive(Debug)]
@@ -56,10 +58,27 @@ pub struct HfContext {
     pub clock: Clock,
     /// Where transfer records go (`state_dir/transfers.jsonl`).
     pub transfers: Arc<TransferLog>,
+    /// True while the gateway keeps EMCON: no link puts anything on the air (see
+    /// `pmul_link`); set from `[hf] emcon` at start and by `skywave emcon` while running.
+    pub emcon: Arc<watch::Sender<bool>>,
 }
 
 impl HfContext {
-    /// When to look at `target`'s queue next: the spool's next due time, at most `cap`.
+    /// Whether a link must not send to `peer` now: the operator holds the peer, or the gateway
+    /// keeps EMCON.
+    fn must_not_send(&self, peer: &skywave_route::Peer) -> bool {
+        peer.hold || self.in_emcon()
+    }
+
+    /// Whether the gateway keeps EMCON (see [`HfContext::emcon`]).
+    fn in_emcon(&self) -> bool {
+        *self.emcon.borrow()
+    }
+
+    /// When to look at `target`'s queue next, after a look that took nothing: the spool's next
+    /// due time, at most `cap`, and at least [`RECHECK`] from now. Mail due now that a look did
+    /// not take is another link's (a multicast, a message another session holds): looking again
+    /// at once would spin.
     async fn next_due(&self, target: &Target, cap: tokio::time::Instant) -> tokio::time::Instant {
         let spool = Arc::clone(&self.intake.spool);
         let t = target.clone();
@@ -68,7 +87,8 @@ impl HfContext {
             .ok()
             .and_then(Result::ok)
             .flatten();
-        next.map_or(cap, |t| self.clock.instant_of(t).min(cap))
+        let floor = tokio::time::Instant::now() + RECHECK;
+        next.map_or(cap, |t| self.clock.instant_of(t).max(floor).min(cap))
     }
 
     /// Takes the mail due for `target` (priority order, within `budget` bytes, skipping the
@@ -83,6 +103,11 @@ impl HfContext {
         let spool = Arc::clone(&self.intake.spool);
         let t = target.clone();
         let now = self.clock.unix_now();
+        let table = self.routes.current();
+        let name = match target {
+            Target::Peer(p) => p.clone(),
+            Target::Lan => String::new(),
+        };
         let loaded = tokio::task::spawn_blocking(move || {
             let due = spool.due(&t, now, budget)?;
             let mut out = Vec::with_capacity(due.len());
@@ -90,8 +115,17 @@ impl HfContext {
                 if skip.iter().any(|s| s == d.id.as_str()) {
                     continue;
                 }
-                spool.mark_in_flight(&d.id, &d.recipients, now)?;
                 let (_, file) = spool.load(&d.id)?;
+                // Mail for two or more ships of a group (or one under EMCON) is the
+                // multicast link's: it goes once for all of them.
+                if !table.groups().is_empty() {
+                    let pending = pmul_link::pending_targets(&file.envelope.recipients);
+                    let plan = table.plan(pending.iter().map(String::as_str));
+                    if plan.multicast_for(&name).is_some() {
+                        continue;
+                    }
+                }
+                spool.mark_in_flight(&d.id, &d.recipients, now)?;
                 out.push((d, file.message));
             }
             Ok::<_, skywave_spool::Error>(out)
@@ -104,6 +138,82 @@ impl HfContext {
                 None
             }
         }
+    }
+}
+
+/// The recipients of a message received from a peer that cannot be refused in the protocol
+/// (CFTP, P_MUL), sorted by what this gateway's policy says of each.
+#[derive(Debug, Default)]
+struct Classified {
+    /// Accepted (remembered by the policy for [`Intake::store`]).
+    taken: Vec<String>,
+    /// Refused for good: they get a DSN from here.
+    refused: Vec<DsnRecipient>,
+    /// A temporary refusal (the first one): the whole message is left for the peer to send
+    /// again later.
+    later: Option<String>,
+}
+
+/// Asks `policy` about each recipient (see [`Classified`]).
+fn classify<'a>(
+    policy: &mut GatewayPolicy,
+    recipients: impl IntoIterator<Item = &'a String>,
+) -> Classified {
+    let mut c = Classified::default();
+    for r in recipients {
+        match policy.accept_recipient(r) {
+            Ok(()) => c.taken.push(r.clone()),
+            Err(reply) if reply.is_permanent() => c.refused.push(DsnRecipient {
+                address: r.clone(),
+                status: reply
+                    .enhanced
+                    .map_or_else(|| "5.0.0".to_owned(), |e| e.to_string()),
+                diagnostic: format!("{} {}", reply.code, reply.text()),
+                last_attempt: None,
+            }),
+            Err(reply) => {
+                c.later = Some(format!("{r}: {} {}", reply.code, reply.text()));
+                break;
+            }
+        }
+    }
+    c
+}
+
+impl HfContext {
+    /// Keeps a message received from a peer that cannot refuse in its protocol: bounces the
+    /// `refused` recipients to the sender (`reference` names the transfer in the DSN) and
+    /// spools the message for the others. Returns what was queued, or why nothing was (the
+    /// caller then leaves the message unacknowledged, so the peer sends it again).
+    async fn store_received(
+        &self,
+        reference: &str,
+        policy: &GatewayPolicy,
+        envelope: &skywave_smtp::Envelope,
+        message: &[u8],
+        refused: Vec<DsnRecipient>,
+    ) -> Result<String, String> {
+        let bounced = if refused.is_empty() {
+            None
+        } else {
+            for r in &refused {
+                warn!(transfer = %reference, rcpt = %r.address, reason = %r.diagnostic, "recipient refused; bounced to the sender");
+            }
+            self.recorder
+                .bounce_refused(&envelope.reverse_path, reference, message, refused)
+                .await?
+        };
+        if envelope.recipients.is_empty() {
+            return Ok(bounced.map_or_else(
+                || "nothing (every recipient refused, null sender)".to_owned(),
+                |d| format!("a DSN {d} (every recipient refused)"),
+            ));
+        }
+        self.intake
+            .store(policy, envelope, message, None)
+            .await
+            .map(|id| id.to_string())
+            .map_err(|r| format!("{} {}", r.code, r.text()))
     }
 }
 
@@ -168,6 +278,8 @@ struct Links {
     started: HashMap<String, Reach>,
     /// Peers whose problem has been said, so a reload does not say it again.
     said: HashMap<String, String>,
+    /// The multicast link of each SIS server in use: its endpoint (SAP 2) and inbox.
+    pmul: HashMap<String, (Endpoint, mpsc::UnboundedSender<LinkInput>)>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -187,6 +299,7 @@ impl Hf {
             endpoints: HashMap::new(),
             started: HashMap::new(),
             said: HashMap::new(),
+            pmul: HashMap::new(),
             tasks: Vec::new(),
         };
         if let Some(e) = links.start_new().into_iter().next() {
@@ -318,7 +431,50 @@ impl Links {
             self.said.remove(&peer.name);
             self.started.insert(peer.name.clone(), reach);
         }
+        self.start_multicast(&table);
         errors
+    }
+
+    /// Starts the multicast link of every SIS server a peer or group uses, and has it hear
+    /// every peer there: any of them may multicast to us (a base), and ships acknowledge ours.
+    fn start_multicast(&mut self, table: &skywave_route::RoutingTable) {
+        let Some(local) = self.ctx.config.node else {
+            return;
+        };
+        for r in self.started.values() {
+            let Reach::Sis { server, node, .. } = r else {
+                continue;
+            };
+            let tx = match self.pmul.get(server) {
+                Some((endpoint, tx)) => {
+                    endpoint.add_link(*node, tx.clone());
+                    continue;
+                }
+                None => {
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    let (endpoint, task) = Endpoint::start(
+                        self.connect.clone(),
+                        server.clone(),
+                        pmul_link::SAP,
+                        HashMap::from([(*node, tx.clone())]),
+                        self.shutdown.clone(),
+                    );
+                    self.tasks.push(task);
+                    info!(%server, groups = table.groups().len(), "P_MUL multicast link starting (SAP 2)");
+                    let link = pmul_link::PmulLink {
+                        server: server.clone(),
+                        local,
+                        endpoint: endpoint.clone(),
+                        inbox: rx,
+                        ctx: Arc::clone(&self.ctx),
+                        shutdown: self.shutdown.clone(),
+                    };
+                    self.tasks.push(tokio::spawn(link.run()));
+                    (endpoint, tx)
+                }
+            };
+            self.pmul.insert(server.clone(), tx);
+        }
     }
 
     /// Logs a peer's problem once (until it changes or the peer starts).
@@ -410,6 +566,9 @@ impl Links {
 /// Longest sleep of a link between looks at the spool (expiry, a peer released by an
 /// operator).
 const MAX_SLEEP: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Shortest wait before a link looks again at mail that is due but was not for it.
+const RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Sleeps until `at`, or forever without a deadline.
 async fn sleep_opt(at: Option<tokio::time::Instant>) {

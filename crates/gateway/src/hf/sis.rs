@@ -137,7 +137,13 @@ impl Endpoint {
                     connect: connect.clone(),
                     server: name.clone(),
                 };
-                let cfg = ClientConfig::new(sap, ServiceType::ARQ_NODE_CONFIRM);
+                // P_MUL's SAP is non-ARQ by nature (broadcast to a group, repairs its own way).
+                let service = if sap == super::pmul_link::SAP {
+                    ServiceType::NON_ARQ
+                } else {
+                    ServiceType::ARQ_NODE_CONFIRM
+                };
+                let cfg = ClientConfig::new(sap, service);
                 tokio::select! {
                     r = Client::connect(connector, cfg) => match r {
                         Ok(ok) => break ok,
@@ -240,6 +246,19 @@ impl Endpoint {
         updus: Vec<Vec<u8>>,
         report: Option<mpsc::UnboundedSender<LinkInput>>,
     ) -> Result<(), String> {
+        self.send_mode(dest, priority, ServiceType::DEFAULT, updus, report)
+    }
+
+    /// Sends U_PDUs to `dest` (an individual or a group address) in delivery mode `mode`
+    /// (`ServiceType::DEFAULT`: the bind's).
+    pub fn send_mode(
+        &self,
+        dest: NodeAddress,
+        priority: Priority,
+        mode: ServiceType,
+        updus: Vec<Vec<u8>>,
+        report: Option<mpsc::UnboundedSender<LinkInput>>,
+    ) -> Result<(), String> {
         let client = self
             .client
             .borrow()
@@ -251,7 +270,7 @@ impl Endpoint {
                 priority,
                 dest_sap: self.sap,
                 dest,
-                mode: ServiceType::DEFAULT,
+                mode,
                 ttl: Ttl::INFINITE,
                 updu: Bytes::from(u),
             };

@@ -67,7 +67,7 @@ impl TcpLink {
         let Some(peer) = table.peer(&self.name) else {
             return false;
         };
-        if peer.hold {
+        if self.ctx.must_not_send(peer) {
             return false;
         }
         let xlzw_bits = match peer.compression {
@@ -168,7 +168,7 @@ impl TcpLink {
 fn continue_or(cap: Instant, ctx: &HfContext, name: &str) -> Instant {
     let table = ctx.routes.current();
     match table.peer(name) {
-        Some(p) if !p.hold => Instant::now(),
+        Some(p) if !ctx.must_not_send(p) => Instant::now(),
         _ => cap,
     }
 }

@@ -1,0 +1,366 @@
+//! A base and N ship gateways on one emulated HF frequency, in one process: what
+//! `skywave demo --ships N` runs, and what the fleet tests drive in virtual time.
+//!
+//! [`Fleet::start`] writes each gateway's configuration under one directory (`base/`,
+//! `ship1/`, ...: ordinary files an administrator can read and reuse), starts one [`Subnet`]
+//! with a node per gateway, the ships members of the 5066 group address [`GROUP_NODE`] and each
+//! ship hearing the others through its own channel (its own SNR), and starts every gateway with
+//! [`daemon::start`], reaching its node's SIS server in-process.
+//!
+//! The base's routing table has one HMTP peer per ship and the group `fleet` of all of them;
+//! mail for `shipN.example` goes to ship N, mail for `fleet.example` to the group (every ship
+//! delivers it: each lists `fleet.example` among its own domains). A message for two or more
+//! ships therefore goes once, by P_MUL, and a message for one ship by HMTP (or by P_MUL when
+//! that ship keeps EMCON).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use skywave_emu::net::{Group, Subnet, SubnetConfig};
+use skywave_sis::NodeAddress;
+use tokio::sync::{Notify, watch};
+
+use crate::config;
+use crate::daemon::{self, Gateway};
+use crate::demo::{PairError, gateway_toml, in_process, maildir_of, modem_and_channel, write};
+
+/// The base's STANAG 5066 address.
+pub const BASE_NODE: &str = "0.0.1.1";
+/// The fleet's STANAG 5066 group address.
+pub const GROUP_NODE: &str = "16.0.9.9";
+
+/// Ship `i`'s (0-based) STANAG 5066 address.
+pub fn ship_node(i: usize) -> String {
+    format!("0.0.2.{}", i + 1)
+}
+
+/// How to run the fleet.
+#[derive(Debug, Clone)]
+pub struct FleetOptions {
+    /// Directory for every gateway's configuration and state.
+    pub dir: PathBuf,
+    /// Number of ships (1-200).
+    pub ships: usize,
+    /// The base's LAN SMTP address (port 0: any free port).
+    pub base_smtp: SocketAddr,
+    /// The first ship's LAN SMTP port (ship i gets this + i; 0: any free port for every ship).
+    pub ship_smtp_port: u16,
+    /// Modem data rate, bit/s.
+    pub rate_bps: u32,
+    /// Interleaver: zero, short or long.
+    pub interleaver: String,
+    /// `awgn` or an ITU-R profile (good, moderate, poor, ...).
+    pub channel: String,
+    /// SNR of every link, dB in 3 kHz.
+    pub snr_db: f64,
+    /// SNR at which particular ships (0-based) hear the channel, instead of `snr_db`.
+    pub ship_snr_db: Vec<(usize, f64)>,
+    /// Ships (0-based) that keep EMCON from the start (and the base knows it).
+    pub emcon: Vec<usize>,
+    /// Blind repeats of each Data_PDU in the base's multicast.
+    pub repeats: u8,
+    /// Seed of the emulator's random draws.
+    pub seed: u64,
+    /// Simulated seconds per second of tokio time (1 in virtual-time tests).
+    pub time_scale: f64,
+    /// First retry delay of every spool, seconds.
+    pub min_backoff: u64,
+}
+
+impl FleetOptions {
+    /// The fleet demo's defaults: 1200 bit/s, short interleaver, AWGN at 15 dB, one blind
+    /// repeat, the base's LAN port 2526 and the ships' from 2527, real time.
+    pub fn new(dir: PathBuf, ships: usize) -> Self {
+        FleetOptions {
+            dir,
+            ships,
+            base_smtp: SocketAddr::from(([127, 0, 0, 1], 2526)),
+            ship_smtp_port: 2527,
+            rate_bps: 1200,
+            interleaver: "short".into(),
+            channel: "awgn".into(),
+            snr_db: 15.0,
+            ship_snr_db: Vec::new(),
+            emcon: Vec::new(),
+            repeats: 1,
+            seed: 1,
+            time_scale: 1.0,
+            min_backoff: 30,
+        }
+    }
+
+    fn ship_smtp(&self, i: usize) -> SocketAddr {
+        let port = if self.ship_smtp_port == 0 {
+            0
+        } else {
+            self.ship_smtp_port
+                .saturating_add(u16::try_from(i).unwrap_or(u16::MAX))
+        };
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+}
+
+/// The running fleet.
+#[derive(Debug)]
+pub struct Fleet {
+    /// The emulated subnetwork: node 0 the base, node i + 1 ship i.
+    pub subnet: Subnet,
+    /// The base's gateway.
+    pub base: Gateway,
+    /// The ships' gateways (`None` while a test has one stopped).
+    pub ships: Vec<Option<Gateway>>,
+    /// Where the base delivers its LAN mail.
+    pub base_maildir: PathBuf,
+    /// Where each ship delivers its LAN mail.
+    pub ship_maildirs: Vec<PathBuf>,
+    /// The base's configuration file.
+    pub base_config: PathBuf,
+    /// Each ship's configuration file.
+    pub ship_configs: Vec<PathBuf>,
+    sis_up: watch::Receiver<bool>,
+    sis_cut: Arc<Notify>,
+    _sis_up_tx: watch::Sender<bool>,
+}
+
+impl Fleet {
+    /// Writes the configurations and starts the emulator and every gateway.
+    pub async fn start(opts: &FleetOptions) -> Result<Fleet, PairError> {
+        if !(1..=200).contains(&opts.ships) {
+            return Err(PairError::Setting(format!(
+                "{} ships: a fleet has 1 to 200",
+                opts.ships
+            )));
+        }
+        let (modem, channel) =
+            modem_and_channel(opts.rate_bps, &opts.interleaver, &opts.channel, opts.snr_db)?;
+        let node = |s: &str| {
+            s.parse::<NodeAddress>()
+                .map_err(|e| PairError::Setting(e.to_string()))
+        };
+        let mut addresses = vec![node(BASE_NODE)?];
+        for i in 0..opts.ships {
+            addresses.push(node(&ship_node(i))?);
+        }
+        let mut sc = SubnetConfig::new(addresses, modem, channel);
+        sc.seed = opts.seed;
+        sc.time_scale = opts.time_scale;
+        sc.groups.push(Group {
+            address: node(GROUP_NODE)?,
+            members: (1..=opts.ships).collect(),
+        });
+        for &(ship, snr) in &opts.ship_snr_db {
+            if ship >= opts.ships {
+                return Err(PairError::Setting(format!(
+                    "ship {} has no SNR to set: the fleet has {} ships",
+                    ship + 1,
+                    opts.ships
+                )));
+            }
+            let (_, ch) = modem_and_channel(opts.rate_bps, &opts.interleaver, &opts.channel, snr)?;
+            sc.set_receiver_channel(ship + 1, ch);
+        }
+        let subnet = Subnet::start(sc).map_err(|e| PairError::Emulator(e.to_string()))?;
+
+        let base_config = write_base(opts)?;
+        let mut ship_configs = Vec::new();
+        for i in 0..opts.ships {
+            ship_configs.push(write_ship(opts, i)?);
+        }
+        let (sis_up_tx, sis_up) = watch::channel(true);
+        let sis_cut = Arc::new(Notify::new());
+        let base_cfg = config::load(&base_config)?;
+        let base_maildir = maildir_of(&base_cfg);
+        let base = daemon::start(
+            base_cfg,
+            in_process(&subnet, 0, sis_up.clone(), Arc::clone(&sis_cut)),
+        )
+        .await
+        .map_err(|source| PairError::Gateway {
+            side: "base",
+            source,
+        })?;
+        let mut fleet = Fleet {
+            subnet,
+            base,
+            ships: Vec::new(),
+            base_maildir,
+            ship_maildirs: Vec::new(),
+            base_config,
+            ship_configs,
+            sis_up,
+            sis_cut,
+            _sis_up_tx: sis_up_tx,
+        };
+        for i in 0..opts.ships {
+            let cfg = config::load(&fleet.ship_configs[i])?;
+            fleet.ship_maildirs.push(maildir_of(&cfg));
+            let ship = fleet.start_ship_with(i, cfg).await?;
+            fleet.ships.push(Some(ship));
+        }
+        Ok(fleet)
+    }
+
+    async fn start_ship_with(&self, i: usize, cfg: config::Config) -> Result<Gateway, PairError> {
+        daemon::start(
+            cfg,
+            in_process(
+                &self.subnet,
+                i + 1,
+                self.sis_up.clone(),
+                Arc::clone(&self.sis_cut),
+            ),
+        )
+        .await
+        .map_err(|source| PairError::Gateway {
+            side: "ship",
+            source,
+        })
+    }
+
+    /// Stops ship `i`'s gateway (a crash, as far as the protocols can tell: what it had in
+    /// memory is gone, what it had on disk stays).
+    pub async fn stop_ship(&mut self, i: usize) {
+        if let Some(g) = self.ships.get_mut(i).and_then(Option::take) {
+            g.stop().await;
+        }
+    }
+
+    /// Starts ship `i`'s gateway again from its configuration and state.
+    pub async fn start_ship(&mut self, i: usize) -> Result<(), PairError> {
+        let Some(path) = self.ship_configs.get(i) else {
+            return Err(PairError::Setting(format!("no ship {}", i + 1)));
+        };
+        let cfg = config::load(path)?;
+        let g = self.start_ship_with(i, cfg).await?;
+        self.ships[i] = Some(g);
+        Ok(())
+    }
+
+    /// Ship `i`'s gateway (panics if a test stopped it).
+    pub fn ship(&self, i: usize) -> Option<&Gateway> {
+        self.ships.get(i).and_then(Option::as_ref)
+    }
+
+    /// Stops every gateway.
+    pub async fn stop(self) {
+        for s in self.ships.into_iter().flatten() {
+            s.stop().await;
+        }
+        self.base.stop().await;
+    }
+}
+
+/// The base's domain, and ship `i`'s.
+pub const BASE_DOMAIN: &str = "base.example";
+/// The domain every ship delivers (mail for the whole fleet).
+pub const FLEET_DOMAIN: &str = "fleet.example";
+
+/// Ship `i`'s (0-based) mail domain.
+pub fn ship_domain(i: usize) -> String {
+    format!("ship{}.example", i + 1)
+}
+
+fn write_base(opts: &FleetOptions) -> Result<PathBuf, PairError> {
+    let dir = opts.dir.join("base");
+    create_dir(&dir)?;
+    let gateway = gateway_toml(
+        "The base gateway of `skywave demo --ships`",
+        BASE_DOMAIN,
+        opts.base_smtp,
+        BASE_NODE,
+        opts.min_backoff,
+        opts.rate_bps,
+        false,
+    );
+    let mut routes = format!(
+        "# Routing table of the base of `skywave demo --ships {n}`: one HMTP peer per ship,\n\
+         # and the group of them all: mail for two or more ships goes once, by P_MUL.\n\
+         [lan]\n\
+         domains = [\"{BASE_DOMAIN}\", \"*.{BASE_DOMAIN}\"]\n\
+         relay_networks = [\"127.0.0.0/8\", \"::1/128\"]\n",
+        n = opts.ships
+    );
+    let mut members = Vec::new();
+    for i in 0..opts.ships {
+        let name = format!("ship{}", i + 1);
+        let emcon = opts.emcon.contains(&i);
+        routes.push_str(&format!(
+            "\n[[peer]]\n\
+             name = \"{name}\"\n\
+             node = \"{node}\"\n\
+             protocol = \"hmtp\"\n\
+             skywave = true\n\
+             compression = \"deflate\"\n\
+             emcon = {emcon}\n\n\
+             [[route]]\n\
+             match = \"{domain}\"\n\
+             to = \"{name}\"\n\n\
+             [[route]]\n\
+             match = \"*.{domain}\"\n\
+             to = \"{name}\"\n",
+            node = ship_node(i),
+            domain = ship_domain(i),
+        ));
+        members.push(format!("\"{name}\""));
+    }
+    routes.push_str(&format!(
+        "\n[[group]]\n\
+         name = \"fleet\"\n\
+         node = \"{GROUP_NODE}\"\n\
+         members = [{members}]\n\
+         repeats = {repeats}\n\n\
+         [[route]]\n\
+         match = \"{FLEET_DOMAIN}\"\n\
+         to = \"fleet\"\n",
+        members = members.join(", "),
+        repeats = opts.repeats,
+    ));
+    let cfg = dir.join("skywave.toml");
+    write(&cfg, &gateway)?;
+    write(&dir.join("routes.toml"), &routes)?;
+    Ok(cfg)
+}
+
+fn write_ship(opts: &FleetOptions, i: usize) -> Result<PathBuf, PairError> {
+    let name = format!("ship{}", i + 1);
+    let dir = opts.dir.join(&name);
+    create_dir(&dir)?;
+    let domain = ship_domain(i);
+    let gateway = gateway_toml(
+        &format!("Ship {} of `skywave demo --ships`", i + 1),
+        &domain,
+        opts.ship_smtp(i),
+        &ship_node(i),
+        opts.min_backoff,
+        opts.rate_bps,
+        opts.emcon.contains(&i),
+    );
+    let routes = format!(
+        "# Routing table of {name} of `skywave demo --ships`: its own domain and the fleet's\n\
+         # are delivered here, everything else goes to the base.\n\
+         [lan]\n\
+         domains = [\"{domain}\", \"*.{domain}\", \"{FLEET_DOMAIN}\"]\n\
+         relay_networks = [\"127.0.0.0/8\", \"::1/128\"]\n\n\
+         [[peer]]\n\
+         name = \"base\"\n\
+         node = \"{BASE_NODE}\"\n\
+         protocol = \"hmtp\"\n\
+         skywave = true\n\
+         compression = \"deflate\"\n\n\
+         [[route]]\n\
+         match = \"*\"\n\
+         to = \"base\"\n"
+    );
+    let cfg = dir.join("skywave.toml");
+    write(&cfg, &gateway)?;
+    write(&dir.join("routes.toml"), &routes)?;
+    Ok(cfg)
+}
+
+fn create_dir(dir: &Path) -> Result<(), PairError> {
+    std::fs::create_dir_all(dir).map_err(|source| PairError::Io {
+        path: dir.display().to_string(),
+        source,
+    })
+}

@@ -1,0 +1,899 @@
+//! The multicast link: fleet mail by ACP 142 P_MUL over STANAG 5066, both ways.
+//!
+//! One task per gateway (and SIS server) bound to SAP 2, T-MMHS: STANAG 4406 annex E's TMI-1 is
+//! P_MUL, each PDU one non-ARQ U_PDU behind the 6-byte UDOP header with APP_ID 0x2000, the form
+//! Wireshark's SIS dissector hands to its P_MUL dissector (`reference/s5066-sis.md` section 2.2).
+//!
+//! Sending (a base): for every `[[group]]` of the routing table the task takes from the spool the
+//! messages [`RoutingTable::plan`] sends by multicast (recipients on two or more ships of the
+//! group, mail for the group itself, or a ship under EMCON), encodes each as an RFC 8494 MULE
+//! body (envelope and message, zlib-compressed) and gives it to a `skywave_pmul` [`Sender`]: its
+//! Data_PDUs go once (plus the group's blind repeats) to the group's 5066 address, whatever the
+//! number of ships; each ship's Ack_PDU names the PDUs it lacks and only those are sent again.
+//! A ship's recipients are delivered when its ack is complete; a ship that never acknowledges
+//! (or an expired message) leaves them deferred, and the next attempt goes to the ships still
+//! missing it (by unicast if only one of them is left and it keeps no EMCON). The HMTP and CFTP
+//! links leave such messages alone: they ask the same plan (see `HfContext::take_due`).
+//!
+//! Receiving (a ship): a `skywave_pmul` [`Receiver`] reassembles messages addressed to this
+//! node (whatever the group address they came on), and acknowledges them after a delay that
+//! grows with the node's place in the destination list, so the ships' acks follow each other
+//! instead of colliding. A message is taken as HMTP mail is: recipients this gateway delivers on
+//! its LAN are accepted (a `Received:` header naming the sending peer), those it refuses for
+//! good get a DSN from here, recipients routed elsewhere belong to the other ships of the
+//! multicast and are ignored, and the de-duplication memory (on disk, so a restart keeps it)
+//! drops a second copy. A message that cannot be kept (a spool error, a temporary refusal) is
+//! taken back from the receiver, so no ack goes and the sender repairs: nothing acknowledged is
+//! lost.
+//!
+//! EMCON: while the gateway keeps EMCON ([`HfContext::emcon`]) this task puts nothing on the
+//! air: no new messages, no repairs, no acks. The receiver owes its acks and sends them when
+//! EMCON ends; senders keep their timers and send what is due then.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use skywave_pmul::mule::{self, MuleEnvelope, MuleLimits, MuleMessage, MuleRecipient};
+use skywave_pmul::pdu::Pdu;
+use skywave_pmul::receiver::{Receiver, ReceiverConfig, ReceiverEvent};
+use skywave_pmul::sender::{DestState, Destination, Sender, SenderConfig};
+use skywave_route::{Destination as RouteTo, Group, RoutingTable};
+use skywave_sis::{NodeAddress, SapId, ServiceType};
+use skywave_smtp::{BodyType, Envelope, Protocol};
+use skywave_spool::{Priority, QueueId, RcptState, Target};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use super::dedup_store::DedupStore;
+use super::sis::{Endpoint, LinkInput, priority_5066};
+use super::transfer::{Direction, TransferRecord};
+use super::{Classified, HfContext, MAX_SLEEP, classify};
+use crate::intake::{GatewayPolicy, Source};
+use crate::outcome::Outcome;
+
+/// The SAP P_MUL binds: T-MMHS (Annex F table F-1).
+pub(crate) const SAP: SapId = SapId::T_MMHS;
+/// UDOP APP_ID of STANAG 4406 annex E TMI-1 (P_MUL).
+pub(crate) const APP_ID_TMI1: u16 = 0x2000;
+/// The UDOP header: connection id (b7-4), U_PDU id, segment number (u16), APP_ID (u16).
+pub(crate) const UDOP_HEADER: usize = 6;
+/// Messages in multicast at once at most (each a P_MUL message with its own timers).
+const MAX_IN_FLIGHT: usize = 32;
+/// Bytes of mail taken from the spool per look.
+const TAKE_BUDGET: u64 = 256 * 1024;
+/// A ship waits this long after the last PDU of a message before its ack (place 0).
+const ACK_DELAY_MS: u64 = 2_000;
+/// How long a multicast message lives: an EMCON ship may stay silent for most of a day.
+const LIFETIME_MS: u64 = 24 * 3_600_000;
+/// Name under which the de-duplication memory of multicast mail is kept (no peer can have it).
+const DEDUP_NAME: &str = "@pmul";
+
+/// Wraps a P_MUL PDU in the UDOP header (connection 0, one segment, APP_ID TMI-1).
+pub(crate) fn udop_wrap(updu_id: u8, pdu: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(UDOP_HEADER + pdu.len());
+    let [a, b] = APP_ID_TMI1.to_be_bytes();
+    v.extend_from_slice(&[0, updu_id, 0, 0, a, b]);
+    v.extend_from_slice(pdu);
+    v
+}
+
+/// The P_MUL PDU inside a UDOP U_PDU, or why it is not one.
+pub(crate) fn udop_unwrap(updu: &[u8]) -> Result<&[u8], String> {
+    if updu.len() < UDOP_HEADER {
+        return Err(format!(
+            "{}-byte U_PDU on SAP 2 is shorter than the UDOP header",
+            updu.len()
+        ));
+    }
+    let app = u16::from_be_bytes([updu[4], updu[5]]);
+    if app != APP_ID_TMI1 {
+        return Err(format!(
+            "UDOP APP_ID {app:#06x} on SAP 2 is not TMI-1 (P_MUL, 0x2000)"
+        ));
+    }
+    if updu[2] != 0 || updu[3] != 0 {
+        return Err("segmented UDOP U_PDU: P_MUL PDUs fit one U_PDU".to_owned());
+    }
+    Ok(&updu[UDOP_HEADER..])
+}
+
+/// The P_MUL id of a 5066 node: its 28-bit address.
+fn pmul_id(node: NodeAddress) -> u32 {
+    node.bits()
+}
+
+/// Airtime of `bytes` at `bps`, ms, with a quarter more for D_PDU headers and preambles.
+fn airtime_ms(bytes: u64, bps: u32) -> u64 {
+    bytes.saturating_mul(8 * 1250) / u64::from(bps.max(1))
+}
+
+/// One ship of a multicast message.
+#[derive(Debug)]
+struct Member {
+    name: String,
+    id: u32,
+    /// Its recipients of the message.
+    rcpts: Vec<String>,
+    /// Its outcome is recorded.
+    recorded: bool,
+}
+
+/// A message out by multicast.
+struct Outgoing {
+    sender: Sender,
+    group: String,
+    /// Where the PDUs go: the group address, or one ship's own address.
+    dest: NodeAddress,
+    priority: skywave_sis::Priority,
+    id: QueueId,
+    from: String,
+    size: u64,
+    members: Vec<Member>,
+    /// Recipients of mail for the group itself: delivered when every member has it.
+    whole: Vec<String>,
+    start: f64,
+    wire_bytes: u64,
+    updus: u64,
+}
+
+/// A message taken from the spool for a group.
+#[derive(Debug)]
+struct Taken {
+    id: QueueId,
+    from: String,
+    priority: Priority,
+    size: u64,
+    message: Vec<u8>,
+    /// (member, its due recipients).
+    members: Vec<(String, Vec<String>)>,
+    whole: Vec<String>,
+}
+
+/// The multicast task.
+pub(super) struct PmulLink {
+    pub(super) server: String,
+    pub(super) local: NodeAddress,
+    pub(super) endpoint: Endpoint,
+    pub(super) inbox: mpsc::UnboundedReceiver<LinkInput>,
+    pub(super) ctx: Arc<HfContext>,
+    pub(super) shutdown: watch::Receiver<bool>,
+}
+
+/// What the running task holds.
+struct State {
+    receiver: Receiver,
+    out: Vec<Outgoing>,
+    dedup: DedupStore,
+    emcon: bool,
+    up: bool,
+    next_message_id: u32,
+    next_updu_id: u8,
+}
+
+impl PmulLink {
+    pub(super) async fn run(self) {
+        let span = info_span!("pmul", server = %self.server);
+        self.run_inner().instrument(span).await;
+    }
+
+    async fn run_inner(mut self) {
+        let mut emcon_rx = self.ctx.emcon.subscribe();
+        let emcon = *emcon_rx.borrow_and_update();
+        let bps = self.ctx.config.assumed_bps;
+        let mut rc = ReceiverConfig::new(pmul_id(self.local));
+        rc.ack_delay_ms = ACK_DELAY_MS;
+        // One ack (a few dozen bytes in a D_PDU or two) plus the turnaround and preamble.
+        rc.ack_slot_ms = 3_000 + airtime_ms(100, bps);
+        rc.pdu_size = self.ctx.config.pmul_pdu_size;
+        rc.emcon = emcon;
+        let queued = super::dedup_store::spool_keys(&self.ctx.intake.spool);
+        let mut st = State {
+            receiver: Receiver::new(rc),
+            out: Vec::new(),
+            dedup: DedupStore::open(
+                self.ctx.state_dir.join("dedup"),
+                DEDUP_NAME,
+                self.ctx.config.dedup_window,
+                self.ctx.clock,
+                &queued,
+            ),
+            emcon,
+            up: self.endpoint.mtu().is_some(),
+            // Unique per source across restarts as long as fewer than one message a second
+            // goes out on average; receivers also de-duplicate by content.
+            next_message_id: u32::try_from(self.ctx.clock.unix_now() & 0xFFFF_FFFF).unwrap_or(1),
+            next_updu_id: 0,
+        };
+        if emcon {
+            info!("EMCON: this gateway transmits nothing until it is lifted");
+        }
+        let mut look_at = Instant::now();
+        loop {
+            if st.up && !st.emcon && Instant::now() >= look_at {
+                self.take_work(&mut st).await;
+                look_at = self.next_look().await;
+            }
+            if self.flush(&mut st).await {
+                // Room for more, and the next attempts of what did not finish well.
+                look_at = Instant::now();
+                continue;
+            }
+            let mut deadline = look_at;
+            if st.emcon || !st.up {
+                deadline = Instant::now() + MAX_SLEEP;
+            }
+            for o in &st.out {
+                if let Some(t) = o.sender.poll_timeout() {
+                    deadline = deadline.min(self.ctx.clock.instant_of_ms(t));
+                }
+            }
+            if let Some(t) = st.receiver.poll_timeout() {
+                deadline = deadline.min(self.ctx.clock.instant_of_ms(t));
+            }
+            tokio::select! {
+                input = self.inbox.recv() => match input {
+                    None => return,
+                    Some(LinkInput::Updu(b)) => self.on_updu(&mut st, &b),
+                    Some(LinkInput::LinkUp) => {
+                        st.up = true;
+                        look_at = Instant::now();
+                    }
+                    Some(LinkInput::LinkDown(why)) => {
+                        debug!(%why, "SIS connection down");
+                        st.up = false;
+                    }
+                    Some(LinkInput::SendFailed(why)) => debug!(%why, "P_MUL U_PDU not sent"),
+                },
+                () = self.ctx.wake.notified() => look_at = Instant::now(),
+                changed = emcon_rx.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    let on = *emcon_rx.borrow_and_update();
+                    if on != st.emcon {
+                        st.emcon = on;
+                        st.receiver.set_emcon(on, self.ctx.clock.unix_ms());
+                        if on {
+                            info!("EMCON set: transmitting nothing");
+                        } else {
+                            info!("EMCON lifted: sending owed acknowledgements and queued mail");
+                            look_at = Instant::now();
+                            self.ctx.wake.notify_waiters();
+                        }
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    let now = self.ctx.clock.unix_ms();
+                    for o in &mut st.out {
+                        o.sender.handle_timeout(now);
+                    }
+                    st.receiver.handle_timeout(now);
+                }
+                _ = self.shutdown.changed() => return,
+            }
+        }
+    }
+
+    /// When to look at the groups' queues next.
+    async fn next_look(&self) -> Instant {
+        let cap = Instant::now() + MAX_SLEEP;
+        let table = self.ctx.routes.current();
+        let mut at = cap;
+        for g in table.groups() {
+            for t in g.members.iter().chain(std::iter::once(&g.name)) {
+                at = at.min(self.ctx.next_due(&Target::Peer(t.clone()), cap).await);
+            }
+        }
+        at
+    }
+
+    /// Takes the multicast mail of every group (up to [`MAX_IN_FLIGHT`] messages out).
+    async fn take_work(&self, st: &mut State) {
+        let table = self.ctx.routes.current();
+        for group in table.groups() {
+            if group
+                .sis_server
+                .as_deref()
+                .unwrap_or(&self.ctx.config.sis_server)
+                != self.server
+            {
+                continue;
+            }
+            let room = MAX_IN_FLIGHT.saturating_sub(st.out.len());
+            if room == 0 {
+                return;
+            }
+            let taken = self.take_group(&table, group, room).await;
+            for t in taken {
+                self.start_message(st, &table, group, t);
+            }
+        }
+    }
+
+    /// Takes from the spool the messages due for `group`'s members (or the group) that go by
+    /// multicast, marking their recipients in flight.
+    async fn take_group(
+        &self,
+        table: &Arc<RoutingTable>,
+        group: &Group,
+        room: usize,
+    ) -> Vec<Taken> {
+        let spool = Arc::clone(&self.ctx.intake.spool);
+        let table = Arc::clone(table);
+        let group = group.clone();
+        let now = self.ctx.clock.unix_now();
+        let done = tokio::task::spawn_blocking(move || {
+            // Due recipients per message, per target.
+            let mut due: BTreeMap<String, Vec<(String, Vec<String>)>> = BTreeMap::new();
+            let mut info: HashMap<String, skywave_spool::DueMessage> = HashMap::new();
+            for t in group.members.iter().chain(std::iter::once(&group.name)) {
+                for d in spool.due(&Target::Peer(t.clone()), now, TAKE_BUDGET)? {
+                    let key = d.id.to_string();
+                    due.entry(key.clone())
+                        .or_default()
+                        .push((t.clone(), d.recipients.clone()));
+                    info.entry(key).or_insert(d);
+                }
+            }
+            let mut out = Vec::new();
+            for (key, per_target) in due {
+                if out.len() >= room {
+                    break;
+                }
+                let Some(d) = info.remove(&key) else { continue };
+                let (_, file) = spool.load(&d.id)?;
+                let pending = pending_targets(&file.envelope.recipients);
+                let plan = table.plan(pending.iter().map(String::as_str));
+                if plan.multicast_for(&group.name).is_none()
+                    && !per_target
+                        .iter()
+                        .any(|(t, _)| plan.multicast_for(t).is_some_and(|g| g.name == group.name))
+                {
+                    continue;
+                }
+                let mut members = Vec::new();
+                let mut whole = Vec::new();
+                let mut all = Vec::new();
+                for (t, rcpts) in per_target {
+                    all.extend(rcpts.iter().cloned());
+                    if t == group.name {
+                        whole = rcpts;
+                    } else {
+                        members.push((t, rcpts));
+                    }
+                }
+                spool.mark_in_flight(&d.id, &all, now)?;
+                out.push(Taken {
+                    id: d.id,
+                    from: d.sender,
+                    priority: d.priority,
+                    size: d.size,
+                    message: file.message,
+                    members,
+                    whole,
+                });
+            }
+            Ok::<_, skywave_spool::Error>(out)
+        })
+        .await;
+        match done {
+            Ok(Ok(t)) => t,
+            Ok(Err(e)) => {
+                warn!(error = %e, "cannot read the spool");
+                Vec::new()
+            }
+            Err(e) => {
+                warn!(error = %e, "spool task failed");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Encodes a taken message and starts its P_MUL sender.
+    fn start_message(&self, st: &mut State, table: &RoutingTable, group: &Group, t: Taken) {
+        // Every member is a destination of mail for the group; else the members with
+        // recipients.
+        let mut members: Vec<Member> = Vec::new();
+        let names: Vec<String> = if t.whole.is_empty() {
+            t.members.iter().map(|(m, _)| m.clone()).collect()
+        } else {
+            group.members.clone()
+        };
+        for name in names {
+            let Some(peer) = table.peer(&name) else {
+                continue;
+            };
+            let Some(node) = peer.node else { continue };
+            let rcpts = t
+                .members
+                .iter()
+                .find(|(m, _)| *m == name)
+                .map(|(_, r)| r.clone())
+                .unwrap_or_default();
+            members.push(Member {
+                name,
+                id: pmul_id(node),
+                rcpts,
+                recorded: false,
+            });
+        }
+        let dests: Vec<Destination> = members
+            .iter()
+            .map(|m| {
+                if table.peer(&m.name).is_some_and(|p| p.emcon) {
+                    Destination::emcon(m.id)
+                } else {
+                    Destination::new(m.id)
+                }
+            })
+            .collect();
+        let recipients: Vec<MuleRecipient> = members
+            .iter()
+            .flat_map(|m| m.rcpts.iter())
+            .chain(t.whole.iter())
+            .map(|r| MuleRecipient {
+                address: r.clone(),
+                params: String::new(),
+            })
+            .collect();
+        let mail_params = if t.priority.value() == 0 {
+            String::new()
+        } else {
+            format!("MT-PRIORITY={}", t.priority.value())
+        };
+        let body = mule::encode(&MuleMessage {
+            envelope: MuleEnvelope {
+                reverse_path: t.from.clone(),
+                mail_params,
+                recipients,
+            },
+            message: t.message,
+        });
+        let all: Vec<String> = members
+            .iter()
+            .flat_map(|m| m.rcpts.iter().cloned())
+            .chain(t.whole.iter().cloned())
+            .collect();
+        let body = match body {
+            Ok(b) => b,
+            Err(e) => {
+                // Only a message beyond MULE's limits gets here: no retry can help.
+                self.record_later(
+                    t.id.clone(),
+                    t.from.clone(),
+                    t.size,
+                    all,
+                    Outcome::Failed {
+                        status: "5.3.4".into(),
+                        diagnostic: format!("cannot be carried by P_MUL: {e}"),
+                    },
+                );
+                return;
+            }
+        };
+        let bps = self.ctx.config.assumed_bps;
+        let pdu_size = self.ctx.config.pmul_pdu_size;
+        let repeats = u64::from(group.repeats) + 1;
+        let on_air = body.len() as u64 * repeats + 64 * (body.len() / pdu_size + 2) as u64;
+        let slot = 3_000 + airtime_ms(100, bps);
+        let config = SenderConfig {
+            pdu_size,
+            priority: 0,
+            lifetime_ms: LIFETIME_MS,
+            initial_repeats: u32::from(group.repeats),
+            // The whole first transmission must be on the air, and every ship's ack (one slot
+            // each after the last PDU) back, before a repair makes sense.
+            repair_interval_ms: airtime_ms(on_air, bps)
+                + ACK_DELAY_MS
+                + slot * (members.len() as u64 + 1)
+                + 10_000,
+            ..SenderConfig::default()
+        };
+        let message_id = st.next_message_id;
+        st.next_message_id = st.next_message_id.wrapping_add(1);
+        let now = self.ctx.clock.unix_ms();
+        let size = t.size;
+        match Sender::new(config, message_id, pmul_id(self.local), dests, body, now) {
+            Ok(sender) => {
+                let dest = if members.len() == 1 {
+                    table
+                        .peer(&members[0].name)
+                        .and_then(|p| p.node)
+                        .unwrap_or(group.node)
+                } else {
+                    group.node
+                };
+                info!(
+                    queue_id = %t.id,
+                    group = %group.name,
+                    message_id,
+                    ships = %members.iter().map(|m| m.name.as_str()).collect::<Vec<_>>().join(","),
+                    pdus = sender.total_pdus(),
+                    to = %dest,
+                    "multicast by P_MUL"
+                );
+                st.out.push(Outgoing {
+                    sender,
+                    group: group.name.clone(),
+                    dest,
+                    priority: priority_5066(t.priority.value()),
+                    id: t.id,
+                    from: t.from,
+                    size,
+                    members,
+                    whole: t.whole,
+                    start: self.ctx.clock.unix_f64(),
+                    wire_bytes: 0,
+                    updus: 0,
+                });
+            }
+            Err(e) => self.record_later(
+                t.id,
+                t.from,
+                size,
+                all,
+                Outcome::Deferred(format!("P_MUL: {e}")),
+            ),
+        }
+    }
+
+    /// Records an outcome without holding up the task.
+    fn record_later(&self, id: QueueId, from: String, size: u64, rcpts: Vec<String>, o: Outcome) {
+        let recorder = Arc::clone(&self.ctx.recorder);
+        tokio::spawn(async move {
+            recorder.record(&id, &from, size, rcpts, o).await;
+        });
+    }
+
+    /// Sends what the senders and the receiver have for the air (nothing in EMCON), records
+    /// the ships that have acknowledged, and ends the messages that are finished (true when
+    /// one did).
+    async fn flush(&self, st: &mut State) -> bool {
+        self.deliver_received(st).await;
+        if st.emcon || !st.up {
+            return false;
+        }
+        let now = self.ctx.clock.unix_ms();
+        while let Some(ack) = st.receiver.poll_transmit(now) {
+            // An ack goes to the source of the messages it acknowledges.
+            let to = match Pdu::decode(&ack) {
+                Ok(Pdu::Ack(a)) => a.entries.first().map(|e| e.source),
+                _ => None,
+            };
+            let Some(node) = to.and_then(|s| NodeAddress::new(s).ok()) else {
+                continue;
+            };
+            let updu = udop_wrap(st.next_updu_id, &ack);
+            st.next_updu_id = st.next_updu_id.wrapping_add(1);
+            if let Err(e) = self.endpoint.send_mode(
+                node,
+                priority_5066(0),
+                ServiceType::NON_ARQ,
+                vec![updu],
+                None,
+            ) {
+                debug!(error = %e, "P_MUL ack not sent");
+            }
+        }
+        for o in &mut st.out {
+            let mut updus = Vec::new();
+            while let Some(pdu) = o.sender.poll_transmit(now) {
+                o.wire_bytes += pdu.len() as u64;
+                o.updus += 1;
+                updus.push(udop_wrap(st.next_updu_id, &pdu));
+                st.next_updu_id = st.next_updu_id.wrapping_add(1);
+            }
+            if !updus.is_empty()
+                && let Err(e) =
+                    self.endpoint
+                        .send_mode(o.dest, o.priority, ServiceType::NON_ARQ, updus, None)
+            {
+                // The SIS connection is down: the sender's repair timer tries again.
+                debug!(error = %e, "P_MUL PDUs not sent");
+            }
+        }
+        self.record_acks(st).await
+    }
+
+    /// Records the recipients of ships whose ack is complete, and ends finished messages (true
+    /// when one ended).
+    async fn record_acks(&self, st: &mut State) -> bool {
+        let mut finished = Vec::new();
+        for (i, o) in st.out.iter_mut().enumerate() {
+            let status: HashMap<u32, DestState> = o
+                .sender
+                .status()
+                .iter()
+                .map(|d| (d.dest.id, d.state))
+                .collect();
+            for m in &mut o.members {
+                if m.recorded || status.get(&m.id) != Some(&DestState::Complete) {
+                    continue;
+                }
+                m.recorded = true;
+                info!(queue_id = %o.id, ship = %m.name, "P_MUL message acknowledged");
+                if !m.rcpts.is_empty() {
+                    self.ctx
+                        .recorder
+                        .record(&o.id, &o.from, o.size, m.rcpts.clone(), Outcome::Delivered)
+                        .await;
+                }
+            }
+            if o.sender.is_finished() {
+                finished.push(i);
+            }
+        }
+        let any = !finished.is_empty();
+        for i in finished.into_iter().rev() {
+            let o = st.out.remove(i);
+            let complete = o.members.iter().filter(|m| m.recorded).count();
+            for m in o
+                .members
+                .iter()
+                .filter(|m| !m.recorded && !m.rcpts.is_empty())
+            {
+                self.ctx
+                    .recorder
+                    .record(
+                        &o.id,
+                        &o.from,
+                        o.size,
+                        m.rcpts.clone(),
+                        Outcome::Deferred(format!(
+                            "no P_MUL acknowledgement from {} before the message expired",
+                            m.name
+                        )),
+                    )
+                    .await;
+            }
+            if !o.whole.is_empty() {
+                let outcome = if complete == o.members.len() {
+                    Outcome::Delivered
+                } else {
+                    Outcome::Deferred(format!(
+                        "{} of {} ships of {} acknowledged",
+                        complete,
+                        o.members.len(),
+                        o.group
+                    ))
+                };
+                self.ctx
+                    .recorder
+                    .record(&o.id, &o.from, o.size, o.whole.clone(), outcome)
+                    .await;
+            }
+            let stats = o.sender.stats();
+            self.ctx.transfers.record(TransferRecord {
+                peer: o.group.clone(),
+                protocol: "pmul".into(),
+                direction: Direction::Out,
+                start: o.start,
+                end: self.ctx.clock.unix_f64(),
+                messages: 1,
+                accepted: u64::from(complete == o.members.len()),
+                plain_bytes: o.size,
+                wire_bytes: o.wire_bytes,
+                reply_plain_bytes: 0,
+                reply_wire_bytes: 0,
+                updus: o.updus,
+                transmissions: 0,
+                retransmissions: Some(stats.repair_data_pdus + stats.emcon_data_pdus),
+                result: format!(
+                    "acknowledged by {complete} of {} ships ({} repair rounds)",
+                    o.members.len(),
+                    stats.repair_rounds
+                ),
+            });
+        }
+        any
+    }
+
+    /// Hands a received U_PDU to the receiver and to every sender (acks).
+    fn on_updu(&self, st: &mut State, updu: &Bytes) {
+        let pdu = match udop_unwrap(updu) {
+            Ok(p) => p,
+            Err(why) => {
+                warn!(%why, "U_PDU on the P_MUL SAP dropped");
+                return;
+            }
+        };
+        let now = self.ctx.clock.unix_ms();
+        let mut for_sender = false;
+        for o in &mut st.out {
+            for_sender |= matches!(o.sender.handle_pdu(pdu, now), Ok(true));
+        }
+        if !for_sender && let Err(e) = st.receiver.handle_pdu(pdu, now) {
+            warn!(error = %e, "P_MUL PDU dropped");
+        }
+    }
+
+    /// Takes the messages the receiver has completed.
+    async fn deliver_received(&self, st: &mut State) {
+        while let Some(event) = st.receiver.poll_event() {
+            match event {
+                ReceiverEvent::Message {
+                    source,
+                    message_id,
+                    data,
+                    ..
+                } => {
+                    if !self.take_message(st, source, message_id, &data).await {
+                        st.receiver.forget(source, message_id);
+                    }
+                }
+                ReceiverEvent::Discarded { source, message_id } => {
+                    info!(source, message_id, "P_MUL message discarded by its sender");
+                }
+                ReceiverEvent::Expired { source, message_id } => {
+                    warn!(
+                        source,
+                        message_id, "P_MUL message expired before it was complete"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Spools a multicast message for the recipients this gateway delivers. False when it
+    /// could not be kept (no ack then: the sender repairs and it comes again).
+    async fn take_message(
+        &self,
+        st: &mut State,
+        source: u32,
+        message_id: u32,
+        data: &[u8],
+    ) -> bool {
+        let start = self.ctx.clock.unix_f64();
+        let table = self.ctx.routes.current();
+        let Some(peer) = table
+            .peers()
+            .iter()
+            .find(|p| p.node.map(pmul_id) == Some(source))
+        else {
+            warn!(
+                source,
+                message_id, "P_MUL message from a node that is no peer: not taken"
+            );
+            return false;
+        };
+        let mail = match mule::decode(data, MuleLimits::default()) {
+            Ok(m) => m,
+            Err(e) => {
+                warn!(peer = %peer.name, message_id, error = %e, "P_MUL message is no MULE mail: not taken");
+                return false;
+            }
+        };
+        // The recipients this gateway delivers on its LAN; the others are for the other ships
+        // of the multicast.
+        let ours: Vec<String> = mail
+            .envelope
+            .recipients
+            .iter()
+            .map(|r| r.address.clone())
+            .filter(|a| matches!(table.lookup(a).map(|r| r.destination), Ok(RouteTo::Lan)))
+            .collect();
+        let node = peer.node.map_or_else(String::new, |n| n.to_string());
+        if ours.is_empty() {
+            debug!(peer = %peer.name, message_id, "P_MUL message has no recipient here");
+            return true;
+        }
+        let mut policy = GatewayPolicy::new(
+            Source::Peer {
+                name: peer.name.clone(),
+                identity: format!("{}/5066:{node}", peer.name),
+            },
+            Arc::clone(&self.ctx.routes),
+        );
+        let Classified {
+            taken,
+            refused,
+            later,
+        } = classify(&mut policy, &ours);
+        if let Some(why) = later {
+            warn!(peer = %peer.name, message_id, reason = %why, "P_MUL message not taken now; not acknowledged");
+            return false;
+        }
+        let key = skywave_hmtp::DedupKey::new(&mail.envelope.reverse_path, &ours, &mail.message);
+        let now = Instant::now().into_std();
+        if st.dedup.cache.check(&key, now) {
+            info!(peer = %peer.name, message_id, "duplicate P_MUL message: acknowledged and dropped");
+            return true;
+        }
+        let mt_priority = mail
+            .envelope
+            .mail_params
+            .split_ascii_whitespace()
+            .find_map(|p| p.strip_prefix("MT-PRIORITY="))
+            .and_then(|v| v.parse::<i8>().ok());
+        let envelope = Envelope {
+            reverse_path: mail.envelope.reverse_path.clone(),
+            recipients: taken,
+            declared_size: Some(mail.message.len()),
+            body_type: BodyType::Unspecified,
+            mt_priority,
+            helo: peer.name.clone(),
+            protocol: Protocol::Smtp,
+            auth_user: None,
+        };
+        let reference = format!("pmul-{}-{message_id}", peer.name);
+        let stored = self
+            .ctx
+            .store_received(&reference, &policy, &envelope, &mail.message, refused)
+            .await;
+        let ok = match stored {
+            Ok(id) => {
+                st.dedup.persist(&key);
+                st.dedup.cache.insert(key, now);
+                info!(peer = %peer.name, message_id, queued = %id, "received by P_MUL multicast");
+                true
+            }
+            Err(why) => {
+                warn!(peer = %peer.name, message_id, reason = %why, "P_MUL message not kept; not acknowledged, so the sender repairs");
+                false
+            }
+        };
+        self.ctx.transfers.record(TransferRecord {
+            peer: peer.name.clone(),
+            protocol: "pmul".into(),
+            direction: Direction::In,
+            start,
+            end: self.ctx.clock.unix_f64(),
+            messages: 1,
+            accepted: u64::from(ok),
+            plain_bytes: mail.message.len() as u64,
+            wire_bytes: data.len() as u64,
+            reply_plain_bytes: 0,
+            reply_wire_bytes: 0,
+            updus: 0,
+            transmissions: 0,
+            retransmissions: None,
+            result: if ok {
+                "taken".into()
+            } else {
+                "not taken".into()
+            },
+        });
+        ok
+    }
+}
+
+/// The spool targets (peer or group names) of a message's recipients still waiting.
+pub(super) fn pending_targets(recipients: &[skywave_spool::Recipient]) -> HashSet<String> {
+    recipients
+        .iter()
+        .filter(|r| !matches!(r.state, RcptState::Delivered { .. } | RcptState::Failed(_)))
+        .filter_map(|r| match &r.target {
+            Target::Peer(p) => Some(p.clone()),
+            Target::Lan => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn udop_header_round_trip_and_checks() {
+        let pdu = [0x00, 0x24, 0x01, 0x02];
+        let u = udop_wrap(7, &pdu);
+        assert_eq!(u[..6], [0x00, 0x07, 0x00, 0x00, 0x20, 0x00]);
+        assert_eq!(udop_unwrap(&u), Ok(&pdu[..]));
+        assert!(udop_unwrap(&u[..5]).unwrap_err().contains("shorter"));
+        let mut other = u.clone();
+        other[4] = 0x10;
+        other[5] = 0x02;
+        assert!(udop_unwrap(&other).unwrap_err().contains("0x1002"));
+        let mut seg = u;
+        seg[3] = 1;
+        assert!(udop_unwrap(&seg).unwrap_err().contains("segmented"));
+    }
+
+    #[test]
+    fn airtime_counts_a_quarter_of_overhead() {
+        assert_eq!(airtime_ms(1200, 1200), 10_000);
+        assert_eq!(airtime_ms(150, 300), 5_000);
+    }
+}

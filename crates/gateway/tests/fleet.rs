@@ -1,0 +1,314 @@
+//! Fleet mail over the air, end to end in virtual time: a base and several ship gateways (the
+//! production daemon code) on one emulated HF frequency, the ships members of one STANAG 5066
+//! group address. Mail for two or more ships goes once by ACP 142 P_MUL (MULE bodies); a ship
+//! under EMCON receives without transmitting and acknowledges once EMCON is lifted.
+//!
+//! Mail is submitted through the base's intake (no sockets: real sockets and paused time do
+//! not mix) and read back from the ships' Maildirs.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use skywave_gateway::fleet::{Fleet, FleetOptions, ship_domain};
+use skywave_gateway::hf::{Direction, TransferRecord};
+use skywave_spool::Target;
+
+fn options(dir: &Path, ships: usize) -> FleetOptions {
+    let mut o = FleetOptions::new(dir.to_path_buf(), ships);
+    o.base_smtp = "127.0.0.1:0".parse().unwrap();
+    o.ship_smtp_port = 0;
+    o.snr_db = 20.0;
+    o.min_backoff = 60;
+    o
+}
+
+/// A message with a unique Message-ID and `size` bytes: an order and a base64 attachment (a
+/// chart, say), which deflate cannot shrink much, so the multicast has many PDUs.
+fn message(to: &[String], n: usize, size: usize) -> Vec<u8> {
+    const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut m = format!(
+        "From: <hq@base.example>\r\nTo: {}\r\nSubject: fleet order {n}\r\nMessage-ID: <{n}.hq@base.example>\r\n\r\n\
+         Rendezvous 47N 008W at 0600Z, course 270, speed 12 knots. Chart attached.\r\n\r\n",
+        to.join(", ")
+    );
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ n as u64;
+    let mut line = 0;
+    while m.len() < size {
+        // xorshift: deterministic, incompressible enough.
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        m.push(char::from(B64[(x % 64) as usize]));
+        line += 1;
+        if line == 76 {
+            m.push_str("\r\n");
+            line = 0;
+        }
+    }
+    m.into_bytes()
+}
+
+/// The Maildir files in `new/` of `dir`, as text.
+fn maildir(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir.join("new")) else {
+        return Vec::new();
+    };
+    entries
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect()
+}
+
+/// Waits (in virtual time) until every Maildir in `dirs` holds at least `n` messages, or
+/// `limit` passes; returns how long it took.
+async fn wait_all(dirs: &[std::path::PathBuf], n: usize, limit: Duration) -> Duration {
+    let start = tokio::time::Instant::now();
+    while start.elapsed() < limit {
+        if dirs.iter().all(|d| maildir(d).len() >= n) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    start.elapsed()
+}
+
+/// The message arrived exactly once, byte-identical (LF line ends in the Maildir), with the
+/// ship's Received header naming the base's 5066 address.
+fn check_once(dir: &Path, body: &[u8], ship: usize) {
+    let got = maildir(dir);
+    assert_eq!(got.len(), 1, "ship {}: {} copies", ship + 1, got.len());
+    let original = String::from_utf8(body.to_vec())
+        .unwrap()
+        .replace("\r\n", "\n");
+    assert!(
+        got[0].ends_with(&original),
+        "ship {}: body changed",
+        ship + 1
+    );
+    assert!(
+        got[0].contains(&format!("by gw.{} (skywave) with ", ship_domain(ship)))
+            && got[0].contains("base/5066:0.0.1.1"),
+        "ship {}: Received header:\n{}",
+        ship + 1,
+        &got[0][..got[0].len().min(500)]
+    );
+}
+
+fn multicast_out(records: &[TransferRecord]) -> Vec<&TransferRecord> {
+    records
+        .iter()
+        .filter(|r| r.direction == Direction::Out && r.protocol == "pmul")
+        .collect()
+}
+
+/// Waits until the base's spool is empty (every recipient final) or `limit` passes.
+async fn wait_spool_empty(fleet: &Fleet, limit: Duration) -> bool {
+    let start = tokio::time::Instant::now();
+    while start.elapsed() < limit {
+        if fleet.base.spool().entries().unwrap().count() == 0 {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+    false
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_message_to_five_ships_goes_once_and_a_weak_ship_is_repaired() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), 5);
+    // Ship 4 hears the base at 3 dB: it loses some Data_PDUs and needs repairs.
+    o.ship_snr_db = vec![(3, 3.0)];
+    o.repeats = 0;
+    let fleet = Fleet::start(&o).await.unwrap();
+    let rcpts: Vec<String> = (0..5)
+        .map(|i| format!("captain@{}", ship_domain(i)))
+        .collect();
+    let body = message(&rcpts, 1, 6000);
+    let refs: Vec<&str> = rcpts.iter().map(String::as_str).collect();
+    fleet
+        .base
+        .submit("hq@base.example", &refs, &body)
+        .await
+        .unwrap();
+    let took = wait_all(&fleet.ship_maildirs, 1, Duration::from_secs(3600)).await;
+    for (i, d) in fleet.ship_maildirs.iter().enumerate() {
+        check_once(d, &body, i);
+    }
+    assert!(
+        wait_spool_empty(&fleet, Duration::from_secs(3600)).await,
+        "base spool not empty"
+    );
+    // Nothing more arrives later.
+    tokio::time::sleep(Duration::from_secs(1800)).await;
+    for (i, d) in fleet.ship_maildirs.iter().enumerate() {
+        check_once(d, &body, i);
+    }
+    let records = fleet.base.hf().transfers();
+    let out = multicast_out(&records);
+    assert_eq!(out.len(), 1, "one multicast: {out:#?}");
+    assert!(
+        out[0].result.starts_with("acknowledged by 5 of 5 ships"),
+        "{}",
+        out[0].result
+    );
+    let repairs = out[0].retransmissions.unwrap();
+    let pdus = out[0].updus;
+    // Not five unicast sessions: no HMTP out of the base at all.
+    assert!(
+        records
+            .iter()
+            .all(|r| r.direction != Direction::Out || r.protocol == "pmul"),
+        "{records:#?}"
+    );
+    let c = fleet.subnet.counters();
+    eprintln!(
+        "5 ships: all delivered after {:.0} s; {pdus} P_MUL PDUs ({repairs} repairs); base {} transmissions, {} bytes on air",
+        took.as_secs_f64(),
+        c.nodes[0].transmissions,
+        c.nodes[0].bytes_on_air
+    );
+    assert!(
+        repairs > 0,
+        "the weak ship needed no repair: the test proves nothing"
+    );
+    fleet.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_emcon_ship_receives_silently_and_acknowledges_when_emcon_is_lifted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), 3);
+    o.emcon = vec![2];
+    let fleet = Fleet::start(&o).await.unwrap();
+    let rcpts: Vec<String> = (0..3).map(|i| format!("ops@{}", ship_domain(i))).collect();
+    let body = message(&rcpts, 2, 3000);
+    let refs: Vec<&str> = rcpts.iter().map(String::as_str).collect();
+    let id = fleet
+        .base
+        .submit("hq@base.example", &refs, &body)
+        .await
+        .unwrap();
+    wait_all(&fleet.ship_maildirs, 1, Duration::from_secs(3600)).await;
+    for (i, d) in fleet.ship_maildirs.iter().enumerate() {
+        check_once(d, &body, i);
+    }
+    // Two hours on: the EMCON ship has the mail but has put nothing on the air, and the base
+    // still waits for it.
+    tokio::time::sleep(Duration::from_secs(7200)).await;
+    let c = fleet.subnet.counters();
+    assert_eq!(c.nodes[3].transmissions, 0, "the EMCON ship transmitted");
+    assert!(
+        c.nodes[1].transmissions > 0 && c.nodes[2].transmissions > 0,
+        "the others acked"
+    );
+    let file = fleet.base.spool().load(&id).unwrap().1;
+    let waiting: Vec<_> = file
+        .envelope
+        .recipients
+        .iter()
+        .filter(|r| !r.state.is_final())
+        .map(|r| r.address.clone())
+        .collect();
+    assert_eq!(
+        waiting,
+        ["ops@ship3.example"],
+        "only the EMCON ship's recipient waits"
+    );
+    assert!(matches!(&file.envelope.recipients[2].target, Target::Peer(p) if p == "ship3"));
+
+    fleet.ship(2).unwrap().set_emcon(false);
+    assert!(
+        wait_spool_empty(&fleet, Duration::from_secs(1800)).await,
+        "not done after EMCON"
+    );
+    let c = fleet.subnet.counters();
+    assert!(
+        c.nodes[3].transmissions > 0,
+        "the ship acknowledged after EMCON"
+    );
+    // Still exactly once everywhere.
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    for (i, d) in fleet.ship_maildirs.iter().enumerate() {
+        check_once(d, &body, i);
+    }
+    fleet.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_ship_killed_in_mid_multicast_gets_the_message_after_restart_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), 3);
+    o.repeats = 0;
+    let mut fleet = Fleet::start(&o).await.unwrap();
+    let rcpts: Vec<String> = (0..3).map(|i| format!("ops@{}", ship_domain(i))).collect();
+    // About 40 s on the air at 1200 bit/s: the kill lands in the middle.
+    let body = message(&rcpts, 3, 12_000);
+    let refs: Vec<&str> = rcpts.iter().map(String::as_str).collect();
+    fleet
+        .base
+        .submit("hq@base.example", &refs, &body)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    fleet.stop_ship(1).await;
+    assert!(
+        maildir(&fleet.ship_maildirs[1]).is_empty(),
+        "killed too late"
+    );
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    fleet.start_ship(1).await.unwrap();
+    wait_all(&fleet.ship_maildirs, 1, Duration::from_secs(3600)).await;
+    assert!(
+        wait_spool_empty(&fleet, Duration::from_secs(3600)).await,
+        "base spool not empty"
+    );
+    tokio::time::sleep(Duration::from_secs(1800)).await;
+    for (i, d) in fleet.ship_maildirs.iter().enumerate() {
+        check_once(d, &body, i);
+    }
+    fleet.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn mail_for_one_ship_goes_by_hmtp_and_for_the_fleet_to_every_ship() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = Fleet::start(&options(dir.path(), 3)).await.unwrap();
+    let one = message(&["ops@ship2.example".to_owned()], 4, 800);
+    fleet
+        .base
+        .submit("hq@base.example", &["ops@ship2.example"], &one)
+        .await
+        .unwrap();
+    let all = message(&["notices@fleet.example".to_owned()], 5, 900);
+    fleet
+        .base
+        .submit("hq@base.example", &["notices@fleet.example"], &all)
+        .await
+        .unwrap();
+    wait_all(&fleet.ship_maildirs, 1, Duration::from_secs(3600)).await;
+    assert!(
+        wait_spool_empty(&fleet, Duration::from_secs(3600)).await,
+        "base spool not empty"
+    );
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    for (i, d) in fleet.ship_maildirs.iter().enumerate() {
+        let got = maildir(d);
+        let want = if i == 1 { 2 } else { 1 };
+        assert_eq!(got.len(), want, "ship {}: {got:#?}", i + 1);
+        assert!(
+            got.iter()
+                .any(|m| m.contains("Message-ID: <5.hq@base.example>"))
+        );
+    }
+    let records = fleet.base.hf().transfers();
+    let outs: Vec<(&str, &str)> = records
+        .iter()
+        .filter(|r| r.direction == Direction::Out)
+        .map(|r| (r.peer.as_str(), r.protocol.as_str()))
+        .collect();
+    assert!(outs.contains(&("ship2", "hmtp")), "{outs:?}");
+    assert!(outs.contains(&("fleet", "pmul")), "{outs:?}");
+    fleet.stop().await;
+}
