@@ -59,6 +59,16 @@ pub(crate) struct DemoArgs {
     /// directory under the system's temporary directory, kept afterwards).
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// The fleet form: a base and this many ships on one frequency (the ships also members
+    /// of one 5066 group address); the base sends one message to every ship (once, by P_MUL
+    /// multicast), one to the whole fleet and one to the first ship alone (by HMTP). The base
+    /// listens on --shore-port, ship i on --ship-port + i - 1.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=50))]
+    ships: Option<u16>,
+    /// With --ships: the last ship keeps EMCON (receives, transmits nothing) until the
+    /// base has sent everything, then lifts it and acknowledges.
+    #[arg(long, requires = "ships")]
+    emcon_ship: bool,
 }
 
 pub(crate) fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
@@ -74,7 +84,29 @@ pub(crate) fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(demo(args, dir))
+    match args.ships {
+        Some(n) => runtime.block_on(crate::fleet_demo::run(args.fleet(usize::from(n)), dir)),
+        None => runtime.block_on(demo(args, dir)),
+    }
+}
+
+impl DemoArgs {
+    /// The settings of the fleet form.
+    fn fleet(&self, ships: usize) -> crate::fleet_demo::FleetDemo {
+        crate::fleet_demo::FleetDemo {
+            ships,
+            once: self.once,
+            time_scale: self.time_scale,
+            rate: self.rate,
+            channel: self.channel.clone(),
+            snr: self.snr,
+            interleaver: self.interleaver.clone(),
+            seed: self.seed,
+            base_port: self.shore_port,
+            ship_port: self.ship_port,
+            emcon_ship: self.emcon_ship,
+        }
+    }
 }
 
 async fn demo(args: DemoArgs, dir: PathBuf) -> anyhow::Result<ExitCode> {
@@ -192,7 +224,7 @@ const SAMPLE_MAX: usize = 12_000;
 /// repeated log lines that deflate 16:1. Each message gets From and To matching the demo's
 /// envelope and a Message-ID unique to this run (a receiving gateway drops a Message-ID it has
 /// already accepted).
-fn sample(from: &str, to: &str, n: usize, side: &str) -> Vec<OutgoingMessage> {
+pub(crate) fn sample(from: &str, to: &str, n: usize, side: &str) -> Vec<OutgoingMessage> {
     let seed = if side == "ship" { 0x5_41B } else { 0x5_40E };
     let sizes = skywave_compress::corpus::standard_sizes(seed, n + 2);
     (0..n)
@@ -264,7 +296,7 @@ fn set_headers(message: &[u8], fields: &[(&str, String)]) -> Vec<u8> {
     out
 }
 
-async fn submit(addr: SocketAddr, messages: Vec<OutgoingMessage>) -> anyhow::Result<()> {
+pub(crate) async fn submit(addr: SocketAddr, messages: Vec<OutgoingMessage>) -> anyhow::Result<()> {
     let mut settings = TcpBearerSettings::new("demo.localhost");
     settings.reply_timeout = Duration::from_secs(30);
     let t = send_batch(addr, &settings, messages)
@@ -291,7 +323,7 @@ fn queued(pair: &Pair) -> usize {
         .fold(0usize, usize::saturating_add)
 }
 
-fn count(maildir: &Path) -> usize {
+pub(crate) fn count(maildir: &Path) -> usize {
     std::fs::read_dir(maildir.join("new")).map_or(0, |d| d.count())
 }
 

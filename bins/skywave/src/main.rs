@@ -5,6 +5,8 @@
 
 mod codec_cmd;
 mod demo;
+mod emcon_cmd;
+mod fleet_demo;
 mod queue_cmd;
 mod routes_cmd;
 mod run_cmd;
@@ -32,8 +34,12 @@ enum Command {
     Run(run_cmd::RunArgs),
     /// Queue depth per target, held peers, oldest message, and whether the gateway runs.
     Status(status_cmd::StatusArgs),
-    /// Two gateways over the bundled HF emulator: a mail delivered and the air-time report printed.
+    /// Two gateways over the bundled HF emulator: a mail delivered and the air-time report printed
+    /// (`--ships N`: a base and N ships on one frequency, fleet mail by P_MUL multicast).
     Demo(demo::DemoArgs),
+    /// EMCON (radio silence) of a gateway: set it, lift it, or show it. A running gateway
+    /// follows within two seconds; a restart returns to `[hf] emcon` of the configuration.
+    Emcon(emcon_cmd::EmconArgs),
     /// STANAG 5066 SIS diagnostics.
     Sis {
         #[command(subcommand)]
@@ -65,6 +71,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run_cmd::run(args),
         Command::Status(args) => status_cmd::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Emcon(args) => emcon_cmd::run(args),
         Command::Sis { command } => sis_cmd::run(command),
         Command::Queue(args) => queue_cmd::run(args),
         Command::Routes { command } => routes_cmd::run(command),

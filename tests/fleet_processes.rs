@@ -1,0 +1,386 @@
+//! Fleet mail as an operator deploys it: five processes on loopback. `skywave-emu --nodes 4`
+//! serves SIS for a base (0.0.1.1) and three ships (0.0.2.1-3) on one emulated frequency, the
+//! ships members of the 5066 group address 16.0.9.9 (simulated time 20 times faster than the
+//! wall clock); four `skywave run` daemons, each with its own configuration, state and Maildir,
+//! reach their nodes over TCP. A mail to a captain on every ship, submitted to the base with
+//! swaks, goes once by P_MUL multicast and arrives in the three Maildirs, once each. Then
+//! `skywave emcon on` silences the third ship: the next mail still reaches it, the base waits
+//! for its acknowledgement, and `skywave emcon off` makes it acknowledge.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::time::{Instant, sleep, timeout};
+
+const TIME_SCALE: u32 = 20;
+const RATE_BPS: u32 = 1200;
+const STEP: Duration = Duration::from_secs(60);
+const DELIVERY_LIMIT: Duration = Duration::from_secs(120);
+const BASE: &str = "0.0.1.1";
+const SHIPS: [&str; 3] = ["0.0.2.1", "0.0.2.2", "0.0.2.3"];
+const GROUP: &str = "16.0.9.9";
+
+/// Starts the emulator; returns it and the SIS address of each node.
+async fn emulator() -> (Child, BTreeMap<String, String>) {
+    let mut child = Command::new(skywave_e2e::bin("skywave-emu"))
+        .args(["--nodes", "4", "--addresses"])
+        .arg(format!("{BASE},{}", SHIPS.join(",")))
+        .args(["--group", &format!("{GROUP}={}", SHIPS.join(","))])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--channel",
+            "awgn",
+            "--snr",
+            "20",
+        ])
+        .args(["--rate", &RATE_BPS.to_string()])
+        .args(["--time-scale", &TIME_SCALE.to_string()])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start skywave-emu");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut servers = BTreeMap::new();
+    while servers.len() < 4 {
+        let line = timeout(STEP, lines.next_line())
+            .await
+            .expect("skywave-emu printed no address in time")
+            .expect("read skywave-emu stdout")
+            .expect("skywave-emu exited before listening");
+        if let Some((node, addr)) = line
+            .strip_prefix("node ")
+            .and_then(|l| l.split_once(" listening on "))
+        {
+            servers.insert(node.to_owned(), addr.to_owned());
+        }
+    }
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, servers)
+}
+
+/// Writes a gateway's `skywave.toml` and `routes.toml` under `dir`; returns the former.
+fn write_config(dir: &Path, domain: &str, node: &str, sis: &str, routes: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    // The radio runs TIME_SCALE times faster than the gateways' clocks.
+    let config = format!(
+        "hostname = \"gw.{domain}\"\n\
+         state_dir = \"state\"\n\
+         routes = \"routes.toml\"\n\n\
+         [smtp]\n\
+         listen = \"127.0.0.1:0\"\n\
+         shutdown_grace = \"2s\"\n\n\
+         [delivery]\n\
+         maildir = \"Maildir\"\n\n\
+         [metrics]\n\
+         enabled = false\n\n\
+         [spool]\n\
+         min_backoff = 1\n\
+         max_backoff = 5\n\n\
+         [hf]\n\
+         node = \"{node}\"\n\
+         sis_server = \"{sis}\"\n\
+         assumed_bps = {bps}\n\
+         reply_timeout = \"20s\"\n\
+         batch_delay = 1\n",
+        bps = RATE_BPS * TIME_SCALE,
+    );
+    let path = dir.join("skywave.toml");
+    std::fs::write(&path, config).unwrap();
+    std::fs::write(dir.join("routes.toml"), routes).unwrap();
+    path
+}
+
+fn base_routes() -> String {
+    let mut r =
+        "[lan]\ndomains = [\"base.example\"]\nrelay_networks = [\"127.0.0.0/8\"]\n".to_owned();
+    for (i, node) in SHIPS.iter().enumerate() {
+        let n = i + 1;
+        r.push_str(&format!(
+            "\n[[peer]]\nname = \"ship{n}\"\nnode = \"{node}\"\nprotocol = \"hmtp\"\nskywave = true\ncompression = \"deflate\"\n\n\
+             [[route]]\nmatch = \"ship{n}.example\"\nto = \"ship{n}\"\n"
+        ));
+    }
+    r.push_str(&format!(
+        "\n[[group]]\nname = \"fleet\"\nnode = \"{GROUP}\"\nmembers = [\"ship1\", \"ship2\", \"ship3\"]\n"
+    ));
+    r
+}
+
+fn ship_routes(n: usize) -> String {
+    format!(
+        "[lan]\ndomains = [\"ship{n}.example\"]\nrelay_networks = [\"127.0.0.0/8\"]\n\n\
+         [[peer]]\nname = \"base\"\nnode = \"{BASE}\"\nprotocol = \"hmtp\"\nskywave = true\ncompression = \"deflate\"\n\n\
+         [[route]]\nmatch = \"*\"\nto = \"base\"\n"
+    )
+}
+
+/// A running `skywave run`: the process and its SMTP address.
+struct Gateway {
+    _child: Child,
+    smtp: String,
+}
+
+async fn start(config: &Path) -> Gateway {
+    let dir = config.parent().unwrap();
+    let log = std::fs::File::create(dir.join("skywave.log")).unwrap();
+    let mut child = Command::new(skywave_e2e::bin("skywave"))
+        .args(["--log", "info", "run", "--config"])
+        .arg(config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log))
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start skywave run");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let smtp = timeout(STEP, async {
+        while let Some(line) = lines.next_line().await.expect("read skywave stdout") {
+            if let Some(a) = line.strip_prefix("skywave: smtp listening on ") {
+                return Some(a.to_owned());
+            }
+        }
+        None
+    })
+    .await
+    .expect("gateway did not start in time")
+    .unwrap_or_else(|| {
+        panic!(
+            "gateway exited before listening:\n{}",
+            std::fs::read_to_string(dir.join("skywave.log")).unwrap_or_default()
+        )
+    });
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Gateway {
+        _child: child,
+        smtp,
+    }
+}
+
+/// The Subjects of the messages in a Maildir's `new/`, each with its count.
+fn subjects(maildir: &Path) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(maildir.join("new")) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Ok(text) = std::fs::read_to_string(e.path()) else {
+            continue;
+        };
+        let s = text
+            .lines()
+            .take_while(|l| !l.is_empty())
+            .find_map(|l| l.strip_prefix("Subject: "))
+            .unwrap_or("(none)")
+            .to_owned();
+        *out.entry(s).or_default() += 1;
+    }
+    out
+}
+
+async fn run(program: &str, args: &[&str]) -> (i32, String) {
+    let out = timeout(
+        STEP,
+        Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{program} took too long"))
+    .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+async fn swaks(server: &str, to: &str, subject: &str) {
+    let header = format!("Subject: {subject}");
+    let (code, out) = run(
+        "swaks",
+        &[
+            "--server",
+            server,
+            "--helo",
+            "hq.test",
+            "--from",
+            "hq@base.example",
+            "--to",
+            to,
+            "--header",
+            &header,
+            "--body",
+            "Rendezvous 47N 008W at 0600Z.",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "swaks failed: {out}");
+}
+
+/// Waits until every Maildir has `subject` or the limit passes.
+async fn wait_all(maildirs: &[PathBuf], subject: &str) {
+    let end = Instant::now() + DELIVERY_LIMIT;
+    while Instant::now() < end {
+        if maildirs.iter().all(|m| subjects(m).contains_key(subject)) {
+            return;
+        }
+        sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until `skywave status` of the base says its queue is empty, or the limit passes.
+async fn base_queue_empty(config: &Path) -> bool {
+    let end = Instant::now() + DELIVERY_LIMIT;
+    let skywave = skywave_e2e::bin("skywave");
+    let cfg = config.display().to_string();
+    while Instant::now() < end {
+        let (_, out) = run(
+            skywave.to_str().unwrap(),
+            &["queue", "--config", &cfg, "list"],
+        )
+        .await;
+        if !out.contains("@ship") {
+            return true;
+        }
+        sleep(Duration::from_millis(500)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mail_to_three_ships_goes_once_by_multicast_and_emcon_holds_only_the_ack() {
+    if !skywave_emu::missing::have_tool("swaks", "the fleet multi-process test") {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let (_emu, sis) = emulator().await;
+    let base_cfg = write_config(
+        &root.path().join("base"),
+        "base.example",
+        BASE,
+        &sis[BASE],
+        &base_routes(),
+    );
+    let mut ship_cfgs = Vec::new();
+    for (i, node) in SHIPS.iter().enumerate() {
+        let n = i + 1;
+        ship_cfgs.push(write_config(
+            &root.path().join(format!("ship{n}")),
+            &format!("ship{n}.example"),
+            node,
+            &sis[*node],
+            &ship_routes(n),
+        ));
+    }
+    let base = start(&base_cfg).await;
+    let mut ships = Vec::new();
+    for c in &ship_cfgs {
+        ships.push(start(c).await);
+    }
+    let maildirs: Vec<PathBuf> = ship_cfgs
+        .iter()
+        .map(|c| c.parent().unwrap().join("Maildir"))
+        .collect();
+
+    swaks(
+        &base.smtp,
+        "captain@ship1.example,captain@ship2.example,captain@ship3.example",
+        "fleet order 1",
+    )
+    .await;
+    wait_all(&maildirs, "fleet order 1").await;
+    for (i, m) in maildirs.iter().enumerate() {
+        assert_eq!(
+            subjects(m).get("fleet order 1"),
+            Some(&1),
+            "ship{}: {:?}",
+            i + 1,
+            subjects(m)
+        );
+    }
+    assert!(
+        base_queue_empty(&base_cfg).await,
+        "the base still waits for acks"
+    );
+    let log = std::fs::read_to_string(base_cfg.parent().unwrap().join("skywave.log")).unwrap();
+    assert!(
+        log.contains("multicast by P_MUL"),
+        "no multicast in the base's log"
+    );
+    // One transfer out of the base, by P_MUL; no HMTP session to any ship.
+    let transfers =
+        std::fs::read_to_string(base_cfg.parent().unwrap().join("state/transfers.jsonl")).unwrap();
+    assert!(transfers.contains("\"pmul\""), "{transfers}");
+    assert!(
+        !transfers.contains("\"hmtp\""),
+        "a unicast session ran: {transfers}"
+    );
+
+    // EMCON on ship 3, by the operator's command on the running gateway.
+    let skywave = skywave_e2e::bin("skywave");
+    let cfg3 = ship_cfgs[2].display().to_string();
+    let (code, out) = run(
+        skywave.to_str().unwrap(),
+        &["emcon", "on", "--config", &cfg3],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}");
+    let (_, out) = run(
+        skywave.to_str().unwrap(),
+        &["emcon", "status", "--config", &cfg3],
+    )
+    .await;
+    assert!(out.starts_with("EMCON on"), "{out}");
+    sleep(Duration::from_secs(3)).await;
+    swaks(
+        &base.smtp,
+        "ops@ship1.example,ops@ship3.example",
+        "fleet order 2",
+    )
+    .await;
+    wait_all(&[maildirs[0].clone(), maildirs[2].clone()], "fleet order 2").await;
+    assert_eq!(
+        subjects(&maildirs[2]).get("fleet order 2"),
+        Some(&1),
+        "EMCON ship got it"
+    );
+    // Its acknowledgement is held: the base keeps ship 3's recipient.
+    sleep(Duration::from_secs(10)).await;
+    let (_, out) = run(
+        skywave.to_str().unwrap(),
+        &["queue", "--config", &base_cfg.display().to_string(), "list"],
+    )
+    .await;
+    assert!(
+        out.contains("ops@ship3.example"),
+        "the base should still wait: {out}"
+    );
+    let (code, out) = run(
+        skywave.to_str().unwrap(),
+        &["emcon", "off", "--config", &cfg3],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        base_queue_empty(&base_cfg).await,
+        "no ack after EMCON was lifted"
+    );
+    for m in &maildirs {
+        assert!(subjects(m).values().all(|&n| n == 1), "{:?}", subjects(m));
+    }
+    drop(ships);
+}
