@@ -36,6 +36,44 @@ enum Command {
     Compare(Box<Compare>),
     /// Re-run the published conditions and print emulated against published, with ratios.
     Calibrate(Calibrate),
+    /// One base and N ships on one channel: HMTP unicast to each ship against P_MUL multicast.
+    Fleet(Fleet),
+}
+
+#[derive(Debug, clap::Args)]
+struct Fleet {
+    /// Ships (default 2,5,10).
+    #[arg(long, value_delimiter = ',')]
+    ships: Vec<usize>,
+    /// Workloads: all (one message to every ship), one (to the first ship), mixed (one to
+    /// every ship and one to each ship alone) (default: all three).
+    #[arg(long, value_delimiter = ',')]
+    workload: Vec<String>,
+    /// Scenarios: hmtp-unicast, pmul-multicast (default both).
+    #[arg(long, value_delimiter = ',')]
+    scenarios: Vec<String>,
+    /// Numbers of EMCON ships (multicast only; their EMCON is lifted once the others have
+    /// their mail) (default 0,1).
+    #[arg(long, value_delimiter = ',')]
+    emcon: Vec<usize>,
+    /// Message size, bytes (a corpus message of about this size).
+    #[arg(long, default_value_t = 2000)]
+    size: usize,
+    /// Modem rate, bit/s.
+    #[arg(long, default_value_t = 1200)]
+    rate: u32,
+    /// SNR of the nearest ship, dB (the others in rings 3, 6 and 9 dB lower).
+    #[arg(long, default_value_t = 18.0, allow_negative_numbers = true)]
+    snr: f64,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Table format on standard output.
+    #[arg(long, value_enum, default_value = "md")]
+    format: Format,
+    /// Also write table.md, table.csv and the SVG figures into this directory.
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 /// Table format.
@@ -142,6 +180,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Compare(c) => compare(*c),
         Command::Calibrate(c) => run_calibrate(c),
+        Command::Fleet(f) => run_fleet(f),
     };
     match outcome {
         Ok(code) => code,
@@ -150,6 +189,92 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn run_fleet(f: Fleet) -> Result<ExitCode> {
+    use skywave_bench::fleet::{
+        FleetRow, FleetSpec, FleetWorkload, fleet_csv, fleet_markdown, fleet_plots, run_fleet,
+    };
+    let ships = or(f.ships, &[2, 5, 10]);
+    if let Some(&n) = ships.iter().find(|&&n| !(1..=50).contains(&n)) {
+        bail!("--ships {n}: a fleet has 1 to 50 ships");
+    }
+    let workloads = or(f.workload, &["all".into(), "one".into(), "mixed".into()])
+        .iter()
+        .map(|w| {
+            FleetWorkload::parse(w)
+                .with_context(|| format!("unknown workload {w:?}: expected all, one or mixed"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let scenarios = or(
+        f.scenarios,
+        &["hmtp-unicast".into(), "pmul-multicast".into()],
+    );
+    let mut modes = Vec::new();
+    for s in &scenarios {
+        match s.as_str() {
+            "hmtp-unicast" => modes.push(false),
+            "pmul-multicast" => modes.push(true),
+            other => bail!("unknown scenario {other:?}: expected hmtp-unicast or pmul-multicast"),
+        }
+    }
+    let emcons = or(f.emcon, &[0, 1]);
+    let mut specs = Vec::new();
+    for &n in &ships {
+        for &w in &workloads {
+            for &multicast in &modes {
+                for &e in &emcons {
+                    // EMCON ships are unreachable by unicast: one row says so, not one per count.
+                    if e > n || (!multicast && e > 0 && emcons.iter().any(|&x| x > 0 && x < e)) {
+                        continue;
+                    }
+                    specs.push(FleetSpec {
+                        ships: n,
+                        workload: w,
+                        multicast,
+                        emcon: e,
+                        size: f.size,
+                        rate_bps: f.rate,
+                        snr_db: f.snr,
+                        seed: f.seed,
+                    });
+                }
+            }
+        }
+    }
+    let bar = ProgressBar::new(specs.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} fleet runs ({elapsed})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut rows = Vec::new();
+    for spec in specs {
+        let result = if !spec.multicast && spec.emcon > 0 {
+            Err("unreachable: a ship under EMCON cannot answer HMTP".to_owned())
+        } else {
+            run_fleet(&spec).map_err(|e| e.to_string())
+        };
+        rows.push(FleetRow { spec, result });
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let text = match f.format {
+        Format::Md => fleet_markdown(&rows),
+        Format::Csv => fleet_csv(&rows),
+    };
+    print!("{text}");
+    if let Some(dir) = &f.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let mut files = vec![
+            write(dir, "table.md", &fleet_markdown(&rows))?,
+            write(dir, "table.csv", &fleet_csv(&rows))?,
+        ];
+        files.extend(fleet_plots(&rows, dir)?);
+        for file in files {
+            eprintln!("wrote {}", file.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn or<T: Clone>(given: Vec<T>, default: &[T]) -> Vec<T> {

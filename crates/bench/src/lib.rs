@@ -13,6 +13,7 @@
 
 pub mod calibrate;
 pub mod cftp5066;
+pub mod fleet;
 pub mod hmtp5066;
 pub mod model;
 pub mod plot;

@@ -27,7 +27,7 @@ pub struct PlotError {
 }
 
 /// One line of a figure: a scenario name and its (x, y) points, sorted by x.
-type Series = BTreeMap<String, Vec<(f64, f64)>>;
+pub(crate) type Series = BTreeMap<String, Vec<(f64, f64)>>;
 
 /// A line ready to draw: its name, its sorted points and its colour.
 type Styled = (String, Vec<(f64, f64)>, RGBColor);
@@ -151,7 +151,7 @@ fn file_stem(key: &str) -> String {
         .collect()
 }
 
-fn draw(
+pub(crate) fn draw(
     path: &Path,
     title: &str,
     x_label: &str,

@@ -19,6 +19,9 @@ use crate::workload::WorkloadError;
 /// which is a [`RunResult`] with `delivered < expected`).
 #[derive(Debug, Error)]
 pub enum BenchError {
+    /// A fleet run could not be set up.
+    #[error("fleet: {0}")]
+    Fleet(String),
     /// The condition cannot be emulated (unknown rate, interleaver or channel).
     #[error("bad condition: {0}")]
     Condition(String),

@@ -994,6 +994,48 @@ pub fn message_with_text_attachment(
     (msg.into_bytes(), file)
 }
 
+/// `message` with these header fields set: an existing field of that name (with its folded
+/// continuation lines) is replaced, a missing one is added at the end of the header. Works on
+/// bytes: the rest of the message is kept exactly.
+pub fn set_headers(message: &[u8], fields: &[(&str, String)]) -> Vec<u8> {
+    let end = message
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(0, |e| e + 2);
+    let mut out = Vec::with_capacity(message.len() + 200);
+    let mut done = vec![false; fields.len()];
+    let mut skipping = false;
+    for line in message[..end].split_inclusive(|&b| b == b'\n') {
+        if skipping && matches!(line.first(), Some(b' ' | b'\t')) {
+            continue;
+        }
+        skipping = false;
+        let name = line.split(|&b| b == b':').next().unwrap_or_default();
+        match fields
+            .iter()
+            .position(|(f, _)| f.as_bytes().eq_ignore_ascii_case(name))
+        {
+            Some(i) => {
+                if !done[i] {
+                    out.extend_from_slice(
+                        format!("{}: {}\r\n", fields[i].0, fields[i].1).as_bytes(),
+                    );
+                    done[i] = true;
+                }
+                skipping = true;
+            }
+            None => out.extend_from_slice(line),
+        }
+    }
+    for (i, (f, v)) in fields.iter().enumerate() {
+        if !done[i] {
+            out.extend_from_slice(format!("{f}: {v}\r\n").as_bytes());
+        }
+    }
+    out.extend_from_slice(&message[end..]);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1076,6 +1118,20 @@ mod tests {
         assert_eq!(
             rfc5322_date(1_735_689_600 + 86_400 * 31 + 3661),
             "Sat, 1 Feb 2025 01:01:01 +0000"
+        );
+    }
+
+    #[test]
+    fn headers_are_replaced_or_added_and_nothing_else_changes() {
+        let id = [("Message-ID", "<n@d>".to_owned())];
+        let m = b"From: x\r\nMessage-Id: <old@x>\r\n folded\r\nSubject: s\r\n\r\nbody\r\nMessage-ID: kept\r\n";
+        assert_eq!(
+            set_headers(m, &id),
+            b"From: x\r\nMessage-ID: <n@d>\r\nSubject: s\r\n\r\nbody\r\nMessage-ID: kept\r\n"
+        );
+        assert_eq!(
+            set_headers(b"From: x\r\n\r\nb", &id),
+            b"From: x\r\nMessage-ID: <n@d>\r\n\r\nb"
         );
     }
 }

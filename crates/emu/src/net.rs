@@ -2075,6 +2075,17 @@ impl State {
                 }
             } else {
                 let peer_may = rt.tx.peer_may_transmit_at();
+                // The individual nodes this transmission addressed, in the order of their first
+                // D_PDU. Each may owe an answer; on one frequency they answer one after another,
+                // one response slot apart, or their answers would key up together and collide
+                // every time (with one addressee, the point-to-point case, nothing changes).
+                let mut addressees: Vec<usize> = Vec::new();
+                for sd in &rt.dpdus {
+                    if sd.dest < self.nodes.len() && !addressees.contains(&sd.dest) {
+                        addressees.push(sd.dest);
+                    }
+                }
+                let slot = self.response_timeout;
                 for r in (0..self.nodes.len()).filter(|&r| r != sender) {
                     let (heard, fates) = self.receive(sender, r, &rt);
                     let mut got_any = false;
@@ -2149,17 +2160,28 @@ impl State {
                         if had_data && let Some(l) = n.links.get_mut(&sender) {
                             l.owes_ack = true;
                         }
+                        let place = addressees.iter().position(|&a| a == r);
                         if got_any {
-                            n.not_before = peer_may;
+                            let k = u32::try_from(place.unwrap_or(0)).unwrap_or(u32::MAX);
+                            n.not_before = peer_may + slot.saturating_mul(k);
                         } else if heard {
-                            // Overheard a transmission for someone else: leave the addressee
-                            // its turn to answer before competing for the channel.
-                            n.not_before = n.not_before.max(peer_may + self.response_timeout);
+                            // Overheard a transmission for someone else: leave the addressees
+                            // their turns to answer, then contend after a random number of
+                            // carrier-sense slots (as HF CSMA does), so that nodes deferring to
+                            // the same transmission do not all key up at its end.
+                            let turns = u32::try_from(addressees.len()).unwrap_or(u32::MAX);
+                            let sense = self.config.modem.key_up + self.config.modem.switching_time;
+                            let backoff = sense.saturating_mul(self.rng.random_range(0..8u32));
+                            n.not_before = n
+                                .not_before
+                                .max(peer_may + slot.saturating_mul(turns) + backoff);
                         }
                     }
                 }
+                // The sender waits for every addressee's turn before it sends again.
+                let turns = u32::try_from(addressees.len().saturating_sub(1)).unwrap_or(u32::MAX);
                 let wait = if rt.sent_data {
-                    peer_may + self.response_timeout
+                    peer_may + slot.saturating_mul(turns) + self.response_timeout
                 } else {
                     peer_may
                 };

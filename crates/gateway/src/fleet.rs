@@ -60,6 +60,9 @@ pub struct FleetOptions {
     pub emcon: Vec<usize>,
     /// Blind repeats of each Data_PDU in the base's multicast.
     pub repeats: u8,
+    /// The base's routing table has the group (false: every ship by HMTP unicast, the
+    /// baseline the fleet benchmark compares with; EMCON ships are then unreachable).
+    pub multicast: bool,
     /// Seed of the emulator's random draws.
     pub seed: u64,
     /// Simulated seconds per second of tokio time (1 in virtual-time tests).
@@ -84,6 +87,7 @@ impl FleetOptions {
             ship_snr_db: Vec::new(),
             emcon: Vec::new(),
             repeats: 1,
+            multicast: true,
             seed: 1,
             time_scale: 1.0,
             min_backoff: 30,
@@ -126,6 +130,11 @@ pub struct Fleet {
 impl Fleet {
     /// Writes the configurations and starts the emulator and every gateway.
     pub async fn start(opts: &FleetOptions) -> Result<Fleet, PairError> {
+        if !opts.multicast && !opts.emcon.is_empty() {
+            return Err(PairError::Setting(
+                "a ship under EMCON answers nothing, so HMTP cannot reach it: EMCON ships need the multicast group".to_owned(),
+            ));
+        }
         if !(1..=200).contains(&opts.ships) {
             return Err(PairError::Setting(format!(
                 "{} ships: a fleet has 1 to 200",
@@ -303,6 +312,12 @@ fn write_base(opts: &FleetOptions) -> Result<PathBuf, PairError> {
             domain = ship_domain(i),
         ));
         members.push(format!("\"{name}\""));
+    }
+    if !opts.multicast {
+        let cfg = dir.join("skywave.toml");
+        write(&cfg, &gateway)?;
+        write(&dir.join("routes.toml"), &routes)?;
+        return Ok(cfg);
     }
     routes.push_str(&format!(
         "\n[[group]]\n\

@@ -1,0 +1,390 @@
+//! The fleet benchmark: one base and N ships on one emulated HF frequency, HMTP unicast to each
+//! ship against ACP 142 P_MUL multicast, in virtual time.
+//!
+//! Every run is the production gateway code ([`skywave_gateway::fleet::Fleet`]: spools, routing
+//! tables, link schedulers, Maildir delivery) over the bundled emulator, each ship hearing the
+//! channel at its own SNR ([`ship_snr`]). A run submits its workload to the base at once and
+//! reports when every ship has its mail, when the base has every acknowledgement (its spool is
+//! empty), the airtime of every transmission on the channel (from the emulator's trace), the
+//! transmissions and the bytes on the air. Deterministic for a seed.
+
+use std::time::Duration;
+
+use skywave_gateway::fleet::{Fleet, FleetOptions, ship_domain};
+
+use crate::runner::BenchError;
+
+/// Which mail the base sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FleetWorkload {
+    /// One message with a recipient on every ship.
+    All,
+    /// One message for the first ship only.
+    One,
+    /// One message for every ship, and one more for each ship alone.
+    Mixed,
+}
+
+impl FleetWorkload {
+    /// Its name on the command line and in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            FleetWorkload::All => "all",
+            FleetWorkload::One => "one",
+            FleetWorkload::Mixed => "mixed",
+        }
+    }
+
+    /// By name.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "all" => Some(FleetWorkload::All),
+            "one" => Some(FleetWorkload::One),
+            "mixed" => Some(FleetWorkload::Mixed),
+            _ => None,
+        }
+    }
+
+    /// The messages: (recipient ship indices, corpus seed).
+    fn messages(self, ships: usize) -> Vec<Vec<usize>> {
+        match self {
+            FleetWorkload::All => vec![(0..ships).collect()],
+            FleetWorkload::One => vec![vec![0]],
+            FleetWorkload::Mixed => {
+                let mut v = vec![(0..ships).collect::<Vec<_>>()];
+                v.extend((0..ships).map(|i| vec![i]));
+                v
+            }
+        }
+    }
+}
+
+/// One fleet run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetSpec {
+    /// Ships.
+    pub ships: usize,
+    /// The mail.
+    pub workload: FleetWorkload,
+    /// P_MUL multicast through the group (false: HMTP to each ship).
+    pub multicast: bool,
+    /// The last this many ships keep EMCON (multicast only); their EMCON is lifted once every
+    /// other ship has its mail.
+    pub emcon: usize,
+    /// Size of each message, bytes (a corpus message of about this size).
+    pub size: usize,
+    /// Modem rate, bit/s.
+    pub rate_bps: u32,
+    /// SNR of the best ship, dB (see [`ship_snr`]).
+    pub snr_db: f64,
+    /// Seed.
+    pub seed: u64,
+}
+
+/// Ship `i`'s SNR when the best hears `best` dB: ships in four rings 3 dB apart, as ships at
+/// different ranges from the base are.
+pub fn ship_snr(best: f64, i: usize) -> f64 {
+    best - 3.0 * (i % 4) as f64
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetResult {
+    /// Messages every ship should have had, and had, at the end.
+    pub expected: usize,
+    /// Delivered.
+    pub delivered: usize,
+    /// Seconds from submission until every ship had its mail (`None`: not within the limit).
+    pub all_delivered_s: Option<f64>,
+    /// Seconds until the base had every acknowledgement (its spool empty).
+    pub done_s: Option<f64>,
+    /// Seconds of transmission on the channel, every node.
+    pub airtime_s: f64,
+    /// Seconds of transmission by the base.
+    pub base_airtime_s: f64,
+    /// Transmissions, every node.
+    pub transmissions: u64,
+    /// D_PDU bytes on the air, every node.
+    pub bytes_on_air: u64,
+    /// Collisions.
+    pub collisions: u64,
+}
+
+/// Longest run, simulated.
+const LIMIT: Duration = Duration::from_secs(6 * 3600);
+
+/// Runs one fleet spec in a paused-clock runtime.
+pub fn run_fleet(spec: &FleetSpec) -> Result<FleetResult, BenchError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .enable_io()
+        .start_paused(true)
+        .build()
+        .map_err(BenchError::Runtime)?;
+    rt.block_on(run(spec))
+}
+
+async fn run(spec: &FleetSpec) -> Result<FleetResult, BenchError> {
+    let dir = tempfile::tempdir().map_err(BenchError::Runtime)?;
+    let mut o = FleetOptions::new(dir.path().to_path_buf(), spec.ships);
+    o.base_smtp = "127.0.0.1:0"
+        .parse()
+        .map_err(|_| BenchError::Fleet("address".into()))?;
+    o.ship_smtp_port = 0;
+    o.rate_bps = spec.rate_bps;
+    o.channel = "awgn".into();
+    o.snr_db = spec.snr_db;
+    o.ship_snr_db = (0..spec.ships)
+        .map(|i| (i, ship_snr(spec.snr_db, i)))
+        .collect();
+    o.seed = spec.seed;
+    o.multicast = spec.multicast;
+    o.emcon = (spec.ships.saturating_sub(spec.emcon)..spec.ships).collect();
+    o.min_backoff = 60;
+    let fleet = Fleet::start(&o)
+        .await
+        .map_err(|e| BenchError::Fleet(e.to_string()))?;
+    let messages = spec.workload.messages(spec.ships);
+    let mut expected = vec![0usize; spec.ships];
+    for (n, ships) in messages.iter().enumerate() {
+        let rcpts: Vec<String> = ships
+            .iter()
+            .map(|&i| format!("captain@{}", ship_domain(i)))
+            .collect();
+        for &i in ships {
+            expected[i] += 1;
+        }
+        let body = message(spec, n, &rcpts);
+        let refs: Vec<&str> = rcpts.iter().map(String::as_str).collect();
+        fleet
+            .base
+            .submit("hq@base.example", &refs, &body)
+            .await
+            .map_err(|r| BenchError::Fleet(format!("the base refused the mail: {r}")))?;
+    }
+    let start = tokio::time::Instant::now();
+    let mut all_delivered = None;
+    let mut done = None;
+    let mut lifted = spec.emcon == 0;
+    while start.elapsed() < LIMIT {
+        let have = |i: usize| count(&fleet.ship_maildirs[i]) >= expected[i];
+        let all = (0..spec.ships).all(have);
+        if all && all_delivered.is_none() {
+            all_delivered = Some(start.elapsed().as_secs_f64());
+        }
+        let others = (0..spec.ships - spec.emcon.min(spec.ships)).all(have);
+        if !lifted && others && all {
+            for i in o.emcon.clone() {
+                if let Some(s) = fleet.ship(i) {
+                    s.set_emcon(false);
+                }
+            }
+            lifted = true;
+        }
+        let queued = fleet.base.spool().entries().map_or(1, |e| e.count());
+        if all && lifted && queued == 0 {
+            done = Some(start.elapsed().as_secs_f64());
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let delivered = (0..spec.ships)
+        .map(|i| count(&fleet.ship_maildirs[i]).min(expected[i]))
+        .sum();
+    let c = fleet.subnet.counters();
+    let trace = fleet.subnet.trace();
+    let secs = |r: &skywave_emu::net::TraceRecord| (r.end - r.start).as_secs_f64();
+    let result = FleetResult {
+        expected: expected.iter().sum(),
+        delivered,
+        all_delivered_s: all_delivered,
+        done_s: done,
+        airtime_s: trace.iter().map(secs).sum(),
+        base_airtime_s: trace.iter().filter(|r| r.sender == 0).map(secs).sum(),
+        transmissions: c.transmissions,
+        bytes_on_air: c.bytes_on_air,
+        collisions: c.collisions,
+    };
+    fleet.stop().await;
+    Ok(result)
+}
+
+/// Message `n` of a run: a corpus message of about `spec.size` bytes (headers, MIME, as mail
+/// is) with the run's addresses and a Message-ID of its own.
+fn message(spec: &FleetSpec, n: usize, rcpts: &[String]) -> Vec<u8> {
+    use skywave_compress::corpus;
+    let body =
+        corpus::message_of_size(0xF1EE7 ^ (n as u64) ^ spec.seed, spec.size).unwrap_or_default();
+    corpus::set_headers(
+        &body,
+        &[
+            ("From", "<hq@base.example>".to_owned()),
+            ("To", rcpts.join(", ")),
+            (
+                "Message-ID",
+                format!("<{n}.{}.fleet@base.example>", spec.seed),
+            ),
+        ],
+    )
+}
+
+fn count(maildir: &std::path::Path) -> usize {
+    std::fs::read_dir(maildir.join("new")).map_or(0, |d| d.count())
+}
+
+/// One row of the fleet table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetRow {
+    /// What ran.
+    pub spec: FleetSpec,
+    /// What it measured (`Err`: why it could not run, e.g. EMCON ships by unicast).
+    pub result: Result<FleetResult, String>,
+}
+
+impl FleetSpec {
+    /// The scenario's name in tables: `hmtp-unicast` or `pmul-multicast`.
+    pub fn scenario(&self) -> &'static str {
+        if self.multicast {
+            "pmul-multicast"
+        } else {
+            "hmtp-unicast"
+        }
+    }
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_owned(), |s| format!("{s:.1}"))
+}
+
+/// The rows as a Markdown table.
+pub fn fleet_markdown(rows: &[FleetRow]) -> String {
+    let mut s = String::from(
+        "| ships | workload | scenario | EMCON ships | size B | delivered | every ship has it, s | all acked, s | airtime, s | base airtime, s | transmissions | bytes on air | collisions |\n\
+         |---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for r in rows {
+        let p = &r.spec;
+        match &r.result {
+            Ok(m) => s.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {}/{} | {} | {} | {:.1} | {:.1} | {} | {} | {} |\n",
+                p.ships,
+                p.workload.name(),
+                p.scenario(),
+                p.emcon,
+                p.size,
+                m.delivered,
+                m.expected,
+                opt(m.all_delivered_s),
+                opt(m.done_s),
+                m.airtime_s,
+                m.base_airtime_s,
+                m.transmissions,
+                m.bytes_on_air,
+                m.collisions
+            )),
+            Err(e) => s.push_str(&format!(
+                "| {} | {} | {} | {} | {} | - | - | - | - | - | - | - | {e} |\n",
+                p.ships,
+                p.workload.name(),
+                p.scenario(),
+                p.emcon,
+                p.size
+            )),
+        }
+    }
+    s
+}
+
+/// The rows as CSV.
+pub fn fleet_csv(rows: &[FleetRow]) -> String {
+    let mut s = String::from(
+        "ships,workload,scenario,emcon_ships,size,rate_bps,best_snr_db,seed,expected,delivered,all_delivered_s,done_s,airtime_s,base_airtime_s,transmissions,bytes_on_air,collisions,error\n",
+    );
+    for r in rows {
+        let p = &r.spec;
+        let head = format!(
+            "{},{},{},{},{},{},{},{}",
+            p.ships,
+            p.workload.name(),
+            p.scenario(),
+            p.emcon,
+            p.size,
+            p.rate_bps,
+            p.snr_db,
+            p.seed
+        );
+        match &r.result {
+            Ok(m) => s.push_str(&format!(
+                "{head},{},{},{},{},{:.3},{:.3},{},{},{},\n",
+                m.expected,
+                m.delivered,
+                m.all_delivered_s
+                    .map_or(String::new(), |v| format!("{v:.3}")),
+                m.done_s.map_or(String::new(), |v| format!("{v:.3}")),
+                m.airtime_s,
+                m.base_airtime_s,
+                m.transmissions,
+                m.bytes_on_air,
+                m.collisions
+            )),
+            Err(e) => s.push_str(&format!("{head},,,,,,,,,,\"{}\"\n", e.replace('"', "'"))),
+        }
+    }
+    s
+}
+
+/// Figures of the rows without EMCON ships: time until every ship has its mail and the
+/// channel's airtime against the number of ships, one line per scenario, one figure per
+/// workload; returns the files written.
+pub fn fleet_plots(
+    rows: &[FleetRow],
+    dir: &std::path::Path,
+) -> Result<Vec<std::path::PathBuf>, crate::plot::PlotError> {
+    let mut files = Vec::new();
+    for w in [FleetWorkload::All, FleetWorkload::One, FleetWorkload::Mixed] {
+        let mut time = crate::plot::Series::new();
+        let mut air = crate::plot::Series::new();
+        for r in rows
+            .iter()
+            .filter(|r| r.spec.workload == w && r.spec.emcon == 0)
+        {
+            let Ok(m) = &r.result else { continue };
+            let x = r.spec.ships as f64;
+            if let Some(t) = m.all_delivered_s {
+                time.entry(r.spec.scenario().to_owned())
+                    .or_default()
+                    .push((x, t));
+            }
+            air.entry(r.spec.scenario().to_owned())
+                .or_default()
+                .push((x, m.airtime_s));
+        }
+        if time.values().map(Vec::len).sum::<usize>() < 2 {
+            continue;
+        }
+        let p = dir.join(format!("fleet-time_{}.svg", w.name()));
+        crate::plot::draw(
+            &p,
+            &format!(
+                "Fleet, workload \"{}\": time until every ship has its mail",
+                w.name()
+            ),
+            "ships",
+            "seconds",
+            &time,
+            false,
+        )?;
+        files.push(p);
+        let p = dir.join(format!("fleet-airtime_{}.svg", w.name()));
+        crate::plot::draw(
+            &p,
+            &format!("Fleet, workload \"{}\": airtime on the channel", w.name()),
+            "ships",
+            "seconds of transmission",
+            &air,
+            false,
+        )?;
+        files.push(p);
+    }
+    Ok(files)
+}

@@ -1,0 +1,56 @@
+//! The fleet benchmark's headline, asserted in virtual time (deterministic for the seed): a
+//! message for every one of five ships on one 1200 bit/s frequency goes once by P_MUL and
+//! reaches every ship sooner, in a fraction of the airtime HMTP to each ship takes.
+//! `skywave-bench fleet` prints the same rows; README quotes them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use skywave_bench::fleet::{FleetResult, FleetSpec, FleetWorkload, run_fleet};
+
+fn spec(multicast: bool, emcon: usize) -> FleetSpec {
+    FleetSpec {
+        ships: 5,
+        workload: FleetWorkload::All,
+        multicast,
+        emcon,
+        size: 2000,
+        rate_bps: 1200,
+        snr_db: 18.0,
+        seed: 1,
+    }
+}
+
+fn within(what: &str, v: f64, lo: f64, hi: f64) {
+    assert!((lo..=hi).contains(&v), "{what} = {v}, expected {lo}..={hi}");
+}
+
+fn run(s: &FleetSpec) -> FleetResult {
+    let r = run_fleet(s).unwrap();
+    assert_eq!(r.delivered, r.expected, "{s:?}: {r:?}");
+    assert!(r.done_s.is_some(), "{s:?} never finished: {r:?}");
+    r
+}
+
+#[test]
+fn a_message_for_five_ships_goes_once_by_multicast() {
+    let uni = run(&spec(false, 0));
+    let multi = run(&spec(true, 0));
+    eprintln!("unicast {uni:?}\nmulticast {multi:?}");
+    let (ut, mt) = (uni.all_delivered_s.unwrap(), multi.all_delivered_s.unwrap());
+    within("unicast: every ship has it, s", ut, 45.0, 55.0);
+    within("multicast: every ship has it, s", mt, 18.0, 25.0);
+    within("unicast airtime, s", uni.airtime_s, 100.0, 123.0);
+    within("multicast airtime, s", multi.airtime_s, 24.0, 30.0);
+    assert!(mt <= 0.5 * ut, "multicast {mt} s against unicast {ut} s");
+    assert!(multi.airtime_s <= 0.3 * uni.airtime_s);
+    assert_eq!(multi.collisions, 0);
+}
+
+#[test]
+fn an_emcon_ship_gets_the_multicast_and_its_ack_comes_when_emcon_ends() {
+    let r = run(&spec(true, 1));
+    let plain = run(&spec(true, 0));
+    // The ships have it as soon as without EMCON; only the last ack waits for the lift.
+    assert_eq!(r.all_delivered_s, plain.all_delivered_s);
+    assert!(r.done_s >= plain.done_s, "{r:?} against {plain:?}");
+}
