@@ -208,3 +208,43 @@ fn authenticated_needs_a_client_ip() {
     assert_eq!(code, 2);
     assert!(err.contains("--client-ip <IP>"), "{err}");
 }
+
+#[test]
+fn explain_with_several_recipients_shows_how_one_message_travels() {
+    let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/routes-base.toml");
+    let base = base.to_str().unwrap();
+    let (code, out, err) = run(&["routes", "check", base]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("3 peers, 1 group, 4 routes, OK"), "{out}");
+    assert!(
+        out.contains("group fleet at 16.0.9.9: ship1, ship2, ship3 (EMCON)"),
+        "{out}"
+    );
+    let (code, out, err) = run(&[
+        "routes",
+        "explain",
+        base,
+        "captain@ship1.navy.example",
+        "ops@ship2.navy.example",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("multicast: once by P_MUL to group fleet (16.0.9.9) for ship1, ship2"),
+        "{out}"
+    );
+    let (code, out, _) = run(&[
+        "routes",
+        "explain",
+        base,
+        "captain@ship1.navy.example",
+        "x@ship1.navy.example",
+    ]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("unicast: to ship1 by hmtp (the only ship of group fleet in this message)"),
+        "{out}"
+    );
+    let (code, out, _) = run(&["routes", "explain", base, "ops@ship3.navy.example"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("EMCON: yes"), "{out}");
+}

@@ -267,3 +267,15 @@ fn a_group_of_one_ship_without_emcon_is_a_warning() {
         t.warnings()
     );
 }
+
+#[test]
+fn the_documented_base_example_is_valid() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/routes-base.toml");
+    let t = RoutingTable::load(&path).unwrap();
+    assert!(t.warnings().is_empty(), "{:?}", t.warnings());
+    let g = t.group("fleet").unwrap();
+    assert_eq!(g.members, ["ship1", "ship2", "ship3"]);
+    let plan = t.plan(["ship1", "ship2"]);
+    assert_eq!(plan.multicast.len(), 1);
+}
