@@ -211,6 +211,17 @@ impl ArqSender {
         out
     }
 
+    /// Bytes (with `overhead` per frame) of the frames the next transmission would send if its
+    /// budget had no limit: what this link asks of a transmission shared with other links.
+    pub fn ready_bytes(&mut self, max: usize, overhead: usize) -> usize {
+        self.fill_window();
+        self.outstanding
+            .values()
+            .take(max)
+            .map(|o| o.data.len() + overhead)
+            .sum()
+    }
+
     /// Like [`ArqSender::next_segments`], but also stops before the frames' bytes would pass
     /// `budget`, counting `overhead` bytes of D_PDU framing per frame; always returns at least
     /// one frame if any is ready, so that a transmission is never empty. The node uses this to

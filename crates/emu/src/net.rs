@@ -678,6 +678,22 @@ struct Link {
 /// ACKs outside the transmit window, in a row, after which a sender resets the window.
 pub const STALE_ACKS_RESET: u8 = 2;
 
+/// Max-min fair shares of `budget` bytes among peers asking `demands` bytes: in ascending order
+/// of demand, each gets what it asks or an equal share of what is left, whichever is less.
+fn fair_shares(budget: usize, demands: &[(usize, usize)]) -> BTreeMap<usize, usize> {
+    let mut order: Vec<(usize, usize)> = demands.to_vec();
+    order.sort_by_key(|&(p, d)| (d, p));
+    let mut left = budget;
+    let mut out = BTreeMap::new();
+    let count = order.len();
+    for (i, (peer, demand)) in order.into_iter().enumerate() {
+        let share = demand.min(left / (count - i));
+        left -= share;
+        out.insert(peer, share);
+    }
+    out
+}
+
 /// Data transmissions without any ACK after which an adaptive sender lowers its rate.
 pub const UNANSWERED_STEP_DOWN: u8 = 3;
 
@@ -1835,6 +1851,23 @@ impl State {
             }
         }
         let mut data_acks = 0u64;
+        // A transmission serving several peers shares its bytes among them, max-min fairly:
+        // a peer asking less than an equal share gets all it asks, the others split the rest,
+        // so a long batch for one ship never holds up a short message for another (with one
+        // peer, it gets the whole budget as before).
+        let ack_extra = |peer: &usize| match deferred.get(peer).map(|d| &d.body) {
+            Some(Body::AckOnly(a)) => 1 + a.bitmap.len(),
+            _ => 0,
+        };
+        let demands: Vec<(usize, usize)> = n
+            .links
+            .iter_mut()
+            .filter(|(_, l)| l.reset_out.is_none())
+            .map(|(&p, l)| (p, l.sender.ready_bytes(window, overhead)))
+            .filter(|&(_, d)| d > 0)
+            .map(|(p, d)| (p, d + ack_extra(&p)))
+            .collect();
+        let shares = fair_shares(budget, &demands);
         for (&peer, link) in n.links.iter_mut() {
             if budget < overhead + 1 {
                 break;
@@ -1843,6 +1876,9 @@ impl State {
                 // No data until the peer's receive window is realigned.
                 continue;
             }
+            let Some(&share) = shares.get(&peer) else {
+                continue;
+            };
             // A DATA-ACK carries the ACK's RX LWE and bitmap on top of the DATA-ONLY fields.
             // Only the first frame to the peer carries it: the ACK is the same for all, and
             // repeating it would cost more bytes than the ACK-ONLY it replaces.
@@ -1851,9 +1887,11 @@ impl State {
                 _ => None,
             };
             let extra = ack.as_ref().map_or(0, |a| 1 + a.bitmap.len());
-            let segments =
-                link.sender
-                    .next_segments_within(window, budget.saturating_sub(extra), overhead);
+            let segments = link.sender.next_segments_within(
+                window,
+                share.min(budget).saturating_sub(extra),
+                overhead,
+            );
             if !segments.is_empty() {
                 link.unanswered = link.unanswered.saturating_add(1);
                 if ack.is_some() {
@@ -2771,5 +2809,24 @@ impl State {
         let _ = b.tx.send(p);
         n.counters.delivered += 1;
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fair_shares;
+
+    #[test]
+    fn a_shared_transmission_is_split_max_min_fairly() {
+        // One peer: everything it asks, up to the budget.
+        assert_eq!(fair_shares(1000, &[(1, 400)])[&1], 400);
+        assert_eq!(fair_shares(1000, &[(1, 4000)])[&1], 1000);
+        // A short message beside a long batch gets all it asks; the batch gets the rest.
+        let s = fair_shares(10_000, &[(1, 50_000), (2, 600)]);
+        assert_eq!((s[&1], s[&2]), (9_400, 600));
+        // Three long batches split evenly.
+        let s = fair_shares(9_000, &[(1, 50_000), (2, 60_000), (3, 70_000)]);
+        assert_eq!((s[&1], s[&2], s[&3]), (3_000, 3_000, 3_000));
+        assert!(fair_shares(100, &[]).is_empty());
     }
 }

@@ -1326,7 +1326,7 @@ async fn a_group_addressed_updu_goes_once_to_every_member_through_its_own_channe
     }
     // ARQ cannot serve a group: the request is refused, not left waiting for a confirm.
     let (arq_base, _ea) = client(&subnet, 0, 4).await;
-    let mut req = request(0, 4, payload(99, 300));
+    let mut req = request(0, 4, payload(99, 1500));
     req.dest = group;
     req.mode = ServiceType::ARQ_NODE_CONFIRM;
     match arq_base.send_unidata(req).unwrap().await {
@@ -1382,4 +1382,41 @@ async fn a_group_addressed_updu_goes_once_to_every_member_through_its_own_channe
             .all(|d| d.dpdu_type == 7),
         "{trace:?}"
     );
+}
+
+/// One node with a long batch for one peer and a short U_PDU for another, both queued before
+/// it keys up: its transmissions are shared max-min fairly, so the short U_PDU rides in the
+/// first one and arrives after one transmission, not after the whole batch.
+#[tokio::test(start_paused = true)]
+async fn a_long_batch_for_one_peer_shares_the_transmission_with_a_short_one_for_another() {
+    let nodes: Vec<_> = [A, B, 0x0106_0708].into_iter().map(addr).collect();
+    let modem = ModemConfig::new(DataRate::Bps1200, Interleaver::Short).unwrap();
+    let subnet = Subnet::start(SubnetConfig::new(nodes, modem, ChannelConfig::awgn(30.0))).unwrap();
+    let (base, _e0) = client(&subnet, 0, 3).await;
+    let (_c1, mut e1) = client(&subnet, 1, 3).await;
+    let (_c2, mut e2) = client(&subnet, 2, 3).await;
+    // 40 kB for B (over four minutes of air at 1200 bit/s), then 1500 bytes for the third node.
+    let mut pending = Vec::new();
+    for i in 0..20 {
+        pending.push(base.send_unidata(request(B, 3, payload(i, 2000))).unwrap());
+    }
+    pending.push(
+        base.send_unidata(request(0x0106_0708, 3, payload(99, 1500)))
+            .unwrap(),
+    );
+    let start = tokio::time::Instant::now();
+    let short = receive(&mut e2, 1).await;
+    let t_short = start.elapsed();
+    assert_eq!(short[0].0, addr(A));
+    let long = receive(&mut e1, 20).await;
+    let t_long = start.elapsed();
+    assert_eq!(long.len(), 20);
+    // The first transmission is at most 127.5 s: the short U_PDU is in it.
+    assert!(
+        t_short < Duration::from_secs(135) && t_short.as_secs_f64() < 0.6 * t_long.as_secs_f64(),
+        "short U_PDU after {t_short:?}, batch after {t_long:?}"
+    );
+    for p in pending {
+        assert!(matches!(p.await, Ok(Delivery::Confirmed(_))));
+    }
 }

@@ -312,3 +312,38 @@ async fn mail_for_one_ship_goes_by_hmtp_and_for_the_fleet_to_every_ship() {
     assert!(outs.contains(&("fleet", "pmul")), "{outs:?}");
     fleet.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_big_batch_for_one_ship_does_not_hold_up_a_short_message_for_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = Fleet::start(&options(dir.path(), 2)).await.unwrap();
+    // 40 kB of attachments for ship 1 (several minutes of air at 1200 bit/s)...
+    let big: Vec<Vec<u8>> = (0..4)
+        .map(|n| message(&["ops@ship1.example".to_owned()], 10 + n, 10_000))
+        .collect();
+    for b in &big {
+        fleet
+            .base
+            .submit("hq@base.example", &["ops@ship1.example"], b)
+            .await
+            .unwrap();
+    }
+    // ...and a short message for ship 2 at the same time.
+    let small = message(&["captain@ship2.example".to_owned()], 20, 500);
+    fleet
+        .base
+        .submit("hq@base.example", &["captain@ship2.example"], &small)
+        .await
+        .unwrap();
+    let t_small = wait_all(&fleet.ship_maildirs[1..], 1, Duration::from_secs(3600)).await;
+    let t_big = wait_all(&fleet.ship_maildirs[..1], 4, Duration::from_secs(3600)).await + t_small;
+    eprintln!("short message for ship 2 after {t_small:?}; ship 1's batch after {t_big:?}");
+    check_once(&fleet.ship_maildirs[1], &small, 1);
+    assert_eq!(maildir(&fleet.ship_maildirs[0]).len(), 4);
+    // Ship 2's message shares the channel with ship 1's batch instead of queueing behind it.
+    assert!(
+        t_small.as_secs_f64() < 0.5 * t_big.as_secs_f64(),
+        "ship 2 waited {t_small:?} behind ship 1's batch ({t_big:?})"
+    );
+    fleet.stop().await;
+}

@@ -211,6 +211,12 @@ impl PmulLink {
         }
         let mut look_at = Instant::now();
         loop {
+            // Registered before the spool is read, so that mail queued while we read it still
+            // wakes us (`notify_waiters` only reaches futures that wait already).
+            let wake = Arc::clone(&self.ctx.wake);
+            let notified = wake.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
             if st.up && !st.emcon && Instant::now() >= look_at {
                 self.take_work(&mut st).await;
                 look_at = self.next_look().await;
@@ -246,7 +252,7 @@ impl PmulLink {
                     }
                     Some(LinkInput::SendFailed(why)) => debug!(%why, "P_MUL U_PDU not sent"),
                 },
-                () = self.ctx.wake.notified() => look_at = Instant::now(),
+                () = &mut notified => look_at = Instant::now(),
                 changed = emcon_rx.changed() => {
                     if changed.is_err() {
                         return;
