@@ -60,6 +60,8 @@ pub struct FleetOptions {
     pub emcon: Vec<usize>,
     /// Blind repeats of each Data_PDU in the base's multicast.
     pub repeats: u8,
+    /// Ships acknowledge multicast by ARQ (`pmul_acks = "arq"`), not non-ARQ.
+    pub arq_acks: bool,
     /// The base's routing table has the group (false: every ship by HMTP unicast, the
     /// baseline the fleet benchmark compares with; EMCON ships are then unreachable).
     pub multicast: bool,
@@ -88,6 +90,7 @@ impl FleetOptions {
             emcon: Vec::new(),
             repeats: 1,
             multicast: true,
+            arq_acks: false,
             seed: 1,
             time_scale: 1.0,
             min_backoff: 30,
@@ -362,10 +365,12 @@ fn write_ship(opts: &FleetOptions, i: usize) -> Result<PathBuf, PairError> {
          node = \"{BASE_NODE}\"\n\
          protocol = \"hmtp\"\n\
          skywave = true\n\
-         compression = \"deflate\"\n\n\
+         compression = \"deflate\"\n\
+         pmul_acks = \"{acks}\"\n\n\
          [[route]]\n\
          match = \"*\"\n\
-         to = \"base\"\n"
+         to = \"base\"\n",
+        acks = if opts.arq_acks { "arq" } else { "non-arq" },
     );
     let cfg = dir.join("skywave.toml");
     write(&cfg, &gateway)?;

@@ -347,3 +347,41 @@ async fn a_big_batch_for_one_ship_does_not_hold_up_a_short_message_for_another()
     );
     fleet.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn ships_may_acknowledge_by_arq_when_their_routing_table_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), 3);
+    o.arq_acks = true;
+    let fleet = Fleet::start(&o).await.unwrap();
+    let rcpts: Vec<String> = (0..3).map(|i| format!("ops@{}", ship_domain(i))).collect();
+    let body = message(&rcpts, 6, 3000);
+    let refs: Vec<&str> = rcpts.iter().map(String::as_str).collect();
+    fleet
+        .base
+        .submit("hq@base.example", &refs, &body)
+        .await
+        .unwrap();
+    wait_all(&fleet.ship_maildirs, 1, Duration::from_secs(3600)).await;
+    assert!(
+        wait_spool_empty(&fleet, Duration::from_secs(3600)).await,
+        "base spool not empty"
+    );
+    for (i, d) in fleet.ship_maildirs.iter().enumerate() {
+        check_once(d, &body, i);
+    }
+    // The ships' acks went as ARQ DATA D_PDUs (type 0 or 2), and the base answered with ARQ
+    // ACKs; no ship sent a non-ARQ D_PDU (type 7).
+    let trace = fleet.subnet.trace();
+    let ship_types: Vec<u8> = trace
+        .iter()
+        .filter(|r| r.sender != 0)
+        .flat_map(|r| r.dpdus.iter().map(|d| d.dpdu_type))
+        .collect();
+    assert!(
+        ship_types.iter().any(|&t| t == 0 || t == 2),
+        "{ship_types:?}"
+    );
+    assert!(!ship_types.contains(&7), "{ship_types:?}");
+    fleet.stop().await;
+}

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::diag::{Diagnostic, Severity};
-use crate::model::{Bearer, Cidr, Compression, Group, Lan, Peer, Priority, Protocol};
+use crate::model::{AckMode, Bearer, Cidr, Compression, Group, Lan, Peer, Priority, Protocol};
 use crate::pattern::Pattern;
 use crate::table::{RoutingTable, Rule, RuleOrigin, Target};
 
@@ -84,6 +84,7 @@ struct RawPeer {
     tcp_address: Option<Spanned<String>>,
     hold: Option<bool>,
     emcon: Option<bool>,
+    pmul_acks: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -542,6 +543,17 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
             .and_then(|v| ck.size("batch_bytes", v))
             .unwrap_or(DEFAULT_BATCH_BYTES);
 
+        let pmul_acks = match p.pmul_acks.as_ref().map(|a| (a, a.get_ref().as_str())) {
+            None | Some((_, "non-arq")) => AckMode::NonArq,
+            Some((_, "arq")) => AckMode::Arq,
+            Some((a, other)) => {
+                ck.error(
+                    a.span(),
+                    format!("pmul_acks = \"{other}\": expected \"non-arq\" or \"arq\""),
+                );
+                AckMode::NonArq
+            }
+        };
         if duplicate.is_some() {
             continue;
         }
@@ -558,6 +570,7 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 bearer,
                 hold: p.hold.unwrap_or(false),
                 emcon: p.emcon.unwrap_or(false),
+                pmul_acks,
                 line,
             },
             header,

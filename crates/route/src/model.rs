@@ -212,12 +212,35 @@ pub struct Peer {
     pub bearer: Bearer,
     /// When true, mail for this peer is queued but not sent until an operator releases it.
     pub hold: bool,
+    /// How this gateway sends its P_MUL acknowledgements to the peer (when the peer multicasts
+    /// to us): non-ARQ by default (a lost ack is made good by P_MUL's own repair cycle), or ARQ
+    /// (each ack confirmed by the 5066 link; costs the peer's node an ACK transmission).
+    pub pmul_acks: AckMode,
     /// The peer keeps EMCON (radio silence): it receives but must not transmit, so it is
     /// reached only by P_MUL multicast through its group, and its acknowledgements may come
     /// hours later, when its EMCON is lifted.
     pub emcon: bool,
     /// Line of the `[[peer]]` entry in the file.
     pub line: usize,
+}
+
+/// How P_MUL acknowledgements travel to a peer (`pmul_acks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AckMode {
+    /// Non-ARQ unicast U_PDUs.
+    #[default]
+    NonArq,
+    /// ARQ unicast U_PDUs.
+    Arq,
+}
+
+impl fmt::Display for AckMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AckMode::NonArq => "non-arq",
+            AckMode::Arq => "arq",
+        })
+    }
 }
 
 /// A multicast group of peers (`[[group]]`): ships that share one HF frequency and one

@@ -279,3 +279,32 @@ fn the_documented_base_example_is_valid() {
     let plan = t.plan(["ship1", "ship2"]);
     assert_eq!(plan.multicast.len(), 1);
 }
+
+#[test]
+fn pmul_acks_may_go_by_arq() {
+    let t = RoutingTable::parse(
+        "routes.toml",
+        &FLEET.replace(
+            "name = \"tanker\"",
+            "name = \"tanker\"\npmul_acks = \"arq\"",
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        t.peer("tanker").unwrap().pmul_acks,
+        skywave_route::AckMode::Arq
+    );
+    assert_eq!(
+        t.peer("ship1").unwrap().pmul_acks,
+        skywave_route::AckMode::NonArq
+    );
+    let e = errors(&FLEET.replace(
+        "name = \"tanker\"",
+        "name = \"tanker\"\npmul_acks = \"maybe\"",
+    ));
+    assert!(
+        e.iter()
+            .any(|m| m.contains("pmul_acks = \"maybe\": expected \"non-arq\" or \"arq\"")),
+        "{e:#?}"
+    );
+}

@@ -66,7 +66,7 @@ fn unknown_key_lists_the_expected_ones() {
         [
             "routes.toml:4:1: error: unknown field `protocl`, expected one of `name`, `node`, `protocol`, \
           `skywave`, `compression`, `priority`, `size_limit`, `batch_bytes`, `bearer`, `sis_server`, \
-          `tcp_address`, `hold`, `emcon`\n  |\n4 | protocl = \"hmtp\"\n  | ^^^^^^^"
+          `tcp_address`, `hold`, `emcon`, `pmul_acks`\n  |\n4 | protocl = \"hmtp\"\n  | ^^^^^^^"
         ]
     );
 }

@@ -38,7 +38,7 @@ use skywave_pmul::mule::{self, MuleEnvelope, MuleLimits, MuleMessage, MuleRecipi
 use skywave_pmul::pdu::Pdu;
 use skywave_pmul::receiver::{Receiver, ReceiverConfig, ReceiverEvent};
 use skywave_pmul::sender::{DestState, Destination, Sender, SenderConfig};
-use skywave_route::{Destination as RouteTo, Group, RoutingTable};
+use skywave_route::{AckMode, Destination as RouteTo, Group, RoutingTable};
 use skywave_sis::{NodeAddress, SapId, ServiceType};
 use skywave_smtp::{BodyType, Envelope, Protocol};
 use skywave_spool::{Priority, QueueId, RcptState, Target};
@@ -571,15 +571,25 @@ impl PmulLink {
             let Some(node) = to.and_then(|s| NodeAddress::new(s).ok()) else {
                 continue;
             };
+            // As the routing table says for that peer: non-ARQ unless `pmul_acks = "arq"`.
+            let mode = match self
+                .ctx
+                .routes
+                .current()
+                .peers()
+                .iter()
+                .find(|p| p.node == Some(node))
+                .map(|p| p.pmul_acks)
+            {
+                Some(AckMode::Arq) => ServiceType::ARQ,
+                _ => ServiceType::NON_ARQ,
+            };
             let updu = udop_wrap(st.next_updu_id, &ack);
             st.next_updu_id = st.next_updu_id.wrapping_add(1);
-            if let Err(e) = self.endpoint.send_mode(
-                node,
-                priority_5066(0),
-                ServiceType::NON_ARQ,
-                vec![updu],
-                None,
-            ) {
+            if let Err(e) = self
+                .endpoint
+                .send_mode(node, priority_5066(0), mode, vec![updu], None)
+            {
                 debug!(error = %e, "P_MUL ack not sent");
             }
         }
