@@ -2124,6 +2124,8 @@ impl State {
                     }
                 }
                 let slot = self.response_timeout;
+                // Carrier-sense slots to draw from: twice the nodes that might contend.
+                let slots = u32::try_from(self.nodes.len().max(4) * 2).unwrap_or(u32::MAX);
                 for r in (0..self.nodes.len()).filter(|&r| r != sender) {
                     let (heard, fates) = self.receive(sender, r, &rt);
                     let mut got_any = false;
@@ -2199,17 +2201,18 @@ impl State {
                             l.owes_ack = true;
                         }
                         let place = addressees.iter().position(|&a| a == r);
-                        if got_any {
-                            let k = u32::try_from(place.unwrap_or(0)).unwrap_or(u32::MAX);
+                        if let (true, Some(k)) = (got_any, place) {
+                            let k = u32::try_from(k).unwrap_or(u32::MAX);
                             n.not_before = peer_may + slot.saturating_mul(k);
                         } else if heard {
-                            // Overheard a transmission for someone else: leave the addressees
-                            // their turns to answer, then contend after a random number of
+                            // Overheard a transmission for someone else, or got only group
+                            // (non-ARQ) data that nobody answers: leave the addressees their
+                            // turns to answer, then contend after a random number of
                             // carrier-sense slots (as HF CSMA does), so that nodes deferring to
                             // the same transmission do not all key up at its end.
                             let turns = u32::try_from(addressees.len()).unwrap_or(u32::MAX);
                             let sense = self.config.modem.key_up + self.config.modem.switching_time;
-                            let backoff = sense.saturating_mul(self.rng.random_range(0..8u32));
+                            let backoff = sense.saturating_mul(self.rng.random_range(0..slots));
                             n.not_before = n
                                 .not_before
                                 .max(peer_may + slot.saturating_mul(turns) + backoff);
