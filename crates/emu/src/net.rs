@@ -81,6 +81,14 @@
 //! the end of that transmission (plus switching time) rather than colliding with it.
 //! Collisions happen when nodes key up within one key-up time of each other.
 //!
+//! Several peers on one frequency (a base and its ships): a transmission's bytes are shared
+//! max-min fairly among the peers with ARQ data waiting (a short message for one ship rides
+//! beside a long batch for another); the nodes a transmission addresses answer one response
+//! timeout apart, in the order of their first D_PDU in it, and its sender waits for all of them;
+//! nodes that overheard it, or got only group (non-ARQ) data from it, wait for those turns and
+//! then a random number (0 to twice the number of nodes) of carrier-sense slots of key-up plus
+//! switching time. With two nodes none of this changes anything.
+//!
 //! Time: simulated time is a [`Duration`] since the subnetwork started; the scheduler sleeps
 //! with `tokio::time::sleep_until`, so under `#[tokio::test(start_paused = true)]` a transfer
 //! of hours runs in milliseconds, deterministically for a seed. With a time scale K > 1 (the
