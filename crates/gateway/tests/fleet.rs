@@ -47,6 +47,8 @@ fn message(to: &[String], n: usize, size: usize) -> Vec<u8> {
             line = 0;
         }
     }
+    // Mail ends with a line end (SMTP adds one where it is missing).
+    m.push_str("\r\n");
     m.into_bytes()
 }
 
@@ -81,11 +83,22 @@ fn check_once(dir: &Path, body: &[u8], ship: usize) {
     let original = String::from_utf8(body.to_vec())
         .unwrap()
         .replace("\r\n", "\n");
-    assert!(
-        got[0].ends_with(&original),
-        "ship {}: body changed",
-        ship + 1
-    );
+    if !got[0].ends_with(&original) {
+        let common = got[0]
+            .bytes()
+            .rev()
+            .zip(original.bytes().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        panic!(
+            "ship {}: body changed; the last {common} bytes agree; got {} bytes, sent {}:\n{}",
+            ship + 1,
+            got[0].len(),
+            original.len(),
+            &got[0][got[0].len().saturating_sub(common + 300)
+                ..got[0].len().saturating_sub(common).max(0)]
+        );
+    }
     assert!(
         got[0].contains(&format!("by gw.{} (skywave) with ", ship_domain(ship)))
             && got[0].contains("base/5066:0.0.1.1"),
@@ -383,5 +396,55 @@ async fn ships_may_acknowledge_by_arq_when_their_routing_table_says_so() {
         "{ship_types:?}"
     );
     assert!(!ship_types.contains(&7), "{ship_types:?}");
+    fleet.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_ship_off_the_air_is_given_up_by_the_multicast_and_reached_by_hmtp_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut fleet = Fleet::start(&options(dir.path(), 3)).await.unwrap();
+    fleet.stop_ship(2).await;
+    let rcpts: Vec<String> = (0..3).map(|i| format!("ops@{}", ship_domain(i))).collect();
+    let body = message(&rcpts, 7, 3000);
+    let refs: Vec<&str> = rcpts.iter().map(String::as_str).collect();
+    let id = fleet
+        .base
+        .submit("hq@base.example", &refs, &body)
+        .await
+        .unwrap();
+    wait_all(&fleet.ship_maildirs[..2], 1, Duration::from_secs(600)).await;
+    // Repairs spent, the base gave ship 3 up (the multicast ended with two acks of three) and
+    // tried ship 3 alone by HMTP since, which cannot answer either.
+    tokio::time::sleep(Duration::from_secs(900)).await;
+    let records = fleet.base.hf().transfers();
+    let multicast = multicast_out(&records);
+    assert_eq!(multicast.len(), 1, "{records:#?}");
+    assert!(
+        multicast[0]
+            .result
+            .starts_with("acknowledged by 2 of 3 ships"),
+        "{}",
+        multicast[0].result
+    );
+    let file = fleet.base.spool().load(&id).unwrap().1;
+    let r3 = &file.envelope.recipients[2];
+    assert_eq!(r3.address, "ops@ship3.example");
+    assert!(!r3.state.is_final() && r3.attempts >= 2, "{r3:?}");
+    // Back on the air, ship 3 alone is left: the retry goes by HMTP.
+    fleet.start_ship(2).await.unwrap();
+    assert!(
+        wait_spool_empty(&fleet, Duration::from_secs(3600)).await,
+        "base spool not empty"
+    );
+    for (i, d) in fleet.ship_maildirs.iter().enumerate() {
+        check_once(d, &body, i);
+    }
+    let records = fleet.base.hf().transfers();
+    assert!(
+        records
+            .iter()
+            .any(|r| r.peer == "ship3" && r.protocol == "hmtp" && r.direction == Direction::Out),
+        "{records:#?}"
+    );
     fleet.stop().await;
 }

@@ -67,6 +67,8 @@ const TAKE_BUDGET: u64 = 256 * 1024;
 const ACK_DELAY_MS: u64 = 2_000;
 /// How long a multicast message lives: an EMCON ship may stay silent for most of a day.
 const LIFETIME_MS: u64 = 24 * 3_600_000;
+/// Repair rounds of a multicast message before ships that have not acknowledged are given up.
+const MAX_REPAIRS: u32 = 5;
 /// Name under which the de-duplication memory of multicast mail is kept (no peer can have it).
 const DEDUP_NAME: &str = "@pmul";
 
@@ -334,7 +336,14 @@ impl PmulLink {
             // Due recipients per message, per target.
             let mut due: BTreeMap<String, Vec<(String, Vec<String>)>> = BTreeMap::new();
             let mut info: HashMap<String, skywave_spool::DueMessage> = HashMap::new();
-            for t in group.members.iter().chain(std::iter::once(&group.name)) {
+            // A member an operator holds keeps its mail queued, as its own link would.
+            let held = |t: &String| table.peer(t).is_some_and(|p| p.hold);
+            for t in group
+                .members
+                .iter()
+                .filter(|t| !held(t))
+                .chain(std::iter::once(&group.name))
+            {
                 for d in spool.due(&Target::Peer(t.clone()), now, TAKE_BUDGET)? {
                     let key = d.id.to_string();
                     due.entry(key.clone())
@@ -495,6 +504,9 @@ impl PmulLink {
                 + ACK_DELAY_MS
                 + slot * (members.len() as u64 + 1)
                 + 10_000,
+            // A ship still missing PDUs after this many rounds is better reached another way
+            // (HMTP's ARQ adapts its data rate to that ship; P_MUL's rounds go at the group's).
+            max_repairs: MAX_REPAIRS,
             ..SenderConfig::default()
         };
         let message_id = st.next_message_id;
@@ -637,6 +649,36 @@ impl PmulLink {
                         .await;
                 }
             }
+            // Repairs spent and only ships that acknowledge normally still missing: they are
+            // off the air. Give up now (Discard_Message_PDU) so their mail goes another way,
+            // rather than at the day-long expiry kept for ships under EMCON.
+            let waiting_emcon = o
+                .sender
+                .status()
+                .iter()
+                .any(|d| d.state == DestState::Pending && d.dest.emcon);
+            if !o.sender.is_finished()
+                && !waiting_emcon
+                && o.sender.poll_timeout() == Some(o.sender.expiry_ms())
+            {
+                info!(queue_id = %o.id, "P_MUL repairs spent; ships that never acknowledged are given up");
+                o.sender.handle_timeout(o.sender.expiry_ms());
+                let now = self.ctx.clock.unix_ms();
+                let mut updus = Vec::new();
+                while let Some(pdu) = o.sender.poll_transmit(now) {
+                    updus.push(udop_wrap(st.next_updu_id, &pdu));
+                    st.next_updu_id = st.next_updu_id.wrapping_add(1);
+                }
+                if !updus.is_empty() {
+                    let _ = self.endpoint.send_mode(
+                        o.dest,
+                        o.priority,
+                        ServiceType::NON_ARQ,
+                        updus,
+                        None,
+                    );
+                }
+            }
             if o.sender.is_finished() {
                 finished.push(i);
             }
@@ -658,7 +700,7 @@ impl PmulLink {
                         o.size,
                         m.rcpts.clone(),
                         Outcome::Deferred(format!(
-                            "no P_MUL acknowledgement from {} before the message expired",
+                            "no P_MUL acknowledgement from {} (repairs spent or message expired)",
                             m.name
                         )),
                     )
