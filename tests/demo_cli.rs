@@ -60,3 +60,46 @@ fn the_demo_delivers_its_sample_both_ways_and_reports_the_air_time() {
         }
     }
 }
+
+#[test]
+fn the_fleet_demo_multicasts_and_an_emcon_ship_acknowledges_after_the_lift() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(skywave_e2e::bin("skywave"))
+        .args([
+            "demo",
+            "--once",
+            "--ships",
+            "3",
+            "--emcon-ship",
+            "--time-scale",
+            "20",
+            "--ship-port",
+            "0",
+            "--shore-port",
+            "0",
+            "--dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for needle in [
+        "skywave demo: a base and 3 ships on one emulated HF frequency",
+        "ship3 keeps EMCON (it transmitted 0 times)",
+        "-> fleet by pmul:",
+        "acknowledged by 3 of 3 ships",
+        "-> ship1 by hmtp:",
+        "all mail delivered and acknowledged after",
+    ] {
+        assert!(stdout.contains(needle), "no {needle:?} in:\n{stdout}");
+    }
+    // Ship 1: the message for every captain, the fleet notice and its own; the others two.
+    for (ship, want) in [(1, 3), (2, 2), (3, 2)] {
+        let n = std::fs::read_dir(dir.path().join(format!("ship{ship}/Maildir/new")))
+            .unwrap()
+            .count();
+        assert_eq!(n, want, "ship{ship}\n{stdout}");
+    }
+}
