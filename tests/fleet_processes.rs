@@ -5,7 +5,8 @@
 //! reach their nodes over TCP. A mail to a captain on every ship, submitted to the base with
 //! swaks, goes once by P_MUL multicast and arrives in the three Maildirs, once each. Then
 //! `skywave emcon on` silences the third ship: the next mail still reaches it, the base waits
-//! for its acknowledgement, and `skywave emcon off` makes it acknowledge.
+//! for its acknowledgement, and `skywave emcon off` makes it acknowledge. The SIS traffic is
+//! captured and Wireshark's P_MUL dissector must decode every PDU, checksums correct.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -26,9 +27,12 @@ const BASE: &str = "0.0.1.1";
 const SHIPS: [&str; 3] = ["0.0.2.1", "0.0.2.2", "0.0.2.3"];
 const GROUP: &str = "16.0.9.9";
 
-/// Starts the emulator; returns it and the SIS address of each node.
-async fn emulator() -> (Child, BTreeMap<String, String>) {
+/// Starts the emulator (its SIS traffic captured to `sis_pcap`); returns it and the SIS address
+/// of each node.
+async fn emulator(sis_pcap: &Path) -> (Child, BTreeMap<String, String>) {
     let mut child = Command::new(skywave_e2e::bin("skywave-emu"))
+        .arg("--sis-pcap")
+        .arg(sis_pcap)
         .args(["--nodes", "4", "--addresses"])
         .arg(format!("{BASE},{}", SHIPS.join(",")))
         .args(["--group", &format!("{GROUP}={}", SHIPS.join(","))])
@@ -267,7 +271,8 @@ async fn a_mail_to_three_ships_goes_once_by_multicast_and_emcon_holds_only_the_a
         return;
     }
     let root = tempfile::tempdir().unwrap();
-    let (_emu, sis) = emulator().await;
+    let sis_pcap = root.path().join("sis.pcap");
+    let (emu, sis) = emulator(&sis_pcap).await;
     let base_cfg = write_config(
         &root.path().join("base"),
         "base.example",
@@ -383,4 +388,67 @@ async fn a_mail_to_three_ships_goes_once_by_multicast_and_emcon_holds_only_the_a
         assert!(subjects(m).values().all(|&n| n == 1), "{:?}", subjects(m));
     }
     drop(ships);
+    drop(base);
+    stop(emu).await;
+    check_pcap_with_wireshark(&sis_pcap);
+}
+
+/// SIGTERM, so the emulator finishes its capture, and wait for it.
+async fn stop(mut emu: Child) {
+    let pid = emu.id().expect("emulator pid").to_string();
+    let (code, out) = run("kill", &["-TERM", &pid]).await;
+    assert_eq!(code, 0, "{out}");
+    timeout(STEP, emu.wait())
+        .await
+        .expect("emulator did not stop")
+        .expect("wait");
+}
+
+/// Wireshark's own P_MUL dissector, reached through its SIS dissector (SAP 2, UDOP APP_ID
+/// 0x2000), is an implementation of ACP 142 independent of ours: it must find Address_PDUs,
+/// Data_PDUs and the ships' Ack_PDUs, every checksum correct, nothing malformed.
+fn check_pcap_with_wireshark(pcap: &Path) {
+    if !skywave_emu::missing::have_tool("tshark", "the check of P_MUL on the air with Wireshark") {
+        return;
+    }
+    let tshark = |args: &[&str]| {
+        let out = std::process::Command::new("tshark")
+            .arg("-r")
+            .arg(pcap)
+            .args(args)
+            .output()
+            .expect("run tshark");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let types: std::collections::BTreeSet<String> =
+        tshark(&["-Y", "p_mul", "-T", "fields", "-e", "p_mul.pdu_type"])
+            .lines()
+            .flat_map(|l| l.split(',').map(str::to_owned).collect::<Vec<_>>())
+            .collect();
+    // 0 Data_PDU, 1 Ack_PDU, 2 Address_PDU.
+    for t in ["0", "1", "2"] {
+        assert!(types.contains(t), "P_MUL PDU type {t} missing: {types:?}");
+    }
+    let good = tshark(&[
+        "-Y",
+        "p_mul.checksum_good == 1",
+        "-T",
+        "fields",
+        "-e",
+        "frame.number",
+    ]);
+    assert!(
+        !good.trim().is_empty(),
+        "Wireshark verified no P_MUL checksum"
+    );
+    let bad = tshark(&[
+        "-Y",
+        "p_mul.checksum_bad == 1 || _ws.malformed || _ws.expert.severity == \"Error\"",
+    ]);
+    assert!(bad.trim().is_empty(), "Wireshark found errors:\n{bad}");
 }
