@@ -24,51 +24,51 @@ use skywave_smtp::{OutgoingMessage, RecipientStatus};
 pub(crate) struct DemoArgs {
     /// Exit after the sample batch instead of waiting for Ctrl-C.
     #[arg(long)]
-    once: bool,
+    pub(crate) once: bool,
     /// Simulated seconds per real second: 10 runs the radio ten times faster.
     #[arg(long, default_value_t = 1.0)]
-    time_scale: f64,
+    pub(crate) time_scale: f64,
     /// Modem data rate, bit/s (MIL-STD-188-110A/B: 75 to 9600).
     #[arg(long, default_value_t = 1200)]
-    rate: u32,
+    pub(crate) rate: u32,
     /// Channel: awgn, or an ITU-R profile (good, moderate, poor, ... from channel-profiles.csv).
     #[arg(long, default_value = "poor")]
-    channel: String,
+    pub(crate) channel: String,
     /// Signal-to-noise ratio, dB in 3 kHz.
     #[arg(long, default_value_t = 15.0)]
-    snr: f64,
+    pub(crate) snr: f64,
     /// Modem interleaver: zero, short or long.
     #[arg(long, default_value = "short")]
-    interleaver: String,
+    pub(crate) interleaver: String,
     /// Compression between the two gateways: none, lzw9 ... lzw16, deflate.
     #[arg(long, default_value = "deflate")]
-    compression: String,
+    pub(crate) compression: String,
     /// Seed of the emulator's random draws (same seed, same run).
     #[arg(long, default_value_t = 1)]
-    seed: u64,
+    pub(crate) seed: u64,
     /// The ship's LAN SMTP port on 127.0.0.1.
     #[arg(long, default_value_t = 2525)]
-    ship_port: u16,
+    pub(crate) ship_port: u16,
     /// The shore's LAN SMTP port on 127.0.0.1.
     #[arg(long, default_value_t = 2526)]
-    shore_port: u16,
+    pub(crate) shore_port: u16,
     /// Messages in the sample batch each way.
     #[arg(long, default_value_t = 3)]
-    messages: usize,
+    pub(crate) messages: usize,
     /// Directory for both gateways' configuration, spool and Maildir (default: a new
     /// directory under the system's temporary directory, kept afterwards).
     #[arg(long)]
-    dir: Option<PathBuf>,
+    pub(crate) dir: Option<PathBuf>,
     /// The fleet form: a base and this many ships on one frequency (the ships also members
     /// of one 5066 group address); the base sends one message to every ship (once, by P_MUL
     /// multicast), one to the whole fleet and one to the first ship alone (by HMTP). The base
     /// listens on --shore-port, ship i on --ship-port + i - 1.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=50))]
-    ships: Option<u16>,
+    pub(crate) ships: Option<u16>,
     /// With --ships: the last ship keeps EMCON (receives, transmits nothing) until the
     /// base has sent everything, then lifts it and acknowledges.
     #[arg(long, requires = "ships")]
-    emcon_ship: bool,
+    pub(crate) emcon_ship: bool,
 }
 
 pub(crate) fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
@@ -85,27 +85,8 @@ pub(crate) fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     match args.ships {
-        Some(n) => runtime.block_on(crate::fleet_demo::run(args.fleet(usize::from(n)), dir)),
+        Some(n) => runtime.block_on(crate::fleet_demo::run(&args, usize::from(n), dir)),
         None => runtime.block_on(demo(args, dir)),
-    }
-}
-
-impl DemoArgs {
-    /// The settings of the fleet form.
-    fn fleet(&self, ships: usize) -> crate::fleet_demo::FleetDemo {
-        crate::fleet_demo::FleetDemo {
-            ships,
-            once: self.once,
-            time_scale: self.time_scale,
-            rate: self.rate,
-            channel: self.channel.clone(),
-            snr: self.snr,
-            interleaver: self.interleaver.clone(),
-            seed: self.seed,
-            base_port: self.shore_port,
-            ship_port: self.ship_port,
-            emcon_ship: self.emcon_ship,
-        }
     }
 }
 

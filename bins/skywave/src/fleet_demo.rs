@@ -16,28 +16,14 @@ use skywave_gateway::fleet::{
 };
 use skywave_gateway::hf::Direction;
 
-use crate::demo::{count, sample, submit};
+use crate::demo::{DemoArgs, count, sample, submit};
 
-/// Settings of the fleet demo (from `skywave demo`'s options).
-#[derive(Debug)]
-pub(crate) struct FleetDemo {
-    pub(crate) ships: usize,
-    pub(crate) once: bool,
-    pub(crate) time_scale: f64,
-    pub(crate) rate: u32,
-    pub(crate) channel: String,
-    pub(crate) snr: f64,
-    pub(crate) interleaver: String,
-    pub(crate) seed: u64,
-    pub(crate) base_port: u16,
-    pub(crate) ship_port: u16,
-    pub(crate) emcon_ship: bool,
-}
-
-pub(crate) async fn run(d: FleetDemo, dir: PathBuf) -> anyhow::Result<ExitCode> {
-    let n = d.ships;
+/// Runs the fleet form of `skywave demo` with `ships` ships: the base listens on
+/// `--shore-port`, ship i on `--ship-port` + i - 1.
+pub(crate) async fn run(d: &DemoArgs, ships: usize, dir: PathBuf) -> anyhow::Result<ExitCode> {
+    let n = ships;
     let mut o = FleetOptions::new(dir.clone(), n);
-    o.base_smtp = SocketAddr::from(([127, 0, 0, 1], d.base_port));
+    o.base_smtp = SocketAddr::from(([127, 0, 0, 1], d.shore_port));
     o.ship_smtp_port = d.ship_port;
     o.rate_bps = d.rate;
     o.channel = d.channel.clone();

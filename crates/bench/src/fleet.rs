@@ -45,7 +45,7 @@ impl FleetWorkload {
         }
     }
 
-    /// The messages: (recipient ship indices, corpus seed).
+    /// The messages, each as the indices of the ships it has a recipient on.
     fn messages(self, ships: usize) -> Vec<Vec<usize>> {
         match self {
             FleetWorkload::All => vec![(0..ships).collect()],
@@ -69,7 +69,7 @@ pub struct FleetSpec {
     /// P_MUL multicast through the group (false: HMTP to each ship).
     pub multicast: bool,
     /// The last this many ships keep EMCON (multicast only); their EMCON is lifted once every
-    /// other ship has its mail.
+    /// ship, they too, has its mail.
     pub emcon: usize,
     /// Size of each message, bytes (a corpus message of about this size).
     pub size: usize,
@@ -167,14 +167,13 @@ async fn run(spec: &FleetSpec) -> Result<FleetResult, BenchError> {
     let mut done = None;
     let mut lifted = spec.emcon == 0;
     while start.elapsed() < LIMIT {
-        let have = |i: usize| count(&fleet.ship_maildirs[i]) >= expected[i];
-        let all = (0..spec.ships).all(have);
+        let all = (0..spec.ships).all(|i| count(&fleet.ship_maildirs[i]) >= expected[i]);
         if all && all_delivered.is_none() {
             all_delivered = Some(start.elapsed().as_secs_f64());
         }
-        let others = (0..spec.ships - spec.emcon.min(spec.ships)).all(have);
-        if !lifted && others && all {
-            for i in o.emcon.clone() {
+        // EMCON ends once every ship, the silent ones included, has its mail.
+        if !lifted && all {
+            for &i in &o.emcon {
                 if let Some(s) = fleet.ship(i) {
                     s.set_emcon(false);
                 }

@@ -41,7 +41,7 @@ use skywave_pmul::sender::{DestState, Destination, Sender, SenderConfig};
 use skywave_route::{AckMode, Destination as RouteTo, Group, RoutingTable};
 use skywave_sis::{NodeAddress, SapId, ServiceType};
 use skywave_smtp::{BodyType, Envelope, Protocol};
-use skywave_spool::{Priority, QueueId, RcptState, Target};
+use skywave_spool::{Priority, QueueId, Target};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -361,11 +361,8 @@ impl PmulLink {
                 let (_, file) = spool.load(&d.id)?;
                 let pending = pending_targets(&file.envelope.recipients);
                 let plan = table.plan(pending.iter().map(String::as_str));
-                if plan.multicast_for(&group.name).is_none()
-                    && !per_target
-                        .iter()
-                        .any(|(t, _)| plan.multicast_for(t).is_some_and(|g| g.name == group.name))
-                {
+                // A leg for this group exists exactly when the group's name finds it.
+                if plan.multicast_for(&group.name).is_none() {
                     continue;
                 }
                 let mut members = Vec::new();
@@ -606,23 +603,28 @@ impl PmulLink {
             }
         }
         for o in &mut st.out {
-            let mut updus = Vec::new();
-            while let Some(pdu) = o.sender.poll_transmit(now) {
-                o.wire_bytes += pdu.len() as u64;
-                o.updus += 1;
-                updus.push(udop_wrap(st.next_updu_id, &pdu));
-                st.next_updu_id = st.next_updu_id.wrapping_add(1);
-            }
-            if !updus.is_empty()
-                && let Err(e) =
-                    self.endpoint
-                        .send_mode(o.dest, o.priority, ServiceType::NON_ARQ, updus, None)
-            {
-                // The SIS connection is down: the sender's repair timer tries again.
-                debug!(error = %e, "P_MUL PDUs not sent");
-            }
+            self.send_queued(o, &mut st.next_updu_id, now);
         }
         self.record_acks(st).await
+    }
+
+    /// Sends what a message's sender has queued, counting it for the transfer record.
+    fn send_queued(&self, o: &mut Outgoing, next_updu_id: &mut u8, now: u64) {
+        let mut updus = Vec::new();
+        while let Some(pdu) = o.sender.poll_transmit(now) {
+            o.wire_bytes += pdu.len() as u64;
+            o.updus += 1;
+            updus.push(udop_wrap(*next_updu_id, &pdu));
+            *next_updu_id = next_updu_id.wrapping_add(1);
+        }
+        if !updus.is_empty()
+            && let Err(e) =
+                self.endpoint
+                    .send_mode(o.dest, o.priority, ServiceType::NON_ARQ, updus, None)
+        {
+            // The SIS connection is down: the sender's repair timer tries again.
+            debug!(error = %e, "P_MUL PDUs not sent");
+        }
     }
 
     /// Records the recipients of ships whose ack is complete, and ends finished messages (true
@@ -663,21 +665,7 @@ impl PmulLink {
             {
                 info!(queue_id = %o.id, "P_MUL repairs spent; ships that never acknowledged are given up");
                 o.sender.handle_timeout(o.sender.expiry_ms());
-                let now = self.ctx.clock.unix_ms();
-                let mut updus = Vec::new();
-                while let Some(pdu) = o.sender.poll_transmit(now) {
-                    updus.push(udop_wrap(st.next_updu_id, &pdu));
-                    st.next_updu_id = st.next_updu_id.wrapping_add(1);
-                }
-                if !updus.is_empty() {
-                    let _ = self.endpoint.send_mode(
-                        o.dest,
-                        o.priority,
-                        ServiceType::NON_ARQ,
-                        updus,
-                        None,
-                    );
-                }
+                self.send_queued(o, &mut st.next_updu_id, self.ctx.clock.unix_ms());
             }
             if o.sender.is_finished() {
                 finished.push(i);
@@ -921,7 +909,7 @@ impl PmulLink {
 pub(super) fn pending_targets(recipients: &[skywave_spool::Recipient]) -> HashSet<String> {
     recipients
         .iter()
-        .filter(|r| !matches!(r.state, RcptState::Delivered { .. } | RcptState::Failed(_)))
+        .filter(|r| !r.state.is_final())
         .filter_map(|r| match &r.target {
             Target::Peer(p) => Some(p.clone()),
             Target::Lan => None,
