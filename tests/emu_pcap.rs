@@ -6,13 +6,11 @@
 // Test helpers outside #[test] functions may panic freely too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use bytes::Bytes;
 use skywave_sis::client::{Delivery, Event, TcpConnector};
 use skywave_sis::*;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use tokio::time::timeout;
 
@@ -20,43 +18,36 @@ const WAIT: Duration = Duration::from_secs(60);
 
 #[tokio::test]
 async fn emulator_writes_a_dts_pcap_and_a_trace() {
-    let emu = skywave_e2e::bin("skywave-emu");
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("air.pcap");
     let sis_pcap = dir.path().join("sis.pcap");
-    let mut child = Command::new(emu)
-        .args(["--nodes", "2", "--addresses", "1.0.0.1,1.0.0.2"])
-        .args(["--listen", "127.0.0.1:0", "--rate", "2400", "--snr", "30"])
-        .args([
-            "--time-scale",
-            "20",
-            "--segment-size",
-            "400",
-            "--trace",
-            "--pcap",
-        ])
-        .arg(&pcap)
-        .arg("--sis-pcap")
-        .arg(&sis_pcap)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut servers = Vec::new();
-    while servers.len() < 2 {
-        let line = timeout(WAIT, lines.next_line())
-            .await
-            .expect("emulator printed no address")
-            .unwrap()
-            .expect("emulator exited before listening");
-        let addr = line
-            .split_once(" listening on ")
-            .map(|(_, a)| a.to_owned())
-            .unwrap_or_else(|| panic!("unexpected line {line:?}"));
-        servers.push(addr);
-    }
+    let mut args: Vec<std::ffi::OsString> = [
+        "--nodes",
+        "2",
+        "--addresses",
+        "1.0.0.1,1.0.0.2",
+        "--listen",
+        "127.0.0.1:0",
+        "--rate",
+        "2400",
+        "--snr",
+        "30",
+        "--time-scale",
+        "20",
+        "--segment-size",
+        "400",
+        "--trace",
+    ]
+    .map(Into::into)
+    .to_vec();
+    args.extend(["--pcap".into(), pcap.clone().into_os_string()]);
+    args.extend(["--sis-pcap".into(), sis_pcap.clone().into_os_string()]);
+    let skywave_e2e::Emu {
+        mut child,
+        servers,
+        stdout: mut lines,
+    } = skywave_e2e::start_emu(args, 2).await;
+    let servers: Vec<String> = servers.into_iter().map(|(_, addr)| addr).collect();
     let config = ClientConfig::new(SapId::HMTP, ServiceType::ARQ_NODE_CONFIRM);
     let (a, _, _ea) = timeout(
         WAIT,

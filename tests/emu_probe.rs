@@ -4,39 +4,34 @@
 // Test helpers outside #[test] functions may panic freely too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use tokio::time::timeout;
 
 #[tokio::test]
 async fn probe_against_the_emulator_prints_the_mtu() {
-    let emu = skywave_e2e::bin("skywave-emu");
     let skywave = skywave_e2e::bin("skywave");
-    let mut child = Command::new(emu)
-        .args(["--nodes", "2", "--addresses", "1.0.0.1,1.0.0.2"])
-        .args(["--listen", "127.0.0.1:0", "--rate", "2400", "--snr", "30"])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut servers = Vec::new();
-    while servers.len() < 2 {
-        let line = timeout(Duration::from_secs(60), lines.next_line())
-            .await
-            .expect("emulator printed no address")
-            .unwrap()
-            .expect("emulator exited before listening");
-        let (node, addr) = line
-            .strip_prefix("node ")
-            .and_then(|l| l.split_once(" listening on "))
-            .unwrap_or_else(|| panic!("unexpected line {line:?}"));
-        servers.push((node.to_owned(), addr.to_owned()));
-    }
+    let skywave_e2e::Emu {
+        mut child,
+        servers,
+        stdout: mut lines,
+    } = skywave_e2e::start_emu(
+        [
+            "--nodes",
+            "2",
+            "--addresses",
+            "1.0.0.1,1.0.0.2",
+            "--listen",
+            "127.0.0.1:0",
+            "--rate",
+            "2400",
+            "--snr",
+            "30",
+        ],
+        2,
+    )
+    .await;
     assert_eq!(servers[0].0, "1.0.0.1");
     assert_eq!(servers[1].0, "1.0.0.2");
 
@@ -89,28 +84,28 @@ async fn a_group_addressed_updu_reaches_every_member_over_tcp_sis() {
     use skywave_sis::{
         Client, ClientConfig, NodeAddress, Priority, SapId, ServiceType, Ttl, UnidataRequest,
     };
-    let emu = skywave_e2e::bin("skywave-emu");
-    let mut child = Command::new(emu)
-        .args(["--nodes", "4", "--listen", "127.0.0.1:0", "--rate", "2400"])
-        .args(["--snr", "30", "--time-scale", "20"])
-        .args(["--group", "16.0.9.9=0.0.0.2,0.0.0.3"])
-        .args(["--node-snr", "0.0.0.3=25"])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut servers = Vec::new();
-    while servers.len() < 4 {
-        let line = timeout(Duration::from_secs(60), lines.next_line())
-            .await
-            .expect("emulator printed no address")
-            .unwrap()
-            .expect("emulator exited before listening");
-        let (_, addr) = line.split_once(" listening on ").unwrap();
-        servers.push(addr.to_owned());
-    }
+    let (mut child, servers) = skywave_e2e::start_emu(
+        [
+            "--nodes",
+            "4",
+            "--listen",
+            "127.0.0.1:0",
+            "--rate",
+            "2400",
+            "--snr",
+            "30",
+            "--time-scale",
+            "20",
+            "--group",
+            "16.0.9.9=0.0.0.2,0.0.0.3",
+            "--node-snr",
+            "0.0.0.3=25",
+        ],
+        4,
+    )
+    .await
+    .drain();
+    let servers: Vec<String> = servers.into_iter().map(|(_, addr)| addr).collect();
     let connect = |addr: String| async move {
         let connector = move || {
             let addr = addr.clone();

@@ -11,6 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -18,6 +19,9 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::time::{Instant, sleep, timeout};
+
+#[path = "lan_support.rs"]
+mod support;
 
 const TIME_SCALE: u32 = 20;
 const RATE_BPS: u32 = 1200;
@@ -30,45 +34,33 @@ const GROUP: &str = "16.0.9.9";
 /// Starts the emulator (its SIS traffic captured to `sis_pcap`); returns it and the SIS address
 /// of each node.
 async fn emulator(sis_pcap: &Path) -> (Child, BTreeMap<String, String>) {
-    let mut child = Command::new(skywave_e2e::bin("skywave-emu"))
-        .arg("--sis-pcap")
-        .arg(sis_pcap)
-        .args(["--nodes", "4", "--addresses"])
-        .arg(format!("{BASE},{}", SHIPS.join(",")))
-        .args(["--group", &format!("{GROUP}={}", SHIPS.join(","))])
-        .args([
+    let (rate, scale) = (RATE_BPS.to_string(), TIME_SCALE.to_string());
+    let nodes = format!("{BASE},{}", SHIPS.join(","));
+    let group = format!("{GROUP}={}", SHIPS.join(","));
+    let mut args: Vec<OsString> = vec!["--sis-pcap".into(), sis_pcap.into()];
+    args.extend(
+        [
+            "--nodes",
+            "4",
+            "--addresses",
+            &nodes,
+            "--group",
+            &group,
             "--listen",
             "127.0.0.1:0",
             "--channel",
             "awgn",
             "--snr",
             "20",
-        ])
-        .args(["--rate", &RATE_BPS.to_string()])
-        .args(["--time-scale", &TIME_SCALE.to_string()])
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start skywave-emu");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let mut servers = BTreeMap::new();
-    while servers.len() < 4 {
-        let line = timeout(STEP, lines.next_line())
-            .await
-            .expect("skywave-emu printed no address in time")
-            .expect("read skywave-emu stdout")
-            .expect("skywave-emu exited before listening");
-        if let Some((node, addr)) = line
-            .strip_prefix("node ")
-            .and_then(|l| l.split_once(" listening on "))
-        {
-            servers.insert(node.to_owned(), addr.to_owned());
-        }
-    }
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, servers)
+            "--rate",
+            &rate,
+            "--time-scale",
+            &scale,
+        ]
+        .map(OsString::from),
+    );
+    let (child, servers) = skywave_e2e::start_emu(args, 4).await.drain();
+    (child, servers.into_iter().collect())
 }
 
 /// Writes a gateway's `skywave.toml` and `routes.toml` under `dir`; returns the former.
@@ -190,31 +182,9 @@ fn subjects(maildir: &Path) -> BTreeMap<String, usize> {
     out
 }
 
-async fn run(program: &str, args: &[&str]) -> (i32, String) {
-    let out = timeout(
-        STEP,
-        Command::new(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("{program} took too long"))
-    .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
-    (
-        out.status.code().unwrap_or(-1),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
-}
-
 async fn swaks(server: &str, to: &str, subject: &str) {
     let header = format!("Subject: {subject}");
-    let (code, out) = run(
+    let (code, out, err) = support::run(
         "swaks",
         &[
             "--server",
@@ -232,7 +202,7 @@ async fn swaks(server: &str, to: &str, subject: &str) {
         ],
     )
     .await;
-    assert_eq!(code, 0, "swaks failed: {out}");
+    assert_eq!(code, 0, "swaks failed: {out}{err}");
 }
 
 /// Waits until every Maildir has `subject` or the limit passes.
@@ -252,7 +222,7 @@ async fn base_queue_empty(config: &Path) -> bool {
     let skywave = skywave_e2e::bin("skywave");
     let cfg = config.display().to_string();
     while Instant::now() < end {
-        let (_, out) = run(
+        let (_, out, _) = support::run(
             skywave.to_str().unwrap(),
             &["queue", "--config", &cfg, "list"],
         )
@@ -338,13 +308,13 @@ async fn a_mail_to_three_ships_goes_once_by_multicast_and_emcon_holds_only_the_a
     // EMCON on ship 3, by the operator's command on the running gateway.
     let skywave = skywave_e2e::bin("skywave");
     let cfg3 = ship_cfgs[2].display().to_string();
-    let (code, out) = run(
+    let (code, out, err) = support::run(
         skywave.to_str().unwrap(),
         &["emcon", "on", "--config", &cfg3],
     )
     .await;
-    assert_eq!(code, 0, "{out}");
-    let (_, out) = run(
+    assert_eq!(code, 0, "{out}{err}");
+    let (_, out, _) = support::run(
         skywave.to_str().unwrap(),
         &["emcon", "status", "--config", &cfg3],
     )
@@ -365,7 +335,7 @@ async fn a_mail_to_three_ships_goes_once_by_multicast_and_emcon_holds_only_the_a
     );
     // Its acknowledgement is held: the base keeps ship 3's recipient.
     sleep(Duration::from_secs(10)).await;
-    let (_, out) = run(
+    let (_, out, _) = support::run(
         skywave.to_str().unwrap(),
         &["queue", "--config", &base_cfg.display().to_string(), "list"],
     )
@@ -374,12 +344,12 @@ async fn a_mail_to_three_ships_goes_once_by_multicast_and_emcon_holds_only_the_a
         out.contains("ops@ship3.example"),
         "the base should still wait: {out}"
     );
-    let (code, out) = run(
+    let (code, out, err) = support::run(
         skywave.to_str().unwrap(),
         &["emcon", "off", "--config", &cfg3],
     )
     .await;
-    assert_eq!(code, 0, "{out}");
+    assert_eq!(code, 0, "{out}{err}");
     assert!(
         base_queue_empty(&base_cfg).await,
         "no ack after EMCON was lifted"
@@ -396,8 +366,8 @@ async fn a_mail_to_three_ships_goes_once_by_multicast_and_emcon_holds_only_the_a
 /// SIGTERM, so the emulator finishes its capture, and wait for it.
 async fn stop(mut emu: Child) {
     let pid = emu.id().expect("emulator pid").to_string();
-    let (code, out) = run("kill", &["-TERM", &pid]).await;
-    assert_eq!(code, 0, "{out}");
+    let (code, out, err) = support::run("kill", &["-TERM", &pid]).await;
+    assert_eq!(code, 0, "{out}{err}");
     timeout(STEP, emu.wait())
         .await
         .expect("emulator did not stop")

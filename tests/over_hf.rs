@@ -45,45 +45,37 @@ struct Emu {
 impl Emu {
     /// Starts `skywave-emu` with the ship as node 0 and the shore as node 1, on free ports.
     async fn start() -> Emu {
-        let mut child = Command::new(skywave_e2e::bin("skywave-emu"))
-            .args(["--nodes", "2", "--addresses"])
-            .arg(format!("{SHIP_NODE},{SHORE_NODE}"))
-            .args([
+        let nodes = format!("{SHIP_NODE},{SHORE_NODE}");
+        let (rate, scale) = (RATE_BPS.to_string(), TIME_SCALE.to_string());
+        let emu = skywave_e2e::start_emu(
+            [
+                "--nodes",
+                "2",
+                "--addresses",
+                &nodes,
                 "--listen",
                 "127.0.0.1:0",
                 "--channel",
                 "awgn",
                 "--snr",
                 "20",
-            ])
-            .args(["--rate", &RATE_BPS.to_string()])
-            .args(["--time-scale", &TIME_SCALE.to_string()])
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start skywave-emu");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let mut servers = BTreeMap::new();
-        while servers.len() < 2 {
-            let line = timeout(STEP, lines.next_line())
-                .await
-                .expect("skywave-emu printed no address in time")
-                .expect("read skywave-emu stdout")
-                .expect("skywave-emu exited before listening");
-            let (node, addr) = line
-                .strip_prefix("node ")
-                .and_then(|l| l.split_once(" listening on "))
-                .unwrap_or_else(|| panic!("unexpected skywave-emu line {line:?}"));
-            servers.insert(node.to_owned(), addr.to_owned());
-        }
-        // Keep draining stdout so the emulator never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+                "--rate",
+                &rate,
+                "--time-scale",
+                &scale,
+            ],
+            2,
+        )
+        .await;
+        let (ship_sis, shore_sis) = (
+            emu.server(SHIP_NODE).to_owned(),
+            emu.server(SHORE_NODE).to_owned(),
+        );
+        let (child, _) = emu.drain();
         Emu {
             _child: child,
-            ship_sis: servers[SHIP_NODE].clone(),
-            shore_sis: servers[SHORE_NODE].clone(),
+            ship_sis,
+            shore_sis,
         }
     }
 }

@@ -52,3 +52,74 @@ fn build_all(profile_dir: &Path) {
         Err(e) => panic!("cannot run cargo to build the workspace binaries: {e}"),
     }
 }
+
+/// A running `skywave-emu`: the process (killed on drop), each node's address and SIS server
+/// in the order it printed them, and the rest of its standard output (counters after SIGTERM,
+/// the trace).
+pub struct Emu {
+    /// The process.
+    pub child: tokio::process::Child,
+    /// (node address, SIS `host:port`), one per node.
+    pub servers: Vec<(String, String)>,
+    /// What it prints after the addresses.
+    pub stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Emu {
+    /// Keeps reading what the emulator prints, so that it never blocks on a full pipe, and
+    /// returns the process and the servers.
+    pub fn drain(self) -> (tokio::process::Child, Vec<(String, String)>) {
+        let mut lines = self.stdout;
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        (self.child, self.servers)
+    }
+
+    /// The SIS server of node `node` (its address as printed, e.g. `0.0.2.1`).
+    pub fn server(&self, node: &str) -> &str {
+        self.servers
+            .iter()
+            .find(|(n, _)| n == node)
+            .map(|(_, s)| s.as_str())
+            .unwrap_or_else(|| panic!("the emulator has no node {node}: {:?}", self.servers))
+    }
+}
+
+/// Starts `skywave-emu` with `args` (logging warnings only) and waits, up to a minute, for its
+/// `node A listening on HOST:PORT` line of each of its `nodes` nodes.
+pub async fn start_emu<I, S>(args: I, nodes: usize) -> Emu
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(bin("skywave-emu"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start skywave-emu: {e}"));
+    let Some(out) = child.stdout.take() else {
+        panic!("skywave-emu has no stdout pipe");
+    };
+    let mut stdout = tokio::io::BufReader::new(out).lines();
+    let mut servers = Vec::new();
+    while servers.len() < nodes {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(60), stdout.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("skywave-emu printed no address in time"))
+            .unwrap_or_else(|e| panic!("cannot read skywave-emu's stdout: {e}"))
+            .unwrap_or_else(|| panic!("skywave-emu exited before listening"));
+        let (node, addr) = line
+            .strip_prefix("node ")
+            .and_then(|l| l.split_once(" listening on "))
+            .unwrap_or_else(|| panic!("unexpected skywave-emu line {line:?}"));
+        servers.push((node.to_owned(), addr.to_owned()));
+    }
+    Emu {
+        child,
+        servers,
+        stdout,
+    }
+}

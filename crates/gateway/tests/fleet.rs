@@ -52,6 +52,28 @@ fn message(to: &[String], n: usize, size: usize) -> Vec<u8> {
     m.into_bytes()
 }
 
+/// Submits message `n` (`size` bytes) to the base for `local@` each of the first `ships` ships;
+/// returns its queue id and its text.
+async fn to_every_ship(
+    fleet: &Fleet,
+    ships: usize,
+    local: &str,
+    n: usize,
+    size: usize,
+) -> (skywave_spool::QueueId, Vec<u8>) {
+    let rcpts: Vec<String> = (0..ships)
+        .map(|i| format!("{local}@{}", ship_domain(i)))
+        .collect();
+    let body = message(&rcpts, n, size);
+    let refs: Vec<&str> = rcpts.iter().map(String::as_str).collect();
+    let id = fleet
+        .base
+        .submit("hq@base.example", &refs, &body)
+        .await
+        .unwrap();
+    (id, body)
+}
+
 /// The Maildir files in `new/` of `dir`, as text.
 fn maildir(dir: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir.join("new")) else {
@@ -134,16 +156,7 @@ async fn one_message_to_five_ships_goes_once_and_a_weak_ship_is_repaired() {
     o.ship_snr_db = vec![(3, 3.0)];
     o.repeats = 0;
     let fleet = Fleet::start(&o).await.unwrap();
-    let rcpts: Vec<String> = (0..5)
-        .map(|i| format!("captain@{}", ship_domain(i)))
-        .collect();
-    let body = message(&rcpts, 1, 6000);
-    let refs: Vec<&str> = rcpts.iter().map(String::as_str).collect();
-    fleet
-        .base
-        .submit("hq@base.example", &refs, &body)
-        .await
-        .unwrap();
+    let (_, body) = to_every_ship(&fleet, 5, "captain", 1, 6000).await;
     let took = wait_all(&fleet.ship_maildirs, 1, Duration::from_secs(3600)).await;
     for (i, d) in fleet.ship_maildirs.iter().enumerate() {
         check_once(d, &body, i);
@@ -194,14 +207,7 @@ async fn an_emcon_ship_receives_silently_and_acknowledges_when_emcon_is_lifted()
     let mut o = options(dir.path(), 3);
     o.emcon = vec![2];
     let fleet = Fleet::start(&o).await.unwrap();
-    let rcpts: Vec<String> = (0..3).map(|i| format!("ops@{}", ship_domain(i))).collect();
-    let body = message(&rcpts, 2, 3000);
-    let refs: Vec<&str> = rcpts.iter().map(String::as_str).collect();
-    let id = fleet
-        .base
-        .submit("hq@base.example", &refs, &body)
-        .await
-        .unwrap();
+    let (id, body) = to_every_ship(&fleet, 3, "ops", 2, 3000).await;
     wait_all(&fleet.ship_maildirs, 1, Duration::from_secs(3600)).await;
     for (i, d) in fleet.ship_maildirs.iter().enumerate() {
         check_once(d, &body, i);
@@ -254,15 +260,8 @@ async fn a_ship_killed_in_mid_multicast_gets_the_message_after_restart_exactly_o
     let mut o = options(dir.path(), 3);
     o.repeats = 0;
     let mut fleet = Fleet::start(&o).await.unwrap();
-    let rcpts: Vec<String> = (0..3).map(|i| format!("ops@{}", ship_domain(i))).collect();
     // About 40 s on the air at 1200 bit/s: the kill lands in the middle.
-    let body = message(&rcpts, 3, 12_000);
-    let refs: Vec<&str> = rcpts.iter().map(String::as_str).collect();
-    fleet
-        .base
-        .submit("hq@base.example", &refs, &body)
-        .await
-        .unwrap();
+    let (_, body) = to_every_ship(&fleet, 3, "ops", 3, 12_000).await;
     tokio::time::sleep(Duration::from_secs(20)).await;
     fleet.stop_ship(1).await;
     assert!(
@@ -366,14 +365,7 @@ async fn ships_may_acknowledge_by_arq_when_their_routing_table_says_so() {
     let mut o = options(dir.path(), 3);
     o.arq_acks = true;
     let fleet = Fleet::start(&o).await.unwrap();
-    let rcpts: Vec<String> = (0..3).map(|i| format!("ops@{}", ship_domain(i))).collect();
-    let body = message(&rcpts, 6, 3000);
-    let refs: Vec<&str> = rcpts.iter().map(String::as_str).collect();
-    fleet
-        .base
-        .submit("hq@base.example", &refs, &body)
-        .await
-        .unwrap();
+    let (_, body) = to_every_ship(&fleet, 3, "ops", 6, 3000).await;
     wait_all(&fleet.ship_maildirs, 1, Duration::from_secs(3600)).await;
     assert!(
         wait_spool_empty(&fleet, Duration::from_secs(3600)).await,
@@ -403,14 +395,7 @@ async fn a_ship_off_the_air_is_given_up_by_the_multicast_and_reached_by_hmtp_lat
     let dir = tempfile::tempdir().unwrap();
     let mut fleet = Fleet::start(&options(dir.path(), 3)).await.unwrap();
     fleet.stop_ship(2).await;
-    let rcpts: Vec<String> = (0..3).map(|i| format!("ops@{}", ship_domain(i))).collect();
-    let body = message(&rcpts, 7, 3000);
-    let refs: Vec<&str> = rcpts.iter().map(String::as_str).collect();
-    let id = fleet
-        .base
-        .submit("hq@base.example", &refs, &body)
-        .await
-        .unwrap();
+    let (id, body) = to_every_ship(&fleet, 3, "ops", 7, 3000).await;
     wait_all(&fleet.ship_maildirs[..2], 1, Duration::from_secs(600)).await;
     // Repairs spent, the base gave ship 3 up (the multicast ended with two acks of three) and
     // tried ship 3 alone by HMTP since, which cannot answer either.
