@@ -104,13 +104,17 @@ fn check(file: &std::path::Path) -> ExitCode {
                     .iter()
                     .map(|m| match table.peer(m) {
                         Some(p) if p.emcon => format!("{m} (EMCON)"),
-                        _ => m.clone(),
+                        Some(p) => match p.ip.filter(|_| g.ip().is_some()) {
+                            Some(ip) => format!("{m} ({ip})"),
+                            None => m.clone(),
+                        },
+                        None => m.clone(),
                     })
                     .collect();
                 println!(
                     "group {} at {}: {}; mail for two or more of them goes once by P_MUL",
                     g.name,
-                    g.node,
+                    g.address_text(),
                     members.join(", ")
                 );
             }
@@ -190,15 +194,17 @@ fn print_plan(table: &RoutingTable, targets: &[(String, String)]) {
             format!("mail for the group {} itself", leg.group.name)
         } else if leg.members.len() >= 2 {
             format!("{} of its ships have recipients", leg.members.len())
-        } else {
+        } else if leg.emcon {
             "its ship keeps EMCON".to_owned()
+        } else {
+            "its ship is reached only by P_MUL over IP".to_owned()
         };
         let mut names = leg.members.clone();
         names.push(leg.group.name.as_str());
         println!(
             "  multicast: once by P_MUL to group {} ({}) for {} ({why}): {}",
             leg.group.name,
-            leg.group.node,
+            leg.group.address_text(),
             leg.destinations().join(", "),
             rcpts(&names)
         );

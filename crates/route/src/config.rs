@@ -12,7 +12,9 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::diag::{Diagnostic, Severity};
-use crate::model::{AckMode, Bearer, Cidr, Compression, Group, Lan, Peer, Priority, Protocol};
+use crate::model::{
+    AckMode, Bearer, Cidr, Compression, Group, GroupBearer, Lan, Peer, Priority, Protocol,
+};
 use crate::pattern::Pattern;
 use crate::table::{RoutingTable, Rule, RuleOrigin, Target};
 
@@ -50,6 +52,16 @@ struct RawGroup {
     members: Vec<Spanned<String>>,
     repeats: Option<Spanned<i64>>,
     sis_server: Option<Spanned<String>>,
+    bearer: Option<Spanned<GroupBearerKind>>,
+    address: Option<Spanned<String>>,
+    dynamic: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum GroupBearerKind {
+    Sis,
+    PmulIp,
 }
 
 #[derive(Debug, Deserialize)]
@@ -62,10 +74,11 @@ struct RawLan {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 enum BearerKind {
     Sis,
     Tcp,
+    PmulIp,
 }
 
 #[derive(Debug, Deserialize)]
@@ -73,7 +86,7 @@ enum BearerKind {
 struct RawPeer {
     name: Spanned<String>,
     node: Option<Spanned<String>>,
-    protocol: Spanned<Protocol>,
+    protocol: Option<Spanned<Protocol>>,
     skywave: Option<Spanned<bool>>,
     compression: Option<Spanned<String>>,
     priority: Option<Spanned<IntOrStr>>,
@@ -85,6 +98,7 @@ struct RawPeer {
     hold: Option<bool>,
     emcon: Option<bool>,
     pmul_acks: Option<Spanned<String>>,
+    ip: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -415,7 +429,23 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
             seen.insert(name.clone(), line);
         }
 
-        let protocol = *p.protocol.get_ref();
+        let pmul_only = p
+            .bearer
+            .as_ref()
+            .is_some_and(|b| *b.get_ref() == BearerKind::PmulIp);
+        let protocol = match (&p.protocol, pmul_only) {
+            (Some(proto), _) => *proto.get_ref(),
+            (None, true) => Protocol::Pmul,
+            (None, false) => {
+                ck.error(
+                    header.clone(),
+                    format!(
+                        "peer \"{name}\" has no protocol; expected protocol = \"hmtp\", \"cftp\" or \"smtp\" (or bearer = \"pmul-ip\" for a peer reached only by P_MUL over IP)"
+                    ),
+                );
+                Protocol::Hmtp
+            }
+        };
         let skywave = p.skywave.as_ref().is_some_and(|s| *s.get_ref());
 
         let node = p
@@ -448,12 +478,18 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
         let bearer_kind = match protocol {
             Protocol::Hmtp | Protocol::Cftp => BearerKind::Sis,
             Protocol::Smtp => BearerKind::Tcp,
+            Protocol::Pmul => BearerKind::PmulIp,
         };
         if let Some(b) = &p.bearer
             && *b.get_ref() != bearer_kind
         {
-            let message = match protocol {
-                Protocol::Smtp => "protocol \"smtp\" runs over bearer \"tcp\" (TCP/IP, e.g. through an IP-over-HF router); \
+            let message = match (protocol, b.get_ref()) {
+                (_, BearerKind::PmulIp) => format!(
+                    "bearer \"pmul-ip\" reaches a peer only by P_MUL over UDP/IP (protocol \"pmul\", or leave protocol out); \
+                     a peer that speaks {protocol} keeps its own bearer and joins a pmul-ip group for multicast"
+                ),
+                (Protocol::Pmul, _) => "protocol \"pmul\" runs over bearer \"pmul-ip\" (P_MUL over UDP/IP multicast)".to_owned(),
+                (Protocol::Smtp, _) => "protocol \"smtp\" runs over bearer \"tcp\" (TCP/IP, e.g. through an IP-over-HF router); \
                                    bearer \"sis\" carries hmtp and cftp only"
                     .to_owned(),
                 _ => format!(
@@ -462,6 +498,38 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 ),
             };
             ck.error(b.span(), message);
+        }
+        let ip = p.ip.as_ref().and_then(|v| {
+            match v.get_ref().parse::<std::net::IpAddr>() {
+                Ok(a) if a.is_multicast() || a.is_unspecified() => {
+                    ck.error(
+                        v.span(),
+                        format!(
+                            "ip = \"{a}\" is not a unicast address; give the peer's own address on the P_MUL network (its group address goes in the [[group]])"
+                        ),
+                    );
+                    None
+                }
+                Ok(a) => Some(a),
+                Err(_) => {
+                    ck.error(
+                        v.span(),
+                        format!(
+                            "ip = \"{}\" is not an IP address; expected e.g. 10.1.0.2 or fd00::2",
+                            v.get_ref()
+                        ),
+                    );
+                    None
+                }
+            }
+        });
+        if bearer_kind == BearerKind::PmulIp && p.ip.is_none() {
+            ck.error(
+                header.clone(),
+                format!(
+                    "peer \"{name}\" is reached by P_MUL over IP and needs ip = \"a.b.c.d\" (its unicast address on the multicast network)"
+                ),
+            );
         }
         let bearer = match bearer_kind {
             BearerKind::Sis => {
@@ -525,6 +593,19 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                     },
                 }
             }
+            BearerKind::PmulIp => {
+                for (key, v) in [("sis_server", &p.sis_server), ("tcp_address", &p.tcp_address)] {
+                    if let Some(v) = v {
+                        ck.error(
+                            v.span(),
+                            format!(
+                                "{key} is not used by peer \"{name}\": it is reached only by P_MUL over UDP/IP (bearer \"pmul-ip\")"
+                            ),
+                        );
+                    }
+                }
+                Bearer::PmulIp
+            }
         };
 
         let priority = p
@@ -571,6 +652,7 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 hold: p.hold.unwrap_or(false),
                 emcon: p.emcon.unwrap_or(false),
                 pmul_acks,
+                ip,
                 line,
             },
             header,
@@ -601,6 +683,9 @@ fn compression_problem(
         (Protocol::Smtp, _) => Some(format!(
             "compression \"{compression}\" is not valid with protocol \"smtp\": SMTP peers compress only with JNOS LZW (XLZW); \
              use lzw9 ... lzw16 or none"
+        )),
+        (Protocol::Pmul, _) => Some(format!(
+            "compression \"{compression}\" is not valid for a peer reached only by P_MUL: RFC 8494 MULE compresses every message with zlib itself"
         )),
     }
 }
@@ -867,34 +952,13 @@ fn check_groups(
             );
             ok = false;
         }
-        let node = match &g.node {
-            None => {
-                ck.error(
-                    header.clone(),
-                    format!(
-                        "group \"{name}\" has no node address; P_MUL multicast needs node = \"w.x.y.z\", the group's STANAG 5066 group address (w 16-31), configured on every member's 5066 node"
-                    ),
-                );
-                None
-            }
-            Some(n) => match crate::model::parse_group_node(n.get_ref()) {
-                Ok(node) => {
-                    if let Some((other, _)) = groups.iter().find(|(o, _)| o.node == node) {
-                        ck.error(
-                            n.span(),
-                            format!(
-                                "group address {node} is already group \"{}\"'s (line {}); each group needs its own",
-                                other.name, other.line
-                            ),
-                        );
-                    }
-                    Some(node)
-                }
-                Err(e) => {
-                    ck.error(n.span(), e.to_string());
-                    None
-                }
-            },
+        let kind = g
+            .bearer
+            .as_ref()
+            .map_or(GroupBearerKind::Sis, |b| *b.get_ref());
+        let bearer = match kind {
+            GroupBearerKind::Sis => group_sis_bearer(ck, g, &header, &name, &groups),
+            GroupBearerKind::PmulIp => group_ip_bearer(ck, g, &header, &name, &groups),
         };
         if g.members.is_empty() {
             ck.error(
@@ -921,14 +985,29 @@ fn check_groups(
                 );
                 continue;
             }
-            if !matches!(peer.bearer, crate::model::Bearer::Sis { .. }) || peer.node.is_none() {
-                ck.error(
-                    m.span(),
-                    format!(
-                        "peer \"{member}\" cannot be in group \"{name}\": P_MUL multicast runs over STANAG 5066, and {member} is reached over {}",
-                        peer.bearer
-                    ),
-                );
+            let fits = match &bearer {
+                Some(GroupBearer::PmulIp { address, .. }) => match peer.ip {
+                    Some(ip) if ip.is_ipv4() == address.is_ipv4() => Ok(()),
+                    Some(ip) => Err(format!(
+                        "peer \"{member}\" cannot be in group \"{name}\": its ip {ip} and the group's address {address} are of different IP versions"
+                    )),
+                    None => Err(format!(
+                        "peer \"{member}\" cannot be in group \"{name}\": P_MUL over IP needs the peer's address on that network; add ip = \"a.b.c.d\" to the peer"
+                    )),
+                },
+                Some(GroupBearer::Sis { .. }) | None => {
+                    if matches!(peer.bearer, Bearer::Sis { .. }) && peer.node.is_some() {
+                        Ok(())
+                    } else {
+                        Err(format!(
+                            "peer \"{member}\" cannot be in group \"{name}\": this group's P_MUL runs over STANAG 5066, and {member} is reached over {}",
+                            peer.bearer
+                        ))
+                    }
+                }
+            };
+            if let Err(why) = fits {
+                ck.error(m.span(), why);
                 continue;
             }
             if let Some(other) = member_of.get(member) {
@@ -964,24 +1043,13 @@ fn check_groups(
                 }
             },
         };
-        let sis_server =
-            g.sis_server
-                .as_ref()
-                .and_then(|s| match crate::model::check_host_port(s.get_ref()) {
-                    Ok(v) => Some(v),
-                    Err(e) => {
-                        ck.error(s.span(), format!("invalid sis_server: {e}"));
-                        None
-                    }
-                });
-        if let (true, Some(node)) = (ok, node) {
+        if let (true, Some(bearer)) = (ok, bearer) {
             groups.push((
                 Group {
                     name,
-                    node,
+                    bearer,
                     members,
                     repeats,
-                    sis_server,
                     line,
                 },
                 header,
@@ -1001,7 +1069,192 @@ fn check_groups(
             );
         }
     }
+    // A peer reached only by P_MUL over IP has no other way in.
+    for (peer, span) in peers {
+        let in_ip_group = member_of
+            .get(&peer.name)
+            .and_then(|g| groups.iter().find(|(o, _)| o.name == *g))
+            .is_some_and(|(g, _)| g.ip().is_some());
+        if peer.bearer == Bearer::PmulIp && !in_ip_group {
+            ck.error(
+                span.clone(),
+                format!(
+                    "peer \"{}\" is reached only by P_MUL over IP (bearer \"pmul-ip\") but is in no pmul-ip [[group]]; add it to one",
+                    peer.name
+                ),
+            );
+        }
+    }
+    // P_MUL ids over IP come from the addresses: two peers with one id could not be told apart.
+    let mut ids: HashMap<u32, &str> = HashMap::new();
+    for (peer, span) in peers {
+        let Some(ip) = peer.ip else { continue };
+        if let Some(other) = ids.insert(crate::model::pmul_ip_id(ip), &peer.name) {
+            ck.error(
+                span.clone(),
+                format!(
+                    "peers \"{other}\" and \"{}\" have the same P_MUL id over IP ({}): an IPv4 address, or the last 32 bits of an IPv6 one, must differ between peers",
+                    peer.name,
+                    crate::model::pmul_ip_id(ip)
+                ),
+            );
+        }
+    }
     groups
+}
+
+/// The 5066 bearer of a group: `node` (its group address) and `sis_server`.
+fn group_sis_bearer(
+    ck: &mut Checker<'_>,
+    g: &RawGroup,
+    header: &Range<usize>,
+    name: &str,
+    groups: &[(Group, Range<usize>)],
+) -> Option<GroupBearer> {
+    for (key, v) in [("address", &g.address), ("dynamic", &g.dynamic)] {
+        if let Some(v) = v {
+            ck.error(
+                v.span(),
+                format!(
+                    "{key} is for groups over IP (bearer = \"pmul-ip\"); group \"{name}\" runs over STANAG 5066 and has node = \"w.x.y.z\""
+                ),
+            );
+        }
+    }
+    let node = match &g.node {
+        None => {
+            ck.error(
+                header.clone(),
+                format!(
+                    "group \"{name}\" has no node address; P_MUL multicast needs node = \"w.x.y.z\", the group's STANAG 5066 group address (w 16-31), configured on every member's 5066 node (or bearer = \"pmul-ip\" with an IP multicast address)"
+                ),
+            );
+            None
+        }
+        Some(n) => match crate::model::parse_group_node(n.get_ref()) {
+            Ok(node) => {
+                if let Some((other, _)) = groups.iter().find(|(o, _)| o.node() == Some(node)) {
+                    ck.error(
+                        n.span(),
+                        format!(
+                            "group address {node} is already group \"{}\"'s (line {}); each group needs its own",
+                            other.name, other.line
+                        ),
+                    );
+                }
+                Some(node)
+            }
+            Err(e) => {
+                ck.error(n.span(), e.to_string());
+                None
+            }
+        },
+    };
+    let server = g
+        .sis_server
+        .as_ref()
+        .and_then(|s| match crate::model::check_host_port(s.get_ref()) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                ck.error(s.span(), format!("invalid sis_server: {e}"));
+                None
+            }
+        });
+    node.map(|node| GroupBearer::Sis { node, server })
+}
+
+/// The UDP/IP bearer of a group: `address` (an IP multicast address) and `dynamic` (a pool of
+/// multicast addresses for messages to some members only).
+fn group_ip_bearer(
+    ck: &mut Checker<'_>,
+    g: &RawGroup,
+    header: &Range<usize>,
+    name: &str,
+    groups: &[(Group, Range<usize>)],
+) -> Option<GroupBearer> {
+    for (key, v) in [("node", &g.node), ("sis_server", &g.sis_server)] {
+        if let Some(v) = v {
+            ck.error(
+                v.span(),
+                format!(
+                    "{key} is for groups over STANAG 5066; group \"{name}\" runs over UDP/IP (bearer = \"pmul-ip\") and has address = \"239.x.y.z\""
+                ),
+            );
+        }
+    }
+    let Some(a) = &g.address else {
+        ck.error(
+            header.clone(),
+            format!(
+                "group \"{name}\" has no address; P_MUL over IP needs address = \"239.x.y.z\" (or an IPv6 ff0x:: address), the multicast address its members listen on"
+            ),
+        );
+        return None;
+    };
+    let address = match a.get_ref().parse::<std::net::IpAddr>() {
+        Ok(ip) if ip.is_multicast() => ip,
+        Ok(ip) => {
+            ck.error(
+                a.span(),
+                format!(
+                    "address = \"{ip}\" is not an IP multicast address; expected 224.0.0.0/4 (239.0.0.0/8 for an organisation's own groups) or ff00::/8"
+                ),
+            );
+            return None;
+        }
+        Err(_) => {
+            ck.error(
+                a.span(),
+                format!(
+                    "address = \"{}\" is not an IP address; expected a multicast address such as 239.192.0.1 or ff15::1",
+                    a.get_ref()
+                ),
+            );
+            return None;
+        }
+    };
+    if let Some((other, _)) = groups.iter().find(|(o, _)| o.ip() == Some(address)) {
+        ck.error(
+            a.span(),
+            format!(
+                "multicast address {address} is already group \"{}\"'s (line {}); each group needs its own",
+                other.name, other.line
+            ),
+        );
+    }
+    let dynamic = g.dynamic.as_ref().and_then(|d| {
+        let pool = match d.get_ref().parse::<Cidr>() {
+            Ok(p) => p,
+            Err(e) => {
+                ck.error(d.span(), format!("invalid dynamic pool: {e}"));
+                return None;
+            }
+        };
+        let net = pool.network();
+        let problem = if !net.is_multicast() {
+            Some(format!(
+                "dynamic = \"{pool}\" is not a multicast network; dynamic groups take addresses from e.g. 239.192.1.0/28"
+            ))
+        } else if net.is_ipv4() != address.is_ipv4() {
+            Some(format!(
+                "dynamic = \"{pool}\" and the group's address {address} are of different IP versions"
+            ))
+        } else if pool.contains(address) {
+            Some(format!(
+                "dynamic = \"{pool}\" contains the group's own address {address}; the pool must be apart from it"
+            ))
+        } else {
+            None
+        };
+        match problem {
+            Some(p) => {
+                ck.error(d.span(), p);
+                None
+            }
+            None => Some(pool),
+        }
+    });
+    Some(GroupBearer::PmulIp { address, dynamic })
 }
 
 #[cfg(test)]

@@ -35,6 +35,9 @@ pub enum Protocol {
     Cftp,
     /// Plain SMTP over TCP/IP (optionally JNOS `XLZW` compression): JNOS nodes, IP-over-HF.
     Smtp,
+    /// No unicast protocol: the peer is reached only by ACP 142 P_MUL (RFC 8494 MULE mail)
+    /// over UDP/IP multicast, through its `pmul-ip` group (bearer `pmul-ip`).
+    Pmul,
 }
 
 impl fmt::Display for Protocol {
@@ -43,6 +46,7 @@ impl fmt::Display for Protocol {
             Protocol::Hmtp => "hmtp",
             Protocol::Cftp => "cftp",
             Protocol::Smtp => "smtp",
+            Protocol::Pmul => "pmul",
         })
     }
 }
@@ -117,6 +121,9 @@ pub enum Bearer {
         /// `host:port` to connect to.
         address: String,
     },
+    /// ACP 142 P_MUL over UDP/IP only (the peer's `ip`, through its `pmul-ip` group): no
+    /// unicast protocol, so even mail for this peer alone goes by P_MUL.
+    PmulIp,
 }
 
 impl fmt::Display for Bearer {
@@ -127,6 +134,7 @@ impl fmt::Display for Bearer {
                 server: Some(server),
             } => write!(f, "sis via {server}"),
             Bearer::Tcp { address } => write!(f, "tcp to {address}"),
+            Bearer::PmulIp => f.write_str("pmul-ip (ACP 142 P_MUL over UDP/IP multicast only)"),
         }
     }
 }
@@ -220,6 +228,10 @@ pub struct Peer {
     /// reached only by P_MUL multicast through its group, and its acknowledgements may come
     /// hours later, when its EMCON is lifted.
     pub emcon: bool,
+    /// Its unicast address on the IP network of a `pmul-ip` group (`ip = "10.1.0.2"`): where
+    /// its P_MUL acknowledgements come from and mail for it alone goes; its P_MUL id is
+    /// derived from it ([`pmul_ip_id`]).
+    pub ip: Option<IpAddr>,
     /// Line of the `[[peer]]` entry in the file.
     pub line: usize,
 }
@@ -244,26 +256,97 @@ impl fmt::Display for AckMode {
 }
 
 /// A multicast group of peers (`[[group]]`): ships that share one HF frequency and one
-/// STANAG 5066 group address. Mail for two or more of its members (or for the group itself,
-/// or for a member under EMCON) goes once, as ACP 142 P_MUL non-ARQ U_PDUs to the group address,
-/// instead of once per ship.
+/// STANAG 5066 group address, or one IP network and one IP multicast address. Mail for two or
+/// more of its members (or for the group itself, or for a member under EMCON, or for a member
+/// reached only by P_MUL) goes once, as ACP 142 P_MUL PDUs to the group address, instead of once
+/// per ship.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Group {
     /// The group's name: routes may send to it (every member delivers the mail), operators
     /// name it in `skywave queue`.
     pub name: String,
-    /// Its STANAG 5066 group address (w 16-31).
-    pub node: NodeAddress,
-    /// The member peers, by name (each a `sis` peer with a node address, in no other group).
+    /// How its P_MUL PDUs travel.
+    pub bearer: GroupBearer,
+    /// The member peers, by name (each in no other group).
     pub members: Vec<String>,
     /// How many times each Data_PDU is sent again at once, blind, before any ack (0-5): each
     /// repeat costs airtime but spares a repair round (a turnaround and an ack from every ship)
     /// on a channel that loses some PDUs.
     pub repeats: u8,
-    /// `host:port` of the SIS server when not the gateway's default.
-    pub sis_server: Option<String>,
     /// Line of the `[[group]]` entry in the file.
     pub line: usize,
+}
+
+/// The bearer of a group's P_MUL PDUs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupBearer {
+    /// STANAG 5066 (`bearer = "sis"`, the default): non-ARQ U_PDUs on SAP 2 (STANAG 4406 annex
+    /// E TMI-1) to a 5066 group address.
+    Sis {
+        /// Its STANAG 5066 group address (w 16-31).
+        node: NodeAddress,
+        /// `host:port` of the SIS server when not the gateway's default.
+        server: Option<String>,
+    },
+    /// UDP/IP multicast as ACP 142 specifies it (`bearer = "pmul-ip"`).
+    PmulIp {
+        /// The IPv4 or IPv6 multicast address the group's Data_PDUs go to.
+        address: IpAddr,
+        /// Multicast addresses this gateway may take for a message to some of the members
+        /// only (ACP 142's dynamic groups: Request_PDU, Announce_PDU, Release_PDU).
+        dynamic: Option<Cidr>,
+    },
+}
+
+impl Group {
+    /// Its STANAG 5066 group address, for a group over 5066.
+    pub fn node(&self) -> Option<NodeAddress> {
+        match &self.bearer {
+            GroupBearer::Sis { node, .. } => Some(*node),
+            GroupBearer::PmulIp { .. } => None,
+        }
+    }
+
+    /// Its IP multicast address, for a group over UDP/IP.
+    pub fn ip(&self) -> Option<IpAddr> {
+        match &self.bearer {
+            GroupBearer::PmulIp { address, .. } => Some(*address),
+            GroupBearer::Sis { .. } => None,
+        }
+    }
+
+    /// Where its PDUs go, for people: `16.0.9.9` or `udp 239.192.0.1`.
+    pub fn address_text(&self) -> String {
+        match &self.bearer {
+            GroupBearer::Sis { node, .. } => node.to_string(),
+            GroupBearer::PmulIp { address, .. } => format!("udp {address}"),
+        }
+    }
+}
+
+/// The 32-bit P_MUL id (ACP 142's Source_ID and Destination_ID) of a node on an IP network:
+/// its IPv4 address, as ACP 142 and Wireshark's dissector read these fields; for IPv6, the low
+/// 32 bits of the address (`routes check` refuses two peers with the same id).
+pub fn pmul_ip_id(ip: IpAddr) -> u32 {
+    match ip.to_canonical() {
+        IpAddr::V4(a) => u32::from(a),
+        IpAddr::V6(a) => (u128::from(a) & 0xFFFF_FFFF) as u32,
+    }
+}
+
+/// The `i`-th address of a multicast pool taken for a dynamic group, or none past its end.
+pub fn pool_address(pool: &Cidr, i: u64) -> Option<IpAddr> {
+    match pool.network {
+        IpAddr::V4(a) => {
+            let size = 1u64 << (32 - u32::from(pool.prefix));
+            (i < size).then(|| IpAddr::V4((u32::from(a) + i as u32).into()))
+        }
+        IpAddr::V6(a) => {
+            let bits = 128 - u32::from(pool.prefix);
+            let fits = bits >= 64 || i < (1u64 << bits);
+            fits.then(|| IpAddr::V6((u128::from(a) + u128::from(i)).into()))
+        }
+    }
 }
 
 /// Default of a group's `repeats`: one blind repeat, which on a channel losing a few per cent of
@@ -319,6 +402,11 @@ pub enum CidrError {
 }
 
 impl Cidr {
+    /// The network's first address.
+    pub fn network(&self) -> IpAddr {
+        self.network
+    }
+
     /// True when `ip` is inside this network. IPv4-mapped IPv6 clients (`::ffff:a.b.c.d`) are
     /// compared as IPv4.
     pub fn contains(&self, ip: IpAddr) -> bool {

@@ -15,7 +15,7 @@ use std::net::IpAddr;
 
 use crate::address::{Address, AddressError, Refusal};
 use crate::diag::Diagnostic;
-use crate::model::{Group, Lan, Peer, Priority};
+use crate::model::{Bearer, Group, GroupBearer, Lan, Peer, Priority};
 use crate::pattern::{Pattern, PatternKind};
 
 /// Where a rule sends mail.
@@ -234,15 +234,17 @@ impl RoutingTable {
                         leg.members.push(m);
                     }
                     leg.emcon |= peer.emcon;
+                    leg.pmul_only |= peer.bearer == Bearer::PmulIp;
                 }
                 None => plan.unicast.push(&peer.name),
             }
         }
-        // Legs of one member that keeps no EMCON go by unicast after all.
+        // Legs of one member that keeps no EMCON and has a unicast protocol go by unicast
+        // after all.
         let (multicast, single): (Vec<_>, Vec<_>) = plan
             .multicast
             .into_iter()
-            .partition(|l| l.whole_group || l.emcon || l.members.len() >= 2);
+            .partition(|l| l.whole_group || l.emcon || l.pmul_only || l.members.len() >= 2);
         plan.multicast = multicast;
         plan.unicast
             .extend(single.into_iter().flat_map(|l| l.members.into_iter()));
@@ -480,7 +482,26 @@ impl RoutingTable {
 }
 
 fn write_group(f: &mut fmt::Formatter<'_>, g: &Group) -> fmt::Result {
-    writeln!(f, "  group address: {}", g.node)?;
+    match &g.bearer {
+        GroupBearer::Sis { node, server } => {
+            writeln!(f, "  bearer: STANAG 5066, SAP 2 (STANAG 4406 annex E TMI-1)")?;
+            writeln!(f, "  group address: {node}")?;
+            if let Some(server) = server {
+                writeln!(f, "  SIS server: {server}")?;
+            }
+        }
+        GroupBearer::PmulIp { address, dynamic } => {
+            writeln!(f, "  bearer: pmul-ip (ACP 142 P_MUL over UDP/IP multicast)")?;
+            writeln!(f, "  multicast address: {address}")?;
+            match dynamic {
+                Some(pool) => writeln!(
+                    f,
+                    "  dynamic groups: from {pool} for mail to some of the members only (Request/Announce/Release_PDUs)"
+                )?,
+                None => writeln!(f, "  dynamic groups: none (mail for some members goes to the group address)")?,
+            }
+        }
+    }
     writeln!(f, "  members: {}", g.members.join(", "))?;
     writeln!(f, "  blind repeats of each Data_PDU: {}", g.repeats)
 }
@@ -505,6 +526,8 @@ pub struct MulticastLeg<'t> {
     pub whole_group: bool,
     /// One of `members` keeps EMCON.
     pub emcon: bool,
+    /// One of `members` is reached only by P_MUL over IP (bearer `pmul-ip`).
+    pub pmul_only: bool,
 }
 
 impl<'t> MulticastLeg<'t> {
@@ -533,6 +556,7 @@ impl<'t> Plan<'t> {
                     members: Vec::new(),
                     whole_group: false,
                     emcon: false,
+                    pmul_only: false,
                 });
                 self.multicast.len() - 1
             }
@@ -711,15 +735,22 @@ impl fmt::Display for Explanation {
                         write_group(f, g)?;
                         writeln!(
                             f,
-                            "  carried: once, by P_MUL (ACP 142) non-ARQ to {}, whatever the number of ships",
-                            g.node
+                            "  carried: once, by P_MUL (ACP 142) to {}, whatever the number of ships",
+                            g.address_text()
                         )?;
                     }
                     (Some(p), group) => {
                         writeln!(f, "route: HF peer \"{}\" ({local})", p.name)?;
                         match p.node {
                             Some(node) => writeln!(f, "  node address: {node}")?,
-                            None => writeln!(f, "  node address: none (TCP bearer)")?,
+                            None => writeln!(f, "  node address: none ({} bearer)", p.bearer)?,
+                        }
+                        if let Some(ip) = p.ip {
+                            writeln!(
+                                f,
+                                "  P_MUL over IP: {ip} (P_MUL id {})",
+                                crate::model::pmul_ip_id(ip)
+                            )?;
                         }
                         writeln!(f, "  protocol: {}", p.protocol)?;
                         writeln!(
@@ -743,7 +774,15 @@ impl fmt::Display for Explanation {
                         if let Some(g) = group {
                             writeln!(f, "  member of group \"{}\":", g.name)?;
                             write_group(f, g)?;
-                            if p.emcon {
+                            if p.bearer == Bearer::PmulIp {
+                                writeln!(
+                                    f,
+                                    "  carried: always by P_MUL over IP (no unicast protocol): to {} alone when the message is for {} only, else to {}",
+                                    p.ip.map_or_else(String::new, |ip| ip.to_string()),
+                                    p.name,
+                                    g.address_text()
+                                )?;
+                            } else if p.emcon {
                                 writeln!(
                                     f,
                                     "  EMCON: yes: {} answers nothing, so its mail always goes by P_MUL through {} and its acknowledgement may come hours later",
@@ -753,7 +792,10 @@ impl fmt::Display for Explanation {
                                 writeln!(
                                     f,
                                     "  carried: by {} unicast when the message is for {} alone; once by P_MUL multicast to {} when it is also for another member of {}",
-                                    p.protocol, p.name, g.node, g.name
+                                    p.protocol,
+                                    p.name,
+                                    g.address_text(),
+                                    g.name
                                 )?;
                             }
                         }

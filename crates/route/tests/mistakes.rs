@@ -66,7 +66,7 @@ fn unknown_key_lists_the_expected_ones() {
         [
             "routes.toml:4:1: error: unknown field `protocl`, expected one of `name`, `node`, `protocol`, \
           `skywave`, `compression`, `priority`, `size_limit`, `batch_bytes`, `bearer`, `sis_server`, \
-          `tcp_address`, `hold`, `emcon`, `pmul_acks`\n  |\n4 | protocl = \"hmtp\"\n  | ^^^^^^^"
+          `tcp_address`, `hold`, `emcon`, `pmul_acks`, `ip`\n  |\n4 | protocl = \"hmtp\"\n  | ^^^^^^^"
         ]
     );
 }
@@ -100,8 +100,9 @@ fn single_brackets_for_an_array_of_tables() {
 #[test]
 fn missing_required_key() {
     assert_eq!(
-        rendered("[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\n"),
-        ["routes.toml:1:1: error: missing field `protocol`\n  |\n1 | [[peer]]\n  | ^^^^^^^^"]
+        rendered("[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\n")[0],
+        "routes.toml:1:1: error: peer \"shore\" has no protocol; expected protocol = \"hmtp\", \"cftp\" or \"smtp\" \
+         (or bearer = \"pmul-ip\" for a peer reached only by P_MUL over IP)\n  |\n1 | [[peer]]\n  | ^^^^^^^^"
     );
 }
 
@@ -125,7 +126,7 @@ fn list_expected() {
 fn unknown_protocol() {
     assert_eq!(
         one_error("[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\nprotocol = \"uucp\"\n"),
-        "routes.toml:4:12: error: unknown protocol `uucp`, expected one of `hmtp`, `cftp`, `smtp`"
+        "routes.toml:4:12: error: unknown protocol `uucp`, expected one of `hmtp`, `cftp`, `smtp`, `pmul`"
     );
 }
 
@@ -134,7 +135,7 @@ fn unknown_bearer() {
     let text = format!("{SHORE}bearer = \"radio\"\n");
     assert_eq!(
         one_error(&text),
-        "routes.toml:5:10: error: unknown bearer `radio`, expected `sis` or `tcp`"
+        "routes.toml:5:10: error: unknown bearer `radio`, expected one of `sis`, `tcp`, `pmul-ip`"
     );
 }
 
