@@ -13,20 +13,21 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-use tokio::time::{Instant, sleep, timeout};
+use tokio::process::Child;
+use tokio::time::{sleep, timeout};
 
+#[path = "fleet_support.rs"]
+mod fleet;
 #[path = "lan_support.rs"]
 mod support;
+
+use fleet::{base_queue_empty, start, subjects, swaks, wait_all};
 
 const TIME_SCALE: u32 = 20;
 const RATE_BPS: u32 = 1200;
 const STEP: Duration = Duration::from_secs(60);
-const DELIVERY_LIMIT: Duration = Duration::from_secs(120);
 const BASE: &str = "0.0.1.1";
 const SHIPS: [&str; 3] = ["0.0.2.1", "0.0.2.2", "0.0.2.3"];
 const GROUP: &str = "16.0.9.9";
@@ -117,122 +118,6 @@ fn ship_routes(n: usize) -> String {
          [[peer]]\nname = \"base\"\nnode = \"{BASE}\"\nprotocol = \"hmtp\"\nskywave = true\ncompression = \"deflate\"\n\n\
          [[route]]\nmatch = \"*\"\nto = \"base\"\n"
     )
-}
-
-/// A running `skywave run`: the process and its SMTP address.
-struct Gateway {
-    _child: Child,
-    smtp: String,
-}
-
-async fn start(config: &Path) -> Gateway {
-    let dir = config.parent().unwrap();
-    let log = std::fs::File::create(dir.join("skywave.log")).unwrap();
-    let mut child = Command::new(skywave_e2e::bin("skywave"))
-        .args(["--log", "info", "run", "--config"])
-        .arg(config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(log))
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start skywave run");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let smtp = timeout(STEP, async {
-        while let Some(line) = lines.next_line().await.expect("read skywave stdout") {
-            if let Some(a) = line.strip_prefix("skywave: smtp listening on ") {
-                return Some(a.to_owned());
-            }
-        }
-        None
-    })
-    .await
-    .expect("gateway did not start in time")
-    .unwrap_or_else(|| {
-        panic!(
-            "gateway exited before listening:\n{}",
-            std::fs::read_to_string(dir.join("skywave.log")).unwrap_or_default()
-        )
-    });
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Gateway {
-        _child: child,
-        smtp,
-    }
-}
-
-/// The Subjects of the messages in a Maildir's `new/`, each with its count.
-fn subjects(maildir: &Path) -> BTreeMap<String, usize> {
-    let mut out = BTreeMap::new();
-    let Ok(entries) = std::fs::read_dir(maildir.join("new")) else {
-        return out;
-    };
-    for e in entries.flatten() {
-        let Ok(text) = std::fs::read_to_string(e.path()) else {
-            continue;
-        };
-        let s = text
-            .lines()
-            .take_while(|l| !l.is_empty())
-            .find_map(|l| l.strip_prefix("Subject: "))
-            .unwrap_or("(none)")
-            .to_owned();
-        *out.entry(s).or_default() += 1;
-    }
-    out
-}
-
-async fn swaks(server: &str, to: &str, subject: &str) {
-    let header = format!("Subject: {subject}");
-    let (code, out, err) = support::run(
-        "swaks",
-        &[
-            "--server",
-            server,
-            "--helo",
-            "hq.test",
-            "--from",
-            "hq@base.example",
-            "--to",
-            to,
-            "--header",
-            &header,
-            "--body",
-            "Rendezvous 47N 008W at 0600Z.",
-        ],
-    )
-    .await;
-    assert_eq!(code, 0, "swaks failed: {out}{err}");
-}
-
-/// Waits until every Maildir has `subject` or the limit passes.
-async fn wait_all(maildirs: &[PathBuf], subject: &str) {
-    let end = Instant::now() + DELIVERY_LIMIT;
-    while Instant::now() < end {
-        if maildirs.iter().all(|m| subjects(m).contains_key(subject)) {
-            return;
-        }
-        sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// Waits until `skywave status` of the base says its queue is empty, or the limit passes.
-async fn base_queue_empty(config: &Path) -> bool {
-    let end = Instant::now() + DELIVERY_LIMIT;
-    let skywave = skywave_e2e::bin("skywave");
-    let cfg = config.display().to_string();
-    while Instant::now() < end {
-        let (_, out, _) = support::run(
-            skywave.to_str().unwrap(),
-            &["queue", "--config", &cfg, "list"],
-        )
-        .await;
-        if !out.contains("@ship") {
-            return true;
-        }
-        sleep(Duration::from_millis(500)).await;
-    }
-    false
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -360,7 +245,8 @@ async fn a_mail_to_three_ships_goes_once_by_multicast_and_emcon_holds_only_the_a
     drop(ships);
     drop(base);
     stop(emu).await;
-    check_pcap_with_wireshark(&sis_pcap);
+    // Through Wireshark's SIS dissector (SAP 2, UDOP APP_ID 0x2000).
+    fleet::check_pcap_with_wireshark(&sis_pcap, &[], &["0", "1", "2"]);
 }
 
 /// SIGTERM, so the emulator finishes its capture, and wait for it.
@@ -372,53 +258,4 @@ async fn stop(mut emu: Child) {
         .await
         .expect("emulator did not stop")
         .expect("wait");
-}
-
-/// Wireshark's own P_MUL dissector, reached through its SIS dissector (SAP 2, UDOP APP_ID
-/// 0x2000), is an implementation of ACP 142 independent of ours: it must find Address_PDUs,
-/// Data_PDUs and the ships' Ack_PDUs, every checksum correct, nothing malformed.
-fn check_pcap_with_wireshark(pcap: &Path) {
-    if !skywave_emu::missing::have_tool("tshark", "the check of P_MUL on the air with Wireshark") {
-        return;
-    }
-    let tshark = |args: &[&str]| {
-        let out = std::process::Command::new("tshark")
-            .arg("-r")
-            .arg(pcap)
-            .args(args)
-            .output()
-            .expect("run tshark");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let types: std::collections::BTreeSet<String> =
-        tshark(&["-Y", "p_mul", "-T", "fields", "-e", "p_mul.pdu_type"])
-            .lines()
-            .flat_map(|l| l.split(',').map(str::to_owned).collect::<Vec<_>>())
-            .collect();
-    // 0 Data_PDU, 1 Ack_PDU, 2 Address_PDU.
-    for t in ["0", "1", "2"] {
-        assert!(types.contains(t), "P_MUL PDU type {t} missing: {types:?}");
-    }
-    let good = tshark(&[
-        "-Y",
-        "p_mul.checksum_good == 1",
-        "-T",
-        "fields",
-        "-e",
-        "frame.number",
-    ]);
-    assert!(
-        !good.trim().is_empty(),
-        "Wireshark verified no P_MUL checksum"
-    );
-    let bad = tshark(&[
-        "-Y",
-        "p_mul.checksum_bad == 1 || _ws.malformed || _ws.expert.severity == \"Error\"",
-    ]);
-    assert!(bad.trim().is_empty(), "Wireshark found errors:\n{bad}");
 }

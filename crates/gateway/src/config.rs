@@ -70,8 +70,52 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     /// Spool retry and lifetime settings.
     pub spool: SpoolSettings,
-    /// The HF side: our STANAG 5066 node, the SIS server, link timeouts.
+    /// The HF side: our STANAG 5066 node, the SIS server, link timeouts, and P_MUL over IP.
     pub hf: HfConfig,
+}
+
+/// ACP 142's four UDP ports, as its recommended numbers (port roles as ACP 142 assigns them;
+/// Wireshark's original P_MUL dissector registers the same four): TPORT 2751 carries
+/// Request_PDUs, Reject_PDUs and Release_PDUs between transmitters; RPORT 2752 Announce_PDUs
+/// to the receivers; DPORT 2753 the data traffic from transmitters to receivers (Address_PDUs,
+/// Data_PDUs, Discard_Message_PDUs); APORT 2754 the traffic from receivers back to the
+/// transmitter (Ack_PDUs).
+pub const ACP142_PORTS: [u16; 4] = [2751, 2752, 2753, 2754];
+
+/// P_MUL over UDP/IP (`[pmul_ip]`).
+#[derive(Debug, Clone)]
+pub struct PmulIpConfig {
+    /// This gateway's own unicast address on the multicast network: the source of its PDUs,
+    /// where acknowledgements and unicast PDUs reach it, and (IPv4: the address itself) its
+    /// P_MUL id.
+    pub address: std::net::IpAddr,
+    /// TPORT, RPORT, DPORT, APORT (see [`ACP142_PORTS`]).
+    pub ports: [u16; 4],
+    /// Multicast addresses this gateway listens on as a receiver (a ship: its base's groups).
+    pub join: Vec<std::net::IpAddr>,
+    /// IP TTL / hop limit of multicast datagrams: 1 keeps them on the local network.
+    pub ttl: u32,
+    /// The interface multicast goes out and is joined on: an IPv4 address for IPv4, an
+    /// interface index for IPv6 (`None`: the own address for IPv4, the system's default for IPv6).
+    pub interface: Option<PmulInterface>,
+    /// Largest P_MUL PDU, bytes: by default one datagram that needs no IP fragmentation on a
+    /// 1500-byte MTU path (1472 over IPv4, 1452 over IPv6).
+    pub pdu_size: usize,
+    /// A pcap file to which every P_MUL datagram sent and received is written (IP and UDP
+    /// headers synthesised; Wireshark decodes it with `-d udp.port==2753,p_mul`).
+    pub pcap: Option<PathBuf>,
+    /// Fraction of received datagrams dropped on purpose (0 to 0.9), for drills and tests of
+    /// the repair cycle on a lossy network. 0 in service.
+    pub drop_inbound: f64,
+}
+
+/// The interface of multicast over IP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PmulInterface {
+    /// IPv4: the interface's address.
+    V4(std::net::Ipv4Addr),
+    /// IPv6: the interface's index.
+    V6(u32),
 }
 
 /// The HF side of the gateway (`[hf]`).
@@ -102,6 +146,9 @@ pub struct HfConfig {
     /// Largest P_MUL PDU, bytes: each travels as one non-ARQ U_PDU, lost whole if one of its
     /// D_PDUs is lost, so small PDUs cost a little header and save much repair on a poor channel.
     pub pmul_pdu_size: usize,
+    /// ACP 142 P_MUL over UDP/IP (the `[pmul_ip]` section); `None` when the gateway has no
+    /// IP bearer.
+    pub pmul_ip: Option<PmulIpConfig>,
 }
 
 /// Default of `[hf] pmul_pdu_size`: a few D_PDUs per P_MUL PDU, so that one lost D_PDU costs a
@@ -120,6 +167,7 @@ impl Default for HfConfig {
             batch_delay: Duration::from_secs(2),
             emcon: false,
             pmul_pdu_size: DEFAULT_PMUL_PDU_SIZE,
+            pmul_ip: None,
         }
     }
 }
@@ -243,6 +291,21 @@ struct RawConfig {
     spool: RawSpool,
     #[serde(default)]
     hf: RawHf,
+    pmul_ip: Option<Spanned<RawPmulIp>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPmulIp {
+    address: Spanned<String>,
+    ports: Option<Spanned<Vec<i64>>>,
+    #[serde(default)]
+    join: Vec<Spanned<String>>,
+    ttl: Option<Spanned<i64>>,
+    interface: Option<Spanned<String>>,
+    pdu_size: Option<Spanned<i64>>,
+    pcap: Option<Spanned<String>>,
+    drop_inbound: Option<Spanned<f64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -737,6 +800,11 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
         }
     }
 
+    hf.pmul_ip = raw
+        .pmul_ip
+        .as_ref()
+        .and_then(|p| check_pmul_ip(p.get_ref(), &path, &mut err));
+
     let metrics_listen = if raw.metrics.enabled == Some(false) {
         None
     } else {
@@ -765,6 +833,136 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
         metrics_listen,
         spool,
         hf,
+    })
+}
+
+/// Checks `[pmul_ip]`.
+fn check_pmul_ip(
+    raw: &RawPmulIp,
+    path: &dyn Fn(&Spanned<String>) -> PathBuf,
+    err: &mut dyn FnMut(Range<usize>, String),
+) -> Option<PmulIpConfig> {
+    use std::net::IpAddr;
+    let address = match raw.address.get_ref().parse::<IpAddr>() {
+        Ok(a) if !a.is_multicast() && !a.is_unspecified() => a,
+        _ => {
+            err(
+                raw.address.span(),
+                format!(
+                    "address = {:?} is not a unicast IP address; expected this gateway's own address on the P_MUL network, e.g. \"10.1.0.1\"",
+                    raw.address.get_ref()
+                ),
+            );
+            return None;
+        }
+    };
+    let mut ports = ACP142_PORTS;
+    if let Some(p) = &raw.ports {
+        let list = p.get_ref();
+        let valid: Vec<u16> = list
+            .iter()
+            .filter_map(|v| u16::try_from(*v).ok().filter(|v| *v != 0))
+            .collect();
+        let distinct = valid
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            == 4;
+        if list.len() != 4 || valid.len() != 4 || !distinct {
+            err(
+                p.span(),
+                "ports must be four distinct UDP ports 1-65535 in ACP 142's order [TPORT, RPORT, DPORT, APORT]; its own are [2751, 2752, 2753, 2754]".to_owned(),
+            );
+        } else {
+            ports = [valid[0], valid[1], valid[2], valid[3]];
+        }
+    }
+    let mut join = Vec::new();
+    for j in &raw.join {
+        match j.get_ref().parse::<IpAddr>() {
+            Ok(g) if g.is_multicast() && g.is_ipv4() == address.is_ipv4() => join.push(g),
+            Ok(g) if g.is_multicast() => err(
+                j.span(),
+                format!("join = {g}: this gateway's address {address} is of the other IP version"),
+            ),
+            _ => err(
+                j.span(),
+                format!(
+                    "join = {:?} is not an IP multicast address; expected e.g. \"239.192.0.1\"",
+                    j.get_ref()
+                ),
+            ),
+        }
+    }
+    let mut ttl = 1;
+    if let Some(t) = &raw.ttl {
+        match u32::try_from(*t.get_ref()) {
+            Ok(v) if (1..=255).contains(&v) => ttl = v,
+            _ => err(
+                t.span(),
+                format!("ttl = {} is out of range; expected 1 to 255", t.get_ref()),
+            ),
+        }
+    }
+    let interface = raw.interface.as_ref().and_then(|i| {
+        let text = i.get_ref();
+        let parsed = match address {
+            IpAddr::V4(_) => text.parse().ok().map(PmulInterface::V4),
+            IpAddr::V6(_) => text.parse().ok().map(PmulInterface::V6).or_else(|| {
+                // An interface name: its index from sysfs (Linux).
+                std::fs::read_to_string(format!("/sys/class/net/{text}/ifindex"))
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok())
+                    .map(PmulInterface::V6)
+            }),
+        };
+        if parsed.is_none() {
+            err(
+                i.span(),
+                format!(
+                    "interface = {text:?}: expected the interface's IPv4 address for an IPv4 network, or an interface name or index for IPv6"
+                ),
+            );
+        }
+        parsed
+    });
+    let mtu_payload = if address.is_ipv4() { 1472 } else { 1452 };
+    let mut pdu_size = mtu_payload;
+    if let Some(n) = &raw.pdu_size {
+        match usize::try_from(*n.get_ref()) {
+            Ok(v) if (64..=65_507).contains(&v) => pdu_size = v,
+            _ => err(
+                n.span(),
+                format!(
+                    "pdu_size = {} is out of range; expected 64 to 65507 bytes ({mtu_payload} fills one unfragmented datagram on a 1500-byte MTU)",
+                    n.get_ref()
+                ),
+            ),
+        }
+    }
+    let mut drop_inbound = 0.0;
+    if let Some(d) = &raw.drop_inbound {
+        if (0.0..=0.9).contains(d.get_ref()) {
+            drop_inbound = *d.get_ref();
+        } else {
+            err(
+                d.span(),
+                format!(
+                    "drop_inbound = {} is out of range; expected 0 to 0.9",
+                    d.get_ref()
+                ),
+            );
+        }
+    }
+    Some(PmulIpConfig {
+        address,
+        ports,
+        join,
+        ttl,
+        interface,
+        pdu_size,
+        pcap: raw.pcap.as_ref().map(path),
+        drop_inbound,
     })
 }
 

@@ -594,7 +594,10 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 }
             }
             BearerKind::PmulIp => {
-                for (key, v) in [("sis_server", &p.sis_server), ("tcp_address", &p.tcp_address)] {
+                for (key, v) in [
+                    ("sis_server", &p.sis_server),
+                    ("tcp_address", &p.tcp_address),
+                ] {
                     if let Some(v) = v {
                         ck.error(
                             v.span(),
@@ -1022,7 +1025,12 @@ fn check_groups(
             member_of.insert(member.clone(), name.clone());
             members.push(member.clone());
         }
-        if members.len() == 1 && !peers.iter().any(|(p, _)| p.name == members[0] && p.emcon) {
+        // A peer under EMCON, or with no unicast protocol, is reached by P_MUL even alone.
+        if members.len() == 1
+            && !peers
+                .iter()
+                .any(|(p, _)| p.name == members[0] && (p.emcon || p.bearer == Bearer::PmulIp))
+        {
             ck.warning(
                 header.clone(),
                 format!(
@@ -1150,16 +1158,16 @@ fn group_sis_bearer(
             }
         },
     };
-    let server = g
-        .sis_server
-        .as_ref()
-        .and_then(|s| match crate::model::check_host_port(s.get_ref()) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                ck.error(s.span(), format!("invalid sis_server: {e}"));
-                None
-            }
-        });
+    let server =
+        g.sis_server
+            .as_ref()
+            .and_then(|s| match crate::model::check_host_port(s.get_ref()) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    ck.error(s.span(), format!("invalid sis_server: {e}"));
+                    None
+                }
+            });
     node.map(|node| GroupBearer::Sis { node, server })
 }
 
@@ -1235,9 +1243,9 @@ fn group_ip_bearer(
             Some(format!(
                 "dynamic = \"{pool}\" is not a multicast network; dynamic groups take addresses from e.g. 239.192.1.0/28"
             ))
-        } else if net.is_ipv4() != address.is_ipv4() {
+        } else if !net.is_ipv4() || !address.is_ipv4() {
             Some(format!(
-                "dynamic = \"{pool}\" and the group's address {address} are of different IP versions"
+                "dynamic = \"{pool}\": dynamic groups are IPv4 only, as ACP 142's Multicast Group fields hold an IPv4 address; an IPv6 group keeps to its own address"
             ))
         } else if pool.contains(address) {
             Some(format!(

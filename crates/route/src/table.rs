@@ -484,7 +484,10 @@ impl RoutingTable {
 fn write_group(f: &mut fmt::Formatter<'_>, g: &Group) -> fmt::Result {
     match &g.bearer {
         GroupBearer::Sis { node, server } => {
-            writeln!(f, "  bearer: STANAG 5066, SAP 2 (STANAG 4406 annex E TMI-1)")?;
+            writeln!(
+                f,
+                "  bearer: STANAG 5066, SAP 2 (STANAG 4406 annex E TMI-1)"
+            )?;
             writeln!(f, "  group address: {node}")?;
             if let Some(server) = server {
                 writeln!(f, "  SIS server: {server}")?;
@@ -498,7 +501,10 @@ fn write_group(f: &mut fmt::Formatter<'_>, g: &Group) -> fmt::Result {
                     f,
                     "  dynamic groups: from {pool} for mail to some of the members only (Request/Announce/Release_PDUs)"
                 )?,
-                None => writeln!(f, "  dynamic groups: none (mail for some members goes to the group address)")?,
+                None => writeln!(
+                    f,
+                    "  dynamic groups: none (mail for some members goes to the group address)"
+                )?,
             }
         }
     }

@@ -91,7 +91,10 @@ fn a_group_loads_with_its_members_address_and_repeats() {
     let t = fleet();
     assert!(t.warnings().is_empty(), "{:?}", t.warnings());
     let g = t.group("fleet").unwrap();
-    assert_eq!(g.node().map(|n| n.to_string()).unwrap_or_default(), "16.0.9.9");
+    assert_eq!(
+        g.node().map(|n| n.to_string()).unwrap_or_default(),
+        "16.0.9.9"
+    );
     assert!(g.node().is_some_and(|n| n.is_group()));
     assert_eq!(g.members, ["ship1", "ship2", "ship3"]);
     assert_eq!(g.repeats, 2);

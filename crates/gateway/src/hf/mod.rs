@@ -13,6 +13,7 @@
 mod cftp_link;
 mod dedup_store;
 mod hmtp_link;
+pub(crate) mod pmul_ip;
 pub(crate) mod pmul_link;
 pub mod sis;
 mod tcp_link;
@@ -244,6 +245,17 @@ pub enum HfError {
         /// The address.
         node: NodeAddress,
     },
+    /// The sockets of P_MUL over IP could not be opened.
+    #[error(transparent)]
+    PmulIp(#[from] pmul_ip::PmulIpError),
+    /// A group of the routing table runs over IP but the gateway has no `[pmul_ip]`.
+    #[error(
+        "group {group} runs P_MUL over IP (bearer = \"pmul-ip\"), so this gateway needs [pmul_ip] with its own address in the gateway configuration"
+    )]
+    NoPmulIp {
+        /// The group.
+        group: String,
+    },
 }
 
 /// The running HF side.
@@ -305,6 +317,7 @@ impl Hf {
         if let Some(e) = links.start_new().into_iter().next() {
             return Err(e);
         }
+        links.start_ip()?;
         Ok(Hf {
             transfers,
             links: std::sync::Mutex::new(links),
@@ -355,6 +368,8 @@ impl Links {
                 (Bearer::Tcp { address }, _) => Reach::Tcp {
                     address: address.clone(),
                 },
+                // Reached only by P_MUL over IP: the multicast link carries all its mail.
+                (Bearer::PmulIp, _) => continue,
                 (Bearer::Sis { .. }, Protocol::Smtp) => {
                     self.say_once(&peer.name, format!("SMTP peers are reached over TCP/IP (bearer = \"tcp\"); mail for {} stays queued", peer.name));
                     continue;
@@ -462,10 +477,12 @@ impl Links {
                     self.tasks.push(task);
                     info!(%server, groups = table.groups().len(), "P_MUL multicast link starting (SAP 2)");
                     let link = pmul_link::PmulLink {
-                        server: server.clone(),
-                        local,
-                        endpoint: endpoint.clone(),
-                        inbox: rx,
+                        carrier: pmul_link::Carrier::Sis {
+                            server: server.clone(),
+                            local,
+                            endpoint: endpoint.clone(),
+                            inbox: rx,
+                        },
                         ctx: Arc::clone(&self.ctx),
                         shutdown: self.shutdown.clone(),
                     };
@@ -475,6 +492,28 @@ impl Links {
             };
             self.pmul.insert(server.clone(), tx);
         }
+    }
+
+    /// Starts the multicast link over UDP/IP when the gateway has `[pmul_ip]`; a group over IP
+    /// without it stops the start-up.
+    fn start_ip(&mut self) -> Result<(), HfError> {
+        let Some(config) = self.ctx.config.pmul_ip.clone() else {
+            let table = self.ctx.routes.current();
+            return match table.groups().iter().find(|g| g.ip().is_some()) {
+                Some(g) => Err(HfError::NoPmulIp {
+                    group: g.name.clone(),
+                }),
+                None => Ok(()),
+            };
+        };
+        let carrier = pmul_ip::IpCarrier::start(config, self.shutdown.clone())?;
+        let link = pmul_link::PmulLink {
+            carrier: pmul_link::Carrier::Ip(Box::new(carrier)),
+            ctx: Arc::clone(&self.ctx),
+            shutdown: self.shutdown.clone(),
+        };
+        self.tasks.push(tokio::spawn(link.run()));
+        Ok(())
     }
 
     /// Logs a peer's problem once (until it changes or the peer starts).

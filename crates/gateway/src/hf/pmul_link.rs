@@ -31,14 +31,20 @@
 //! EMCON ends; senders keep their timers and send what is due then.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use skywave_pmul::groups::{GroupEvent, GroupManager};
 use skywave_pmul::mule::{self, MuleEnvelope, MuleLimits, MuleMessage, MuleRecipient};
 use skywave_pmul::pdu::Pdu;
 use skywave_pmul::receiver::{Receiver, ReceiverConfig, ReceiverEvent};
 use skywave_pmul::sender::{DestState, Destination, Sender, SenderConfig};
-use skywave_route::{AckMode, Destination as RouteTo, Group, RoutingTable};
+use skywave_route::{
+    AckMode, Destination as RouteTo, Group, GroupBearer, Peer, RoutingTable, pmul_ip_id,
+    pool_address,
+};
 use skywave_sis::{NodeAddress, SapId, ServiceType};
 use skywave_smtp::{BodyType, Envelope, Protocol};
 use skywave_spool::{Priority, QueueId, Target};
@@ -47,6 +53,7 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::dedup_store::DedupStore;
+use super::pmul_ip::{APORT, DPORT, IpCarrier, RPORT, TPORT};
 use super::sis::{Endpoint, LinkInput, priority_5066};
 use super::transfer::{Direction, TransferRecord};
 use super::{Classified, HfContext, MAX_SLEEP, classify};
@@ -71,6 +78,17 @@ const LIFETIME_MS: u64 = 24 * 3_600_000;
 const MAX_REPAIRS: u32 = 5;
 /// Name under which the de-duplication memory of multicast mail is kept (no peer can have it).
 const DEDUP_NAME: &str = "@pmul";
+/// How long a dynamic group's Request_PDU waits for another transmitter's Reject_PDU before
+/// the group is taken (over IP a Reject comes back within a round trip, even by satellite).
+const REQUEST_WAIT_MS: u64 = 2_000;
+/// Between the Announce_PDU and the first Data_PDU of a dynamic group: the receivers join it.
+const JOIN_WAIT_MS: u64 = 500;
+/// Over IP, acks are spread this far apart (datagrams do not collide; the spread only keeps a
+/// base from taking many acks in one burst).
+const IP_ACK_SLOT_MS: u64 = 200;
+/// Over IP, the wait for acks beyond the ack slots before a repair (a satellite round trip and
+/// the receivers' processing).
+const IP_REPAIR_MARGIN_MS: u64 = 3_000;
 
 /// Wraps a P_MUL PDU in the UDOP header (connection 0, one segment, APP_ID TMI-1).
 pub(crate) fn udop_wrap(updu_id: u8, pdu: &[u8]) -> Vec<u8> {
@@ -111,6 +129,205 @@ fn airtime_ms(bytes: u64, bps: u32) -> u64 {
     bytes.saturating_mul(8 * 1250) / u64::from(bps.max(1))
 }
 
+/// Where PDUs go: a 5066 node or group address, or an IP unicast or multicast address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dest {
+    Node(NodeAddress),
+    Ip(IpAddr),
+}
+
+impl fmt::Display for Dest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dest::Node(n) => write!(f, "{n}"),
+            Dest::Ip(a) => write!(f, "udp {a}"),
+        }
+    }
+}
+
+/// What the bearer hands the link.
+enum Input {
+    /// One P_MUL PDU (over IP, with the datagram's source).
+    Pdu(Bytes, Option<SocketAddr>),
+    Up,
+    Down(String),
+    SendFailed(String),
+}
+
+/// The bearer of a multicast link: one SIS server (SAP 2), or UDP/IP.
+pub(super) enum Carrier {
+    /// STANAG 5066 through one SIS server.
+    Sis {
+        server: String,
+        local: NodeAddress,
+        endpoint: Endpoint,
+        inbox: mpsc::UnboundedReceiver<LinkInput>,
+    },
+    /// ACP 142 over UDP/IP.
+    Ip(Box<IpCarrier>),
+}
+
+impl Carrier {
+    fn name(&self) -> String {
+        match self {
+            Carrier::Sis { server, .. } => format!("sis {server}"),
+            Carrier::Ip(ip) => format!("udp {}", ip.config.address),
+        }
+    }
+
+    /// Our own P_MUL id on this bearer.
+    fn own_id(&self) -> u32 {
+        match self {
+            Carrier::Sis { local, .. } => pmul_id(*local),
+            Carrier::Ip(ip) => pmul_ip_id(ip.config.address),
+        }
+    }
+
+    /// A peer's P_MUL id on this bearer.
+    fn peer_id(&self, p: &Peer) -> Option<u32> {
+        match self {
+            Carrier::Sis { .. } => p.node.map(pmul_id),
+            Carrier::Ip(_) => p.ip.map(pmul_ip_id),
+        }
+    }
+
+    /// Where PDUs for one peer alone go.
+    fn peer_dest(&self, p: &Peer) -> Option<Dest> {
+        match self {
+            Carrier::Sis { .. } => p.node.map(Dest::Node),
+            Carrier::Ip(_) => p.ip.map(Dest::Ip),
+        }
+    }
+
+    /// True when this link carries `group`'s multicast.
+    fn serves(&self, group: &Group, default_server: &str) -> bool {
+        match (self, &group.bearer) {
+            (Carrier::Sis { server, .. }, GroupBearer::Sis { server: s, .. }) => {
+                s.as_deref().unwrap_or(default_server) == server
+            }
+            (Carrier::Ip(ip), GroupBearer::PmulIp { address, .. }) => {
+                address.is_ipv4() == ip.config.address.is_ipv4()
+            }
+            _ => false,
+        }
+    }
+
+    /// The group's own address on this bearer.
+    fn group_dest(&self, group: &Group) -> Option<Dest> {
+        match &group.bearer {
+            GroupBearer::Sis { node, .. } => Some(Dest::Node(*node)),
+            GroupBearer::PmulIp { address, .. } => Some(Dest::Ip(*address)),
+        }
+    }
+
+    fn initially_up(&self) -> bool {
+        match self {
+            Carrier::Sis { endpoint, .. } => endpoint.mtu().is_some(),
+            Carrier::Ip(_) => true,
+        }
+    }
+
+    fn pdu_size(&self, ctx: &HfContext) -> usize {
+        match self {
+            Carrier::Sis { .. } => ctx.config.pmul_pdu_size,
+            Carrier::Ip(ip) => ip.config.pdu_size,
+        }
+    }
+
+    /// Time on the air of `bytes` (none to speak of on an IP network).
+    fn on_air_ms(&self, bytes: u64, bps: u32) -> u64 {
+        match self {
+            Carrier::Sis { .. } => airtime_ms(bytes, bps),
+            Carrier::Ip(_) => 0,
+        }
+    }
+
+    /// One receiver's ack slot: on HF one ack with its turnaround and preamble.
+    fn ack_slot_ms(&self, bps: u32) -> u64 {
+        match self {
+            Carrier::Sis { .. } => 3_000 + airtime_ms(100, bps),
+            Carrier::Ip(_) => IP_ACK_SLOT_MS,
+        }
+    }
+
+    /// Margin for acks beyond the ack slots before a repair round.
+    fn repair_margin_ms(&self) -> u64 {
+        match self {
+            Carrier::Sis { .. } => 10_000,
+            Carrier::Ip(_) => IP_REPAIR_MARGIN_MS,
+        }
+    }
+
+    /// How a peer is named in Received headers and logs.
+    fn identity(&self, p: &Peer) -> String {
+        match self {
+            Carrier::Sis { .. } => format!(
+                "{}/5066:{}",
+                p.name,
+                p.node.map_or_else(String::new, |n| n.to_string())
+            ),
+            Carrier::Ip(_) => format!(
+                "{}/udp:{}",
+                p.name,
+                p.ip.map_or_else(String::new, |a| a.to_string())
+            ),
+        }
+    }
+
+    async fn recv(&mut self) -> Option<Input> {
+        match self {
+            Carrier::Sis { inbox, .. } => Some(match inbox.recv().await? {
+                LinkInput::Updu(b) => Input::Pdu(b, None),
+                LinkInput::LinkUp => Input::Up,
+                LinkInput::LinkDown(why) => Input::Down(why),
+                LinkInput::SendFailed(why) => Input::SendFailed(why),
+            }),
+            Carrier::Ip(ip) => ip.recv().await.map(|d| Input::Pdu(d.bytes, Some(d.from))),
+        }
+    }
+
+    /// The P_MUL PDU in what the bearer delivered.
+    fn unwrap<'a>(&self, bytes: &'a [u8]) -> Result<&'a [u8], String> {
+        match self {
+            Carrier::Sis { .. } => udop_unwrap(bytes),
+            Carrier::Ip(_) => Ok(bytes),
+        }
+    }
+
+    /// Sends PDUs to `dest` (over IP at `port`, one of ACP 142's; over 5066 as U_PDUs of
+    /// `mode` behind the UDOP header).
+    fn send(
+        &self,
+        dest: Dest,
+        port: usize,
+        priority: skywave_sis::Priority,
+        mode: ServiceType,
+        pdus: Vec<Vec<u8>>,
+        next_updu_id: &mut u8,
+    ) -> Result<(), String> {
+        match (self, dest) {
+            (Carrier::Sis { endpoint, .. }, Dest::Node(node)) => {
+                let updus = pdus
+                    .iter()
+                    .map(|pdu| {
+                        let u = udop_wrap(*next_updu_id, pdu);
+                        *next_updu_id = next_updu_id.wrapping_add(1);
+                        u
+                    })
+                    .collect();
+                endpoint.send_mode(node, priority, mode, updus, None)
+            }
+            (Carrier::Ip(ip), Dest::Ip(addr)) => {
+                for pdu in &pdus {
+                    ip.send(addr, port, pdu)?;
+                }
+                Ok(())
+            }
+            (_, dest) => Err(format!("{dest} is not on bearer {}", self.name())),
+        }
+    }
+}
+
 /// One ship of a multicast message.
 #[derive(Debug)]
 struct Member {
@@ -126,8 +343,14 @@ struct Member {
 struct Outgoing {
     sender: Sender,
     group: String,
-    /// Where the PDUs go: the group address, or one ship's own address.
-    dest: NodeAddress,
+    /// Where the PDUs go: the group address, a dynamic group's, or one ship's own address.
+    dest: Dest,
+    /// The group's own address (dynamic groups are requested and announced there).
+    group_dest: Dest,
+    /// Held until a dynamic group is settled.
+    phase: Phase,
+    /// The dynamic group taken for the message, and the pool entries tried.
+    dynamic: Option<(IpAddr, u64)>,
     priority: skywave_sis::Priority,
     id: QueueId,
     from: String,
@@ -138,6 +361,17 @@ struct Outgoing {
     start: f64,
     wire_bytes: u64,
     updus: u64,
+}
+
+/// Where a multicast message stands before its data goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Its PDUs go as the sender has them.
+    Sending,
+    /// A dynamic group was requested; if no transmitter rejects it by then, it is announced.
+    Requesting { until: u64 },
+    /// The dynamic group was announced; its members join it until then.
+    Announcing { until: u64 },
 }
 
 /// A message taken from the spool for a group.
@@ -155,10 +389,7 @@ struct Taken {
 
 /// The multicast task.
 pub(super) struct PmulLink {
-    pub(super) server: String,
-    pub(super) local: NodeAddress,
-    pub(super) endpoint: Endpoint,
-    pub(super) inbox: mpsc::UnboundedReceiver<LinkInput>,
+    pub(super) carrier: Carrier,
     pub(super) ctx: Arc<HfContext>,
     pub(super) shutdown: watch::Receiver<bool>,
 }
@@ -166,6 +397,8 @@ pub(super) struct PmulLink {
 /// What the running task holds.
 struct State {
     receiver: Receiver,
+    /// Dynamic groups (over IP): ours, and those announced to us.
+    groups: GroupManager,
     out: Vec<Outgoing>,
     dedup: DedupStore,
     emcon: bool,
@@ -176,7 +409,7 @@ struct State {
 
 impl PmulLink {
     pub(super) async fn run(self) {
-        let span = info_span!("pmul", server = %self.server);
+        let span = info_span!("pmul", bearer = %self.carrier.name());
         self.run_inner().instrument(span).await;
     }
 
@@ -184,15 +417,16 @@ impl PmulLink {
         let mut emcon_rx = self.ctx.emcon.subscribe();
         let emcon = *emcon_rx.borrow_and_update();
         let bps = self.ctx.config.assumed_bps;
-        let mut rc = ReceiverConfig::new(pmul_id(self.local));
+        let own_id = self.carrier.own_id();
+        let mut rc = ReceiverConfig::new(own_id);
         rc.ack_delay_ms = ACK_DELAY_MS;
-        // One ack (a few dozen bytes in a D_PDU or two) plus the turnaround and preamble.
-        rc.ack_slot_ms = 3_000 + airtime_ms(100, bps);
-        rc.pdu_size = self.ctx.config.pmul_pdu_size;
+        rc.ack_slot_ms = self.carrier.ack_slot_ms(bps);
+        rc.pdu_size = self.carrier.pdu_size(&self.ctx);
         rc.emcon = emcon;
         let queued = super::dedup_store::spool_keys(&self.ctx.intake.spool);
         let mut st = State {
             receiver: Receiver::new(rc),
+            groups: GroupManager::new(own_id),
             out: Vec::new(),
             dedup: DedupStore::open(
                 self.ctx.state_dir.join("dedup"),
@@ -202,7 +436,7 @@ impl PmulLink {
                 &queued,
             ),
             emcon,
-            up: self.endpoint.mtu().is_some(),
+            up: self.carrier.initially_up(),
             // Unique per source across restarts as long as fewer than one message a second
             // goes out on average; receivers also de-duplicate by content.
             next_message_id: u32::try_from(self.ctx.clock.unix_now() & 0xFFFF_FFFF).unwrap_or(1),
@@ -233,7 +467,11 @@ impl PmulLink {
                 deadline = Instant::now() + MAX_SLEEP;
             }
             for o in &st.out {
-                if let Some(t) = o.sender.poll_timeout() {
+                let t = match o.phase {
+                    Phase::Sending => o.sender.poll_timeout(),
+                    Phase::Requesting { until } | Phase::Announcing { until } => Some(until),
+                };
+                if let Some(t) = t {
                     deadline = deadline.min(self.ctx.clock.instant_of_ms(t));
                 }
             }
@@ -241,18 +479,18 @@ impl PmulLink {
                 deadline = deadline.min(self.ctx.clock.instant_of_ms(t));
             }
             tokio::select! {
-                input = self.inbox.recv() => match input {
+                input = self.carrier.recv() => match input {
                     None => return,
-                    Some(LinkInput::Updu(b)) => self.on_updu(&mut st, &b),
-                    Some(LinkInput::LinkUp) => {
+                    Some(Input::Pdu(b, from)) => self.on_pdu(&mut st, &b, from),
+                    Some(Input::Up) => {
                         st.up = true;
                         look_at = Instant::now();
                     }
-                    Some(LinkInput::LinkDown(why)) => {
+                    Some(Input::Down(why)) => {
                         debug!(%why, "SIS connection down");
                         st.up = false;
                     }
-                    Some(LinkInput::SendFailed(why)) => debug!(%why, "P_MUL U_PDU not sent"),
+                    Some(Input::SendFailed(why)) => debug!(%why, "P_MUL U_PDU not sent"),
                 },
                 () = &mut notified => look_at = Instant::now(),
                 changed = emcon_rx.changed() => {
@@ -275,7 +513,9 @@ impl PmulLink {
                 () = tokio::time::sleep_until(deadline) => {
                     let now = self.ctx.clock.unix_ms();
                     for o in &mut st.out {
-                        o.sender.handle_timeout(now);
+                        if o.phase == Phase::Sending {
+                            o.sender.handle_timeout(now);
+                        }
                     }
                     st.receiver.handle_timeout(now);
                 }
@@ -301,13 +541,15 @@ impl PmulLink {
     async fn take_work(&self, st: &mut State) {
         let table = self.ctx.routes.current();
         for group in table.groups() {
-            if group
-                .sis_server
-                .as_deref()
-                .unwrap_or(&self.ctx.config.sis_server)
-                != self.server
-            {
+            if !self.carrier.serves(group, &self.ctx.config.sis_server) {
                 continue;
+            }
+            if let (Carrier::Ip(ip), Some(address)) = (&self.carrier, group.ip())
+                && let Err(e) = ip.listen(address, TPORT)
+            {
+                // Without it we would not hear another transmitter's Request for a group we
+                // hold; the mail still goes.
+                warn!(group = %group.name, error = %e, "cannot listen for other transmitters");
             }
             let room = MAX_IN_FLIGHT.saturating_sub(st.out.len());
             if room == 0 {
@@ -417,7 +659,9 @@ impl PmulLink {
             let Some(peer) = table.peer(&name) else {
                 continue;
             };
-            let Some(node) = peer.node else { continue };
+            let Some(id) = self.carrier.peer_id(peer) else {
+                continue;
+            };
             let rcpts = t
                 .members
                 .iter()
@@ -426,7 +670,7 @@ impl PmulLink {
                 .unwrap_or_default();
             members.push(Member {
                 name,
-                id: pmul_id(node),
+                id,
                 rcpts,
                 recorded: false,
             });
@@ -486,10 +730,10 @@ impl PmulLink {
             }
         };
         let bps = self.ctx.config.assumed_bps;
-        let pdu_size = self.ctx.config.pmul_pdu_size;
+        let pdu_size = self.carrier.pdu_size(&self.ctx);
         let repeats = u64::from(group.repeats) + 1;
         let on_air = body.len() as u64 * repeats + 64 * (body.len() / pdu_size + 2) as u64;
-        let slot = 3_000 + airtime_ms(100, bps);
+        let slot = self.carrier.ack_slot_ms(bps);
         let config = SenderConfig {
             pdu_size,
             priority: 0,
@@ -497,10 +741,10 @@ impl PmulLink {
             initial_repeats: u32::from(group.repeats),
             // The whole first transmission must be on the air, and every ship's ack (one slot
             // each after the last PDU) back, before a repair makes sense.
-            repair_interval_ms: airtime_ms(on_air, bps)
+            repair_interval_ms: self.carrier.on_air_ms(on_air, bps)
                 + ACK_DELAY_MS
                 + slot * (members.len() as u64 + 1)
-                + 10_000,
+                + self.carrier.repair_margin_ms(),
             // A ship still missing PDUs after this many rounds is better reached another way
             // (HMTP's ARQ adapts its data rate to that ship; P_MUL's rounds go at the group's).
             max_repairs: MAX_REPAIRS,
@@ -510,16 +754,39 @@ impl PmulLink {
         st.next_message_id = st.next_message_id.wrapping_add(1);
         let now = self.ctx.clock.unix_ms();
         let size = t.size;
-        match Sender::new(config, message_id, pmul_id(self.local), dests, body, now) {
+        let Some(group_dest) = self.carrier.group_dest(group) else {
+            return;
+        };
+        match Sender::new(config, message_id, self.carrier.own_id(), dests, body, now) {
             Ok(sender) => {
-                let dest = if members.len() == 1 {
+                let mut dest = if members.len() == 1 {
                     table
                         .peer(&members[0].name)
-                        .and_then(|p| p.node)
-                        .unwrap_or(group.node)
+                        .and_then(|p| self.carrier.peer_dest(p))
+                        .unwrap_or(group_dest)
                 } else {
-                    group.node
+                    group_dest
                 };
+                // Some of an IP group's members only: a dynamic group of just them, if the
+                // group has a pool, so the others' hosts are not bothered with the data.
+                let mut phase = Phase::Sending;
+                let mut dynamic = None;
+                if let GroupBearer::PmulIp {
+                    dynamic: Some(pool),
+                    ..
+                } = &group.bearer
+                    && members.len() >= 2
+                    && members.len() < group.members.len()
+                    && t.whole.is_empty()
+                    && let Some((address, tried)) = self.free_dynamic(st, pool, 0)
+                    && self.request_group(st, address, message_id, group_dest)
+                {
+                    dest = Dest::Ip(address);
+                    dynamic = Some((address, tried));
+                    phase = Phase::Requesting {
+                        until: now + REQUEST_WAIT_MS,
+                    };
+                }
                 info!(
                     queue_id = %t.id,
                     group = %group.name,
@@ -533,6 +800,9 @@ impl PmulLink {
                     sender,
                     group: group.name.clone(),
                     dest,
+                    group_dest,
+                    phase,
+                    dynamic,
                     priority: priority_5066(t.priority.value()),
                     id: t.id,
                     from: t.from,
@@ -554,6 +824,132 @@ impl PmulLink {
         }
     }
 
+    /// The first address of `pool` from entry `from` on that none of our messages holds, with
+    /// its entry number.
+    fn free_dynamic(
+        &self,
+        st: &State,
+        pool: &skywave_route::Cidr,
+        from: u64,
+    ) -> Option<(IpAddr, u64)> {
+        (from..)
+            .map_while(|i| pool_address(pool, i).map(|a| (a, i)))
+            .find(|(a, _)| !st.out.iter().any(|o| o.dynamic.map(|d| d.0) == Some(*a)))
+    }
+
+    /// Asks the other transmitters for dynamic group `address` (a Request_PDU to the group's
+    /// own address at TPORT). False when it could not be asked.
+    fn request_group(&self, st: &mut State, address: IpAddr, message_id: u32, at: Dest) -> bool {
+        let IpAddr::V4(v4) = address else {
+            return false;
+        };
+        if let Err(e) = st.groups.request(u32::from(v4), message_id) {
+            warn!(error = %e, "Request_PDU not encoded");
+            return false;
+        }
+        info!(group = %address, message_id, "dynamic group requested");
+        self.send_group_pdus(st, at, None);
+        true
+    }
+
+    /// Sends what the dynamic-group state has for the air: Request and Release PDUs to the
+    /// transmitters (TPORT of the group's own address `at`), Announce PDUs to the receivers
+    /// (its RPORT), a Reject_PDU to the node that asked (`reply_to`, its TPORT). Nothing in
+    /// EMCON.
+    fn send_group_pdus(&self, st: &mut State, at: Dest, reply_to: Option<IpAddr>) {
+        while let Some(out) = st.groups.poll_transmit() {
+            if st.emcon {
+                continue;
+            }
+            let (dest, port) = match Pdu::decode(&out.bytes) {
+                Ok(Pdu::Announce(_)) => (at, RPORT),
+                Ok(Pdu::Reject(_)) => match reply_to {
+                    Some(a) => (Dest::Ip(a), TPORT),
+                    None => continue,
+                },
+                _ => (at, TPORT),
+            };
+            if let Err(e) = self.carrier.send(
+                dest,
+                port,
+                priority_5066(0),
+                ServiceType::NON_ARQ,
+                vec![out.bytes],
+                &mut st.next_updu_id,
+            ) {
+                debug!(error = %e, "dynamic group PDU not sent");
+            }
+        }
+    }
+
+    /// Moves dynamic groups on: announced when no Reject came, data when the members joined.
+    fn settle_groups(&self, st: &mut State, now: u64) {
+        for i in 0..st.out.len() {
+            let o = &st.out[i];
+            match o.phase {
+                Phase::Requesting { until } if until <= now => {
+                    let Some((IpAddr::V4(v4), _)) = o.dynamic else {
+                        continue;
+                    };
+                    let members = o.members.iter().map(|m| m.id).collect();
+                    let expiry = u32::try_from(o.sender.expiry_ms() / 1000).unwrap_or(u32::MAX);
+                    let (id, at) = (o.sender.message_id(), o.group_dest);
+                    if let Err(e) = st.groups.announce(u32::from(v4), id, expiry, members) {
+                        warn!(error = %e, "Announce_PDU not encoded");
+                    }
+                    info!(group = %v4, message_id = id, "dynamic group announced");
+                    self.send_group_pdus(st, at, None);
+                    st.out[i].phase = Phase::Announcing {
+                        until: now + JOIN_WAIT_MS,
+                    };
+                }
+                Phase::Announcing { until } if until <= now => {
+                    st.out[i].phase = Phase::Sending;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Another transmitter holds the dynamic group we asked for: try the pool's next address,
+    /// or send to the group's own address when the pool is spent.
+    fn on_rejected(&self, st: &mut State, group: u32, by: u32, table: &RoutingTable) {
+        let Some(i) = st.out.iter().position(|o| {
+            matches!(o.phase, Phase::Requesting { .. })
+                && o.dynamic.map(|d| d.0) == Some(IpAddr::V4(group.into()))
+        }) else {
+            return;
+        };
+        let tried = st.out[i].dynamic.map_or(0, |d| d.1);
+        warn!(group = %std::net::Ipv4Addr::from(group), by, "dynamic group held by another transmitter");
+        let pool = table.group(&st.out[i].group).and_then(|g| match &g.bearer {
+            GroupBearer::PmulIp { dynamic, .. } => *dynamic,
+            GroupBearer::Sis { .. } => None,
+        });
+        let next = pool.and_then(|p| self.free_dynamic(st, &p, tried + 1));
+        let (id, at) = (st.out[i].sender.message_id(), st.out[i].group_dest);
+        match next {
+            Some((address, n)) if self.request_group(st, address, id, at) => {
+                let o = &mut st.out[i];
+                o.dest = Dest::Ip(address);
+                o.dynamic = Some((address, n));
+                o.phase = Phase::Requesting {
+                    until: self.ctx.clock.unix_ms() + REQUEST_WAIT_MS,
+                };
+            }
+            _ => {
+                let o = &mut st.out[i];
+                info!(
+                    message_id = id,
+                    "no dynamic group free: sending to the group's own address"
+                );
+                o.dest = o.group_dest;
+                o.dynamic = None;
+                o.phase = Phase::Sending;
+            }
+        }
+    }
+
     /// Records an outcome without holding up the task.
     fn record_later(&self, id: QueueId, from: String, size: u64, rcpts: Vec<String>, o: Outcome) {
         let recorder = Arc::clone(&self.ctx.recorder);
@@ -571,58 +967,70 @@ impl PmulLink {
             return false;
         }
         let now = self.ctx.clock.unix_ms();
+        let table = self.ctx.routes.current();
         while let Some(ack) = st.receiver.poll_transmit(now) {
             // An ack goes to the source of the messages it acknowledges.
             let to = match Pdu::decode(&ack) {
                 Ok(Pdu::Ack(a)) => a.entries.first().map(|e| e.source),
                 _ => None,
             };
-            let Some(node) = to.and_then(|s| NodeAddress::new(s).ok()) else {
+            let Some(peer) = to.and_then(|id| {
+                table
+                    .peers()
+                    .iter()
+                    .find(|p| self.carrier.peer_id(p) == Some(id))
+            }) else {
                 continue;
             };
-            // As the routing table says for that peer: non-ARQ unless `pmul_acks = "arq"`.
-            let mode = match self
-                .ctx
-                .routes
-                .current()
-                .peers()
-                .iter()
-                .find(|p| p.node == Some(node))
-                .map(|p| p.pmul_acks)
-            {
-                Some(AckMode::Arq) => ServiceType::ARQ,
-                _ => ServiceType::NON_ARQ,
+            let Some(dest) = self.carrier.peer_dest(peer) else {
+                continue;
             };
-            let updu = udop_wrap(st.next_updu_id, &ack);
-            st.next_updu_id = st.next_updu_id.wrapping_add(1);
-            if let Err(e) = self
-                .endpoint
-                .send_mode(node, priority_5066(0), mode, vec![updu], None)
-            {
+            // Over 5066 as the routing table says for that peer: non-ARQ unless
+            // `pmul_acks = "arq"`.
+            let mode = match peer.pmul_acks {
+                AckMode::Arq => ServiceType::ARQ,
+                AckMode::NonArq => ServiceType::NON_ARQ,
+            };
+            if let Err(e) = self.carrier.send(
+                dest,
+                APORT,
+                priority_5066(0),
+                mode,
+                vec![ack],
+                &mut st.next_updu_id,
+            ) {
                 debug!(error = %e, "P_MUL ack not sent");
             }
         }
+        self.settle_groups(st, now);
         for o in &mut st.out {
-            self.send_queued(o, &mut st.next_updu_id, now);
+            if o.phase == Phase::Sending {
+                self.send_queued(o, &mut st.next_updu_id, now);
+            }
         }
         self.record_acks(st).await
     }
 
     /// Sends what a message's sender has queued, counting it for the transfer record.
     fn send_queued(&self, o: &mut Outgoing, next_updu_id: &mut u8, now: u64) {
-        let mut updus = Vec::new();
+        let mut pdus = Vec::new();
         while let Some(pdu) = o.sender.poll_transmit(now) {
             o.wire_bytes += pdu.len() as u64;
             o.updus += 1;
-            updus.push(udop_wrap(*next_updu_id, &pdu));
-            *next_updu_id = next_updu_id.wrapping_add(1);
+            pdus.push(pdu);
         }
-        if !updus.is_empty()
-            && let Err(e) =
-                self.endpoint
-                    .send_mode(o.dest, o.priority, ServiceType::NON_ARQ, updus, None)
+        if !pdus.is_empty()
+            && let Err(e) = self.carrier.send(
+                o.dest,
+                DPORT,
+                o.priority,
+                ServiceType::NON_ARQ,
+                pdus,
+                next_updu_id,
+            )
         {
-            // The SIS connection is down: the sender's repair timer tries again.
+            // The SIS connection is down, or the network: the sender's repair timer tries
+            // again.
             debug!(error = %e, "P_MUL PDUs not sent");
         }
     }
@@ -659,7 +1067,8 @@ impl PmulLink {
                 .status()
                 .iter()
                 .any(|d| d.state == DestState::Pending && d.dest.emcon);
-            if !o.sender.is_finished()
+            if o.phase == Phase::Sending
+                && !o.sender.is_finished()
                 && !waiting_emcon
                 && o.sender.poll_timeout() == Some(o.sender.expiry_ms())
             {
@@ -674,6 +1083,13 @@ impl PmulLink {
         let any = !finished.is_empty();
         for i in finished.into_iter().rev() {
             let o = st.out.remove(i);
+            if let Some((IpAddr::V4(v4), _)) = o.dynamic {
+                if let Err(e) = st.groups.release(u32::from(v4)) {
+                    warn!(error = %e, "Release_PDU not encoded");
+                }
+                info!(group = %v4, "dynamic group released");
+                self.send_group_pdus(st, o.group_dest, None);
+            }
             let complete = o.members.iter().filter(|m| m.recorded).count();
             for m in o
                 .members
@@ -736,9 +1152,9 @@ impl PmulLink {
         any
     }
 
-    /// Hands a received U_PDU to the receiver and to every sender (acks).
-    fn on_updu(&self, st: &mut State, updu: &Bytes) {
-        let pdu = match udop_unwrap(updu) {
+    /// Hands a received PDU to the dynamic groups, to every sender (acks) and to the receiver.
+    fn on_pdu(&self, st: &mut State, bytes: &Bytes, from: Option<SocketAddr>) {
+        let pdu = match self.carrier.unwrap(bytes) {
             Ok(p) => p,
             Err(why) => {
                 warn!(%why, "U_PDU on the P_MUL SAP dropped");
@@ -746,6 +1162,42 @@ impl PmulLink {
             }
         };
         let now = self.ctx.clock.unix_ms();
+        if let Carrier::Ip(ip) = &self.carrier
+            && let Ok(
+                decoded @ (Pdu::Announce(_) | Pdu::Request(_) | Pdu::Reject(_) | Pdu::Release(_)),
+            ) = Pdu::decode(pdu)
+        {
+            if let Err(e) = st.groups.handle(&decoded) {
+                warn!(error = %e, "dynamic group PDU not answered");
+            }
+            // A Reject answers a Request of ours from another transmitter: to its TPORT.
+            let at = st
+                .out
+                .first()
+                .map_or(Dest::Ip(ip.config.address), |o| o.group_dest);
+            self.send_group_pdus(st, at, from.map(|f| f.ip()));
+            let table = self.ctx.routes.current();
+            while let Some(event) = st.groups.poll_event() {
+                match event {
+                    GroupEvent::Join { group, owner } => {
+                        let address = IpAddr::V4(group.into());
+                        info!(group = %address, owner, "joining a dynamic group announced to us");
+                        for port in [TPORT, DPORT] {
+                            if let Err(e) = ip.listen(address, port) {
+                                warn!(error = %e, "cannot join the dynamic group");
+                            }
+                        }
+                    }
+                    GroupEvent::Leave { group, owner } => {
+                        let address = IpAddr::V4(group.into());
+                        info!(group = %address, owner, "leaving a released dynamic group");
+                        ip.leave(address);
+                    }
+                    GroupEvent::Rejected { group, by } => self.on_rejected(st, group, by, &table),
+                }
+            }
+            return;
+        }
         let mut for_sender = false;
         for o in &mut st.out {
             for_sender |= matches!(o.sender.handle_pdu(pdu, now), Ok(true));
@@ -796,7 +1248,7 @@ impl PmulLink {
         let Some(peer) = table
             .peers()
             .iter()
-            .find(|p| p.node.map(pmul_id) == Some(source))
+            .find(|p| self.carrier.peer_id(p) == Some(source))
         else {
             warn!(
                 source,
@@ -820,7 +1272,6 @@ impl PmulLink {
             .map(|r| r.address.clone())
             .filter(|a| matches!(table.lookup(a).map(|r| r.destination), Ok(RouteTo::Lan)))
             .collect();
-        let node = peer.node.map_or_else(String::new, |n| n.to_string());
         if ours.is_empty() {
             debug!(peer = %peer.name, message_id, "P_MUL message has no recipient here");
             return true;
@@ -828,7 +1279,7 @@ impl PmulLink {
         let mut policy = GatewayPolicy::new(
             Source::Peer {
                 name: peer.name.clone(),
-                identity: format!("{}/5066:{node}", peer.name),
+                identity: self.carrier.identity(peer),
             },
             Arc::clone(&self.ctx.routes),
         );

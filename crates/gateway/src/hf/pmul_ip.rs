@@ -1,0 +1,476 @@
+//! The UDP/IP bearer of P_MUL: ACP 142's own binding, for fleet mail over satellite and
+//! line-of-sight IP networks (`[pmul_ip]` in the gateway configuration, `bearer = "pmul-ip"`
+//! groups in the routing table).
+//!
+//! The multicast link (`pmul_link`) runs the same sans-IO P_MUL core over this bearer as over
+//! STANAG 5066; only the sockets differ. ACP 142 gives P_MUL four UDP ports (see
+//! [`crate::config::ACP142_PORTS`]): TPORT between transmitters (Request, Reject, Release PDUs), RPORT for
+//! Announce_PDUs to receivers, DPORT for the data (Address, Data, Discard_Message PDUs) and APORT
+//! for the receivers' Ack_PDUs back to the transmitter. One PDU is one datagram.
+//!
+//! Sockets: one per port bound to the gateway's own unicast address (acknowledgements, Reject
+//! PDUs and mail for one node alone arrive there; everything this gateway sends leaves from
+//! its DPORT socket, so receivers see its own address as the source), and one per (multicast
+//! address, port) it listens on, bound to that address with `SO_REUSEADDR` so that several
+//! gateways on one host (a test, a lab) each get a copy: a receiver listens on DPORT, RPORT and
+//! TPORT of the groups in `join` and of the dynamic groups announced to it; a transmitter on
+//! TPORT of its own groups, to hear other transmitters' Requests.
+//!
+//! Every datagram in and out can be written to a pcap file (raw IPv4/IPv6 with UDP headers
+//! synthesised, checksums computed), which Wireshark's P_MUL dissector decodes. A drill setting
+//! drops a fraction of received datagrams, as a lossy network would.
+//!
+//! EMCON: the link sends nothing while EMCON holds (it never calls the send functions); the
+//! kernel's own IGMP/MLD membership reports when a group is joined are not the gateway's to
+//! suppress: a host that must stay silent on an IP network needs its firewall to say so too.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufWriter};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use skywave_sis::pcap::PcapWriter;
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::net::UdpSocket;
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info, warn};
+
+use crate::config::{PmulInterface, PmulIpConfig};
+
+/// The role of each of ACP 142's ports, as indexes into `ports`.
+pub(crate) const TPORT: usize = 0;
+/// Announce_PDUs to receivers.
+pub(crate) const RPORT: usize = 1;
+/// Address, Data and Discard_Message PDUs.
+pub(crate) const DPORT: usize = 2;
+/// Ack_PDUs back to the transmitter.
+pub(crate) const APORT: usize = 3;
+
+/// pcap link type of raw IP packets (IPv4 or IPv6 by the version nibble).
+const LINKTYPE_RAW: u32 = 101;
+/// Largest datagram read.
+const MAX_DATAGRAM: usize = 65_535;
+
+/// A datagram received on one of the bearer's sockets.
+#[derive(Debug)]
+pub(crate) struct Datagram {
+    /// Its bytes: one P_MUL PDU.
+    pub bytes: Bytes,
+    /// Where it came from.
+    pub from: SocketAddr,
+}
+
+/// Why the IP bearer could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum PmulIpError {
+    /// A socket could not be opened, bound or joined.
+    #[error("P_MUL over IP: cannot {what} {addr}: {source}")]
+    Socket {
+        /// What was tried.
+        what: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// The error.
+        source: io::Error,
+    },
+    /// The pcap file could not be created.
+    #[error("P_MUL over IP: cannot write the capture {path}: {source}")]
+    Pcap {
+        /// The file.
+        path: String,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+type Capture = Arc<Mutex<PcapWriter<BufWriter<File>>>>;
+
+/// The sockets of P_MUL over IP.
+pub(crate) struct IpCarrier {
+    pub(crate) config: PmulIpConfig,
+    /// Bound to our own address at DPORT: everything we send leaves from here.
+    send: Arc<UdpSocket>,
+    tx: mpsc::UnboundedSender<Datagram>,
+    rx: mpsc::UnboundedReceiver<Datagram>,
+    /// Multicast listeners by (group, port index): their receive tasks.
+    listening: Mutex<HashMap<(IpAddr, usize), tokio::task::JoinHandle<()>>>,
+    capture: Option<Capture>,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl std::fmt::Debug for IpCarrier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IpCarrier")
+            .field("address", &self.config.address)
+            .field("ports", &self.config.ports)
+            .finish_non_exhaustive()
+    }
+}
+
+impl IpCarrier {
+    /// Opens the unicast sockets on our own address and joins the configured groups.
+    pub(crate) fn start(
+        config: PmulIpConfig,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<IpCarrier, PmulIpError> {
+        let capture = match &config.pcap {
+            Some(path) => Some(open_capture(path)?),
+            None => None,
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut send = None;
+        for (i, port) in config.ports.iter().enumerate() {
+            let addr = SocketAddr::new(config.address, *port);
+            let socket = open(addr, false, &config).map_err(|source| PmulIpError::Socket {
+                what: "bind",
+                addr,
+                source,
+            })?;
+            let socket = Arc::new(socket);
+            if i == DPORT {
+                send = Some(Arc::clone(&socket));
+            }
+            tokio::spawn(pump(
+                socket,
+                addr,
+                tx.clone(),
+                config.clone(),
+                capture.clone(),
+                shutdown.clone(),
+            ));
+        }
+        let Some(send) = send else {
+            unreachable!("four ports, DPORT among them")
+        };
+        let carrier = IpCarrier {
+            config,
+            send,
+            tx,
+            rx,
+            listening: Mutex::new(HashMap::new()),
+            capture,
+            shutdown,
+        };
+        for g in carrier.config.join.clone() {
+            for port in [TPORT, RPORT, DPORT] {
+                carrier.listen(g, port)?;
+            }
+        }
+        info!(
+            address = %carrier.config.address,
+            ports = ?carrier.config.ports,
+            joined = ?carrier.config.join,
+            "P_MUL over UDP/IP listening"
+        );
+        Ok(carrier)
+    }
+
+    /// Listens on `group` at port `port` (an index: [`TPORT`] ...), once.
+    pub(crate) fn listen(&self, group: IpAddr, port: usize) -> Result<(), PmulIpError> {
+        let mut listening = self.listening.lock().unwrap_or_else(|p| p.into_inner());
+        if listening.contains_key(&(group, port)) {
+            return Ok(());
+        }
+        let addr = SocketAddr::new(group, self.config.ports[port]);
+        let socket = open(addr, true, &self.config)
+            .and_then(|s| {
+                join(&s, group, &self.config)?;
+                Ok(s)
+            })
+            .map_err(|source| PmulIpError::Socket {
+                what: "join",
+                addr,
+                source,
+            })?;
+        let task = tokio::spawn(pump(
+            Arc::new(socket),
+            addr,
+            self.tx.clone(),
+            self.config.clone(),
+            self.capture.clone(),
+            self.shutdown.clone(),
+        ));
+        listening.insert((group, port), task);
+        debug!(%addr, "listening on a multicast group");
+        Ok(())
+    }
+
+    /// Stops listening on `group` (a dynamic group released or expired).
+    pub(crate) fn leave(&self, group: IpAddr) {
+        let mut listening = self.listening.lock().unwrap_or_else(|p| p.into_inner());
+        listening.retain(|(g, _), task| {
+            if *g == group {
+                task.abort();
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    /// The next datagram received (none once every socket task ended).
+    pub(crate) async fn recv(&mut self) -> Option<Datagram> {
+        self.rx.recv().await
+    }
+
+    /// Sends one PDU to `to:port` (an index: [`DPORT`] ...).
+    pub(crate) fn send(&self, to: IpAddr, port: usize, pdu: &[u8]) -> Result<(), String> {
+        let dest = SocketAddr::new(to, self.config.ports[port]);
+        match self.send.try_send_to(pdu, dest) {
+            Ok(_) => {
+                if let Some(c) = &self.capture
+                    && let Ok(local) = self.send.local_addr()
+                {
+                    record(c, local, dest, pdu);
+                }
+                Ok(())
+            }
+            Err(e) => Err(format!("UDP to {dest}: {e}")),
+        }
+    }
+}
+
+/// Receives on one socket until shutdown, dropping our own multicast echoes (and, in a drill,
+/// a share of the rest), capturing what it keeps.
+async fn pump(
+    socket: Arc<UdpSocket>,
+    local: SocketAddr,
+    tx: mpsc::UnboundedSender<Datagram>,
+    config: PmulIpConfig,
+    capture: Option<Capture>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut buf = vec![0u8; MAX_DATAGRAM];
+    loop {
+        tokio::select! {
+            r = socket.recv_from(&mut buf) => match r {
+                Ok((n, from)) => {
+                    if from.ip() == config.address {
+                        continue;
+                    }
+                    if config.drop_inbound > 0.0 && rand::random::<f64>() < config.drop_inbound {
+                        debug!(%from, %local, bytes = n, "datagram dropped (drop_inbound drill)");
+                        continue;
+                    }
+                    let bytes = Bytes::copy_from_slice(&buf[..n]);
+                    if let Some(c) = &capture {
+                        record(c, from, local, &bytes);
+                    }
+                    if tx.send(Datagram { bytes, from }).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    // ICMP errors of earlier sends surface here on some systems: not fatal.
+                    debug!(%local, error = %e, "UDP receive error");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// A UDP socket bound to `addr`, with the multicast sending options of `config`.
+fn open(addr: SocketAddr, shared: bool, config: &PmulIpConfig) -> io::Result<UdpSocket> {
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if shared {
+        s.set_reuse_address(true)?;
+    }
+    match addr.ip() {
+        IpAddr::V4(own) => {
+            let iface = match config.interface {
+                Some(PmulInterface::V4(i)) => i,
+                _ if own.is_multicast() => own_v4(config),
+                _ => own,
+            };
+            s.set_multicast_if_v4(&iface)?;
+            s.set_multicast_ttl_v4(config.ttl)?;
+            s.set_multicast_loop_v4(true)?;
+        }
+        IpAddr::V6(_) => {
+            s.set_only_v6(true)?;
+            if let Some(PmulInterface::V6(i)) = config.interface {
+                s.set_multicast_if_v6(i)?;
+            }
+            s.set_multicast_hops_v6(config.ttl)?;
+            s.set_multicast_loop_v6(true)?;
+        }
+    }
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    UdpSocket::from_std(s.into())
+}
+
+fn own_v4(config: &PmulIpConfig) -> Ipv4Addr {
+    match config.address {
+        IpAddr::V4(a) => a,
+        IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
+    }
+}
+
+/// Joins `group` on the configured interface (IPv4: the interface's address, by default our
+/// own; IPv6: its index, by default the system's choice).
+fn join(socket: &UdpSocket, group: IpAddr, config: &PmulIpConfig) -> io::Result<()> {
+    match group {
+        IpAddr::V4(g) => {
+            let iface = match config.interface {
+                Some(PmulInterface::V4(i)) => i,
+                _ => own_v4(config),
+            };
+            socket.join_multicast_v4(g, iface)
+        }
+        IpAddr::V6(g) => {
+            let iface = match config.interface {
+                Some(PmulInterface::V6(i)) => i,
+                _ => 0,
+            };
+            socket.join_multicast_v6(&g, iface)
+        }
+    }
+}
+
+fn open_capture(path: &Path) -> Result<Capture, PmulIpError> {
+    let err = |source| PmulIpError::Pcap {
+        path: path.display().to_string(),
+        source,
+    };
+    let file = File::create(path).map_err(err)?;
+    let w = PcapWriter::with_link_type(BufWriter::new(file), LINKTYPE_RAW).map_err(err)?;
+    Ok(Arc::new(Mutex::new(w)))
+}
+
+/// Writes one datagram to the capture as a raw IP packet.
+fn record(capture: &Capture, from: SocketAddr, to: SocketAddr, payload: &[u8]) {
+    let Some(packet) = ip_udp_packet(from, to, payload) else {
+        return;
+    };
+    let ts = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let mut w = capture.lock().unwrap_or_else(|p| p.into_inner());
+    // Flushed per record: the capture is for people reading it while the gateway runs.
+    if let Err(e) = w.write_frame(ts, &packet).and_then(|()| w.flush()) {
+        warn!(error = %e, "cannot write the P_MUL capture");
+    }
+}
+
+/// An IPv4 or IPv6 packet with a UDP header around `payload`, checksums computed (none when the
+/// two addresses are of different families or the payload does not fit).
+pub(crate) fn ip_udp_packet(from: SocketAddr, to: SocketAddr, payload: &[u8]) -> Option<Vec<u8>> {
+    let udp_len = u16::try_from(8 + payload.len()).ok()?;
+    let mut udp = Vec::with_capacity(usize::from(udp_len));
+    udp.extend_from_slice(&from.port().to_be_bytes());
+    udp.extend_from_slice(&to.port().to_be_bytes());
+    udp.extend_from_slice(&udp_len.to_be_bytes());
+    udp.extend_from_slice(&[0, 0]);
+    udp.extend_from_slice(payload);
+    match (from.ip(), to.ip()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let total = u16::try_from(20 + udp.len()).ok()?;
+            let mut pseudo = Vec::with_capacity(12);
+            pseudo.extend_from_slice(&s.octets());
+            pseudo.extend_from_slice(&d.octets());
+            pseudo.extend_from_slice(&[0, 17]);
+            pseudo.extend_from_slice(&udp_len.to_be_bytes());
+            let sum = match internet_checksum(&[&pseudo, &udp]) {
+                0 => 0xFFFF,
+                c => c,
+            };
+            udp[6..8].copy_from_slice(&sum.to_be_bytes());
+            let mut ip = vec![0x45, 0];
+            ip.extend_from_slice(&total.to_be_bytes());
+            ip.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0]);
+            ip.extend_from_slice(&s.octets());
+            ip.extend_from_slice(&d.octets());
+            let hsum = internet_checksum(&[&ip]);
+            ip[10..12].copy_from_slice(&hsum.to_be_bytes());
+            ip.extend_from_slice(&udp);
+            Some(ip)
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let mut pseudo = Vec::with_capacity(40);
+            pseudo.extend_from_slice(&s.octets());
+            pseudo.extend_from_slice(&d.octets());
+            pseudo.extend_from_slice(&u32::from(udp_len).to_be_bytes());
+            pseudo.extend_from_slice(&[0, 0, 0, 17]);
+            let sum = match internet_checksum(&[&pseudo, &udp]) {
+                0 => 0xFFFF,
+                c => c,
+            };
+            udp[6..8].copy_from_slice(&sum.to_be_bytes());
+            let mut ip = vec![0x60, 0, 0, 0];
+            ip.extend_from_slice(&udp_len.to_be_bytes());
+            ip.extend_from_slice(&[17, 64]);
+            ip.extend_from_slice(&s.octets());
+            ip.extend_from_slice(&d.octets());
+            ip.extend_from_slice(&udp);
+            Some(ip)
+        }
+        _ => None,
+    }
+}
+
+/// The RFC 1071 one's-complement sum over `parts` (each of even length but the last).
+fn internet_checksum(parts: &[&[u8]]) -> u16 {
+    let mut sum: u32 = 0;
+    for part in parts {
+        let mut chunks = part.chunks_exact(2);
+        for c in &mut chunks {
+            sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+        }
+        if let [last] = chunks.remainder() {
+            sum += u32::from(*last) << 8;
+        }
+    }
+    while sum > 0xFFFF {
+        sum = (sum & 0xFFFF) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv4_udp_packet_has_valid_checksums() {
+        let from: SocketAddr = "10.0.0.1:2753".parse().unwrap_or_else(|e| panic!("{e}"));
+        let to: SocketAddr = "239.192.0.1:2753".parse().unwrap_or_else(|e| panic!("{e}"));
+        let p = ip_udp_packet(from, to, b"abc").unwrap_or_default();
+        assert_eq!(p.len(), 20 + 8 + 3);
+        assert_eq!(p[0], 0x45);
+        assert_eq!(u16::from_be_bytes([p[2], p[3]]), 31);
+        // A header with its checksum in sums to zero.
+        assert_eq!(internet_checksum(&[&p[..20]]), 0);
+        let mut pseudo = Vec::new();
+        pseudo.extend_from_slice(&p[12..20]);
+        pseudo.extend_from_slice(&[0, 17, 0, 11]);
+        assert_eq!(internet_checksum(&[&pseudo, &p[20..]]), 0);
+    }
+
+    #[test]
+    fn ipv6_udp_packet_has_a_valid_checksum() {
+        let from: SocketAddr = "[fd00::1]:2753".parse().unwrap_or_else(|e| panic!("{e}"));
+        let to: SocketAddr = "[ff15::1]:2753".parse().unwrap_or_else(|e| panic!("{e}"));
+        let p = ip_udp_packet(from, to, b"abcd").unwrap_or_default();
+        assert_eq!(p.len(), 40 + 8 + 4);
+        assert_eq!(p[6], 17);
+        let mut pseudo = Vec::new();
+        pseudo.extend_from_slice(&p[8..40]);
+        pseudo.extend_from_slice(&[0, 0, 0, 12, 0, 0, 0, 17]);
+        assert_eq!(internet_checksum(&[&pseudo, &p[40..]]), 0);
+        assert!(ip_udp_packet(from, "10.0.0.1:1".parse().unwrap_or(from), b"").is_none());
+    }
+
+    #[test]
+    fn rfc1071_example() {
+        // RFC 1071 section 3's example words sum to 0xddf2; the checksum is its complement.
+        let data = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
+        assert_eq!(internet_checksum(&[&data]), !0xddf2);
+    }
+}
