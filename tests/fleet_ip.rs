@@ -213,6 +213,13 @@ async fn fleet_mail_over_ip_multicast_arrives_once_repaired_and_emcon_holds() {
             &ship_routes(n, &group),
         ));
     }
+    // The base serves its metrics.
+    let text = std::fs::read_to_string(&base_cfg).unwrap();
+    std::fs::write(
+        &base_cfg,
+        text.replace("enabled = false", "listen = \"127.0.0.1:0\""),
+    )
+    .unwrap();
     let base = start(&base_cfg).await;
     let mut ships = Vec::new();
     for c in &ship_cfgs {
@@ -224,8 +231,15 @@ async fn fleet_mail_over_ip_multicast_arrives_once_repaired_and_emcon_holds() {
     // 1. To every ship, with an attachment big enough for a score of Data_PDUs: ship 2, losing
     // 30 % of what it hears, cannot have it without repairs.
     let attachment = root.path().join("chart.bin");
-    let noise: Vec<u8> = (0..24_000u32)
-        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+    // xorshift32: bytes that do not compress, so the PDUs are as many as the size says.
+    let mut x = 2_463_534_242u32;
+    let noise: Vec<u8> = (0..24_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
         .collect();
     std::fs::write(&attachment, noise).unwrap();
     swaks_with(
@@ -247,7 +261,7 @@ async fn fleet_mail_over_ip_multicast_arrives_once_repaired_and_emcon_holds() {
     }
     assert!(base_queue_empty(&base_cfg).await, "the base still waits");
     let transfers = std::fs::read_to_string(dir(&base_cfg).join("state/transfers.jsonl")).unwrap();
-    assert!(transfers.contains("\"pmul\""), "{transfers}");
+    assert!(transfers.contains("\"pmul-ip\""), "{transfers}");
     assert!(
         transfers.contains("acknowledged by 3 of 3 ships"),
         "{transfers}"
@@ -312,6 +326,25 @@ async fn fleet_mail_over_ip_multicast_arrives_once_repaired_and_emcon_holds() {
     for m in &maildirs {
         assert!(subjects(m).values().all(|&n| n == 1), "{:?}", subjects(m));
     }
+    // The transfers are in the metrics as for every bearer: three multicasts, and repairs.
+    let page = support::metrics(base.metrics.expect("base metrics address")).await;
+    let value = |name: &str| -> f64 {
+        page.lines()
+            .find(|l| {
+                l.starts_with(name)
+                    && l.contains("protocol=\"pmul-ip\"")
+                    && l.contains("direction=\"out\"")
+            })
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} for pmul-ip in:\n{page}"))
+    };
+    assert_eq!(value("skywave_transfers_total"), 3.0);
+    assert!(value("skywave_transfer_retransmissions_total") > 0.0);
+    assert!(
+        value("skywave_transfer_wire_bytes_total") > 24_000.0,
+        "{page}"
+    );
     drop(ships);
     drop(base);
 

@@ -26,6 +26,8 @@ pub const DELIVERY_LIMIT: Duration = Duration::from_secs(120);
 pub struct Gateway {
     pub child: Child,
     pub smtp: String,
+    /// The metrics endpoint, when the configuration enables it.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 pub async fn start(config: &Path) -> Gateway {
@@ -57,8 +59,19 @@ pub async fn start(config: &Path) -> Gateway {
             std::fs::read_to_string(dir.join("skywave.log")).unwrap_or_default()
         )
     });
+    // Printed with the SMTP address, at once, when metrics are on.
+    let metrics = match timeout(Duration::from_secs(1), lines.next_line()).await {
+        Ok(Ok(Some(line))) => line
+            .strip_prefix("skywave: metrics listening on ")
+            .and_then(|a| a.parse().ok()),
+        _ => None,
+    };
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Gateway { child, smtp }
+    Gateway {
+        child,
+        smtp,
+        metrics,
+    }
 }
 
 /// The Subjects of the messages in a Maildir's `new/`, each with its count.

@@ -175,6 +175,14 @@ impl Carrier {
         }
     }
 
+    /// The protocol's name in transfer records and metrics.
+    fn protocol(&self) -> &'static str {
+        match self {
+            Carrier::Sis { .. } => "pmul",
+            Carrier::Ip(_) => "pmul-ip",
+        }
+    }
+
     /// Our own P_MUL id on this bearer.
     fn own_id(&self) -> u32 {
         match self {
@@ -1129,7 +1137,7 @@ impl PmulLink {
             let stats = o.sender.stats();
             self.ctx.transfers.record(TransferRecord {
                 peer: o.group.clone(),
-                protocol: "pmul".into(),
+                protocol: self.carrier.protocol().into(),
                 direction: Direction::Out,
                 start: o.start,
                 end: self.ctx.clock.unix_f64(),
@@ -1333,7 +1341,7 @@ impl PmulLink {
         };
         self.ctx.transfers.record(TransferRecord {
             peer: peer.name.clone(),
-            protocol: "pmul".into(),
+            protocol: self.carrier.protocol().into(),
             direction: Direction::In,
             start,
             end: self.ctx.clock.unix_f64(),

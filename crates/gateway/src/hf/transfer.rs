@@ -153,6 +153,26 @@ impl TransferLog {
     /// Logs, keeps and appends one record.
     pub fn record(&self, r: TransferRecord) {
         info!(target: "skywave::transfer", "{r}");
+        // The same figures for Prometheus, per protocol (hmtp, cftp, smtp, pmul, pmul-ip) and
+        // direction; for P_MUL the duration runs to the last acknowledgement.
+        let labels = [
+            ("protocol", r.protocol.clone()),
+            (
+                "direction",
+                match r.direction {
+                    Direction::Out => "out".to_owned(),
+                    Direction::In => "in".to_owned(),
+                },
+            ),
+        ];
+        metrics::counter!("skywave_transfers_total", &labels).increment(1);
+        metrics::counter!("skywave_transfer_messages_total", &labels).increment(r.accepted);
+        metrics::counter!("skywave_transfer_wire_bytes_total", &labels)
+            .increment(r.wire_bytes + r.reply_wire_bytes);
+        metrics::counter!("skywave_transfer_pdus_total", &labels).increment(r.updus);
+        metrics::counter!("skywave_transfer_retransmissions_total", &labels)
+            .increment(r.retransmissions.unwrap_or(0));
+        metrics::histogram!("skywave_transfer_seconds", &labels).record(r.elapsed());
         if let Err(e) = self.append(&r) {
             warn!(file = %self.path.display(), error = %e, "cannot append the transfer record");
         }
