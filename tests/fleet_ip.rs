@@ -75,11 +75,13 @@ fn multicast_on_loopback(group: &str, port: u16) -> bool {
         return false;
     }
     r.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
-    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-    s.set_multicast_loop_v4(true).unwrap();
-    // IP_MULTICAST_IF is not in std: a route through lo decides where the group goes, or the
-    // kernel takes the default route; a send error means no route at all.
-    if s.send_to(b"probe", (g, port)).is_err() {
+    // Out through lo, as the gateways send (IP_MULTICAST_IF), whatever the routes say.
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
+    let lo: std::net::Ipv4Addr = "127.0.0.1".parse().unwrap();
+    if s.set_multicast_if_v4(&lo).is_err()
+        || s.send_to(b"probe", &std::net::SocketAddr::from((g, port)).into())
+            .is_err()
+    {
         return false;
     }
     let mut buf = [0u8; 8];
@@ -435,4 +437,159 @@ fn check_captures(base_cfg: &Path, ship_cfgs: &[PathBuf], ports: [u16; 4], group
         .collect();
     let decode_as: Vec<&str> = decode_as.iter().map(String::as_str).collect();
     fleet::check_pcap_with_wireshark(&base_pcap, &decode_as, &["0", "1", "2", "4", "5", "7"]);
+}
+
+/// A private network namespace (a user namespace too, so no privilege is needed) with a veth
+/// pair whose first end holds `fd00::1` to `fd00::4`: IPv6 multicast works there where the
+/// host's loopback has none. The holder process keeps it alive; returns it, the `nsenter`
+/// prefix that runs a command inside, and the interface's index. None where namespaces are
+/// not allowed.
+async fn ipv6_namespace() -> Option<(tokio::process::Child, Vec<String>, u32)> {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let mut holder = tokio::process::Command::new("unshare")
+        .args([
+            "-rn",
+            "sh",
+            "-c",
+            "ip link set lo up && ip link add v0 type veth peer name v1 && ip link set v0 up \
+             && ip link set v1 up && for a in 1 2 3 4; do ip -6 addr add fd00::$a/64 dev v0 nodad \
+             || exit 1; done && ip -o link show v0 && exec sleep 600",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .ok()?;
+    let mut lines = BufReader::new(holder.stdout.take()?).lines();
+    let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .ok()?
+        .ok()??;
+    let index: u32 = line.split(':').next()?.trim().parse().ok()?;
+    let pid = holder.id()?.to_string();
+    let prefix = [
+        "nsenter",
+        "--preserve-credentials",
+        "-U",
+        "-n",
+        "-t",
+        &pid,
+        "--",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    Some((holder, prefix, index))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_mail_over_ipv6_multicast_arrives_once_on_acp142s_own_ports() {
+    if !skywave_emu::missing::have_tool("swaks", "the P_MUL over IPv6 multi-process test") {
+        return;
+    }
+    let Some((_holder, prefix, index)) = ipv6_namespace().await else {
+        assert!(
+            std::env::var_os("SKYWAVE_NETNS_UNAVAILABLE").is_some()
+                || std::env::var_os("SKYWAVE_REQUIRE_TOOLS").is_none(),
+            "no network namespace could be made (unshare -rn)"
+        );
+        eprintln!("SKIPPED: no private network namespace for the IPv6 multicast test here");
+        return;
+    };
+    let prefix: Vec<&str> = prefix.iter().map(String::as_str).collect();
+    let group = format!("ff15::{:x}", std::process::id() & 0xffff);
+    let ports = [2751, 2752, 2753, 2754];
+    let ships = ["fd00::2", "fd00::3", "fd00::4"];
+    let iface = format!("interface = \"{index}\"\n");
+    let root = tempfile::tempdir().unwrap();
+    let mut routes =
+        "[lan]\ndomains = [\"base.example\"]\nrelay_networks = [\"127.0.0.0/8\"]\n".to_owned();
+    for (i, ip) in ships.iter().enumerate() {
+        let n = i + 1;
+        routes.push_str(&format!(
+            "\n[[peer]]\nname = \"ship{n}\"\nbearer = \"pmul-ip\"\nip = \"{ip}\"\n\n\
+             [[route]]\nmatch = \"ship{n}.example\"\nto = \"ship{n}\"\n"
+        ));
+    }
+    routes.push_str(&format!(
+        "\n[[group]]\nname = \"fleet\"\nbearer = \"pmul-ip\"\naddress = \"{group}\"\n\
+         members = [\"ship1\", \"ship2\", \"ship3\"]\n"
+    ));
+    let base_cfg = write_config(
+        &root.path().join("base"),
+        "base.example",
+        "fd00::1",
+        ports,
+        "",
+        &iface,
+        &routes,
+    );
+    let mut ship_cfgs = Vec::new();
+    for (i, ip) in ships.iter().enumerate() {
+        let n = i + 1;
+        let routes = ship_routes(n, &group).replace(BASE, "fd00::1");
+        ship_cfgs.push(write_config(
+            &root.path().join(format!("ship{n}")),
+            &format!("ship{n}.example"),
+            ip,
+            ports,
+            &format!("\"{group}\""),
+            &iface,
+            &routes,
+        ));
+    }
+    let base = fleet::start_in(&prefix, &base_cfg).await;
+    let mut running = Vec::new();
+    for c in &ship_cfgs {
+        running.push(fleet::start_in(&prefix, c).await);
+    }
+    let maildirs: Vec<PathBuf> = ship_cfgs
+        .iter()
+        .map(|c| c.parent().unwrap().join("Maildir"))
+        .collect();
+    fleet::swaks_in(
+        &prefix,
+        &base.smtp,
+        "captain@ship1.example,captain@ship2.example,captain@ship3.example",
+        "fleet order v6",
+        &[],
+    )
+    .await;
+    wait_all(&maildirs, "fleet order v6").await;
+    for (i, m) in maildirs.iter().enumerate() {
+        assert_eq!(
+            subjects(m).get("fleet order v6"),
+            Some(&1),
+            "ship{}: {:?}",
+            i + 1,
+            subjects(m)
+        );
+    }
+    assert!(base_queue_empty(&base_cfg).await, "the base still waits");
+    drop(running);
+    drop(base);
+    let base_pcap = base_cfg.parent().unwrap().join("pmul.pcap");
+    let captured = checked(&base_pcap);
+    let g: IpAddr = group.parse().unwrap();
+    assert!(
+        captured
+            .iter()
+            .any(|(d, s)| s.kind == 0 && d.dst == g && d.dst_port == 2753)
+    );
+    assert_eq!(
+        captured
+            .iter()
+            .filter(|(d, s)| s.kind == 1 && d.dst_port == 2754)
+            .map(|(d, _)| d.src)
+            .collect::<BTreeSet<_>>()
+            .len(),
+        3,
+        "an ack from each ship to APORT"
+    );
+    // Wireshark knows ACP 142's ports only as a preference (none by default).
+    let decode_as: Vec<String> = ports
+        .iter()
+        .flat_map(|p| ["-d".to_owned(), format!("udp.port=={p},p_mul")])
+        .collect();
+    let decode_as: Vec<&str> = decode_as.iter().map(String::as_str).collect();
+    fleet::check_pcap_with_wireshark(&base_pcap, &decode_as, &["0", "1", "2"]);
 }

@@ -31,9 +31,24 @@ pub struct Gateway {
 }
 
 pub async fn start(config: &Path) -> Gateway {
+    start_in(&[], config).await
+}
+
+/// As [`start`], the command run through `prefix` (e.g. `nsenter ... --` into a network
+/// namespace).
+pub async fn start_in(prefix: &[&str], config: &Path) -> Gateway {
     let dir = config.parent().unwrap();
     let log = std::fs::File::create(dir.join("skywave.log")).unwrap();
-    let mut child = Command::new(skywave_e2e::bin("skywave"))
+    let skywave = skywave_e2e::bin("skywave");
+    let mut command = match prefix.split_first() {
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(&skywave);
+            c
+        }
+        None => Command::new(&skywave),
+    };
+    let mut child = command
         .args(["--log", "info", "run", "--config"])
         .arg(config)
         .stdin(Stdio::null())
@@ -101,8 +116,17 @@ pub async fn swaks(server: &str, to: &str, subject: &str) {
 
 /// As [`swaks`], with more swaks arguments (an attachment, say).
 pub async fn swaks_with(server: &str, to: &str, subject: &str, extra: &[&str]) {
+    swaks_in(&[], server, to, subject, extra).await;
+}
+
+/// As [`swaks_with`], swaks run through `prefix` (e.g. `nsenter ... --`).
+pub async fn swaks_in(prefix: &[&str], server: &str, to: &str, subject: &str, extra: &[&str]) {
     let header = format!("Subject: {subject}");
-    let mut args = vec![
+    let mut args: Vec<&str> = prefix.iter().skip(1).copied().collect();
+    if !prefix.is_empty() {
+        args.push("swaks");
+    }
+    args.extend_from_slice(&[
         "--server",
         server,
         "--helo",
@@ -115,9 +139,10 @@ pub async fn swaks_with(server: &str, to: &str, subject: &str, extra: &[&str]) {
         &header,
         "--body",
         "Rendezvous 47N 008W at 0600Z.",
-    ];
+    ]);
     args.extend_from_slice(extra);
-    let (code, out, err) = support::run("swaks", &args).await;
+    let program = prefix.first().copied().unwrap_or("swaks");
+    let (code, out, err) = support::run(program, &args).await;
     assert_eq!(code, 0, "swaks failed: {out}{err}");
 }
 
