@@ -1101,6 +1101,69 @@ mod tests {
     }
 
     #[test]
+    fn pmul_ip_defaults_and_mistakes() {
+        let c = parse(
+            "skywave.toml",
+            &format!("{GOOD}[pmul_ip]\naddress = \"10.1.0.1\"\njoin = [\"239.192.0.1\"]\n"),
+            Path::new("/etc/skywave"),
+        )
+        .unwrap();
+        let p = c.hf.pmul_ip.unwrap();
+        assert_eq!(p.ports, ACP142_PORTS);
+        assert_eq!(p.ports, [2751, 2752, 2753, 2754]);
+        assert_eq!(p.ttl, 1);
+        assert_eq!(
+            p.pdu_size, 1472,
+            "one unfragmented datagram on a 1500-byte MTU"
+        );
+        assert_eq!(p.join, ["239.192.0.1".parse::<std::net::IpAddr>().unwrap()]);
+        assert_eq!(p.drop_inbound, 0.0);
+        let v6 = parse(
+            "skywave.toml",
+            &format!("{GOOD}[pmul_ip]\naddress = \"fd00::1\"\ninterface = \"3\"\n"),
+            Path::new(""),
+        )
+        .unwrap();
+        let p = v6.hf.pmul_ip.unwrap();
+        assert_eq!(p.pdu_size, 1452);
+        assert_eq!(p.interface, Some(PmulInterface::V6(3)));
+        assert!(
+            parse("skywave.toml", GOOD, Path::new(""))
+                .unwrap()
+                .hf
+                .pmul_ip
+                .is_none()
+        );
+
+        let bad = |section: &str| error(&format!("{GOOD}[pmul_ip]\n{section}"));
+        assert!(bad("address = \"239.1.1.1\"\n").contains("is not a unicast IP address"));
+        assert!(
+            bad("address = \"10.1.0.1\"\nports = [2751, 2752, 2753]\n")
+                .contains("four distinct UDP ports")
+        );
+        assert!(
+            bad("address = \"10.1.0.1\"\nports = [2751, 2751, 2753, 2754]\n")
+                .contains("four distinct UDP ports")
+        );
+        assert!(
+            bad("address = \"10.1.0.1\"\nports = [0, 2752, 2753, 2754]\n")
+                .contains("[TPORT, RPORT, DPORT, APORT]")
+        );
+        assert!(
+            bad("address = \"10.1.0.1\"\njoin = [\"10.0.0.9\"]\n").contains("not an IP multicast")
+        );
+        assert!(bad("address = \"10.1.0.1\"\njoin = [\"ff15::1\"]\n").contains("other IP version"));
+        assert!(bad("address = \"10.1.0.1\"\nttl = 0\n").contains("ttl = 0 is out of range"));
+        assert!(
+            bad("address = \"10.1.0.1\"\ninterface = \"eth0\"\n")
+                .contains("interface's IPv4 address")
+        );
+        assert!(bad("address = \"10.1.0.1\"\npdu_size = 70000\n").contains("pdu_size = 70000"));
+        assert!(bad("address = \"10.1.0.1\"\ndrop_inbound = 0.95\n").contains("drop_inbound"));
+        assert!(bad("ttl = 2\n").contains("missing field `address`"));
+    }
+
+    #[test]
     fn units_and_smarthost() {
         let text = format!(
             "{GOOD}[smtp]\nlisten = \"127.0.0.1:0\"\nmax_message_size = \"2 MB\"\nidle_timeout = \"5m\"\n\
