@@ -49,9 +49,19 @@ struct Fleet {
     /// every ship and one to each ship alone) (default: all three).
     #[arg(long, value_delimiter = ',')]
     workload: Vec<String>,
-    /// Scenarios: hmtp-unicast, pmul-multicast (default both).
+    /// Scenarios: hmtp-unicast, pmul-multicast (P_MUL over 5066), pmul-ip (P_MUL over an
+    /// emulated IP network; unicast still by HMTP over HF) (default all three).
     #[arg(long, value_delimiter = ',')]
     scenarios: Vec<String>,
+    /// pmul-ip: one-way delay of the IP network, ms (270: a geostationary satellite hop).
+    #[arg(long, default_value_t = 270)]
+    ip_delay_ms: u64,
+    /// pmul-ip: probability that a datagram copy is lost, 0 to 0.9.
+    #[arg(long, default_value_t = 0.02)]
+    ip_loss: f64,
+    /// pmul-ip: each host's uplink rate, bit/s.
+    #[arg(long, default_value_t = 64_000)]
+    ip_rate: u64,
     /// Numbers of EMCON ships (multicast only; their EMCON is lifted once the others have
     /// their mail) (default 0,1).
     #[arg(long, value_delimiter = ',')]
@@ -208,21 +218,38 @@ fn run_fleet(f: Fleet) -> Result<ExitCode> {
         .collect::<Result<Vec<_>>>()?;
     let scenarios = or(
         f.scenarios,
-        &["hmtp-unicast".into(), "pmul-multicast".into()],
+        &[
+            "hmtp-unicast".into(),
+            "pmul-multicast".into(),
+            "pmul-ip".into(),
+        ],
     );
+    if !(0.0..=0.9).contains(&f.ip_loss) || f.ip_rate == 0 {
+        bail!("--ip-loss must be 0 to 0.9 and --ip-rate more than 0");
+    }
+    let ip = skywave_emu::ipnet::IpNetConfig {
+        delay: Duration::from_millis(f.ip_delay_ms),
+        loss: f.ip_loss,
+        rate_bps: f.ip_rate,
+        seed: f.seed,
+    };
     let mut modes = Vec::new();
     for s in &scenarios {
         match s.as_str() {
-            "hmtp-unicast" => modes.push(false),
-            "pmul-multicast" => modes.push(true),
-            other => bail!("unknown scenario {other:?}: expected hmtp-unicast or pmul-multicast"),
+            "hmtp-unicast" => modes.push((false, None)),
+            "pmul-multicast" => modes.push((true, None)),
+            "pmul-ip" => modes.push((true, Some(ip.clone()))),
+            other => bail!(
+                "unknown scenario {other:?}: expected hmtp-unicast, pmul-multicast or pmul-ip"
+            ),
         }
     }
     let emcons = or(f.emcon, &[0, 1]);
     let mut specs = Vec::new();
     for &n in &ships {
         for &w in &workloads {
-            for &multicast in &modes {
+            for (multicast, ip) in &modes {
+                let multicast = *multicast;
                 for &e in &emcons {
                     // EMCON ships are unreachable by unicast: one row says so, not one per count.
                     if e > n || (!multicast && e > 0 && emcons.iter().any(|&x| x > 0 && x < e)) {
@@ -237,6 +264,7 @@ fn run_fleet(f: Fleet) -> Result<ExitCode> {
                         rate_bps: f.rate,
                         snr_db: f.snr,
                         seed: f.seed,
+                        ip: ip.clone(),
                     });
                 }
             }

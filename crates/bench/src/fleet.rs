@@ -1,5 +1,6 @@
 //! The fleet benchmark: one base and N ships on one emulated HF frequency, HMTP unicast to each
-//! ship against ACP 142 P_MUL multicast, in virtual time.
+//! ship against ACP 142 P_MUL multicast over 5066, and beside them P_MUL over an emulated IP
+//! network (a satellite or line-of-sight link: [`skywave_emu::ipnet`]), in virtual time.
 //!
 //! Every run is the production gateway code ([`skywave_gateway::fleet::Fleet`]: spools, routing
 //! tables, link schedulers, Maildir delivery) over the bundled emulator, each ship hearing the
@@ -10,6 +11,7 @@
 
 use std::time::Duration;
 
+use skywave_emu::ipnet::IpNetConfig;
 use skywave_gateway::fleet::{Fleet, FleetOptions, ship_domain};
 
 use crate::runner::BenchError;
@@ -79,6 +81,8 @@ pub struct FleetSpec {
     pub snr_db: f64,
     /// Seed.
     pub seed: u64,
+    /// Multicast over this emulated IP network instead of HF (with `multicast`).
+    pub ip: Option<IpNetConfig>,
 }
 
 /// Ship `i`'s SNR when the best hears `best` dB: ships in four rings 3 dB apart, as ships at
@@ -108,6 +112,10 @@ pub struct FleetResult {
     pub bytes_on_air: u64,
     /// Collisions.
     pub collisions: u64,
+    /// Datagrams on the IP network (IP bearer only).
+    pub ip_datagrams: u64,
+    /// Bytes on the IP network, IP and UDP headers included (IP bearer only).
+    pub ip_bytes: u64,
 }
 
 /// Longest run, simulated.
@@ -141,6 +149,7 @@ async fn run(spec: &FleetSpec) -> Result<FleetResult, BenchError> {
     o.multicast = spec.multicast;
     o.emcon = (spec.ships.saturating_sub(spec.emcon)..spec.ships).collect();
     o.min_backoff = 60;
+    o.ip = spec.ip.clone();
     let fleet = Fleet::start(&o)
         .await
         .map_err(|e| BenchError::Fleet(e.to_string()))?;
@@ -191,6 +200,11 @@ async fn run(spec: &FleetSpec) -> Result<FleetResult, BenchError> {
         .map(|i| count(&fleet.ship_maildirs[i]).min(expected[i]))
         .sum();
     let c = fleet.subnet.counters();
+    let ip = fleet
+        .ip_net
+        .as_ref()
+        .map(|n| n.counters())
+        .unwrap_or_default();
     let trace = fleet.subnet.trace();
     let secs = |r: &skywave_emu::net::TraceRecord| (r.end - r.start).as_secs_f64();
     let result = FleetResult {
@@ -198,11 +212,18 @@ async fn run(spec: &FleetSpec) -> Result<FleetResult, BenchError> {
         delivered,
         all_delivered_s: all_delivered,
         done_s: done,
-        airtime_s: trace.iter().map(secs).sum(),
-        base_airtime_s: trace.iter().filter(|r| r.sender == 0).map(secs).sum(),
+        // Folded from +0.0: an empty trace (the IP bearer's) is 0 s, not the -0 `sum` gives.
+        airtime_s: trace.iter().map(secs).fold(0.0, |a, b| a + b),
+        base_airtime_s: trace
+            .iter()
+            .filter(|r| r.sender == 0)
+            .map(secs)
+            .fold(0.0, |a, b| a + b),
         transmissions: c.transmissions,
         bytes_on_air: c.bytes_on_air,
         collisions: c.collisions,
+        ip_datagrams: ip.datagrams,
+        ip_bytes: ip.bytes,
     };
     fleet.stop().await;
     Ok(result)
@@ -241,12 +262,13 @@ pub struct FleetRow {
 }
 
 impl FleetSpec {
-    /// The scenario's name in tables: `hmtp-unicast` or `pmul-multicast`.
+    /// The scenario's name in tables: `hmtp-unicast`, `pmul-multicast` (over 5066) or
+    /// `pmul-ip` (over the emulated IP network).
     pub fn scenario(&self) -> &'static str {
-        if self.multicast {
-            "pmul-multicast"
-        } else {
-            "hmtp-unicast"
+        match (self.multicast, &self.ip) {
+            (true, Some(_)) => "pmul-ip",
+            (true, None) => "pmul-multicast",
+            (false, _) => "hmtp-unicast",
         }
     }
 }
@@ -258,14 +280,14 @@ fn opt(v: Option<f64>) -> String {
 /// The rows as a Markdown table.
 pub fn fleet_markdown(rows: &[FleetRow]) -> String {
     let mut s = String::from(
-        "| ships | workload | scenario | EMCON ships | size B | delivered | every ship has it, s | all acked, s | airtime, s | base airtime, s | transmissions | bytes on air | collisions |\n\
-         |---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| ships | workload | scenario | EMCON ships | size B | delivered | every ship has it, s | all acked, s | airtime, s | base airtime, s | transmissions | bytes on air | collisions | IP datagrams | IP bytes |\n\
+         |---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in rows {
         let p = &r.spec;
         match &r.result {
             Ok(m) => s.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {}/{} | {} | {} | {:.1} | {:.1} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} | {}/{} | {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} |\n",
                 p.ships,
                 p.workload.name(),
                 p.scenario(),
@@ -279,10 +301,12 @@ pub fn fleet_markdown(rows: &[FleetRow]) -> String {
                 m.base_airtime_s,
                 m.transmissions,
                 m.bytes_on_air,
-                m.collisions
+                m.collisions,
+                m.ip_datagrams,
+                m.ip_bytes
             )),
             Err(e) => s.push_str(&format!(
-                "| {} | {} | {} | {} | {} | - | - | - | - | - | - | - | {e} |\n",
+                "| {} | {} | {} | {} | {} | - | - | - | - | - | - | - | {e} | - | - |\n",
                 p.ships,
                 p.workload.name(),
                 p.scenario(),
@@ -297,7 +321,7 @@ pub fn fleet_markdown(rows: &[FleetRow]) -> String {
 /// The rows as CSV.
 pub fn fleet_csv(rows: &[FleetRow]) -> String {
     let mut s = String::from(
-        "ships,workload,scenario,emcon_ships,size,rate_bps,best_snr_db,seed,expected,delivered,all_delivered_s,done_s,airtime_s,base_airtime_s,transmissions,bytes_on_air,collisions,error\n",
+        "ships,workload,scenario,emcon_ships,size,rate_bps,best_snr_db,seed,expected,delivered,all_delivered_s,done_s,airtime_s,base_airtime_s,transmissions,bytes_on_air,collisions,ip_datagrams,ip_bytes,error\n",
     );
     for r in rows {
         let p = &r.spec;
@@ -314,7 +338,7 @@ pub fn fleet_csv(rows: &[FleetRow]) -> String {
         );
         match &r.result {
             Ok(m) => s.push_str(&format!(
-                "{head},{},{},{},{},{:.3},{:.3},{},{},{},\n",
+                "{head},{},{},{},{},{:.3},{:.3},{},{},{},{},{},\n",
                 m.expected,
                 m.delivered,
                 m.all_delivered_s
@@ -324,9 +348,11 @@ pub fn fleet_csv(rows: &[FleetRow]) -> String {
                 m.base_airtime_s,
                 m.transmissions,
                 m.bytes_on_air,
-                m.collisions
+                m.collisions,
+                m.ip_datagrams,
+                m.ip_bytes
             )),
-            Err(e) => s.push_str(&format!("{head},,,,,,,,,,\"{}\"\n", e.replace('"', "'"))),
+            Err(e) => s.push_str(&format!("{head},,,,,,,,,,,,\"{}\"\n", e.replace('"', "'"))),
         }
     }
     s

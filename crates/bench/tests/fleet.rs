@@ -17,6 +17,7 @@ fn spec(multicast: bool, emcon: usize) -> FleetSpec {
         rate_bps: 1200,
         snr_db: 18.0,
         seed: 1,
+        ip: None,
     }
 }
 
@@ -56,4 +57,34 @@ fn an_emcon_ship_gets_the_multicast_and_its_ack_comes_when_emcon_ends() {
     // The ships have it as soon as without EMCON; only the last ack waits for the lift.
     assert_eq!(r.all_delivered_s, plain.all_delivered_s);
     assert!(r.done_s >= plain.done_s, "{r:?} against {plain:?}");
+}
+
+#[test]
+fn the_same_multicast_over_an_ip_network_with_loss_is_repaired_and_puts_nothing_on_hf() {
+    let ip = skywave_emu::ipnet::IpNetConfig {
+        delay: std::time::Duration::from_millis(270),
+        loss: 0.02,
+        rate_bps: 64_000,
+        seed: 1,
+    };
+    let r = run(&FleetSpec {
+        ip: Some(ip),
+        ..spec(true, 0)
+    });
+    eprintln!("pmul-ip {r:?}");
+    // A 2 kB message in two or three datagrams plus the address, each ship's ack after
+    // its slot: a few seconds, a few kB on the network, and the HF channel idle.
+    within(
+        "pmul-ip: every ship has it, s",
+        r.all_delivered_s.unwrap(),
+        1.0,
+        6.0,
+    );
+    within("pmul-ip: all acked, s", r.done_s.unwrap(), 2.0, 12.0);
+    assert_eq!(r.transmissions, 0, "nothing on HF: {r:?}");
+    assert!(
+        (4..=40).contains(&r.ip_datagrams),
+        "{} datagrams",
+        r.ip_datagrams
+    );
 }

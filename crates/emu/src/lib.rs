@@ -34,6 +34,9 @@
 //! - [`capture`]: pcap of every D_PDU put on the air, for Wireshark's `s5066dts` dissector.
 //! - [`raw`]: raw-modem mode (sans-IO): IP datagrams in AX.25-like frames straight over the
 //!   half-duplex modem with p-persistent CSMA and no ARQ, as JNOS ran TCP/IP over HF.
+//! - [`ipnet`]: not HF: an emulated IP network (each host's uplink rate, one-way delay, seeded
+//!   loss per copy, multicast to every subscriber) in tokio time, for P_MUL over UDP/IP beside
+//!   HF in the fleet benchmark.
 //!
 //! The layers up to [`arq`] are sans-IO (no clocks, no sockets); [`net`] and [`sis_server`]
 //! are the async shell around them.
@@ -48,6 +51,7 @@ pub mod channel;
 pub mod cpdu;
 pub mod crc;
 pub mod dpdu;
+pub mod ipnet;
 pub mod missing;
 pub mod modem;
 pub mod net;

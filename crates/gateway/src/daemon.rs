@@ -202,6 +202,15 @@ impl Gateway {
 /// one link scheduler per HF peer reaching its SIS server through `sis` (TCP in production,
 /// in-process for the demo and tests).
 pub async fn start(config: Config, sis: hf::SisConnect) -> Result<Gateway, DaemonError> {
+    start_with(config, sis, hf::pmul_ip::IpNetwork::Udp).await
+}
+
+/// As [`start`], P_MUL over IP going through `ip` (an emulated network in the benchmarks).
+pub async fn start_with(
+    config: Config,
+    sis: hf::SisConnect,
+    ip: hf::pmul_ip::IpNetwork,
+) -> Result<Gateway, DaemonError> {
     std::fs::create_dir_all(&config.state_dir).map_err(|source| DaemonError::StateDir {
         path: config.state_dir.display().to_string(),
         source,
@@ -310,6 +319,7 @@ pub async fn start(config: Config, sis: hf::SisConnect) -> Result<Gateway, Daemo
             emcon: Arc::clone(&emcon_state),
         },
         sis,
+        ip,
         shutdown_rx.clone(),
     )?;
     let ctx = Arc::new(ListenerContext {

@@ -17,6 +17,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use skywave_emu::ipnet::{IpNet, IpNetConfig};
 use skywave_emu::net::{Group, Subnet, SubnetConfig};
 use skywave_sis::NodeAddress;
 use tokio::sync::{Notify, watch};
@@ -29,6 +30,15 @@ use crate::demo::{PairError, gateway_toml, in_process, maildir_of, modem_and_cha
 pub const BASE_NODE: &str = "0.0.1.1";
 /// The fleet's STANAG 5066 group address.
 pub const GROUP_NODE: &str = "16.0.9.9";
+/// The fleet's IP multicast address, when it multicasts over IP.
+pub const GROUP_IP: &str = "239.192.0.1";
+/// The base's address on the fleet's IP network.
+pub const BASE_IP: &str = "10.9.0.1";
+
+/// Ship `i`'s (0-based) address on the fleet's IP network.
+pub fn ship_ip(i: usize) -> String {
+    format!("10.9.0.{}", i + 2)
+}
 
 /// Ship `i`'s (0-based) STANAG 5066 address.
 pub fn ship_node(i: usize) -> String {
@@ -71,6 +81,9 @@ pub struct FleetOptions {
     pub time_scale: f64,
     /// First retry delay of every spool, seconds.
     pub min_backoff: u64,
+    /// Multicast over an emulated IP network (a satellite or line-of-sight link) instead of
+    /// the HF channel: the group is `pmul-ip`; unicast still goes by HMTP over HF.
+    pub ip: Option<IpNetConfig>,
 }
 
 impl FleetOptions {
@@ -94,6 +107,7 @@ impl FleetOptions {
             seed: 1,
             time_scale: 1.0,
             min_backoff: 30,
+            ip: None,
         }
     }
 
@@ -117,6 +131,8 @@ pub struct Fleet {
     pub base: Gateway,
     /// The ships' gateways (`None` while a test has one stopped).
     pub ships: Vec<Option<Gateway>>,
+    /// The emulated IP network, when the fleet multicasts over IP.
+    pub ip_net: Option<Arc<IpNet>>,
     /// Where the base delivers its LAN mail.
     pub base_maildir: PathBuf,
     /// Where each ship delivers its LAN mail.
@@ -183,9 +199,11 @@ impl Fleet {
         let sis_cut = Arc::new(Notify::new());
         let base_cfg = config::load(&base_config)?;
         let base_maildir = maildir_of(&base_cfg);
-        let base = daemon::start(
+        let ip_net = opts.ip.clone().map(IpNet::new);
+        let base = daemon::start_with(
             base_cfg,
             in_process(&subnet, 0, sis_up.clone(), Arc::clone(&sis_cut)),
+            network(&ip_net),
         )
         .await
         .map_err(|source| PairError::Gateway {
@@ -196,6 +214,7 @@ impl Fleet {
             subnet,
             base,
             ships: Vec::new(),
+            ip_net,
             base_maildir,
             ship_maildirs: Vec::new(),
             base_config,
@@ -214,7 +233,7 @@ impl Fleet {
     }
 
     async fn start_ship_with(&self, i: usize, cfg: config::Config) -> Result<Gateway, PairError> {
-        daemon::start(
+        daemon::start_with(
             cfg,
             in_process(
                 &self.subnet,
@@ -222,6 +241,7 @@ impl Fleet {
                 self.sis_up.clone(),
                 Arc::clone(&self.sis_cut),
             ),
+            network(&self.ip_net),
         )
         .await
         .map_err(|source| PairError::Gateway {
@@ -273,10 +293,18 @@ pub fn ship_domain(i: usize) -> String {
     format!("ship{}.example", i + 1)
 }
 
+/// How the gateways' P_MUL over IP travels: the fleet's emulated network, if it has one.
+fn network(ip_net: &Option<Arc<IpNet>>) -> crate::hf::pmul_ip::IpNetwork {
+    match ip_net {
+        Some(n) => crate::hf::pmul_ip::IpNetwork::Emulated(Arc::clone(n)),
+        None => crate::hf::pmul_ip::IpNetwork::Udp,
+    }
+}
+
 fn write_base(opts: &FleetOptions) -> Result<PathBuf, PairError> {
     let dir = opts.dir.join("base");
     create_dir(&dir)?;
-    let gateway = gateway_toml(
+    let mut gateway = gateway_toml(
         "The base gateway of `skywave demo --ships`",
         BASE_DOMAIN,
         opts.base_smtp,
@@ -285,6 +313,9 @@ fn write_base(opts: &FleetOptions) -> Result<PathBuf, PairError> {
         opts.rate_bps,
         false,
     );
+    if opts.ip.is_some() {
+        gateway.push_str(&format!("\n[pmul_ip]\naddress = \"{BASE_IP}\"\n"));
+    }
     let mut routes = format!(
         "# Routing table of the base of `skywave demo --ships {n}`: one HMTP peer per ship,\n\
          # and the group of them all: mail for two or more ships goes once, by P_MUL.\n\
@@ -304,7 +335,8 @@ fn write_base(opts: &FleetOptions) -> Result<PathBuf, PairError> {
              protocol = \"hmtp\"\n\
              skywave = true\n\
              compression = \"deflate\"\n\
-             emcon = {emcon}\n\n\
+             emcon = {emcon}\n\
+             {ip}\n\
              [[route]]\n\
              match = \"{domain}\"\n\
              to = \"{name}\"\n\n\
@@ -313,6 +345,11 @@ fn write_base(opts: &FleetOptions) -> Result<PathBuf, PairError> {
              to = \"{name}\"\n",
             node = ship_node(i),
             domain = ship_domain(i),
+            ip = if opts.ip.is_some() {
+                format!("ip = \"{}\"\n", ship_ip(i))
+            } else {
+                String::new()
+            },
         ));
         members.push(format!("\"{name}\""));
     }
@@ -322,10 +359,15 @@ fn write_base(opts: &FleetOptions) -> Result<PathBuf, PairError> {
         write(&dir.join("routes.toml"), &routes)?;
         return Ok(cfg);
     }
+    let bearer = if opts.ip.is_some() {
+        format!("bearer = \"pmul-ip\"\naddress = \"{GROUP_IP}\"")
+    } else {
+        format!("node = \"{GROUP_NODE}\"")
+    };
     routes.push_str(&format!(
         "\n[[group]]\n\
          name = \"fleet\"\n\
-         node = \"{GROUP_NODE}\"\n\
+         {bearer}\n\
          members = [{members}]\n\
          repeats = {repeats}\n\n\
          [[route]]\n\
@@ -345,7 +387,7 @@ fn write_ship(opts: &FleetOptions, i: usize) -> Result<PathBuf, PairError> {
     let dir = opts.dir.join(&name);
     create_dir(&dir)?;
     let domain = ship_domain(i);
-    let gateway = gateway_toml(
+    let mut gateway = gateway_toml(
         &format!("Ship {} of `skywave demo --ships`", i + 1),
         &domain,
         opts.ship_smtp(i),
@@ -354,6 +396,14 @@ fn write_ship(opts: &FleetOptions, i: usize) -> Result<PathBuf, PairError> {
         opts.rate_bps,
         opts.emcon.contains(&i),
     );
+    let mut base_ip = String::new();
+    if opts.ip.is_some() {
+        gateway.push_str(&format!(
+            "\n[pmul_ip]\naddress = \"{}\"\njoin = [\"{GROUP_IP}\"]\n",
+            ship_ip(i)
+        ));
+        base_ip = format!("ip = \"{BASE_IP}\"\n");
+    }
     let routes = format!(
         "# Routing table of {name} of `skywave demo --ships`: its own domain and the fleet's\n\
          # are delivered here, everything else goes to the base.\n\
@@ -366,7 +416,8 @@ fn write_ship(opts: &FleetOptions, i: usize) -> Result<PathBuf, PairError> {
          protocol = \"hmtp\"\n\
          skywave = true\n\
          compression = \"deflate\"\n\
-         pmul_acks = \"{acks}\"\n\n\
+         pmul_acks = \"{acks}\"\n\
+         {base_ip}\n\
          [[route]]\n\
          match = \"*\"\n\
          to = \"base\"\n",

@@ -13,7 +13,7 @@
 mod cftp_link;
 mod dedup_store;
 mod hmtp_link;
-pub(crate) mod pmul_ip;
+pub mod pmul_ip;
 pub(crate) mod pmul_link;
 pub mod sis;
 mod tcp_link;
@@ -301,6 +301,7 @@ impl Hf {
     pub fn start(
         ctx: HfContext,
         connect: SisConnect,
+        ip: pmul_ip::IpNetwork,
         shutdown: watch::Receiver<bool>,
     ) -> Result<Hf, HfError> {
         let transfers = Arc::clone(&ctx.transfers);
@@ -317,7 +318,7 @@ impl Hf {
         if let Some(e) = links.start_new().into_iter().next() {
             return Err(e);
         }
-        links.start_ip()?;
+        links.start_ip(ip)?;
         Ok(Hf {
             transfers,
             links: std::sync::Mutex::new(links),
@@ -496,7 +497,7 @@ impl Links {
 
     /// Starts the multicast link over UDP/IP when the gateway has `[pmul_ip]`; a group over IP
     /// without it stops the start-up.
-    fn start_ip(&mut self) -> Result<(), HfError> {
+    fn start_ip(&mut self, network: pmul_ip::IpNetwork) -> Result<(), HfError> {
         let Some(config) = self.ctx.config.pmul_ip.clone() else {
             let table = self.ctx.routes.current();
             return match table.groups().iter().find(|g| g.ip().is_some()) {
@@ -506,7 +507,7 @@ impl Links {
                 None => Ok(()),
             };
         };
-        let carrier = pmul_ip::IpCarrier::start(config, self.shutdown.clone())?;
+        let carrier = pmul_ip::IpCarrier::start(config, network, self.shutdown.clone())?;
         let link = pmul_link::PmulLink {
             carrier: pmul_link::Carrier::Ip(Box::new(carrier)),
             ctx: Arc::clone(&self.ctx),

@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use skywave_emu::ipnet::{IpNet, Subscription};
 use skywave_sis::pcap::PcapWriter;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::UdpSocket;
@@ -89,15 +90,37 @@ pub enum PmulIpError {
 
 type Capture = Arc<Mutex<PcapWriter<BufWriter<File>>>>;
 
+/// How the datagrams of P_MUL over IP travel: the host's UDP sockets, or an emulated network
+/// (the fleet benchmark's IP bearer, in virtual time).
+#[derive(Debug, Clone, Default)]
+pub enum IpNetwork {
+    /// Real sockets.
+    #[default]
+    Udp,
+    /// [`skywave_emu::ipnet::IpNet`].
+    Emulated(Arc<IpNet>),
+}
+
+/// Where a carrier's datagrams go out.
+enum Out {
+    /// Bound to our own address at DPORT.
+    Udp(Arc<UdpSocket>),
+    /// Sent from our own address at DPORT.
+    Emulated(Arc<IpNet>),
+}
+
+/// One address and port a carrier listens on: its receive task, and its subscription on an
+/// emulated network.
+type Listener = (tokio::task::JoinHandle<()>, Option<Subscription>);
+
 /// The sockets of P_MUL over IP.
 pub(crate) struct IpCarrier {
     pub(crate) config: PmulIpConfig,
-    /// Bound to our own address at DPORT: everything we send leaves from here.
-    send: Arc<UdpSocket>,
+    out: Out,
     tx: mpsc::UnboundedSender<Datagram>,
     rx: mpsc::UnboundedReceiver<Datagram>,
-    /// Multicast listeners by (group, port index): their receive tasks.
-    listening: Mutex<HashMap<(IpAddr, usize), tokio::task::JoinHandle<()>>>,
+    /// Multicast listeners by (group, port index).
+    listening: Mutex<HashMap<(IpAddr, usize), Listener>>,
     capture: Option<Capture>,
     shutdown: watch::Receiver<bool>,
 }
@@ -115,6 +138,7 @@ impl IpCarrier {
     /// Opens the unicast sockets on our own address and joins the configured groups.
     pub(crate) fn start(
         config: PmulIpConfig,
+        network: IpNetwork,
         shutdown: watch::Receiver<bool>,
     ) -> Result<IpCarrier, PmulIpError> {
         let capture = match &config.pcap {
@@ -122,33 +146,46 @@ impl IpCarrier {
             None => None,
         };
         let (tx, rx) = mpsc::unbounded_channel();
-        let mut send = None;
-        for (i, port) in config.ports.iter().enumerate() {
-            let addr = SocketAddr::new(config.address, *port);
-            let socket = open(addr, false, &config).map_err(|source| PmulIpError::Socket {
-                what: "bind",
-                addr,
-                source,
-            })?;
-            let socket = Arc::new(socket);
-            if i == DPORT {
-                send = Some(Arc::clone(&socket));
+        let own = |i: usize| SocketAddr::new(config.address, config.ports[i]);
+        let out = match &network {
+            IpNetwork::Udp => {
+                let mut send = None;
+                for i in [TPORT, RPORT, DPORT, APORT] {
+                    let addr = own(i);
+                    let socket = Arc::new(open(addr, false, &config).map_err(|source| {
+                        PmulIpError::Socket {
+                            what: "bind",
+                            addr,
+                            source,
+                        }
+                    })?);
+                    if i == DPORT {
+                        send = Some(Arc::clone(&socket));
+                    }
+                    tokio::spawn(pump(
+                        socket,
+                        addr,
+                        tx.clone(),
+                        config.clone(),
+                        capture.clone(),
+                        shutdown.clone(),
+                    ));
+                }
+                match send {
+                    Some(s) => Out::Udp(s),
+                    None => unreachable!("DPORT is one of the four"),
+                }
             }
-            tokio::spawn(pump(
-                socket,
-                addr,
-                tx.clone(),
-                config.clone(),
-                capture.clone(),
-                shutdown.clone(),
-            ));
-        }
-        let Some(send) = send else {
-            unreachable!("four ports, DPORT among them")
+            IpNetwork::Emulated(net) => {
+                for i in [TPORT, RPORT, DPORT, APORT] {
+                    subscribe(net, own(i), &tx, &config, &capture, &shutdown);
+                }
+                Out::Emulated(Arc::clone(net))
+            }
         };
         let carrier = IpCarrier {
             config,
-            send,
+            out,
             tx,
             rx,
             listening: Mutex::new(HashMap::new()),
@@ -164,6 +201,7 @@ impl IpCarrier {
             address = %carrier.config.address,
             ports = ?carrier.config.ports,
             joined = ?carrier.config.join,
+            emulated = matches!(carrier.out, Out::Emulated(_)),
             "P_MUL over UDP/IP listening"
         );
         Ok(carrier)
@@ -176,25 +214,38 @@ impl IpCarrier {
             return Ok(());
         }
         let addr = SocketAddr::new(group, self.config.ports[port]);
-        let socket = open(addr, true, &self.config)
-            .and_then(|s| {
-                join(&s, group, &self.config)?;
-                Ok(s)
-            })
-            .map_err(|source| PmulIpError::Socket {
-                what: "join",
+        let listener = match &self.out {
+            Out::Udp(_) => {
+                let socket = open(addr, true, &self.config)
+                    .and_then(|s| {
+                        join(&s, group, &self.config)?;
+                        Ok(s)
+                    })
+                    .map_err(|source| PmulIpError::Socket {
+                        what: "join",
+                        addr,
+                        source,
+                    })?;
+                let task = tokio::spawn(pump(
+                    Arc::new(socket),
+                    addr,
+                    self.tx.clone(),
+                    self.config.clone(),
+                    self.capture.clone(),
+                    self.shutdown.clone(),
+                ));
+                (task, None)
+            }
+            Out::Emulated(net) => subscribe(
+                net,
                 addr,
-                source,
-            })?;
-        let task = tokio::spawn(pump(
-            Arc::new(socket),
-            addr,
-            self.tx.clone(),
-            self.config.clone(),
-            self.capture.clone(),
-            self.shutdown.clone(),
-        ));
-        listening.insert((group, port), task);
+                &self.tx,
+                &self.config,
+                &self.capture,
+                &self.shutdown,
+            ),
+        };
+        listening.insert((group, port), listener);
         debug!(%addr, "listening on a multicast group");
         Ok(())
     }
@@ -202,13 +253,15 @@ impl IpCarrier {
     /// Stops listening on `group` (a dynamic group released or expired).
     pub(crate) fn leave(&self, group: IpAddr) {
         let mut listening = self.listening.lock().unwrap_or_else(|p| p.into_inner());
-        listening.retain(|(g, _), task| {
-            if *g == group {
-                task.abort();
-                false
-            } else {
-                true
+        listening.retain(|(g, _), (task, sub)| {
+            if *g != group {
+                return true;
             }
+            task.abort();
+            if let (Out::Emulated(net), Some(sub)) = (&self.out, sub) {
+                net.unsubscribe(*sub);
+            }
+            false
         });
     }
 
@@ -220,18 +273,81 @@ impl IpCarrier {
     /// Sends one PDU to `to:port` (an index: [`DPORT`] ...).
     pub(crate) fn send(&self, to: IpAddr, port: usize, pdu: &[u8]) -> Result<(), String> {
         let dest = SocketAddr::new(to, self.config.ports[port]);
-        match self.send.try_send_to(pdu, dest) {
-            Ok(_) => {
-                if let Some(c) = &self.capture
-                    && let Ok(local) = self.send.local_addr()
-                {
-                    record(c, local, dest, pdu);
-                }
-                Ok(())
+        let local = match &self.out {
+            Out::Udp(socket) => {
+                socket
+                    .try_send_to(pdu, dest)
+                    .map_err(|e| format!("UDP to {dest}: {e}"))?;
+                socket.local_addr().ok()
             }
-            Err(e) => Err(format!("UDP to {dest}: {e}")),
+            Out::Emulated(net) => {
+                let local = SocketAddr::new(self.config.address, self.config.ports[DPORT]);
+                net.send(local, dest, Bytes::copy_from_slice(pdu));
+                Some(local)
+            }
+        };
+        if let (Some(c), Some(local)) = (&self.capture, local) {
+            record(c, local, dest, pdu);
         }
+        Ok(())
     }
+}
+
+/// What every receive path does with a datagram: drops our own multicast echoes (and, in a
+/// drill, a share of the rest), captures what it keeps. True to keep it.
+fn keep(
+    config: &PmulIpConfig,
+    capture: Option<&Capture>,
+    from: SocketAddr,
+    local: SocketAddr,
+    bytes: &[u8],
+) -> bool {
+    if from.ip() == config.address {
+        return false;
+    }
+    if config.drop_inbound > 0.0 && rand::random::<f64>() < config.drop_inbound {
+        debug!(%from, %local, bytes = bytes.len(), "datagram dropped (drop_inbound drill)");
+        return false;
+    }
+    if let Some(c) = capture {
+        record(c, from, local, bytes);
+    }
+    true
+}
+
+/// Listens on `addr` of an emulated network: its deliveries go through [`keep`] to `tx`.
+fn subscribe(
+    net: &Arc<IpNet>,
+    addr: SocketAddr,
+    tx: &mpsc::UnboundedSender<Datagram>,
+    config: &PmulIpConfig,
+    capture: &Option<Capture>,
+    shutdown: &watch::Receiver<bool>,
+) -> Listener {
+    let (sink, mut deliveries) = mpsc::unbounded_channel();
+    let sub = net.subscribe(addr, sink);
+    let (tx, config, capture, mut shutdown) = (
+        tx.clone(),
+        config.clone(),
+        capture.clone(),
+        shutdown.clone(),
+    );
+    let task = tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                d = deliveries.recv() => {
+                    let Some((from, to, bytes)) = d else { return };
+                    if keep(&config, capture.as_ref(), from, to, &bytes)
+                        && tx.send(Datagram { bytes, from }).is_err()
+                    {
+                        return;
+                    }
+                }
+                _ = shutdown.changed() => return,
+            }
+        }
+    });
+    (task, Some(sub))
 }
 
 /// Receives on one socket until shutdown, dropping our own multicast echoes (and, in a drill,
@@ -249,17 +365,10 @@ async fn pump(
         tokio::select! {
             r = socket.recv_from(&mut buf) => match r {
                 Ok((n, from)) => {
-                    if from.ip() == config.address {
-                        continue;
-                    }
-                    if config.drop_inbound > 0.0 && rand::random::<f64>() < config.drop_inbound {
-                        debug!(%from, %local, bytes = n, "datagram dropped (drop_inbound drill)");
+                    if !keep(&config, capture.as_ref(), from, local, &buf[..n]) {
                         continue;
                     }
                     let bytes = Bytes::copy_from_slice(&buf[..n]);
-                    if let Some(c) = &capture {
-                        record(c, from, local, &bytes);
-                    }
                     if tx.send(Datagram { bytes, from }).is_err() {
                         return;
                     }
