@@ -248,3 +248,60 @@ fn explain_with_several_recipients_shows_how_one_message_travels() {
     assert_eq!(code, 0);
     assert!(out.contains("EMCON: yes"), "{out}");
 }
+
+#[test]
+fn check_and_explain_show_an_ip_group_its_addresses_and_the_dynamic_group() {
+    let base =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/routes-base-ip.toml");
+    let base = base.to_str().unwrap();
+    let (code, out, err) = run(&["routes", "check", base]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(
+            "group fleet at udp 239.192.0.1: ship1 (10.1.0.11), ship2 (10.1.0.12), ship3 (10.1.0.13)"
+        ),
+        "{out}"
+    );
+    let (code, out, err) = run(&[
+        "routes",
+        "explain",
+        base,
+        "captain@a.ship1.navy.example",
+        "ops@b.ship2.navy.example",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("bearer: pmul-ip (ACP 142 P_MUL over UDP/IP multicast)"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "multicast: once by P_MUL to group fleet (a dynamic group of just them from 239.192.1.0/28) for ship1, ship2"
+        ),
+        "{out}"
+    );
+    let (_, out, _) = run(&[
+        "routes",
+        "explain",
+        base,
+        "x@a.ship3.navy.example",
+        "y@b.ship3.navy.example",
+    ]);
+    assert!(
+        out.contains("multicast: once by P_MUL to group fleet (udp 239.192.0.1) for ship3 (its ship is reached only by P_MUL over IP)"),
+        "{out}"
+    );
+    // A group over IP with a unicast address is refused with its line.
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("routes.toml");
+    std::fs::write(
+        &bad,
+        std::fs::read_to_string(base)
+            .unwrap()
+            .replace("address = \"239.192.0.1\"", "address = \"10.1.0.1\""),
+    )
+    .unwrap();
+    let (code, _, err) = run(&["routes", "check", bad.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("is not an IP multicast address"), "{err}");
+}

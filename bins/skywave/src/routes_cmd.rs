@@ -201,10 +201,22 @@ fn print_plan(table: &RoutingTable, targets: &[(String, String)]) {
         };
         let mut names = leg.members.clone();
         names.push(leg.group.name.as_str());
+        // Some of an IP group's ships only: the gateway takes a dynamic group for them.
+        let to = match &leg.group.bearer {
+            skywave_route::GroupBearer::PmulIp {
+                dynamic: Some(pool),
+                ..
+            } if !leg.whole_group
+                && leg.destinations().len() >= 2
+                && leg.destinations().len() < leg.group.members.len() =>
+            {
+                format!("a dynamic group of just them from {pool}")
+            }
+            _ => leg.group.address_text(),
+        };
         println!(
-            "  multicast: once by P_MUL to group {} ({}) for {} ({why}): {}",
+            "  multicast: once by P_MUL to group {} ({to}) for {} ({why}): {}",
             leg.group.name,
-            leg.group.address_text(),
             leg.destinations().join(", "),
             rcpts(&names)
         );

@@ -241,3 +241,18 @@ fn ipv6_groups_load() {
         0x0001_0001
     );
 }
+
+#[test]
+fn the_documented_ip_base_example_is_valid() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/routes-base-ip.toml");
+    let t = RoutingTable::load(&path).unwrap();
+    assert!(t.warnings().is_empty(), "{:?}", t.warnings());
+    assert_eq!(
+        t.group("fleet").unwrap().ip(),
+        Some("239.192.0.1".parse().unwrap())
+    );
+    assert_eq!(t.plan(["ship1", "ship2"]).multicast.len(), 1);
+    assert_eq!(t.plan(["ship1"]).unicast, ["ship1"]);
+    assert_eq!(t.plan(["ship3"]).multicast.len(), 1);
+}
