@@ -359,6 +359,9 @@ struct Outgoing {
     phase: Phase,
     /// The dynamic group taken for the message, and the pool entries tried.
     dynamic: Option<(IpAddr, u64)>,
+    /// Repair rounds the dynamic group has been announced for (a member that lost the
+    /// Announce_PDU never joined, so every repair round announces it again).
+    announced_rounds: u32,
     priority: skywave_sis::Priority,
     id: QueueId,
     from: String,
@@ -811,6 +814,7 @@ impl PmulLink {
                     group_dest,
                     phase,
                     dynamic,
+                    announced_rounds: 0,
                     priority: priority_5066(t.priority.value()),
                     id: t.id,
                     from: t.from,
@@ -919,6 +923,38 @@ impl PmulLink {
         }
     }
 
+    /// Announces a dynamic group again before each of its message's repair rounds, for the
+    /// members whose first Announce_PDU was lost (those that joined ignore it).
+    fn reannounce(&self, st: &mut State) {
+        for i in 0..st.out.len() {
+            let o = &st.out[i];
+            let rounds = o.sender.stats().repair_rounds;
+            let (Phase::Sending, Some((IpAddr::V4(v4), _))) = (o.phase, o.dynamic) else {
+                continue;
+            };
+            if rounds <= o.announced_rounds {
+                continue;
+            }
+            let pending: Vec<u32> = o
+                .sender
+                .status()
+                .iter()
+                .filter(|d| d.state == DestState::Pending)
+                .map(|d| d.dest.id)
+                .collect();
+            let expiry = u32::try_from(o.sender.expiry_ms() / 1000).unwrap_or(u32::MAX);
+            let (id, at) = (o.sender.message_id(), o.group_dest);
+            st.out[i].announced_rounds = rounds;
+            if pending.is_empty() {
+                continue;
+            }
+            if let Err(e) = st.groups.announce(u32::from(v4), id, expiry, pending) {
+                warn!(error = %e, "Announce_PDU not encoded");
+            }
+            self.send_group_pdus(st, at, None);
+        }
+    }
+
     /// Another transmitter holds the dynamic group we asked for: try the pool's next address,
     /// or send to the group's own address when the pool is spent.
     fn on_rejected(&self, st: &mut State, group: u32, by: u32, table: &RoutingTable) {
@@ -1011,6 +1047,7 @@ impl PmulLink {
             }
         }
         self.settle_groups(st, now);
+        self.reannounce(st);
         for o in &mut st.out {
             if o.phase == Phase::Sending {
                 self.send_queued(o, &mut st.next_updu_id, now);
@@ -1178,22 +1215,30 @@ impl PmulLink {
             if let Err(e) = st.groups.handle(&decoded) {
                 warn!(error = %e, "dynamic group PDU not answered");
             }
-            // A Reject answers a Request of ours from another transmitter: to its TPORT.
-            let at = st
-                .out
-                .first()
-                .map_or(Dest::Ip(ip.config.address), |o| o.group_dest);
-            self.send_group_pdus(st, at, from.map(|f| f.ip()));
+            // What `handle` queued: a Reject to the requester's TPORT, or (when another
+            // transmitter rejected ours) the Release of that group at its group's address.
+            let at = match &decoded {
+                Pdu::Reject(r) => st
+                    .out
+                    .iter()
+                    .find(|o| o.dynamic.map(|d| d.0) == Some(IpAddr::V4(r.group.into())))
+                    .map(|o| o.group_dest),
+                _ => None,
+            };
+            self.send_group_pdus(
+                st,
+                at.unwrap_or(Dest::Ip(ip.config.address)),
+                from.map(|f| f.ip()),
+            );
             let table = self.ctx.routes.current();
             while let Some(event) = st.groups.poll_event() {
                 match event {
                     GroupEvent::Join { group, owner } => {
                         let address = IpAddr::V4(group.into());
                         info!(group = %address, owner, "joining a dynamic group announced to us");
-                        for port in [TPORT, DPORT] {
-                            if let Err(e) = ip.listen(address, port) {
-                                warn!(error = %e, "cannot join the dynamic group");
-                            }
+                        // Its data comes there; its Release comes to the group's own TPORT.
+                        if let Err(e) = ip.listen(address, DPORT) {
+                            warn!(error = %e, "cannot join the dynamic group");
                         }
                     }
                     GroupEvent::Leave { group, owner } => {
