@@ -1,8 +1,14 @@
-//! The multicast link: fleet mail by ACP 142 P_MUL over STANAG 5066, both ways.
+//! The multicast link: fleet mail by ACP 142 P_MUL over STANAG 5066 or UDP/IP, both ways.
 //!
-//! One task per gateway (and SIS server) bound to SAP 2, T-MMHS: STANAG 4406 annex E's TMI-1 is
-//! P_MUL, each PDU one non-ARQ U_PDU behind the 6-byte UDOP header with APP_ID 0x2000, the form
-//! Wireshark's SIS dissector hands to its P_MUL dissector (`reference/s5066-sis.md` section 2.2).
+//! One task per bearer ([`Carrier`]): per SIS server, bound to SAP 2, T-MMHS (STANAG 4406 annex
+//! E's TMI-1 is P_MUL, each PDU one non-ARQ U_PDU behind the 6-byte UDOP header with APP_ID
+//! 0x2000, the form Wireshark's SIS dissector hands to its P_MUL dissector,
+//! `reference/s5066-sis.md` section 2.2); and one over UDP/IP when the gateway has `[pmul_ip]`
+//! (ACP 142's own binding, one PDU per datagram on its four ports: see `pmul_ip`). The P_MUL
+//! core, the spool side and the timers are the same; the carrier gives each node its P_MUL id
+//! (the 5066 address, or the IP address), sends and receives. Over IP the link also takes
+//! dynamic groups (Request, Announce, Release PDUs) for a message to some of a group's ships,
+//! when the group has a pool, and joins those announced to it.
 //!
 //! Sending (a base): for every `[[group]]` of the routing table the task takes from the spool the
 //! messages [`RoutingTable::plan`] sends by multicast (recipients on two or more ships of the
@@ -74,8 +80,13 @@ const TAKE_BUDGET: u64 = 256 * 1024;
 const ACK_DELAY_MS: u64 = 2_000;
 /// How long a multicast message lives: an EMCON ship may stay silent for most of a day.
 const LIFETIME_MS: u64 = 24 * 3_600_000;
-/// Repair rounds of a multicast message before ships that have not acknowledged are given up.
+/// Repair rounds of a multicast message over HF before ships that have not acknowledged are
+/// given up (and reached by HMTP, whose ARQ adapts its data rate to the ship).
 const MAX_REPAIRS: u32 = 5;
+/// Over IP a round costs a round trip and only the missing datagrams, and a ship without HF
+/// has no other way in: more rounds before giving up (at 30 % loss a message of twenty
+/// datagrams needs more than five rounds about once in seventy, more than ten once in 30,000).
+const IP_MAX_REPAIRS: u32 = 10;
 /// Name under which the de-duplication memory of multicast mail is kept (no peer can have it).
 const DEDUP_NAME: &str = "@pmul";
 /// How long a dynamic group's Request_PDU waits for another transmitter's Reject_PDU before
@@ -255,6 +266,14 @@ impl Carrier {
         match self {
             Carrier::Sis { .. } => 3_000 + airtime_ms(100, bps),
             Carrier::Ip(_) => IP_ACK_SLOT_MS,
+        }
+    }
+
+    /// Repair rounds before ships that have not acknowledged are given up.
+    fn max_repairs(&self) -> u32 {
+        match self {
+            Carrier::Sis { .. } => MAX_REPAIRS,
+            Carrier::Ip(_) => IP_MAX_REPAIRS,
         }
     }
 
@@ -758,7 +777,7 @@ impl PmulLink {
                 + self.carrier.repair_margin_ms(),
             // A ship still missing PDUs after this many rounds is better reached another way
             // (HMTP's ARQ adapts its data rate to that ship; P_MUL's rounds go at the group's).
-            max_repairs: MAX_REPAIRS,
+            max_repairs: self.carrier.max_repairs(),
             ..SenderConfig::default()
         };
         let message_id = st.next_message_id;
