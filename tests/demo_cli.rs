@@ -103,3 +103,48 @@ fn the_fleet_demo_multicasts_and_an_emcon_ship_acknowledges_after_the_lift() {
         assert_eq!(n, want, "ship{ship}\n{stdout}");
     }
 }
+
+#[test]
+fn the_fleet_demo_multicasts_over_an_emulated_ip_network() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(skywave_e2e::bin("skywave"))
+        .args([
+            "demo",
+            "--once",
+            "--ships",
+            "3",
+            "--ip-multicast",
+            "--time-scale",
+            "20",
+            "--ship-port",
+            "0",
+            "--shore-port",
+            "0",
+            "--dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for needle in [
+        "multicast over an emulated IP network (270 ms one way, 2 % loss",
+        "-> fleet by pmul-ip:",
+        "P_MUL datagrams",
+        "acknowledged by 3 of 3 ships",
+        "-> ship1 by hmtp:",
+        "on the IP network: ",
+        "all mail delivered and acknowledged after",
+    ] {
+        assert!(stdout.contains(needle), "no {needle:?} in:\n{stdout}");
+    }
+    assert!(!stdout.contains("by pmul:"), "multicast went over HF:\n{stdout}");
+    assert!(!stderr.contains("WARN"), "{stderr}");
+    for (ship, want) in [(1, 3), (2, 2), (3, 2)] {
+        let n = std::fs::read_dir(dir.path().join(format!("ship{ship}/Maildir/new")))
+            .unwrap()
+            .count();
+        assert_eq!(n, want, "ship{ship}\n{stdout}");
+    }
+}

@@ -69,6 +69,11 @@ pub(crate) struct DemoArgs {
     /// base has sent everything, then lifts it and acknowledges.
     #[arg(long, requires = "ships")]
     pub(crate) emcon_ship: bool,
+    /// With --ships: multicast over an emulated IP network (a geostationary satellite hop:
+    /// 270 ms, 2 % of datagrams lost, 64 kbit/s uplinks) as ACP 142 P_MUL over UDP, instead
+    /// of over HF; mail for one ship still goes by HMTP over HF.
+    #[arg(long, requires = "ships")]
+    pub(crate) ip_multicast: bool,
 }
 
 pub(crate) fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {

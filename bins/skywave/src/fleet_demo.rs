@@ -12,7 +12,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use skywave_gateway::fleet::{
-    BASE_NODE, FLEET_DOMAIN, Fleet, FleetOptions, GROUP_NODE, ship_domain, ship_node,
+    BASE_IP, BASE_NODE, FLEET_DOMAIN, Fleet, FleetOptions, GROUP_IP, GROUP_NODE, ship_domain,
+    ship_ip, ship_node,
 };
 use skywave_gateway::hf::Direction;
 
@@ -33,6 +34,13 @@ pub(crate) async fn run(d: &DemoArgs, ships: usize, dir: PathBuf) -> anyhow::Res
     o.time_scale = d.time_scale;
     if d.emcon_ship {
         o.emcon = vec![n - 1];
+    }
+    if d.ip_multicast {
+        o.ip = Some(skywave_gateway::fleet::IpNetConfig {
+            loss: 0.02,
+            seed: d.seed,
+            ..skywave_gateway::fleet::IpNetConfig::default()
+        });
     }
     let fleet = Fleet::start(&o).await.map_err(|e| {
         anyhow::anyhow!(
@@ -65,10 +73,20 @@ pub(crate) async fn run(d: &DemoArgs, ships: usize, dir: PathBuf) -> anyhow::Res
             );
         }
     }
-    println!(
-        "  the ships listen on group address {GROUP_NODE}; configs in {}",
-        dir.display()
-    );
+    match &o.ip {
+        Some(ip) => println!(
+            "  multicast over an emulated IP network ({} ms one way, {:.0} % loss, {} bit/s uplinks): base {BASE_IP}, ships {}..., group {GROUP_IP}; configs in {}",
+            ip.delay.as_millis(),
+            ip.loss * 100.0,
+            ip.rate_bps,
+            ship_ip(0),
+            dir.display()
+        ),
+        None => println!(
+            "  the ships listen on group address {GROUP_NODE}; configs in {}",
+            dir.display()
+        ),
+    }
     println!();
 
     let captains: Vec<String> = (0..n)
@@ -140,13 +158,18 @@ pub(crate) async fn run(d: &DemoArgs, ships: usize, dir: PathBuf) -> anyhow::Res
                 r.protocol,
                 r.plain_bytes,
                 r.wire_bytes,
-                if r.protocol == "pmul" {
-                    "P_MUL PDUs"
-                } else {
-                    "HMTP"
+                match r.protocol.as_str() {
+                    "pmul" => "P_MUL PDUs",
+                    "pmul-ip" => "P_MUL datagrams",
+                    _ => "HMTP",
                 },
                 r.updus,
-                r.elapsed() * scale,
+                // The IP network runs in real time; only the radio runs --time-scale faster.
+                if r.protocol == "pmul-ip" {
+                    r.elapsed()
+                } else {
+                    r.elapsed() * scale
+                },
                 r.result
             );
         }
@@ -167,6 +190,13 @@ pub(crate) async fn run(d: &DemoArgs, ships: usize, dir: PathBuf) -> anyhow::Res
         println!(
             "  {name:>6}: {} transmissions, {} bytes on the air, {} non-ARQ U_PDUs received",
             nc.transmissions, nc.bytes_on_air, nc.non_arq_delivered
+        );
+    }
+    if let Some(net) = &fleet.ip_net {
+        let ic = net.counters();
+        println!(
+            "on the IP network: {} datagrams, {} bytes (IP and UDP headers included), {} copies lost",
+            ic.datagrams, ic.bytes, ic.lost
         );
     }
     println!("  all mail delivered and acknowledged after {radio:.1} s of radio time");

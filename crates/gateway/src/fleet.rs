@@ -17,7 +17,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use skywave_emu::ipnet::{IpNet, IpNetConfig};
+use skywave_emu::ipnet::IpNet;
+pub use skywave_emu::ipnet::IpNetConfig;
 use skywave_emu::net::{Group, Subnet, SubnetConfig};
 use skywave_sis::NodeAddress;
 use tokio::sync::{Notify, watch};

@@ -87,7 +87,8 @@ const MAX_REPAIRS: u32 = 5;
 /// has no other way in: more rounds before giving up (at 30 % loss a message of twenty
 /// datagrams needs more than five rounds about once in seventy, more than ten once in 30,000).
 const IP_MAX_REPAIRS: u32 = 10;
-/// Name under which the de-duplication memory of multicast mail is kept (no peer can have it).
+/// Name under which the de-duplication memory of multicast mail is kept (no peer can have it);
+/// each multicast link has its own file (see [`Carrier::dedup_name`]).
 const DEDUP_NAME: &str = "@pmul";
 /// How long a dynamic group's Request_PDU waits for another transmitter's Reject_PDU before
 /// the group is taken (over IP a Reject comes back within a round trip, even by satellite).
@@ -191,6 +192,19 @@ impl Carrier {
         match self {
             Carrier::Sis { .. } => "pmul",
             Carrier::Ip(_) => "pmul-ip",
+        }
+    }
+
+    /// The file of this link's de-duplication memory: one per link, as each compacts its
+    /// own at start (two links sharing one file raced there). The default SIS server's link
+    /// keeps the name it always had.
+    fn dedup_name(&self, default_server: &str) -> String {
+        match self {
+            Carrier::Sis { server, .. } if server == default_server => DEDUP_NAME.to_owned(),
+            Carrier::Sis { server, .. } => {
+                format!("{DEDUP_NAME}-{}", server.replace(['/', ':'], "_"))
+            }
+            Carrier::Ip(_) => format!("{DEDUP_NAME}-ip"),
         }
     }
 
@@ -460,7 +474,7 @@ impl PmulLink {
             out: Vec::new(),
             dedup: DedupStore::open(
                 self.ctx.state_dir.join("dedup"),
-                DEDUP_NAME,
+                &self.carrier.dedup_name(&self.ctx.config.sis_server),
                 self.ctx.config.dedup_window,
                 self.ctx.clock,
                 &queued,
