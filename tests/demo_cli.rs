@@ -139,7 +139,10 @@ fn the_fleet_demo_multicasts_over_an_emulated_ip_network() {
     ] {
         assert!(stdout.contains(needle), "no {needle:?} in:\n{stdout}");
     }
-    assert!(!stdout.contains("by pmul:"), "multicast went over HF:\n{stdout}");
+    assert!(
+        !stdout.contains("by pmul:"),
+        "multicast went over HF:\n{stdout}"
+    );
     assert!(!stderr.contains("WARN"), "{stderr}");
     for (ship, want) in [(1, 3), (2, 2), (3, 2)] {
         let n = std::fs::read_dir(dir.path().join(format!("ship{ship}/Maildir/new")))
