@@ -6,10 +6,11 @@
 //! [`std::io::Write`] it is given and takes timestamps as arguments, so both the client (through
 //! [`crate::client::PcapCapture`]) and the emulator can use it. The writer itself is link-type
 //! generic: the emulator also uses it for captures of bare D_PDUs
-//! ([`LINKTYPE_STANAG_5066_D_PDU`]).
+//! ([`LINKTYPE_STANAG_5066_D_PDU`]), and the gateway for UDP datagrams as raw IP packets
+//! ([`LINKTYPE_RAW`], [`ip_udp_packet`]: its P_MUL over IP).
 
 use std::io::{self, Write};
-use std::net::SocketAddrV4;
+use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 /// The SIS server port registered with IANA (and in Wireshark's dissector).
@@ -19,6 +20,8 @@ pub const MSS: usize = 1460;
 
 /// Link type of Ethernet frames (what [`PcapWriter::new`] writes).
 pub const LINKTYPE_ETHERNET: u32 = 1;
+/// Link type of raw IP packets, IPv4 or IPv6 by the version nibble ([`ip_udp_packet`]).
+pub const LINKTYPE_RAW: u32 = 101;
 /// Link type of bare STANAG 5066 D_PDUs, one per record (Wireshark's `s5066dts` dissector).
 pub const LINKTYPE_STANAG_5066_D_PDU: u32 = 237;
 const SNAPLEN: u32 = 65_535;
@@ -203,6 +206,62 @@ fn checksum(mut sum: u32, data: &[u8]) -> u16 {
     !(sum as u16)
 }
 
+/// An IPv4 or IPv6 packet with a UDP header around `payload`, header and UDP checksums
+/// computed, for a [`LINKTYPE_RAW`] capture; none when the two addresses are of different
+/// families or the payload does not fit.
+pub fn ip_udp_packet(from: SocketAddr, to: SocketAddr, payload: &[u8]) -> Option<Vec<u8>> {
+    let udp_len = u16::try_from(8 + payload.len()).ok()?;
+    let mut udp = Vec::with_capacity(usize::from(udp_len));
+    udp.extend_from_slice(&from.port().to_be_bytes());
+    udp.extend_from_slice(&to.port().to_be_bytes());
+    udp.extend_from_slice(&udp_len.to_be_bytes());
+    udp.extend_from_slice(&[0, 0]);
+    udp.extend_from_slice(payload);
+    // The checksum over the pseudo-header (every field a whole number of 16-bit words) and
+    // the datagram; 0 is sent as 0xFFFF (RFC 768).
+    let udp_sum = |pseudo: &[u8], udp: &[u8]| match checksum(0, &[pseudo, udp].concat()) {
+        0 => 0xFFFF,
+        c => c,
+    };
+    match (from.ip(), to.ip()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let total = u16::try_from(20 + udp.len()).ok()?;
+            let pseudo = [
+                &s.octets()[..],
+                &d.octets(),
+                &[0, 17],
+                &udp_len.to_be_bytes(),
+            ]
+            .concat();
+            let sum = udp_sum(&pseudo, &udp);
+            udp[6..8].copy_from_slice(&sum.to_be_bytes());
+            let mut ip = vec![0x45, 0];
+            ip.extend_from_slice(&total.to_be_bytes());
+            ip.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0]);
+            ip.extend_from_slice(&s.octets());
+            ip.extend_from_slice(&d.octets());
+            let hsum = checksum(0, &ip);
+            ip[10..12].copy_from_slice(&hsum.to_be_bytes());
+            ip.extend_from_slice(&udp);
+            Some(ip)
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let len = u32::from(udp_len).to_be_bytes();
+            let pseudo = [&s.octets()[..], &d.octets(), &len, &[0, 0, 0, 17]].concat();
+            let sum = udp_sum(&pseudo, &udp);
+            udp[6..8].copy_from_slice(&sum.to_be_bytes());
+            let mut ip = vec![0x60, 0, 0, 0];
+            ip.extend_from_slice(&udp_len.to_be_bytes());
+            ip.extend_from_slice(&[17, 64]);
+            ip.extend_from_slice(&s.octets());
+            ip.extend_from_slice(&d.octets());
+            ip.extend_from_slice(&udp);
+            Some(ip)
+        }
+        _ => None,
+    }
+}
+
 fn build_frame(
     src: SocketAddrV4,
     dst: SocketAddrV4,
@@ -253,6 +312,43 @@ fn build_frame(
 mod tests {
     use super::*;
     use std::net::Ipv4Addr;
+
+    #[test]
+    fn ipv4_udp_packet_has_valid_checksums() {
+        let from: SocketAddr = "10.0.0.1:2753".parse().unwrap();
+        let to: SocketAddr = "239.192.0.1:2753".parse().unwrap();
+        let p = ip_udp_packet(from, to, b"abc").unwrap();
+        assert_eq!(p.len(), 20 + 8 + 3);
+        assert_eq!(p[0], 0x45);
+        assert_eq!(u16::from_be_bytes([p[2], p[3]]), 31);
+        // A header with its checksum in sums to zero.
+        assert_eq!(checksum(0, &p[..20]), 0);
+        let mut pseudo = Vec::new();
+        pseudo.extend_from_slice(&p[12..20]);
+        pseudo.extend_from_slice(&[0, 17, 0, 11]);
+        assert_eq!(checksum(0, &[&pseudo[..], &p[20..]].concat()), 0);
+    }
+
+    #[test]
+    fn ipv6_udp_packet_has_a_valid_checksum() {
+        let from: SocketAddr = "[fd00::1]:2753".parse().unwrap();
+        let to: SocketAddr = "[ff15::1]:2753".parse().unwrap();
+        let p = ip_udp_packet(from, to, b"abcd").unwrap();
+        assert_eq!(p.len(), 40 + 8 + 4);
+        assert_eq!(p[6], 17);
+        let mut pseudo = Vec::new();
+        pseudo.extend_from_slice(&p[8..40]);
+        pseudo.extend_from_slice(&[0, 0, 0, 12, 0, 0, 0, 17]);
+        assert_eq!(checksum(0, &[&pseudo[..], &p[40..]].concat()), 0);
+        assert!(ip_udp_packet(from, "10.0.0.1:1".parse().unwrap(), b"").is_none());
+    }
+
+    #[test]
+    fn rfc1071_example() {
+        // RFC 1071 section 3's example words sum to 0xddf2; the checksum is its complement.
+        let data = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
+        assert_eq!(checksum(0, &data), !0xddf2);
+    }
 
     #[test]
     fn checksums_verify_and_sequence_numbers_advance() {

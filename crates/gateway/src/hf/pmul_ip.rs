@@ -34,7 +34,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use skywave_emu::ipnet::{IpNet, Subscription};
-use skywave_sis::pcap::PcapWriter;
+use skywave_sis::pcap::{LINKTYPE_RAW, PcapWriter, ip_udp_packet};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, watch};
@@ -51,8 +51,6 @@ pub(crate) const DPORT: usize = 2;
 /// Ack_PDUs back to the transmitter.
 pub(crate) const APORT: usize = 3;
 
-/// pcap link type of raw IP packets (IPv4 or IPv6 by the version nibble).
-const LINKTYPE_RAW: u32 = 101;
 /// Largest datagram read.
 const MAX_DATAGRAM: usize = 65_535;
 
@@ -465,121 +463,5 @@ fn record(capture: &Capture, from: SocketAddr, to: SocketAddr, payload: &[u8]) {
     // Flushed per record: the capture is for people reading it while the gateway runs.
     if let Err(e) = w.write_frame(ts, &packet).and_then(|()| w.flush()) {
         warn!(error = %e, "cannot write the P_MUL capture");
-    }
-}
-
-/// An IPv4 or IPv6 packet with a UDP header around `payload`, checksums computed (none when the
-/// two addresses are of different families or the payload does not fit).
-pub(crate) fn ip_udp_packet(from: SocketAddr, to: SocketAddr, payload: &[u8]) -> Option<Vec<u8>> {
-    let udp_len = u16::try_from(8 + payload.len()).ok()?;
-    let mut udp = Vec::with_capacity(usize::from(udp_len));
-    udp.extend_from_slice(&from.port().to_be_bytes());
-    udp.extend_from_slice(&to.port().to_be_bytes());
-    udp.extend_from_slice(&udp_len.to_be_bytes());
-    udp.extend_from_slice(&[0, 0]);
-    udp.extend_from_slice(payload);
-    match (from.ip(), to.ip()) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let total = u16::try_from(20 + udp.len()).ok()?;
-            let mut pseudo = Vec::with_capacity(12);
-            pseudo.extend_from_slice(&s.octets());
-            pseudo.extend_from_slice(&d.octets());
-            pseudo.extend_from_slice(&[0, 17]);
-            pseudo.extend_from_slice(&udp_len.to_be_bytes());
-            let sum = match internet_checksum(&[&pseudo, &udp]) {
-                0 => 0xFFFF,
-                c => c,
-            };
-            udp[6..8].copy_from_slice(&sum.to_be_bytes());
-            let mut ip = vec![0x45, 0];
-            ip.extend_from_slice(&total.to_be_bytes());
-            ip.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0]);
-            ip.extend_from_slice(&s.octets());
-            ip.extend_from_slice(&d.octets());
-            let hsum = internet_checksum(&[&ip]);
-            ip[10..12].copy_from_slice(&hsum.to_be_bytes());
-            ip.extend_from_slice(&udp);
-            Some(ip)
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            let mut pseudo = Vec::with_capacity(40);
-            pseudo.extend_from_slice(&s.octets());
-            pseudo.extend_from_slice(&d.octets());
-            pseudo.extend_from_slice(&u32::from(udp_len).to_be_bytes());
-            pseudo.extend_from_slice(&[0, 0, 0, 17]);
-            let sum = match internet_checksum(&[&pseudo, &udp]) {
-                0 => 0xFFFF,
-                c => c,
-            };
-            udp[6..8].copy_from_slice(&sum.to_be_bytes());
-            let mut ip = vec![0x60, 0, 0, 0];
-            ip.extend_from_slice(&udp_len.to_be_bytes());
-            ip.extend_from_slice(&[17, 64]);
-            ip.extend_from_slice(&s.octets());
-            ip.extend_from_slice(&d.octets());
-            ip.extend_from_slice(&udp);
-            Some(ip)
-        }
-        _ => None,
-    }
-}
-
-/// The RFC 1071 one's-complement sum over `parts` (each of even length but the last).
-fn internet_checksum(parts: &[&[u8]]) -> u16 {
-    let mut sum: u32 = 0;
-    for part in parts {
-        let mut chunks = part.chunks_exact(2);
-        for c in &mut chunks {
-            sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
-        }
-        if let [last] = chunks.remainder() {
-            sum += u32::from(*last) << 8;
-        }
-    }
-    while sum > 0xFFFF {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ipv4_udp_packet_has_valid_checksums() {
-        let from: SocketAddr = "10.0.0.1:2753".parse().unwrap_or_else(|e| panic!("{e}"));
-        let to: SocketAddr = "239.192.0.1:2753".parse().unwrap_or_else(|e| panic!("{e}"));
-        let p = ip_udp_packet(from, to, b"abc").unwrap_or_default();
-        assert_eq!(p.len(), 20 + 8 + 3);
-        assert_eq!(p[0], 0x45);
-        assert_eq!(u16::from_be_bytes([p[2], p[3]]), 31);
-        // A header with its checksum in sums to zero.
-        assert_eq!(internet_checksum(&[&p[..20]]), 0);
-        let mut pseudo = Vec::new();
-        pseudo.extend_from_slice(&p[12..20]);
-        pseudo.extend_from_slice(&[0, 17, 0, 11]);
-        assert_eq!(internet_checksum(&[&pseudo, &p[20..]]), 0);
-    }
-
-    #[test]
-    fn ipv6_udp_packet_has_a_valid_checksum() {
-        let from: SocketAddr = "[fd00::1]:2753".parse().unwrap_or_else(|e| panic!("{e}"));
-        let to: SocketAddr = "[ff15::1]:2753".parse().unwrap_or_else(|e| panic!("{e}"));
-        let p = ip_udp_packet(from, to, b"abcd").unwrap_or_default();
-        assert_eq!(p.len(), 40 + 8 + 4);
-        assert_eq!(p[6], 17);
-        let mut pseudo = Vec::new();
-        pseudo.extend_from_slice(&p[8..40]);
-        pseudo.extend_from_slice(&[0, 0, 0, 12, 0, 0, 0, 17]);
-        assert_eq!(internet_checksum(&[&pseudo, &p[40..]]), 0);
-        assert!(ip_udp_packet(from, "10.0.0.1:1".parse().unwrap_or(from), b"").is_none());
-    }
-
-    #[test]
-    fn rfc1071_example() {
-        // RFC 1071 section 3's example words sum to 0xddf2; the checksum is its complement.
-        let data = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
-        assert_eq!(internet_checksum(&[&data]), !0xddf2);
     }
 }
