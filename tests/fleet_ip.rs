@@ -26,10 +26,8 @@ mod fleet;
 #[path = "lan_support.rs"]
 mod support;
 
-use fleet::{
-    Datagram, base_queue_empty, check_acp142_layout, read_raw_ip_pcap, start, subjects, swaks,
-    swaks_with, wait_all,
-};
+use fleet::{base_queue_empty, check_acp142_layout, start, subjects, swaks, swaks_with, wait_all};
+use skywave_e2e::{Datagram, read_raw_ip_pcap};
 
 const BASE: &str = "127.0.0.1";
 const SHIPS: [&str; 3] = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];

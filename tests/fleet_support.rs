@@ -226,68 +226,6 @@ pub fn check_pcap_with_wireshark(pcap: &Path, decode_as: &[&str], expected: &[&s
     assert!(bad.trim().is_empty(), "Wireshark found errors:\n{bad}");
 }
 
-/// One datagram of a raw-IP capture (pcap link type 101) with its UDP ports.
-#[derive(Debug, Clone)]
-pub struct Datagram {
-    pub src: std::net::IpAddr,
-    pub dst: std::net::IpAddr,
-    pub src_port: u16,
-    pub dst_port: u16,
-    pub payload: Vec<u8>,
-}
-
-/// Reads the UDP datagrams of a raw-IP pcap file (as `[pmul_ip] pcap` writes it).
-pub fn read_raw_ip_pcap(path: &Path) -> Vec<Datagram> {
-    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert!(bytes.len() >= 24, "{}: no pcap header", path.display());
-    assert_eq!(
-        bytes[..4],
-        [0xd4, 0xc3, 0xb2, 0xa1],
-        "little-endian pcap magic"
-    );
-    assert_eq!(
-        u32::from_le_bytes(bytes[20..24].try_into().unwrap()),
-        101,
-        "LINKTYPE_RAW"
-    );
-    let mut out = Vec::new();
-    let mut at = 24;
-    while at + 16 <= bytes.len() {
-        let len = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
-        let p = &bytes[at + 16..at + 16 + len];
-        at += 16 + len;
-        let (src, dst, udp) = match p[0] >> 4 {
-            4 => {
-                let ihl = usize::from(p[0] & 0x0f) * 4;
-                assert_eq!(p[9], 17, "UDP");
-                let a = |o: usize| IpAddr::V4(Ipv4Addr::new(p[o], p[o + 1], p[o + 2], p[o + 3]));
-                (a(12), a(16), &p[ihl..])
-            }
-            6 => {
-                assert_eq!(p[6], 17, "UDP");
-                let a = |o: usize| {
-                    let b: [u8; 16] = p[o..o + 16].try_into().unwrap();
-                    IpAddr::V6(Ipv6Addr::from(b))
-                };
-                (a(8), a(24), &p[40..])
-            }
-            v => panic!("IP version {v}"),
-        };
-        let ulen = usize::from(u16::from_be_bytes([udp[4], udp[5]]));
-        assert_eq!(ulen, udp.len(), "UDP length field");
-        out.push(Datagram {
-            src,
-            dst,
-            src_port: u16::from_be_bytes([udp[0], udp[1]]),
-            dst_port: u16::from_be_bytes([udp[2], udp[3]]),
-            payload: udp[8..].to_vec(),
-        });
-    }
-    assert_eq!(at, bytes.len(), "{}: trailing bytes", path.display());
-    out
-}
-
 /// What [`check_acp142_layout`] read from a PDU.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PduSummary {

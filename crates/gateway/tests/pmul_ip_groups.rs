@@ -172,20 +172,20 @@ async fn a_second_transmitter_is_rejected_from_a_held_group_and_takes_the_next()
     }
     // From base B's capture: its first Request was for 239.192.1.0, base A's Reject came back,
     // B released it and requested 239.192.1.1, and its data went there.
-    let pcap = std::fs::read(dir.path().join("base-b/pmul.pcap")).unwrap();
-    let packets = raw_ip_udp_payloads(&pcap);
+    let packets = skywave_e2e::read_raw_ip_pcap(&dir.path().join("base-b/pmul.pcap"));
+    let v4 = |a: std::net::IpAddr| match a {
+        std::net::IpAddr::V4(a) => a,
+        std::net::IpAddr::V6(_) => panic!("IPv6 in an IPv4 network: {a}"),
+    };
     let b_ip: std::net::Ipv4Addr = BASES[1].1.parse().unwrap();
     let a_ip: std::net::Ipv4Addr = BASES[0].1.parse().unwrap();
     let group_of = |p: &[u8]| u32::from_be_bytes([p[16], p[17], p[18], p[19]]);
     let kinds: Vec<(std::net::Ipv4Addr, u8, Option<std::net::Ipv4Addr>)> = packets
         .iter()
-        .map(|(src, _, p)| {
-            let kind = p[3] & 0x3f;
-            (
-                *src,
-                kind,
-                matches!(kind, 5..=7).then(|| group_of(p).into()),
-            )
+        .map(|d| {
+            let kind = d.payload[3] & 0x3f;
+            let group = matches!(kind, 5..=7).then(|| group_of(&d.payload).into());
+            (v4(d.src), kind, group)
         })
         .collect();
     let first = "239.192.1.0".parse().unwrap();
@@ -206,7 +206,7 @@ async fn a_second_transmitter_is_rejected_from_a_held_group_and_takes_the_next()
     assert!(
         packets
             .iter()
-            .any(|(src, dst, p)| *src == b_ip && *dst == second && p[3] & 0x3f == 0),
+            .any(|d| v4(d.src) == b_ip && v4(d.dst) == second && d.payload[3] & 0x3f == 0),
         "base B's data did not go to the second address"
     );
     for s in ships {
@@ -215,19 +215,4 @@ async fn a_second_transmitter_is_rejected_from_a_held_group_and_takes_the_next()
     for b in bases {
         b.stop().await;
     }
-}
-
-/// (source, destination, UDP payload) of every IPv4 packet of a raw-IP pcap.
-fn raw_ip_udp_payloads(pcap: &[u8]) -> Vec<(std::net::Ipv4Addr, std::net::Ipv4Addr, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut at = 24;
-    while at + 16 <= pcap.len() {
-        let len = u32::from_le_bytes(pcap[at + 8..at + 12].try_into().unwrap()) as usize;
-        let p = &pcap[at + 16..at + 16 + len];
-        at += 16 + len;
-        let ihl = usize::from(p[0] & 0x0f) * 4;
-        let ip = |o: usize| std::net::Ipv4Addr::new(p[o], p[o + 1], p[o + 2], p[o + 3]);
-        out.push((ip(12), ip(16), p[ihl + 8..].to_vec()));
-    }
-    out
 }
