@@ -3,7 +3,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use skywave_route::{Destination, RoutingTable, Severity};
+mod common;
+use common::{errors, targets};
+
+use skywave_route::RoutingTable;
 
 /// A base with four ships, three of them in one group (ship3 under EMCON) and a fourth alone.
 const FLEET: &str = r#"
@@ -60,30 +63,6 @@ to = "fleet"
 
 fn fleet() -> RoutingTable {
     RoutingTable::parse("routes.toml", FLEET).unwrap()
-}
-
-fn errors(text: &str) -> Vec<String> {
-    match RoutingTable::parse("routes.toml", text) {
-        Ok(_) => panic!("expected errors in:\n{text}"),
-        Err(e) => e
-            .diagnostics()
-            .iter()
-            .filter(|d| d.severity == Severity::Error)
-            .map(|d| d.headline())
-            .collect(),
-    }
-}
-
-/// The spool targets of some recipients, as the intake records them.
-fn targets(t: &RoutingTable, rcpts: &[&str]) -> Vec<String> {
-    rcpts
-        .iter()
-        .map(|r| match t.lookup(r).unwrap().destination {
-            Destination::Peer(p) => p.name.clone(),
-            Destination::Group(g) => g.name.clone(),
-            Destination::Lan => "lan".to_owned(),
-        })
-        .collect()
 }
 
 #[test]

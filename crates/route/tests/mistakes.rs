@@ -5,7 +5,10 @@
 // Helpers outside #[test] functions panic on bad fixtures too; that is what a test wants.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use skywave_route::{LoadError, RoutingTable, Severity};
+mod common;
+use common::errors;
+
+use skywave_route::{LoadError, RoutingTable};
 
 /// A valid peer and route, for tests that add one mistake to an otherwise good table.
 const SHORE: &str = r#"[[peer]]
@@ -19,19 +22,6 @@ fn rendered(text: &str) -> Vec<String> {
     match RoutingTable::parse("routes.toml", text) {
         Ok(_) => panic!("expected errors in:\n{text}"),
         Err(e) => e.diagnostics().iter().map(ToString::to_string).collect(),
-    }
-}
-
-/// The headlines of the errors only.
-fn errors(text: &str) -> Vec<String> {
-    match RoutingTable::parse("routes.toml", text) {
-        Ok(_) => panic!("expected errors in:\n{text}"),
-        Err(e) => e
-            .diagnostics()
-            .iter()
-            .filter(|d| d.severity == Severity::Error)
-            .map(|d| d.headline())
-            .collect(),
     }
 }
 

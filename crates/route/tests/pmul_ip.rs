@@ -4,9 +4,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+use common::{errors, targets};
+
 use std::net::IpAddr;
 
-use skywave_route::{Bearer, Destination, GroupBearer, RoutingTable, Severity, pmul_ip_id};
+use skywave_route::{Bearer, GroupBearer, RoutingTable, pmul_ip_id};
 
 /// A base with three ships on an IP network: two also reachable by HMTP over 5066, the third
 /// only by P_MUL over IP.
@@ -57,29 +60,6 @@ to = "fleet"
 
 fn table() -> RoutingTable {
     RoutingTable::parse("routes.toml", IP_FLEET).unwrap()
-}
-
-fn errors(text: &str) -> Vec<String> {
-    match RoutingTable::parse("routes.toml", text) {
-        Ok(_) => panic!("expected errors in:\n{text}"),
-        Err(e) => e
-            .diagnostics()
-            .iter()
-            .filter(|d| d.severity == Severity::Error)
-            .map(|d| d.headline())
-            .collect(),
-    }
-}
-
-fn targets(t: &RoutingTable, rcpts: &[&str]) -> Vec<String> {
-    rcpts
-        .iter()
-        .map(|r| match t.lookup(r).unwrap().destination {
-            Destination::Peer(p) => p.name.clone(),
-            Destination::Group(g) => g.name.clone(),
-            Destination::Lan => "lan".to_owned(),
-        })
-        .collect()
 }
 
 fn has(e: &[String], text: &str) {
