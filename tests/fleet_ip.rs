@@ -95,23 +95,8 @@ fn write_config(
     extra: &str,
     routes: &str,
 ) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    let config = format!(
-        "hostname = \"gw.{domain}\"\n\
-         state_dir = \"state\"\n\
-         routes = \"routes.toml\"\n\n\
-         [smtp]\n\
-         listen = \"127.0.0.1:0\"\n\
-         shutdown_grace = \"2s\"\n\n\
-         [delivery]\n\
-         maildir = \"Maildir\"\n\n\
-         [metrics]\n\
-         enabled = false\n\n\
-         [spool]\n\
-         min_backoff = 1\n\
-         max_backoff = 5\n\n\
-         [hf]\n\
-         batch_delay = 1\n\n\
+    let hf = format!(
+        "batch_delay = 1\n\n\
          [pmul_ip]\n\
          address = \"{address}\"\n\
          ports = [{}, {}, {}, {}]\n\
@@ -120,10 +105,7 @@ fn write_config(
          {extra}",
         ports[0], ports[1], ports[2], ports[3],
     );
-    let path = dir.join("skywave.toml");
-    std::fs::write(&path, config).unwrap();
-    std::fs::write(dir.join("routes.toml"), routes).unwrap();
-    path
+    fleet::write_gateway(dir, domain, &hf, routes)
 }
 
 fn base_routes(group: &str, pool: &str) -> String {
@@ -250,15 +232,7 @@ async fn fleet_mail_over_ip_multicast_arrives_once_repaired_and_emcon_holds() {
     )
     .await;
     wait_all(&maildirs, "fleet order 1").await;
-    for (i, m) in maildirs.iter().enumerate() {
-        assert_eq!(
-            subjects(m).get("fleet order 1"),
-            Some(&1),
-            "ship{}: {:?}",
-            i + 1,
-            subjects(m)
-        );
-    }
+    fleet::assert_once_each(&maildirs, "fleet order 1");
     assert!(base_queue_empty(&base_cfg).await, "the base still waits");
     let transfers = std::fs::read_to_string(dir(&base_cfg).join("state/transfers.jsonl")).unwrap();
     assert!(transfers.contains("\"pmul-ip\""), "{transfers}");
@@ -275,14 +249,7 @@ async fn fleet_mail_over_ip_multicast_arrives_once_repaired_and_emcon_holds() {
     )
     .await;
     wait_all(&maildirs[..2], "fleet order 2").await;
-    for m in &maildirs[..2] {
-        assert_eq!(
-            subjects(m).get("fleet order 2"),
-            Some(&1),
-            "{:?}",
-            subjects(m)
-        );
-    }
+    fleet::assert_once_each(&maildirs[..2], "fleet order 2");
     assert!(base_queue_empty(&base_cfg).await, "the base still waits");
     assert!(!subjects(&maildirs[2]).contains_key("fleet order 2"));
 
@@ -429,10 +396,7 @@ fn check_captures(base_cfg: &Path, ship_cfgs: &[PathBuf], ports: [u16; 4], group
     for c in ship_cfgs {
         checked(&c.parent().unwrap().join("pmul.pcap"));
     }
-    let decode_as: Vec<String> = ports
-        .iter()
-        .flat_map(|p| ["-d".to_owned(), format!("udp.port=={p},p_mul")])
-        .collect();
+    let decode_as = fleet::decode_udp_as_p_mul(&ports);
     let decode_as: Vec<&str> = decode_as.iter().map(String::as_str).collect();
     fleet::check_pcap_with_wireshark(&base_pcap, &decode_as, &["0", "1", "2", "4", "5", "7"]);
 }
@@ -553,15 +517,7 @@ async fn fleet_mail_over_ipv6_multicast_arrives_once_on_acp142s_own_ports() {
     )
     .await;
     wait_all(&maildirs, "fleet order v6").await;
-    for (i, m) in maildirs.iter().enumerate() {
-        assert_eq!(
-            subjects(m).get("fleet order v6"),
-            Some(&1),
-            "ship{}: {:?}",
-            i + 1,
-            subjects(m)
-        );
-    }
+    fleet::assert_once_each(&maildirs, "fleet order v6");
     assert!(base_queue_empty(&base_cfg).await, "the base still waits");
     drop(running);
     drop(base);
@@ -584,10 +540,7 @@ async fn fleet_mail_over_ipv6_multicast_arrives_once_on_acp142s_own_ports() {
         "an ack from each ship to APORT"
     );
     // Wireshark knows ACP 142's ports only as a preference (none by default).
-    let decode_as: Vec<String> = ports
-        .iter()
-        .flat_map(|p| ["-d".to_owned(), format!("udp.port=={p},p_mul")])
-        .collect();
+    let decode_as = fleet::decode_udp_as_p_mul(&ports);
     let decode_as: Vec<&str> = decode_as.iter().map(String::as_str).collect();
     fleet::check_pcap_with_wireshark(&base_pcap, &decode_as, &["0", "1", "2"]);
 }

@@ -66,34 +66,16 @@ async fn emulator(sis_pcap: &Path) -> (Child, BTreeMap<String, String>) {
 
 /// Writes a gateway's `skywave.toml` and `routes.toml` under `dir`; returns the former.
 fn write_config(dir: &Path, domain: &str, node: &str, sis: &str, routes: &str) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
     // The radio runs TIME_SCALE times faster than the gateways' clocks.
-    let config = format!(
-        "hostname = \"gw.{domain}\"\n\
-         state_dir = \"state\"\n\
-         routes = \"routes.toml\"\n\n\
-         [smtp]\n\
-         listen = \"127.0.0.1:0\"\n\
-         shutdown_grace = \"2s\"\n\n\
-         [delivery]\n\
-         maildir = \"Maildir\"\n\n\
-         [metrics]\n\
-         enabled = false\n\n\
-         [spool]\n\
-         min_backoff = 1\n\
-         max_backoff = 5\n\n\
-         [hf]\n\
-         node = \"{node}\"\n\
+    let hf = format!(
+        "node = \"{node}\"\n\
          sis_server = \"{sis}\"\n\
          assumed_bps = {bps}\n\
          reply_timeout = \"20s\"\n\
          batch_delay = 1\n",
         bps = RATE_BPS * TIME_SCALE,
     );
-    let path = dir.join("skywave.toml");
-    std::fs::write(&path, config).unwrap();
-    std::fs::write(dir.join("routes.toml"), routes).unwrap();
-    path
+    fleet::write_gateway(dir, domain, &hf, routes)
 }
 
 fn base_routes() -> String {
@@ -163,15 +145,7 @@ async fn a_mail_to_three_ships_goes_once_by_multicast_and_emcon_holds_only_the_a
     )
     .await;
     wait_all(&maildirs, "fleet order 1").await;
-    for (i, m) in maildirs.iter().enumerate() {
-        assert_eq!(
-            subjects(m).get("fleet order 1"),
-            Some(&1),
-            "ship{}: {:?}",
-            i + 1,
-            subjects(m)
-        );
-    }
+    fleet::assert_once_each(&maildirs, "fleet order 1");
     assert!(
         base_queue_empty(&base_cfg).await,
         "the base still waits for acks"

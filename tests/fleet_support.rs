@@ -22,6 +22,56 @@ const STEP: Duration = Duration::from_secs(60);
 /// Longest a delivery to every ship may take.
 pub const DELIVERY_LIMIT: Duration = Duration::from_secs(120);
 
+/// Writes a fleet gateway's `skywave.toml` under `dir` (LAN on a free port, Maildir delivery,
+/// no metrics, quick retries, then `hf`: the `[hf]` table's lines and any further tables) and
+/// its `routes.toml`; returns the former.
+pub fn write_gateway(dir: &Path, domain: &str, hf: &str, routes: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let config = format!(
+        "hostname = \"gw.{domain}\"\n\
+         state_dir = \"state\"\n\
+         routes = \"routes.toml\"\n\n\
+         [smtp]\n\
+         listen = \"127.0.0.1:0\"\n\
+         shutdown_grace = \"2s\"\n\n\
+         [delivery]\n\
+         maildir = \"Maildir\"\n\n\
+         [metrics]\n\
+         enabled = false\n\n\
+         [spool]\n\
+         min_backoff = 1\n\
+         max_backoff = 5\n\n\
+         [hf]\n\
+         {hf}"
+    );
+    let path = dir.join("skywave.toml");
+    std::fs::write(&path, config).unwrap();
+    std::fs::write(dir.join("routes.toml"), routes).unwrap();
+    path
+}
+
+/// Asserts that every Maildir has `subject` exactly once.
+pub fn assert_once_each(maildirs: &[PathBuf], subject: &str) {
+    for (i, m) in maildirs.iter().enumerate() {
+        assert_eq!(
+            subjects(m).get(subject),
+            Some(&1),
+            "ship{}: {:?}",
+            i + 1,
+            subjects(m)
+        );
+    }
+}
+
+/// tshark's arguments that decode UDP on `ports` as P_MUL (Wireshark registers no port for it
+/// by default).
+pub fn decode_udp_as_p_mul(ports: &[u16]) -> Vec<String> {
+    ports
+        .iter()
+        .flat_map(|p| ["-d".to_owned(), format!("udp.port=={p},p_mul")])
+        .collect()
+}
+
 /// A running `skywave run`: the process and its SMTP address.
 pub struct Gateway {
     pub child: Child,
