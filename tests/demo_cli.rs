@@ -61,16 +61,13 @@ fn the_demo_delivers_its_sample_both_ways_and_reports_the_air_time() {
     }
 }
 
-#[test]
-fn the_fleet_demo_multicasts_and_an_emcon_ship_acknowledges_after_the_lift() {
+/// Runs `skywave demo --once --ships 3` with `extra` arguments, the radio 20 times faster;
+/// returns its directory, standard output and standard error, after checking it succeeded.
+fn fleet_demo(extra: &str) -> (tempfile::TempDir, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(skywave_e2e::bin("skywave"))
+        .args(["demo", "--once", "--ships", "3", extra])
         .args([
-            "demo",
-            "--once",
-            "--ships",
-            "3",
-            "--emcon-ship",
             "--time-scale",
             "20",
             "--ship-port",
@@ -82,9 +79,25 @@ fn the_fleet_demo_multicasts_and_an_emcon_ship_acknowledges_after_the_lift() {
         .arg(dir.path())
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stdout}\n{stderr}");
+    (dir, stdout, stderr)
+}
+
+/// Ship 1 has the message for every captain, the fleet notice and its own; the others two.
+fn assert_fleet_mail(dir: &std::path::Path, stdout: &str) {
+    for (ship, want) in [(1, 3), (2, 2), (3, 2)] {
+        let n = std::fs::read_dir(dir.join(format!("ship{ship}/Maildir/new")))
+            .unwrap()
+            .count();
+        assert_eq!(n, want, "ship{ship}\n{stdout}");
+    }
+}
+
+#[test]
+fn the_fleet_demo_multicasts_and_an_emcon_ship_acknowledges_after_the_lift() {
+    let (dir, stdout, _) = fleet_demo("--emcon-ship");
     for needle in [
         "skywave demo: a base and 3 ships on one emulated HF frequency",
         "ship3 keeps EMCON (it transmitted 0 times)",
@@ -95,39 +108,12 @@ fn the_fleet_demo_multicasts_and_an_emcon_ship_acknowledges_after_the_lift() {
     ] {
         assert!(stdout.contains(needle), "no {needle:?} in:\n{stdout}");
     }
-    // Ship 1: the message for every captain, the fleet notice and its own; the others two.
-    for (ship, want) in [(1, 3), (2, 2), (3, 2)] {
-        let n = std::fs::read_dir(dir.path().join(format!("ship{ship}/Maildir/new")))
-            .unwrap()
-            .count();
-        assert_eq!(n, want, "ship{ship}\n{stdout}");
-    }
+    assert_fleet_mail(dir.path(), &stdout);
 }
 
 #[test]
 fn the_fleet_demo_multicasts_over_an_emulated_ip_network() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(skywave_e2e::bin("skywave"))
-        .args([
-            "demo",
-            "--once",
-            "--ships",
-            "3",
-            "--ip-multicast",
-            "--time-scale",
-            "20",
-            "--ship-port",
-            "0",
-            "--shore-port",
-            "0",
-            "--dir",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (dir, stdout, stderr) = fleet_demo("--ip-multicast");
     for needle in [
         "multicast over an emulated IP network (270 ms one way, 2 % loss",
         "-> fleet by pmul-ip:",
@@ -144,10 +130,5 @@ fn the_fleet_demo_multicasts_over_an_emulated_ip_network() {
         "multicast went over HF:\n{stdout}"
     );
     assert!(!stderr.contains("WARN"), "{stderr}");
-    for (ship, want) in [(1, 3), (2, 2), (3, 2)] {
-        let n = std::fs::read_dir(dir.path().join(format!("ship{ship}/Maildir/new")))
-            .unwrap()
-            .count();
-        assert_eq!(n, want, "ship{ship}\n{stdout}");
-    }
+    assert_fleet_mail(dir.path(), &stdout);
 }
