@@ -147,11 +147,7 @@ pub fn read_raw_ip_pcap(path: &std::path::Path) -> Vec<Datagram> {
         [0xd4, 0xc3, 0xb2, 0xa1],
         "little-endian pcap magic"
     );
-    assert_eq!(
-        le32(&bytes[20..24]),
-        101,
-        "LINKTYPE_RAW"
-    );
+    assert_eq!(le32(&bytes[20..24]), 101, "LINKTYPE_RAW");
     let mut out = Vec::new();
     let mut at = 24;
     while at + 16 <= bytes.len() {

@@ -150,6 +150,19 @@ struct Checker<'a> {
 }
 
 impl Checker<'_> {
+    /// An error for each of `keys` that is set where it has no meaning (`why` of its name).
+    fn refuse_keys(
+        &mut self,
+        keys: &[(&str, &Option<Spanned<String>>)],
+        why: impl Fn(&str) -> String,
+    ) {
+        for (key, v) in keys {
+            if let Some(v) = v {
+                self.error(v.span(), why(key));
+            }
+        }
+    }
+
     fn error(&mut self, span: Range<usize>, message: String) {
         self.diagnostics.push(Diagnostic::at(
             Severity::Error,
@@ -594,19 +607,14 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 }
             }
             BearerKind::PmulIp => {
-                for (key, v) in [
-                    ("sis_server", &p.sis_server),
-                    ("tcp_address", &p.tcp_address),
-                ] {
-                    if let Some(v) = v {
-                        ck.error(
-                            v.span(),
-                            format!(
-                                "{key} is not used by peer \"{name}\": it is reached only by P_MUL over UDP/IP (bearer \"pmul-ip\")"
-                            ),
-                        );
-                    }
-                }
+                ck.refuse_keys(
+                    &[("sis_server", &p.sis_server), ("tcp_address", &p.tcp_address)],
+                    |key| {
+                        format!(
+                            "{key} is not used by peer \"{name}\": it is reached only by P_MUL over UDP/IP (bearer \"pmul-ip\")"
+                        )
+                    },
+                );
                 Bearer::PmulIp
             }
         };
@@ -1119,16 +1127,11 @@ fn group_sis_bearer(
     name: &str,
     groups: &[(Group, Range<usize>)],
 ) -> Option<GroupBearer> {
-    for (key, v) in [("address", &g.address), ("dynamic", &g.dynamic)] {
-        if let Some(v) = v {
-            ck.error(
-                v.span(),
-                format!(
-                    "{key} is for groups over IP (bearer = \"pmul-ip\"); group \"{name}\" runs over STANAG 5066 and has node = \"w.x.y.z\""
-                ),
-            );
-        }
-    }
+    ck.refuse_keys(&[("address", &g.address), ("dynamic", &g.dynamic)], |key| {
+        format!(
+            "{key} is for groups over IP (bearer = \"pmul-ip\"); group \"{name}\" runs over STANAG 5066 and has node = \"w.x.y.z\""
+        )
+    });
     let node = match &g.node {
         None => {
             ck.error(
@@ -1180,16 +1183,11 @@ fn group_ip_bearer(
     name: &str,
     groups: &[(Group, Range<usize>)],
 ) -> Option<GroupBearer> {
-    for (key, v) in [("node", &g.node), ("sis_server", &g.sis_server)] {
-        if let Some(v) = v {
-            ck.error(
-                v.span(),
-                format!(
-                    "{key} is for groups over STANAG 5066; group \"{name}\" runs over UDP/IP (bearer = \"pmul-ip\") and has address = \"239.x.y.z\""
-                ),
-            );
-        }
-    }
+    ck.refuse_keys(&[("node", &g.node), ("sis_server", &g.sis_server)], |key| {
+        format!(
+            "{key} is for groups over STANAG 5066; group \"{name}\" runs over UDP/IP (bearer = \"pmul-ip\") and has address = \"239.x.y.z\""
+        )
+    });
     let Some(a) = &g.address else {
         ck.error(
             header.clone(),
