@@ -147,7 +147,8 @@ impl IpCarrier {
         let own = |i: usize| SocketAddr::new(config.address, config.ports[i]);
         let out = match &network {
             IpNetwork::Udp => {
-                let mut send = None;
+                // Indexed by port role, TPORT to APORT.
+                let mut sockets = Vec::with_capacity(4);
                 for i in [TPORT, RPORT, DPORT, APORT] {
                     let addr = own(i);
                     let socket = Arc::new(open(addr, false, &config).map_err(|source| {
@@ -157,9 +158,7 @@ impl IpCarrier {
                             source,
                         }
                     })?);
-                    if i == DPORT {
-                        send = Some(Arc::clone(&socket));
-                    }
+                    sockets.push(Arc::clone(&socket));
                     tokio::spawn(pump(
                         socket,
                         addr,
@@ -169,10 +168,7 @@ impl IpCarrier {
                         shutdown.clone(),
                     ));
                 }
-                match send {
-                    Some(s) => Out::Udp(s),
-                    None => unreachable!("DPORT is one of the four"),
-                }
+                Out::Udp(Arc::clone(&sockets[DPORT]))
             }
             IpNetwork::Emulated(net) => {
                 for i in [TPORT, RPORT, DPORT, APORT] {
