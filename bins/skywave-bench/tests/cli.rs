@@ -101,6 +101,11 @@ fn calibrate_reads_the_given_directory() {
         "link_bps,message_bytes,messages,smtp_seconds,co_acp142_seconds\n1200,386,1,89,21\n",
     )
     .unwrap();
+    std::fs::write(
+        dir.path().join("isode-ip-over-5066.csv"),
+        "link_bps,pdu_bytes,throughput_bps,s5066_direct_overhead_pct\n9600,64,506,\n",
+    )
+    .unwrap();
     let out = Command::new(BIN)
         .args(["calibrate", "--calibration"])
         .arg(dir.path())
@@ -115,6 +120,12 @@ fn calibrate_reads_the_given_directory() {
     assert!(
         stdout.contains(
             "| Isode co_acp142 seconds | hmtp-5066-deflate | 1200 bit/s clean, short interleaver, 386 B x1 | 21.0 s |"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "| Isode UDP throughput | udp-5066 | 9600 bit/s clean, short interleaver, 64 B datagrams at the link's rate | 506.0 bit/s | 512.0 bit/s | 1.01 |"
         ),
         "{stdout}"
     );

@@ -41,12 +41,16 @@ use crate::model::{
 use crate::runner::{BenchError, RunDetail, run_detailed};
 use crate::stack::modem_config;
 use crate::sweep::{DEFAULT_SEGMENT, jnos_tcp};
+use crate::udp5066::{UdpFlood, run_udp_flood};
 use crate::workload::{isode, ntia};
 
 /// File name of the NTIA table.
 pub const NTIA_FILE: &str = "ntia-jnos-table5.csv";
 /// File name of the Isode table.
 pub const ISODE_FILE: &str = "isode-smtp-vs-coacp142.csv";
+
+/// File name of the Isode UDP-over-5066 table.
+pub const ISODE_IP_FILE: &str = "isode-ip-over-5066.csv";
 
 /// Messages per NTIA condition.
 pub const NTIA_MESSAGES: usize = 10;
@@ -102,6 +106,17 @@ pub struct IsodeRow {
     pub co_acp142_seconds: f64,
 }
 
+/// One row of the Isode UDP-over-5066 table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IsodeIpRow {
+    /// Link rate, bit/s.
+    pub link_bps: u32,
+    /// UDP payload bytes per datagram.
+    pub pdu_bytes: usize,
+    /// Published UDP payload throughput, bit/s.
+    pub throughput_bps: f64,
+}
+
 /// The data lines of a calibration CSV: `#` comments and the header skipped, fields split on
 /// commas; `(line number, fields)`.
 fn data_lines(text: &str) -> Vec<(usize, Vec<&str>)> {
@@ -140,6 +155,21 @@ pub fn parse_ntia(text: &str) -> Result<Vec<NtiaRow>, CalibrationError> {
                 tcp_window_bytes: field(NTIA_FILE, line, &f, 1, "tcp_window_bytes")?,
                 attachment_bytes: field(NTIA_FILE, line, &f, 2, "attachment_bytes")?,
                 throughput_bps: field(NTIA_FILE, line, &f, 3, "throughput_bps")?,
+            })
+        })
+        .collect()
+}
+
+/// Parses `isode-ip-over-5066.csv` (its last column, the overhead measured on 5066 directly,
+/// is for reading, not a figure the emulator runs).
+pub fn parse_isode_ip(text: &str) -> Result<Vec<IsodeIpRow>, CalibrationError> {
+    data_lines(text)
+        .into_iter()
+        .map(|(line, f)| {
+            Ok(IsodeIpRow {
+                link_bps: field(ISODE_IP_FILE, line, &f, 0, "link_bps")?,
+                pdu_bytes: field(ISODE_IP_FILE, line, &f, 1, "pdu_bytes")?,
+                throughput_bps: field(ISODE_IP_FILE, line, &f, 2, "throughput_bps")?,
             })
         })
         .collect()
@@ -224,8 +254,8 @@ pub const SMTP_DEFLATE: Scenario = Scenario::SmtpTcp5066 {
 pub struct Comparison {
     /// Which table and column.
     pub source: &'static str,
-    /// The scenario run.
-    pub scenario: Scenario,
+    /// The scenario run (its name, and the TCP profile where one applies).
+    pub scenario: String,
     /// The condition, in words.
     pub condition: String,
     /// Unit of the figures (`bit/s` or `s`).
@@ -392,10 +422,10 @@ pub fn run_count(dir: &Path, seeds: usize) -> Result<usize, CalibrationError> {
         .iter()
         .filter(|r| [386, 14025].contains(&r.message_bytes))
         .count();
-    Ok(
-        (ntia_rows * NTIA_MESSAGES + (isode_rows * 3 + goal_rows) * ISODE_INTERLEAVERS.len())
-            * seeds,
-    )
+    let ip_rows = parse_isode_ip(&read(dir, ISODE_IP_FILE)?)?.len();
+    Ok((ntia_rows * NTIA_MESSAGES
+        + (isode_rows * 3 + goal_rows + ip_rows) * ISODE_INTERLEAVERS.len())
+        * seeds)
 }
 
 /// The bound of the goal line for a clean-channel exchange: the submission's `sent` bytes and
@@ -428,6 +458,7 @@ pub fn calibrate(
 ) -> Result<Calibration, CalibrationError> {
     let ntia_rows = parse_ntia(&read(dir, NTIA_FILE)?)?;
     let isode_rows = parse_isode(&read(dir, ISODE_FILE)?)?;
+    let ip_rows = parse_isode_ip(&read(dir, ISODE_IP_FILE)?)?;
     let mut cal = Calibration::default();
     // NTIA measured each mail as its own connection (first SYN to last ACK) and averaged ten:
     // ten single-message runs per seed, not one connection carrying ten.
@@ -447,7 +478,7 @@ pub fn calibrate(
         );
         cal.comparisons.push(Comparison {
             source: "NTIA Table 5 throughput",
-            scenario: Scenario::SmtpTcpModem,
+            scenario: Scenario::SmtpTcpModem.to_string(),
             condition: format!(
                 "{} bit/s, good 15 dB, window {}, {} B attachment x{NTIA_MESSAGES}",
                 row.modem_bps, row.tcp_window_bytes, row.attachment_bytes
@@ -507,7 +538,7 @@ pub fn calibrate(
         ] {
             cal.comparisons.push(Comparison {
                 source,
-                scenario,
+                scenario: scenario.to_string(),
                 condition: condition.clone(),
                 unit: "s",
                 published,
@@ -566,8 +597,66 @@ pub fn calibrate(
     }
     cal.goals.extend(speedups);
     cal.goals.extend(bounds);
+    for il in ISODE_INTERLEAVERS {
+        for row in &ip_rows {
+            cal.comparisons
+                .push(ip_comparison(row, il, seeds, progress));
+        }
+    }
     Ok(cal)
 }
+
+/// One row of the UDP table on one interleaver: the flood of [`crate::udp5066`] on the clean
+/// channel of the Isode conditions, mean throughput over the seeds.
+fn ip_comparison(
+    row: &IsodeIpRow,
+    il: &str,
+    seeds: &[u64],
+    progress: &mut dyn FnMut(&str),
+) -> Comparison {
+    let mut sum = 0.0;
+    let mut delivered = (0, 0);
+    let mut error = None;
+    for &seed in seeds {
+        progress(UDP_SCENARIO);
+        let cond = Condition {
+            channel: "awgn".into(),
+            snr_db: 30.0,
+            rate_bps: row.link_bps,
+            interleaver: il.into(),
+            seed,
+            segment_size: DEFAULT_SEGMENT,
+        };
+        match run_udp_flood(&cond, &UdpFlood::for_link(row.pdu_bytes, row.link_bps)) {
+            Ok(r) => {
+                sum += r.throughput_bps;
+                delivered.0 += usize::try_from(r.delivered).unwrap_or(usize::MAX);
+                delivered.1 += usize::try_from(r.offered).unwrap_or(usize::MAX);
+            }
+            Err(e) => {
+                error.get_or_insert(e.to_string());
+            }
+        }
+    }
+    Comparison {
+        source: "Isode UDP throughput",
+        scenario: UDP_SCENARIO.to_string(),
+        condition: format!(
+            "{} bit/s clean, {il} interleaver, {} B datagrams at the link's rate",
+            row.link_bps, row.pdu_bytes
+        ),
+        unit: "bit/s",
+        published: row.throughput_bps,
+        emulated: match error {
+            Some(e) => Err(e),
+            None => Ok(sum / seeds.len().max(1) as f64),
+        },
+        delivered,
+    }
+}
+
+/// The name the UDP flood goes by in the calibration table.
+pub const UDP_SCENARIO: &str = "udp-5066";
 
 impl Calibration {
     /// The comparisons as a Markdown table, then the goal lines.
@@ -640,9 +729,16 @@ mod tests {
     #[test]
     fn the_real_files_parse() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/calibration");
-        if let (Ok(n), Ok(i)) = (read(&dir, NTIA_FILE), read(&dir, ISODE_FILE)) {
+        if let (Ok(n), Ok(i), Ok(ip)) = (
+            read(&dir, NTIA_FILE),
+            read(&dir, ISODE_FILE),
+            read(&dir, ISODE_IP_FILE),
+        ) {
             assert_eq!(parse_ntia(&n).unwrap().len(), 8);
             assert_eq!(parse_isode(&i).unwrap().len(), 4);
+            let ip = parse_isode_ip(&ip).unwrap();
+            assert_eq!(ip.len(), 19);
+            assert_eq!(ip[0].throughput_bps, 7330.0);
         } else {
             skywave_emu::missing::skip_or_fail(
                 "../shared/calibration",
@@ -679,6 +775,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("skywave-goals-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(NTIA_FILE), "h\n").unwrap();
+        std::fs::write(dir.join(ISODE_IP_FILE), "h\n").unwrap();
         // The published rows of calibration/isode-smtp-vs-coacp142.csv the goals are about.
         std::fs::write(
             dir.join(ISODE_FILE),
@@ -739,15 +836,21 @@ mod tests {
         // One small NTIA row keeps the test quick once the TCP scenarios run.
         std::fs::write(dir.join(NTIA_FILE), "h\n1200,1024,1024,97.2\n").unwrap();
         std::fs::write(dir.join(ISODE_FILE), ISODE).unwrap();
-        // Ten single-mail NTIA runs, and three Isode scenarios per interleaver.
-        assert_eq!(run_count(&dir, 1).unwrap(), 10 + 4 * 2);
+        std::fs::write(dir.join(ISODE_IP_FILE), "h\n1200,512,900,12\n").unwrap();
+        // Ten single-mail NTIA runs, three Isode scenarios per interleaver and the UDP flood.
+        assert_eq!(run_count(&dir, 1).unwrap(), 10 + 4 * 2 + 2);
         let mut calls = 0;
         let cal = calibrate(&dir, &[1], &mut |_| calls += 1).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(cal.comparisons.len(), 1 + 3 * 2);
+        assert_eq!(cal.comparisons.len(), 1 + 3 * 2 + 2);
+        let udp = cal.comparisons.last().unwrap();
+        assert_eq!(udp.scenario, UDP_SCENARIO);
+        // The link limits 512-byte datagrams at 1200 bit/s: within the band of the table.
+        let r = udp.ratio().unwrap();
+        assert!((0.67..=1.5).contains(&r), "{udp:?}");
         assert_eq!(cal.comparisons[0].delivered, (10, 10));
         let hmtp = &cal.comparisons[2];
-        assert_eq!(hmtp.scenario, HMTP_DEFLATE);
+        assert_eq!(hmtp.scenario, HMTP_DEFLATE.to_string());
         assert_eq!(hmtp.delivered, (1, 1));
         assert!(hmtp.ratio().unwrap() > 0.0);
         assert!(

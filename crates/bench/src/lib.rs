@@ -6,6 +6,7 @@
 //! - [`stack`]: the two-node emulated STANAG 5066 link, SIS clients and the paused runtime.
 //! - [`hmtp5066`], [`cftp5066`]: the HF-native scenarios.
 //! - [`tcp`]: the SMTP-over-TCP/IP baselines (smoltcp over the raw modem or the 5066 IP client).
+//! - [`udp5066`]: UDP over the 5066 IP client at the link's rate (the Isode IP table).
 //! - [`runner`]: [`run`] one scenario under one condition with one workload.
 //! - [`sweep`]: every combination of a sweep, mean and spread over seeds.
 //! - [`report`], [`plot`]: Markdown and CSV tables, SVG figures.
@@ -22,6 +23,7 @@ pub mod runner;
 pub mod stack;
 pub mod sweep;
 pub mod tcp;
+pub mod udp5066;
 pub mod workload;
 
 pub use runner::{BenchError, RunDetail, run, run_detailed};

@@ -136,12 +136,21 @@ pub(crate) async fn bind(
     node: usize,
     sap: SapId,
 ) -> Result<(Client, Events, usize), BenchError> {
+    bind_with(subnet, node, ClientConfig::new(sap, ServiceType::ARQ)).await
+}
+
+/// [`bind`] with the client's whole configuration (its SAP, service, queue and filter).
+pub(crate) async fn bind_with(
+    subnet: &Subnet,
+    node: usize,
+    cfg: ClientConfig,
+) -> Result<(Client, Events, usize), BenchError> {
     let s = subnet.clone();
     let connector = move || {
         let s = s.clone();
         async move { Ok::<_, std::io::Error>(s.connect_in_process(node)) }
     };
-    let cfg = ClientConfig::new(sap, ServiceType::ARQ);
+    let sap = cfg.sap;
     let (client, bound, events) = Client::connect(connector, cfg)
         .await
         .map_err(|e| BenchError::Sis(format!("binding SAP {} on node {node}: {e}", sap.get())))?;
