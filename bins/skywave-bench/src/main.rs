@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use skywave_bench::calibrate::{self, ISODE_FILE, ISODE_IP_FILE, NTIA_FILE};
+use skywave_bench::calibrate::{self, ISODE_FILE, ISODE_IP_FILE, ISODE_TCP_FILE, NTIA_FILE};
 use skywave_bench::model::{Scenario, TcpProfile};
 use skywave_bench::sweep::{SweepSpec, run_sweep};
 use skywave_bench::workload::{ISODE_SIZES, Shape};
@@ -173,8 +173,8 @@ struct Compare {
 
 #[derive(Debug, clap::Args)]
 struct Calibrate {
-    /// Directory holding ntia-jnos-table5.csv, isode-smtp-vs-coacp142.csv and
-    /// isode-ip-over-5066.csv (default:
+    /// Directory holding ntia-jnos-table5.csv, isode-smtp-vs-coacp142.csv,
+    /// isode-ip-over-5066.csv and isode-tcp-over-5066.csv (default:
     /// ../shared/calibration relative to the workspace root).
     #[arg(long)]
     calibration: Option<PathBuf>,
@@ -454,14 +454,14 @@ fn calibration_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
     candidates
         .iter()
         .find(|d| {
-            [NTIA_FILE, ISODE_FILE, ISODE_IP_FILE]
+            [NTIA_FILE, ISODE_FILE, ISODE_IP_FILE, ISODE_TCP_FILE]
                 .iter()
                 .all(|f| d.join(f).is_file())
         })
         .cloned()
         .with_context(|| {
             format!(
-                "no calibration directory found (looked for {NTIA_FILE}, {ISODE_FILE} and {ISODE_IP_FILE} in {}); pass --calibration DIR",
+                "no calibration directory found (looked for {NTIA_FILE}, {ISODE_FILE}, {ISODE_IP_FILE} and {ISODE_TCP_FILE} in {}); pass --calibration DIR",
                 candidates
                     .iter()
                     .map(|d| d.display().to_string())

@@ -106,6 +106,11 @@ fn calibrate_reads_the_given_directory() {
         "link_bps,pdu_bytes,throughput_bps,s5066_direct_overhead_pct\n9600,64,506,\n",
     )
     .unwrap();
+    std::fs::write(
+        dir.path().join("isode-tcp-over-5066.csv"),
+        "link_bps,mtu,throughput_bps,utilisation_pct,minutes_to_50pct,minutes_to_80pct,first_data_s\n300,1500,6,2,,,136\n",
+    )
+    .unwrap();
     let out = Command::new(BIN)
         .args(["calibrate", "--calibration"])
         .arg(dir.path())
@@ -127,6 +132,10 @@ fn calibrate_reads_the_given_directory() {
         stdout.contains(
             "| Isode UDP throughput | udp-5066 | 9600 bit/s clean, short interleaver, 64 B datagrams at the link's rate | 506.0 bit/s | 512.0 bit/s | 1.01 |"
         ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("| Isode bulk TCP first data | tcp-bulk-5066 (isode-stock) | 300 bit/s clean, short interleaver, MTU 1500, one bulk stream | 136.0 s |"),
         "{stdout}"
     );
     assert!(stdout.contains("Goal lines:"), "{stdout}");

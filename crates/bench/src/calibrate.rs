@@ -41,6 +41,7 @@ use crate::model::{
 use crate::runner::{BenchError, RunDetail, run_detailed};
 use crate::stack::modem_config;
 use crate::sweep::{DEFAULT_SEGMENT, jnos_tcp};
+use crate::tcp::bulk::{BulkTcpReport, run_bulk_tcp_5066};
 use crate::udp5066::{UdpFlood, run_udp_flood};
 use crate::workload::{isode, ntia};
 
@@ -51,6 +52,13 @@ pub const ISODE_FILE: &str = "isode-smtp-vs-coacp142.csv";
 
 /// File name of the Isode UDP-over-5066 table.
 pub const ISODE_IP_FILE: &str = "isode-ip-over-5066.csv";
+
+/// File name of the Isode bulk-TCP-over-5066 table.
+pub const ISODE_TCP_FILE: &str = "isode-tcp-over-5066.csv";
+
+/// Simulated length of each bulk TCP run: longer than the slowest published approach to the
+/// final throughput (65.5 min to 80 % at 9600 bit/s, MTU 500).
+pub const BULK_TCP_RUN: Duration = Duration::from_secs(2 * 3600);
 
 /// Messages per NTIA condition.
 pub const NTIA_MESSAGES: usize = 10;
@@ -117,6 +125,23 @@ pub struct IsodeIpRow {
     pub throughput_bps: f64,
 }
 
+/// One row of the Isode bulk-TCP-over-5066 table (empty cells: not published).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IsodeTcpRow {
+    /// Link rate, bit/s.
+    pub link_bps: u32,
+    /// IP MTU, bytes.
+    pub mtu: u16,
+    /// Final stable throughput, bit/s.
+    pub throughput_bps: f64,
+    /// Minutes to reach 50 % of it.
+    pub minutes_to_50: Option<f64>,
+    /// Minutes to reach 80 % of it.
+    pub minutes_to_80: Option<f64>,
+    /// Seconds from the start to the first data delivered.
+    pub first_data_s: Option<f64>,
+}
+
 /// The data lines of a calibration CSV: `#` comments and the header skipped, fields split on
 /// commas; `(line number, fields)`.
 fn data_lines(text: &str) -> Vec<(usize, Vec<&str>)> {
@@ -170,6 +195,27 @@ pub fn parse_isode_ip(text: &str) -> Result<Vec<IsodeIpRow>, CalibrationError> {
                 link_bps: field(ISODE_IP_FILE, line, &f, 0, "link_bps")?,
                 pdu_bytes: field(ISODE_IP_FILE, line, &f, 1, "pdu_bytes")?,
                 throughput_bps: field(ISODE_IP_FILE, line, &f, 2, "throughput_bps")?,
+            })
+        })
+        .collect()
+}
+
+/// Parses `isode-tcp-over-5066.csv`.
+pub fn parse_isode_tcp(text: &str) -> Result<Vec<IsodeTcpRow>, CalibrationError> {
+    data_lines(text)
+        .into_iter()
+        .map(|(line, f)| {
+            let optional = |i: usize, name: &str| match f.get(i) {
+                None | Some(&"") => Ok(None),
+                Some(_) => field(ISODE_TCP_FILE, line, &f, i, name).map(Some),
+            };
+            Ok(IsodeTcpRow {
+                link_bps: field(ISODE_TCP_FILE, line, &f, 0, "link_bps")?,
+                mtu: field(ISODE_TCP_FILE, line, &f, 1, "mtu")?,
+                throughput_bps: field(ISODE_TCP_FILE, line, &f, 2, "throughput_bps")?,
+                minutes_to_50: optional(4, "minutes_to_50pct")?,
+                minutes_to_80: optional(5, "minutes_to_80pct")?,
+                first_data_s: optional(6, "first_data_s")?,
             })
         })
         .collect()
@@ -423,8 +469,9 @@ pub fn run_count(dir: &Path, seeds: usize) -> Result<usize, CalibrationError> {
         .filter(|r| [386, 14025].contains(&r.message_bytes))
         .count();
     let ip_rows = parse_isode_ip(&read(dir, ISODE_IP_FILE)?)?.len();
+    let tcp_rows = parse_isode_tcp(&read(dir, ISODE_TCP_FILE)?)?.len();
     Ok((ntia_rows * NTIA_MESSAGES
-        + (isode_rows * 3 + goal_rows + ip_rows) * ISODE_INTERLEAVERS.len())
+        + (isode_rows * 3 + goal_rows + ip_rows + tcp_rows) * ISODE_INTERLEAVERS.len())
         * seeds)
 }
 
@@ -459,6 +506,7 @@ pub fn calibrate(
     let ntia_rows = parse_ntia(&read(dir, NTIA_FILE)?)?;
     let isode_rows = parse_isode(&read(dir, ISODE_FILE)?)?;
     let ip_rows = parse_isode_ip(&read(dir, ISODE_IP_FILE)?)?;
+    let tcp_rows = parse_isode_tcp(&read(dir, ISODE_TCP_FILE)?)?;
     let mut cal = Calibration::default();
     // NTIA measured each mail as its own connection (first SYN to last ACK) and averaged ten:
     // ten single-message runs per seed, not one connection carrying ten.
@@ -602,6 +650,10 @@ pub fn calibrate(
             cal.comparisons
                 .push(ip_comparison(row, il, seeds, progress));
         }
+        for row in &tcp_rows {
+            cal.comparisons
+                .extend(bulk_tcp_comparisons(row, il, seeds, progress));
+        }
     }
     Ok(cal)
 }
@@ -654,6 +706,106 @@ fn ip_comparison(
         delivered,
     }
 }
+
+/// The TCP of the bulk runs: the `isode-stock` profile the Isode SMTP rows use, with the row's
+/// MTU (MSS = MTU - 40).
+pub fn bulk_tcp(row: &IsodeTcpRow) -> TcpSettings {
+    let mut tcp = TcpProfile::IsodeStock.settings(row.link_bps);
+    tcp.mtu = row.mtu;
+    tcp.mss = row.mtu.saturating_sub(40);
+    tcp
+}
+
+/// One row of the bulk-TCP table on one interleaver: the four published figures (those the
+/// row has), each the mean over the seeds.
+fn bulk_tcp_comparisons(
+    row: &IsodeTcpRow,
+    il: &str,
+    seeds: &[u64],
+    progress: &mut dyn FnMut(&str),
+) -> Vec<Comparison> {
+    let tcp = bulk_tcp(row);
+    let mut reports = Vec::new();
+    let mut error = None;
+    for &seed in seeds {
+        progress(BULK_TCP_SCENARIO);
+        let cond = Condition {
+            channel: "awgn".into(),
+            snr_db: 30.0,
+            rate_bps: row.link_bps,
+            interleaver: il.into(),
+            seed,
+            segment_size: DEFAULT_SEGMENT,
+        };
+        match crate::stack::block_on_paused(run_bulk_tcp_5066(&cond, &tcp, BULK_TCP_RUN)) {
+            Ok(Ok(r)) => reports.push(r),
+            Ok(Err(e)) => {
+                error.get_or_insert(e.to_string());
+            }
+            Err(e) => {
+                error.get_or_insert(e.to_string());
+            }
+        }
+    }
+    let condition = format!(
+        "{} bit/s clean, {il} interleaver, MTU {}, one bulk stream",
+        row.link_bps, row.mtu
+    );
+    let mean = |f: &dyn Fn(&BulkTcpReport) -> Option<f64>| -> Result<f64, String> {
+        if let Some(e) = &error {
+            return Err(e.clone());
+        }
+        let v: Vec<f64> = reports.iter().filter_map(f).collect();
+        if v.is_empty() {
+            Err("never reached".into())
+        } else {
+            Ok(v.iter().sum::<f64>() / v.len() as f64)
+        }
+    };
+    let figures = [
+        (
+            "Isode bulk TCP final throughput",
+            "bit/s",
+            Some(row.throughput_bps),
+            mean(&|r| Some(r.final_bps)),
+        ),
+        (
+            "Isode bulk TCP minutes to 50 %",
+            "min",
+            row.minutes_to_50,
+            mean(&|r| r.minutes_to_50),
+        ),
+        (
+            "Isode bulk TCP minutes to 80 %",
+            "min",
+            row.minutes_to_80,
+            mean(&|r| r.minutes_to_80),
+        ),
+        (
+            "Isode bulk TCP first data",
+            "s",
+            row.first_data_s,
+            mean(&|r| r.first_data_s),
+        ),
+    ];
+    figures
+        .into_iter()
+        .filter_map(|(source, unit, published, emulated)| {
+            Some(Comparison {
+                source,
+                scenario: format!("{BULK_TCP_SCENARIO} ({})", tcp.profile_name()),
+                condition: condition.clone(),
+                unit,
+                published: published?,
+                emulated,
+                delivered: (reports.len(), seeds.len()),
+            })
+        })
+        .collect()
+}
+
+/// The name the bulk TCP stream goes by in the calibration table.
+pub const BULK_TCP_SCENARIO: &str = "tcp-bulk-5066";
 
 /// The name the UDP flood goes by in the calibration table.
 pub const UDP_SCENARIO: &str = "udp-5066";
@@ -729,16 +881,21 @@ mod tests {
     #[test]
     fn the_real_files_parse() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/calibration");
-        if let (Ok(n), Ok(i), Ok(ip)) = (
+        if let (Ok(n), Ok(i), Ok(ip), Ok(tcp)) = (
             read(&dir, NTIA_FILE),
             read(&dir, ISODE_FILE),
             read(&dir, ISODE_IP_FILE),
+            read(&dir, ISODE_TCP_FILE),
         ) {
             assert_eq!(parse_ntia(&n).unwrap().len(), 8);
             assert_eq!(parse_isode(&i).unwrap().len(), 4);
             let ip = parse_isode_ip(&ip).unwrap();
             assert_eq!(ip.len(), 19);
             assert_eq!(ip[0].throughput_bps, 7330.0);
+            let tcp = parse_isode_tcp(&tcp).unwrap();
+            assert_eq!(tcp.len(), 6);
+            assert_eq!(tcp[5].minutes_to_50, None);
+            assert_eq!(tcp[5].first_data_s, Some(136.0));
         } else {
             skywave_emu::missing::skip_or_fail(
                 "../shared/calibration",
@@ -776,6 +933,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(NTIA_FILE), "h\n").unwrap();
         std::fs::write(dir.join(ISODE_IP_FILE), "h\n").unwrap();
+        std::fs::write(dir.join(ISODE_TCP_FILE), "h\n").unwrap();
         // The published rows of calibration/isode-smtp-vs-coacp142.csv the goals are about.
         std::fs::write(
             dir.join(ISODE_FILE),
@@ -837,13 +995,29 @@ mod tests {
         std::fs::write(dir.join(NTIA_FILE), "h\n1200,1024,1024,97.2\n").unwrap();
         std::fs::write(dir.join(ISODE_FILE), ISODE).unwrap();
         std::fs::write(dir.join(ISODE_IP_FILE), "h\n1200,512,900,12\n").unwrap();
-        // Ten single-mail NTIA runs, three Isode scenarios per interleaver and the UDP flood.
-        assert_eq!(run_count(&dir, 1).unwrap(), 10 + 4 * 2 + 2);
+        std::fs::write(dir.join(ISODE_TCP_FILE), "h\n1200,1500,798,67,0,1.5,20\n").unwrap();
+        // Ten single-mail NTIA runs, three Isode scenarios per interleaver, the UDP flood and
+        // the bulk TCP stream.
+        assert_eq!(run_count(&dir, 1).unwrap(), 10 + 4 * 2 + 2 + 2);
         let mut calls = 0;
         let cal = calibrate(&dir, &[1], &mut |_| calls += 1).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(cal.comparisons.len(), 1 + 3 * 2 + 2);
-        let udp = cal.comparisons.last().unwrap();
+        // The bulk row: four figures on each interleaver.
+        assert_eq!(cal.comparisons.len(), 1 + 3 * 2 + (1 + 4) * 2);
+        let bulk: Vec<&Comparison> = cal
+            .comparisons
+            .iter()
+            .filter(|c| c.scenario.starts_with(BULK_TCP_SCENARIO))
+            .collect();
+        assert_eq!(bulk.len(), 8);
+        assert!(bulk.iter().all(|c| c.emulated.is_ok()), "{bulk:#?}");
+        // Published 0 minutes to 50 %: no ratio.
+        assert!(bulk[1].ratio().is_none(), "{:?}", bulk[1]);
+        let udp = cal
+            .comparisons
+            .iter()
+            .find(|c| c.scenario == UDP_SCENARIO)
+            .unwrap();
         assert_eq!(udp.scenario, UDP_SCENARIO);
         // The link limits 512-byte datagrams at 1200 bit/s: within the band of the table.
         let r = udp.ratio().unwrap();

@@ -86,6 +86,7 @@
 //! [`RawLink::poll_at`]: skywave_emu::raw::RawLink::poll_at
 //! [`tcp::Socket::set_ack_delay`]: smoltcp::socket::tcp::Socket::set_ack_delay
 
+pub mod bulk;
 mod gate;
 mod host;
 mod link;
