@@ -16,6 +16,15 @@
 //!   (an HF-native protocol with compression) is set against `hmtp-5066-deflate` and
 //!   `cftp-5066`.
 //!
+//! - `isode-ip-over-5066.csv`: [`crate::udp5066`]'s flood (`udp-5066`) for every row, on the
+//!   clean channel with both interleavers; UDP payload bit/s in the steady state.
+//! - `isode-tcp-over-5066.csv`: one bulk TCP stream ([`crate::tcp::bulk`], `tcp-bulk-5066`) for
+//!   [`BULK_TCP_RUN`] with the `isode-stock` profile at the row's MTU, both interleavers: final
+//!   throughput, minutes to 50 % and 80 % of it, seconds to the first data.
+//!
+//! `modem-required-snr.csv` and `channel-profiles.csv` are reproduced where the modem and the
+//! channel are built (`skywave-emu`'s calibration tests), not here.
+//!
 //! Goal lines: the speed-up of `hmtp-5066-deflate` at 386 and 14025 bytes over
 //! `smtp-tcp-5066-deflate` with the `best-case` TCP profile (the same deflate on both sides, and
 //! the most TCP can do: the goals, 3x and 1.5x with the short interleaver), and over
