@@ -248,7 +248,7 @@ async fn settle_outcomes(
 ) {
     let mut still = Vec::with_capacity(pending.len());
     for mut p in pending.drain(..) {
-        match futures_poll_once(&mut p).await {
+        match outcome_if_known(&mut p).await {
             Some(Ok(_)) => result.packets_sent += 1,
             Some(Err(_)) => result.packets_dropped += 1,
             None => still.push(p),
@@ -258,7 +258,7 @@ async fn settle_outcomes(
 }
 
 /// The outcome of `p` if it is already known.
-async fn futures_poll_once(
+async fn outcome_if_known(
     p: &mut skywave_sis::client::Pending,
 ) -> Option<Result<skywave_sis::client::Delivery, skywave_sis::client::SendError>> {
     tokio::select! {

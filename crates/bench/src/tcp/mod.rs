@@ -10,6 +10,8 @@
 //!   on the emulator's [`Subnet`], with the client's duplicate-datagram filter on or off;
 //!   SMTP with RFC 2920 pipelining, as Isode's measurement ran a stock MTA; plain, with XLZW 16
 //!   or with a deflate-compressed stream ([`SmtpCompression`], [`TcpRunOptions::compression`]).
+//! - **`tcp-bulk-5066`** ([`bulk`]): no SMTP, one stream written as fast as the socket takes
+//!   it over the same IP client, for `calibration/isode-tcp-over-5066.csv`.
 //!
 //! Each run takes its TCP from a [`TcpSettings`], normally one of the named profiles of
 //! [`profile`] (`jnos-1998`, `linux`, `best-case`, `isode-stock`), whose docs say what each
