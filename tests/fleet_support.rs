@@ -11,9 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
-use tokio::time::{Instant, sleep, timeout};
+use tokio::time::{Instant, sleep};
 
 use super::support;
 
@@ -98,44 +97,23 @@ pub async fn start_in(prefix: &[&str], config: &Path) -> Gateway {
         }
         None => Command::new(&skywave),
     };
-    let mut child = command
+    command
         .args(["--log", "info", "run", "--config"])
         .arg(config)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(log))
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start skywave run");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let smtp = timeout(STEP, async {
-        while let Some(line) = lines.next_line().await.expect("read skywave stdout") {
-            if let Some(a) = line.strip_prefix("skywave: smtp listening on ") {
-                return Some(a.to_owned());
-            }
-        }
-        None
-    })
-    .await
-    .expect("gateway did not start in time")
-    .unwrap_or_else(|| {
-        panic!(
-            "gateway exited before listening:\n{}",
-            std::fs::read_to_string(dir.join("skywave.log")).unwrap_or_default()
-        )
-    });
-    // Printed with the SMTP address, at once, when metrics are on.
-    let metrics = match timeout(Duration::from_secs(1), lines.next_line()).await {
-        Ok(Ok(Some(line))) => line
-            .strip_prefix("skywave: metrics listening on ")
-            .and_then(|a| a.parse().ok()),
-        _ => None,
-    };
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        .stderr(Stdio::from(log));
+    let g = skywave_e2e::start_gateway(command, STEP)
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "gateway {e}:\n{}",
+                std::fs::read_to_string(dir.join("skywave.log")).unwrap_or_default()
+            )
+        });
     Gateway {
-        child,
-        smtp,
-        metrics,
+        child: g.child,
+        smtp: g.smtp,
+        metrics: g.metrics.and_then(|a| a.parse().ok()),
     }
 }
 

@@ -66,43 +66,22 @@ impl Gateway {
         )
         .expect("write config");
         let stderr = std::fs::File::create(dir.join("skywave.log")).expect("log file");
-        let mut child = Command::new(skywave())
+        let mut command = Command::new(skywave());
+        command
             .args(["--log", "info,skywave_gateway=debug", "run", "--config"])
             .arg(&config)
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(stderr))
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start skywave run");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        let mut smtp = None;
-        let mut metrics = None;
-        let read = tokio::time::timeout(STEP, async {
-            while let Some(line) = lines.next_line().await.expect("read stdout") {
-                if let Some(a) = line.strip_prefix("skywave: smtp listening on ") {
-                    smtp = Some(a.parse().expect("smtp address"));
-                }
-                if let Some(a) = line.strip_prefix("skywave: metrics listening on ") {
-                    metrics = Some(a.parse().expect("metrics address"));
-                    break;
-                }
-            }
-        })
-        .await;
-        let log = std::fs::read_to_string(dir.join("skywave.log")).unwrap_or_default();
-        assert!(
-            read.is_ok(),
-            "skywave did not start in time; its log:\n{log}"
-        );
-        let smtp = smtp.unwrap_or_else(|| panic!("no smtp address printed; log:\n{log}"));
-        // Keep draining stdout so the daemon never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+            .stderr(Stdio::from(stderr));
+        let g = skywave_e2e::start_gateway(command, STEP)
+            .await
+            .unwrap_or_else(|e| {
+                let log = std::fs::read_to_string(dir.join("skywave.log")).unwrap_or_default();
+                panic!("skywave {e}; its log:\n{log}")
+            });
         Gateway {
-            child,
-            smtp,
-            metrics,
+            child: g.child,
+            smtp: g.smtp.parse().expect("smtp address"),
+            metrics: g.metrics.map(|a| a.parse().expect("metrics address")),
             dir: dir.to_path_buf(),
             config,
         }

@@ -19,7 +19,6 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::time::{Instant, sleep, timeout};
 
@@ -185,29 +184,19 @@ impl Gateway {
             .append(true)
             .open(side.dir.join("skywave.log"))
             .unwrap();
-        let mut child = Command::new(skywave_e2e::bin("skywave"))
+        let mut command = Command::new(skywave_e2e::bin("skywave"));
+        command
             .args(["--log", "info,skywave_gateway=debug", "run", "--config"])
             .arg(&side.config)
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log))
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start skywave run");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let smtp = timeout(STEP, async {
-            while let Some(line) = lines.next_line().await.expect("read skywave stdout") {
-                if let Some(a) = line.strip_prefix("skywave: smtp listening on ") {
-                    return Some(a.to_owned());
-                }
-            }
-            None
-        })
-        .await
-        .unwrap_or_else(|_| panic!("{} did not start in time:\n{}", side.name, side.log()))
-        .unwrap_or_else(|| panic!("{} exited before listening:\n{}", side.name, side.log()));
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Gateway { child, smtp }
+            .stderr(Stdio::from(log));
+        let g = skywave_e2e::start_gateway(command, STEP)
+            .await
+            .unwrap_or_else(|e| panic!("{} {e}:\n{}", side.name, side.log()));
+        Gateway {
+            child: g.child,
+            smtp: g.smtp,
+        }
     }
 
     /// SIGKILL, and wait for the process to be gone.

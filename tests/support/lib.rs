@@ -124,6 +124,80 @@ where
     }
 }
 
+/// A `skywave run` process that has printed its addresses ([`start_gateway`]).
+#[derive(Debug)]
+pub struct RunningGateway {
+    /// The process (killed when dropped).
+    pub child: tokio::process::Child,
+    /// The SMTP listener's address, as printed.
+    pub smtp: String,
+    /// The metrics endpoint's address, when the configuration enables it.
+    pub metrics: Option<String>,
+}
+
+/// Why [`start_gateway`] got no SMTP address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GatewayStart {
+    /// Nothing printed within the wait.
+    TimedOut,
+    /// The process closed its stdout (exited) first.
+    Exited,
+}
+
+impl std::fmt::Display for GatewayStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            GatewayStart::TimedOut => "did not start in time",
+            GatewayStart::Exited => "exited before listening",
+        })
+    }
+}
+
+/// Spawns `command` (a `skywave ... run` command line whose arguments, stdin and stderr the
+/// caller has set) with its stdout piped here, and reads that for up to `wait` until the daemon
+/// prints `skywave: smtp listening on ADDR`; the metrics address, printed on the next line at
+/// once when metrics are on, is taken too. Stdout is then drained in the background, so the
+/// daemon never blocks on a full pipe. Panics only if the process cannot be spawned.
+pub async fn start_gateway(
+    mut command: tokio::process::Command,
+    wait: std::time::Duration,
+) -> Result<RunningGateway, GatewayStart> {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start skywave run: {e}"));
+    let Some(out) = child.stdout.take() else {
+        panic!("skywave run has no stdout pipe");
+    };
+    let mut lines = tokio::io::BufReader::new(out).lines();
+    let smtp = tokio::time::timeout(wait, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(a) = line.strip_prefix("skywave: smtp listening on ") {
+                return Some(a.to_owned());
+            }
+        }
+        None
+    })
+    .await
+    .map_err(|_| GatewayStart::TimedOut)?
+    .ok_or(GatewayStart::Exited)?;
+    let metrics =
+        match tokio::time::timeout(std::time::Duration::from_secs(1), lines.next_line()).await {
+            Ok(Ok(Some(line))) => line
+                .strip_prefix("skywave: metrics listening on ")
+                .map(str::to_owned),
+            _ => None,
+        };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok(RunningGateway {
+        child,
+        smtp,
+        metrics,
+    })
+}
+
 /// One datagram of a raw-IP capture (pcap link type 101, as the gateway's `[pmul_ip] pcap`
 /// writes it) with its UDP ports.
 #[derive(Debug, Clone)]
