@@ -108,10 +108,12 @@ fn write_config(
     fleet::write_gateway(dir, domain, &hf, routes)
 }
 
-fn base_routes(group: &str, pool: &str) -> String {
+/// The base's routing table: a `pmul-ip` peer and route per ship at `ships`' addresses, and the
+/// `fleet` group of all three at `group`, with `group_extra` lines (e.g. a dynamic pool).
+fn base_routes(ships: &[&str], group: &str, group_extra: &str) -> String {
     let mut r =
         "[lan]\ndomains = [\"base.example\"]\nrelay_networks = [\"127.0.0.0/8\"]\n".to_owned();
-    for (i, ip) in SHIPS.iter().enumerate() {
+    for (i, ip) in ships.iter().enumerate() {
         let n = i + 1;
         r.push_str(&format!(
             "\n[[peer]]\nname = \"ship{n}\"\nbearer = \"pmul-ip\"\nip = \"{ip}\"\n\n\
@@ -119,8 +121,8 @@ fn base_routes(group: &str, pool: &str) -> String {
         ));
     }
     r.push_str(&format!(
-        "\n[[group]]\nname = \"fleet\"\nbearer = \"pmul-ip\"\naddress = \"{group}\"\ndynamic = \"{pool}\"\n\
-         repeats = 0\nmembers = [\"ship1\", \"ship2\", \"ship3\"]\n"
+        "\n[[group]]\nname = \"fleet\"\nbearer = \"pmul-ip\"\naddress = \"{group}\"\n{group_extra}\
+         members = [\"ship1\", \"ship2\", \"ship3\"]\n"
     ));
     r
 }
@@ -179,7 +181,11 @@ async fn fleet_mail_over_ip_multicast_arrives_once_repaired_and_emcon_holds() {
         ports,
         "",
         "",
-        &base_routes(&group, &pool),
+        &base_routes(
+            &SHIPS,
+            &group,
+            &format!("dynamic = \"{pool}\"\nrepeats = 0\n"),
+        ),
     );
     let mut ship_cfgs = Vec::new();
     for (i, ip) in SHIPS.iter().enumerate() {
@@ -463,19 +469,7 @@ async fn fleet_mail_over_ipv6_multicast_arrives_once_on_acp142s_own_ports() {
     let ships = ["fd00::2", "fd00::3", "fd00::4"];
     let iface = format!("interface = \"{index}\"\n");
     let root = tempfile::tempdir().unwrap();
-    let mut routes =
-        "[lan]\ndomains = [\"base.example\"]\nrelay_networks = [\"127.0.0.0/8\"]\n".to_owned();
-    for (i, ip) in ships.iter().enumerate() {
-        let n = i + 1;
-        routes.push_str(&format!(
-            "\n[[peer]]\nname = \"ship{n}\"\nbearer = \"pmul-ip\"\nip = \"{ip}\"\n\n\
-             [[route]]\nmatch = \"ship{n}.example\"\nto = \"ship{n}\"\n"
-        ));
-    }
-    routes.push_str(&format!(
-        "\n[[group]]\nname = \"fleet\"\nbearer = \"pmul-ip\"\naddress = \"{group}\"\n\
-         members = [\"ship1\", \"ship2\", \"ship3\"]\n"
-    ));
+    let routes = base_routes(&ships, &group, "");
     let base_cfg = write_config(
         &root.path().join("base"),
         "base.example",
