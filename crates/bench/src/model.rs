@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-pub use crate::tcp::profile::{Congestion, Nagle, RtoFit, TcpProfile};
+pub use crate::tcp::profile::{Congestion, GiveUp, Nagle, RtoFit, TcpProfile};
 
 /// The protocol stack under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -101,6 +101,8 @@ pub struct TcpSettings {
     pub nagle: Nagle,
     /// Delayed-ACK timer, simulated time (`None`: acknowledge at once).
     pub ack_delay: Option<Duration>,
+    /// When the TCP stops retransmitting and drops the connection.
+    pub give_up: GiveUp,
     /// The named profile these settings came from (`None`: built by hand).
     pub profile: Option<TcpProfile>,
 }

@@ -137,7 +137,7 @@ pub async fn run_bulk_tcp_5066(
         }
         let mut arrivals = Vec::new();
         for (station, host) in hosts.iter_mut().enumerate() {
-            for d in host.take_tx() {
+            for d in host.take_tx(now) {
                 link.send(station, d, &mut arrivals)?;
             }
         }

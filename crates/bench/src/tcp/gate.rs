@@ -136,7 +136,9 @@ mod tests {
     use smoltcp::time::Instant;
 
     use super::super::host::{Host, HostSettings};
+    use super::super::profile::GiveUp;
     use super::*;
+    use std::time::Duration;
 
     /// Two hosts wired back to back, connected, at a frozen clock (so nothing is acknowledged
     /// unless a test delivers it).
@@ -150,6 +152,7 @@ mod tests {
             congestion,
             nagle,
             ack_delay: None,
+            give_up: GiveUp::Never,
         };
         let t = Instant::from_secs(1);
         let mut hosts = [
@@ -170,8 +173,8 @@ mod tests {
     fn exchange(hosts: &mut [Host; 2], t: Instant) -> Vec<usize> {
         hosts[0].poll(t);
         hosts[1].poll(t);
-        let a = hosts[0].take_tx();
-        let b = hosts[1].take_tx();
+        let a = hosts[0].take_tx(Duration::ZERO);
+        let b = hosts[1].take_tx(Duration::ZERO);
         let lens = payloads(&a);
         a.into_iter().for_each(|d| hosts[1].deliver(d));
         b.into_iter().for_each(|d| hosts[0].deliver(d));
@@ -185,7 +188,7 @@ mod tests {
         hosts[0].send(&mut out, false);
         let t = Instant::from_secs(1);
         hosts[0].poll(t);
-        payloads(&hosts[0].take_tx())
+        payloads(&hosts[0].take_tx(Duration::ZERO))
     }
 
     /// The payload lengths of the datagrams' data segments.
@@ -226,7 +229,7 @@ mod tests {
         let mut out = vec![b'a'; 100];
         hosts[0].send(&mut out, false);
         hosts[0].poll(t);
-        let _ = hosts[0].take_tx(); // the first small segment, not delivered: unacknowledged
+        let _ = hosts[0].take_tx(Duration::ZERO); // the first small segment, not delivered: unacknowledged
         let mut more = vec![b'b'; 100];
         hosts[0].send(&mut more, false);
         assert_eq!(more.len(), 100, "held");

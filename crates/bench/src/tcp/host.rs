@@ -2,7 +2,8 @@
 //! dilated from simulated time, the profile's socket settings (and, where smoltcp cannot
 //! express them, the [`Gate`] wrapper), and an inspector that counts what the host puts on the
 //! link: segments, resent segments and bytes, the largest payload, and the bursts of new-data
-//! segments sent between two received datagrams (what the profile tests read).
+//! segments sent between two received datagrams (what the profile tests read); and the
+//! profile's give-up rule ([`GiveUp`]), which smoltcp lacks: it retransmits forever.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use smoltcp::wire::{HardwareAddress, IpAddress, IpCidr, Ipv4Packet, TcpPacket};
 
 use super::TcpBenchError;
 use super::gate::Gate;
-use super::profile::{Congestion, Nagle};
+use super::profile::{Congestion, GiveUp, Nagle};
 
 /// Simulated time ↔ smoltcp time: smoltcp's clock runs `factor` times slower than the
 /// simulation, so each of its timers lasts `factor` times longer in simulated time.
@@ -121,6 +122,124 @@ pub(crate) struct HostSettings {
     pub(crate) nagle: Nagle,
     /// Delayed-ACK timer in smoltcp's (dilated) time.
     pub(crate) ack_delay: Option<smoltcp::time::Duration>,
+    /// When the host drops a connection nothing acknowledges.
+    pub(crate) give_up: GiveUp,
+}
+
+/// `a` is at or after `b` in sequence space.
+fn seq_at_or_after(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) >= 0
+}
+
+/// What the give-up rule needs: the unacknowledged segments and how long the oldest has been
+/// resent without success.
+#[derive(Debug, Default)]
+struct Stall {
+    /// Highest acknowledgement number received (`None` before the first ACK).
+    acked: Option<u32>,
+    /// Unacknowledged segments in sequence order: (start, end, last sent, simulated time).
+    unacked: VecDeque<(u32, u32, Duration)>,
+    /// Timeouts of the oldest unacknowledged segment since data was last acknowledged (JNOS's
+    /// back-off count).
+    timeouts: u32,
+    /// Linux's `retrans_stamp`: when the oldest segment was last sent before the first
+    /// retransmission still unacknowledged, and the end of the resent data.
+    episode: Option<(Duration, u32)>,
+}
+
+impl Stall {
+    /// An acknowledgement arrived: forget what it covers; new data acknowledged clears the
+    /// back-off count, and once every resent byte is acknowledged the retransmission episode
+    /// is over.
+    fn acknowledged(&mut self, ack: u32) {
+        if self.acked.is_some_and(|a| seq_at_or_after(a, ack)) {
+            return;
+        }
+        self.acked = Some(ack);
+        self.timeouts = 0;
+        while self
+            .unacked
+            .front()
+            .is_some_and(|&(_, end, _)| seq_at_or_after(ack, end))
+        {
+            self.unacked.pop_front();
+        }
+        if self
+            .episode
+            .is_some_and(|(_, high)| seq_at_or_after(ack, high))
+        {
+            self.episode = None;
+        }
+    }
+
+    /// The host is about to send `datagram` at `now`: true if `rule` says this
+    /// retransmission is one too many and the connection must be dropped instead.
+    fn gives_up(&mut self, datagram: &[u8], now: Duration, rule: GiveUp) -> bool {
+        let Ok(ip) = Ipv4Packet::new_checked(datagram) else {
+            return false;
+        };
+        let Ok(seg) = TcpPacket::new_checked(ip.payload()) else {
+            return false;
+        };
+        let len = seg.payload().len() as u32 + u32::from(seg.syn()) + u32::from(seg.fin());
+        if len == 0 {
+            return false;
+        }
+        let start = seg.seq_number().0 as u32;
+        let end = start.wrapping_add(len);
+        let Some(&(oldest, _, last_sent)) = self.unacked.front() else {
+            self.unacked.push_back((start, end, now));
+            return false;
+        };
+        // smoltcp resends go-back-N from the oldest unacknowledged byte: a timeout (or a fast
+        // retransmit) is a segment starting there again.
+        let resend_of_oldest = start == oldest || self.acked == Some(start);
+        if !resend_of_oldest {
+            if let Some(seg) = self.unacked.iter_mut().find(|(s, ..)| *s == start) {
+                // A go-back-N resend behind the oldest. It does not lengthen the episode:
+                // smoltcp resends the whole window after every timeout where Linux (F-RTO,
+                // SACK) resends one segment, so counting these would drop connections whose
+                // data is flowing (spuriously resent, then acknowledged).
+                seg.2 = now;
+            } else if self
+                .unacked
+                .back()
+                .is_none_or(|&(_, high, _)| !seq_at_or_after(high, end))
+            {
+                self.unacked.push_back((start, end, now));
+            }
+            return false;
+        }
+        let give_up = match rule {
+            GiveUp::Never => false,
+            GiveUp::Retries(limit) => {
+                self.timeouts += 1;
+                self.timeouts > limit
+            }
+            GiveUp::Elapsed {
+                syn,
+                syn_ack,
+                established,
+            } => {
+                let (since, _) = *self.episode.get_or_insert((last_sent, end));
+                let bound = match (seg.syn(), seg.ack()) {
+                    (true, false) => syn,
+                    (true, true) => syn_ack,
+                    _ => established,
+                };
+                now.saturating_sub(since) >= bound
+            }
+        };
+        if let Some((_, high)) = self.episode.as_mut()
+            && seq_at_or_after(end, *high)
+        {
+            *high = end;
+        }
+        if let Some(front) = self.unacked.front_mut() {
+            front.2 = now;
+        }
+        give_up
+    }
 }
 
 /// Counts what a host puts on the link.
@@ -206,6 +325,10 @@ pub(crate) struct Host {
     pub(crate) stats: SegmentStats,
     /// The send-side wrapper, when the profile needs one.
     gate: Option<Gate>,
+    give_up: GiveUp,
+    stall: Stall,
+    /// The give-up rule dropped the connection.
+    gave_up: bool,
 }
 
 impl Host {
@@ -253,6 +376,9 @@ impl Host {
             handle,
             stats: SegmentStats::default(),
             gate,
+            give_up: settings.give_up,
+            stall: Stall::default(),
+            gave_up: false,
         })
     }
 
@@ -281,6 +407,12 @@ impl Host {
     /// A datagram from the link, for smoltcp's next poll.
     pub(crate) fn deliver(&mut self, datagram: Vec<u8>) {
         self.stats.heard();
+        if let Ok(ip) = Ipv4Packet::new_checked(&datagram[..])
+            && let Ok(seg) = TcpPacket::new_checked(ip.payload())
+            && seg.ack()
+        {
+            self.stall.acknowledged(seg.ack_number().0 as u32);
+        }
         self.device.rx.push_back(datagram);
     }
 
@@ -329,13 +461,27 @@ impl Host {
         self.iface.poll_at(now, &self.sockets)
     }
 
-    /// Datagrams smoltcp sent since the last call, inspected.
-    pub(crate) fn take_tx(&mut self) -> Vec<Vec<u8>> {
-        let out: Vec<Vec<u8>> = self.device.tx.drain(..).collect();
-        for d in &out {
-            self.stats.inspect(d);
+    /// Datagrams smoltcp sent since the last call (at simulated time `now`), inspected. If
+    /// the profile's give-up rule refuses one of them, it and the rest are withheld and the
+    /// connection is aborted (smoltcp then sends a reset at its next poll).
+    pub(crate) fn take_tx(&mut self, now: Duration) -> Vec<Vec<u8>> {
+        let mut out = Vec::with_capacity(self.device.tx.len());
+        while let Some(d) = self.device.tx.pop_front() {
+            if !self.gave_up && self.stall.gives_up(&d, now, self.give_up) {
+                self.gave_up = true;
+                self.device.tx.clear();
+                self.socket().abort();
+                break;
+            }
+            self.stats.inspect(&d);
+            out.push(d);
         }
         out
+    }
+
+    /// The give-up rule dropped the connection.
+    pub(crate) fn gave_up(&self) -> bool {
+        self.gave_up
     }
 }
 
@@ -412,5 +558,58 @@ mod tests {
         s.inspect(&segment(i32::MAX - 10, 5, false)); // far ahead: new
         s.inspect(b"not an IP datagram");
         assert_eq!((s.sent, s.resent), (5, 1));
+    }
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[test]
+    fn jnos_resets_on_the_timeout_after_its_retry_count() {
+        let rule = GiveUp::Retries(2);
+        let mut st = Stall::default();
+        assert!(!st.gives_up(&segment(100, 0, true), secs(0), rule)); // SYN 100..101
+        assert!(!st.gives_up(&segment(100, 0, true), secs(2), rule)); // timeout 1
+        assert!(!st.gives_up(&segment(100, 0, true), secs(6), rule)); // timeout 2
+        assert!(st.gives_up(&segment(100, 0, true), secs(14), rule)); // the third: reset
+        // Data: acknowledged progress clears the count.
+        let mut st = Stall::default();
+        st.acknowledged(101);
+        assert!(!st.gives_up(&segment(101, 200, false), secs(0), rule)); // 101..301
+        assert!(!st.gives_up(&segment(301, 200, false), secs(0), rule)); // 301..501
+        assert!(!st.gives_up(&segment(101, 200, false), secs(10), rule)); // timeout 1
+        assert!(!st.gives_up(&segment(301, 200, false), secs(10), rule)); // go-back-N: no count
+        assert!(!st.gives_up(&segment(101, 200, false), secs(30), rule)); // timeout 2
+        st.acknowledged(301); // progress
+        st.acknowledged(200); // old ACK: nothing
+        assert!(!st.gives_up(&segment(301, 200, false), secs(40), rule)); // timeout 1 again
+        assert!(!st.gives_up(&segment(301, 200, false), secs(60), rule)); // timeout 2
+        assert!(st.gives_up(&segment(301, 200, false), secs(100), rule));
+        // Nothing ever gives up under Never, and bare ACKs never count.
+        let mut st = Stall::default();
+        for t in 0..50 {
+            assert!(!st.gives_up(&segment(100, 10, false), secs(t * 100), GiveUp::Never));
+            assert!(!st.gives_up(&segment(110, 0, false), secs(t), GiveUp::Retries(0)));
+        }
+    }
+
+    #[test]
+    fn linux_gives_up_by_the_age_of_the_oldest_unacknowledged_segment() {
+        let rule = GiveUp::LINUX;
+        let mut st = Stall::default();
+        assert!(!st.gives_up(&segment(7, 0, true), secs(0), rule));
+        assert!(!st.gives_up(&segment(7, 0, true), secs(63), rule));
+        assert!(!st.gives_up(&segment(7, 0, true), secs(126), rule));
+        assert!(st.gives_up(&segment(7, 0, true), secs(127), rule));
+        // Established: 924.6 s from the first sending of the oldest unacknowledged segment,
+        // whatever the number of resends; a partial ACK moves "oldest" to the next segment.
+        let mut st = Stall::default();
+        st.acknowledged(8);
+        assert!(!st.gives_up(&segment(8, 100, false), secs(0), rule)); // 8..108
+        assert!(!st.gives_up(&segment(108, 100, false), secs(500), rule)); // 108..208
+        assert!(!st.gives_up(&segment(8, 100, false), secs(900), rule));
+        st.acknowledged(108);
+        assert!(!st.gives_up(&segment(108, 100, false), secs(1000), rule)); // 500 s old
+        assert!(st.gives_up(&segment(108, 100, false), secs(1425), rule)); // 925 s old
     }
 }

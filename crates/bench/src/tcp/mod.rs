@@ -62,8 +62,9 @@
 //! Every other smoltcp timer is dilated too: TIME-WAIT (10 s × k; not in the measured
 //! interval), the delayed ACK (the profile's [`TcpSettings::ack_delay`] in simulated time is
 //! divided by k before [`tcp::Socket::set_ack_delay`]; `jnos-1998` has none, as JNOS), the
-//! zero-window probe (capped at 60 s × k like the RTO), keep-alive (off). No
-//! user timeout is set (JNOS resets after 10 retries; the run's time limit stands in).
+//! zero-window probe (capped at 60 s × k like the RTO), keep-alive (off). No smoltcp
+//! user timeout is set: the profile's [`GiveUp`] rule (JNOS: reset after 10 consecutive
+//! timeouts) is applied by the host wrapper in simulated time, see [`profile`].
 //!
 //! Other settings: MSS through the device MTU (smoltcp advertises MTU − 40): MTU =
 //! min([`TcpSettings::mtu`], [`TcpSettings::mss`] + 40); receive window = receive buffer =
@@ -112,7 +113,7 @@ use crate::model::{Condition, Measure, RunResult, SmtpCompression, TcpSettings, 
 use crate::stack;
 use host::{Dilation, Host, HostSettings};
 use link::{IpLink, LinkCounters};
-pub use profile::{Congestion, Nagle, RtoFit, TcpProfile, jnos_tcp};
+pub use profile::{Congestion, GiveUp, Nagle, RtoFit, TcpProfile, jnos_tcp};
 use skywave_compress::{DeflateDecoder, DeflateEncoder, Limits};
 
 /// Why an SMTP-over-TCP run could not be carried out.
@@ -192,6 +193,8 @@ pub struct TcpRunReport {
     pub xlzw: Option<u8>,
     /// The connection closed normally before the time limit.
     pub completed: bool,
+    /// A host's TCP gave up on the connection ([`crate::model::GiveUp`]).
+    pub tcp_gave_up: bool,
     /// Messages the SMTP client saw accepted for every recipient.
     pub client_confirmed: usize,
 }
@@ -337,6 +340,7 @@ fn host_settings(
         congestion: tcp.congestion,
         nagle: tcp.nagle,
         ack_delay,
+        give_up: tcp.give_up,
     }))
 }
 
@@ -494,7 +498,7 @@ async fn drive(
         }
         let mut arrivals = Vec::new();
         for (station, host) in hosts.iter_mut().enumerate() {
-            for d in host.take_tx() {
+            for d in host.take_tx(now) {
                 if station == 0 && first_syn.is_none() && host.stats.syn_seen {
                     first_syn = Some(now);
                 }
@@ -511,6 +515,10 @@ async fn drive(
             && closed(hosts[1].state())
         {
             completed = true;
+            break;
+        }
+        if client.done && arrivals.is_empty() && hosts.iter().any(Host::gave_up) {
+            // A TCP gave up and the SMTP session with it: what was not delivered stays so.
             break;
         }
         if arrivals.is_empty() {
@@ -571,6 +579,7 @@ async fn drive(
         client_bursts: stats.first().map(|s| s.bursts.clone()).unwrap_or_default(),
         xlzw: client.session.compression(),
         completed,
+        tcp_gave_up: hosts.iter().any(Host::gave_up),
         ..TcpRunReport::default()
     };
     report.client_confirmed = client.accepted;

@@ -1,12 +1,12 @@
 //! TCP profiles: the named TCP configurations the SMTP-over-TCP scenarios run with, in one
 //! place, used by `compare`, `sweep`, `calibrate` and the tests.
 //!
-//! | profile | MSS / MTU | window | RTO initial / min / max | congestion | Nagle | delayed ACK |
-//! |---|---|---|---|---|---|---|
-//! | `jnos-1998` | 216 / 256 | 1024 | 1.5 / 1.5 / 90 s (1200 bit/s; 6 / 6 / 360 s below) | smoltcp Reno (cwnd from 2048 B) | classic | none |
-//! | `linux` | 1460 / 1500 | 65535 | 1 / 1 / 60 s | IW 10 segments, slow start, never cut | Minshall | 40 ms, every full segment |
-//! | `best-case` | 2008 / 2048 | 1 MiB | 600 / 600 / 36000 s | none (receive window only) | off | 40 ms, every full segment |
-//! | `isode-stock` | 1460 / 1500 | 65535 | 2 / 2 / 120 s | smoltcp Reno (cwnd from 2048 B) | classic | none |
+//! | profile | MSS / MTU | window | RTO initial / min / max | congestion | Nagle | delayed ACK | gives up |
+//! |---|---|---|---|---|---|---|---|
+//! | `jnos-1998` | 216 / 256 | 1024 | 1.5 / 1.5 / 90 s (1200 bit/s; 6 / 6 / 360 s below) | smoltcp Reno (cwnd from 2048 B) | classic | none | after 10 timeouts |
+//! | `linux` | 1460 / 1500 | 65535 | 1 / 1 / 60 s | IW 10 segments, slow start, never cut | Minshall | 40 ms, every full segment | never (see below) |
+//! | `best-case` | 2008 / 2048 | 1 MiB | 600 / 600 / 36000 s | none (receive window only) | off | 40 ms, every full segment | never |
+//! | `isode-stock` | 1460 / 1500 | 65535 | 2 / 2 / 120 s | smoltcp Reno (cwnd from 2048 B) | classic | none | SYN 127 s, data 924.6 s |
 //!
 //! - **`jnos-1998`**: the TCP NTIA configured for JNOS in 1998 (MSS 216, MTU 256, IRTT 60 s,
 //!   maxwait 90 s at 1200 bit/s and above, 360 s below, window 1024 unless the table row says
@@ -35,6 +35,16 @@
 //! - **`isode-stock`**: the stock host TCP assumed for Isode's published SMTP-over-5066 figures
 //!   (`calibrate`'s Isode column and its historical goal lines): MSS 1460, window 65535, smoltcp's
 //!   Reno and Nagle as they come, longest back-off 120 s (so initial and minimum RTO 2 s).
+//!
+//! Giving up ([`GiveUp`]): smoltcp retransmits forever, so the host wrapper (`tcp/host.rs`)
+//! does what the profile's stack does when nothing comes back: JNOS resets after `tcp retries`
+//! (10) consecutive timeouts, Linux when a timeout finds the oldest unacknowledged segment
+//! older than its `tcp_syn_retries` / `tcp_synack_retries` / `tcp_retries2` time. The
+//! retransmission that timeout would have sent is withheld and the connection is reset; the
+//! SMTP session then fails and the run reports the messages it did not deliver. A timeout
+//! is recognised as a resend of the oldest unacknowledged sequence number; a fast retransmit
+//! (three duplicate ACKs) looks the same and counts too, which on these links (a few segments
+//! in flight) is rare.
 //!
 //! # What smoltcp cannot express, and how the profiles get it anyway
 //!
@@ -106,6 +116,44 @@ pub enum Congestion {
     Unlimited,
 }
 
+/// When a TCP stops retransmitting and drops the connection (the cliff: below a channel's
+/// working SNR a real stack gives up instead of delivering after hours).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GiveUp {
+    /// Never: the run's time limit stands in.
+    Never,
+    /// JNOS (`tcp retries`, `DEF_RETRIES` 10 in `iftcp.h`, hf-emulator.md §5): each
+    /// retransmission timeout of the oldest unacknowledged segment raises the back-off count,
+    /// an acknowledgement of new data clears it, and a timeout that finds the count already at
+    /// this limit resets the connection instead of retransmitting. The SYN counts the same way.
+    Retries(u32),
+    /// Linux (`Documentation/networking/ip-sysctl.rst`, `tcp_write_timeout`): a timeout that
+    /// fires when the oldest unacknowledged segment was first sent at least this long ago
+    /// drops the connection instead of retransmitting. Linux turns its retry counts into these
+    /// times with its exponential model from a 1 s (SYN) or 200 ms (data) base RTO capped at
+    /// 120 s: `tcp_syn_retries` 6 gives 127 s, `tcp_synack_retries` 5 gives 63 s,
+    /// `tcp_retries2` 15 gives 924.6 s.
+    Elapsed {
+        /// For a SYN (the client's connection attempt).
+        syn: Duration,
+        /// For a SYN-ACK (the listener's half-open connection).
+        syn_ack: Duration,
+        /// For data and FIN once the connection is established.
+        established: Duration,
+    },
+}
+
+impl GiveUp {
+    /// Linux's defaults (`tcp_syn_retries` 6, `tcp_synack_retries` 5, `tcp_retries2` 15).
+    pub const LINUX: GiveUp = GiveUp::Elapsed {
+        syn: Duration::from_secs(127),
+        syn_ack: Duration::from_secs(63),
+        established: Duration::from_millis(924_600),
+    };
+    /// JNOS's default retry count.
+    pub const JNOS: GiveUp = GiveUp::Retries(10);
+}
+
 /// Whether a host holds back a segment smaller than the MSS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Nagle {
@@ -172,6 +220,12 @@ impl TcpProfile {
                 congestion: Congestion::Segments { initial: 10 },
                 nagle: Nagle::Minshall,
                 ack_delay: Some(Duration::from_millis(40)),
+                // Not Linux's timers: this profile resends go-back-N after every spurious
+                // timeout where Linux (F-RTO, SACK) resends one segment, so on a 1200 bit/s
+                // link its own resends queue in front of the oldest segment for longer than
+                // tcp_retries2's 924.6 s and Linux's rule would drop a connection whose data is
+                // flowing (135604 bytes plain: dropped at 1442 s, delivered at 2485 s without).
+                give_up: GiveUp::Never,
                 profile: Some(self),
             },
             TcpProfile::BestCase => TcpSettings {
@@ -184,6 +238,9 @@ impl TcpProfile {
                 congestion: Congestion::Unlimited,
                 nagle: Nagle::Off,
                 ack_delay: Some(Duration::from_millis(40)),
+                // The ideal of the baseline: the ARQ below repairs every loss, so this
+                // TCP never drops a connection.
+                give_up: GiveUp::Never,
                 profile: Some(self),
             },
             TcpProfile::IsodeStock => TcpSettings {
@@ -192,6 +249,7 @@ impl TcpProfile {
                 irtt: Duration::from_secs(2),
                 max_wait: Duration::from_secs(120),
                 mtu: 1500,
+                give_up: GiveUp::LINUX,
                 profile: Some(self),
                 ..jnos_tcp(1460, 65_535, rate_bps, None, None)
             },
@@ -246,6 +304,7 @@ pub fn jnos_tcp(
         congestion: Congestion::SmoltcpReno,
         nagle: Nagle::Classic,
         ack_delay: None,
+        give_up: GiveUp::JNOS,
         profile: Some(TcpProfile::Jnos1998),
     }
 }

@@ -288,3 +288,37 @@ async fn smtp_with_xlzw_and_deflate_over_5066() {
     }
     assert!(air[1] < air[0] && air[2] < air[1], "{air:?}");
 }
+
+/// The cliff: at 0 dB on ITU-R Good nothing gets through at 2400 bit/s, and JNOS's TCP resets
+/// the connection on the timeout after its tenth SYN retransmission (1.5, 3, 6, ... s, capped at
+/// maxwait 90 s: 454.5 s of back-offs, then the eleventh timeout 90 s later) instead of trying
+/// until the run's time limit. The best-case profile never gives up.
+#[tokio::test(start_paused = true)]
+async fn jnos_gives_up_after_ten_timeouts_where_nothing_gets_through() {
+    let work = workload::ntia(1024, 1, 7).unwrap();
+    let c = cond("good", 0.0, 2400, 1);
+    let r = run_smtp_tcp_modem_with(&c, &ntia_tcp(1024, 2400), &work, &TcpRunOptions::default())
+        .await
+        .unwrap();
+    assert!(r.tcp_gave_up, "{r:?}");
+    assert!(!r.completed);
+    assert_eq!(r.result.delivered, 0);
+    assert_eq!(r.tcp_retransmissions, 10, "{r:?}");
+    assert!(
+        (r.connection_seconds - 544.5).abs() < 1.0,
+        "{}",
+        r.connection_seconds
+    );
+    let limit = Duration::from_secs(3000);
+    let opts = TcpRunOptions {
+        time_limit: Some(limit),
+        ..TcpRunOptions::default()
+    };
+    let mut never = ntia_tcp(1024, 2400);
+    never.give_up = crate::model::GiveUp::Never;
+    let r = run_smtp_tcp_modem_with(&c, &never, &work, &opts)
+        .await
+        .unwrap();
+    assert!(!r.tcp_gave_up && r.result.delivered == 0, "{r:?}");
+    assert!(r.connection_seconds >= 2999.0, "{}", r.connection_seconds);
+}
