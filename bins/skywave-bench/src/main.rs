@@ -150,6 +150,11 @@ struct Compare {
     /// segments lose less to one bad interleaver block at low SNR and cost more headers.
     #[arg(long, default_value_t = skywave_bench::sweep::DEFAULT_SEGMENT)]
     segment_size: usize,
+    /// Modem generation for every run: rm6 (a current modem, RapidM RM6 measurements) or
+    /// 110a-minimum (just meets MIL-STD-188-110A, 75-2400 bit/s). Default: each scenario's own,
+    /// 110a-minimum for smtp-tcp-modem (NTIA's 1998 conditions) up to 2400 bit/s, rm6 otherwise.
+    #[arg(long)]
+    modem: Option<String>,
     /// Initial RTT (JNOS IRTT), seconds, overriding the profile's.
     #[arg(long)]
     irtt: Option<f64>,
@@ -381,6 +386,11 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
             n @ 1..=1023 => n,
             n => bail!("--segment-size must be 1 to 1023 bytes (got {n})"),
         },
+        modem: c
+            .modem
+            .as_deref()
+            .map(str::parse::<skywave_emu::modem::Generation>)
+            .transpose()?,
     })
 }
 

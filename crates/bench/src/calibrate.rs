@@ -64,6 +64,13 @@ pub const ISODE_IP_FILE: &str = "isode-ip-over-5066.csv";
 
 /// File name of the Isode bulk-TCP-over-5066 table.
 pub const ISODE_TCP_FILE: &str = "isode-tcp-over-5066.csv";
+/// The modem's required-SNR table (optional in the directory: when it is there, every figure
+/// is compared, and the MIL-STD-188-110A-minimum generation's table with it).
+pub const MODEM_FILE: &str = "modem-required-snr.csv";
+/// Seed of the fading sample the modem tables are checked on: not the reference sample the
+/// curves were fitted on (`skywave_emu::calibration::REFERENCE_SEED`), so the figures are a
+/// prediction, not a fit residual.
+pub const MODEM_SAMPLE_SEED: u64 = 0xBADC_0FFE;
 
 /// Simulated length of each bulk TCP run: longer than the slowest published approach to the
 /// final throughput (65.5 min to 80 % at 9600 bit/s, MTU 500).
@@ -263,6 +270,7 @@ pub fn ntia_condition(row: &NtiaRow, seed: u64) -> Condition {
         interleaver: "short".into(),
         seed,
         segment_size: DEFAULT_SEGMENT,
+        modem: None,
     }
 }
 
@@ -280,6 +288,7 @@ pub fn isode_condition(row: &IsodeRow, seed: u64, interleaver: &str) -> Conditio
         interleaver: interleaver.into(),
         seed,
         segment_size: DEFAULT_SEGMENT,
+        modem: None,
     }
 }
 
@@ -327,6 +336,8 @@ impl Comparison {
     /// Emulated over published, when both exist.
     pub fn ratio(&self) -> Option<f64> {
         match &self.emulated {
+            // A ratio of decibels means nothing: dB rows show the difference instead.
+            Ok(_) if self.unit == "dB" => None,
             Ok(e) if self.published != 0.0 => Some(e / self.published),
             _ => None,
         }
@@ -506,6 +517,92 @@ pub fn two_transmission_bound(
     )
 }
 
+/// The modem's required SNR for BER 10⁻⁵ (long interleaver) against `modem-required-snr.csv`
+/// (the RM6 generation) and against MIL-STD-188-110A's minimum-performance table (the
+/// 110A-minimum generation), on an independent fading sample ([`MODEM_SAMPLE_SEED`]; 60 000
+/// ITU-R Good and 8 000 Poor blocks per block length). Rows of the standard's table outside
+/// the channel model say why instead of a figure.
+pub fn modem_comparisons(csv: &str) -> Result<Vec<Comparison>, CalibrationError> {
+    use skywave_emu::calibration::{
+        FadingSet, MIL_110A_MINIMUM, REFERENCE_GOOD_REALISATIONS, REFERENCE_POOR_REALISATIONS,
+        awgn_set, calibration_block, emulated_required_snr_of, parse_required_snr, simulate_sets,
+    };
+    use skywave_emu::channel::Fading;
+    use skywave_emu::modem::{DataRate, Generation};
+    let rows = parse_required_snr(csv).ok_or_else(|| CalibrationError::Parse {
+        file: MODEM_FILE.into(),
+        line: 0,
+        reason: "not rate_bps,awgn_db,itu_good_db,itu_poor_db rows of known rates".into(),
+    })?;
+    let sets = simulate_sets(
+        MODEM_SAMPLE_SEED,
+        REFERENCE_GOOD_REALISATIONS,
+        REFERENCE_POOR_REALISATIONS,
+    );
+    let set_of = |rate: DataRate, fading: &Fading| -> Option<FadingSet> {
+        let block = calibration_block(rate);
+        let (_, good, poor) = sets.iter().find(|(b, ..)| *b == block)?;
+        match fading {
+            Fading::Awgn => Some(awgn_set(block)),
+            Fading::Watterson(p) if p.name == "good" => Some(good.clone()),
+            Fading::Watterson(p) if p.name == "poor" => Some(poor.clone()),
+            Fading::Watterson(_) => None,
+        }
+    };
+    let figure = |generation: Generation, rate: DataRate, fading: &Fading| {
+        set_of(rate, fading)
+            .and_then(|set| emulated_required_snr_of(generation, rate, &set))
+            .ok_or_else(|| "BER 1e-5 not reached".to_string())
+    };
+    let mut out = Vec::new();
+    let (Some(good), Some(poor)) = (
+        skywave_emu::calibration::itu("good"),
+        skywave_emu::calibration::itu("poor"),
+    ) else {
+        return Ok(out);
+    };
+    for row in rows {
+        for (column, published, fading) in [
+            ("AWGN", Some(row.awgn_db), &Fading::Awgn),
+            ("ITU-R Good", row.good_db, &good),
+            ("ITU-R Poor", row.poor_db, &poor),
+        ] {
+            let Some(published) = published else { continue };
+            out.push(Comparison {
+                source: "modem required SNR (RM6)",
+                scenario: format!("modem {}", Generation::Rm6),
+                condition: format!("{} bit/s, {column}, BER 1e-5", row.rate.bps()),
+                unit: "dB",
+                published,
+                emulated: figure(Generation::Rm6, row.rate, fading),
+                delivered: (0, 0),
+            });
+        }
+    }
+    for row in MIL_110A_MINIMUM {
+        let channel = if row.spread_hz == 0.0 {
+            "AWGN".to_string()
+        } else {
+            format!("2 paths, {} ms, {} Hz", row.delay_ms, row.spread_hz)
+        };
+        let generation = Generation::Mil110aMinimum;
+        out.push(Comparison {
+            source: "MIL-STD-188-110A minimum",
+            scenario: format!("modem {generation}"),
+            condition: format!("{} bit/s, {channel}, BER {:e}", row.rate.bps(), row.ber),
+            unit: "dB",
+            published: row.snr_db,
+            emulated: match (row.not_modelled(), row.fading()) {
+                (Some(why), _) => Err(format!("not modelled: {why}")),
+                (None, None) => Err("not modelled: no such channel profile".into()),
+                (None, Some(f)) => figure(generation, row.rate, &f),
+            },
+            delivered: (0, 0),
+        });
+    }
+    Ok(out)
+}
+
 /// Runs every published condition in `dir` with these seeds; `progress` is told before each run.
 pub fn calibrate(
     dir: &Path,
@@ -654,6 +751,11 @@ pub fn calibrate(
     }
     cal.goals.extend(speedups);
     cal.goals.extend(bounds);
+    if dir.join(MODEM_FILE).exists() {
+        progress("modem required SNR");
+        cal.comparisons
+            .extend(modem_comparisons(&read(dir, MODEM_FILE)?)?);
+    }
     for il in ISODE_INTERLEAVERS {
         for row in &ip_rows {
             cal.comparisons
@@ -687,6 +789,7 @@ fn ip_comparison(
             interleaver: il.into(),
             seed,
             segment_size: DEFAULT_SEGMENT,
+            modem: None,
         };
         match run_udp_flood(&cond, &UdpFlood::for_link(row.pdu_bytes, row.link_bps)) {
             Ok(r) => {
@@ -745,6 +848,7 @@ fn bulk_tcp_comparisons(
             interleaver: il.into(),
             seed,
             segment_size: DEFAULT_SEGMENT,
+            modem: None,
         };
         match crate::stack::block_on_paused(run_bulk_tcp_5066(&cond, &tcp, BULK_TCP_RUN)) {
             Ok(Ok(r)) => reports.push(r),
@@ -830,20 +934,26 @@ impl Calibration {
         let _ = writeln!(out, "|---|---|---|---:|---:|---:|---|");
         for c in &self.comparisons {
             let (emulated, ratio) = match (&c.emulated, c.ratio()) {
+                (Ok(e), None) if c.unit == "dB" => {
+                    (format!("{e:.2} dB"), format!("{:+.2} dB", e - c.published))
+                }
                 (Ok(e), Some(r)) => (format!("{e:.1} {}", c.unit), format!("{r:.2}")),
                 (Ok(e), None) => (format!("{e:.1} {}", c.unit), "—".into()),
                 (Err(e), _) => (e.replace('|', "\\|"), "—".into()),
             };
+            let delivered = match c.delivered {
+                (0, 0) => "—".to_string(),
+                (d, n) => format!("{d}/{n}"),
+            };
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {:.1} {} | {emulated} | {ratio} | {}/{} |",
+                "| {} | {} | {} | {:.*} {} | {emulated} | {ratio} | {delivered} |",
                 c.source,
                 c.scenario,
                 c.condition,
+                if c.unit == "dB" { 2 } else { 1 },
                 c.published,
                 c.unit,
-                c.delivered.0,
-                c.delivered.1
             );
         }
         if !self.goals.is_empty() {

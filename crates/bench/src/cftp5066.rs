@@ -175,6 +175,7 @@ mod tests {
             interleaver: "short".into(),
             seed: 9,
             segment_size: crate::sweep::DEFAULT_SEGMENT,
+            modem: None,
         };
         let work = isode(1867, 3, 1).unwrap();
         let d = block_on_paused(run(&cond, &work)).unwrap().unwrap();

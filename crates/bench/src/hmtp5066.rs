@@ -192,6 +192,7 @@ mod tests {
             interleaver: "short".into(),
             seed,
             segment_size: crate::sweep::DEFAULT_SEGMENT,
+            modem: None,
         }
     }
 

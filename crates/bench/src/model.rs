@@ -78,6 +78,10 @@ pub struct Condition {
     /// segments lose less to one bad interleaver block and cost more headers. Not used by the
     /// raw-modem scenario.
     pub segment_size: usize,
+    /// The modem generation; `None`: the scenario's own (the MIL-STD-188-110A-minimum modem
+    /// for `smtp-tcp-modem` at 75-2400 bit/s, NTIA's conditions; the RM6 one otherwise, see
+    /// [`crate::stack::modem_config_for`]).
+    pub modem: Option<skywave_emu::modem::Generation>,
 }
 
 /// TCP settings for the SMTP-over-TCP scenarios (ignored by the others).

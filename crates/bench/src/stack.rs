@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use skywave_emu::channel::ChannelConfig;
-use skywave_emu::modem::{DataRate, Interleaver, ModemConfig};
+use skywave_emu::modem::{DataRate, Generation, Interleaver, ModemConfig};
 use skywave_emu::net::{Counters, Subnet, SubnetConfig};
 use skywave_sis::client::{Events, SendError};
 use skywave_sis::{
@@ -53,8 +53,27 @@ pub fn parse_interleaver(name: &str) -> Option<Interleaver> {
     }
 }
 
-/// The modem of a condition (rate and interleaver, the emulator's default timings).
+/// The modem of a condition (rate and interleaver, the emulator's default timings), of the
+/// condition's generation or else the RM6 one.
 pub fn modem_config(cond: &Condition) -> Result<ModemConfig, BenchError> {
+    modem_config_for(cond, Generation::Rm6)
+}
+
+/// The modem of a condition whose scenario uses `default` when the condition names no
+/// generation (and the RM6 modem where `default` has no such rate: 110A stops at 2400 bit/s).
+pub fn modem_config_for(cond: &Condition, default: Generation) -> Result<ModemConfig, BenchError> {
+    let modem = base_modem(cond)?;
+    let generation = cond.modem.unwrap_or(if default.supports(modem.rate) {
+        default
+    } else {
+        Generation::Rm6
+    });
+    modem
+        .with_generation(generation)
+        .map_err(|e| BenchError::Condition(e.to_string()))
+}
+
+fn base_modem(cond: &Condition) -> Result<ModemConfig, BenchError> {
     let rate = DataRate::from_bps(cond.rate_bps).ok_or_else(|| {
         BenchError::Condition(format!(
             "{} bit/s is not a MIL-STD-188-110A/B data rate (75, 150, 300, 600, 1200, 2400, 3200, 4800, 6400, 8000, 9600)",
@@ -362,6 +381,7 @@ mod tests {
             interleaver: il.into(),
             seed: 3,
             segment_size: crate::sweep::DEFAULT_SEGMENT,
+            modem: None,
         }
     }
 

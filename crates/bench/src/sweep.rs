@@ -5,6 +5,7 @@
 //! Sits above [`crate::runner`] (one run) and below [`crate::report`] and [`crate::plot`], which
 //! turn rows into tables and figures, and the `skywave-bench` CLI.
 
+use skywave_emu::modem::Generation;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -46,6 +47,8 @@ pub struct SweepSpec {
     pub seeds: Vec<u64>,
     /// STANAG 5066 D_PDU segment size for every run, bytes.
     pub segment_size: usize,
+    /// Modem generation for every run; `None`: each scenario's own.
+    pub modem: Option<Generation>,
 }
 
 impl SweepSpec {
@@ -69,6 +72,7 @@ impl SweepSpec {
             max_wait: None,
             seeds: vec![1],
             segment_size: DEFAULT_SEGMENT,
+            modem: None,
         }
     }
 
@@ -98,6 +102,7 @@ impl SweepSpec {
                                             size,
                                             count,
                                             segment_size: self.segment_size,
+                                            modem: self.modem,
                                             tcp,
                                         });
                                     }
@@ -179,6 +184,8 @@ pub struct Point {
     pub tcp: TcpSettings,
     /// STANAG 5066 D_PDU segment size, bytes.
     pub segment_size: usize,
+    /// Modem generation; `None`: the scenario's own.
+    pub modem: Option<Generation>,
 }
 
 impl Point {
@@ -191,6 +198,7 @@ impl Point {
             interleaver: self.interleaver.clone(),
             seed,
             segment_size: self.segment_size,
+            modem: self.modem,
         }
     }
 

@@ -297,6 +297,7 @@ mod flood_tests {
             interleaver: interleaver.into(),
             seed: 1,
             segment_size: DEFAULT_SEGMENT,
+            modem: None,
         }
     }
 

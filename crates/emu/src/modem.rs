@@ -92,6 +92,61 @@ pub enum Standard {
     Mil110BAppendixC,
 }
 
+/// Which modem's performance the error curves reproduce (see [`crate::calibration`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Generation {
+    /// A current modem: the RapidM RM6 measurements of `modem-required-snr.csv`, 75–9600 bit/s.
+    #[default]
+    Rm6,
+    /// A modem that just meets MIL-STD-188-110A's minimum performance table, 75–2400 bit/s:
+    /// what 1990s equipment (NTIA's 1998 tests) could be relied on to do.
+    Mil110aMinimum,
+}
+
+impl Generation {
+    /// Both generations.
+    pub const ALL: [Generation; 2] = [Generation::Rm6, Generation::Mil110aMinimum];
+
+    /// The name on command lines and in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Generation::Rm6 => "rm6",
+            Generation::Mil110aMinimum => "110a-minimum",
+        }
+    }
+
+    /// Whether the generation has this rate (110A equipment stops at 2400 bit/s).
+    pub fn supports(self, rate: DataRate) -> bool {
+        match self {
+            Generation::Rm6 => true,
+            Generation::Mil110aMinimum => rate.standard() == Standard::Mil110A,
+        }
+    }
+}
+
+impl std::fmt::Display for Generation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A modem generation name that is neither `rm6` nor `110a-minimum`.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("unknown modem generation {0:?} (rm6, 110a-minimum)")]
+pub struct UnknownGeneration(pub String);
+
+impl std::str::FromStr for Generation {
+    type Err = UnknownGeneration;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "rm6" | "rapidm" => Ok(Generation::Rm6),
+            "110a-minimum" | "110a" | "mil-std-188-110a" => Ok(Generation::Mil110aMinimum),
+            _ => Err(UnknownGeneration(s.to_owned())),
+        }
+    }
+}
+
 /// A user data rate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DataRate {
@@ -230,6 +285,14 @@ pub enum ModemError {
         /// The interleaver asked for.
         interleaver: Interleaver,
     },
+    /// The modem generation has no such rate.
+    #[error("a {generation} modem has no {bps} bit/s (MIL-STD-188-110A stops at 2400 bit/s)")]
+    UnsupportedRate {
+        /// The rate.
+        bps: u32,
+        /// The generation asked for.
+        generation: Generation,
+    },
     /// The payload is larger than any transmission the emulator plans.
     #[error(
         "payload of {0} bytes is larger than the {MAX_PAYLOAD} bytes one transmission may carry"
@@ -275,6 +338,8 @@ pub struct ModemConfig {
     pub flush_bits: u32,
     /// Length of one post-Viterbi error burst, bits.
     pub error_burst_bits: u32,
+    /// Whose performance the error curves reproduce.
+    pub generation: Generation,
 }
 
 impl ModemConfig {
@@ -290,7 +355,15 @@ impl ModemConfig {
             eom_bits: 32,
             flush_bits: 144,
             error_burst_bits: 8,
+            generation: Generation::Rm6,
         };
+        cfg.block_duration()?;
+        Ok(cfg)
+    }
+
+    /// The same modem with the error curves of another generation.
+    pub fn with_generation(self, generation: Generation) -> Result<ModemConfig, ModemError> {
+        let cfg = ModemConfig { generation, ..self };
         cfg.block_duration()?;
         Ok(cfg)
     }
@@ -305,6 +378,12 @@ impl ModemConfig {
 
     /// Duration of one interleaver block (the error-decision unit).
     pub fn block_duration(&self) -> Result<Duration, ModemError> {
+        if !self.generation.supports(self.rate) {
+            return Err(ModemError::UnsupportedRate {
+                bps: self.rate.bps(),
+                generation: self.generation,
+            });
+        }
         match self.rate.standard() {
             Standard::Mil110A => match self.interleaver {
                 Interleaver::Zero => Ok(Duration::from_millis(200)),
@@ -412,7 +491,7 @@ impl ModemConfig {
         let ch = channel.block(block.start, block.end.saturating_sub(block.start));
         let bits = self.block_bits().unwrap_or(1);
         decide_block(
-            &RateCurve::for_rate(self.rate),
+            &crate::calibration::curve_of(self.generation, self.rate),
             &ch,
             bits,
             self.error_burst_bits,

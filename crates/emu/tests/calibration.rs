@@ -135,6 +135,49 @@ fn independent_sample_stays_close() {
     );
 }
 
+/// The MIL-STD-188-110A-minimum generation meets every row of the standard's table that the
+/// channel model represents: to the fit residual on the reference sample, within 1 dB on an
+/// independent one; and it has no rate above 2400 bit/s.
+#[test]
+fn the_110a_minimum_modem_meets_the_standard_table() {
+    use skywave_emu::calibration::{MIL_110A_MINIMUM, emulated_required_snr_of};
+    use skywave_emu::modem::{Generation, Interleaver, ModemConfig};
+    let mut modelled = 0;
+    for (sets, tolerance) in [
+        (reference_sets(), 0.05),
+        (simulate_sets(0xBADC_0FFE, 300, 80), 1.0),
+    ] {
+        for row in MIL_110A_MINIMUM {
+            let Some(fading) = row.fading() else {
+                assert!(row.not_modelled().is_some());
+                continue;
+            };
+            let block = calibration_block(row.rate);
+            let set = if fading == Fading::Awgn {
+                FadingSet::simulate(&fading, block, 1, 2, &mut ChaCha8Rng::seed_from_u64(1))
+            } else {
+                sets.iter()
+                    .find(|(b, ..)| *b == block)
+                    .map(|(_, _, poor)| poor.clone())
+                    .expect("a sample for every block length")
+            };
+            let e = emulated_required_snr_of(Generation::Mil110aMinimum, row.rate, &set)
+                .expect("crosses 1e-5");
+            println!(
+                "{} bit/s {:?}: emulated {e:.2}, standard {}",
+                row.rate.bps(),
+                fading,
+                row.snr_db
+            );
+            assert!((e - row.snr_db).abs() <= tolerance, "{row:?}: {e}");
+            modelled += 1;
+        }
+    }
+    assert_eq!(modelled, 8, "four rows, two samples");
+    let m = ModemConfig::new(DataRate::Bps4800, Interleaver::Long).expect("RM6 has 4800");
+    assert!(m.with_generation(Generation::Mil110aMinimum).is_err());
+}
+
 /// Nothing in the model says "short interleaver": its penalty on a fading channel must come out
 /// of the fading and the effective-SNR mapping alone. On ITU Poor a 0.6 s block sees fewer
 /// independent fades than a 4.8 s block, so it needs more SNR; on AWGN both need the same.

@@ -4,7 +4,9 @@
 //!
 //! - **`smtp-tcp-modem`** ([`run_smtp_tcp_modem`]): JNOS as NTIA measured it. IP datagrams in
 //!   AX.25-like frames straight over the half-duplex modem, no ARQ
-//!   ([`skywave_emu::raw`]); SMTP with JNOS `XLZW` 16-bit compression and JNOS batching.
+//!   ([`skywave_emu::raw`]); SMTP with JNOS `XLZW` 16-bit compression and JNOS batching. The
+//!   modem is the MIL-STD-188-110A-minimum generation at 75-2400 bit/s (NTIA's 1998
+//!   equipment; RM6 above, where 110A has no rate) unless the condition names one.
 //! - **`smtp-tcp-5066`** ([`run_smtp_tcp_5066`]): IP datagrams as U_PDUs on SAP 9 (the STANAG
 //!   5066 IP client, ARQ, no delivery confirmation) through the real `skywave-sis` [`Client`]
 //!   on the emulator's [`Subnet`], with the client's duplicate-datagram filter on or off;
@@ -100,6 +102,7 @@ mod tests;
 
 use std::time::Duration;
 
+use skywave_emu::modem::Generation;
 use skywave_emu::net::Subnet;
 use skywave_emu::raw::{RawConfig, RawLink};
 use skywave_smtp::{
@@ -230,7 +233,9 @@ pub async fn run_smtp_tcp_modem_with(
     work: &Workload,
     opts: &TcpRunOptions,
 ) -> Result<TcpRunReport, TcpBenchError> {
-    let modem = stack::modem_config(cond).map_err(|e| TcpBenchError::Condition(e.to_string()))?;
+    // NTIA's 1998 modems: the 110A-minimum generation where 110A has the rate.
+    let modem = stack::modem_config_for(cond, Generation::Mil110aMinimum)
+        .map_err(|e| TcpBenchError::Condition(e.to_string()))?;
     let channel =
         stack::channel_config(cond).map_err(|e| TcpBenchError::Condition(e.to_string()))?;
     let mut raw = RawConfig::new(modem, channel);

@@ -16,6 +16,7 @@ fn cond(channel: &str, snr_db: f64, rate_bps: u32, seed: u64) -> Condition {
         interleaver: "short".into(),
         seed,
         segment_size: crate::sweep::DEFAULT_SEGMENT,
+        modem: None,
     }
 }
 
