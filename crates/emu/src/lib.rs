@@ -55,6 +55,7 @@ pub mod ipnet;
 pub mod missing;
 pub mod modem;
 pub mod net;
+pub mod node;
 pub mod raw;
 pub mod sis_server;
 pub mod spdu;
