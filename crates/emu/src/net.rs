@@ -1,7 +1,15 @@
 //! The emulated STANAG 5066 subnetwork: N nodes on one half-duplex HF frequency, in (virtual)
-//! time. This is the discrete-event scheduler that joins the sans-IO layers below it
-//! ([`crate::modem`], [`crate::channel`], [`crate::arq`], [`crate::dpdu`], [`crate::cpdu`],
-//! [`crate::spdu`]) and the SIS server above it ([`crate::sis_server`]).
+//! time. This is the discrete-event scheduler, the thin driver of the sans-IO nodes
+//! ([`crate::node`]) as quinn is of quinn-proto, between them and the SIS server above
+//! ([`crate::sis_server`]).
+//!
+//! Who does what: a [`Node`] decides what it sends (queues, ARQ, expedited and non-ARQ data,
+//! DRC, resets) and what it does with what it received, and says what its clients get. This
+//! driver owns everything outside one node: the tokio clock, the [`Air`] and its collisions,
+//! the channel of every ordered pair of nodes and the one seeded RNG that decides each
+//! interleaver block's fate (and every back-off), when each node may key up, the clients'
+//! channels, the trace, the pcap and the channel-wide counters. What follows describes the
+//! subnetwork as both make it.
 //!
 //! Each node queues its clients' U_PDUs per destination by priority, wraps each in a DATA
 //! S_PDU inside a DATA C_PDU (4 bytes of overhead), and hands them to one Annex C ARQ sender per
@@ -300,6 +308,9 @@ impl From<NodeError> for NetError {
             },
             NodeError::Modem(e) => NetError::Modem(e),
             NodeError::BadMaxTransmission(d) => NetError::BadMaxTransmission(d),
+            // `Subnet::start` makes one node per address, so this cannot happen; were it to,
+            // the address list is what is wrong.
+            NodeError::NoSuchNode { .. } => NetError::BadAddresses(Vec::new()),
         }
     }
 }
@@ -631,16 +642,16 @@ impl Subnet {
             }
         }
         let nodes = (0..n)
-            .filter_map(|i| {
+            .map(|i| {
                 let dup_filter = config.dup_filter.get(i).copied().unwrap_or(false);
-                Some(Slot {
+                Ok(Slot {
                     node: Node::new(i, &setup, dup_filter)?,
                     not_before: Duration::ZERO,
                     clients: BTreeMap::new(),
                     lost_dpdus: 0,
                 })
             })
-            .collect();
+            .collect::<Result<Vec<Slot>, NodeError>>()?;
         let scale = config.time_scale;
         let state = State {
             counters: Counters {

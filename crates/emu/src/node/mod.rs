@@ -127,7 +127,7 @@ pub struct NodeCounters {
     pub delivered: u64,
     /// U_PDUs dropped because their TTL expired before they entered the ARQ.
     pub expired: u64,
-    /// U_PDUs dropped by the duplicate-datagram filter (`crate::net::SubnetConfig::dup_filter`).
+    /// U_PDUs dropped by the duplicate-datagram filter ([`crate::net::SubnetConfig::dup_filter`]).
     pub duplicates_dropped: u64,
     /// U_PDUs this node sent in non-ARQ mode (each counted once, whatever its copies).
     pub non_arq_sent: u64,
@@ -206,6 +206,14 @@ pub enum NodeError {
         "maximum transmission time {0:?} must be above the preamble plus one full segment and at most 127.5 s"
     )]
     BadMaxTransmission(Duration),
+    /// [`Node::new`] for an index past the subnetwork's nodes.
+    #[error("there is no node {index} in a subnetwork of {nodes}")]
+    NoSuchNode {
+        /// The index asked for.
+        index: usize,
+        /// Nodes in the subnetwork.
+        nodes: usize,
+    },
 }
 
 /// A checked [`NodeConfig`] and what follows from it, computed once per subnetwork.
@@ -486,11 +494,15 @@ pub struct Node {
 
 impl Node {
     /// Node number `index` of the subnetwork `setup` describes, with a link to every other
-    /// node and the server-side duplicate-datagram filter on or off. `None` if there is no
-    /// such node.
-    pub fn new(index: usize, setup: &NodeSetup, dup_filter: bool) -> Option<Node> {
+    /// node and the server-side duplicate-datagram filter on or off.
+    pub fn new(index: usize, setup: &NodeSetup, dup_filter: bool) -> Result<Node, NodeError> {
         let config = &setup.config;
-        let address = *config.addresses.get(index)?;
+        let Some(&address) = config.addresses.get(index) else {
+            return Err(NodeError::NoSuchNode {
+                index,
+                nodes: config.addresses.len(),
+            });
+        };
         let biggest = usize::from(config.mtu) + UPDU_OVERHEAD;
         let mut links = BTreeMap::new();
         for peer in (0..config.addresses.len()).filter(|&p| p != index) {
@@ -498,7 +510,7 @@ impl Node {
                 peer,
                 Link {
                     // Checked by `NodeSetup::new`.
-                    sender: ArqSender::new(config.window, config.segment_size).ok()?,
+                    sender: ArqSender::new(config.window, config.segment_size)?,
                     receiver: ArqReceiver::new(biggest + 16),
                     owes_ack: false,
                     unconfirmed: BTreeMap::new(),
@@ -518,7 +530,7 @@ impl Node {
                 },
             );
         }
-        Some(Node {
+        Ok(Node {
             index,
             setup: setup.clone(),
             address,

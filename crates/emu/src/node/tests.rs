@@ -598,6 +598,11 @@ fn a_bad_setup_is_refused() {
         NodeSetup::new(config),
         Err(super::NodeError::BadMaxTransmission(_))
     ));
+    let setup = NodeSetup::new(node_config(vec![addr(A), addr(B)])).unwrap();
+    assert!(matches!(
+        Node::new(2, &setup, false),
+        Err(super::NodeError::NoSuchNode { index: 2, nodes: 2 })
+    ));
 }
 
 #[test]
