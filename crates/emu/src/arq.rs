@@ -15,7 +15,7 @@
 //! acknowledges every FSN below it; the bitmap starts at RX LWE + 1.
 //!
 //! Both ends can be reset ([`ArqSender::reset`], [`ArqReceiver::reset`]) for the
-//! RESET/WIN-RESYNC recovery that the node ([`crate::net`]) runs.
+//! RESET/WIN-RESYNC recovery that the node ([`crate::node`]) runs.
 //!
 //! Not here: expedited ARQ, DROP (discarding a C_PDU whose
 //! time-to-live expired), out-of-order delivery. The TX-WIN-UWE/LWE flags are set on the frames

@@ -4,8 +4,8 @@
 //! benchmarks, so it must behave like the real thing where it matters for mail: time on the
 //! air, link turnarounds, errors that depend on SNR and fading, ARQ retransmissions.
 //!
-//! The physical and protocol layers ([`channel`] to [`arq`]) are sans-IO and deterministic: no
-//! clocks, no sockets, no tokio. Time is a `std::time::Duration` since the start of the
+//! The physical and protocol layers ([`channel`] to [`node`]) are sans-IO and deterministic:
+//! no clocks, no sockets, no tokio. Time is a `std::time::Duration` since the start of the
 //! simulation, and randomness comes from an RNG the caller passes in (seed it, e.g.
 //! `rand_chacha::ChaCha8Rng::seed_from_u64`, and the run is reproducible). [`net`] drives them
 //! with tokio time from one seeded RNG, so a run in paused time is reproducible too.
@@ -22,12 +22,17 @@
 //! - [`crc`], [`dpdu`]: the STANAG 5066 Annex C CRCs and D_PDU codec: the bytes on the air.
 //! - [`cpdu`], [`spdu`]: Annex B C_PDUs and Annex A S_PDUs, carried inside D_PDU segments.
 //! - [`arq`]: the sans-IO Annex C selective-repeat ARQ core for one link (sender and receiver).
-//! - [`net`]: the discrete-event scheduler (tokio time, so virtual in paused tests) joining N
-//!   nodes, their modems and channels into one half-duplex subnetwork: ARQ links with
-//!   RESET/WIN-RESYNC, expedited data, non-ARQ to individual and group addresses (each member
-//!   through its own channel), data-rate change, several peers per node (a transmission shared
-//!   fairly among them, addressees answering in turn, random carrier-sense back-off), counters
-//!   and a per-transmission trace.
+//! - [`node`]: one STANAG 5066 node, sans-IO: its clients' bindings and queues (priority,
+//!   TTL, flow control, optional duplicate filter), an ARQ link per peer with DATA-ACK and
+//!   RESET/WIN-RESYNC, expedited ARQ, non-ARQ to individual and group addresses, data-rate
+//!   change and counters. SIS requests, received D_PDU bytes and time in; one transmission's
+//!   D_PDUs (planned on the modem) and the SIS primitives for its clients out.
+//! - [`net`]: the discrete-event scheduler that drives the nodes, as quinn drives
+//!   quinn-proto: tokio time (so virtual in paused tests), the shared half-duplex air and its
+//!   collisions, a channel per ordered pair of nodes and every block's fate from one seeded
+//!   RNG, who keys up when (addressees answering in turn, the response timeout, random
+//!   carrier-sense back-off), each group member hearing through its own channel, the clients'
+//!   channels, the counters, the per-transmission trace and the pcap.
 //! - [`missing`]: how a check that needs an outside tool or `../shared` skips on a developer's
 //!   machine and fails under `scripts/test.sh`.
 //! - [`sis_server`]: each node's Annex A SIS server, in process or on TCP.
@@ -38,11 +43,17 @@
 //!   loss per copy, multicast to every subscriber) in tokio time, for P_MUL over UDP/IP beside
 //!   HF in the fleet benchmark.
 //!
-//! The layers up to [`arq`] are sans-IO (no clocks, no sockets); [`net`] and [`sis_server`]
+//! The layers up to [`node`] are sans-IO (no clocks, no sockets); [`net`] and [`sis_server`]
 //! are the async shell around them.
 //!
-//! Not here: Annex B link establishment (CAS-1; links are assumed made), hard links, full
-//! resets (only RESET/WIN-RESYNC), non-ARQ "with errors" delivery (served as plain non-ARQ).
+//! Resets: a sender whose ACKs keep falling outside its transmit window (its peer lost its
+//! receive state) resets its window and sends RESET/WIN-RESYNC with RESET RX WIN CMND, and the
+//! peer answers RESET ACK; that is built. FULL RESET CMD and RESET TX WIN RQST are encoded and
+//! decoded by [`dpdu`] but no node sends them, and a node ignores them when received.
+//!
+//! Not here: Annex B link establishment (CAS-1; links are assumed made), hard links, the full
+//! reset and the transmit-window reset request (above), DROP of a C_PDU whose TTL ran out
+//! once in the ARQ, non-ARQ "with errors" delivery (served as plain non-ARQ).
 
 pub mod arq;
 pub mod calibration;
@@ -55,6 +66,7 @@ pub mod ipnet;
 pub mod missing;
 pub mod modem;
 pub mod net;
+pub mod node;
 pub mod raw;
 pub mod sis_server;
 pub mod spdu;

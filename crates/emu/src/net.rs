@@ -1,7 +1,15 @@
 //! The emulated STANAG 5066 subnetwork: N nodes on one half-duplex HF frequency, in (virtual)
-//! time. This is the discrete-event scheduler that joins the sans-IO layers below it
-//! ([`crate::modem`], [`crate::channel`], [`crate::arq`], [`crate::dpdu`], [`crate::cpdu`],
-//! [`crate::spdu`]) and the SIS server above it ([`crate::sis_server`]).
+//! time. This is the discrete-event scheduler, the thin driver of the sans-IO nodes
+//! ([`crate::node`]) as quinn is of quinn-proto, between them and the SIS server above
+//! ([`crate::sis_server`]).
+//!
+//! Who does what: a [`Node`] decides what it sends (queues, ARQ, expedited and non-ARQ data,
+//! DRC, resets) and what it does with what it received, and says what its clients get. This
+//! driver owns everything outside one node: the tokio clock, the [`Air`] and its collisions,
+//! the channel of every ordered pair of nodes and the one seeded RNG that decides each
+//! interleaver block's fate (and every back-off), when each node may key up, the clients'
+//! channels, the trace, the pcap and the channel-wide counters. What follows describes the
+//! subnetwork as both make it.
 //!
 //! Each node queues its clients' U_PDUs per destination by priority, wraps each in a DATA
 //! S_PDU inside a DATA C_PDU (4 bytes of overhead), and hands them to one Annex C ARQ sender per
@@ -94,76 +102,34 @@
 //! of hours runs in milliseconds, deterministically for a seed. With a time scale K > 1 (the
 //! standalone binary), simulated time runs K times faster than the tokio clock.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use skywave_sis::{
-    NodeAddress, Primitive, Priority, SapId, TxMode, UnidataConfirm, UnidataIndication,
-    UnidataRejectReason, UnidataRejected,
-};
+use skywave_sis::{NodeAddress, Primitive, SapId, UnidataRejectReason};
 use thiserror::Error;
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
-use crate::arq::{ArqError, ArqReceiver, ArqSender};
+use crate::arq::ArqError;
 use crate::calibration::required_snr;
 use crate::capture::DpduCapture;
 use crate::channel::Fading;
 use crate::channel::{Channel, ChannelConfig, ChannelError};
-use crate::cpdu::Cpdu;
-use crate::dpdu::{
-    Address, Body, DataHeader, Dpdu, Eow, ExpDataHeader, NonArqHeader, RateRequest, Reset, Response,
+use crate::modem::{Air, DataRate, ModemConfig, ModemError, TxId};
+use crate::node::{Heard, Node, NodeConfig, NodeError, NodeSetup, NodeTx, SendMode};
+
+pub use crate::node::{
+    Drc, Group, MAX_TRANSMISSION, NodeCounters, STALE_ACKS_RESET, UNANSWERED_STEP_DOWN,
+    UPDU_OVERHEAD, rate_ladder,
 };
-use crate::modem::{Air, DataRate, Interleaver, ModemConfig, ModemError, Transmission, TxId};
-use crate::spdu::{DataPci, Spdu};
-
-/// Bytes a U_PDU gains on the way into the ARQ: 1 (DATA C_PDU) + 3 (DATA S_PDU without TTD).
-pub const UPDU_OVERHEAD: usize = 4;
-
-/// Longest transmission STANAG 5066 can announce (EOT 255 × 0.5 s).
-pub const MAX_TRANSMISSION: Duration = Duration::from_millis(127_500);
-
-/// Data-rate change policy (the modem rate of each link, per direction).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Drc {
-    /// Every link stays at the configured modem rate.
-    #[default]
-    Fixed,
-    /// Start at the configured rate; the receiving node asks the sender (DRC_REQUEST EOW,
-    /// "Tx = Rx", answered by a DRC_RESPONSE EOW "accept" as the sender switches) for one rate
-    /// lower after a transmission in which a quarter or more of the data D_PDUs addressed to
-    /// it were lost, and one rate higher after two clean transmissions with data in a row. A
-    /// sender that gets no ACK at all for [`UNANSWERED_STEP_DOWN`] data transmissions steps
-    /// down on its own, and a node answers at the rate it last decoded from its peer (Tx = Rx
-    /// per link).
-    Adaptive,
-    /// Every link starts, and stays, at [`matched_rate`]: the rate the channel's mean SNR
-    /// supports.
-    Matched,
-}
 
 /// Margin over the published required SNR that [`matched_rate`] keeps, dB.
 pub const MATCHED_MARGIN_DB: f64 = 3.0;
-
-/// The rates a link may use with this modem's interleaver, slowest first.
-pub fn rate_ladder(modem: &ModemConfig) -> Vec<DataRate> {
-    DataRate::ALL
-        .into_iter()
-        .filter(|&rate| {
-            let m = ModemConfig {
-                rate,
-                ..modem.clone()
-            };
-            m.block_duration().is_ok() && m.block_bits().is_ok() && m.preamble().is_ok()
-        })
-        .collect()
-}
 
 /// The fastest rate of [`rate_ladder`] whose published requirement for BER 10⁻⁵
 /// (`modem-required-snr.csv`: the AWGN column on AWGN; on a fading channel the ITU-R Poor
@@ -188,27 +154,6 @@ pub fn matched_rate(modem: &ModemConfig, channel: &ChannelConfig) -> DataRate {
         .or(ladder.first())
         .copied()
         .unwrap_or(modem.rate)
-}
-
-/// The 4-bit DRC rate code of a data rate (Annex C EOW type 1).
-fn rate_code(rate: DataRate) -> u8 {
-    const RATES: [u32; 12] = [
-        75, 150, 300, 600, 1200, 2400, 3200, 3600, 4800, 6400, 8000, 9600,
-    ];
-    RATES
-        .iter()
-        .position(|&b| b == rate.bps())
-        .and_then(|p| u8::try_from(p).ok())
-        .unwrap_or(0)
-}
-
-/// The 2-bit DRC interleaver code (0 none, 1 short, 2 long; everything else short).
-fn interleaver_code(il: Interleaver) -> u8 {
-    match il {
-        Interleaver::Zero => 0,
-        Interleaver::Long => 2,
-        _ => 1,
-    }
 }
 
 /// Configuration of the whole subnetwork.
@@ -253,15 +198,6 @@ pub struct SubnetConfig {
     pub groups: Vec<Group>,
     /// Channel conditions of particular ordered pairs (sender, receiver), instead of `channel`.
     pub link_channels: Vec<LinkChannel>,
-}
-
-/// A group address of the subnetwork and the nodes that listen on it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Group {
-    /// The group address (`NodeAddress::group`).
-    pub address: NodeAddress,
-    /// Member nodes (indices into [`SubnetConfig::addresses`]).
-    pub members: Vec<usize>,
 }
 
 /// The channel of one direction between two nodes.
@@ -357,44 +293,26 @@ pub enum NetError {
     BadTimeScale(f64),
 }
 
-/// Per-node counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct NodeCounters {
-    /// Transmissions keyed.
-    pub transmissions: u64,
-    /// Payload bytes (D_PDU bytes) put on the air.
-    pub bytes_on_air: u64,
-    /// D_PDUs sent (all types).
-    pub dpdus_sent: u64,
-    /// DATA D_PDUs sent again.
-    pub retransmissions: u64,
-    /// Own transmissions lost in a collision.
-    pub collisions: u64,
-    /// D_PDUs sent by this node that their addressee did not receive.
-    pub lost_dpdus: u64,
-    /// U_PDUs delivered to clients of this node.
-    pub delivered: u64,
-    /// U_PDUs dropped because their TTL expired before they entered the ARQ.
-    pub expired: u64,
-    /// U_PDUs dropped by the duplicate-datagram filter ([`SubnetConfig::dup_filter`]).
-    pub duplicates_dropped: u64,
-    /// U_PDUs this node sent in non-ARQ mode (each counted once, whatever its copies).
-    pub non_arq_sent: u64,
-    /// Non-ARQ U_PDUs this node received complete and delivered (also in `delivered`).
-    pub non_arq_delivered: u64,
-    /// Non-ARQ U_PDUs this node began to receive but discarded incomplete when their
-    /// reception window closed.
-    pub non_arq_incomplete: u64,
-    /// Changes of this node's own transmit rate to a peer (adaptive or on a DRC request).
-    pub rate_changes: u64,
-    /// DATA-ACK D_PDUs (type 2) sent: data frames carrying an acknowledgement.
-    pub data_acks: u64,
-    /// RESET/WIN-RESYNC exchanges this node started (its ACKs for a peer's window kept
-    /// falling outside what it had sent).
-    pub resets: u64,
-    /// U_PDUs this node had on the air when it reset its transmit window: their delivery is
-    /// unknown, so they were rejected to their clients instead of being sent again.
-    pub reset_lost: u64,
+impl From<NodeError> for NetError {
+    fn from(e: NodeError) -> NetError {
+        match e {
+            NodeError::Arq(e) => NetError::Arq(e),
+            NodeError::MtuTooLarge {
+                mtu,
+                window,
+                segment,
+            } => NetError::MtuTooLarge {
+                mtu,
+                window,
+                segment,
+            },
+            NodeError::Modem(e) => NetError::Modem(e),
+            NodeError::BadMaxTransmission(d) => NetError::BadMaxTransmission(d),
+            // `Subnet::start` makes one node per address, so this cannot happen; were it to,
+            // the address list is what is wrong.
+            NodeError::NoSuchNode { .. } => NetError::BadAddresses(Vec::new()),
+        }
+    }
 }
 
 /// Counters of the whole channel.
@@ -558,201 +476,48 @@ impl fmt::Display for TraceRecord {
     }
 }
 
-/// Where one client connection's primitives go.
-#[derive(Debug)]
-pub(crate) struct Binding {
-    pub(crate) conn: u64,
-    pub(crate) tx: mpsc::UnboundedSender<Primitive>,
-    pub(crate) queued: usize,
-    pub(crate) flow_off: bool,
+/// One node as the scheduler holds it: the sans-IO node, and what only the driver knows
+/// about it (when it may key up, its clients' channels, what the air did to its D_PDUs).
+struct Slot {
+    node: Node,
+    /// Earliest time it may key up (turn-taking, back-off, response timeout).
+    not_before: Duration,
+    /// Each bound connection's channel to its SIS server task.
+    clients: BTreeMap<u64, mpsc::UnboundedSender<Primitive>>,
+    /// D_PDUs it sent that their addressee did not receive.
+    lost_dpdus: u64,
 }
 
-/// A U_PDU waiting in a node's queue.
-#[derive(Debug, Clone)]
-pub(crate) struct Queued {
-    pub(crate) seq: u64,
-    pub(crate) dest: usize,
-    pub(crate) src_sap: SapId,
-    pub(crate) dest_sap: SapId,
-    /// Queue order: the priority (expedited U_PDUs have their own queue discipline).
-    pub(crate) rank: u8,
-    pub(crate) priority: Priority,
-    pub(crate) deadline: Option<Duration>,
-    pub(crate) confirm: bool,
-    pub(crate) expedited: bool,
-    /// Non-ARQ: `Some(extra copies)`; `None` for ARQ.
-    pub(crate) non_arq: Option<u8>,
-    pub(crate) conn: u64,
-    pub(crate) updu: Bytes,
-}
-
-/// A non-ARQ C_PDU on its way out: its NON-ARQ DATA D_PDUs not yet sent (all copies).
-#[derive(Debug)]
-struct NonArqOut {
-    dest: usize,
-    /// Sent as EXPEDITED NON-ARQ DATA (type 8).
-    expedited: bool,
-    frames: VecDeque<(NonArqHeader, Vec<u8>)>,
-}
-
-/// A non-ARQ C_PDU being received.
-#[derive(Debug)]
-struct NonArqIn {
-    size: usize,
-    expedited: bool,
-    /// Sent to this group address (the D_PDUs' destination, with the group flag), not to us.
-    group: Option<NodeAddress>,
-    /// Segments by offset.
-    got: BTreeMap<usize, Vec<u8>>,
-    /// When the reception window closes (simulated time).
-    deadline: Duration,
-    /// Already delivered: later copies are ignored until the deadline.
-    done: bool,
-}
-
-/// A U_PDU inside the ARQ, awaiting acknowledgement.
-#[derive(Debug, Clone)]
-struct InArq {
-    q: Queued,
-    failed: bool,
-}
-
-/// How a U_PDU travelled, which decides the indication that delivers it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Arq,
-    NonArq,
-    Expedited,
-    ExpeditedNonArq,
-}
-
-impl Kind {
-    fn tx_mode(self) -> TxMode {
-        match self {
-            Kind::Arq | Kind::Expedited => TxMode::Arq,
-            Kind::NonArq | Kind::ExpeditedNonArq => TxMode::NonArq,
+impl Slot {
+    /// Hands the node's pending SIS primitives to their connections.
+    fn flush_events(&mut self) {
+        while let Some(ev) = self.node.poll_event() {
+            if let Some(tx) = self.clients.get(&ev.conn) {
+                let _ = tx.send(ev.primitive);
+            }
         }
     }
-
-    fn expedited(self) -> bool {
-        matches!(self, Kind::Expedited | Kind::ExpeditedNonArq)
-    }
 }
 
-/// The one expedited C_PDU a link has in flight (Annex C expedited ARQ is stop-and-wait per
-/// C_PDU): its own sender, so that FSNs restart at 0 for every expedited C_PDU.
-#[derive(Debug)]
-struct ExpOut {
-    sender: ArqSender,
-    cpdu_id: u8,
-    q: Queued,
-    failed: bool,
-}
-
-#[derive(Debug)]
-struct Link {
-    sender: ArqSender,
-    receiver: ArqReceiver,
-    owes_ack: bool,
-    unconfirmed: BTreeMap<u64, InArq>,
-    /// Expedited ARQ, kept apart from normal data (own FSNs, C_PDU IDs mod 16, ACKs).
-    exp_out: Option<ExpOut>,
-    exp_next_id: u8,
-    /// Receiver of the peer's current expedited C_PDU, by its C_PDU ID.
-    exp_in: Option<(u8, ArqReceiver)>,
-    owes_exp_ack: bool,
-    /// This node's transmit rate towards the peer.
-    tx_rate: DataRate,
-    /// A rate this node asked the peer to send at, until the peer's DRC_RESPONSE.
-    drc_request: Option<DataRate>,
-    /// The peer asked for a rate change that this node made: answer "accept".
-    drc_response_owed: bool,
-    /// Clean transmissions in a row received from the peer (adaptive DRC).
-    clean_streak: u8,
-    /// Data transmissions to the peer since its last ACK (adaptive DRC: after
-    /// [`UNANSWERED_STEP_DOWN`] the sender steps down on its own, since a peer that decodes
-    /// nothing cannot ask).
-    unanswered: u8,
-    /// ACKs from the peer in a row that fell outside this node's transmit window.
-    stale_acks: u8,
-    /// RESET FRAME ID of this node's RESET/WIN-RESYNC command awaiting the peer's RESET ACK
-    /// (no data goes to the peer meanwhile).
-    reset_out: Option<u8>,
-    next_reset_id: u8,
-    /// The peer commanded a reset with this RESET FRAME ID: answer RESET ACK.
-    reset_ack_owed: Option<u8>,
-}
-
-/// ACKs outside the transmit window, in a row, after which a sender resets the window.
-pub const STALE_ACKS_RESET: u8 = 2;
-
-/// Max-min fair shares of `budget` bytes among peers asking `demands` bytes: in ascending order
-/// of demand, each gets what it asks or an equal share of what is left, whichever is less.
-fn fair_shares(budget: usize, demands: &[(usize, usize)]) -> BTreeMap<usize, usize> {
-    let mut order: Vec<(usize, usize)> = demands.to_vec();
-    order.sort_by_key(|&(p, d)| (d, p));
-    let mut left = budget;
-    let mut out = BTreeMap::new();
-    let count = order.len();
-    for (i, (peer, demand)) in order.into_iter().enumerate() {
-        let share = demand.min(left / (count - i));
-        left -= share;
-        out.insert(peer, share);
-    }
-    out
-}
-
-/// Data transmissions without any ACK after which an adaptive sender lowers its rate.
-pub const UNANSWERED_STEP_DOWN: u8 = 3;
-
-#[derive(Debug)]
-struct Node {
-    address: NodeAddress,
-    dpdu_address: Address,
-    bindings: BTreeMap<u8, Binding>,
-    queue: Vec<Queued>,
-    links: BTreeMap<usize, Link>,
-    non_arq_out: VecDeque<NonArqOut>,
-    /// Keyed by (sending node, C_PDU ID).
-    non_arq_in: BTreeMap<(usize, u16), NonArqIn>,
-    next_cpdu_id: u16,
-    not_before: Duration,
-    counters: NodeCounters,
-}
-
-struct SentDpdu {
-    offset: usize,
-    len: usize,
-    dest: usize,
-    bytes: Vec<u8>,
-}
-
+/// One transmission of the current round.
 struct RoundTx {
     sender: usize,
-    /// The modem as keyed for this transmission (its rate may differ from the configured one).
-    modem: ModemConfig,
-    tx: Transmission,
+    sent: NodeTx,
     id: TxId,
-    dpdus: Vec<SentDpdu>,
-    sent_data: bool,
     record: TraceRecord,
 }
 
 /// Everything the scheduler and the SIS connections share.
 pub(crate) struct State {
     config: SubnetConfig,
-    nodes: Vec<Node>,
+    nodes: Vec<Slot>,
     channels: BTreeMap<(usize, usize), Channel>,
     air: Air,
     rng: ChaCha8Rng,
     trace: Vec<TraceRecord>,
     counters: Counters,
     last_sender: Option<usize>,
-    next_seq: u64,
     next_conn: u64,
-    dpdu_overhead: usize,
-    /// Bytes of D_PDUs one maximum transmission holds, per usable rate.
-    budgets: BTreeMap<DataRate, usize>,
     /// The configured response timeout, raised to the slowest rate DRC may use.
     response_timeout: Duration,
     round: Vec<RoundTx>,
@@ -844,78 +609,22 @@ impl Subnet {
         if !(config.time_scale.is_finite() && config.time_scale > 0.0) {
             return Err(NetError::BadTimeScale(config.time_scale));
         }
-        ArqSender::new(config.window, config.segment_size)?;
-        let biggest = usize::from(config.mtu) + UPDU_OVERHEAD;
-        if biggest.div_ceil(config.segment_size) > usize::from(config.window) {
-            return Err(NetError::MtuTooLarge {
-                mtu: config.mtu,
-                window: config.window,
-                segment: config.segment_size,
-            });
-        }
-        let modem = &config.modem;
-        // Checked here so that a bad modem configuration gets its own error.
-        modem.block_duration()?;
-        modem.block_bits()?;
-        let fixed = modem.key_up + modem.preamble()?;
-        let probe = Dpdu {
-            eow: Eow::NONE,
-            eot: 0,
-            destination: Address::new(crate::dpdu::MAX_ADDRESS).unwrap_or_default(),
-            source: Address::new(crate::dpdu::MAX_ADDRESS).unwrap_or_default(),
-            body: Body::DataOnly {
-                header: DataHeader::default(),
-                segment: vec![0],
-            },
-        };
-        let dpdu_overhead = probe.encoded_len().saturating_sub(1);
-        if config.max_transmission > MAX_TRANSMISSION || config.max_transmission <= fixed {
-            return Err(NetError::BadMaxTransmission(config.max_transmission));
-        }
-        let budget_at = |m: &ModemConfig| -> Option<usize> {
-            let block = m.block_duration().ok()?;
-            let fixed = m.key_up + m.preamble().ok()?;
-            let blocks =
-                config.max_transmission.checked_sub(fixed)?.as_nanos() / block.as_nanos().max(1);
-            let bits = (blocks as u64 * m.block_bits().ok()?)
-                .saturating_sub(u64::from(m.eom_bits) + u64::from(m.flush_bits));
-            let budget = usize::try_from(bits / 8).unwrap_or(usize::MAX);
-            (budget >= config.segment_size + dpdu_overhead).then_some(budget)
-        };
-        let Some(byte_budget) = budget_at(modem) else {
-            return Err(NetError::BadMaxTransmission(config.max_transmission));
-        };
-        // Rates a link may change to: those whose maximum transmission still holds a segment.
-        let mut budgets = BTreeMap::new();
-        budgets.insert(modem.rate, byte_budget);
-        let mut response_timeout = config.response_timeout;
-        if config.drc != Drc::Fixed {
-            for rate in rate_ladder(modem) {
-                let m = ModemConfig {
-                    rate,
-                    ..modem.clone()
-                };
-                if let Some(b) = budget_at(&m) {
-                    budgets.insert(rate, b);
-                    // Answers at a slower rate take longer: wait for the slowest.
-                    if let (Ok(bd), Ok(pre)) = (m.block_duration(), m.preamble()) {
-                        response_timeout =
-                            response_timeout.max(m.key_up + pre + bd * 2 + m.switching_time);
-                    }
-                }
-            }
-        }
-        let start_rate = match config.drc {
-            Drc::Matched => {
-                let r = matched_rate(modem, &config.channel);
-                if budgets.contains_key(&r) {
-                    r
-                } else {
-                    modem.rate
-                }
-            }
-            _ => modem.rate,
-        };
+        let start_rate =
+            (config.drc == Drc::Matched).then(|| matched_rate(&config.modem, &config.channel));
+        let setup = NodeSetup::new(NodeConfig {
+            addresses: config.addresses.clone(),
+            groups: config.groups.clone(),
+            modem: config.modem.clone(),
+            window: config.window,
+            segment_size: config.segment_size,
+            max_transmission: config.max_transmission,
+            mtu: config.mtu,
+            flow_limit: config.flow_limit,
+            response_timeout: config.response_timeout,
+            drc: config.drc,
+            data_ack: config.data_ack,
+            start_rate,
+        })?;
         let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
         let n = config.addresses.len();
         let mut channels = BTreeMap::new();
@@ -932,46 +641,17 @@ impl Subnet {
                 }
             }
         }
-        let mut nodes = Vec::with_capacity(n);
-        for (i, &address) in config.addresses.iter().enumerate() {
-            let mut links = BTreeMap::new();
-            for peer in (0..n).filter(|&p| p != i) {
-                links.insert(
-                    peer,
-                    Link {
-                        sender: ArqSender::new(config.window, config.segment_size)?,
-                        receiver: ArqReceiver::new(biggest + 16),
-                        owes_ack: false,
-                        unconfirmed: BTreeMap::new(),
-                        exp_out: None,
-                        exp_next_id: 0,
-                        exp_in: None,
-                        owes_exp_ack: false,
-                        tx_rate: start_rate,
-                        drc_request: None,
-                        drc_response_owed: false,
-                        clean_streak: 0,
-                        unanswered: 0,
-                        stale_acks: 0,
-                        reset_out: None,
-                        next_reset_id: 0,
-                        reset_ack_owed: None,
-                    },
-                );
-            }
-            nodes.push(Node {
-                address,
-                dpdu_address: Address::new(address.bits()).unwrap_or_default(),
-                bindings: BTreeMap::new(),
-                queue: Vec::new(),
-                links,
-                non_arq_out: VecDeque::new(),
-                non_arq_in: BTreeMap::new(),
-                next_cpdu_id: 0,
-                not_before: Duration::ZERO,
-                counters: NodeCounters::default(),
-            });
-        }
+        let nodes = (0..n)
+            .map(|i| {
+                let dup_filter = config.dup_filter.get(i).copied().unwrap_or(false);
+                Ok(Slot {
+                    node: Node::new(i, &setup, dup_filter)?,
+                    not_before: Duration::ZERO,
+                    clients: BTreeMap::new(),
+                    lost_dpdus: 0,
+                })
+            })
+            .collect::<Result<Vec<Slot>, NodeError>>()?;
         let scale = config.time_scale;
         let state = State {
             counters: Counters {
@@ -985,11 +665,8 @@ impl Subnet {
             rng,
             trace: Vec::new(),
             last_sender: None,
-            next_seq: 0,
             next_conn: 0,
-            dpdu_overhead,
-            budgets,
-            response_timeout,
+            response_timeout: setup.response_timeout(),
             round: Vec::new(),
             capture: None,
             watchers: Vec::new(),
@@ -1019,7 +696,7 @@ impl Subnet {
 
     /// The address of node `node`.
     pub fn address(&self, node: usize) -> Option<NodeAddress> {
-        self.shared.lock().nodes.get(node).map(|n| n.address)
+        self.shared.lock().nodes.get(node).map(|n| n.node.address())
     }
 
     /// Simulated time now.
@@ -1031,7 +708,14 @@ impl Subnet {
     pub fn counters(&self) -> Counters {
         let st = self.shared.lock();
         let mut c = st.counters.clone();
-        c.nodes = st.nodes.iter().map(|n| n.counters).collect();
+        c.nodes = st
+            .nodes
+            .iter()
+            .map(|n| NodeCounters {
+                lost_dpdus: n.lost_dpdus,
+                ..n.node.counters()
+            })
+            .collect();
         c.collisions = st.air.collisions();
         c
     }
@@ -1074,13 +758,14 @@ impl Subnet {
     /// RESET/WIN-RESYNC exchange. `false` if there is no such link.
     pub fn forget_arq_receive_state(&self, node: usize, peer: usize) -> bool {
         let mut st = self.shared.lock();
-        let Some(link) = st.nodes.get_mut(node).and_then(|n| n.links.get_mut(&peer)) else {
-            return false;
-        };
-        link.receiver.reset(0);
-        link.owes_ack = false;
-        self.shared.notify.notify_one();
-        true
+        let forgot = st
+            .nodes
+            .get_mut(node)
+            .is_some_and(|n| n.node.forget_arq_receive_state(peer));
+        if forgot {
+            self.shared.notify.notify_one();
+        }
+        forgot
     }
 
     /// Stops the capture and flushes it: the number of D_PDUs it recorded (0 if none was
@@ -1119,21 +804,13 @@ async fn run(shared: Arc<Shared>) {
     }
 }
 
-fn send_to(node: &Node, sap: SapId, conn: Option<u64>, p: Primitive) {
-    if let Some(b) = node.bindings.get(&sap.get())
-        && conn.is_none_or(|c| c == b.conn)
-    {
-        let _ = b.tx.send(p);
-    }
-}
-
 impl State {
     pub(crate) fn mtu(&self) -> u16 {
         self.config.mtu
     }
 
     pub(crate) fn node_address(&self, node: usize) -> Option<NodeAddress> {
-        self.nodes.get(node).map(|n| n.address)
+        self.nodes.get(node).map(|n| n.node.address())
     }
 
     pub(crate) fn new_conn(&mut self) -> u64 {
@@ -1141,7 +818,8 @@ impl State {
         self.next_conn
     }
 
-    /// Binds `sap` on `node` for connection `conn`; `false` if another connection holds it.
+    /// Binds `sap` on `node` for connection `conn`, whose primitives go to `tx`; `false` if
+    /// another connection holds it.
     pub(crate) fn bind(
         &mut self,
         node: usize,
@@ -1152,251 +830,56 @@ impl State {
         let Some(n) = self.nodes.get_mut(node) else {
             return false;
         };
-        if n.bindings.contains_key(&sap.get()) {
+        if !n.node.bind(sap, conn) {
             return false;
         }
-        n.bindings.insert(
-            sap.get(),
-            Binding {
-                conn,
-                tx,
-                queued: 0,
-                flow_off: false,
-            },
-        );
+        n.clients.insert(conn, tx);
         true
     }
 
     /// Releases whatever `conn` bound on `node`.
     pub(crate) fn unbind(&mut self, node: usize, conn: u64) {
         if let Some(n) = self.nodes.get_mut(node) {
-            n.bindings.retain(|_, b| b.conn != conn);
+            n.node.unbind(conn);
+            n.clients.remove(&conn);
         }
     }
 
     /// Queues a U_PDU from a client of `node` (already checked against the MTU).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn submit(
         &mut self,
         node: usize,
         conn: u64,
         src_sap: SapId,
         req: &skywave_sis::UnidataRequest,
-        confirm: bool,
-        expedited: bool,
-        non_arq: Option<u8>,
+        mode: SendMode,
         now: Duration,
     ) -> Result<(), UnidataRejectReason> {
-        let group = self
-            .config
-            .groups
-            .iter()
-            .position(|g| g.address == req.dest)
-            .map(|g| self.nodes.len() + g);
-        let dest = match group {
-            Some(g) => g,
-            None => self
-                .nodes
-                .iter()
-                .position(|n| n.address == req.dest)
-                .ok_or(UnidataRejectReason::DestinationNodeNotResponding)?,
+        let Some(n) = self.nodes.get_mut(node) else {
+            return Err(UnidataRejectReason::DestinationNodeNotResponding);
         };
-        // ARQ cannot serve a group address (no single peer acknowledges); the client must ask
-        // for non-ARQ, and is told so rather than left waiting for a confirm that cannot come.
-        if group.is_some() && non_arq.is_none() {
-            return Err(UnidataRejectReason::TxModeNotSpecified);
-        }
-        let confirm = confirm && group.is_none();
-        let src = self.nodes.get(node).map(|n| n.address).unwrap_or_default();
-        if dest == node {
-            // Loopback: deliver at once, as a real node does for its own address.
-            let mode = match (non_arq.is_some(), expedited) {
-                (false, false) => Kind::Arq,
-                (true, false) => Kind::NonArq,
-                (false, true) => Kind::Expedited,
-                (true, true) => Kind::ExpeditedNonArq,
-            };
-            let delivered = self.deliver(
-                dest,
-                src,
-                src_sap,
-                req.dest_sap,
-                req.priority,
-                &req.updu,
-                mode,
-                None,
-            );
-            return if delivered {
-                if confirm && let Some(n) = self.nodes.get(node) {
-                    let c = UnidataConfirm {
-                        dest_sap: req.dest_sap,
-                        dest: req.dest,
-                        updu_part: req.updu.clone(),
-                    };
-                    let p = if expedited {
-                        Primitive::ExpeditedUnidataRequestConfirm(c)
-                    } else {
-                        Primitive::UnidataRequestConfirm(c)
-                    };
-                    send_to(n, src_sap, Some(conn), p);
-                }
-                Ok(())
-            } else {
-                Err(UnidataRejectReason::DestinationSapNotBound)
-            };
-        }
-        if !confirm && self.is_duplicate(node, dest, req.dest_sap, &req.updu) {
-            tracing::debug!(node, dest, "duplicate U_PDU dropped by the filter");
-            if let Some(n) = self.nodes.get_mut(node) {
-                n.counters.duplicates_dropped += 1;
-            }
-            return Ok(());
-        }
-        self.next_seq += 1;
-        let q = Queued {
-            seq: self.next_seq,
-            dest,
-            src_sap,
-            dest_sap: req.dest_sap,
-            rank: req.priority.get(),
-            priority: req.priority,
-            deadline: req.ttl.as_duration().map(|d| now + d),
-            confirm,
-            expedited,
-            non_arq,
-            conn,
-            updu: req.updu.clone(),
-        };
-        let limit = self.config.flow_limit;
-        if let Some(n) = self.nodes.get_mut(node) {
-            n.queue.push(q);
-            if let Some(b) = n.bindings.get_mut(&src_sap.get())
-                && b.conn == conn
-            {
-                b.queued += 1;
-                if b.queued > limit && !b.flow_off {
-                    b.flow_off = true;
-                    let _ = b.tx.send(Primitive::DataFlowOff);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Whether node `node` filters duplicates and still holds (queued, or in the ARQ and not
-    /// yet acknowledged) a U_PDU for `dest`/`sap` with these bytes.
-    fn is_duplicate(&self, node: usize, dest: usize, sap: SapId, updu: &[u8]) -> bool {
-        if !self.config.dup_filter.get(node).copied().unwrap_or(false) {
-            return false;
-        }
-        let Some(n) = self.nodes.get(node) else {
-            return false;
-        };
-        let same = |q: &Queued| q.dest == dest && q.dest_sap == sap && q.updu.as_ref() == updu;
-        n.queue.iter().any(same)
-            || n.links.get(&dest).is_some_and(|l| {
-                l.unconfirmed.values().any(|a| same(&a.q))
-                    || l.exp_out.as_ref().is_some_and(|e| same(&e.q))
-            })
-    }
-
-    /// One U_PDU of a client was acknowledged, expired or dropped: it no longer counts
-    /// against the client's flow-control limit.
-    fn dequeued(&mut self, node: usize, q: &Queued) {
-        let on_at = self.config.flow_limit / 2;
-        if let Some(b) = self
-            .nodes
-            .get_mut(node)
-            .and_then(|n| n.bindings.get_mut(&q.src_sap.get()))
-            && b.conn == q.conn
-        {
-            b.queued = b.queued.saturating_sub(1);
-            if b.flow_off && b.queued <= on_at {
-                b.flow_off = false;
-                let _ = b.tx.send(Primitive::DataFlowOn);
-            }
-        }
-    }
-
-    fn reject(&self, node: usize, q: &Queued, reason: UnidataRejectReason) {
-        let Some(n) = self.nodes.get(node) else {
-            return;
-        };
-        let dest = self
-            .nodes
-            .get(q.dest)
-            .map(|d| d.address)
-            .unwrap_or_default();
-        let r = UnidataRejected {
-            reason,
-            dest_sap: q.dest_sap,
-            dest,
-            updu_part: q.updu.clone(),
-        };
-        let p = if q.expedited {
-            Primitive::ExpeditedUnidataRequestRejected(r)
-        } else {
-            Primitive::UnidataRequestRejected(r)
-        };
-        send_to(n, q.src_sap, Some(q.conn), p);
+        let result = n.node.submit(now, conn, src_sap, req, mode);
+        n.flush_events();
+        result
     }
 
     /// Drops queued U_PDUs whose TTL ran out, and non-ARQ C_PDUs whose reception window
     /// closed.
     fn expire(&mut self, now: Duration) {
-        for node in 0..self.nodes.len() {
-            let Some(n) = self.nodes.get_mut(node) else {
-                continue;
-            };
-            let before = n.non_arq_in.len();
-            let mut incomplete = 0;
-            n.non_arq_in.retain(|_, p| {
-                let open = p.deadline > now;
-                incomplete += u64::from(!open && !p.done);
-                open
-            });
-            if n.non_arq_in.len() != before {
-                n.counters.non_arq_incomplete += incomplete;
-            }
-            let (dead, live): (Vec<Queued>, Vec<Queued>) = std::mem::take(&mut n.queue)
-                .into_iter()
-                .partition(|q| q.deadline.is_some_and(|d| d <= now));
-            n.queue = live;
-            n.counters.expired += dead.len() as u64;
-            for q in dead {
-                tracing::debug!(node, seq = q.seq, "U_PDU TTL expired before transmission");
-                if q.confirm {
-                    self.reject(node, &q, UnidataRejectReason::TtlExpired);
-                }
-                self.dequeued(node, &q);
-            }
+        for n in &mut self.nodes {
+            n.node.handle_timeout(now);
+            n.flush_events();
         }
-    }
-
-    fn has_work(&self, node: usize) -> bool {
-        self.nodes.get(node).is_some_and(|n| {
-            !n.queue.is_empty()
-                || !n.non_arq_out.is_empty()
-                || n.links.values().any(|l| {
-                    l.owes_ack
-                        || l.owes_exp_ack
-                        || l.exp_out.is_some()
-                        || !l.sender.is_idle()
-                        || l.reset_out.is_some()
-                        || l.reset_ack_owed.is_some()
-                })
-        })
     }
 
     /// The next time something must happen: a node keys up or a TTL expires.
     fn next_event(&self, now: Duration) -> Option<Duration> {
-        let ready = (0..self.nodes.len())
-            .filter(|&i| self.has_work(i))
-            .filter_map(|i| self.nodes.get(i).map(|n| n.not_before.max(now)));
-        let ttl = self
+        let ready = self
             .nodes
             .iter()
-            .flat_map(|n| n.queue.iter().filter_map(|q| q.deadline));
+            .filter(|n| n.node.has_work())
+            .map(|n| n.not_before.max(now));
+        let ttl = self.nodes.iter().filter_map(|n| n.node.poll_timeout());
         ready.chain(ttl).min()
     }
 
@@ -1404,9 +887,12 @@ impl State {
     /// yet); returns when the last receiver is done.
     fn start_round(&mut self, now: Duration) -> Option<Duration> {
         let key_up = self.config.modem.key_up;
-        let starters: Vec<(usize, Duration)> = (0..self.nodes.len())
-            .filter(|&i| self.has_work(i))
-            .filter_map(|i| self.nodes.get(i).map(|n| (i, n.not_before.max(now))))
+        let starters: Vec<(usize, Duration)> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.node.has_work())
+            .map(|(i, n)| (i, n.not_before.max(now)))
             .filter(|&(_, t)| t < now + key_up.max(Duration::from_nanos(1)))
             .collect();
         for (node, t) in starters {
@@ -1417,645 +903,41 @@ impl State {
                 n.not_before = t + self.response_timeout;
             }
         }
-        self.round.iter().map(|r| r.tx.receiver_done()).max()
+        self.round.iter().map(|r| r.sent.tx.receiver_done()).max()
     }
 
-    /// Moves queued U_PDUs into the ARQ, best priority first, while each link has room.
-    fn feed_arq(&mut self, node: usize) {
-        let window = usize::from(self.config.window);
-        let segment = self.config.segment_size.max(1);
-        let Some(n) = self.nodes.get_mut(node) else {
-            return;
-        };
-        n.queue
-            .sort_by(|a, b| b.rank.cmp(&a.rank).then(a.seq.cmp(&b.seq)));
-        let mut moved = Vec::new();
-        let mut keep = Vec::new();
-        // Free window room per link. A U_PDU enters the ARQ only when all its segments fit,
-        // so that U_PDUs waiting for room stay here, where priority and TTL still apply.
-        let mut room: BTreeMap<usize, usize> = n
-            .links
-            .iter()
-            .map(|(&p, l)| (p, window.saturating_sub(l.sender.in_flight())))
-            .collect();
-        let mut blocked: Vec<usize> = Vec::new();
-        for q in std::mem::take(&mut n.queue) {
-            if q.non_arq.is_some() || q.expedited {
-                // Served by feed_non_arq or feed_expedited.
-                keep.push(q);
-                continue;
-            }
-            let Some(link) = n.links.get_mut(&q.dest) else {
-                continue;
-            };
-            let need = (q.updu.len() + UPDU_OVERHEAD).div_ceil(segment).max(1);
-            let free = room.entry(q.dest).or_default();
-            if blocked.contains(&q.dest) || need > *free {
-                // Keep the order: nothing overtakes a U_PDU waiting for room on its link.
-                blocked.push(q.dest);
-                keep.push(q);
-                continue;
-            }
-            *free -= need;
-            let spdu = Spdu::Data {
-                pci: DataPci {
-                    priority: q.priority.get(),
-                    source_sap: q.src_sap.get(),
-                    destination_sap: q.dest_sap.get(),
-                    client_delivery_confirm: false,
-                    ttd: None,
-                },
-                updu: q.updu.to_vec(),
-            };
-            let pushed = spdu
-                .encode()
-                .ok()
-                .and_then(|s| Cpdu::Data(s).encode().ok())
-                .map(|c| link.sender.push(c));
-            match pushed {
-                Some(Ok(id)) => {
-                    link.unconfirmed.insert(id, InArq { q, failed: false });
-                }
-                other => {
-                    tracing::warn!(node, ?other, "U_PDU could not enter the ARQ; dropped");
-                    moved.push(q);
-                }
-            }
-        }
-        n.queue = keep;
-        for q in moved {
-            self.dequeued(node, &q);
-        }
-    }
-
-    /// Moves queued non-ARQ U_PDUs, best priority first, into NON-ARQ DATA D_PDUs (each
-    /// segment repeated as many times as asked) waiting for air time.
-    fn feed_non_arq(&mut self, node: usize) {
-        let segment = self.config.segment_size.max(1);
-        let nodes = self.nodes.len();
-        let Some(n) = self.nodes.get_mut(node) else {
-            return;
-        };
-        let (mut out, keep): (Vec<Queued>, Vec<Queued>) = std::mem::take(&mut n.queue)
-            .into_iter()
-            .partition(|q| q.non_arq.is_some());
-        n.queue = keep;
-        // Expedited first, then by priority, then in order of submission.
-        out.sort_by(|a, b| {
-            (b.expedited, b.rank)
-                .cmp(&(a.expedited, a.rank))
-                .then(a.seq.cmp(&b.seq))
-        });
-        let mut exp_frames = Vec::new();
-        let mut done = Vec::new();
-        for q in out {
-            let spdu = Spdu::Data {
-                pci: DataPci {
-                    priority: q.priority.get(),
-                    source_sap: q.src_sap.get(),
-                    destination_sap: q.dest_sap.get(),
-                    client_delivery_confirm: false,
-                    ttd: None,
-                },
-                updu: q.updu.to_vec(),
-            };
-            let Some(cpdu) = spdu.encode().ok().and_then(|s| Cpdu::Data(s).encode().ok()) else {
-                tracing::warn!(node, "non-ARQ U_PDU could not be encoded; dropped");
-                done.push(q);
-                continue;
-            };
-            let Ok(size) = u16::try_from(cpdu.len()) else {
-                tracing::warn!(node, "non-ARQ C_PDU over 65535 bytes; dropped");
-                done.push(q);
-                continue;
-            };
-            let cpdu_id = n.next_cpdu_id;
-            n.next_cpdu_id = (n.next_cpdu_id + 1) % 4096;
-            let copies = 1 + usize::from(q.non_arq.unwrap_or(0));
-            let mut frames = VecDeque::new();
-            for (k, chunk) in cpdu.chunks(segment).enumerate() {
-                let header = NonArqHeader {
-                    cpdu_id,
-                    deliver_in_order: true,
-                    // Destinations past the nodes are the groups (see `State::submit`).
-                    group: q.dest >= nodes,
-                    cpdu_size: size,
-                    // Below the C_PDU size, which fits in 16 bits.
-                    segment_offset: (k * segment) as u16,
-                    reception_window: 0,
-                };
-                for _ in 0..copies {
-                    frames.push_back((header, chunk.to_vec()));
-                }
-            }
-            let o = NonArqOut {
-                dest: q.dest,
-                expedited: q.expedited,
-                frames,
-            };
-            if q.expedited {
-                exp_frames.push(o);
-            } else {
-                n.non_arq_out.push_back(o);
-            }
-            n.counters.non_arq_sent += 1;
-            done.push(q);
-        }
-        // Behind expedited C_PDUs already waiting, ahead of every normal one.
-        let at = n.non_arq_out.iter().take_while(|o| o.expedited).count();
-        for (k, o) in exp_frames.into_iter().enumerate() {
-            n.non_arq_out.insert(at + k, o);
-        }
-        for q in done {
-            self.dequeued(node, &q);
-        }
-    }
-
-    /// Starts the next expedited ARQ C_PDU on every link whose previous one is acknowledged
-    /// (stop-and-wait per C_PDU; a fresh sender restarts the FSNs at 0).
-    fn feed_expedited(&mut self, node: usize) {
-        let window = self.config.window;
-        let segment = self.config.segment_size;
-        let Some(n) = self.nodes.get_mut(node) else {
-            return;
-        };
-        let mut dropped = Vec::new();
-        for (&peer, link) in n.links.iter_mut() {
-            if link.exp_out.is_some() {
-                continue;
-            }
-            let Some(pos) = n
-                .queue
-                .iter()
-                .enumerate()
-                .filter(|(_, q)| q.expedited && q.non_arq.is_none() && q.dest == peer)
-                .min_by_key(|(_, q)| q.seq)
-                .map(|(i, _)| i)
-            else {
-                continue;
-            };
-            let q = n.queue.remove(pos);
-            let spdu = Spdu::Data {
-                pci: DataPci {
-                    priority: q.priority.get(),
-                    source_sap: q.src_sap.get(),
-                    destination_sap: q.dest_sap.get(),
-                    client_delivery_confirm: false,
-                    ttd: None,
-                },
-                updu: q.updu.to_vec(),
-            };
-            let started = spdu
-                .encode()
-                .ok()
-                .and_then(|s| Cpdu::Data(s).encode().ok())
-                .and_then(|c| {
-                    let mut sender = ArqSender::new(window, segment).ok()?;
-                    sender.push(c).ok()?;
-                    Some(sender)
-                });
-            match started {
-                Some(sender) => {
-                    link.exp_out = Some(ExpOut {
-                        sender,
-                        cpdu_id: link.exp_next_id,
-                        q,
-                        failed: false,
-                    });
-                    link.exp_next_id = (link.exp_next_id + 1) % 16;
-                }
-                None => {
-                    tracing::warn!(node, "expedited U_PDU could not enter the ARQ; dropped");
-                    dropped.push(q);
-                }
-            }
-        }
-        for q in dropped {
-            self.dequeued(node, &q);
-        }
-    }
-
-    /// Plans node `node`'s transmission starting at `t`.
+    /// Has node `node` plan its transmission starting at `t`, and puts it on the air: the
+    /// pcap, the [`Air`], the channel's counters.
     fn build(&mut self, node: usize, t: Duration) -> Option<RoundTx> {
-        self.feed_arq(node);
-        self.feed_non_arq(node);
-        self.feed_expedited(node);
-        let overhead = self.dpdu_overhead;
-        let window = usize::from(self.config.window);
-        if self.config.drc == Drc::Adaptive {
-            let ladder: Vec<DataRate> = self.budgets.keys().copied().collect();
-            if let Some(n) = self.nodes.get_mut(node) {
-                for l in n.links.values_mut() {
-                    if l.unanswered < UNANSWERED_STEP_DOWN {
-                        continue;
-                    }
-                    l.unanswered = 0;
-                    let pos = ladder.iter().position(|&r| r == l.tx_rate);
-                    if let Some(&down) = pos
-                        .and_then(|p| p.checked_sub(1))
-                        .and_then(|p| ladder.get(p))
-                    {
-                        l.tx_rate = down;
-                        n.counters.rate_changes += 1;
-                    }
-                }
-            }
-        }
-        // One rate per transmission: the slowest of the links it serves.
-        let rate = {
-            let n = self.nodes.get(node)?;
-            n.links
-                .iter()
-                .filter(|(p, l)| {
-                    l.owes_ack
-                        || l.owes_exp_ack
-                        || l.exp_out.is_some()
-                        || !l.sender.is_idle()
-                        || l.drc_response_owed
-                        || l.reset_out.is_some()
-                        || l.reset_ack_owed.is_some()
-                        || n.non_arq_out.iter().any(|o| o.dest == **p)
-                        || n.queue.iter().any(|q| q.dest == **p)
-                })
-                .map(|(_, l)| l.tx_rate)
-                .min()
-                .unwrap_or(self.config.modem.rate)
-        };
-        let (rate, mut budget) = match self.budgets.get(&rate) {
-            Some(&b) => (rate, b),
-            None => (
-                self.config.modem.rate,
-                self.budgets
-                    .get(&self.config.modem.rate)
-                    .copied()
-                    .unwrap_or_default(),
-            ),
-        };
-        let full_budget = budget;
-        let modem = ModemConfig {
-            rate,
-            ..self.config.modem.clone()
-        };
-        let interleaver = interleaver_code(modem.interleaver);
-        let n = self.nodes.get_mut(node)?;
-        let src = n.dpdu_address;
-        let mut frames: Vec<(usize, Dpdu, bool)> = Vec::new();
-        let mut dests: BTreeMap<usize, Address> = BTreeMap::new();
-        for (&peer, _) in n.links.iter() {
-            let addr = self
-                .config
-                .addresses
-                .get(peer)
-                .map(|a| a.bits())
-                .unwrap_or(0);
-            dests.insert(peer, Address::new(addr).unwrap_or_default());
-        }
-        let nodes = self.config.addresses.len();
-        for (g, group) in self.config.groups.iter().enumerate() {
-            dests.insert(
-                nodes + g,
-                Address::new(group.address.bits()).unwrap_or_default(),
-            );
-        }
-        let data_ack = self.config.data_ack;
-        // Peers whose ACK waits to ride on DATA-ACK frames (ACK-ONLY if no data goes after all).
-        let mut deferred: BTreeMap<usize, Dpdu> = BTreeMap::new();
-        let mut sent_data = false;
-        for (&peer, link) in n.links.iter_mut() {
-            let dest = dests.get(&peer).copied().unwrap_or_default();
-            if let Some(id) = link.reset_ack_owed.take() {
-                let d = Dpdu {
-                    eow: Eow::NONE,
-                    eot: 0,
-                    destination: dest,
-                    source: src,
-                    body: Body::ResetWinResync(Reset {
-                        reset_ack: true,
-                        reset_frame_id: id,
-                        ..Reset::default()
-                    }),
-                };
-                budget = budget.saturating_sub(d.encoded_len());
-                frames.push((peer, d, false));
-            }
-            if let Some(id) = link.reset_out {
-                // Command the peer's RX window back to 0, where this node's TX window now
-                // starts; resent in every transmission until the RESET ACK comes.
-                let d = Dpdu {
-                    eow: Eow::NONE,
-                    eot: 0,
-                    destination: dest,
-                    source: src,
-                    body: Body::ResetWinResync(Reset {
-                        reset_rx_win_command: true,
-                        new_rx_lwe: 0,
-                        reset_frame_id: id,
-                        ..Reset::default()
-                    }),
-                };
-                budget = budget.saturating_sub(d.encoded_len());
-                frames.push((peer, d, false));
-                // It expects an answer, like data.
-                sent_data = true;
-            }
-        }
-        for (&peer, link) in n.links.iter_mut() {
-            if link.owes_ack {
-                link.owes_ack = false;
-                let d = Dpdu {
-                    eow: Eow::NONE,
-                    eot: 0,
-                    destination: dests.get(&peer).copied().unwrap_or_default(),
-                    source: src,
-                    body: Body::AckOnly(link.receiver.ack()),
-                };
-                // Reserve its room either way: a DATA-ACK carries the same ACK bytes.
-                budget = budget.saturating_sub(d.encoded_len());
-                if data_ack && link.reset_out.is_none() && !link.sender.is_idle() {
-                    deferred.insert(peer, d);
-                } else {
-                    frames.push((peer, d, false));
-                }
-            }
-        }
-        for (&peer, link) in n.links.iter_mut() {
-            if link.owes_exp_ack {
-                link.owes_exp_ack = false;
-                let Some((_, rx)) = &link.exp_in else {
-                    continue;
-                };
-                let d = Dpdu {
-                    eow: Eow::NONE,
-                    eot: 0,
-                    destination: dests.get(&peer).copied().unwrap_or_default(),
-                    source: src,
-                    body: Body::ExpAckOnly(rx.ack()),
-                };
-                budget = budget.saturating_sub(d.encoded_len());
-                frames.push((peer, d, false));
-            }
-        }
-        // Expedited data before anything else.
-        for (&peer, link) in n.links.iter_mut() {
-            let Some(e) = &mut link.exp_out else {
-                continue;
-            };
-            if budget < overhead + 1 {
-                break;
-            }
-            for seg in e.sender.next_segments_within(window, budget, overhead) {
-                let d = Dpdu {
-                    eow: Eow::NONE,
-                    eot: 0,
-                    destination: dests.get(&peer).copied().unwrap_or_default(),
-                    source: src,
-                    body: Body::ExpDataOnly {
-                        header: ExpDataHeader {
-                            start: seg.header.start,
-                            end: seg.header.end,
-                            cpdu_id: e.cpdu_id,
-                            fsn: seg.header.fsn,
-                        },
-                        segment: seg.data,
-                    },
-                };
-                budget = budget.saturating_sub(d.encoded_len());
-                sent_data = true;
-                frames.push((peer, d, seg.retransmission));
-            }
-        }
-        // Non-ARQ data after the ACKs and before ARQ data; whatever does not fit waits for
-        // the node's next transmission. (Its reception window is set once the plan is known.)
-        while let Some(out) = n.non_arq_out.front_mut() {
-            let Some((header, seg)) = out.frames.front() else {
-                n.non_arq_out.pop_front();
-                continue;
-            };
-            if budget < overhead + seg.len() {
-                break;
-            }
-            let d = Dpdu {
-                eow: Eow::NONE,
-                eot: 0,
-                destination: dests.get(&out.dest).copied().unwrap_or_default(),
-                source: src,
-                body: if out.expedited {
-                    Body::ExpNonArqData {
-                        header: *header,
-                        segment: seg.clone(),
-                    }
-                } else {
-                    Body::NonArqData {
-                        header: *header,
-                        segment: seg.clone(),
-                    }
-                },
-            };
-            budget = budget.saturating_sub(d.encoded_len());
-            frames.push((out.dest, d, false));
-            out.frames.pop_front();
-            if out.frames.is_empty() {
-                n.non_arq_out.pop_front();
-            }
-        }
-        let mut data_acks = 0u64;
-        // A transmission serving several peers shares its bytes among them, max-min fairly:
-        // a peer asking less than an equal share gets all it asks, the others split the rest,
-        // so a long batch for one ship never holds up a short message for another (with one
-        // peer, it gets the whole budget as before).
-        let ack_extra = |peer: &usize| match deferred.get(peer).map(|d| &d.body) {
-            Some(Body::AckOnly(a)) => 1 + a.bitmap.len(),
-            _ => 0,
-        };
-        let demands: Vec<(usize, usize)> = n
-            .links
-            .iter_mut()
-            .filter(|(_, l)| l.reset_out.is_none())
-            .map(|(&p, l)| (p, l.sender.ready_bytes(window, overhead)))
-            .filter(|&(_, d)| d > 0)
-            .map(|(p, d)| (p, d + ack_extra(&p)))
-            .collect();
-        let shares = fair_shares(budget, &demands);
-        for (&peer, link) in n.links.iter_mut() {
-            if budget < overhead + 1 {
-                break;
-            }
-            if link.reset_out.is_some() {
-                // No data until the peer's receive window is realigned.
-                continue;
-            }
-            let Some(&share) = shares.get(&peer) else {
-                continue;
-            };
-            // A DATA-ACK carries the ACK's RX LWE and bitmap on top of the DATA-ONLY fields.
-            // Only the first frame to the peer carries it: the ACK is the same for all, and
-            // repeating it would cost more bytes than the ACK-ONLY it replaces.
-            let mut ack = match deferred.get(&peer).map(|d| &d.body) {
-                Some(Body::AckOnly(a)) => Some(a.clone()),
-                _ => None,
-            };
-            let extra = ack.as_ref().map_or(0, |a| 1 + a.bitmap.len());
-            let segments = link.sender.next_segments_within(
-                window,
-                share.min(budget).saturating_sub(extra),
-                overhead,
-            );
-            if !segments.is_empty() {
-                link.unanswered = link.unanswered.saturating_add(1);
-                if ack.is_some() {
-                    deferred.remove(&peer);
-                }
-            }
-            for seg in segments {
-                let body = match ack.take() {
-                    Some(a) => {
-                        data_acks += 1;
-                        Body::DataAck {
-                            header: seg.header,
-                            ack: a,
-                            segment: seg.data,
-                        }
-                    }
-                    None => Body::DataOnly {
-                        header: seg.header,
-                        segment: seg.data,
-                    },
-                };
-                let d = Dpdu {
-                    eow: Eow::NONE,
-                    eot: 0,
-                    destination: dests.get(&peer).copied().unwrap_or_default(),
-                    source: src,
-                    body,
-                };
-                budget = budget.saturating_sub(d.encoded_len());
-                sent_data = true;
-                frames.push((peer, d, seg.retransmission));
-            }
-        }
-        // ACKs that found no data to ride on go as ACK-ONLY, ahead of the data as usual.
-        for (i, (peer, d)) in deferred.into_iter().enumerate() {
-            frames.insert(i, (peer, d, false));
-        }
-        if frames.is_empty() {
-            return None;
-        }
-        // DRC signalling rides in the EOW of every D_PDU to the peer concerned: "accept" for a
-        // change just made, else a pending request.
-        for (peer, d, _) in &mut frames {
-            let Some(link) = n.links.get(peer) else {
-                continue;
-            };
-            if link.drc_response_owed {
-                d.eow = Eow::DrcResponse(Response {
-                    response: 0,
-                    reason: 0,
-                });
-            } else if let Some(r) = link.drc_request {
-                // Other parameters 1: "request, Tx = Rx at the master".
-                d.eow = Eow::DrcRequest(RateRequest {
-                    rate: rate_code(r),
-                    interleaver,
-                    other: 1,
-                });
-            }
-        }
-        for l in n.links.values_mut() {
-            l.drc_response_owed = false;
-        }
-        let total: usize = frames.iter().map(|(_, d, _)| d.encoded_len()).sum();
-        let tx = match modem.plan(t, total) {
-            Ok(tx) => tx,
-            Err(e) => {
-                tracing::error!(node, "cannot plan a transmission: {e}");
-                return None;
-            }
-        };
-        // Reception window of a non-ARQ C_PDU: to the end of this transmission, plus, if
-        // some of its D_PDUs must wait, a full transmission and two response timeouts for
-        // every transmission they need.
-        let per_tx = self.config.max_transmission + self.response_timeout * 2;
-        let half_secs =
-            |d: Duration| u16::try_from(d.as_millis().div_ceil(500)).unwrap_or(u16::MAX);
-        let extra: BTreeMap<u16, u16> = self
-            .nodes
-            .get(node)
-            .map(|n| {
-                n.non_arq_out
-                    .iter()
-                    .filter_map(|o| {
-                        let (h, _) = o.frames.front()?;
-                        let rest: usize = o.frames.iter().map(|(_, s)| s.len() + overhead).sum();
-                        let txs =
-                            u32::try_from(rest.div_ceil(full_budget.max(1))).unwrap_or(u32::MAX);
-                        Some((h.cpdu_id, half_secs(per_tx.saturating_mul(txs))))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let mut dpdus = Vec::new();
-        let mut traced = Vec::new();
-        let mut offset = 0;
-        let mut retrans = 0;
-        for (peer, mut d, retransmission) in frames {
-            let at = tx
-                .block_of_byte(offset)
-                .map_or(tx.preamble_end, |b| b.start);
-            d.eot = tx.eot_at(at);
-            if let Body::NonArqData { header, .. } | Body::ExpNonArqData { header, .. } =
-                &mut d.body
-            {
-                let more = extra.get(&header.cpdu_id).copied().unwrap_or(0);
-                header.reception_window = u16::from(d.eot).saturating_add(more);
-            }
-            let bytes = match d.encode() {
-                Ok(b) => b,
-                Err(e) => {
-                    tracing::error!(node, "cannot encode a D_PDU: {e}");
-                    continue;
-                }
-            };
-            let fsn = match &d.body {
-                Body::DataOnly { header, .. } | Body::DataAck { header, .. } => Some(header.fsn),
-                Body::ExpDataOnly { header, .. } => Some(header.fsn),
-                _ => None,
-            };
-            retrans += u64::from(retransmission);
+        let slot = self.nodes.get_mut(node)?;
+        let sent = slot.node.poll_transmit(t);
+        // Feeding the ARQ may have released flow control or dropped U_PDUs.
+        slot.flush_events();
+        let sent = sent?;
+        let mut traced = Vec::with_capacity(sent.dpdus.len());
+        for d in &sent.dpdus {
             if let Some(c) = &mut self.capture {
-                c.record(at, &bytes);
+                c.record(d.at, &d.bytes);
             }
             traced.push(TracedDpdu {
-                dpdu_type: d.body.dpdu_type(),
-                fsn,
-                len: bytes.len(),
+                dpdu_type: d.dpdu_type,
+                fsn: d.fsn,
+                len: d.bytes.len(),
                 eot: d.eot,
-                at,
-                retransmission,
+                at: d.at,
+                retransmission: d.retransmission,
                 lost: false,
             });
-            dpdus.push(SentDpdu {
-                offset,
-                len: bytes.len(),
-                dest: peer,
-                bytes,
-            });
-            offset += dpdus.last().map_or(0, |s| s.len);
         }
-        let id = self.air.transmit(node, &tx);
-        let count = dpdus.len() as u64;
-        if let Some(n) = self.nodes.get_mut(node) {
-            n.counters.transmissions += 1;
-            n.counters.bytes_on_air += offset as u64;
-            n.counters.dpdus_sent += count;
-            n.counters.retransmissions += retrans;
-            n.counters.data_acks += data_acks;
-        }
+        let tx = &sent.tx;
+        let id = self.air.transmit(node, tx);
+        let count = sent.dpdus.len() as u64;
         let c = &mut self.counters;
         c.transmissions += 1;
-        c.bytes_on_air += offset as u64;
+        c.bytes_on_air += sent.bytes as u64;
         c.dpdus_sent += count;
-        c.retransmissions += retrans;
-        c.data_acks += data_acks;
+        c.retransmissions += sent.retransmissions;
+        c.data_acks += sent.data_acks;
         c.busy_until = c.busy_until.max(tx.end);
         if self.last_sender.is_some_and(|s| s != node) {
             c.turnarounds += 1;
@@ -2066,18 +948,15 @@ impl State {
             end: tx.end,
             sender: node,
             rate_bps: tx.rate.bps(),
-            bytes: offset,
+            bytes: sent.bytes,
             dpdus: traced,
             lost: false,
             why: String::new(),
         };
         Some(RoundTx {
             sender: node,
-            modem,
-            tx,
+            sent,
             id,
-            dpdus,
-            sent_data,
             record,
         })
     }
@@ -2095,38 +974,21 @@ impl State {
                 for d in &mut rt.record.dpdus {
                     d.lost = true;
                 }
-                lost_count = rt.dpdus.len() as u64;
+                lost_count = rt.sent.dpdus.len() as u64;
                 let backoff = Duration::from_millis(100 * self.rng.random_range(1..=20u64));
                 if let Some(n) = self.nodes.get_mut(sender) {
-                    n.counters.collisions += 1;
-                    n.not_before = rt.tx.end + backoff;
+                    n.not_before = rt.sent.tx.end + backoff;
                     // The ACKs it carried never arrived: they are still owed.
-                    for (sd, t) in rt.dpdus.iter().zip(&rt.record.dpdus) {
-                        if let Some(l) = n.links.get_mut(&sd.dest) {
-                            match t.dpdu_type {
-                                1 | 2 => l.owes_ack = true,
-                                5 => l.owes_exp_ack = true,
-                                3 => {
-                                    if let Ok((d, _)) = Dpdu::decode(&sd.bytes)
-                                        && let Body::ResetWinResync(rs) = d.body
-                                        && rs.reset_ack
-                                    {
-                                        l.reset_ack_owed = Some(rs.reset_frame_id);
-                                    }
-                                }
-                                _ => {}
-                            }
-                        }
-                    }
+                    n.node.transmission_collided(&rt.sent);
                 }
             } else {
-                let peer_may = rt.tx.peer_may_transmit_at();
+                let peer_may = rt.sent.tx.peer_may_transmit_at();
                 // The individual nodes this transmission addressed, in the order of their first
                 // D_PDU. Each may owe an answer; on one frequency they answer one after another,
                 // one response slot apart, or their answers would key up together and collide
                 // every time (with one addressee, the point-to-point case, nothing changes).
                 let mut addressees: Vec<usize> = Vec::new();
-                for sd in &rt.dpdus {
+                for sd in &rt.sent.dpdus {
                     if sd.dest < self.nodes.len() && !addressees.contains(&sd.dest) {
                         addressees.push(sd.dest);
                     }
@@ -2136,29 +998,22 @@ impl State {
                 let slots = u32::try_from(self.nodes.len().max(4) * 2).unwrap_or(u32::MAX);
                 for r in (0..self.nodes.len()).filter(|&r| r != sender) {
                     let (heard, fates) = self.receive(sender, r, &rt);
-                    let mut got_any = false;
-                    let mut data: Vec<Dpdu> = Vec::new();
-                    let mut acks: Vec<Dpdu> = Vec::new();
-                    let mut non_arq: Vec<(Duration, Dpdu)> = Vec::new();
-                    let mut exp: Vec<Dpdu> = Vec::new();
-                    let mut eows: Vec<Eow> = Vec::new();
-                    let mut resets: Vec<Reset> = Vec::new();
-                    let (mut data_sent, mut data_lost) = (0usize, 0usize);
-                    for (i, (sd, ok)) in rt.dpdus.iter().zip(&fates).enumerate() {
+                    let mut got = Heard {
+                        from: sender,
+                        rate: rt.sent.modem.rate,
+                        dpdus: Vec::new(),
+                        data_sent: 0,
+                        data_lost: 0,
+                    };
+                    for (i, (sd, ok)) in rt.sent.dpdus.iter().zip(&fates).enumerate() {
                         if sd.dest != r && !self.member(sd.dest, r) {
                             continue;
                         }
                         // Group traffic is not the sender's link to `r`: it does not count
                         // for that link's data-rate decisions.
-                        if sd.dest == r
-                            && rt
-                                .record
-                                .dpdus
-                                .get(i)
-                                .is_some_and(|t| matches!(t.dpdu_type, 0 | 2 | 4 | 7 | 8))
-                        {
-                            data_sent += 1;
-                            data_lost += usize::from(!ok.0);
+                        if sd.dest == r && matches!(sd.dpdu_type, 0 | 2 | 4 | 7 | 8) {
+                            got.data_sent += 1;
+                            got.data_lost += usize::from(!ok.0);
                         }
                         if !ok.0 {
                             lost_count += 1;
@@ -2170,66 +1025,34 @@ impl State {
                             }
                             continue;
                         }
-                        match Dpdu::decode(&sd.bytes) {
-                            Ok((d, _)) => {
-                                got_any = true;
-                                if d.eow != Eow::NONE {
-                                    eows.push(d.eow);
-                                }
-                                match d.body {
-                                    Body::AckOnly(_) => acks.push(d),
-                                    // The ACK part of a DATA-ACK counts exactly like an
-                                    // ACK-ONLY, after the data (as for separate frames).
-                                    Body::DataAck { .. } => {
-                                        acks.push(d.clone());
-                                        data.push(d);
-                                    }
-                                    Body::ResetWinResync(rs) => resets.push(rs),
-                                    Body::ExpDataOnly { .. } | Body::ExpAckOnly(_) => exp.push(d),
-                                    Body::NonArqData { .. } | Body::ExpNonArqData { .. } => {
-                                        let at = rt.record.dpdus.get(i).map_or(rt.tx.end, |t| t.at);
-                                        non_arq.push((at, d));
-                                    }
-                                    _ => data.push(d),
-                                }
-                            }
-                            Err(e) => tracing::error!("own D_PDU failed to decode: {e}"),
-                        }
+                        got.dpdus.push((sd.at, sd.bytes.clone()));
                     }
-                    let had_data = !data.is_empty();
-                    let decoded = got_any.then_some(rt.modem.rate);
-                    self.on_drc(r, sender, &eows, decoded, data_sent, data_lost);
-                    self.on_resets(r, sender, &resets);
-                    self.on_expedited(r, sender, exp);
-                    self.on_non_arq(r, sender, non_arq);
-                    self.on_data(r, sender, data);
-                    self.on_acks(r, sender, acks);
-                    if let Some(n) = self.nodes.get_mut(r) {
-                        if had_data && let Some(l) = n.links.get_mut(&sender) {
-                            l.owes_ack = true;
-                        }
-                        let place = addressees.iter().position(|&a| a == r);
-                        if let (true, Some(k)) = (got_any, place) {
-                            let k = u32::try_from(k).unwrap_or(u32::MAX);
-                            n.not_before = peer_may + slot.saturating_mul(k);
-                        } else if heard {
-                            // Overheard a transmission for someone else, or got only group
-                            // (non-ARQ) data that nobody answers: leave the addressees their
-                            // turns to answer, then contend after a random number of
-                            // carrier-sense slots (as HF CSMA does), so that nodes deferring to
-                            // the same transmission do not all key up at its end.
-                            let turns = u32::try_from(addressees.len()).unwrap_or(u32::MAX);
-                            let sense = self.config.modem.key_up + self.config.modem.switching_time;
-                            let backoff = sense.saturating_mul(self.rng.random_range(0..slots));
-                            n.not_before = n
-                                .not_before
-                                .max(peer_may + slot.saturating_mul(turns) + backoff);
-                        }
+                    let Some(n) = self.nodes.get_mut(r) else {
+                        continue;
+                    };
+                    let got_any = n.node.handle_heard(got);
+                    n.flush_events();
+                    let place = addressees.iter().position(|&a| a == r);
+                    if let (true, Some(k)) = (got_any, place) {
+                        let k = u32::try_from(k).unwrap_or(u32::MAX);
+                        n.not_before = peer_may + slot.saturating_mul(k);
+                    } else if heard {
+                        // Overheard a transmission for someone else, or got only group
+                        // (non-ARQ) data that nobody answers: leave the addressees their
+                        // turns to answer, then contend after a random number of
+                        // carrier-sense slots (as HF CSMA does), so that nodes deferring to
+                        // the same transmission do not all key up at its end.
+                        let turns = u32::try_from(addressees.len()).unwrap_or(u32::MAX);
+                        let sense = self.config.modem.key_up + self.config.modem.switching_time;
+                        let backoff = sense.saturating_mul(self.rng.random_range(0..slots));
+                        n.not_before = n
+                            .not_before
+                            .max(peer_may + slot.saturating_mul(turns) + backoff);
                     }
                 }
                 // The sender waits for every addressee's turn before it sends again.
                 let turns = u32::try_from(addressees.len().saturating_sub(1)).unwrap_or(u32::MAX);
-                let wait = if rt.sent_data {
+                let wait = if rt.sent.sent_data {
                     peer_may + slot.saturating_mul(turns) + self.response_timeout
                 } else {
                     peer_may
@@ -2239,7 +1062,7 @@ impl State {
                 }
             }
             if let Some(n) = self.nodes.get_mut(sender) {
-                n.counters.lost_dpdus += lost_count;
+                n.lost_dpdus += lost_count;
             }
             self.counters.lost_dpdus += lost_count;
             rt.record.lost = !rt.record.dpdus.is_empty() && rt.record.dpdus.iter().all(|d| d.lost);
@@ -2268,22 +1091,24 @@ impl State {
         rt: &RoundTx,
     ) -> (bool, Vec<(bool, &'static str)>) {
         let Some(channel) = self.channels.get(&(sender, r)) else {
-            return (false, vec![(false, "no channel"); rt.dpdus.len()]);
+            return (false, vec![(false, "no channel"); rt.sent.dpdus.len()]);
         };
         let decisions: Vec<_> = rt
+            .sent
             .tx
             .blocks
             .iter()
-            .map(|b| rt.modem.receive_block(channel, b, &mut self.rng))
+            .map(|b| rt.sent.modem.receive_block(channel, b, &mut self.rng))
             .collect();
         let heard = decisions.iter().any(|d| !d.lost);
-        let block_bits = rt.tx.block_bits.max(1);
+        let block_bits = rt.sent.tx.block_bits.max(1);
         let fates = rt
+            .sent
             .dpdus
             .iter()
             .map(|sd| {
                 let lo = sd.offset as u64 * 8;
-                let hi = (sd.offset + sd.len) as u64 * 8;
+                let hi = (sd.offset + sd.bytes.len()) as u64 * 8;
                 let mut fate = (true, "");
                 for k in lo / block_bits..hi.div_ceil(block_bits) {
                     let Some(d) = decisions.get(k as usize) else {
@@ -2304,540 +1129,5 @@ impl State {
             })
             .collect();
         (heard, fates)
-    }
-
-    /// Data-rate change at node `r` after a transmission from `sender`, `decoded` (at that
-    /// rate) if `r` decoded any D_PDU of it: acts on the DRC EOWs it carried and, with
-    /// adaptive DRC, answers at the rate it hears (Tx = Rx) and judges how many of the `sent`
-    /// data D_PDUs addressed to `r` were `lost`, asking `sender` for another rate when it is
-    /// time. A node that decoded nothing knows nothing and does nothing.
-    fn on_drc(
-        &mut self,
-        r: usize,
-        sender: usize,
-        eows: &[Eow],
-        decoded: Option<DataRate>,
-        sent: usize,
-        lost: usize,
-    ) {
-        let adaptive = self.config.drc == Drc::Adaptive;
-        let Some(n) = self.nodes.get_mut(r) else {
-            return;
-        };
-        let Some(link) = n.links.get_mut(&sender) else {
-            return;
-        };
-        for eow in eows {
-            match eow {
-                Eow::DrcRequest(req) => {
-                    let wanted = req.rate_bps().and_then(DataRate::from_bps);
-                    if let Some(w) = wanted.filter(|w| self.budgets.contains_key(w)) {
-                        if w != link.tx_rate {
-                            link.tx_rate = w;
-                            n.counters.rate_changes += 1;
-                            tracing::debug!(r, sender, bps = w.bps(), "DRC: transmit rate changed");
-                        }
-                        link.drc_response_owed = true;
-                    }
-                }
-                Eow::DrcResponse(resp) if resp.response == 0 => link.drc_request = None,
-                _ => {}
-            }
-        }
-        let Some(rate) = decoded.filter(|_| adaptive) else {
-            return;
-        };
-        // Follow the peer's rate (Tx = Rx), unless this very transmission asked us to change.
-        let asked = eows.iter().any(|e| matches!(e, Eow::DrcRequest(_)));
-        if !asked && link.tx_rate != rate && self.budgets.contains_key(&rate) {
-            link.tx_rate = rate;
-            n.counters.rate_changes += 1;
-        }
-        if sent == 0 {
-            return;
-        }
-        // The ladder of usable rates, slowest first.
-        let ladder: Vec<DataRate> = self.budgets.keys().copied().collect();
-        let Some(pos) = ladder.iter().position(|&x| x == rate) else {
-            return;
-        };
-        if lost * 4 >= sent {
-            link.clean_streak = 0;
-            if let Some(&down) = pos.checked_sub(1).and_then(|p| ladder.get(p)) {
-                link.drc_request = Some(down);
-            }
-        } else if lost == 0 {
-            link.clean_streak = link.clean_streak.saturating_add(1);
-            if link.clean_streak >= 2
-                && let Some(&up) = ladder.get(pos + 1)
-            {
-                link.clean_streak = 0;
-                link.drc_request = Some(up);
-            }
-        } else {
-            link.clean_streak = 0;
-        }
-    }
-
-    /// NON-ARQ DATA D_PDUs that node `r` received from `sender`, with their arrival times:
-    /// reassembles each C_PDU and delivers it once, when every byte has arrived within its
-    /// reception window. Nothing is acknowledged.
-    fn on_non_arq(&mut self, r: usize, sender: usize, frames: Vec<(Duration, Dpdu)>) {
-        let mut complete = Vec::new();
-        let Some(n) = self.nodes.get_mut(r) else {
-            return;
-        };
-        for (at, d) in frames {
-            let group = NodeAddress::group(d.destination.value()).ok();
-            let (header, segment, expedited) = match d.body {
-                Body::NonArqData { header, segment } => (header, segment, false),
-                Body::ExpNonArqData { header, segment } => (header, segment, true),
-                _ => continue,
-            };
-            let size = usize::from(header.cpdu_size);
-            let offset = usize::from(header.segment_offset);
-            if offset + segment.len() > size {
-                tracing::warn!(r, "NON-ARQ DATA segment beyond its C_PDU size; ignored");
-                continue;
-            }
-            let deadline = at + Duration::from_millis(500) * u32::from(header.reception_window);
-            let key = (sender, header.cpdu_id);
-            let group = group.filter(|_| header.group);
-            let entry = n.non_arq_in.entry(key).or_insert_with(|| NonArqIn {
-                size,
-                expedited,
-                group,
-                got: BTreeMap::new(),
-                deadline,
-                done: false,
-            });
-            if entry.size != size {
-                // A new C_PDU reusing the ID (mod 4096) after the old one was abandoned.
-                *entry = NonArqIn {
-                    size,
-                    expedited,
-                    group,
-                    got: BTreeMap::new(),
-                    deadline,
-                    done: false,
-                };
-            }
-            if entry.done {
-                continue;
-            }
-            entry.deadline = entry.deadline.max(deadline);
-            entry.got.insert(offset, segment);
-            let mut covered = 0;
-            for (&o, seg) in &entry.got {
-                if o > covered {
-                    break;
-                }
-                covered = covered.max(o + seg.len());
-            }
-            if covered >= size {
-                let mut cpdu = vec![0u8; size];
-                for (&o, seg) in &entry.got {
-                    if let Some(dst) = cpdu.get_mut(o..o + seg.len()) {
-                        dst.copy_from_slice(seg);
-                    }
-                }
-                entry.done = true;
-                entry.got.clear();
-                complete.push((cpdu, entry.expedited, entry.group));
-            }
-        }
-        let src = self
-            .nodes
-            .get(sender)
-            .map(|n| n.address)
-            .unwrap_or_default();
-        for (c, expedited, group) in complete {
-            let kind = if expedited {
-                Kind::ExpeditedNonArq
-            } else {
-                Kind::NonArq
-            };
-            let updu = match Cpdu::decode(&c).map(|c| match c {
-                Cpdu::Data(s) => Spdu::decode(&s).ok(),
-                _ => None,
-            }) {
-                Ok(Some(Spdu::Data { pci, updu })) => (pci, updu),
-                other => {
-                    tracing::warn!(r, ?other, "non-ARQ C_PDU without a DATA S_PDU; dropped");
-                    continue;
-                }
-            };
-            let (pci, updu) = updu;
-            let (Ok(ssap), Ok(dsap), Ok(prio)) = (
-                SapId::new(pci.source_sap),
-                SapId::new(pci.destination_sap),
-                Priority::new(pci.priority),
-            ) else {
-                continue;
-            };
-            // No DATA DELIVERY FAIL in non-ARQ mode: an unbound SAP just drops it.
-            if self.deliver(r, src, ssap, dsap, prio, &updu, kind, group)
-                && let Some(n) = self.nodes.get_mut(r)
-            {
-                n.counters.non_arq_delivered += 1;
-            }
-        }
-    }
-
-    fn on_data(&mut self, r: usize, sender: usize, data: Vec<Dpdu>) {
-        let Some(link) = self.nodes.get_mut(r).and_then(|n| n.links.get_mut(&sender)) else {
-            return;
-        };
-        for d in &data {
-            if let Body::DataOnly { header, segment }
-            | Body::DataAck {
-                header, segment, ..
-            } = &d.body
-            {
-                link.receiver.on_segment(header, segment);
-            }
-        }
-        let cpdus = link.receiver.take_delivered();
-        self.on_cpdus(r, sender, cpdus, Kind::Arq);
-    }
-
-    /// EXPEDITED DATA-ONLY and EXPEDITED ACK-ONLY D_PDUs that node `r` received from
-    /// `sender`: the stop-and-wait expedited ARQ of Annex C, apart from normal data.
-    fn on_expedited(&mut self, r: usize, sender: usize, frames: Vec<Dpdu>) {
-        let biggest = usize::from(self.config.mtu) + UPDU_OVERHEAD + 16;
-        let dest = self
-            .config
-            .addresses
-            .get(sender)
-            .copied()
-            .unwrap_or_default();
-        let Some(n) = self.nodes.get_mut(r) else {
-            return;
-        };
-        let Some(link) = n.links.get_mut(&sender) else {
-            return;
-        };
-        let mut cpdus = Vec::new();
-        let mut finished = None;
-        for d in frames {
-            match d.body {
-                Body::ExpDataOnly { header, segment } => {
-                    // A new C_PDU ID starts a new expedited C_PDU (FSNs from 0 again).
-                    if link
-                        .exp_in
-                        .as_ref()
-                        .is_none_or(|(id, _)| *id != header.cpdu_id)
-                    {
-                        link.exp_in = Some((header.cpdu_id, ArqReceiver::new(biggest)));
-                    }
-                    if let Some((_, rx)) = &mut link.exp_in {
-                        let h = DataHeader {
-                            start: header.start,
-                            end: header.end,
-                            deliver_in_order: true,
-                            fsn: header.fsn,
-                            ..DataHeader::default()
-                        };
-                        rx.on_segment(&h, &segment);
-                        cpdus.extend(rx.take_delivered());
-                    }
-                    link.owes_exp_ack = true;
-                }
-                Body::ExpAckOnly(ack) => {
-                    if let Some(e) = &mut link.exp_out {
-                        e.sender.on_ack(&ack);
-                        if !e.sender.take_confirmed().is_empty() {
-                            finished = link.exp_out.take();
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-        if let Some(e) = finished {
-            if e.q.confirm && !e.failed {
-                let c = UnidataConfirm {
-                    dest_sap: e.q.dest_sap,
-                    dest,
-                    updu_part: e.q.updu.clone(),
-                };
-                send_to(
-                    n,
-                    e.q.src_sap,
-                    Some(e.q.conn),
-                    Primitive::ExpeditedUnidataRequestConfirm(c),
-                );
-            }
-            self.dequeued(r, &e.q);
-        }
-        self.on_cpdus(r, sender, cpdus, Kind::Expedited);
-    }
-
-    /// C_PDUs that node `r`'s ARQ (normal or expedited) reassembled from `sender`'s data.
-    fn on_cpdus(&mut self, r: usize, sender: usize, cpdus: Vec<Vec<u8>>, kind: Kind) {
-        let src = self
-            .nodes
-            .get(sender)
-            .map(|n| n.address)
-            .unwrap_or_default();
-        for c in cpdus {
-            let spdu = match Cpdu::decode(&c) {
-                Ok(Cpdu::Data(s)) => Spdu::decode(&s),
-                Ok(other) => {
-                    tracing::debug!(?other, "C_PDU ignored (the link is assumed up)");
-                    continue;
-                }
-                Err(e) => {
-                    tracing::warn!("bad C_PDU: {e}");
-                    continue;
-                }
-            };
-            match spdu {
-                Ok(Spdu::Data { pci, updu }) => {
-                    let (Ok(ssap), Ok(dsap), Ok(prio)) = (
-                        SapId::new(pci.source_sap),
-                        SapId::new(pci.destination_sap),
-                        Priority::new(pci.priority),
-                    ) else {
-                        continue;
-                    };
-                    if !self.deliver(r, src, ssap, dsap, prio, &updu, kind, None) {
-                        // Report back to the source node with a DATA DELIVERY FAIL S_PDU.
-                        let fail = Spdu::DataDeliveryFail {
-                            reason: 1,
-                            source_sap: pci.source_sap,
-                            destination_sap: pci.destination_sap,
-                            updu,
-                        };
-                        if let Some(link) =
-                            self.nodes.get_mut(r).and_then(|n| n.links.get_mut(&sender))
-                            && let Some(Ok(id)) = fail
-                                .encode()
-                                .ok()
-                                .and_then(|s| Cpdu::Data(s).encode().ok())
-                                .map(|c| link.sender.push(c))
-                        {
-                            tracing::debug!(id, "destination SAP not bound: DATA DELIVERY FAIL");
-                        }
-                    }
-                }
-                Ok(Spdu::DataDeliveryFail {
-                    source_sap,
-                    destination_sap,
-                    updu,
-                    ..
-                }) => self.on_fail(r, sender, source_sap, destination_sap, &updu),
-                Ok(other) => tracing::debug!(?other, "S_PDU not handled by the emulator"),
-                Err(e) => tracing::warn!("bad S_PDU: {e}"),
-            }
-        }
-    }
-
-    /// A DATA DELIVERY FAIL came back: reject the matching U_PDU (reason 2) if it asked for
-    /// confirmation and was not confirmed yet.
-    fn on_fail(&mut self, node: usize, dest: usize, src_sap: u8, dest_sap: u8, updu: &[u8]) {
-        let Some(link) = self
-            .nodes
-            .get_mut(node)
-            .and_then(|n| n.links.get_mut(&dest))
-        else {
-            return;
-        };
-        let matches = |q: &Queued| {
-            q.src_sap.get() == src_sap && q.dest_sap.get() == dest_sap && q.updu.as_ref() == updu
-        };
-        let hit = link
-            .unconfirmed
-            .values_mut()
-            .find(|a| !a.failed && matches(&a.q))
-            .map(|a| {
-                a.failed = true;
-                a.q.clone()
-            });
-        let hit = hit.or_else(|| {
-            let e = link
-                .exp_out
-                .as_mut()
-                .filter(|e| !e.failed && matches(&e.q))?;
-            e.failed = true;
-            Some(e.q.clone())
-        });
-        let Some(q) = hit else {
-            tracing::debug!("DATA DELIVERY FAIL for a U_PDU already answered");
-            return;
-        };
-        if q.confirm {
-            self.reject(node, &q, UnidataRejectReason::DestinationSapNotBound);
-        }
-    }
-
-    fn on_acks(&mut self, r: usize, sender: usize, acks: Vec<Dpdu>) {
-        let Some(n) = self.nodes.get_mut(r) else {
-            return;
-        };
-        let Some(link) = n.links.get_mut(&sender) else {
-            return;
-        };
-        for d in &acks {
-            if let Body::AckOnly(ack) | Body::DataAck { ack, .. } = &d.body {
-                if link.reset_out.is_some() {
-                    // About the window before the reset: meaningless now.
-                    continue;
-                }
-                link.unanswered = 0;
-                if link.sender.on_ack(ack) {
-                    link.stale_acks = 0;
-                } else {
-                    link.stale_acks = link.stale_acks.saturating_add(1);
-                }
-            }
-        }
-        let mut lost_at_reset: Vec<InArq> = Vec::new();
-        if link.stale_acks >= STALE_ACKS_RESET && link.reset_out.is_none() {
-            // The peer's receive window no longer matches ours (it lost its state): its ACKs
-            // cannot move our TX LWE. Reset our TX window to 0 and command the peer's RX
-            // window there (RESET/WIN-RESYNC, RESET RX WIN CMND, NEW RX LWE 0).
-            link.stale_acks = 0;
-            link.reset_out = Some(link.next_reset_id);
-            link.next_reset_id = link.next_reset_id.wrapping_add(1);
-            n.counters.resets += 1;
-            for id in link.sender.reset() {
-                if let Some(a) = link.unconfirmed.remove(&id) {
-                    lost_at_reset.push(a);
-                }
-            }
-            n.counters.reset_lost += lost_at_reset.len() as u64;
-            tracing::debug!(
-                r,
-                sender,
-                lost = lost_at_reset.len(),
-                "ARQ window reset: RESET/WIN-RESYNC"
-            );
-        }
-        let dest = self
-            .config
-            .addresses
-            .get(sender)
-            .copied()
-            .unwrap_or_default();
-        let done: Vec<InArq> = link
-            .sender
-            .take_confirmed()
-            .into_iter()
-            .filter_map(|id| link.unconfirmed.remove(&id))
-            .collect();
-        for a in &done {
-            if !a.q.confirm || a.failed {
-                continue;
-            }
-            let c = UnidataConfirm {
-                dest_sap: a.q.dest_sap,
-                dest,
-                updu_part: a.q.updu.clone(),
-            };
-            let p = if a.q.expedited {
-                Primitive::ExpeditedUnidataRequestConfirm(c)
-            } else {
-                Primitive::UnidataRequestConfirm(c)
-            };
-            send_to(n, a.q.src_sap, Some(a.q.conn), p);
-        }
-        for a in &done {
-            self.dequeued(r, &a.q);
-        }
-        for a in &lost_at_reset {
-            // Sent, perhaps delivered, perhaps not: never sent again (that could deliver it
-            // twice), so its client hears it was not delivered as far as the node knows.
-            if !a.failed {
-                self.reject(r, &a.q, UnidataRejectReason::DestinationNodeNotResponding);
-            }
-            self.dequeued(r, &a.q);
-        }
-    }
-
-    /// RESET/WIN-RESYNC D_PDUs that node `r` received from `sender`: a RESET RX WIN CMND
-    /// moves `r`'s receive window for `sender` to NEW RX LWE (dropping what it held) and is
-    /// answered with a RESET ACK carrying the same RESET FRAME ID (also when the command is
-    /// repeated); a RESET ACK for `r`'s own pending command ends it, and data flows again.
-    /// (Emulated nodes never send FULL RESET CMD or RESET TX WIN RQST, so those are ignored.)
-    fn on_resets(&mut self, r: usize, sender: usize, resets: &[Reset]) {
-        let Some(link) = self.nodes.get_mut(r).and_then(|n| n.links.get_mut(&sender)) else {
-            return;
-        };
-        for rs in resets {
-            if rs.reset_rx_win_command {
-                // A repeated command (our RESET ACK was lost) resets again: harmless, since
-                // its sender sends no data until it has the RESET ACK.
-                link.receiver.reset(rs.new_rx_lwe);
-                link.reset_ack_owed = Some(rs.reset_frame_id);
-                link.owes_ack = false;
-            } else if rs.reset_ack && link.reset_out == Some(rs.reset_frame_id) {
-                link.reset_out = None;
-                link.stale_acks = 0;
-            }
-        }
-    }
-
-    /// Hands a U_PDU to the client bound on `dest_sap` of node `r`; `false` if none is.
-    #[allow(clippy::too_many_arguments)]
-    /// Hands a U_PDU to the client bound on `dest_sap` at node `r`; `group` is the group
-    /// address it was sent to, if it was (the indication's destination then).
-    #[allow(clippy::too_many_arguments)]
-    fn deliver(
-        &mut self,
-        r: usize,
-        src: NodeAddress,
-        src_sap: SapId,
-        dest_sap: SapId,
-        priority: Priority,
-        updu: &[u8],
-        kind: Kind,
-        group: Option<NodeAddress>,
-    ) -> bool {
-        let Some(n) = self.nodes.get_mut(r) else {
-            return false;
-        };
-        let Some(b) = n.bindings.get(&dest_sap.get()) else {
-            return false;
-        };
-        let ind = UnidataIndication {
-            priority,
-            dest_sap,
-            dest: group.unwrap_or(n.address),
-            tx_mode: kind.tx_mode(),
-            src_sap,
-            src,
-            errored: Vec::new(),
-            missing: Vec::new(),
-            rockwell_form: false,
-            updu: Bytes::copy_from_slice(updu),
-        };
-        let p = if kind.expedited() {
-            Primitive::ExpeditedUnidataIndication(ind)
-        } else {
-            Primitive::UnidataIndication(ind)
-        };
-        let _ = b.tx.send(p);
-        n.counters.delivered += 1;
-        true
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::fair_shares;
-
-    #[test]
-    fn a_shared_transmission_is_split_max_min_fairly() {
-        // One peer: everything it asks, up to the budget.
-        assert_eq!(fair_shares(1000, &[(1, 400)])[&1], 400);
-        assert_eq!(fair_shares(1000, &[(1, 4000)])[&1], 1000);
-        // A short message beside a long batch gets all it asks; the batch gets the rest.
-        let s = fair_shares(10_000, &[(1, 50_000), (2, 600)]);
-        assert_eq!((s[&1], s[&2]), (9_400, 600));
-        // Three long batches split evenly.
-        let s = fair_shares(9_000, &[(1, 50_000), (2, 60_000), (3, 70_000)]);
-        assert_eq!((s[&1], s[&2], s[&3]), (3_000, 3_000, 3_000));
-        assert!(fair_shares(100, &[]).is_empty());
     }
 }

@@ -26,6 +26,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use crate::net::{Shared, Subnet};
+use crate::node::SendMode;
 
 /// Buffer of the in-process pipe, bytes (a few MTU-size frames).
 const DUPLEX_BUFFER: usize = 64 * 1024;
@@ -210,7 +211,12 @@ fn unidata(
         if req.updu.len() > usize::from(st.mtu()) {
             Err(UnidataRejectReason::UpduLargerThanMtu)
         } else {
-            st.submit(node, conn, sap, &req, confirm, expedited, non_arq, now)
+            let mode = SendMode {
+                confirm,
+                expedited,
+                non_arq,
+            };
+            st.submit(node, conn, sap, &req, mode, now)
         }
     };
     shared.notify.notify_one();

@@ -1,0 +1,896 @@
+//! One STANAG 5066 node as a sans-IO state machine: its clients' queues, an Annex C ARQ link
+//! (normal and expedited) per peer, non-ARQ data to nodes and groups, data-rate change and
+//! RESET/WIN-RESYNC, and its counters. Bytes and time in, D_PDUs and SIS events out: no tokio,
+//! no clocks, no sockets, no locks, no randomness.
+//!
+//! It sits between the SIS server above it ([`crate::sis_server`], whose clients' requests it
+//! takes) and the modem and channel below it, which the scheduler in [`crate::net`] drives: the
+//! scheduler is to a [`Node`] what quinn is to quinn-proto. It owns time, the shared air
+//! (who keys up when, collisions, carrier-sense back-off), each receiver's channel and the
+//! seeded RNG that decides every block's fate, the trace and the pcap; the node decides what
+//! to send and what to do with what arrived. How each mechanism behaves on the air (turn
+//! taking, the response timeout, DATA-ACK, non-ARQ reception windows, expedited
+//! stop-and-wait, DRC, resets) is described in [`crate::net`], where the pieces meet.
+//!
+//! The calls, in the order a driver makes them:
+//! - [`Node::bind`], [`Node::unbind`], [`Node::submit`]: a client's SIS primitives (already
+//!   decoded, and checked against the MTU by the SIS server).
+//! - [`Node::handle_timeout`] at "now": drops U_PDUs whose TTL ran out and non-ARQ C_PDUs
+//!   whose reception window closed; [`Node::poll_timeout`] says when a TTL runs out next.
+//! - [`Node::has_work`], then [`Node::poll_transmit`] when the driver lets the node key up:
+//!   the D_PDUs of one transmission (at most one maximum transmission's bytes at the rate the
+//!   node picks), planned on the modem and encoded.
+//! - [`Node::transmission_collided`] if that transmission was lost on the air for everyone.
+//! - [`Node::handle_heard`] with the D_PDUs a transmission from another node delivered to this
+//!   one (bytes, each with the time its first interleaver block started).
+//! - [`Node::poll_event`] after any of these: the SIS primitives for its clients
+//!   (indications, confirms, rejections, flow control), each addressed to a connection.
+//!
+//! Nodes and groups are named by their index in the subnetwork's address list
+//! ([`NodeConfig::addresses`]); group `g` of [`NodeConfig::groups`] is destination
+//! `addresses.len() + g`. The Annex B link to every other node is assumed up (no CAS-1).
+
+mod receive;
+mod transmit;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use bytes::Bytes;
+use skywave_sis::{
+    NodeAddress, Primitive, Priority, SapId, TxMode, UnidataConfirm, UnidataIndication,
+    UnidataRejectReason, UnidataRejected, UnidataRequest,
+};
+use thiserror::Error;
+
+use crate::arq::{ArqError, ArqReceiver, ArqSender};
+use crate::dpdu::{Address, Body, DataHeader, Dpdu, Eow, NonArqHeader};
+use crate::modem::{DataRate, ModemConfig, ModemError};
+
+pub use receive::Heard;
+pub use transmit::{NodeTx, SentDpdu};
+
+/// Bytes a U_PDU gains on the way into the ARQ: 1 (DATA C_PDU) + 3 (DATA S_PDU without TTD).
+pub const UPDU_OVERHEAD: usize = 4;
+
+/// Longest transmission STANAG 5066 can announce (EOT 255 × 0.5 s).
+pub const MAX_TRANSMISSION: Duration = Duration::from_millis(127_500);
+
+/// ACKs outside the transmit window, in a row, after which a sender resets the window.
+pub const STALE_ACKS_RESET: u8 = 2;
+
+/// Data transmissions without any ACK after which an adaptive sender lowers its rate.
+pub const UNANSWERED_STEP_DOWN: u8 = 3;
+
+/// Data-rate change policy (the modem rate of each link, per direction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Drc {
+    /// Every link stays at the configured modem rate.
+    #[default]
+    Fixed,
+    /// Start at the configured rate; the receiving node asks the sender (DRC_REQUEST EOW,
+    /// "Tx = Rx", answered by a DRC_RESPONSE EOW "accept" as the sender switches) for one rate
+    /// lower after a transmission in which a quarter or more of the data D_PDUs addressed to
+    /// it were lost, and one rate higher after two clean transmissions with data in a row. A
+    /// sender that gets no ACK at all for [`UNANSWERED_STEP_DOWN`] data transmissions steps
+    /// down on its own, and a node answers at the rate it last decoded from its peer (Tx = Rx
+    /// per link).
+    Adaptive,
+    /// Every link starts, and stays, at [`crate::net::matched_rate`]: the rate the channel's
+    /// mean SNR supports.
+    Matched,
+}
+
+/// A group address of the subnetwork and the nodes that listen on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group {
+    /// The group address (`NodeAddress::group`).
+    pub address: NodeAddress,
+    /// Member nodes (indices into the subnetwork's addresses).
+    pub members: Vec<usize>,
+}
+
+/// The rates a link may use with this modem's interleaver, slowest first.
+pub fn rate_ladder(modem: &ModemConfig) -> Vec<DataRate> {
+    DataRate::ALL
+        .into_iter()
+        .filter(|&rate| {
+            let m = ModemConfig {
+                rate,
+                ..modem.clone()
+            };
+            m.block_duration().is_ok() && m.block_bits().is_ok() && m.preamble().is_ok()
+        })
+        .collect()
+}
+
+/// Per-node counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeCounters {
+    /// Transmissions keyed.
+    pub transmissions: u64,
+    /// Payload bytes (D_PDU bytes) put on the air.
+    pub bytes_on_air: u64,
+    /// D_PDUs sent (all types).
+    pub dpdus_sent: u64,
+    /// DATA D_PDUs sent again.
+    pub retransmissions: u64,
+    /// Own transmissions lost in a collision.
+    pub collisions: u64,
+    /// D_PDUs sent by this node that their addressee did not receive. Only the air knows
+    /// this: a [`Node`] leaves it at 0 and its driver fills it in.
+    pub lost_dpdus: u64,
+    /// U_PDUs delivered to clients of this node.
+    pub delivered: u64,
+    /// U_PDUs dropped because their TTL expired before they entered the ARQ.
+    pub expired: u64,
+    /// U_PDUs dropped by the duplicate-datagram filter ([`crate::net::SubnetConfig::dup_filter`]).
+    pub duplicates_dropped: u64,
+    /// U_PDUs this node sent in non-ARQ mode (each counted once, whatever its copies).
+    pub non_arq_sent: u64,
+    /// Non-ARQ U_PDUs this node received complete and delivered (also in `delivered`).
+    pub non_arq_delivered: u64,
+    /// Non-ARQ U_PDUs this node began to receive but discarded incomplete when their
+    /// reception window closed.
+    pub non_arq_incomplete: u64,
+    /// Changes of this node's own transmit rate to a peer (adaptive or on a DRC request).
+    pub rate_changes: u64,
+    /// DATA-ACK D_PDUs (type 2) sent: data frames carrying an acknowledgement.
+    pub data_acks: u64,
+    /// RESET/WIN-RESYNC exchanges this node started (its ACKs for a peer's window kept
+    /// falling outside what it had sent).
+    pub resets: u64,
+    /// U_PDUs this node had on the air when it reset its transmit window: their delivery is
+    /// unknown, so they were rejected to their clients instead of being sent again.
+    pub reset_lost: u64,
+}
+
+/// What every node of a subnetwork shares: the subnetwork's members and the link settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeConfig {
+    /// Node addresses, one per node (index = node number).
+    pub addresses: Vec<NodeAddress>,
+    /// Group addresses and their member nodes.
+    pub groups: Vec<Group>,
+    /// Modem used by every node (its rate is the one links start at, unless `start_rate`).
+    pub modem: ModemConfig,
+    /// ARQ window, frames (1–128).
+    pub window: u8,
+    /// D_PDU segment size, bytes (1–1023).
+    pub segment_size: usize,
+    /// Longest transmission (at most [`MAX_TRANSMISSION`]).
+    pub max_transmission: Duration,
+    /// MTU offered to SIS clients.
+    pub mtu: u16,
+    /// U_PDUs a client may have queued or unacknowledged before it gets S_DATA_FLOW_OFF (ON
+    /// again at half).
+    pub flow_limit: usize,
+    /// How long a sender waits, after the peer could have answered, before retransmitting
+    /// (raised by [`NodeSetup::new`] to the slowest rate DRC may use).
+    pub response_timeout: Duration,
+    /// Data-rate change policy.
+    pub drc: Drc,
+    /// Piggy-back acknowledgements on data (DATA-ACK D_PDUs).
+    pub data_ack: bool,
+    /// The rate every link starts at, if the maximum transmission holds a segment at it (the
+    /// driver passes [`crate::net::matched_rate`] for [`Drc::Matched`]); else the modem's.
+    pub start_rate: Option<DataRate>,
+}
+
+/// A node configuration could not be used.
+#[derive(Debug, Error)]
+pub enum NodeError {
+    /// Window or segment size invalid.
+    #[error(transparent)]
+    Arq(#[from] ArqError),
+    /// The window cannot hold one C_PDU of MTU size.
+    #[error(
+        "an MTU of {mtu} bytes needs more than the {window} frames of {segment} bytes the ARQ window holds"
+    )]
+    MtuTooLarge {
+        /// MTU.
+        mtu: u16,
+        /// Window.
+        window: u8,
+        /// Segment size.
+        segment: usize,
+    },
+    /// The modem configuration is unusable.
+    #[error("modem: {0}")]
+    Modem(#[from] ModemError),
+    /// Maximum transmission time zero or above 127.5 s, or too short for one D_PDU.
+    #[error(
+        "maximum transmission time {0:?} must be above the preamble plus one full segment and at most 127.5 s"
+    )]
+    BadMaxTransmission(Duration),
+    /// [`Node::new`] for an index past the subnetwork's nodes.
+    #[error("there is no node {index} in a subnetwork of {nodes}")]
+    NoSuchNode {
+        /// The index asked for.
+        index: usize,
+        /// Nodes in the subnetwork.
+        nodes: usize,
+    },
+}
+
+/// A checked [`NodeConfig`] and what follows from it, computed once per subnetwork.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeSetup {
+    config: NodeConfig,
+    /// Bytes a D_PDU's header and CRCs add to its segment (the largest case).
+    dpdu_overhead: usize,
+    /// Bytes of D_PDUs one maximum transmission holds, per usable rate.
+    budgets: BTreeMap<DataRate, usize>,
+    /// The configured response timeout, raised to the slowest rate DRC may use.
+    response_timeout: Duration,
+    /// The rate every link starts at.
+    start_rate: DataRate,
+}
+
+impl NodeSetup {
+    /// Checks `config` (window, segment size and MTU; the modem; a maximum transmission that
+    /// holds one full segment) and works out the byte budget of one transmission at every rate
+    /// a link may use.
+    pub fn new(config: NodeConfig) -> Result<NodeSetup, NodeError> {
+        ArqSender::new(config.window, config.segment_size)?;
+        let biggest = usize::from(config.mtu) + UPDU_OVERHEAD;
+        if biggest.div_ceil(config.segment_size) > usize::from(config.window) {
+            return Err(NodeError::MtuTooLarge {
+                mtu: config.mtu,
+                window: config.window,
+                segment: config.segment_size,
+            });
+        }
+        let modem = &config.modem;
+        // Checked here so that a bad modem configuration gets its own error.
+        modem.block_duration()?;
+        modem.block_bits()?;
+        let fixed = modem.key_up + modem.preamble()?;
+        let probe = Dpdu {
+            eow: Eow::NONE,
+            eot: 0,
+            destination: Address::new(crate::dpdu::MAX_ADDRESS).unwrap_or_default(),
+            source: Address::new(crate::dpdu::MAX_ADDRESS).unwrap_or_default(),
+            body: Body::DataOnly {
+                header: DataHeader::default(),
+                segment: vec![0],
+            },
+        };
+        let dpdu_overhead = probe.encoded_len().saturating_sub(1);
+        if config.max_transmission > MAX_TRANSMISSION || config.max_transmission <= fixed {
+            return Err(NodeError::BadMaxTransmission(config.max_transmission));
+        }
+        let budget_at = |m: &ModemConfig| -> Option<usize> {
+            let block = m.block_duration().ok()?;
+            let fixed = m.key_up + m.preamble().ok()?;
+            let blocks =
+                config.max_transmission.checked_sub(fixed)?.as_nanos() / block.as_nanos().max(1);
+            let bits = (blocks as u64 * m.block_bits().ok()?)
+                .saturating_sub(u64::from(m.eom_bits) + u64::from(m.flush_bits));
+            let budget = usize::try_from(bits / 8).unwrap_or(usize::MAX);
+            (budget >= config.segment_size + dpdu_overhead).then_some(budget)
+        };
+        let Some(byte_budget) = budget_at(modem) else {
+            return Err(NodeError::BadMaxTransmission(config.max_transmission));
+        };
+        // Rates a link may change to: those whose maximum transmission still holds a segment.
+        let mut budgets = BTreeMap::new();
+        budgets.insert(modem.rate, byte_budget);
+        let mut response_timeout = config.response_timeout;
+        if config.drc != Drc::Fixed {
+            for rate in rate_ladder(modem) {
+                let m = ModemConfig {
+                    rate,
+                    ..modem.clone()
+                };
+                if let Some(b) = budget_at(&m) {
+                    budgets.insert(rate, b);
+                    // Answers at a slower rate take longer: wait for the slowest.
+                    if let (Ok(bd), Ok(pre)) = (m.block_duration(), m.preamble()) {
+                        response_timeout =
+                            response_timeout.max(m.key_up + pre + bd * 2 + m.switching_time);
+                    }
+                }
+            }
+        }
+        let start_rate = match config.start_rate {
+            Some(r) if budgets.contains_key(&r) => r,
+            _ => modem.rate,
+        };
+        Ok(NodeSetup {
+            config,
+            dpdu_overhead,
+            budgets,
+            response_timeout,
+            start_rate,
+        })
+    }
+
+    /// The configuration it was built from.
+    pub fn config(&self) -> &NodeConfig {
+        &self.config
+    }
+
+    /// How long a sender waits for an answer: the configured response timeout, raised to the
+    /// slowest rate data-rate change may use. The driver's turn-taking uses it too.
+    pub fn response_timeout(&self) -> Duration {
+        self.response_timeout
+    }
+}
+
+/// An SIS primitive for one client connection of the node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientEvent {
+    /// The connection (as given to [`Node::bind`]).
+    pub conn: u64,
+    /// What to send it.
+    pub primitive: Primitive,
+}
+
+/// How a client asked for a U_PDU to be sent (worked out by the SIS server from the request
+/// and the bind's service type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendMode {
+    /// Node delivery confirmation wanted (ARQ only).
+    pub confirm: bool,
+    /// S_EXPEDITED_UNIDATA_REQUEST.
+    pub expedited: bool,
+    /// Non-ARQ: `Some(minimum retransmissions)`; `None` for ARQ.
+    pub non_arq: Option<u8>,
+}
+
+/// Where one client connection's primitives go.
+#[derive(Debug)]
+struct Binding {
+    conn: u64,
+    queued: usize,
+    flow_off: bool,
+}
+
+/// A U_PDU waiting in a node's queue.
+#[derive(Debug, Clone)]
+struct Queued {
+    seq: u64,
+    dest: usize,
+    src_sap: SapId,
+    dest_sap: SapId,
+    /// Queue order: the priority (expedited U_PDUs have their own queue discipline).
+    rank: u8,
+    priority: Priority,
+    deadline: Option<Duration>,
+    confirm: bool,
+    expedited: bool,
+    /// Non-ARQ: `Some(extra copies)`; `None` for ARQ.
+    non_arq: Option<u8>,
+    conn: u64,
+    updu: Bytes,
+}
+
+/// A non-ARQ C_PDU on its way out: its NON-ARQ DATA D_PDUs not yet sent (all copies).
+#[derive(Debug)]
+struct NonArqOut {
+    dest: usize,
+    /// Sent as EXPEDITED NON-ARQ DATA (type 8).
+    expedited: bool,
+    frames: VecDeque<(NonArqHeader, Vec<u8>)>,
+}
+
+/// A non-ARQ C_PDU being received.
+#[derive(Debug)]
+struct NonArqIn {
+    size: usize,
+    expedited: bool,
+    /// Sent to this group address (the D_PDUs' destination, with the group flag), not to us.
+    group: Option<NodeAddress>,
+    /// Segments by offset.
+    got: BTreeMap<usize, Vec<u8>>,
+    /// When the reception window closes (simulated time).
+    deadline: Duration,
+    /// Already delivered: later copies are ignored until the deadline.
+    done: bool,
+}
+
+/// A U_PDU inside the ARQ, awaiting acknowledgement.
+#[derive(Debug, Clone)]
+struct InArq {
+    q: Queued,
+    failed: bool,
+}
+
+/// How a U_PDU travelled, which decides the indication that delivers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Arq,
+    NonArq,
+    Expedited,
+    ExpeditedNonArq,
+}
+
+impl Kind {
+    fn tx_mode(self) -> TxMode {
+        match self {
+            Kind::Arq | Kind::Expedited => TxMode::Arq,
+            Kind::NonArq | Kind::ExpeditedNonArq => TxMode::NonArq,
+        }
+    }
+
+    fn expedited(self) -> bool {
+        matches!(self, Kind::Expedited | Kind::ExpeditedNonArq)
+    }
+}
+
+/// The one expedited C_PDU a link has in flight (Annex C expedited ARQ is stop-and-wait per
+/// C_PDU): its own sender, so that FSNs restart at 0 for every expedited C_PDU.
+#[derive(Debug)]
+struct ExpOut {
+    sender: ArqSender,
+    cpdu_id: u8,
+    q: Queued,
+    failed: bool,
+}
+
+/// This node's side of its link with one peer.
+#[derive(Debug)]
+struct Link {
+    sender: ArqSender,
+    receiver: ArqReceiver,
+    owes_ack: bool,
+    unconfirmed: BTreeMap<u64, InArq>,
+    /// Expedited ARQ, kept apart from normal data (own FSNs, C_PDU IDs mod 16, ACKs).
+    exp_out: Option<ExpOut>,
+    exp_next_id: u8,
+    /// Receiver of the peer's current expedited C_PDU, by its C_PDU ID.
+    exp_in: Option<(u8, ArqReceiver)>,
+    owes_exp_ack: bool,
+    /// This node's transmit rate towards the peer.
+    tx_rate: DataRate,
+    /// A rate this node asked the peer to send at, until the peer's DRC_RESPONSE.
+    drc_request: Option<DataRate>,
+    /// The peer asked for a rate change that this node made: answer "accept".
+    drc_response_owed: bool,
+    /// Clean transmissions in a row received from the peer (adaptive DRC).
+    clean_streak: u8,
+    /// Data transmissions to the peer since its last ACK (adaptive DRC: after
+    /// [`UNANSWERED_STEP_DOWN`] the sender steps down on its own, since a peer that decodes
+    /// nothing cannot ask).
+    unanswered: u8,
+    /// ACKs from the peer in a row that fell outside this node's transmit window.
+    stale_acks: u8,
+    /// RESET FRAME ID of this node's RESET/WIN-RESYNC command awaiting the peer's RESET ACK
+    /// (no data goes to the peer meanwhile).
+    reset_out: Option<u8>,
+    next_reset_id: u8,
+    /// The peer commanded a reset with this RESET FRAME ID: answer RESET ACK.
+    reset_ack_owed: Option<u8>,
+}
+
+/// One STANAG 5066 node (see the module documentation).
+#[derive(Debug)]
+pub struct Node {
+    /// This node's index in [`NodeConfig::addresses`].
+    index: usize,
+    setup: NodeSetup,
+    address: NodeAddress,
+    dpdu_address: Address,
+    /// Server-side duplicate-datagram filter on.
+    dup_filter: bool,
+    /// Client bindings by SAP.
+    bindings: BTreeMap<u8, Binding>,
+    queue: Vec<Queued>,
+    /// Links by peer index.
+    links: BTreeMap<usize, Link>,
+    non_arq_out: VecDeque<NonArqOut>,
+    /// Keyed by (sending node, C_PDU ID).
+    non_arq_in: BTreeMap<(usize, u16), NonArqIn>,
+    next_cpdu_id: u16,
+    /// Submission order, for the queue's tie-breaks.
+    next_seq: u64,
+    counters: NodeCounters,
+    events: VecDeque<ClientEvent>,
+}
+
+impl Node {
+    /// Node number `index` of the subnetwork `setup` describes, with a link to every other
+    /// node and the server-side duplicate-datagram filter on or off.
+    pub fn new(index: usize, setup: &NodeSetup, dup_filter: bool) -> Result<Node, NodeError> {
+        let config = &setup.config;
+        let Some(&address) = config.addresses.get(index) else {
+            return Err(NodeError::NoSuchNode {
+                index,
+                nodes: config.addresses.len(),
+            });
+        };
+        let biggest = usize::from(config.mtu) + UPDU_OVERHEAD;
+        let mut links = BTreeMap::new();
+        for peer in (0..config.addresses.len()).filter(|&p| p != index) {
+            links.insert(
+                peer,
+                Link {
+                    // Checked by `NodeSetup::new`.
+                    sender: ArqSender::new(config.window, config.segment_size)?,
+                    receiver: ArqReceiver::new(biggest + 16),
+                    owes_ack: false,
+                    unconfirmed: BTreeMap::new(),
+                    exp_out: None,
+                    exp_next_id: 0,
+                    exp_in: None,
+                    owes_exp_ack: false,
+                    tx_rate: setup.start_rate,
+                    drc_request: None,
+                    drc_response_owed: false,
+                    clean_streak: 0,
+                    unanswered: 0,
+                    stale_acks: 0,
+                    reset_out: None,
+                    next_reset_id: 0,
+                    reset_ack_owed: None,
+                },
+            );
+        }
+        Ok(Node {
+            index,
+            setup: setup.clone(),
+            address,
+            dpdu_address: Address::new(address.bits()).unwrap_or_default(),
+            dup_filter,
+            bindings: BTreeMap::new(),
+            queue: Vec::new(),
+            links,
+            non_arq_out: VecDeque::new(),
+            non_arq_in: BTreeMap::new(),
+            next_cpdu_id: 0,
+            next_seq: 0,
+            counters: NodeCounters::default(),
+            events: VecDeque::new(),
+        })
+    }
+
+    /// This node's address.
+    pub fn address(&self) -> NodeAddress {
+        self.address
+    }
+
+    /// Its counters so far (`lost_dpdus` excepted, which only the air knows).
+    pub fn counters(&self) -> NodeCounters {
+        self.counters
+    }
+
+    /// The next SIS primitive for a client, in the order they arose.
+    pub fn poll_event(&mut self) -> Option<ClientEvent> {
+        self.events.pop_front()
+    }
+
+    /// Binds `sap` for connection `conn`; `false` if another connection holds it.
+    pub fn bind(&mut self, sap: SapId, conn: u64) -> bool {
+        if self.bindings.contains_key(&sap.get()) {
+            return false;
+        }
+        self.bindings.insert(
+            sap.get(),
+            Binding {
+                conn,
+                queued: 0,
+                flow_off: false,
+            },
+        );
+        true
+    }
+
+    /// Releases whatever `conn` bound.
+    pub fn unbind(&mut self, conn: u64) {
+        self.bindings.retain(|_, b| b.conn != conn);
+    }
+
+    /// Makes the node forget its ARQ receive state for `peer`, as a restart would (RX LWE
+    /// back to 0, held frames and the C_PDU being reassembled gone). `false` if there is no
+    /// such link.
+    pub fn forget_arq_receive_state(&mut self, peer: usize) -> bool {
+        let Some(link) = self.links.get_mut(&peer) else {
+            return false;
+        };
+        link.receiver.reset(0);
+        link.owes_ack = false;
+        true
+    }
+
+    /// Queues a U_PDU that client `conn`, bound on `src_sap`, asked to send at `now` (already
+    /// checked against the MTU). A request for this node's own address is delivered at once.
+    pub fn submit(
+        &mut self,
+        now: Duration,
+        conn: u64,
+        src_sap: SapId,
+        req: &UnidataRequest,
+        mode: SendMode,
+    ) -> Result<(), UnidataRejectReason> {
+        let SendMode {
+            confirm,
+            expedited,
+            non_arq,
+        } = mode;
+        let nodes = self.setup.config.addresses.len();
+        let group = self
+            .setup
+            .config
+            .groups
+            .iter()
+            .position(|g| g.address == req.dest)
+            .map(|g| nodes + g);
+        let dest = match group {
+            Some(g) => g,
+            None => self
+                .setup
+                .config
+                .addresses
+                .iter()
+                .position(|&a| a == req.dest)
+                .ok_or(UnidataRejectReason::DestinationNodeNotResponding)?,
+        };
+        // ARQ cannot serve a group address (no single peer acknowledges); the client must ask
+        // for non-ARQ, and is told so rather than left waiting for a confirm that cannot come.
+        if group.is_some() && non_arq.is_none() {
+            return Err(UnidataRejectReason::TxModeNotSpecified);
+        }
+        let confirm = confirm && group.is_none();
+        let src = self.address;
+        if dest == self.index {
+            // Loopback: deliver at once, as a real node does for its own address.
+            let kind = match (non_arq.is_some(), expedited) {
+                (false, false) => Kind::Arq,
+                (true, false) => Kind::NonArq,
+                (false, true) => Kind::Expedited,
+                (true, true) => Kind::ExpeditedNonArq,
+            };
+            let delivered = self.deliver(
+                src,
+                src_sap,
+                req.dest_sap,
+                req.priority,
+                &req.updu,
+                kind,
+                None,
+            );
+            return if delivered {
+                if confirm {
+                    let c = UnidataConfirm {
+                        dest_sap: req.dest_sap,
+                        dest: req.dest,
+                        updu_part: req.updu.clone(),
+                    };
+                    let p = if expedited {
+                        Primitive::ExpeditedUnidataRequestConfirm(c)
+                    } else {
+                        Primitive::UnidataRequestConfirm(c)
+                    };
+                    self.send_to(src_sap, Some(conn), p);
+                }
+                Ok(())
+            } else {
+                Err(UnidataRejectReason::DestinationSapNotBound)
+            };
+        }
+        if !confirm && self.is_duplicate(dest, req.dest_sap, &req.updu) {
+            tracing::debug!(
+                node = self.index,
+                dest,
+                "duplicate U_PDU dropped by the filter"
+            );
+            self.counters.duplicates_dropped += 1;
+            return Ok(());
+        }
+        self.next_seq += 1;
+        let q = Queued {
+            seq: self.next_seq,
+            dest,
+            src_sap,
+            dest_sap: req.dest_sap,
+            rank: req.priority.get(),
+            priority: req.priority,
+            deadline: req.ttl.as_duration().map(|d| now + d),
+            confirm,
+            expedited,
+            non_arq,
+            conn,
+            updu: req.updu.clone(),
+        };
+        let limit = self.setup.config.flow_limit;
+        self.queue.push(q);
+        if let Some(b) = self.bindings.get_mut(&src_sap.get())
+            && b.conn == conn
+        {
+            b.queued += 1;
+            if b.queued > limit && !b.flow_off {
+                b.flow_off = true;
+                self.events.push_back(ClientEvent {
+                    conn,
+                    primitive: Primitive::DataFlowOff,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops queued U_PDUs whose TTL ran out by `now` (rejecting those that asked for a
+    /// confirm), and non-ARQ C_PDUs whose reception window closed (counted incomplete if they
+    /// were not delivered).
+    pub fn handle_timeout(&mut self, now: Duration) {
+        let before = self.non_arq_in.len();
+        let mut incomplete = 0;
+        self.non_arq_in.retain(|_, p| {
+            let open = p.deadline > now;
+            incomplete += u64::from(!open && !p.done);
+            open
+        });
+        if self.non_arq_in.len() != before {
+            self.counters.non_arq_incomplete += incomplete;
+        }
+        let (dead, live): (Vec<Queued>, Vec<Queued>) = std::mem::take(&mut self.queue)
+            .into_iter()
+            .partition(|q| q.deadline.is_some_and(|d| d <= now));
+        self.queue = live;
+        self.counters.expired += dead.len() as u64;
+        for q in dead {
+            tracing::debug!(
+                node = self.index,
+                seq = q.seq,
+                "U_PDU TTL expired before transmission"
+            );
+            if q.confirm {
+                self.reject(&q, UnidataRejectReason::TtlExpired);
+            }
+            self.dequeued(&q);
+        }
+    }
+
+    /// When the TTL of a queued U_PDU runs out next ([`Node::handle_timeout`] then). Non-ARQ
+    /// reception windows are not timers: they close whenever the node is next handled after
+    /// them.
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        self.queue.iter().filter_map(|q| q.deadline).min()
+    }
+
+    /// Whether the node has anything to send: queued U_PDUs, non-ARQ frames, ACKs or resets
+    /// owed, or ARQ data not yet acknowledged.
+    pub fn has_work(&self) -> bool {
+        !self.queue.is_empty()
+            || !self.non_arq_out.is_empty()
+            || self.links.values().any(|l| {
+                l.owes_ack
+                    || l.owes_exp_ack
+                    || l.exp_out.is_some()
+                    || !l.sender.is_idle()
+                    || l.reset_out.is_some()
+                    || l.reset_ack_owed.is_some()
+            })
+    }
+
+    /// The address of node or group `dest` (the default address for neither).
+    fn peer_address(&self, dest: usize) -> NodeAddress {
+        self.setup
+            .config
+            .addresses
+            .get(dest)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Queues `p` for the client bound on `sap` (if `conn` is given, only if it is that
+    /// connection).
+    fn send_to(&mut self, sap: SapId, conn: Option<u64>, p: Primitive) {
+        if let Some(b) = self.bindings.get(&sap.get())
+            && conn.is_none_or(|c| c == b.conn)
+        {
+            self.events.push_back(ClientEvent {
+                conn: b.conn,
+                primitive: p,
+            });
+        }
+    }
+
+    /// Whether this node filters duplicates and still holds (queued, or in the ARQ and not
+    /// yet acknowledged) a U_PDU for `dest`/`sap` with these bytes.
+    fn is_duplicate(&self, dest: usize, sap: SapId, updu: &[u8]) -> bool {
+        if !self.dup_filter {
+            return false;
+        }
+        let same = |q: &Queued| q.dest == dest && q.dest_sap == sap && q.updu.as_ref() == updu;
+        self.queue.iter().any(same)
+            || self.links.get(&dest).is_some_and(|l| {
+                l.unconfirmed.values().any(|a| same(&a.q))
+                    || l.exp_out.as_ref().is_some_and(|e| same(&e.q))
+            })
+    }
+
+    /// One U_PDU of a client was acknowledged, expired or dropped: it no longer counts
+    /// against the client's flow-control limit.
+    fn dequeued(&mut self, q: &Queued) {
+        let on_at = self.setup.config.flow_limit / 2;
+        if let Some(b) = self.bindings.get_mut(&q.src_sap.get())
+            && b.conn == q.conn
+        {
+            b.queued = b.queued.saturating_sub(1);
+            if b.flow_off && b.queued <= on_at {
+                b.flow_off = false;
+                self.events.push_back(ClientEvent {
+                    conn: b.conn,
+                    primitive: Primitive::DataFlowOn,
+                });
+            }
+        }
+    }
+
+    fn reject(&mut self, q: &Queued, reason: UnidataRejectReason) {
+        let r = UnidataRejected {
+            reason,
+            dest_sap: q.dest_sap,
+            dest: self.peer_address(q.dest),
+            updu_part: q.updu.clone(),
+        };
+        let p = if q.expedited {
+            Primitive::ExpeditedUnidataRequestRejected(r)
+        } else {
+            Primitive::UnidataRequestRejected(r)
+        };
+        self.send_to(q.src_sap, Some(q.conn), p);
+    }
+
+    /// Hands a U_PDU to the client bound on `dest_sap`; `false` if none is. `group` is the
+    /// group address it was sent to, if it was (the indication's destination then).
+    #[allow(clippy::too_many_arguments)]
+    fn deliver(
+        &mut self,
+        src: NodeAddress,
+        src_sap: SapId,
+        dest_sap: SapId,
+        priority: Priority,
+        updu: &[u8],
+        kind: Kind,
+        group: Option<NodeAddress>,
+    ) -> bool {
+        let Some(b) = self.bindings.get(&dest_sap.get()) else {
+            return false;
+        };
+        let ind = UnidataIndication {
+            priority,
+            dest_sap,
+            dest: group.unwrap_or(self.address),
+            tx_mode: kind.tx_mode(),
+            src_sap,
+            src,
+            errored: Vec::new(),
+            missing: Vec::new(),
+            rockwell_form: false,
+            updu: Bytes::copy_from_slice(updu),
+        };
+        let p = if kind.expedited() {
+            Primitive::ExpeditedUnidataIndication(ind)
+        } else {
+            Primitive::UnidataIndication(ind)
+        };
+        self.events.push_back(ClientEvent {
+            conn: b.conn,
+            primitive: p,
+        });
+        self.counters.delivered += 1;
+        true
+    }
+}
+
+/// Max-min fair shares of `budget` bytes among peers asking `demands` bytes: in ascending order
+/// of demand, each gets what it asks or an equal share of what is left, whichever is less.
+fn fair_shares(budget: usize, demands: &[(usize, usize)]) -> BTreeMap<usize, usize> {
+    let mut order: Vec<(usize, usize)> = demands.to_vec();
+    order.sort_by_key(|&(p, d)| (d, p));
+    let mut left = budget;
+    let mut out = BTreeMap::new();
+    let count = order.len();
+    for (i, (peer, demand)) in order.into_iter().enumerate() {
+        let share = demand.min(left / (count - i));
+        left -= share;
+        out.insert(peer, share);
+    }
+    out
+}

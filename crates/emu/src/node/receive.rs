@@ -1,0 +1,537 @@
+//! The receiving half of a [`Node`]: what one transmission from a peer delivered (DRC EOWs,
+//! resets, expedited ARQ, non-ARQ reassembly, ARQ data and then ACKs, in that order), and the
+//! SIS primitives that follow (indications, confirms, rejections, DATA DELIVERY FAIL).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use skywave_sis::{NodeAddress, Primitive, Priority, SapId, UnidataConfirm, UnidataRejectReason};
+
+use crate::arq::ArqReceiver;
+use crate::cpdu::Cpdu;
+use crate::dpdu::{Body, DataHeader, Dpdu, Eow, Reset};
+use crate::modem::DataRate;
+use crate::spdu::Spdu;
+
+use super::{Drc, InArq, Kind, Node, NonArqIn, Queued, STALE_ACKS_RESET, UPDU_OVERHEAD};
+
+/// What one transmission from another node delivered to this one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Heard {
+    /// The sending node (index).
+    pub from: usize,
+    /// The rate it was sent at.
+    pub rate: DataRate,
+    /// The D_PDUs that arrived intact and were addressed to this node or to a group it
+    /// listens on, in order, each with the time its first interleaver block started.
+    pub dpdus: Vec<(Duration, Vec<u8>)>,
+    /// Data D_PDUs (types 0, 2, 4, 7, 8) the transmission addressed to this node alone,
+    /// arrived or not, and how many of them were lost: what adaptive DRC judges the link by.
+    /// (The emulator's driver knows; a real receiver counts FSN gaps and CRC failures.)
+    pub data_sent: usize,
+    /// Of `data_sent`, those lost.
+    pub data_lost: usize,
+}
+
+impl Node {
+    /// Acts on a transmission from another node: DRC first, then RESET/WIN-RESYNC, expedited
+    /// data and ACKs, non-ARQ data, ARQ data, and ACKs last (data before ACKs, so that a DATA
+    /// DELIVERY FAIL riding with the ACK of its U_PDU rejects it before it could be
+    /// confirmed). Whether any D_PDU of it decoded: a node that decoded something from a
+    /// transmission that addressed it answers in its turn.
+    pub fn handle_heard(&mut self, heard: Heard) -> bool {
+        let Heard {
+            from: sender,
+            rate,
+            dpdus,
+            data_sent,
+            data_lost,
+        } = heard;
+        let mut got_any = false;
+        let mut data: Vec<Dpdu> = Vec::new();
+        let mut acks: Vec<Dpdu> = Vec::new();
+        let mut non_arq: Vec<(Duration, Dpdu)> = Vec::new();
+        let mut exp: Vec<Dpdu> = Vec::new();
+        let mut eows: Vec<Eow> = Vec::new();
+        let mut resets: Vec<Reset> = Vec::new();
+        for (at, bytes) in dpdus {
+            match Dpdu::decode(&bytes) {
+                Ok((d, _)) => {
+                    got_any = true;
+                    if d.eow != Eow::NONE {
+                        eows.push(d.eow);
+                    }
+                    match d.body {
+                        Body::AckOnly(_) => acks.push(d),
+                        // The ACK part of a DATA-ACK counts exactly like an
+                        // ACK-ONLY, after the data (as for separate frames).
+                        Body::DataAck { .. } => {
+                            acks.push(d.clone());
+                            data.push(d);
+                        }
+                        Body::ResetWinResync(rs) => resets.push(rs),
+                        Body::ExpDataOnly { .. } | Body::ExpAckOnly(_) => exp.push(d),
+                        Body::NonArqData { .. } | Body::ExpNonArqData { .. } => {
+                            non_arq.push((at, d));
+                        }
+                        _ => data.push(d),
+                    }
+                }
+                Err(e) => tracing::error!("D_PDU failed to decode: {e}"),
+            }
+        }
+        let had_data = !data.is_empty();
+        let decoded = got_any.then_some(rate);
+        self.on_drc(sender, &eows, decoded, data_sent, data_lost);
+        self.on_resets(sender, &resets);
+        self.on_expedited(sender, exp);
+        self.on_non_arq(sender, non_arq);
+        self.on_data(sender, data);
+        self.on_acks(sender, acks);
+        if had_data && let Some(l) = self.links.get_mut(&sender) {
+            l.owes_ack = true;
+        }
+        got_any
+    }
+
+    /// Data-rate change after a transmission from `sender`, `decoded` (at that rate) if this
+    /// node decoded any D_PDU of it: acts on the DRC EOWs it carried and, with adaptive DRC,
+    /// answers at the rate it hears (Tx = Rx) and judges how many of the `sent` data D_PDUs
+    /// addressed to it were `lost`, asking `sender` for another rate when it is time. A node
+    /// that decoded nothing knows nothing and does nothing.
+    fn on_drc(
+        &mut self,
+        sender: usize,
+        eows: &[Eow],
+        decoded: Option<DataRate>,
+        sent: usize,
+        lost: usize,
+    ) {
+        let r = self.index;
+        let adaptive = self.setup.config.drc == Drc::Adaptive;
+        let budgets = &self.setup.budgets;
+        let Some(link) = self.links.get_mut(&sender) else {
+            return;
+        };
+        for eow in eows {
+            match eow {
+                Eow::DrcRequest(req) => {
+                    let wanted = req.rate_bps().and_then(DataRate::from_bps);
+                    if let Some(w) = wanted.filter(|w| budgets.contains_key(w)) {
+                        if w != link.tx_rate {
+                            link.tx_rate = w;
+                            self.counters.rate_changes += 1;
+                            tracing::debug!(r, sender, bps = w.bps(), "DRC: transmit rate changed");
+                        }
+                        link.drc_response_owed = true;
+                    }
+                }
+                Eow::DrcResponse(resp) if resp.response == 0 => link.drc_request = None,
+                _ => {}
+            }
+        }
+        let Some(rate) = decoded.filter(|_| adaptive) else {
+            return;
+        };
+        // Follow the peer's rate (Tx = Rx), unless this very transmission asked us to change.
+        let asked = eows.iter().any(|e| matches!(e, Eow::DrcRequest(_)));
+        if !asked && link.tx_rate != rate && budgets.contains_key(&rate) {
+            link.tx_rate = rate;
+            self.counters.rate_changes += 1;
+        }
+        if sent == 0 {
+            return;
+        }
+        // The ladder of usable rates, slowest first.
+        let ladder: Vec<DataRate> = budgets.keys().copied().collect();
+        let Some(pos) = ladder.iter().position(|&x| x == rate) else {
+            return;
+        };
+        if lost * 4 >= sent {
+            link.clean_streak = 0;
+            if let Some(&down) = pos.checked_sub(1).and_then(|p| ladder.get(p)) {
+                link.drc_request = Some(down);
+            }
+        } else if lost == 0 {
+            link.clean_streak = link.clean_streak.saturating_add(1);
+            if link.clean_streak >= 2
+                && let Some(&up) = ladder.get(pos + 1)
+            {
+                link.clean_streak = 0;
+                link.drc_request = Some(up);
+            }
+        } else {
+            link.clean_streak = 0;
+        }
+    }
+
+    /// RESET/WIN-RESYNC D_PDUs from `sender`: a RESET RX WIN CMND moves this node's receive
+    /// window for `sender` to NEW RX LWE (dropping what it held) and is answered with a RESET
+    /// ACK carrying the same RESET FRAME ID (also when the command is repeated); a RESET ACK
+    /// for this node's own pending command ends it, and data flows again. (Emulated nodes never
+    /// send FULL RESET CMD or RESET TX WIN RQST, so those are ignored.)
+    fn on_resets(&mut self, sender: usize, resets: &[Reset]) {
+        let Some(link) = self.links.get_mut(&sender) else {
+            return;
+        };
+        for rs in resets {
+            if rs.reset_rx_win_command {
+                // A repeated command (our RESET ACK was lost) resets again: harmless, since
+                // its sender sends no data until it has the RESET ACK.
+                link.receiver.reset(rs.new_rx_lwe);
+                link.reset_ack_owed = Some(rs.reset_frame_id);
+                link.owes_ack = false;
+            } else if rs.reset_ack && link.reset_out == Some(rs.reset_frame_id) {
+                link.reset_out = None;
+                link.stale_acks = 0;
+            }
+        }
+    }
+
+    /// EXPEDITED DATA-ONLY and EXPEDITED ACK-ONLY D_PDUs from `sender`: the stop-and-wait
+    /// expedited ARQ of Annex C, apart from normal data.
+    fn on_expedited(&mut self, sender: usize, frames: Vec<Dpdu>) {
+        let biggest = usize::from(self.setup.config.mtu) + UPDU_OVERHEAD + 16;
+        let dest = self.peer_address(sender);
+        let Some(link) = self.links.get_mut(&sender) else {
+            return;
+        };
+        let mut cpdus = Vec::new();
+        let mut finished = None;
+        for d in frames {
+            match d.body {
+                Body::ExpDataOnly { header, segment } => {
+                    // A new C_PDU ID starts a new expedited C_PDU (FSNs from 0 again).
+                    if link
+                        .exp_in
+                        .as_ref()
+                        .is_none_or(|(id, _)| *id != header.cpdu_id)
+                    {
+                        link.exp_in = Some((header.cpdu_id, ArqReceiver::new(biggest)));
+                    }
+                    if let Some((_, rx)) = &mut link.exp_in {
+                        let h = DataHeader {
+                            start: header.start,
+                            end: header.end,
+                            deliver_in_order: true,
+                            fsn: header.fsn,
+                            ..DataHeader::default()
+                        };
+                        rx.on_segment(&h, &segment);
+                        cpdus.extend(rx.take_delivered());
+                    }
+                    link.owes_exp_ack = true;
+                }
+                Body::ExpAckOnly(ack) => {
+                    if let Some(e) = &mut link.exp_out {
+                        e.sender.on_ack(&ack);
+                        if !e.sender.take_confirmed().is_empty() {
+                            finished = link.exp_out.take();
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(e) = finished {
+            if e.q.confirm && !e.failed {
+                let c = UnidataConfirm {
+                    dest_sap: e.q.dest_sap,
+                    dest,
+                    updu_part: e.q.updu.clone(),
+                };
+                self.send_to(
+                    e.q.src_sap,
+                    Some(e.q.conn),
+                    Primitive::ExpeditedUnidataRequestConfirm(c),
+                );
+            }
+            self.dequeued(&e.q);
+        }
+        self.on_cpdus(sender, cpdus, Kind::Expedited);
+    }
+
+    /// NON-ARQ DATA D_PDUs from `sender`, with their arrival times: reassembles each C_PDU
+    /// and delivers it once, when every byte has arrived within its reception window. Nothing
+    /// is acknowledged.
+    fn on_non_arq(&mut self, sender: usize, frames: Vec<(Duration, Dpdu)>) {
+        let r = self.index;
+        let mut complete = Vec::new();
+        for (at, d) in frames {
+            let group = NodeAddress::group(d.destination.value()).ok();
+            let (header, segment, expedited) = match d.body {
+                Body::NonArqData { header, segment } => (header, segment, false),
+                Body::ExpNonArqData { header, segment } => (header, segment, true),
+                _ => continue,
+            };
+            let size = usize::from(header.cpdu_size);
+            let offset = usize::from(header.segment_offset);
+            if offset + segment.len() > size {
+                tracing::warn!(r, "NON-ARQ DATA segment beyond its C_PDU size; ignored");
+                continue;
+            }
+            let deadline = at + Duration::from_millis(500) * u32::from(header.reception_window);
+            let key = (sender, header.cpdu_id);
+            let group = group.filter(|_| header.group);
+            let entry = self.non_arq_in.entry(key).or_insert_with(|| NonArqIn {
+                size,
+                expedited,
+                group,
+                got: BTreeMap::new(),
+                deadline,
+                done: false,
+            });
+            if entry.size != size {
+                // A new C_PDU reusing the ID (mod 4096) after the old one was abandoned.
+                *entry = NonArqIn {
+                    size,
+                    expedited,
+                    group,
+                    got: BTreeMap::new(),
+                    deadline,
+                    done: false,
+                };
+            }
+            if entry.done {
+                continue;
+            }
+            entry.deadline = entry.deadline.max(deadline);
+            entry.got.insert(offset, segment);
+            let mut covered = 0;
+            for (&o, seg) in &entry.got {
+                if o > covered {
+                    break;
+                }
+                covered = covered.max(o + seg.len());
+            }
+            if covered >= size {
+                let mut cpdu = vec![0u8; size];
+                for (&o, seg) in &entry.got {
+                    if let Some(dst) = cpdu.get_mut(o..o + seg.len()) {
+                        dst.copy_from_slice(seg);
+                    }
+                }
+                entry.done = true;
+                entry.got.clear();
+                complete.push((cpdu, entry.expedited, entry.group));
+            }
+        }
+        let src = self.peer_address(sender);
+        for (c, expedited, group) in complete {
+            let kind = if expedited {
+                Kind::ExpeditedNonArq
+            } else {
+                Kind::NonArq
+            };
+            let updu = match Cpdu::decode(&c).map(|c| match c {
+                Cpdu::Data(s) => Spdu::decode(&s).ok(),
+                _ => None,
+            }) {
+                Ok(Some(Spdu::Data { pci, updu })) => (pci, updu),
+                other => {
+                    tracing::warn!(r, ?other, "non-ARQ C_PDU without a DATA S_PDU; dropped");
+                    continue;
+                }
+            };
+            let (pci, updu) = updu;
+            let (Ok(ssap), Ok(dsap), Ok(prio)) = (
+                SapId::new(pci.source_sap),
+                SapId::new(pci.destination_sap),
+                Priority::new(pci.priority),
+            ) else {
+                continue;
+            };
+            // No DATA DELIVERY FAIL in non-ARQ mode: an unbound SAP just drops it.
+            if self.deliver(src, ssap, dsap, prio, &updu, kind, group) {
+                self.counters.non_arq_delivered += 1;
+            }
+        }
+    }
+
+    /// DATA-ONLY and DATA-ACK D_PDUs from `sender`: its ARQ receiver, and the C_PDUs it
+    /// completes.
+    fn on_data(&mut self, sender: usize, data: Vec<Dpdu>) {
+        let Some(link) = self.links.get_mut(&sender) else {
+            return;
+        };
+        for d in &data {
+            if let Body::DataOnly { header, segment }
+            | Body::DataAck {
+                header, segment, ..
+            } = &d.body
+            {
+                link.receiver.on_segment(header, segment);
+            }
+        }
+        let cpdus = link.receiver.take_delivered();
+        self.on_cpdus(sender, cpdus, Kind::Arq);
+    }
+
+    /// C_PDUs that this node's ARQ (normal or expedited) reassembled from `sender`'s data.
+    fn on_cpdus(&mut self, sender: usize, cpdus: Vec<Vec<u8>>, kind: Kind) {
+        let src = self.peer_address(sender);
+        for c in cpdus {
+            let spdu = match Cpdu::decode(&c) {
+                Ok(Cpdu::Data(s)) => Spdu::decode(&s),
+                Ok(other) => {
+                    tracing::debug!(?other, "C_PDU ignored (the link is assumed up)");
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!("bad C_PDU: {e}");
+                    continue;
+                }
+            };
+            match spdu {
+                Ok(Spdu::Data { pci, updu }) => {
+                    let (Ok(ssap), Ok(dsap), Ok(prio)) = (
+                        SapId::new(pci.source_sap),
+                        SapId::new(pci.destination_sap),
+                        Priority::new(pci.priority),
+                    ) else {
+                        continue;
+                    };
+                    if !self.deliver(src, ssap, dsap, prio, &updu, kind, None) {
+                        // Report back to the source node with a DATA DELIVERY FAIL S_PDU.
+                        let fail = Spdu::DataDeliveryFail {
+                            reason: 1,
+                            source_sap: pci.source_sap,
+                            destination_sap: pci.destination_sap,
+                            updu,
+                        };
+                        if let Some(link) = self.links.get_mut(&sender)
+                            && let Some(Ok(id)) = fail
+                                .encode()
+                                .ok()
+                                .and_then(|s| Cpdu::Data(s).encode().ok())
+                                .map(|c| link.sender.push(c))
+                        {
+                            tracing::debug!(id, "destination SAP not bound: DATA DELIVERY FAIL");
+                        }
+                    }
+                }
+                Ok(Spdu::DataDeliveryFail {
+                    source_sap,
+                    destination_sap,
+                    updu,
+                    ..
+                }) => self.on_fail(sender, source_sap, destination_sap, &updu),
+                Ok(other) => tracing::debug!(?other, "S_PDU not handled by the emulator"),
+                Err(e) => tracing::warn!("bad S_PDU: {e}"),
+            }
+        }
+    }
+
+    /// A DATA DELIVERY FAIL came back from `dest`: reject the matching U_PDU (reason 2) if it
+    /// asked for confirmation and was not confirmed yet.
+    fn on_fail(&mut self, dest: usize, src_sap: u8, dest_sap: u8, updu: &[u8]) {
+        let Some(link) = self.links.get_mut(&dest) else {
+            return;
+        };
+        let matches = |q: &Queued| {
+            q.src_sap.get() == src_sap && q.dest_sap.get() == dest_sap && q.updu.as_ref() == updu
+        };
+        let hit = link
+            .unconfirmed
+            .values_mut()
+            .find(|a| !a.failed && matches(&a.q))
+            .map(|a| {
+                a.failed = true;
+                a.q.clone()
+            });
+        let hit = hit.or_else(|| {
+            let e = link
+                .exp_out
+                .as_mut()
+                .filter(|e| !e.failed && matches(&e.q))?;
+            e.failed = true;
+            Some(e.q.clone())
+        });
+        let Some(q) = hit else {
+            tracing::debug!("DATA DELIVERY FAIL for a U_PDU already answered");
+            return;
+        };
+        if q.confirm {
+            self.reject(&q, UnidataRejectReason::DestinationSapNotBound);
+        }
+    }
+
+    /// ACK-ONLY D_PDUs and the ACK parts of DATA-ACKs from `sender`: confirms what they
+    /// acknowledge, and starts a RESET/WIN-RESYNC when they keep falling outside the window.
+    fn on_acks(&mut self, sender: usize, acks: Vec<Dpdu>) {
+        let r = self.index;
+        let dest = self.peer_address(sender);
+        let Some(link) = self.links.get_mut(&sender) else {
+            return;
+        };
+        for d in &acks {
+            if let Body::AckOnly(ack) | Body::DataAck { ack, .. } = &d.body {
+                if link.reset_out.is_some() {
+                    // About the window before the reset: meaningless now.
+                    continue;
+                }
+                link.unanswered = 0;
+                if link.sender.on_ack(ack) {
+                    link.stale_acks = 0;
+                } else {
+                    link.stale_acks = link.stale_acks.saturating_add(1);
+                }
+            }
+        }
+        let mut lost_at_reset: Vec<InArq> = Vec::new();
+        if link.stale_acks >= STALE_ACKS_RESET && link.reset_out.is_none() {
+            // The peer's receive window no longer matches ours (it lost its state): its ACKs
+            // cannot move our TX LWE. Reset our TX window to 0 and command the peer's RX
+            // window there (RESET/WIN-RESYNC, RESET RX WIN CMND, NEW RX LWE 0).
+            link.stale_acks = 0;
+            link.reset_out = Some(link.next_reset_id);
+            link.next_reset_id = link.next_reset_id.wrapping_add(1);
+            self.counters.resets += 1;
+            for id in link.sender.reset() {
+                if let Some(a) = link.unconfirmed.remove(&id) {
+                    lost_at_reset.push(a);
+                }
+            }
+            self.counters.reset_lost += lost_at_reset.len() as u64;
+            tracing::debug!(
+                r,
+                sender,
+                lost = lost_at_reset.len(),
+                "ARQ window reset: RESET/WIN-RESYNC"
+            );
+        }
+        let done: Vec<InArq> = link
+            .sender
+            .take_confirmed()
+            .into_iter()
+            .filter_map(|id| link.unconfirmed.remove(&id))
+            .collect();
+        for a in &done {
+            if !a.q.confirm || a.failed {
+                continue;
+            }
+            let c = UnidataConfirm {
+                dest_sap: a.q.dest_sap,
+                dest,
+                updu_part: a.q.updu.clone(),
+            };
+            let p = if a.q.expedited {
+                Primitive::ExpeditedUnidataRequestConfirm(c)
+            } else {
+                Primitive::UnidataRequestConfirm(c)
+            };
+            self.send_to(a.q.src_sap, Some(a.q.conn), p);
+        }
+        for a in &done {
+            self.dequeued(&a.q);
+        }
+        for a in &lost_at_reset {
+            // Sent, perhaps delivered, perhaps not: never sent again (that could deliver it
+            // twice), so its client hears it was not delivered as far as the node knows.
+            if !a.failed {
+                self.reject(&a.q, UnidataRejectReason::DestinationNodeNotResponding);
+            }
+            self.dequeued(&a.q);
+        }
+    }
+}

@@ -1,0 +1,620 @@
+//! Nodes driven by hand, wired back to back without the scheduler: SIS requests, D_PDU bytes
+//! and time in; D_PDUs and client primitives out. The tests play the air themselves: they
+//! choose which D_PDUs of a transmission arrive.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use skywave_sis::{
+    NodeAddress, Primitive, Priority, SapId, ServiceType, Ttl, TxMode, UnidataRejectReason,
+    UnidataRequest,
+};
+
+use super::{
+    ClientEvent, Drc, Group, Heard, Node, NodeConfig, NodeSetup, NodeTx, SendMode, fair_shares,
+};
+use crate::dpdu::Dpdu;
+use crate::modem::{DataRate, Interleaver, ModemConfig};
+
+const A: u32 = 0x0102_0304;
+const B: u32 = 0x0105_0607;
+const C: u32 = 0x0108_090A;
+const SAP: u8 = 3;
+/// Connection ids of the clients of nodes 0, 1 and 2.
+const CONN: [u64; 3] = [10, 20, 30];
+
+const ARQ: SendMode = SendMode {
+    confirm: true,
+    expedited: false,
+    non_arq: None,
+};
+
+fn addr(bits: u32) -> NodeAddress {
+    NodeAddress::new(bits).unwrap()
+}
+
+fn sap() -> SapId {
+    SapId::new(SAP).unwrap()
+}
+
+fn node_config(addresses: Vec<NodeAddress>) -> NodeConfig {
+    let modem = ModemConfig::new(DataRate::Bps1200, Interleaver::Short).unwrap();
+    NodeConfig {
+        addresses,
+        groups: Vec::new(),
+        modem,
+        window: 128,
+        segment_size: 1023,
+        max_transmission: Duration::from_secs(120),
+        mtu: 2048,
+        flow_limit: 64,
+        response_timeout: Duration::from_secs(3),
+        drc: Drc::Fixed,
+        data_ack: true,
+        start_rate: None,
+    }
+}
+
+/// The nodes of `config`, each with one client bound on SAP 3.
+fn nodes(config: NodeConfig) -> Vec<Node> {
+    let setup = NodeSetup::new(config).unwrap();
+    let count = setup.config().addresses.len();
+    (0..count)
+        .map(|i| {
+            let mut n = Node::new(i, &setup, false).unwrap();
+            assert!(n.bind(sap(), CONN[i]));
+            n
+        })
+        .collect()
+}
+
+/// Nodes A (0) and B (1).
+fn pair() -> (Node, Node) {
+    let mut v = nodes(node_config(vec![addr(A), addr(B)]));
+    let b = v.pop().unwrap();
+    let a = v.pop().unwrap();
+    (a, b)
+}
+
+fn request(dest: u32, updu: &[u8]) -> UnidataRequest {
+    UnidataRequest {
+        priority: Priority::new(5).unwrap(),
+        dest_sap: sap(),
+        dest: addr(dest),
+        mode: ServiceType::DEFAULT,
+        ttl: Ttl::INFINITE,
+        updu: Bytes::copy_from_slice(updu),
+    }
+}
+
+fn payload(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
+
+/// Hands node `to` (index `to_index`) what `tx` from node `from` carried for it, except the
+/// D_PDUs at the positions in `lost`; whether it decoded anything.
+fn hear(tx: &NodeTx, from: usize, to: &mut Node, to_index: usize, lost: &[usize]) -> bool {
+    let mut heard = Heard {
+        from,
+        rate: tx.modem.rate,
+        dpdus: Vec::new(),
+        data_sent: 0,
+        data_lost: 0,
+    };
+    for (i, d) in tx.dpdus.iter().enumerate() {
+        let member = d
+            .dest
+            .checked_sub(to.setup.config().addresses.len())
+            .and_then(|g| to.setup.config().groups.get(g))
+            .is_some_and(|g| g.members.contains(&to_index));
+        if d.dest != to_index && !member {
+            continue;
+        }
+        if d.dest == to_index && matches!(d.dpdu_type, 0 | 2 | 4 | 7 | 8) {
+            heard.data_sent += 1;
+            heard.data_lost += usize::from(lost.contains(&i));
+        }
+        if !lost.contains(&i) {
+            heard.dpdus.push((d.at, d.bytes.clone()));
+        }
+    }
+    to.handle_heard(heard)
+}
+
+fn events(node: &mut Node) -> Vec<ClientEvent> {
+    std::iter::from_fn(|| node.poll_event()).collect()
+}
+
+fn types(tx: &NodeTx) -> Vec<u8> {
+    tx.dpdus.iter().map(|d| d.dpdu_type).collect()
+}
+
+const fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+#[test]
+fn an_arq_unidata_goes_out_is_delivered_acknowledged_and_confirmed() {
+    let (mut a, mut b) = pair();
+    let updu = payload(300);
+    assert!(!a.has_work());
+    a.submit(Duration::ZERO, CONN[0], sap(), &request(B, &updu), ARQ)
+        .unwrap();
+    assert!(a.has_work());
+    assert!(events(&mut a).is_empty());
+
+    let tx = a.poll_transmit(Duration::ZERO).unwrap();
+    assert_eq!(types(&tx), [0], "one DATA-ONLY");
+    assert!(tx.sent_data);
+    assert_eq!(tx.tx.start, Duration::ZERO);
+    let (d, _) = Dpdu::decode(&tx.dpdus[0].bytes).unwrap();
+    assert_eq!(d.destination.value(), B);
+    assert_eq!(d.source.value(), A);
+    // Sent but not acknowledged: still work to do (a retransmission if no ACK comes).
+    assert!(a.has_work());
+
+    assert!(hear(&tx, 0, &mut b, 1, &[]));
+    let got = events(&mut b);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].conn, CONN[1]);
+    let Primitive::UnidataIndication(ind) = &got[0].primitive else {
+        panic!("expected an indication, got {:?}", got[0].primitive);
+    };
+    assert_eq!(
+        (ind.src, ind.dest, ind.tx_mode),
+        (addr(A), addr(B), TxMode::Arq)
+    );
+    assert_eq!(ind.updu.as_ref(), updu.as_slice());
+    assert_eq!(b.counters().delivered, 1);
+
+    // B owes the ACK; it answers with an ACK-ONLY alone.
+    assert!(b.has_work());
+    let ack = b.poll_transmit(tx.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(types(&ack), [1]);
+    assert!(!ack.sent_data);
+    assert!(!b.has_work());
+
+    assert!(hear(&ack, 1, &mut a, 0, &[]));
+    let got = events(&mut a);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].conn, CONN[0]);
+    let Primitive::UnidataRequestConfirm(c) = &got[0].primitive else {
+        panic!("expected a confirm, got {:?}", got[0].primitive);
+    };
+    assert_eq!((c.dest, c.dest_sap), (addr(B), sap()));
+    assert!(!a.has_work());
+    let counters = a.counters();
+    assert_eq!((counters.transmissions, counters.dpdus_sent), (1, 1));
+    assert_eq!(counters.bytes_on_air, tx.bytes as u64);
+}
+
+#[test]
+fn a_lost_segment_is_sent_again_and_only_it() {
+    let (mut a, mut b) = pair();
+    // 2000 bytes + 4 of overhead: two segments of 1023 bytes and less.
+    let updu = payload(2000);
+    a.submit(Duration::ZERO, CONN[0], sap(), &request(B, &updu), ARQ)
+        .unwrap();
+    let tx = a.poll_transmit(Duration::ZERO).unwrap();
+    assert_eq!(types(&tx), [0, 0]);
+    // The second segment does not arrive: nothing to deliver yet.
+    assert!(hear(&tx, 0, &mut b, 1, &[1]));
+    assert!(events(&mut b).is_empty());
+    let ack = b.poll_transmit(secs(30)).unwrap();
+    hear(&ack, 1, &mut a, 0, &[]);
+    assert!(
+        events(&mut a).is_empty(),
+        "no confirm before every segment is acknowledged"
+    );
+
+    let again = a.poll_transmit(secs(40)).unwrap();
+    assert_eq!(types(&again), [0]);
+    assert!(again.dpdus[0].retransmission);
+    assert_eq!(again.dpdus[0].fsn, Some(1));
+    assert_eq!(again.retransmissions, 1);
+    hear(&again, 0, &mut b, 1, &[]);
+    let got = events(&mut b);
+    assert!(
+        matches!(&got[..], [ClientEvent { primitive: Primitive::UnidataIndication(i), .. }] if i.updu.as_ref() == updu.as_slice())
+    );
+    let ack = b.poll_transmit(secs(70)).unwrap();
+    hear(&ack, 1, &mut a, 0, &[]);
+    assert!(matches!(
+        &events(&mut a)[..],
+        [ClientEvent {
+            primitive: Primitive::UnidataRequestConfirm(_),
+            ..
+        }]
+    ));
+    assert_eq!(a.counters().retransmissions, 1);
+}
+
+#[test]
+fn an_ack_rides_on_data_as_a_data_ack() {
+    let (mut a, mut b) = pair();
+    a.submit(Duration::ZERO, CONN[0], sap(), &request(B, b"to B"), ARQ)
+        .unwrap();
+    let tx = a.poll_transmit(Duration::ZERO).unwrap();
+    hear(&tx, 0, &mut b, 1, &[]);
+    events(&mut b);
+    // B has data of its own for A: its ACK goes in the first data frame.
+    b.submit(secs(5), CONN[1], sap(), &request(A, b"to A"), ARQ)
+        .unwrap();
+    let answer = b.poll_transmit(secs(10)).unwrap();
+    assert_eq!(types(&answer), [2], "one DATA-ACK, no ACK-ONLY");
+    assert_eq!(answer.data_acks, 1);
+    hear(&answer, 1, &mut a, 0, &[]);
+    let got: Vec<Primitive> = events(&mut a).into_iter().map(|e| e.primitive).collect();
+    assert!(matches!(got[0], Primitive::UnidataIndication(_)));
+    assert!(matches!(got[1], Primitive::UnidataRequestConfirm(_)));
+    assert_eq!(got.len(), 2);
+}
+
+#[test]
+fn an_expedited_unidata_uses_the_expedited_arq_ahead_of_normal_data() {
+    let (mut a, mut b) = pair();
+    let expedited = SendMode {
+        expedited: true,
+        ..ARQ
+    };
+    a.submit(Duration::ZERO, CONN[0], sap(), &request(B, b"routine"), ARQ)
+        .unwrap();
+    a.submit(
+        Duration::ZERO,
+        CONN[0],
+        sap(),
+        &request(B, b"flash"),
+        expedited,
+    )
+    .unwrap();
+    let tx = a.poll_transmit(Duration::ZERO).unwrap();
+    // EXPEDITED DATA-ONLY first (FSN 0 of its own), then the normal DATA-ONLY.
+    assert_eq!(types(&tx), [4, 0]);
+    assert_eq!(tx.dpdus[0].fsn, Some(0));
+    hear(&tx, 0, &mut b, 1, &[]);
+    let got: Vec<Primitive> = events(&mut b).into_iter().map(|e| e.primitive).collect();
+    let [
+        Primitive::ExpeditedUnidataIndication(x),
+        Primitive::UnidataIndication(n),
+    ] = &got[..]
+    else {
+        panic!("expected the expedited indication, then the normal one: {got:?}");
+    };
+    assert_eq!(x.updu.as_ref(), b"flash");
+    assert_eq!(n.updu.as_ref(), b"routine");
+
+    // Both ARQs answer: ACK-ONLY and EXPEDITED ACK-ONLY.
+    let acks = b.poll_transmit(secs(20)).unwrap();
+    assert_eq!(types(&acks), [1, 5]);
+    hear(&acks, 1, &mut a, 0, &[]);
+    let got: Vec<Primitive> = events(&mut a).into_iter().map(|e| e.primitive).collect();
+    assert_eq!(got.len(), 2);
+    assert!(
+        got.iter()
+            .any(|p| matches!(p, Primitive::ExpeditedUnidataRequestConfirm(c) if c.updu_part.as_ref() == b"flash"))
+    );
+    assert!(got.iter().any(
+        |p| matches!(p, Primitive::UnidataRequestConfirm(c) if c.updu_part.as_ref() == b"routine")
+    ));
+    assert!(!a.has_work());
+}
+
+#[test]
+fn a_non_arq_unidata_goes_in_copies_and_is_delivered_once_without_an_ack() {
+    let (mut a, mut b) = pair();
+    let updu = payload(1500);
+    let non_arq = SendMode {
+        confirm: false,
+        expedited: false,
+        non_arq: Some(1),
+    };
+    a.submit(Duration::ZERO, CONN[0], sap(), &request(B, &updu), non_arq)
+        .unwrap();
+    let tx = a.poll_transmit(Duration::ZERO).unwrap();
+    // Two segments, each sent twice (1 + one retransmission).
+    assert_eq!(types(&tx), [7, 7, 7, 7]);
+    assert!(!tx.sent_data, "nothing answers non-ARQ data");
+    assert_eq!(a.counters().non_arq_sent, 1);
+    // The first copy of the first segment and the second copy of the second are lost.
+    assert!(hear(&tx, 0, &mut b, 1, &[0, 3]));
+    let got = events(&mut b);
+    let [
+        ClientEvent {
+            primitive: Primitive::UnidataIndication(ind),
+            ..
+        },
+    ] = &got[..]
+    else {
+        panic!("expected one indication: {got:?}");
+    };
+    assert_eq!(ind.tx_mode, TxMode::NonArq);
+    assert_eq!(ind.updu.as_ref(), updu.as_slice());
+    assert_eq!(b.counters().non_arq_delivered, 1);
+    // No ACK owed, nothing left to send, no confirm.
+    assert!(!b.has_work());
+    assert!(!a.has_work());
+    assert!(events(&mut a).is_empty());
+}
+
+#[test]
+fn an_incomplete_non_arq_unidata_is_dropped_when_its_window_closes() {
+    let (mut a, mut b) = pair();
+    let non_arq = SendMode {
+        confirm: false,
+        expedited: false,
+        non_arq: Some(0),
+    };
+    a.submit(
+        Duration::ZERO,
+        CONN[0],
+        sap(),
+        &request(B, &payload(1500)),
+        non_arq,
+    )
+    .unwrap();
+    let tx = a.poll_transmit(Duration::ZERO).unwrap();
+    assert_eq!(types(&tx), [7, 7]);
+    hear(&tx, 0, &mut b, 1, &[1]);
+    assert!(events(&mut b).is_empty());
+    // Its reception window reaches the end of the transmission: still open just before.
+    b.handle_timeout(tx.dpdus[0].at);
+    assert_eq!(b.counters().non_arq_incomplete, 0);
+    b.handle_timeout(tx.tx.end + secs(1));
+    assert_eq!(b.counters().non_arq_incomplete, 1);
+    assert!(events(&mut b).is_empty());
+}
+
+#[test]
+fn a_group_gets_non_arq_data_and_refuses_arq() {
+    let mut config = node_config(vec![addr(A), addr(B), addr(C)]);
+    let group = NodeAddress::group(0x0ABC).unwrap();
+    config.groups.push(Group {
+        address: group,
+        members: vec![1, 2],
+    });
+    let mut v = nodes(config);
+    let to_group = UnidataRequest {
+        dest: group,
+        ..request(A, b"to the fleet")
+    };
+    // ARQ needs one peer to acknowledge: refused.
+    assert_eq!(
+        v[0].submit(Duration::ZERO, CONN[0], sap(), &to_group, ARQ),
+        Err(UnidataRejectReason::TxModeNotSpecified)
+    );
+    let non_arq = SendMode {
+        confirm: true,
+        expedited: false,
+        non_arq: Some(0),
+    };
+    v[0].submit(Duration::ZERO, CONN[0], sap(), &to_group, non_arq)
+        .unwrap();
+    let tx = v[0].poll_transmit(Duration::ZERO).unwrap();
+    assert_eq!(types(&tx), [7]);
+    assert_eq!(tx.dpdus[0].dest, 3, "the group, past the three nodes");
+    for member in [1, 2] {
+        assert!(hear(&tx, 0, &mut v[member], member, &[]));
+        let got = events(&mut v[member]);
+        let [
+            ClientEvent {
+                conn,
+                primitive: Primitive::UnidataIndication(ind),
+            },
+        ] = &got[..]
+        else {
+            panic!("expected one indication at node {member}: {got:?}");
+        };
+        assert_eq!(*conn, CONN[member]);
+        assert_eq!((ind.dest, ind.src), (group, addr(A)));
+    }
+    // A group gets no confirm (nobody acknowledges), even when one was asked for.
+    assert!(events(&mut v[0]).is_empty());
+}
+
+#[test]
+fn a_unidata_for_an_unbound_sap_is_rejected_not_confirmed() {
+    let (mut a, mut b) = pair();
+    b.unbind(CONN[1]);
+    a.submit(Duration::ZERO, CONN[0], sap(), &request(B, b"nobody"), ARQ)
+        .unwrap();
+    let tx = a.poll_transmit(Duration::ZERO).unwrap();
+    hear(&tx, 0, &mut b, 1, &[]);
+    assert!(events(&mut b).is_empty());
+    // B answers with its ACK and a DATA DELIVERY FAIL riding on a DATA-ACK.
+    let answer = b.poll_transmit(secs(20)).unwrap();
+    assert_eq!(types(&answer), [2]);
+    hear(&answer, 1, &mut a, 0, &[]);
+    let got = events(&mut a);
+    let [
+        ClientEvent {
+            primitive: Primitive::UnidataRequestRejected(r),
+            ..
+        },
+    ] = &got[..]
+    else {
+        panic!("expected one rejection: {got:?}");
+    };
+    assert_eq!(r.reason, UnidataRejectReason::DestinationSapNotBound);
+}
+
+#[test]
+fn flow_control_turns_off_past_the_limit_and_on_at_half() {
+    let mut config = node_config(vec![addr(A), addr(B)]);
+    config.flow_limit = 2;
+    let mut v = nodes(config);
+    let mut b = v.pop().unwrap();
+    let mut a = v.pop().unwrap();
+    for i in 0..3u8 {
+        a.submit(Duration::ZERO, CONN[0], sap(), &request(B, &[i; 10]), ARQ)
+            .unwrap();
+    }
+    assert_eq!(
+        events(&mut a),
+        [ClientEvent {
+            conn: CONN[0],
+            primitive: Primitive::DataFlowOff
+        }]
+    );
+    let tx = a.poll_transmit(Duration::ZERO).unwrap();
+    assert_eq!(types(&tx), [0, 0, 0]);
+    hear(&tx, 0, &mut b, 1, &[]);
+    let ack = b.poll_transmit(secs(10)).unwrap();
+    hear(&ack, 1, &mut a, 0, &[]);
+    let got: Vec<Primitive> = events(&mut a).into_iter().map(|e| e.primitive).collect();
+    assert_eq!(got.len(), 4, "three confirms and flow on: {got:?}");
+    assert_eq!(
+        got.iter()
+            .filter(|p| matches!(p, Primitive::DataFlowOn))
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn a_unidata_whose_ttl_runs_out_in_the_queue_is_rejected() {
+    let (mut a, _) = pair();
+    let req = UnidataRequest {
+        ttl: Ttl::from_secs(10).unwrap(),
+        ..request(B, b"late")
+    };
+    a.submit(secs(5), CONN[0], sap(), &req, ARQ).unwrap();
+    assert_eq!(a.poll_timeout(), Some(secs(15)));
+    a.handle_timeout(secs(14));
+    assert!(events(&mut a).is_empty());
+    a.handle_timeout(secs(15));
+    let got = events(&mut a);
+    assert!(matches!(
+        &got[..],
+        [ClientEvent { primitive: Primitive::UnidataRequestRejected(r), .. }] if r.reason == UnidataRejectReason::TtlExpired
+    ));
+    assert_eq!(a.counters().expired, 1);
+    assert!(!a.has_work());
+    assert_eq!(a.poll_timeout(), None);
+}
+
+#[test]
+fn an_ack_lost_in_a_collision_is_owed_again() {
+    let (mut a, mut b) = pair();
+    a.submit(Duration::ZERO, CONN[0], sap(), &request(B, b"x"), ARQ)
+        .unwrap();
+    let tx = a.poll_transmit(Duration::ZERO).unwrap();
+    hear(&tx, 0, &mut b, 1, &[]);
+    let ack = b.poll_transmit(secs(10)).unwrap();
+    assert!(!b.has_work());
+    b.transmission_collided(&ack);
+    assert!(b.has_work());
+    assert_eq!(b.counters().collisions, 1);
+    assert_eq!(types(&b.poll_transmit(secs(20)).unwrap()), [1]);
+}
+
+#[test]
+fn a_peer_that_lost_its_receive_state_is_resynchronised_by_reset() {
+    let (mut a, mut b) = pair();
+    // One U_PDU through, acknowledged: A's TX window now starts at FSN 1.
+    a.submit(Duration::ZERO, CONN[0], sap(), &request(B, b"one"), ARQ)
+        .unwrap();
+    let tx = a.poll_transmit(Duration::ZERO).unwrap();
+    hear(&tx, 0, &mut b, 1, &[]);
+    hear(&b.poll_transmit(secs(10)).unwrap(), 1, &mut a, 0, &[]);
+    events(&mut a);
+    events(&mut b);
+    // B restarts: its RX window is back at 0, so its ACKs fall outside A's window.
+    assert!(b.forget_arq_receive_state(0));
+    assert!(!b.forget_arq_receive_state(5));
+    a.submit(secs(20), CONN[0], sap(), &request(B, b"two"), ARQ)
+        .unwrap();
+    let mut t = secs(20);
+    let mut reset_sent = None;
+    for _ in 0..6 {
+        let tx = a.poll_transmit(t).unwrap();
+        if types(&tx).contains(&3) {
+            reset_sent = Some(tx);
+            break;
+        }
+        hear(&tx, 0, &mut b, 1, &[]);
+        t += secs(10);
+        hear(&b.poll_transmit(t).unwrap(), 1, &mut a, 0, &[]);
+        t += secs(10);
+    }
+    let reset = reset_sent.expect("A resets the window");
+    assert_eq!(types(&reset), [3], "the command alone, no data meanwhile");
+    assert_eq!(a.counters().resets, 1);
+    // "two" had gone on the air: its fate is unknown, so it is rejected, never sent again.
+    assert_eq!(a.counters().reset_lost, 1);
+    let got = events(&mut a);
+    assert!(got.iter().any(|e| matches!(
+        &e.primitive,
+        Primitive::UnidataRequestRejected(r) if r.reason == UnidataRejectReason::DestinationNodeNotResponding
+    )));
+    // B answers RESET ACK; then data flows again from FSN 0.
+    hear(&reset, 0, &mut b, 1, &[]);
+    let answer = b.poll_transmit(t + secs(10)).unwrap();
+    assert_eq!(types(&answer), [3]);
+    hear(&answer, 1, &mut a, 0, &[]);
+    a.submit(t + secs(20), CONN[0], sap(), &request(B, b"three"), ARQ)
+        .unwrap();
+    let tx = a.poll_transmit(t + secs(20)).unwrap();
+    assert_eq!(types(&tx), [0]);
+    assert_eq!(tx.dpdus[0].fsn, Some(0));
+    hear(&tx, 0, &mut b, 1, &[]);
+    assert!(events(&mut b).iter().any(|e| matches!(
+        &e.primitive,
+        Primitive::UnidataIndication(i) if i.updu.as_ref() == b"three"
+    )));
+}
+
+#[test]
+fn a_loopback_unidata_is_delivered_and_confirmed_at_once() {
+    let (mut a, _) = pair();
+    a.submit(Duration::ZERO, CONN[0], sap(), &request(A, b"me"), ARQ)
+        .unwrap();
+    let got: Vec<Primitive> = events(&mut a).into_iter().map(|e| e.primitive).collect();
+    assert!(matches!(
+        got[..],
+        [
+            Primitive::UnidataIndication(_),
+            Primitive::UnidataRequestConfirm(_)
+        ]
+    ));
+    assert!(!a.has_work());
+    // An unknown node is refused.
+    assert_eq!(
+        a.submit(Duration::ZERO, CONN[0], sap(), &request(C, b"?"), ARQ),
+        Err(UnidataRejectReason::DestinationNodeNotResponding)
+    );
+}
+
+#[test]
+fn a_bad_setup_is_refused() {
+    let mut config = node_config(vec![addr(A), addr(B)]);
+    config.window = 1;
+    assert!(matches!(
+        NodeSetup::new(config),
+        Err(super::NodeError::MtuTooLarge { .. })
+    ));
+    let mut config = node_config(vec![addr(A), addr(B)]);
+    config.max_transmission = secs(200);
+    assert!(matches!(
+        NodeSetup::new(config),
+        Err(super::NodeError::BadMaxTransmission(_))
+    ));
+    let setup = NodeSetup::new(node_config(vec![addr(A), addr(B)])).unwrap();
+    assert!(matches!(
+        Node::new(2, &setup, false),
+        Err(super::NodeError::NoSuchNode { index: 2, nodes: 2 })
+    ));
+}
+
+#[test]
+fn a_shared_transmission_is_split_max_min_fairly() {
+    // One peer: everything it asks, up to the budget.
+    assert_eq!(fair_shares(1000, &[(1, 400)])[&1], 400);
+    assert_eq!(fair_shares(1000, &[(1, 4000)])[&1], 1000);
+    // A short message beside a long batch gets all it asks; the batch gets the rest.
+    let s = fair_shares(10_000, &[(1, 50_000), (2, 600)]);
+    assert_eq!((s[&1], s[&2]), (9_400, 600));
+    // Three long batches split evenly.
+    let s = fair_shares(9_000, &[(1, 50_000), (2, 60_000), (3, 70_000)]);
+    assert_eq!((s[&1], s[&2], s[&3]), (3_000, 3_000, 3_000));
+    assert!(fair_shares(100, &[]).is_empty());
+}
