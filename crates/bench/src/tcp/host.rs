@@ -131,6 +131,42 @@ fn seq_at_or_after(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) >= 0
 }
 
+/// What the inspector and the give-up rule read of an outgoing TCP segment, parsed once.
+#[derive(Debug, Clone, Copy)]
+struct Segment {
+    /// First sequence number.
+    start: u32,
+    /// One past the last: the payload, SYN and FIN each take sequence space.
+    end: u32,
+    /// Payload bytes.
+    payload: usize,
+    syn: bool,
+    ack: bool,
+}
+
+impl Segment {
+    /// The TCP segment in an IPv4 datagram; `None` for anything else.
+    fn parse(datagram: &[u8]) -> Option<Segment> {
+        let ip = Ipv4Packet::new_checked(datagram).ok()?;
+        let seg = TcpPacket::new_checked(ip.payload()).ok()?;
+        let payload = seg.payload().len();
+        let start = seg.seq_number().0 as u32;
+        let len = payload as u32 + u32::from(seg.syn()) + u32::from(seg.fin());
+        Some(Segment {
+            start,
+            end: start.wrapping_add(len),
+            payload,
+            syn: seg.syn(),
+            ack: seg.ack(),
+        })
+    }
+
+    /// Whether it carries sequence space (data, SYN or FIN), i.e. is not a bare ACK.
+    fn carries_sequence(&self) -> bool {
+        self.end != self.start
+    }
+}
+
 /// What the give-up rule needs: the unacknowledged segments and how long the oldest has been
 /// resent without success.
 #[derive(Debug, Default)]
@@ -174,19 +210,11 @@ impl Stall {
 
     /// The host is about to send `datagram` at `now`: true if `rule` says this
     /// retransmission is one too many and the connection must be dropped instead.
-    fn gives_up(&mut self, datagram: &[u8], now: Duration, rule: GiveUp) -> bool {
-        let Ok(ip) = Ipv4Packet::new_checked(datagram) else {
-            return false;
-        };
-        let Ok(seg) = TcpPacket::new_checked(ip.payload()) else {
-            return false;
-        };
-        let len = seg.payload().len() as u32 + u32::from(seg.syn()) + u32::from(seg.fin());
-        if len == 0 {
+    fn gives_up(&mut self, seg: &Segment, now: Duration, rule: GiveUp) -> bool {
+        if !seg.carries_sequence() {
             return false;
         }
-        let start = seg.seq_number().0 as u32;
-        let end = start.wrapping_add(len);
+        let (start, end) = (seg.start, seg.end);
         let Some(&(oldest, _, last_sent)) = self.unacked.front() else {
             self.unacked.push_back((start, end, now));
             return false;
@@ -222,7 +250,7 @@ impl Stall {
                 established,
             } => {
                 let (since, _) = *self.episode.get_or_insert((last_sent, end));
-                let bound = match (seg.syn(), seg.ack()) {
+                let bound = match (seg.syn, seg.ack) {
                     (true, false) => syn,
                     (true, true) => syn_ack,
                     _ => established,
@@ -267,27 +295,26 @@ pub(crate) struct SegmentStats {
 
 impl SegmentStats {
     /// Inspects one outgoing IPv4 datagram.
-    pub(crate) fn inspect(&mut self, datagram: &[u8]) {
-        let Ok(ip) = Ipv4Packet::new_checked(datagram) else {
-            return;
-        };
-        let Ok(seg) = TcpPacket::new_checked(ip.payload()) else {
-            return;
-        };
-        if seg.syn() && !seg.ack() {
+    #[cfg(test)]
+    fn inspect(&mut self, datagram: &[u8]) {
+        if let Some(seg) = Segment::parse(datagram) {
+            self.record(datagram.len(), &seg);
+        }
+    }
+
+    /// Counts one outgoing datagram of `datagram_len` bytes carrying `seg`.
+    fn record(&mut self, datagram_len: usize, seg: &Segment) {
+        if seg.syn && !seg.ack {
             self.syn_seen = true;
         }
-        let payload = seg.payload().len();
-        self.max_datagram = self.max_datagram.max(datagram.len());
+        let payload = seg.payload;
+        self.max_datagram = self.max_datagram.max(datagram_len);
         self.max_payload = self.max_payload.max(payload);
-
-        let len = seg.payload().len() as u32 + u32::from(seg.syn()) + u32::from(seg.fin());
-        if len == 0 {
+        if !seg.carries_sequence() {
             return;
         }
         self.sent += 1;
-        let start = seg.seq_number().0 as u32;
-        let end = start.wrapping_add(len);
+        let (start, end) = (seg.start, seg.end);
         match self.high {
             Some(high) if (end.wrapping_sub(high) as i32) <= 0 => {
                 self.resent += 1;
@@ -467,13 +494,16 @@ impl Host {
     pub(crate) fn take_tx(&mut self, now: Duration) -> Vec<Vec<u8>> {
         let mut out = Vec::with_capacity(self.device.tx.len());
         while let Some(d) = self.device.tx.pop_front() {
-            if !self.gave_up && self.stall.gives_up(&d, now, self.give_up) {
-                self.gave_up = true;
-                self.device.tx.clear();
-                self.socket().abort();
-                break;
+            // smoltcp only sends TCP over IPv4 here; anything else passes uncounted.
+            if let Some(seg) = Segment::parse(&d) {
+                if !self.gave_up && self.stall.gives_up(&seg, now, self.give_up) {
+                    self.gave_up = true;
+                    self.device.tx.clear();
+                    self.socket().abort();
+                    break;
+                }
+                self.stats.record(d.len(), &seg);
             }
-            self.stats.inspect(&d);
             out.push(d);
         }
         out
@@ -560,6 +590,10 @@ mod tests {
         assert_eq!((s.sent, s.resent), (5, 1));
     }
 
+    fn seg(seq: i32, payload: usize, syn: bool) -> Segment {
+        Segment::parse(&segment(seq, payload, syn)).unwrap()
+    }
+
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)
     }
@@ -568,28 +602,28 @@ mod tests {
     fn jnos_resets_on_the_timeout_after_its_retry_count() {
         let rule = GiveUp::Retries(2);
         let mut st = Stall::default();
-        assert!(!st.gives_up(&segment(100, 0, true), secs(0), rule)); // SYN 100..101
-        assert!(!st.gives_up(&segment(100, 0, true), secs(2), rule)); // timeout 1
-        assert!(!st.gives_up(&segment(100, 0, true), secs(6), rule)); // timeout 2
-        assert!(st.gives_up(&segment(100, 0, true), secs(14), rule)); // the third: reset
+        assert!(!st.gives_up(&seg(100, 0, true), secs(0), rule)); // SYN 100..101
+        assert!(!st.gives_up(&seg(100, 0, true), secs(2), rule)); // timeout 1
+        assert!(!st.gives_up(&seg(100, 0, true), secs(6), rule)); // timeout 2
+        assert!(st.gives_up(&seg(100, 0, true), secs(14), rule)); // the third: reset
         // Data: acknowledged progress clears the count.
         let mut st = Stall::default();
         st.acknowledged(101);
-        assert!(!st.gives_up(&segment(101, 200, false), secs(0), rule)); // 101..301
-        assert!(!st.gives_up(&segment(301, 200, false), secs(0), rule)); // 301..501
-        assert!(!st.gives_up(&segment(101, 200, false), secs(10), rule)); // timeout 1
-        assert!(!st.gives_up(&segment(301, 200, false), secs(10), rule)); // go-back-N: no count
-        assert!(!st.gives_up(&segment(101, 200, false), secs(30), rule)); // timeout 2
+        assert!(!st.gives_up(&seg(101, 200, false), secs(0), rule)); // 101..301
+        assert!(!st.gives_up(&seg(301, 200, false), secs(0), rule)); // 301..501
+        assert!(!st.gives_up(&seg(101, 200, false), secs(10), rule)); // timeout 1
+        assert!(!st.gives_up(&seg(301, 200, false), secs(10), rule)); // go-back-N: no count
+        assert!(!st.gives_up(&seg(101, 200, false), secs(30), rule)); // timeout 2
         st.acknowledged(301); // progress
         st.acknowledged(200); // old ACK: nothing
-        assert!(!st.gives_up(&segment(301, 200, false), secs(40), rule)); // timeout 1 again
-        assert!(!st.gives_up(&segment(301, 200, false), secs(60), rule)); // timeout 2
-        assert!(st.gives_up(&segment(301, 200, false), secs(100), rule));
+        assert!(!st.gives_up(&seg(301, 200, false), secs(40), rule)); // timeout 1 again
+        assert!(!st.gives_up(&seg(301, 200, false), secs(60), rule)); // timeout 2
+        assert!(st.gives_up(&seg(301, 200, false), secs(100), rule));
         // Nothing ever gives up under Never, and bare ACKs never count.
         let mut st = Stall::default();
         for t in 0..50 {
-            assert!(!st.gives_up(&segment(100, 10, false), secs(t * 100), GiveUp::Never));
-            assert!(!st.gives_up(&segment(110, 0, false), secs(t), GiveUp::Retries(0)));
+            assert!(!st.gives_up(&seg(100, 10, false), secs(t * 100), GiveUp::Never));
+            assert!(!st.gives_up(&seg(110, 0, false), secs(t), GiveUp::Retries(0)));
         }
     }
 
@@ -597,19 +631,19 @@ mod tests {
     fn linux_gives_up_by_the_age_of_the_oldest_unacknowledged_segment() {
         let rule = GiveUp::LINUX;
         let mut st = Stall::default();
-        assert!(!st.gives_up(&segment(7, 0, true), secs(0), rule));
-        assert!(!st.gives_up(&segment(7, 0, true), secs(63), rule));
-        assert!(!st.gives_up(&segment(7, 0, true), secs(126), rule));
-        assert!(st.gives_up(&segment(7, 0, true), secs(127), rule));
+        assert!(!st.gives_up(&seg(7, 0, true), secs(0), rule));
+        assert!(!st.gives_up(&seg(7, 0, true), secs(63), rule));
+        assert!(!st.gives_up(&seg(7, 0, true), secs(126), rule));
+        assert!(st.gives_up(&seg(7, 0, true), secs(127), rule));
         // Established: 924.6 s from the first sending of the oldest unacknowledged segment,
         // whatever the number of resends; a partial ACK moves "oldest" to the next segment.
         let mut st = Stall::default();
         st.acknowledged(8);
-        assert!(!st.gives_up(&segment(8, 100, false), secs(0), rule)); // 8..108
-        assert!(!st.gives_up(&segment(108, 100, false), secs(500), rule)); // 108..208
-        assert!(!st.gives_up(&segment(8, 100, false), secs(900), rule));
+        assert!(!st.gives_up(&seg(8, 100, false), secs(0), rule)); // 8..108
+        assert!(!st.gives_up(&seg(108, 100, false), secs(500), rule)); // 108..208
+        assert!(!st.gives_up(&seg(8, 100, false), secs(900), rule));
         st.acknowledged(108);
-        assert!(!st.gives_up(&segment(108, 100, false), secs(1000), rule)); // 500 s old
-        assert!(st.gives_up(&segment(108, 100, false), secs(1425), rule)); // 925 s old
+        assert!(!st.gives_up(&seg(108, 100, false), secs(1000), rule)); // 500 s old
+        assert!(st.gives_up(&seg(108, 100, false), secs(1425), rule)); // 925 s old
     }
 }
