@@ -667,6 +667,18 @@ fn non_arq_bytes(h: &NonArqHeader, size: u16, out: &mut Vec<u8>) {
 }
 
 impl Dpdu {
+    /// A D_PDU with no EOW and an EOT of 0, which the sender fills in when it plans the
+    /// transmission the D_PDU goes in.
+    pub fn new(destination: Address, source: Address, body: Body) -> Dpdu {
+        Dpdu {
+            eow: Eow::NONE,
+            eot: 0,
+            destination,
+            source,
+            body,
+        }
+    }
+
     /// Encode the D_PDU with sync, header CRC and (for data frames) segment and CRC-32.
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         if !self.eow.is_valid() {

@@ -47,7 +47,7 @@ use skywave_sis::{
 use thiserror::Error;
 
 use crate::arq::{ArqError, ArqReceiver, ArqSender};
-use crate::dpdu::{Address, Body, DataHeader, Dpdu, Eow, NonArqHeader};
+use crate::dpdu::{Address, Body, DataHeader, Dpdu, NonArqHeader};
 use crate::modem::{DataRate, ModemConfig, ModemError};
 
 pub use receive::Heard;
@@ -249,16 +249,14 @@ impl NodeSetup {
         modem.block_duration()?;
         modem.block_bits()?;
         let fixed = modem.key_up + modem.preamble()?;
-        let probe = Dpdu {
-            eow: Eow::NONE,
-            eot: 0,
-            destination: Address::new(crate::dpdu::MAX_ADDRESS).unwrap_or_default(),
-            source: Address::new(crate::dpdu::MAX_ADDRESS).unwrap_or_default(),
-            body: Body::DataOnly {
+        let probe = Dpdu::new(
+            Address::new(crate::dpdu::MAX_ADDRESS).unwrap_or_default(),
+            Address::new(crate::dpdu::MAX_ADDRESS).unwrap_or_default(),
+            Body::DataOnly {
                 header: DataHeader::default(),
                 segment: vec![0],
             },
-        };
+        );
         let dpdu_overhead = probe.encoded_len().saturating_sub(1);
         if config.max_transmission > MAX_TRANSMISSION || config.max_transmission <= fixed {
             return Err(NodeError::BadMaxTransmission(config.max_transmission));

@@ -273,24 +273,18 @@ impl Node {
             let deadline = at + Duration::from_millis(500) * u32::from(header.reception_window);
             let key = (sender, header.cpdu_id);
             let group = group.filter(|_| header.group);
-            let entry = self.non_arq_in.entry(key).or_insert_with(|| NonArqIn {
+            let fresh = || NonArqIn {
                 size,
                 expedited,
                 group,
                 got: BTreeMap::new(),
                 deadline,
                 done: false,
-            });
+            };
+            let entry = self.non_arq_in.entry(key).or_insert_with(fresh);
             if entry.size != size {
                 // A new C_PDU reusing the ID (mod 4096) after the old one was abandoned.
-                *entry = NonArqIn {
-                    size,
-                    expedited,
-                    group,
-                    got: BTreeMap::new(),
-                    deadline,
-                    done: false,
-                };
+                *entry = fresh();
             }
             if entry.done {
                 continue;

@@ -350,35 +350,31 @@ impl Node {
         for (&peer, link) in self.links.iter_mut() {
             let dest = dests.get(&peer).copied().unwrap_or_default();
             if let Some(id) = link.reset_ack_owed.take() {
-                let d = Dpdu {
-                    eow: Eow::NONE,
-                    eot: 0,
-                    destination: dest,
-                    source: src,
-                    body: Body::ResetWinResync(Reset {
+                let d = Dpdu::new(
+                    dest,
+                    src,
+                    Body::ResetWinResync(Reset {
                         reset_ack: true,
                         reset_frame_id: id,
                         ..Reset::default()
                     }),
-                };
+                );
                 budget = budget.saturating_sub(d.encoded_len());
                 frames.push((peer, d, false));
             }
             if let Some(id) = link.reset_out {
                 // Command the peer's RX window back to 0, where this node's TX window now
                 // starts; resent in every transmission until the RESET ACK comes.
-                let d = Dpdu {
-                    eow: Eow::NONE,
-                    eot: 0,
-                    destination: dest,
-                    source: src,
-                    body: Body::ResetWinResync(Reset {
+                let d = Dpdu::new(
+                    dest,
+                    src,
+                    Body::ResetWinResync(Reset {
                         reset_rx_win_command: true,
                         new_rx_lwe: 0,
                         reset_frame_id: id,
                         ..Reset::default()
                     }),
-                };
+                );
                 budget = budget.saturating_sub(d.encoded_len());
                 frames.push((peer, d, false));
                 // It expects an answer, like data.
@@ -388,13 +384,11 @@ impl Node {
         for (&peer, link) in self.links.iter_mut() {
             if link.owes_ack {
                 link.owes_ack = false;
-                let d = Dpdu {
-                    eow: Eow::NONE,
-                    eot: 0,
-                    destination: dests.get(&peer).copied().unwrap_or_default(),
-                    source: src,
-                    body: Body::AckOnly(link.receiver.ack()),
-                };
+                let d = Dpdu::new(
+                    dests.get(&peer).copied().unwrap_or_default(),
+                    src,
+                    Body::AckOnly(link.receiver.ack()),
+                );
                 // Reserve its room either way: a DATA-ACK carries the same ACK bytes.
                 budget = budget.saturating_sub(d.encoded_len());
                 if data_ack && link.reset_out.is_none() && !link.sender.is_idle() {
@@ -410,13 +404,11 @@ impl Node {
                 let Some((_, rx)) = &link.exp_in else {
                     continue;
                 };
-                let d = Dpdu {
-                    eow: Eow::NONE,
-                    eot: 0,
-                    destination: dests.get(&peer).copied().unwrap_or_default(),
-                    source: src,
-                    body: Body::ExpAckOnly(rx.ack()),
-                };
+                let d = Dpdu::new(
+                    dests.get(&peer).copied().unwrap_or_default(),
+                    src,
+                    Body::ExpAckOnly(rx.ack()),
+                );
                 budget = budget.saturating_sub(d.encoded_len());
                 frames.push((peer, d, false));
             }
@@ -430,12 +422,10 @@ impl Node {
                 break;
             }
             for seg in e.sender.next_segments_within(window, budget, overhead) {
-                let d = Dpdu {
-                    eow: Eow::NONE,
-                    eot: 0,
-                    destination: dests.get(&peer).copied().unwrap_or_default(),
-                    source: src,
-                    body: Body::ExpDataOnly {
+                let d = Dpdu::new(
+                    dests.get(&peer).copied().unwrap_or_default(),
+                    src,
+                    Body::ExpDataOnly {
                         header: ExpDataHeader {
                             start: seg.header.start,
                             end: seg.header.end,
@@ -444,7 +434,7 @@ impl Node {
                         },
                         segment: seg.data,
                     },
-                };
+                );
                 budget = budget.saturating_sub(d.encoded_len());
                 sent_data = true;
                 frames.push((peer, d, seg.retransmission));
@@ -460,12 +450,10 @@ impl Node {
             if budget < overhead + seg.len() {
                 break;
             }
-            let d = Dpdu {
-                eow: Eow::NONE,
-                eot: 0,
-                destination: dests.get(&out.dest).copied().unwrap_or_default(),
-                source: src,
-                body: if out.expedited {
+            let d = Dpdu::new(
+                dests.get(&out.dest).copied().unwrap_or_default(),
+                src,
+                if out.expedited {
                     Body::ExpNonArqData {
                         header: *header,
                         segment: seg.clone(),
@@ -476,7 +464,7 @@ impl Node {
                         segment: seg.clone(),
                     }
                 },
-            };
+            );
             budget = budget.saturating_sub(d.encoded_len());
             frames.push((out.dest, d, false));
             out.frames.pop_front();
@@ -547,13 +535,7 @@ impl Node {
                         segment: seg.data,
                     },
                 };
-                let d = Dpdu {
-                    eow: Eow::NONE,
-                    eot: 0,
-                    destination: dests.get(&peer).copied().unwrap_or_default(),
-                    source: src,
-                    body,
-                };
+                let d = Dpdu::new(dests.get(&peer).copied().unwrap_or_default(), src, body);
                 budget = budget.saturating_sub(d.encoded_len());
                 sent_data = true;
                 frames.push((peer, d, seg.retransmission));
