@@ -105,7 +105,7 @@ fn write_config(
          {extra}",
         ports[0], ports[1], ports[2], ports[3],
     );
-    fleet::write_gateway(dir, domain, &hf, routes)
+    skywave_e2e::write_gateway(dir, domain, &hf, routes)
 }
 
 /// The base's routing table: a `pmul-ip` peer and route per ship at `ships`' addresses, and the

@@ -75,7 +75,7 @@ fn write_config(dir: &Path, domain: &str, node: &str, sis: &str, routes: &str) -
          batch_delay = 1\n",
         bps = RATE_BPS * TIME_SCALE,
     );
-    fleet::write_gateway(dir, domain, &hf, routes)
+    skywave_e2e::write_gateway(dir, domain, &hf, routes)
 }
 
 fn base_routes() -> String {

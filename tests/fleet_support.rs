@@ -21,34 +21,6 @@ const STEP: Duration = Duration::from_secs(60);
 /// Longest a delivery to every ship may take.
 pub const DELIVERY_LIMIT: Duration = Duration::from_secs(120);
 
-/// Writes a fleet gateway's `skywave.toml` under `dir` (LAN on a free port, Maildir delivery,
-/// no metrics, quick retries, then `hf`: the `[hf]` table's lines and any further tables) and
-/// its `routes.toml`; returns the former.
-pub fn write_gateway(dir: &Path, domain: &str, hf: &str, routes: &str) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    let config = format!(
-        "hostname = \"gw.{domain}\"\n\
-         state_dir = \"state\"\n\
-         routes = \"routes.toml\"\n\n\
-         [smtp]\n\
-         listen = \"127.0.0.1:0\"\n\
-         shutdown_grace = \"2s\"\n\n\
-         [delivery]\n\
-         maildir = \"Maildir\"\n\n\
-         [metrics]\n\
-         enabled = false\n\n\
-         [spool]\n\
-         min_backoff = 1\n\
-         max_backoff = 5\n\n\
-         [hf]\n\
-         {hf}"
-    );
-    let path = dir.join("skywave.toml");
-    std::fs::write(&path, config).unwrap();
-    std::fs::write(dir.join("routes.toml"), routes).unwrap();
-    path
-}
-
 /// Asserts that every Maildir has `subject` exactly once.
 pub fn assert_once_each(maildirs: &[PathBuf], subject: &str) {
     for (i, m) in maildirs.iter().enumerate() {

@@ -106,25 +106,10 @@ impl Side {
             ),
         };
         let dir = root.join(name);
-        std::fs::create_dir_all(&dir).unwrap();
         // The radio runs TIME_SCALE times faster than the gateways' clocks: the rate the
         // gateway assumes to size its reply timeout is scaled to match.
-        let config = format!(
-            "hostname = \"gw.{domain}\"\n\
-             state_dir = \"state\"\n\
-             routes = \"routes.toml\"\n\n\
-             [smtp]\n\
-             listen = \"127.0.0.1:0\"\n\
-             shutdown_grace = \"2s\"\n\n\
-             [delivery]\n\
-             maildir = \"Maildir\"\n\n\
-             [metrics]\n\
-             enabled = false\n\n\
-             [spool]\n\
-             min_backoff = 1\n\
-             max_backoff = 5\n\n\
-             [hf]\n\
-             node = \"{node}\"\n\
+        let hf = format!(
+            "node = \"{node}\"\n\
              sis_server = \"{sis_server}\"\n\
              assumed_bps = {bps}\n\
              reply_timeout = \"20s\"\n\
@@ -150,9 +135,7 @@ impl Side {
              match = \"*.{peer_domain}\"\n\
              to = \"{peer}\"\n"
         );
-        let config_path = dir.join("skywave.toml");
-        std::fs::write(&config_path, config).unwrap();
-        std::fs::write(dir.join("routes.toml"), routes).unwrap();
+        let config_path = skywave_e2e::write_gateway(&dir, domain, &hf, &routes);
         Side {
             name,
             dir,

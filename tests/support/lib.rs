@@ -153,6 +153,38 @@ impl std::fmt::Display for GatewayStart {
     }
 }
 
+/// Writes a test gateway's `skywave.toml` under `dir` (LAN on a free port, Maildir delivery,
+/// no metrics, quick retries, then `hf`: the `[hf]` table's lines and any further tables) and
+/// its `routes.toml`; returns the former.
+pub fn write_gateway(dir: &Path, domain: &str, hf: &str, routes: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    let config = format!(
+        "hostname = \"gw.{domain}\"\n\
+         state_dir = \"state\"\n\
+         routes = \"routes.toml\"\n\n\
+         [smtp]\n\
+         listen = \"127.0.0.1:0\"\n\
+         shutdown_grace = \"2s\"\n\n\
+         [delivery]\n\
+         maildir = \"Maildir\"\n\n\
+         [metrics]\n\
+         enabled = false\n\n\
+         [spool]\n\
+         min_backoff = 1\n\
+         max_backoff = 5\n\n\
+         [hf]\n\
+         {hf}"
+    );
+    let path = dir.join("skywave.toml");
+    let write = |path: &Path, text: &str| {
+        std::fs::write(path, text)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    };
+    write(&path, &config);
+    write(&dir.join("routes.toml"), routes);
+    path
+}
+
 /// Spawns `command` (a `skywave ... run` command line whose arguments, stdin and stderr the
 /// caller has set) with its stdout piped here, and reads that for up to `wait` until the daemon
 /// prints `skywave: smtp listening on ADDR`; the metrics address, printed on the next line at
