@@ -42,6 +42,16 @@
 //! set by fades rarer than one block in 10 000, a rare-event figure (the F.1487 test-length
 //! rule asks 30 000 s of Good for the same reason).
 //!
+//! # The MIL-STD-188-110A-minimum generation
+//!
+//! [`Generation::Mil110aMinimum`] is a modem that just meets the standard's minimum-performance
+//! table ([`MIL_110A_MINIMUM`], `hf-emulator.md` §2a), as NTIA's 1998 equipment would have.
+//! [`fit_110a`] keeps each RM6 curve's shape and takes from the table only the rows the channel
+//! model represents ([`Requirement::not_modelled`] says why the others are not): 2400 bit/s sits
+//! at its AWGN row with ε fitted to its 2 ms / 1 Hz row, 1200 and 600 bit/s are shifted to meet
+//! theirs, 75-300 bit/s (only 5 ms / 5 Hz rows) keep the RM6 curves. [`curve_of`] gives either
+//! generation's curve; the generation has no rate above 2400 bit/s.
+//!
 //! # From block error statistics to BER
 //!
 //! The calibration does not count simulated bit errors: for each simulated block it takes the

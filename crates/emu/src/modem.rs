@@ -64,7 +64,8 @@
 //!
 //! k, ε and the β factor per rate come from [`crate::calibration`], fitted by simulation so
 //! that the emulated modem reproduces `modem-required-snr.csv` on AWGN, ITU Good and ITU Poor
-//! (long interleaver).
+//! (long interleaver): the RM6 [`Generation`]. [`ModemConfig::generation`] can instead pick a
+//! modem that just meets MIL-STD-188-110A's minimum-performance table (75–2400 bit/s).
 //!
 //! Limits, for an HF engineer reading results:
 //! - The short and zero interleavers and the other profiles use the same curves; their penalty
