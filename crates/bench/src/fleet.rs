@@ -7,7 +7,10 @@
 //! channel at its own SNR ([`ship_snr`]). A run submits its workload to the base at once and
 //! reports when every ship has its mail, when the base has every acknowledgement (its spool is
 //! empty), the airtime of every transmission on the channel (from the emulator's trace), the
-//! transmissions and the bytes on the air. Deterministic for a seed.
+//! transmissions and the bytes on the air. The gateways run on a fixed simulation calendar and
+//! queue-id salt, so `all` and `one` runs repeat exactly for a seed; `mixed` runs, whose messages
+//! reach the base one after another while its file I/O runs on real threads, can batch them
+//! differently from run to run.
 
 use std::time::Duration;
 

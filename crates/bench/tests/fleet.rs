@@ -38,7 +38,7 @@ fn a_message_for_five_ships_goes_once_by_multicast() {
     let multi = run(&spec(true, 0));
     eprintln!("unicast {uni:?}\nmulticast {multi:?}");
     let (ut, mt) = (uni.all_delivered_s.unwrap(), multi.all_delivered_s.unwrap());
-    // Typical run: 50 s / 111.4 s against 21 s / 27.0 s. The gateways' file I/O runs on real
+    // Typical run: 49 s / 110.2 s against 21 s / 27.0 s. The gateways' file I/O runs on real
     // threads, so a rare run starts the multicast's repair timer a little early and sends the
     // message twice (seen once in 85 runs: 41 s / 56.6 s); the bands allow that much.
     within("unicast: every ship has it, s", ut, 45.0, 60.0);

@@ -22,8 +22,14 @@ pub struct Clock {
 impl Clock {
     /// Starts the clock at the current wall-clock time (call inside a tokio runtime).
     pub fn start() -> Self {
+        Clock::starting_at(unix_seconds(SystemTime::now()))
+    }
+
+    /// Starts the clock at unix second `base_unix` instead of the wall clock (simulations that
+    /// must repeat exactly; call inside a tokio runtime).
+    pub fn starting_at(base_unix: u64) -> Self {
         Clock {
-            base_unix: unix_seconds(SystemTime::now()),
+            base_unix,
             base: Instant::now(),
         }
     }

@@ -72,6 +72,20 @@ pub struct Config {
     pub spool: SpoolSettings,
     /// The HF side: our STANAG 5066 node, the SIS server, link timeouts, and P_MUL over IP.
     pub hf: HfConfig,
+    /// Set only by in-process simulations (the fleet benchmark and demo), never from a file:
+    /// the wall-clock time and the queue-id salt the gateway would otherwise read and draw
+    /// at start. Both travel in `Received:` headers, so without this a simulated run's bytes on
+    /// the air change from one run to the next.
+    pub simulation: Option<Simulation>,
+}
+
+/// A simulated gateway's start: what [`Config::simulation`] pins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Simulation {
+    /// Unix seconds the gateway's clock reads at start.
+    pub epoch_unix: u64,
+    /// Salt of the spool's queue ids.
+    pub id_salt: u32,
 }
 
 /// ACP 142's four UDP ports, as its recommended numbers (port roles as ACP 142 assigns them;
@@ -833,6 +847,7 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
         metrics_listen,
         spool,
         hf,
+        simulation: None,
     })
 }
 

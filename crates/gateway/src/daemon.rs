@@ -228,6 +228,7 @@ pub async fn start_with(
         max_attempts: config.spool.max_attempts,
         reporting_mta: config.hostname.clone(),
         durable: true,
+        id_salt: config.simulation.map(|s| s.id_salt),
     };
     let spool_dir = config.spool_dir();
     let (spool, report) = tokio::task::spawn_blocking(move || Spool::open(spool_dir, spool_config))
@@ -280,7 +281,9 @@ pub async fn start_with(
         None => None,
     };
 
-    let clock = Clock::start();
+    let clock = config
+        .simulation
+        .map_or_else(Clock::start, |s| Clock::starting_at(s.epoch_unix));
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let lan_wake = Arc::new(Notify::new());
     let hf_wake = Arc::new(Notify::new());

@@ -23,6 +23,7 @@ use skywave_emu::net::{Group, Subnet, SubnetConfig};
 use skywave_sis::NodeAddress;
 use tokio::sync::{Notify, watch};
 
+use crate::clock::Clock;
 use crate::config;
 use crate::daemon::{self, Gateway};
 use crate::demo::{PairError, gateway_toml, in_process, maildir_of, modem_and_channel, write};
@@ -44,6 +45,21 @@ pub fn ship_ip(i: usize) -> String {
 /// Ship `i`'s (0-based) STANAG 5066 address.
 pub fn ship_node(i: usize) -> String {
     format!("0.0.2.{}", i + 1)
+}
+
+/// Unix second at which a simulation's calendar starts (2026-01-01 00:00:00 UTC): the fleet's
+/// gateways date their mail from it instead of the wall clock.
+const SIMULATION_EPOCH: u64 = 1_767_225_600;
+
+/// `cfg` for gateway number `index` of a simulation whose calendar is `clock`: its clock starts
+/// at the calendar's now and its queue ids have a salt of their own, so a run's mail (dates and
+/// ids in `Received:` headers) and hence its bytes on the air are the same every time.
+fn simulated(mut cfg: config::Config, clock: &Clock, index: usize) -> config::Config {
+    cfg.simulation = Some(config::Simulation {
+        epoch_unix: clock.unix_now(),
+        id_salt: u32::try_from(index).unwrap_or(u32::MAX),
+    });
+    cfg
 }
 
 /// How to run the fleet.
@@ -145,6 +161,8 @@ pub struct Fleet {
     sis_up: watch::Receiver<bool>,
     sis_cut: Arc<Notify>,
     _sis_up_tx: watch::Sender<bool>,
+    /// The simulation's calendar: every gateway starts its clock from it (see [`simulated`]).
+    clock: Clock,
 }
 
 impl Fleet {
@@ -198,7 +216,8 @@ impl Fleet {
         }
         let (sis_up_tx, sis_up) = watch::channel(true);
         let sis_cut = Arc::new(Notify::new());
-        let base_cfg = config::load(&base_config)?;
+        let clock = Clock::starting_at(SIMULATION_EPOCH);
+        let base_cfg = simulated(config::load(&base_config)?, &clock, 0);
         let base_maildir = maildir_of(&base_cfg);
         let ip_net = opts.ip.clone().map(IpNet::new);
         let base = daemon::start_with(
@@ -223,9 +242,10 @@ impl Fleet {
             sis_up,
             sis_cut,
             _sis_up_tx: sis_up_tx,
+            clock,
         };
         for i in 0..opts.ships {
-            let cfg = config::load(&fleet.ship_configs[i])?;
+            let cfg = simulated(config::load(&fleet.ship_configs[i])?, &fleet.clock, i + 1);
             fleet.ship_maildirs.push(maildir_of(&cfg));
             let ship = fleet.start_ship_with(i, cfg).await?;
             fleet.ships.push(Some(ship));
@@ -264,7 +284,7 @@ impl Fleet {
         let Some(path) = self.ship_configs.get(i) else {
             return Err(PairError::Setting(format!("no ship {}", i + 1)));
         };
-        let cfg = config::load(path)?;
+        let cfg = simulated(config::load(path)?, &self.clock, i + 1);
         let g = self.start_ship_with(i, cfg).await?;
         self.ships[i] = Some(g);
         Ok(())

@@ -206,6 +206,10 @@ pub struct SpoolConfig {
     /// Sync files and directories (on by default). Turning it off keeps the same atomic renames
     /// but loses durability on power failure: only for simulations and benchmarks in virtual time.
     pub durable: bool,
+    /// The salt of new queue ids. `None` (the default): drawn afresh at every open, so ids stay
+    /// unique across restarts in the same second. A fixed salt is for simulations that must
+    /// repeat byte for byte (the ids travel in `Received:` headers).
+    pub id_salt: Option<u32>,
 }
 
 impl Default for SpoolConfig {
@@ -217,6 +221,7 @@ impl Default for SpoolConfig {
             max_attempts: 200,
             reporting_mta: "localhost".into(),
             durable: true,
+            id_salt: None,
         }
     }
 }
@@ -483,6 +488,7 @@ impl Spool {
             .write(true)
             .open(&lock_path)
             .map_err(io_err("open", &lock_path))?;
+        let salt = config.id_salt.unwrap_or_else(random_salt);
         Ok(Spool {
             root,
             config,
@@ -493,7 +499,7 @@ impl Spool {
             counter: AtomicU64::new(0),
             tmp_counter: AtomicU64::new(0),
             dir_sync: crate::DirSync::new(),
-            salt: random_salt(),
+            salt,
             crash_countdown: AtomicU64::new(u64::MAX),
             crashed: AtomicBool::new(false),
         })
