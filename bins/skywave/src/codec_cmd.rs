@@ -45,7 +45,7 @@ pub(crate) struct CompressArgs {
     /// lzw9 .. lzw16 (JNOS LZW), deflate (zlib stream) or gzip (file).
     #[arg(long)]
     scheme: Scheme,
-    /// End a transmission (LZW flush code, deflate sync flush) every N input bytes, as a session
+    /// End a transmission (LZW flush code, deflate partial flush) every N input bytes, as a session
     /// would at each reply or message; default: one flush at the end.
     #[arg(long, value_name = "N")]
     flush_every: Option<usize>,

@@ -40,8 +40,8 @@ pub enum SmtpCompression {
     /// JNOS's `XLZW` SMTP extension, 16 bits, negotiated after EHLO (the skywave SMTP client and
     /// server speak it): the same LZW as `hmtp-5066-lzw16`.
     Xlzw,
-    /// The whole TCP byte stream in each direction as one zlib stream with a sync flush at every
-    /// write (as IMAP's `COMPRESS=DEFLATE`, RFC 4978, does; SMTP has no such extension): the
+    /// The whole TCP byte stream in each direction as one zlib stream flushed at every write (as
+    /// IMAP's `COMPRESS=DEFLATE`, RFC 4978, flushes; SMTP has no such extension): the
     /// same deflate, level and flushing as `hmtp-5066-deflate`, greeting included.
     Deflate,
 }

@@ -66,9 +66,6 @@ pub enum DecompressError {
     /// The zlib stream ended (final block and checksum) and more bytes followed.
     #[error("{0} bytes after the end of the zlib stream")]
     ZlibTrailingData(usize),
-    /// The stream stopped in the middle of a deflate block rather than at a flush point.
-    #[error("zlib stream truncated: it does not end at a flush point")]
-    ZlibTruncated,
     /// The gzip file is corrupt, truncated or fails its CRC-32 or length check.
     #[error("corrupt gzip file: {0}")]
     Gzip(String),

@@ -1,5 +1,5 @@
 //! Compression for skywave's HF paths: JNOS-compatible LZW (9-16 bits), zlib deflate streams
-//! with sync flush at transmission boundaries, and gzip files for CFTP.
+//! with a partial flush at transmission boundaries, and gzip files for CFTP.
 //!
 //! Used by `skywave-smtp` (XLZW towards JNOS nodes) and `skywave-hmtp` (compressed HMTP sessions and
 //! CFTP mail files). Sans-IO: bytes in, bytes out; no sockets, no clocks.
@@ -7,7 +7,7 @@
 //! - [`lzw`]: JNOS LZW, clean-room from the stream description (header `03 maxbits`, clear code
 //!   256 sent at M+1 bits when the table fills, flush code 257 whose tail opens the next
 //!   transmission, dictionary kept for the whole session).
-//! - [`deflate`]: one zlib stream per session direction, sync-flushed per transmission.
+//! - [`deflate`]: one zlib stream per session direction, partial-flushed per transmission.
 //! - [`gzip`]: RFC 1952 files for CFTP.
 //! - [`scheme`]: scheme names and first-byte detection (`0x03` LZW, `0x78` zlib, ASCII plain).
 //! - [`stream`]: one encoder/decoder interface over the stream schemes, with detection.

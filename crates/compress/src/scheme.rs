@@ -17,7 +17,7 @@ use crate::lzw::{MAX_MAXBITS, MIN_MAXBITS};
 pub enum Scheme {
     /// JNOS LZW with this maxbits (9..=16).
     Lzw(u8),
-    /// A zlib deflate stream with sync flushes.
+    /// A zlib deflate stream with partial flushes.
     Deflate,
     /// A gzip file (RFC 1952), one per message (CFTP).
     Gzip,

@@ -18,7 +18,7 @@ pub enum StreamEncoder {
     Plain(Vec<u8>),
     /// JNOS LZW.
     Lzw(LzwEncoder),
-    /// zlib deflate with sync flushes.
+    /// zlib deflate with partial flushes.
     Deflate(DeflateEncoder),
 }
 

@@ -33,7 +33,7 @@ pub enum Compression {
     None,
     /// JNOS LZW with this maximum code width (9-16 bits).
     Lzw(u8),
-    /// zlib deflate, sync-flushed at the end of each transmission.
+    /// zlib deflate, partial-flushed at the end of each transmission.
     Deflate,
 }
 
@@ -106,8 +106,8 @@ pub(crate) fn check_mtu(mtu: usize) -> Result<(), HmtpError> {
 }
 
 /// Fewest bytes in the last U_PDU of a compressed transmission. After the last text bits a
-/// deflate sync flush adds at most about 8 bytes (end-of-block code, empty stored block) and an
-/// LZW flush at most 4; with 16 bytes in the last U_PDU the end of the text can only be decoded
+/// deflate partial flush adds at most about 4 bytes (end-of-block code, the 10-bit empty
+/// block) and an LZW flush at most 4; with 16 bytes in the last U_PDU the end of the text can only be decoded
 /// once the last U_PDU is in, so the receiver never takes trailing flush bytes for the start of
 /// a new stream.
 pub(crate) const MIN_COMPRESSED_TAIL: usize = 16;

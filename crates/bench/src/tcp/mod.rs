@@ -367,7 +367,7 @@ impl Codec {
         }
     }
 
-    /// What the session wrote, as it goes on the wire (one sync flush per write).
+    /// What the session wrote, as it goes on the wire (one partial flush per write).
     fn encode(&mut self, data: Vec<u8>, wire: &mut Vec<u8>) -> Result<(), TcpBenchError> {
         match self {
             Codec::Plain => wire.extend(data),
