@@ -102,7 +102,7 @@
 //! of hours runs in milliseconds, deterministically for a seed. With a time scale K > 1 (the
 //! standalone binary), simulated time runs K times faster than the tokio clock.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -121,7 +121,7 @@ use crate::capture::DpduCapture;
 use crate::channel::Fading;
 use crate::channel::{Channel, ChannelConfig, ChannelError};
 use crate::modem::{Air, DataRate, ModemConfig, ModemError, TxId};
-use crate::node::{Heard, Node, NodeConfig, NodeError, NodeSetup, NodeTx, SendMode};
+use crate::node::{Node, NodeConfig, NodeError, NodeSetup, NodeTx, SendMode};
 
 pub use crate::node::{
     Drc, Group, MAX_TRANSMISSION, NodeCounters, STALE_ACKS_RESET, UNANSWERED_STEP_DOWN,
@@ -505,6 +505,38 @@ struct RoundTx {
     sent: NodeTx,
     id: TxId,
     record: TraceRecord,
+    /// Lost on the air for everyone (decided when the round starts).
+    collided: bool,
+    /// What each other node got of it (empty when it collided).
+    receptions: Vec<Reception>,
+    /// Its D_PDUs lost, counted over every receiver that should have had them.
+    lost_count: u64,
+    /// After a collision: how long its sender backs off before trying again.
+    collision_backoff: Duration,
+}
+
+/// What one receiver got of a transmission, decided when the round starts: the channel's
+/// fate of each block depends only on the block's time and the seeded RNG.
+struct Reception {
+    receiver: usize,
+    /// It decoded a D_PDU it listens for (filled in as its arrivals are handed over).
+    got_any: bool,
+    /// Data D_PDUs addressed to it alone, and of those the lost (adaptive DRC's evidence).
+    data_sent: usize,
+    data_lost: usize,
+    /// Carrier-sense back-off when it heard the transmission but owes no answer to it.
+    backoff: Option<Duration>,
+}
+
+/// D_PDUs a receiver gets at one instant: those whose last byte is in an interleaver block
+/// released (decoded) then.
+struct Arrival {
+    at: Duration,
+    /// Index of the transmission in the round.
+    tx: usize,
+    /// Index of the reception in that transmission's.
+    reception: usize,
+    dpdus: Vec<(Duration, Vec<u8>)>,
 }
 
 /// Everything the scheduler and the SIS connections share.
@@ -521,6 +553,8 @@ pub(crate) struct State {
     /// The configured response timeout, raised to the slowest rate DRC may use.
     response_timeout: Duration,
     round: Vec<RoundTx>,
+    /// The current round's D_PDUs still to hand to their receivers, earliest first.
+    arrivals: VecDeque<Arrival>,
     capture: Option<DpduCapture>,
     watchers: Vec<mpsc::UnboundedSender<TraceRecord>>,
 }
@@ -668,6 +702,7 @@ impl Subnet {
             next_conn: 0,
             response_timeout: setup.response_timeout(),
             round: Vec::new(),
+            arrivals: VecDeque::new(),
             capture: None,
             watchers: Vec::new(),
         };
@@ -796,6 +831,15 @@ async fn run(shared: Arc<Shared>) {
             Some(_) => {
                 let done = shared.lock().start_round(now);
                 if let Some(done) = done {
+                    // Each receiver gets each D_PDU when the block holding its last byte is
+                    // decoded (a node delivers a U_PDU then, not when the sender unkeys);
+                    // turn-taking and DRC wait for the end of the round.
+                    loop {
+                        let next = shared.lock().next_arrival().filter(|&t| t < done);
+                        let Some(t) = next else { break };
+                        shared.sleep_until(t).await;
+                        shared.lock().deliver_arrivals(t);
+                    }
                     shared.sleep_until(done).await;
                     shared.lock().finish_round();
                 }
@@ -903,7 +947,129 @@ impl State {
                 n.not_before = t + self.response_timeout;
             }
         }
+        // Every transmission of the round is on the air now, so collisions are known; decide
+        // what each receiver gets and when.
+        let mut round = std::mem::take(&mut self.round);
+        let mut arrivals = Vec::new();
+        for (i, rt) in round.iter_mut().enumerate() {
+            self.decide(i, rt, &mut arrivals);
+        }
+        self.round = round;
+        // Stable: arrivals at the same instant keep the round's and the receivers' order.
+        arrivals.sort_by_key(|a: &Arrival| a.at);
+        self.arrivals = arrivals.into();
         self.round.iter().map(|r| r.sent.tx.receiver_done()).max()
+    }
+
+    /// Decides the fate of transmission `i` of the round at every other node: whether it
+    /// collided, what each receiver heard, and the [`Arrival`]s of the D_PDUs each got. Every
+    /// random draw of the round happens here, in a fixed order (the channel's blocks for each
+    /// receiver in turn, each followed by that receiver's back-off), so that when D_PDUs are
+    /// handed over does not change what the seeded channel does.
+    fn decide(&mut self, i: usize, rt: &mut RoundTx, arrivals: &mut Vec<Arrival>) {
+        rt.collided = self.air.collided(rt.id);
+        if rt.collided {
+            rt.collision_backoff = Duration::from_millis(100 * self.rng.random_range(1..=20u64));
+            for d in &mut rt.record.dpdus {
+                d.lost = true;
+            }
+            rt.lost_count = rt.sent.dpdus.len() as u64;
+            rt.record.why = "collision".into();
+            return;
+        }
+        let sender = rt.sender;
+        let mut why: Vec<&str> = Vec::new();
+        let block_bits = rt.sent.tx.block_bits.max(1);
+        let addressed: Vec<usize> = rt.sent.dpdus.iter().map(|d| d.dest).collect();
+        // Carrier-sense slots to draw from: twice the nodes that might contend.
+        let slots = u32::try_from(self.nodes.len().max(4) * 2).unwrap_or(u32::MAX);
+        for r in (0..self.nodes.len()).filter(|&r| r != sender) {
+            let (heard, fates) = self.receive(sender, r, rt);
+            let mut reception = Reception {
+                receiver: r,
+                got_any: false,
+                data_sent: 0,
+                data_lost: 0,
+                backoff: None,
+            };
+            let k = rt.receptions.len();
+            let mut mine: Vec<Arrival> = Vec::new();
+            for (j, (sd, ok)) in rt.sent.dpdus.iter().zip(&fates).enumerate() {
+                if sd.dest != r && !self.member(sd.dest, r) {
+                    continue;
+                }
+                // Group traffic is not the sender's link to `r`: it does not count for that
+                // link's data-rate decisions.
+                if sd.dest == r && matches!(sd.dpdu_type, 0 | 2 | 4 | 7 | 8) {
+                    reception.data_sent += 1;
+                    reception.data_lost += usize::from(!ok.0);
+                }
+                if !ok.0 {
+                    rt.lost_count += 1;
+                    if let Some(t) = rt.record.dpdus.get_mut(j) {
+                        t.lost = true;
+                    }
+                    if !why.contains(&ok.1) {
+                        why.push(ok.1);
+                    }
+                    continue;
+                }
+                // Released with the block that holds its last byte.
+                let last_bit = ((sd.offset + sd.bytes.len()) as u64 * 8).saturating_sub(1);
+                let at = rt
+                    .sent
+                    .tx
+                    .blocks
+                    .get((last_bit / block_bits) as usize)
+                    .map_or(rt.sent.tx.receiver_done(), |b| b.release);
+                match mine.last_mut() {
+                    Some(a) if a.at == at => a.dpdus.push((sd.at, sd.bytes.clone())),
+                    _ => mine.push(Arrival {
+                        at,
+                        tx: i,
+                        reception: k,
+                        dpdus: vec![(sd.at, sd.bytes.clone())],
+                    }),
+                }
+            }
+            // A receiver that gets something addressed to it answers in its turn; one that
+            // only heard the carrier (or got group data nobody answers) contends after a
+            // random number of carrier-sense slots, as HF CSMA does (see finish_round).
+            let answers = !mine.is_empty() && addressed.contains(&r);
+            if heard && !answers {
+                let sense = self.config.modem.key_up + self.config.modem.switching_time;
+                reception.backoff = Some(sense.saturating_mul(self.rng.random_range(0..slots)));
+            }
+            arrivals.extend(mine);
+            rt.receptions.push(reception);
+        }
+        rt.record.why = why.join(", ");
+    }
+
+    /// When the round's next D_PDUs reach their receiver.
+    fn next_arrival(&self) -> Option<Duration> {
+        self.arrivals.front().map(|a| a.at)
+    }
+
+    /// Hands every receiver the D_PDUs it has decoded by `upto`.
+    fn deliver_arrivals(&mut self, upto: Duration) {
+        while self.arrivals.front().is_some_and(|a| a.at <= upto) {
+            let Some(a) = self.arrivals.pop_front() else {
+                break;
+            };
+            let Some(rt) = self.round.get_mut(a.tx) else {
+                continue;
+            };
+            let from = rt.sender;
+            let Some(reception) = rt.receptions.get_mut(a.reception) else {
+                continue;
+            };
+            let Some(n) = self.nodes.get_mut(reception.receiver) else {
+                continue;
+            };
+            reception.got_any |= n.node.receive_dpdus(from, a.dpdus);
+            n.flush_events();
+        }
     }
 
     /// Has node `node` plan its transmission starting at `t`, and puts it on the air: the
@@ -958,26 +1124,23 @@ impl State {
             sent,
             id,
             record,
+            collided: false,
+            receptions: Vec::new(),
+            lost_count: 0,
+            collision_backoff: Duration::ZERO,
         })
     }
 
-    /// Decides what every receiver got from the round's transmissions and acts on it.
+    /// Ends the round: hands over what is left of its arrivals, tells every receiver its
+    /// transmission ended, and sets who may key up when.
     fn finish_round(&mut self) {
+        self.deliver_arrivals(Duration::MAX);
         let round = std::mem::take(&mut self.round);
         for mut rt in round {
-            let collided = self.air.collided(rt.id);
             let sender = rt.sender;
-            let mut why: Vec<&str> = Vec::new();
-            let mut lost_count = 0u64;
-            if collided {
-                why.push("collision");
-                for d in &mut rt.record.dpdus {
-                    d.lost = true;
-                }
-                lost_count = rt.sent.dpdus.len() as u64;
-                let backoff = Duration::from_millis(100 * self.rng.random_range(1..=20u64));
+            if rt.collided {
                 if let Some(n) = self.nodes.get_mut(sender) {
-                    n.not_before = rt.sent.tx.end + backoff;
+                    n.not_before = rt.sent.tx.end + rt.collision_backoff;
                     // The ACKs it carried never arrived: they are still owed.
                     n.node.transmission_collided(&rt.sent);
                 }
@@ -994,57 +1157,31 @@ impl State {
                     }
                 }
                 let slot = self.response_timeout;
-                // Carrier-sense slots to draw from: twice the nodes that might contend.
-                let slots = u32::try_from(self.nodes.len().max(4) * 2).unwrap_or(u32::MAX);
-                for r in (0..self.nodes.len()).filter(|&r| r != sender) {
-                    let (heard, fates) = self.receive(sender, r, &rt);
-                    let mut got = Heard {
-                        from: sender,
-                        rate: rt.sent.modem.rate,
-                        dpdus: Vec::new(),
-                        data_sent: 0,
-                        data_lost: 0,
-                    };
-                    for (i, (sd, ok)) in rt.sent.dpdus.iter().zip(&fates).enumerate() {
-                        if sd.dest != r && !self.member(sd.dest, r) {
-                            continue;
-                        }
-                        // Group traffic is not the sender's link to `r`: it does not count
-                        // for that link's data-rate decisions.
-                        if sd.dest == r && matches!(sd.dpdu_type, 0 | 2 | 4 | 7 | 8) {
-                            got.data_sent += 1;
-                            got.data_lost += usize::from(!ok.0);
-                        }
-                        if !ok.0 {
-                            lost_count += 1;
-                            if let Some(t) = rt.record.dpdus.get_mut(i) {
-                                t.lost = true;
-                            }
-                            if !why.contains(&ok.1) {
-                                why.push(ok.1);
-                            }
-                            continue;
-                        }
-                        got.dpdus.push((sd.at, sd.bytes.clone()));
-                    }
+                let rate = rt.sent.modem.rate;
+                for rc in &rt.receptions {
+                    let r = rc.receiver;
                     let Some(n) = self.nodes.get_mut(r) else {
                         continue;
                     };
-                    let got_any = n.node.handle_heard(got);
+                    n.node.end_of_transmission(
+                        sender,
+                        rate,
+                        rc.got_any,
+                        rc.data_sent,
+                        rc.data_lost,
+                    );
                     n.flush_events();
                     let place = addressees.iter().position(|&a| a == r);
-                    if let (true, Some(k)) = (got_any, place) {
+                    if let (true, Some(k)) = (rc.got_any, place) {
                         let k = u32::try_from(k).unwrap_or(u32::MAX);
                         n.not_before = peer_may + slot.saturating_mul(k);
-                    } else if heard {
+                    } else if let Some(backoff) = rc.backoff {
                         // Overheard a transmission for someone else, or got only group
                         // (non-ARQ) data that nobody answers: leave the addressees their
-                        // turns to answer, then contend after a random number of
-                        // carrier-sense slots (as HF CSMA does), so that nodes deferring to
-                        // the same transmission do not all key up at its end.
+                        // turns to answer, then contend after the carrier-sense back-off
+                        // drawn in `decide`, so that nodes deferring to the same
+                        // transmission do not all key up at its end.
                         let turns = u32::try_from(addressees.len()).unwrap_or(u32::MAX);
-                        let sense = self.config.modem.key_up + self.config.modem.switching_time;
-                        let backoff = sense.saturating_mul(self.rng.random_range(0..slots));
                         n.not_before = n
                             .not_before
                             .max(peer_may + slot.saturating_mul(turns) + backoff);
@@ -1062,11 +1199,10 @@ impl State {
                 }
             }
             if let Some(n) = self.nodes.get_mut(sender) {
-                n.lost_dpdus += lost_count;
+                n.lost_dpdus += rt.lost_count;
             }
-            self.counters.lost_dpdus += lost_count;
+            self.counters.lost_dpdus += rt.lost_count;
             rt.record.lost = !rt.record.dpdus.is_empty() && rt.record.dpdus.iter().all(|d| d.lost);
-            rt.record.why = why.join(", ");
             self.watchers.retain(|w| w.send(rt.record.clone()).is_ok());
             self.trace.push(rt.record);
         }

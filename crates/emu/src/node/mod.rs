@@ -21,8 +21,10 @@
 //!   the D_PDUs of one transmission (at most one maximum transmission's bytes at the rate the
 //!   node picks), planned on the modem and encoded.
 //! - [`Node::transmission_collided`] if that transmission was lost on the air for everyone.
-//! - [`Node::handle_heard`] with the D_PDUs a transmission from another node delivered to this
-//!   one (bytes, each with the time its first interleaver block started).
+//! - [`Node::receive_dpdus`] with the D_PDUs a transmission from another node delivered to
+//!   this one, as each is decoded (bytes, each with the time its first interleaver block
+//!   started), then [`Node::end_of_transmission`] when it ends; [`Node::handle_heard`] does
+//!   both for a whole transmission at once.
 //! - [`Node::poll_event`] after any of these: the SIS primitives for its clients
 //!   (indications, confirms, rejections, flow control), each addressed to a connection.
 //!
@@ -449,6 +451,10 @@ struct Link {
     drc_request: Option<DataRate>,
     /// The peer asked for a rate change that this node made: answer "accept".
     drc_response_owed: bool,
+    /// The peer's transmission being received carried a DRC_REQUEST (until its end).
+    asked_this_transmission: bool,
+    /// ACKs (and DATA-ACKs) of the peer's transmission being received, acted on at its end.
+    acks_heard: Vec<Dpdu>,
     /// Clean transmissions in a row received from the peer (adaptive DRC).
     clean_streak: u8,
     /// Data transmissions to the peer since its last ACK (adaptive DRC: after
@@ -520,6 +526,8 @@ impl Node {
                     drc_request: None,
                     drc_response_owed: false,
                     clean_streak: 0,
+                    asked_this_transmission: false,
+                    acks_heard: Vec::new(),
                     unanswered: 0,
                     stale_acks: 0,
                     reset_out: None,

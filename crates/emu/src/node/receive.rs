@@ -34,19 +34,32 @@ pub struct Heard {
 }
 
 impl Node {
-    /// Acts on a transmission from another node: DRC first, then RESET/WIN-RESYNC, expedited
-    /// data and ACKs, non-ARQ data, ARQ data, and ACKs last (data before ACKs, so that a DATA
-    /// DELIVERY FAIL riding with the ACK of its U_PDU rejects it before it could be
-    /// confirmed). Whether any D_PDU of it decoded: a node that decoded something from a
-    /// transmission that addressed it answers in its turn.
+    /// Acts on a whole transmission from another node at once: [`Node::receive_dpdus`] with
+    /// every D_PDU that arrived, then [`Node::end_of_transmission`]. Whether any D_PDU of it
+    /// decoded: a node that decoded something from a transmission that addressed it answers in
+    /// its turn.
     pub fn handle_heard(&mut self, heard: Heard) -> bool {
         let Heard {
-            from: sender,
+            from,
             rate,
             dpdus,
             data_sent,
             data_lost,
         } = heard;
+        let got_any = self.receive_dpdus(from, dpdus);
+        self.end_of_transmission(from, rate, got_any, data_sent, data_lost);
+        got_any
+    }
+
+    /// Acts on D_PDUs of a transmission from `sender` as the modem hands them over, in the
+    /// order sent: a real node takes each D_PDU once the interleaver block holding its last
+    /// byte is decoded, so U_PDUs are delivered then, not when the sender unkeys. Within one
+    /// call: DRC EOWs first, then RESET/WIN-RESYNC, expedited data and ACKs, non-ARQ data and
+    /// ARQ data. ACKs of this node's own data wait for [`Node::end_of_transmission`]: data
+    /// before ACKs over the whole transmission, so that a DATA DELIVERY FAIL sent with the ACK
+    /// of its U_PDU rejects it before it could be confirmed, wherever the two D_PDUs fall (and
+    /// this node cannot send before the transmission ends anyway). Whether any D_PDU decoded.
+    pub fn receive_dpdus(&mut self, sender: usize, dpdus: Vec<(Duration, Vec<u8>)>) -> bool {
         let mut got_any = false;
         let mut data: Vec<Dpdu> = Vec::new();
         let mut acks: Vec<Dpdu> = Vec::new();
@@ -81,34 +94,44 @@ impl Node {
             }
         }
         let had_data = !data.is_empty();
-        let decoded = got_any.then_some(rate);
-        self.on_drc(sender, &eows, decoded, data_sent, data_lost);
+        self.on_drc_eows(sender, &eows);
         self.on_resets(sender, &resets);
         self.on_expedited(sender, exp);
         self.on_non_arq(sender, non_arq);
         self.on_data(sender, data);
-        self.on_acks(sender, acks);
-        if had_data && let Some(l) = self.links.get_mut(&sender) {
-            l.owes_ack = true;
+        if let Some(l) = self.links.get_mut(&sender) {
+            l.owes_ack |= had_data;
+            l.acks_heard.extend(acks);
         }
         got_any
     }
 
-    /// Data-rate change after a transmission from `sender`, `decoded` (at that rate) if this
-    /// node decoded any D_PDU of it: acts on the DRC EOWs it carried and, with adaptive DRC,
-    /// answers at the rate it hears (Tx = Rx) and judges how many of the `sent` data D_PDUs
-    /// addressed to it were `lost`, asking `sender` for another rate when it is time. A node
-    /// that decoded nothing knows nothing and does nothing.
-    fn on_drc(
+    /// The transmission from `sender` ended (its last block released): `decoded` says whether
+    /// this node decoded any D_PDU of it, `data_sent` and `data_lost` count the data D_PDUs it
+    /// addressed to this node alone and those lost. The transmission's ACKs are acted on here,
+    /// and adaptive DRC judges the link, once per transmission.
+    pub fn end_of_transmission(
         &mut self,
         sender: usize,
-        eows: &[Eow],
-        decoded: Option<DataRate>,
-        sent: usize,
-        lost: usize,
+        rate: DataRate,
+        decoded: bool,
+        data_sent: usize,
+        data_lost: usize,
     ) {
+        let acks = self
+            .links
+            .get_mut(&sender)
+            .map(|l| std::mem::take(&mut l.acks_heard))
+            .unwrap_or_default();
+        self.on_acks(sender, acks);
+        self.on_drc_judge(sender, decoded.then_some(rate), data_sent, data_lost);
+    }
+
+    /// The DRC EOWs of D_PDUs from `sender`: a DRC_REQUEST for a rate this node can use
+    /// changes its transmit rate towards `sender` (answered "accept" in its next
+    /// transmission); a DRC_RESPONSE "accept" ends this node's own request.
+    fn on_drc_eows(&mut self, sender: usize, eows: &[Eow]) {
         let r = self.index;
-        let adaptive = self.setup.config.drc == Drc::Adaptive;
         let budgets = &self.setup.budgets;
         let Some(link) = self.links.get_mut(&sender) else {
             return;
@@ -116,6 +139,7 @@ impl Node {
         for eow in eows {
             match eow {
                 Eow::DrcRequest(req) => {
+                    link.asked_this_transmission = true;
                     let wanted = req.rate_bps().and_then(DataRate::from_bps);
                     if let Some(w) = wanted.filter(|w| budgets.contains_key(w)) {
                         if w != link.tx_rate {
@@ -130,11 +154,25 @@ impl Node {
                 _ => {}
             }
         }
+    }
+
+    /// Data-rate change at the end of a transmission from `sender`, `decoded` (at that rate)
+    /// if this node decoded any D_PDU of it: with adaptive DRC, answers at the rate it hears
+    /// (Tx = Rx) and judges how many of the `sent` data D_PDUs addressed to it were `lost`,
+    /// asking `sender` for another rate when it is time. A node that decoded nothing knows
+    /// nothing and does nothing.
+    fn on_drc_judge(&mut self, sender: usize, decoded: Option<DataRate>, sent: usize, lost: usize) {
+        let adaptive = self.setup.config.drc == Drc::Adaptive;
+        let budgets = &self.setup.budgets;
+        let Some(link) = self.links.get_mut(&sender) else {
+            return;
+        };
+        // Whether this very transmission asked us to change rate (then we do not follow it).
+        let asked = std::mem::take(&mut link.asked_this_transmission);
         let Some(rate) = decoded.filter(|_| adaptive) else {
             return;
         };
         // Follow the peer's rate (Tx = Rx), unless this very transmission asked us to change.
-        let asked = eows.iter().any(|e| matches!(e, Eow::DrcRequest(_)));
         if !asked && link.tx_rate != rate && budgets.contains_key(&rate) {
             link.tx_rate = rate;
             self.counters.rate_changes += 1;

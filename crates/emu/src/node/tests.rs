@@ -618,3 +618,42 @@ fn a_shared_transmission_is_split_max_min_fairly() {
     assert_eq!((s[&1], s[&2], s[&3]), (3_000, 3_000, 3_000));
     assert!(fair_shares(100, &[]).is_empty());
 }
+
+#[test]
+fn each_u_pdu_is_delivered_as_its_d_pdus_arrive_and_acks_wait_for_the_end() {
+    // A transmission of two U_PDUs handed over D_PDU by D_PDU, as the driver does when each
+    // interleaver block is decoded: the first U_PDU is delivered before the second arrives,
+    // and the ACK riding in the transmission (a DATA-ACK) confirms only at its end.
+    let (mut a, mut b) = pair();
+    b.submit(Duration::ZERO, CONN[1], sap(), &request(A, b"B to A"), ARQ)
+        .unwrap();
+    let from_b = b.poll_transmit(Duration::ZERO).unwrap();
+    hear(&from_b, 1, &mut a, 0, &[]);
+    events(&mut a);
+    a.submit(secs(5), CONN[0], sap(), &request(B, &payload(300)), ARQ)
+        .unwrap();
+    a.submit(secs(5), CONN[0], sap(), &request(B, &payload(200)), ARQ)
+        .unwrap();
+    let tx = a.poll_transmit(secs(10)).unwrap();
+    assert_eq!(types(&tx), [2, 0], "a DATA-ACK, then a DATA-ONLY");
+    let mut dpdus = tx.dpdus.iter().map(|d| (d.at, d.bytes.clone()));
+
+    assert!(b.receive_dpdus(0, dpdus.next().into_iter().collect()));
+    let got: Vec<Primitive> = events(&mut b).into_iter().map(|e| e.primitive).collect();
+    assert!(
+        matches!(&got[..], [Primitive::UnidataIndication(i)] if i.updu.len() == 300),
+        "the first U_PDU at once, no confirm yet: {got:?}"
+    );
+    assert!(b.receive_dpdus(0, dpdus.collect()));
+    let got: Vec<Primitive> = events(&mut b).into_iter().map(|e| e.primitive).collect();
+    assert!(
+        matches!(&got[..], [Primitive::UnidataIndication(i)] if i.updu.len() == 200),
+        "{got:?}"
+    );
+    b.end_of_transmission(0, tx.modem.rate, true, 2, 0);
+    let got: Vec<Primitive> = events(&mut b).into_iter().map(|e| e.primitive).collect();
+    assert!(
+        matches!(&got[..], [Primitive::UnidataRequestConfirm(_)]),
+        "the ACK acts at the end: {got:?}"
+    );
+}
