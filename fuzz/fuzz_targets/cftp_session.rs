@@ -19,6 +19,7 @@ const LIMITS: ReceiverLimits = ReceiverLimits {
     max_file: 1 << 16,
     max_message: 1 << 16,
     max_files_in_progress: 8,
+    max_bundle: 16,
 };
 
 fn message(i: usize, body: &[u8]) -> BatchMessage {
@@ -73,7 +74,7 @@ fn garbage(data: &[u8]) {
                 let _ = match control % 3 {
                     0 => rx.accepted(ticket, now, &mut dedup),
                     1 => rx.bounced(ticket, now, &mut dedup),
-                    _ => rx.deferred(ticket),
+                    _ => rx.deferred(ticket, now, &mut dedup),
                 };
             }
         }
@@ -99,9 +100,11 @@ fn link(mode: u8, data: &[u8]) {
         .enumerate()
         .map(|(i, body)| message(i, body))
         .collect();
+    // Bundles (several messages per file) when bit 3 of the mode is set, else one per file.
     let settings = CftpSenderSettings {
         max_transmissions: 3,
         ack_timeout: Duration::from_secs(50),
+        max_bundle: if mode & 0x08 != 0 { 4 } else { 1 },
         ..CftpSenderSettings::skywave(mtu, in_flight)
     };
     let Ok(mut tx) = CftpSender::new(settings) else {

@@ -2,13 +2,15 @@
 //! with the hmtp crate's CFTP sessions (`skywave_hmtp::cftp_session`, built on the `cftp`
 //! codec: gzip'd mail-files in BFTPv1, cut into RCOPv1 segments, acknowledged per file).
 //!
-//! As a skywave gateway does towards a skywave peer, the ship releases up to
-//! [`skywave_hmtp::DEFAULT_SKYWAVE_IN_FLIGHT`] files at once, each under its own U_PDU id
-//! ([`CftpSenderSettings::skywave`]; Annex F allows concurrent files "with prior knowledge of
+//! As a skywave gateway does towards a skywave peer ([`CftpSenderSettings::skywave`]), the ship
+//! bundles the batch's messages into shared files (up to
+//! [`skywave_hmtp::DEFAULT_SKYWAVE_BUNDLE`] messages and [`skywave_hmtp::DEFAULT_BUNDLE_BYTES`]
+//! each, gzipped as one) and releases up to [`skywave_hmtp::DEFAULT_SKYWAVE_IN_FLIGHT`] files at
+//! once, each under its own U_PDU id (Annex F allows concurrent files "with prior knowledge of
 //! the peer"), so a batch goes out in as few transmissions as the 5066 node makes of it; the
-//! shore reassembles each file, checks the message byte-identical with its envelope, accepts it
-//! as a spool would, and sends the acknowledgement back: the acknowledgements of a batch gather
-//! in the shore node's queue while the ship transmits and go back together. The run ends when
+//! shore reassembles each file, checks every message byte-identical with its envelope, accepts
+//! them as a spool would, and sends the file's acknowledgement back: the acknowledgements of a
+//! batch gather in the shore node's queue while the ship transmits and go back together. The run ends when
 //! every message has an outcome at the ship, or at the time limit.
 //!
 //! The ack timeout is set from the link rate (five minutes plus three times the plain airtime

@@ -147,6 +147,9 @@ pub struct HfConfig {
     pub assumed_bps: u32,
     /// CFTP files in flight at once towards a skywave peer (1 towards any other).
     pub cftp_files_in_flight: usize,
+    /// Messages in one CFTP file towards a skywave peer (a bundle, compressed as one; 1 towards
+    /// any other, and 1 here turns bundles off).
+    pub cftp_bundle: usize,
     /// How long an accepted message's identity is remembered to drop retransmitted copies.
     pub dedup_window: Duration,
     /// How long new mail waits for more before a session starts, so that a burst of messages
@@ -177,6 +180,7 @@ impl Default for HfConfig {
             reply_timeout: Duration::from_secs(300),
             assumed_bps: 300,
             cftp_files_in_flight: skywave_hmtp::DEFAULT_SKYWAVE_IN_FLIGHT,
+            cftp_bundle: skywave_hmtp::DEFAULT_SKYWAVE_BUNDLE,
             dedup_window: Duration::from_secs(7 * 86_400),
             batch_delay: Duration::from_secs(2),
             emcon: false,
@@ -330,6 +334,7 @@ struct RawHf {
     reply_timeout: Option<Secs>,
     assumed_bps: Option<Spanned<i64>>,
     cftp_files_in_flight: Option<Spanned<i64>>,
+    cftp_bundle: Option<Spanned<i64>>,
     dedup_window: Option<Secs>,
     batch_delay: Option<Secs>,
     emcon: Option<bool>,
@@ -808,6 +813,19 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
                 n.span(),
                 format!(
                     "cftp_files_in_flight = {} is out of range; expected 1 to 256 (one per RCOP U_PDU id)",
+                    n.get_ref()
+                ),
+            ),
+        }
+    }
+
+    if let Some(n) = &raw.hf.cftp_bundle {
+        match usize::try_from(*n.get_ref()) {
+            Ok(v) if (1..=256).contains(&v) => hf.cftp_bundle = v,
+            _ => err(
+                n.span(),
+                format!(
+                    "cftp_bundle = {} is out of range; expected 1 to 256 messages per CFTP file (1 sends one message per file)",
                     n.get_ref()
                 ),
             ),

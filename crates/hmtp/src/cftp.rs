@@ -124,9 +124,46 @@ impl MailFile {
 
     /// Parses a decompressed mail-file. `max_message` bounds the message size accepted.
     pub fn decode(file: &[u8], max_message: usize) -> Result<Self, CftpError> {
+        let (mail, declared, rest) = Self::decode_prefix(file, max_message)?;
+        if !rest.is_empty() {
+            return Err(CftpError::SizeMismatch {
+                declared,
+                actual: declared + rest.len(),
+            });
+        }
+        Ok(mail)
+    }
+
+    /// Parses a decompressed file holding one mail-file or, from a skywave peer, a bundle of
+    /// several laid end to end (see [`encode_bundle`]): each ends where its MessageSize says,
+    /// so no separator is needed. At most `max_count` mail-files are accepted.
+    pub fn decode_bundle(
+        file: &[u8],
+        max_message: usize,
+        max_count: usize,
+    ) -> Result<Vec<Self>, CftpError> {
+        let mut mails = Vec::new();
+        let mut rest = file;
+        // Bounded: each pass consumes at least the three field separators, or returns.
+        loop {
+            if mails.len() >= max_count {
+                return Err(CftpError::BundleTooLarge { max: max_count });
+            }
+            let (mail, _, next) = Self::decode_prefix(rest, max_message)?;
+            mails.push(mail);
+            if next.is_empty() {
+                return Ok(mails);
+            }
+            rest = next;
+        }
+    }
+
+    /// Parses the mail-file at the start of `file`: the mail, its declared MessageSize, and
+    /// the bytes after it.
+    fn decode_prefix(file: &[u8], max_message: usize) -> Result<(Self, usize, &[u8]), CftpError> {
         let (id, rest) = split_field(file, "MessageID", MAX_MESSAGE_ID)?;
         let (list, rest) = split_field(rest, "RecipientList", MAX_RECIPIENT_LIST)?;
-        let (size, message) = split_field(rest, "MessageSize", 20)?;
+        let (size, area) = split_field(rest, "MessageSize", 20)?;
         let message_id = String::from_utf8(id.to_vec()).map_err(|_| CftpError::BadMessageId)?;
         check_message_id(&message_id)?;
         let list = std::str::from_utf8(list).map_err(|_| CftpError::BadRecipientList {
@@ -147,12 +184,12 @@ impl MailFile {
             .ok()
             .and_then(|s| s.parse().ok())
             .ok_or(CftpError::BadMessageSize)?;
-        if size != message.len() {
+        let (Some(message), Some(after)) = (area.get(..size), area.get(size..)) else {
             return Err(CftpError::SizeMismatch {
                 declared: size,
-                actual: message.len(),
+                actual: area.len(),
             });
-        }
+        };
         if !message.ends_with(b"\r\n.\r\n") && message != b".\r\n" {
             return Err(CftpError::MissingTerminator);
         }
@@ -170,13 +207,31 @@ impl MailFile {
         if let Some(fault) = reader.faults().first() {
             return Err(CftpError::BadMessage { fault: *fault });
         }
-        Ok(Self {
-            message_id,
-            return_path,
-            recipients,
-            message: reader.into_body(),
-        })
+        Ok((
+            Self {
+                message_id,
+                return_path,
+                recipients,
+                message: reader.into_body(),
+            },
+            size,
+            after,
+        ))
     }
+}
+
+/// Lays out a bundle: the mail-files of several messages end to end, compressed as one gzip
+/// file. Not Annex F: a standard CFTP node expects one mail-file per file, so bundles go only
+/// to skywave peers (the routing table says which), as Annex F's own concurrent files need
+/// "prior knowledge of the peer". One gzip over similar messages compresses much better than
+/// one per message (later messages refer back to earlier ones, as in an HMTP session's one
+/// deflate stream), which is what small mail needs on HF.
+pub fn encode_bundle(mails: &[MailFile]) -> Result<Vec<u8>, CftpError> {
+    let mut out = Vec::new();
+    for m in mails {
+        out.extend_from_slice(&m.encode()?);
+    }
+    Ok(out)
 }
 
 fn check_message_id(id: &str) -> Result<(), CftpError> {
@@ -342,10 +397,11 @@ pub fn encode_message(
 pub enum Received {
     /// A segment was stored; the file is not complete yet.
     Partial,
-    /// A file is complete: the message, and the acknowledgement U_PDU to send back.
+    /// A file is complete: its messages (one, or several in a skywave bundle), and the
+    /// acknowledgement U_PDU to send back.
     Complete {
-        /// The decoded mail-file.
-        mail: MailFile,
+        /// The decoded mail-files, in the order sent.
+        mails: Vec<MailFile>,
         /// The RCOPv1 acknowledgement for it.
         ack: Vec<u8>,
     },
@@ -367,6 +423,8 @@ pub struct ReceiverLimits {
     pub max_message: usize,
     /// Files being reassembled at once (one per connection and U_PDU id).
     pub max_files_in_progress: usize,
+    /// Mail-files in one file (a skywave bundle; 1 from a standard peer).
+    pub max_bundle: usize,
 }
 
 impl Default for ReceiverLimits {
@@ -375,6 +433,7 @@ impl Default for ReceiverLimits {
             max_file: 16 * 1024 * 1024,
             max_message: 32 * 1024 * 1024,
             max_files_in_progress: 256,
+            max_bundle: 256,
         }
     }
 }
@@ -508,9 +567,10 @@ impl Receiver {
         let gz = &done.bytes[header_len..];
         let limits = Limits::single(self.limits.max_message as u64);
         let file = gzip_decompress(gz, limits).map_err(|e| CftpError::Decompress(e.to_string()))?;
-        let mail = MailFile::decode(&file, self.limits.max_message)?;
+        let mails =
+            MailFile::decode_bundle(&file, self.limits.max_message, self.limits.max_bundle)?;
         Ok(Received::Complete {
-            mail,
+            mails,
             ack: ack_pdu(header.connection, header.updu_id),
         })
     }
@@ -649,8 +709,8 @@ mod tests {
                 assert_eq!(rx.receive(p).unwrap(), Received::Partial);
             }
             match rx.receive(last).unwrap() {
-                Received::Complete { mail, ack } => {
-                    assert_eq!(mail, m);
+                Received::Complete { mails, ack } => {
+                    assert_eq!(mails, std::slice::from_ref(&m));
                     assert_eq!(ack, ack_pdu(0, 9));
                 }
                 other => panic!("expected a complete file, got {other:?}"),
@@ -671,13 +731,62 @@ mod tests {
         // Interleave the two files' segments.
         for i in 0..pa.len().max(pb.len()) {
             for p in [pa.get(i), pb.get(i)].into_iter().flatten() {
-                if let Received::Complete { mail, .. } = rx.receive(p).unwrap() {
-                    done.push(mail);
+                if let Received::Complete { mails, .. } = rx.receive(p).unwrap() {
+                    done.extend(mails);
                 }
             }
         }
         assert_eq!(done.len(), 2);
         assert!(done.contains(&a) && done.contains(&b));
+    }
+
+    #[test]
+    fn a_bundle_carries_several_mail_files_in_one_gzip_file() {
+        let a = mail(b"first\r\n");
+        let mut b = mail(b".leading dot\r\n");
+        b.message_id = "Other1".into();
+        b.return_path = None;
+        let plain = encode_bundle(&[a.clone(), b.clone()]).unwrap();
+        assert_eq!(
+            plain,
+            [a.encode().unwrap(), b.encode().unwrap()].concat(),
+            "mail-files end to end, nothing between"
+        );
+        assert_eq!(
+            MailFile::decode_bundle(&plain, 1000, 256).unwrap(),
+            [a.clone(), b.clone()]
+        );
+        // A single mail-file is a bundle of one; a bundle is not a single mail-file.
+        let one = a.encode().unwrap();
+        assert_eq!(
+            MailFile::decode_bundle(&one, 1000, 256).unwrap(),
+            std::slice::from_ref(&a)
+        );
+        assert!(matches!(
+            MailFile::decode(&plain, 1000),
+            Err(CftpError::SizeMismatch { .. })
+        ));
+        assert!(matches!(
+            MailFile::decode_bundle(&plain, 1000, 1),
+            Err(CftpError::BundleTooLarge { max: 1 })
+        ));
+        // Garbage after a complete mail-file is an error, not a silently shorter bundle.
+        let mut bad = plain.clone();
+        bad.extend_from_slice(b"junk");
+        assert!(MailFile::decode_bundle(&bad, 1000, 256).is_err());
+        // Through gzip, BFTP and RCOP as the sender lays it out.
+        let gz = gzip_compress(&plain, 9).unwrap();
+        let pdu = bftp_pdu("A1b2C3.gz", &gz).unwrap();
+        let pdus = segment(0, 4, &pdu, 60).unwrap();
+        let mut rx = Receiver::default();
+        let mut got = None;
+        for p in &pdus {
+            if let Received::Complete { mails, ack } = rx.receive(p).unwrap() {
+                assert_eq!(ack, ack_pdu(0, 4));
+                got = Some(mails);
+            }
+        }
+        assert_eq!(got, Some(vec![a, b]));
     }
 
     #[test]
@@ -779,8 +888,9 @@ mod tests {
                 let mut got = None;
                 for p in &pdus {
                     prop_assert!(p.len() <= mtu);
-                    if let Received::Complete { mail, .. } = rx.receive(p).unwrap() {
-                        got = Some(mail);
+                    if let Received::Complete { mut mails, .. } = rx.receive(p).unwrap() {
+                        prop_assert_eq!(mails.len(), 1);
+                        got = mails.pop();
                     }
                 }
                 prop_assert_eq!(got, Some(m));

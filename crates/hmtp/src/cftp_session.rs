@@ -8,7 +8,12 @@
 //!
 //! # Sending ([`CftpSender`])
 //! Each message becomes one gzip'd mail-file under its own RCOPv1 U_PDU id (consecutive, 8-bit,
-//! wrapping; an id is never reused while its file is unacknowledged). At most
+//! wrapping; an id is never reused while its file is unacknowledged). Towards a skywave peer the
+//! messages queued together share files instead: a bundle is their mail-files end to end, gzipped
+//! as one ([`CftpSenderSettings::max_bundle`], [`crate::cftp::encode_bundle`]), so that a batch
+//! of small messages compresses as well as in an HMTP session's one deflate stream, where one
+//! gzip per message cannot refer back to the messages before it. An acknowledgement settles every
+//! message of its file. At most
 //! [`CftpSenderSettings::max_in_flight`] files wait for their acknowledgement at once: 1 towards
 //! any other CFTP node, as a standard CFTP delivery agent does (Annex F: "nominally
 //! stop-and-wait"), several towards a skywave peer, which Annex F allows "with prior knowledge of
@@ -22,9 +27,10 @@
 //! acknowledgement can never be taken for the next file under that id.
 //!
 //! # Receiving ([`CftpReceiverSession`])
-//! Wraps the reassembling [`Receiver`]. A complete file becomes [`CftpReceiverEvent::File`] with
-//! a [`CftpTicket`]; its acknowledgement is released only when the owner hands the ticket back
-//! after the spool write is durable ([`CftpReceiverSession::accepted`]), as
+//! Wraps the reassembling [`Receiver`]. Each message of a complete file (one, or several in a
+//! bundle) becomes [`CftpReceiverEvent::File`] with its own [`CftpTicket`]; the file's
+//! acknowledgement is released only when the owner has handed back every ticket after the spool
+//! writes are durable ([`CftpReceiverSession::accepted`]), as
 //! [`crate::server::HmtpServer`] does with its 250. A file the [`DedupCache`] already holds (same
 //! Message-ID header and envelope, or same content) is acknowledged at once and reported as
 //! [`CftpReceiverEvent::Duplicate`], never delivered twice.
@@ -108,6 +114,14 @@ pub const DEFAULT_MAX_TRANSMISSIONS: u32 = 3;
 /// of 386 bytes at 1200 bit/s against 3). Half the id space, so that ids held back after a
 /// retransmission never stall the sender.
 pub const DEFAULT_SKYWAVE_IN_FLIGHT: usize = 128;
+/// Default number of messages in one file towards a skywave peer (a bundle, see
+/// [`crate::cftp::encode_bundle`]): a batch of small messages then compresses as one, as an
+/// HMTP session's deflate stream does.
+pub const DEFAULT_SKYWAVE_BUNDLE: usize = 256;
+/// Default cap on a bundle's mail-file bytes before compression: twice deflate's 32 KiB window,
+/// past which later messages can no longer refer back to the first, and small enough that a
+/// bundle sent again costs little more than its messages sent one by one.
+pub const DEFAULT_BUNDLE_BYTES: usize = 256 * 1024;
 /// Default time after which a partly received file with no new segment is dropped.
 pub const DEFAULT_PARTIAL_TIMEOUT: Duration = Duration::from_secs(900);
 /// U_PDU ids: one byte.
@@ -183,6 +197,12 @@ pub struct CftpSenderSettings {
     pub max_transmissions: u32,
     /// gzip level, 0-9.
     pub gzip_level: u32,
+    /// Messages in one file, 1-256: 1 for a standard CFTP peer (Annex F: one mail-file per
+    /// file); more towards a skywave peer, whose receiver takes bundles.
+    pub max_bundle: usize,
+    /// A bundle takes further messages only while its mail-files stay within this many bytes
+    /// before compression (a message larger than that goes alone).
+    pub bundle_bytes: usize,
 }
 
 impl CftpSenderSettings {
@@ -195,13 +215,18 @@ impl CftpSenderSettings {
             ack_timeout: DEFAULT_ACK_TIMEOUT,
             max_transmissions: DEFAULT_MAX_TRANSMISSIONS,
             gzip_level: 9,
+            max_bundle: 1,
+            bundle_bytes: 0,
         }
     }
 
-    /// Towards a skywave peer: `max_in_flight` files (1-256) in flight by U_PDU id.
+    /// Towards a skywave peer: `max_in_flight` files (1-256) in flight by U_PDU id, each a
+    /// bundle of up to [`DEFAULT_SKYWAVE_BUNDLE`] messages and [`DEFAULT_BUNDLE_BYTES`].
     pub fn skywave(mtu: usize, max_in_flight: usize) -> Self {
         Self {
             max_in_flight,
+            max_bundle: DEFAULT_SKYWAVE_BUNDLE,
+            bundle_bytes: DEFAULT_BUNDLE_BYTES,
             ..Self::standard(mtu)
         }
     }
@@ -212,6 +237,8 @@ impl CftpSenderSettings {
 pub struct CftpSenderStats {
     /// Files released (first transmissions).
     pub files: u64,
+    /// Messages in those files (more than `files` when bundles were sent).
+    pub messages: u64,
     /// Files sent again after an ack timeout.
     pub retransmitted_files: u64,
     /// Files acknowledged.
@@ -237,10 +264,10 @@ pub struct CftpSenderStats {
 /// What [`CftpSender::receive`] made of a U_PDU.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AckOutcome {
-    /// It acknowledged the file of this message.
+    /// It acknowledged a file: these messages are delivered.
     Acked {
-        /// The caller's message id.
-        id: String,
+        /// The caller's ids of the file's messages (one, or several in a bundle).
+        ids: Vec<String>,
     },
     /// An acknowledgement for an id used before but not awaiting one now: ignored.
     Duplicate,
@@ -250,11 +277,21 @@ pub enum AckOutcome {
     NotAnAck,
 }
 
-/// One message laid out for CFTP, its U_PDU id still to be filled in.
-#[derive(Debug)]
-struct File {
+/// One message of a file: the caller's id and its recipients, for the outcome.
+#[derive(Debug, Clone)]
+struct Member {
     id: String,
     recipients: Vec<String>,
+}
+
+/// A file laid out for CFTP, its U_PDU id still to be filled in: one message, or a bundle.
+#[derive(Debug)]
+struct File {
+    members: Vec<Member>,
+    /// The CFTP MessageID of its first message (the BFTP file name).
+    message_id: String,
+    /// The mail-files before compression, kept while queued so that a bundle can be made.
+    plain: Vec<u8>,
     updus: Vec<Vec<u8>>,
     plain_len: usize,
     gzip_len: usize,
@@ -318,6 +355,11 @@ impl CftpSender {
                 "a file needs at least one transmission",
             ));
         }
+        if !(1..=ID_SPACE).contains(&settings.max_bundle) {
+            return Err(CftpSessionError::Settings(
+                "messages in one file must be 1 to 256",
+            ));
+        }
         Ok(Self {
             settings,
             queue: VecDeque::new(),
@@ -350,20 +392,78 @@ impl CftpSender {
             message: message.body,
         };
         let plain = mail.encode().map_err(fail)?;
-        let gz = gzip_compress(&plain, self.settings.gzip_level)
-            .map_err(|e| fail(CftpError::Compress(e.to_string())))?;
-        let bftp = bftp_pdu(&format!("{}.gz", mail.message_id), &gz).map_err(fail)?;
-        // The U_PDU id (byte 1) is filled in when the file is released.
-        let updus = segment(self.settings.connection, 0, &bftp, self.settings.mtu).map_err(fail)?;
-        self.active.insert(message.id.clone());
-        self.queue.push_back(File {
-            id: message.id,
-            recipients: message.recipients,
-            updus,
-            plain_len: plain.len(),
-            gzip_len: gz.len(),
-        });
+        let file = self
+            .lay_out(
+                vec![Member {
+                    id: message.id.clone(),
+                    recipients: message.recipients,
+                }],
+                mail.message_id,
+                plain,
+            )
+            .map_err(fail)?;
+        self.active.insert(message.id);
+        self.queue.push_back(file);
         Ok(())
+    }
+
+    /// Compresses mail-files into one file's U_PDUs (the U_PDU id, byte 1, is filled in when
+    /// the file is released).
+    fn lay_out(
+        &self,
+        members: Vec<Member>,
+        message_id: String,
+        plain: Vec<u8>,
+    ) -> Result<File, CftpError> {
+        let gz = gzip_compress(&plain, self.settings.gzip_level)
+            .map_err(|e| CftpError::Compress(e.to_string()))?;
+        let bftp = bftp_pdu(&format!("{message_id}.gz"), &gz)?;
+        let updus = segment(self.settings.connection, 0, &bftp, self.settings.mtu)?;
+        Ok(File {
+            members,
+            message_id,
+            plain_len: plain.len(),
+            plain,
+            updus,
+            gzip_len: gz.len(),
+        })
+    }
+
+    /// The next file to release: the first queued one, with the queued messages after it
+    /// bundled in while the settings allow (see [`CftpSenderSettings::max_bundle`]).
+    fn next_file(&mut self) -> Option<File> {
+        let first = self.queue.pop_front()?;
+        let mut take = 1;
+        let mut bytes = first.plain.len();
+        // Only single-message files wait in the queue; a bundle is made once, at release.
+        while take < self.settings.max_bundle
+            && let Some(next) = self.queue.get(take - 1)
+            && bytes + next.plain.len() <= self.settings.bundle_bytes
+        {
+            bytes += next.plain.len();
+            take += 1;
+        }
+        if take == 1 {
+            return Some(first);
+        }
+        let rest: Vec<File> = self.queue.drain(..take - 1).collect();
+        let mut members = Vec::with_capacity(take);
+        let mut plain = Vec::with_capacity(bytes);
+        for f in std::iter::once(&first).chain(&rest) {
+            plain.extend_from_slice(&f.plain);
+            members.extend(f.members.iter().cloned());
+        }
+        match self.lay_out(members, first.message_id.clone(), plain) {
+            Ok(bundle) => Some(bundle),
+            // Not expected (each message was laid out alone, and the bundle is capped); should
+            // it happen, the messages go one file each, as they were queued.
+            Err(_) => {
+                for f in rest.into_iter().rev() {
+                    self.queue.push_front(f);
+                }
+                Some(first)
+            }
+        }
     }
 
     /// The next U_PDU to hand to the SIS at `now`, if any: segments of one file after another,
@@ -437,10 +537,10 @@ impl CftpSender {
         self.stats.acks += 1;
         self.stats.acked_files += 1;
         let reply = Reply::new(250, EnhancedCode::new(2, 0, 0), "CFTP file acknowledged");
-        let message = flight.file.id.clone();
+        let ids = flight.file.members.iter().map(|m| m.id.clone()).collect();
         self.finish(flight.file, Disposition::Delivered(reply));
         self.release(now);
-        AckOutcome::Acked { id: message }
+        AckOutcome::Acked { ids }
     }
 
     /// The next instant [`CftpSender::handle_timeout`] has work: an ack timeout, or an id
@@ -539,15 +639,17 @@ impl CftpSender {
     }
 
     fn finish(&mut self, file: File, disposition: Disposition) {
-        self.active.remove(&file.id);
-        self.outcomes.push_back(MessageResult {
-            id: file.id,
-            recipients: file
-                .recipients
-                .into_iter()
-                .map(|r| (r, disposition.clone()))
-                .collect(),
-        });
+        for m in file.members {
+            self.active.remove(&m.id);
+            self.outcomes.push_back(MessageResult {
+                id: m.id,
+                recipients: m
+                    .recipients
+                    .into_iter()
+                    .map(|r| (r, disposition.clone()))
+                    .collect(),
+            });
+        }
     }
 
     /// Gives queued files ids while slots and ids are free.
@@ -557,15 +659,18 @@ impl CftpSender {
             let Some(id) = self.free_id(now) else {
                 break;
             };
-            let Some(mut file) = self.queue.pop_front() else {
-                break;
+            let Some(mut file) = self.next_file() else {
+                continue;
             };
+            // Released: the plain mail-files are no longer needed.
+            file.plain = Vec::new();
             for updu in &mut file.updus {
                 if let Some(b) = updu.get_mut(1) {
                     *b = id;
                 }
             }
             self.stats.files += 1;
+            self.stats.messages += file.members.len() as u64;
             self.stats.bytes_plain += file.plain_len as u64;
             self.stats.bytes_gzip += file.gzip_len as u64;
             self.flights.insert(
@@ -624,6 +729,8 @@ impl Default for CftpReceiverSettings {
 pub struct CftpTicket {
     session: u64,
     serial: u64,
+    /// The message's place among the file's messages handed to the owner.
+    index: usize,
 }
 
 /// A complete file to spool.
@@ -684,10 +791,17 @@ pub struct CftpReceiverStats {
     pub acks_sent: u64,
 }
 
-/// A file handed to the owner and not yet decided.
+/// A file whose messages were handed to the owner and are not all decided.
 #[derive(Debug)]
 struct Pending {
-    key: DedupKey,
+    /// The keys of every message of the file, to recognise a copy of it.
+    keys: Vec<DedupKey>,
+    /// Messages handed to the owner and not yet decided, by ticket index.
+    waiting: BTreeMap<usize, DedupKey>,
+    /// Messages spooled or bounced: remembered for de-duplication once the file is settled.
+    decided: Vec<DedupKey>,
+    /// A message was deferred (or waits under another file): no acknowledgement.
+    deferred: bool,
     /// (connection, U_PDU id) of every copy that arrived meanwhile: each is acknowledged.
     acks: Vec<(u8, u8)>,
 }
@@ -742,10 +856,10 @@ impl CftpReceiverSession {
                 }
             }
             Ok(Received::Ack { .. }) => self.stats.stray_acks += 1,
-            Ok(Received::Complete { mail, ack }) => {
+            Ok(Received::Complete { mails, ack }) => {
                 if let Some(ids) = ids {
                     self.activity.remove(&ids);
-                    self.complete(now, mail, ids, ack, dedup);
+                    self.complete(now, mails, ids, ack, dedup);
                 }
             }
             Err(e) => {
@@ -759,62 +873,101 @@ impl CftpReceiverSession {
         }
     }
 
+    /// A file arrived whole: each of its messages (one, or several in a bundle) not already
+    /// delivered goes to the owner with its own ticket; the file is acknowledged once every
+    /// one of them is durably spooled (or bounced), never before.
     fn complete(
         &mut self,
         now: Instant,
-        mail: MailFile,
+        mails: Vec<MailFile>,
         (connection, updu_id): (u8, u8),
         ack: Vec<u8>,
         dedup: &mut DedupCache,
     ) {
         self.stats.files += 1;
-        let sender = mail.return_path.as_deref().unwrap_or("");
-        let key = DedupKey::new(sender, &mail.recipients, &mail.message);
-        if let Some(pending) = self
-            .pending_keys
-            .get(&key)
+        let keys: Vec<DedupKey> = mails
+            .iter()
+            .map(|m| {
+                DedupKey::new(
+                    m.return_path.as_deref().unwrap_or(""),
+                    &m.recipients,
+                    &m.message,
+                )
+            })
+            .collect();
+        // The same file sent again (under the same ids) while its first copy waits for the
+        // spool: acknowledge it with the first.
+        if let Some(pending) = keys
+            .iter()
+            .find_map(|k| self.pending_keys.get(k))
             .and_then(|serial| self.pending.get_mut(serial))
+            && pending.keys == keys
         {
-            // Sent again while the first copy waits for the spool: acknowledge with it.
             if !pending.acks.contains(&(connection, updu_id)) && pending.acks.len() < MAX_OWED_ACKS
             {
                 pending.acks.push((connection, updu_id));
             }
-            self.stats.duplicates += 1;
-            self.events.push_back(CftpReceiverEvent::Duplicate {
-                message_id: mail.message_id,
-                key,
-            });
+            for (mail, key) in mails.into_iter().zip(keys) {
+                self.duplicate(mail.message_id, key);
+            }
             return;
         }
-        if dedup.check(&key, now) {
-            self.stats.duplicates += 1;
-            self.push_ack(ack);
-            self.events.push_back(CftpReceiverEvent::Duplicate {
-                message_id: mail.message_id,
-                key,
-            });
+        let mut fresh = Vec::new();
+        // A message of this file waits for the spool under another file: this one must not be
+        // acknowledged before that one is decided (it might yet be deferred).
+        let mut held = false;
+        for (mail, key) in mails.into_iter().zip(keys.iter().cloned()) {
+            if self.pending_keys.contains_key(&key) {
+                held = true;
+                self.duplicate(mail.message_id, key);
+            } else if dedup.check(&key, now) {
+                self.duplicate(mail.message_id, key);
+            } else {
+                fresh.push((mail, key));
+            }
+        }
+        if fresh.is_empty() {
+            // Everything is spooled already: acknowledge at once (unless held, when the sender
+            // sends it again and finds everything spooled then).
+            if !held {
+                self.push_ack(ack);
+            }
             return;
         }
         self.serial += 1;
+        let serial = self.serial;
+        for (_, key) in &fresh {
+            self.pending_keys.insert(key.clone(), serial);
+        }
         self.pending.insert(
-            self.serial,
+            serial,
             Pending {
-                key: key.clone(),
+                keys,
+                waiting: fresh.iter().map(|(_, k)| k.clone()).enumerate().collect(),
+                decided: Vec::new(),
+                deferred: held,
                 acks: vec![(connection, updu_id)],
             },
         );
-        self.pending_keys.insert(key.clone(), self.serial);
-        self.events.push_back(CftpReceiverEvent::File(IncomingFile {
-            mail,
-            key,
-            connection,
-            updu_id,
-            ticket: CftpTicket {
-                session: self.session,
-                serial: self.serial,
-            },
-        }));
+        for (index, (mail, key)) in fresh.into_iter().enumerate() {
+            self.events.push_back(CftpReceiverEvent::File(IncomingFile {
+                mail,
+                key,
+                connection,
+                updu_id,
+                ticket: CftpTicket {
+                    session: self.session,
+                    serial,
+                    index,
+                },
+            }));
+        }
+    }
+
+    fn duplicate(&mut self, message_id: String, key: DedupKey) {
+        self.stats.duplicates += 1;
+        self.events
+            .push_back(CftpReceiverEvent::Duplicate { message_id, key });
     }
 
     /// The spool holds the file's message durably: remember it for de-duplication and release
@@ -825,9 +978,8 @@ impl CftpReceiverSession {
         now: Instant,
         dedup: &mut DedupCache,
     ) -> Result<(), CftpSessionError> {
-        let pending = self.take(&ticket)?;
+        self.decide(&ticket, true, now, dedup)?;
         self.stats.accepted += 1;
-        self.acknowledge(pending, now, dedup);
         Ok(())
     }
 
@@ -840,16 +992,21 @@ impl CftpReceiverSession {
         now: Instant,
         dedup: &mut DedupCache,
     ) -> Result<(), CftpSessionError> {
-        let pending = self.take(&ticket)?;
+        self.decide(&ticket, true, now, dedup)?;
         self.stats.bounced += 1;
-        self.acknowledge(pending, now, dedup);
         Ok(())
     }
 
-    /// The file cannot be taken now (a transient problem): it is not acknowledged, so its sender
-    /// sends it again after its ack timeout.
-    pub fn deferred(&mut self, ticket: CftpTicket) -> Result<(), CftpSessionError> {
-        self.take(&ticket)?;
+    /// The message cannot be taken now (a transient problem): its file is not acknowledged, so
+    /// its sender sends it again after its ack timeout (the file's other messages that were
+    /// spooled meanwhile are then recognised as duplicates).
+    pub fn deferred(
+        &mut self,
+        ticket: CftpTicket,
+        now: Instant,
+        dedup: &mut DedupCache,
+    ) -> Result<(), CftpSessionError> {
+        self.decide(&ticket, false, now, dedup)?;
         self.stats.deferred += 1;
         Ok(())
     }
@@ -904,23 +1061,48 @@ impl CftpReceiverSession {
         self.stats
     }
 
-    fn take(&mut self, ticket: &CftpTicket) -> Result<Pending, CftpSessionError> {
+    /// Records the owner's decision on one message of a pending file: `spooled` (accepted or
+    /// bounced, so remembered for de-duplication) or deferred. Once every message of the file is
+    /// decided, the file is acknowledged, unless one was deferred.
+    fn decide(
+        &mut self,
+        ticket: &CftpTicket,
+        spooled: bool,
+        now: Instant,
+        dedup: &mut DedupCache,
+    ) -> Result<(), CftpSessionError> {
         if ticket.session != self.session {
             return Err(CftpSessionError::UnknownTicket);
         }
         let pending = self
             .pending
-            .remove(&ticket.serial)
+            .get_mut(&ticket.serial)
             .ok_or(CftpSessionError::UnknownTicket)?;
-        self.pending_keys.remove(&pending.key);
-        Ok(pending)
-    }
-
-    fn acknowledge(&mut self, pending: Pending, now: Instant, dedup: &mut DedupCache) {
-        dedup.insert(pending.key, now);
-        for (connection, updu_id) in pending.acks {
-            self.push_ack(crate::cftp::ack_pdu(connection, updu_id));
+        let key = pending
+            .waiting
+            .remove(&ticket.index)
+            .ok_or(CftpSessionError::UnknownTicket)?;
+        self.pending_keys.remove(&key);
+        if spooled {
+            pending.decided.push(key);
+        } else {
+            pending.deferred = true;
         }
+        if !pending.waiting.is_empty() {
+            return Ok(());
+        }
+        let Some(done) = self.pending.remove(&ticket.serial) else {
+            return Ok(());
+        };
+        for key in done.decided {
+            dedup.insert(key, now);
+        }
+        if !done.deferred {
+            for (connection, updu_id) in done.acks {
+                self.push_ack(crate::cftp::ack_pdu(connection, updu_id));
+            }
+        }
+        Ok(())
     }
 
     fn push_ack(&mut self, ack: Vec<u8>) {
@@ -1030,7 +1212,9 @@ mod tests {
         assert_eq!(tx.receive(t0, &first[0]), AckOutcome::NotAnAck);
         assert_eq!(
             tx.receive(t0, &ack_pdu(0, 0)),
-            AckOutcome::Acked { id: "Q1".into() }
+            AckOutcome::Acked {
+                ids: vec!["Q1".into()]
+            }
         );
         assert_eq!(tx.receive(t0, &ack_pdu(0, 0)), AckOutcome::Duplicate);
         let second = tx.poll_transmit(t0).unwrap();
@@ -1147,6 +1331,8 @@ mod tests {
         let settings = CftpSenderSettings {
             ack_timeout: timeout,
             max_transmissions: 1,
+            // One message per file: this is about U_PDU ids.
+            max_bundle: 1,
             ..CftpSenderSettings::skywave(200, 256)
         };
         let mut tx = CftpSender::new(settings).unwrap();
@@ -1248,7 +1434,11 @@ mod tests {
     fn deferred_files_are_not_acked_and_bounced_ones_are() {
         let t0 = Instant::now();
         let mut d = dedup();
-        let mut tx = CftpSender::new(CftpSenderSettings::skywave(100, 2)).unwrap();
+        let settings = CftpSenderSettings {
+            max_bundle: 1,
+            ..CftpSenderSettings::skywave(100, 2)
+        };
+        let mut tx = CftpSender::new(settings).unwrap();
         let mut rx = CftpReceiverSession::new(CftpReceiverSettings::default());
         tx.push(msg("Q1", b"one\r\n")).unwrap();
         tx.push(msg("Q2", b"two\r\n")).unwrap();
@@ -1260,7 +1450,7 @@ mod tests {
         assert_eq!(files.len(), 2);
         let second = files.pop().unwrap();
         let first = files.pop().unwrap();
-        rx.deferred(first.ticket).unwrap();
+        rx.deferred(first.ticket, t0, &mut d).unwrap();
         rx.bounced(second.ticket, t0, &mut d).unwrap();
         assert_eq!(rx.poll_transmit(), Some(ack_pdu(0, 1)));
         assert!(rx.poll_transmit().is_none());
@@ -1269,6 +1459,142 @@ mod tests {
         deliver(&mut tx, &mut rx, &mut d, t0 + DEFAULT_ACK_TIMEOUT);
         assert!(matches!(rx.poll_event(), Some(CftpReceiverEvent::File(_))));
         assert_eq!(rx.pending(), 1);
+    }
+
+    fn files(rx: &mut CftpReceiverSession) -> Vec<IncomingFile> {
+        std::iter::from_fn(|| rx.poll_event())
+            .filter_map(|e| match e {
+                CftpReceiverEvent::File(f) => Some(f),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_skywave_sender_bundles_queued_messages_into_one_file() {
+        let t0 = Instant::now();
+        let mut d = dedup();
+        let settings = CftpSenderSettings {
+            max_bundle: 3,
+            ..CftpSenderSettings::skywave(200, 8)
+        };
+        let mut tx = CftpSender::new(settings).unwrap();
+        let mut rx = CftpReceiverSession::new(CftpReceiverSettings::default());
+        for i in 0..5 {
+            tx.push(msg(&format!("Q{i}"), format!("body {i}\r\n").as_bytes()))
+                .unwrap();
+        }
+        deliver(&mut tx, &mut rx, &mut d, t0);
+        // Three messages in the first file, two in the second.
+        let s = tx.stats();
+        assert_eq!((s.files, s.messages), (2, 5));
+        let got = files(&mut rx);
+        assert_eq!(got.len(), 5);
+        assert_eq!(
+            got.iter().map(|f| f.updu_id).collect::<Vec<_>>(),
+            [0, 0, 0, 1, 1]
+        );
+        // The first file is acknowledged only when all three of its messages are spooled.
+        let mut got = got.into_iter();
+        for f in got.by_ref().take(2) {
+            rx.accepted(f.ticket, t0, &mut d).unwrap();
+        }
+        assert!(rx.poll_transmit().is_none(), "one message still undecided");
+        for f in got {
+            rx.accepted(f.ticket, t0, &mut d).unwrap();
+        }
+        let acks: Vec<Vec<u8>> = std::iter::from_fn(|| rx.poll_transmit()).collect();
+        assert_eq!(acks, [ack_pdu(0, 0), ack_pdu(0, 1)]);
+        assert_eq!(
+            tx.receive(t0, &acks[0]),
+            AckOutcome::Acked {
+                ids: vec!["Q0".into(), "Q1".into(), "Q2".into()]
+            }
+        );
+        tx.receive(t0, &acks[1]);
+        let outcomes: Vec<MessageResult> = std::iter::from_fn(|| tx.poll_outcome()).collect();
+        assert_eq!(outcomes.len(), 5);
+        assert!(outcomes.iter().all(|o| {
+            o.recipients
+                .iter()
+                .all(|(_, d)| matches!(d, Disposition::Delivered(_)))
+        }));
+        assert!(tx.is_idle());
+    }
+
+    #[test]
+    fn a_bundle_stops_at_its_byte_cap_and_a_standard_sender_never_bundles() {
+        let t0 = Instant::now();
+        let big = vec![b'x'; 700];
+        let mut body = big.clone();
+        body.extend_from_slice(b"\r\n");
+        let settings = CftpSenderSettings {
+            bundle_bytes: 2000,
+            ..CftpSenderSettings::skywave(4000, 8)
+        };
+        let mut tx = CftpSender::new(settings).unwrap();
+        for i in 0..3 {
+            tx.push(msg(&format!("Q{i}"), &body)).unwrap();
+        }
+        while tx.poll_transmit(t0).is_some() {}
+        // Two mail-files of ~750 bytes fit under 2000 bytes, a third does not.
+        assert_eq!((tx.stats().files, tx.stats().messages), (2, 3));
+        let mut tx = CftpSender::new(CftpSenderSettings::standard(4000)).unwrap();
+        for i in 0..3 {
+            tx.push(msg(&format!("Q{i}"), b"small\r\n")).unwrap();
+        }
+        while tx.poll_transmit(t0).is_some() {}
+        assert_eq!((tx.stats().files, tx.stats().messages), (1, 1));
+    }
+
+    #[test]
+    fn a_bundle_with_a_deferred_message_is_sent_again_and_only_that_one_is_offered() {
+        let t0 = Instant::now();
+        let mut d = dedup();
+        let mut tx = CftpSender::new(CftpSenderSettings::skywave(200, 8)).unwrap();
+        let mut rx = CftpReceiverSession::new(CftpReceiverSettings::default());
+        for i in 0..3 {
+            tx.push(msg(&format!("Q{i}"), format!("body {i}\r\n").as_bytes()))
+                .unwrap();
+        }
+        deliver(&mut tx, &mut rx, &mut d, t0);
+        let mut got = files(&mut rx);
+        assert_eq!(got.len(), 3);
+        let last = got.pop().unwrap();
+        for f in got {
+            rx.accepted(f.ticket, t0, &mut d).unwrap();
+        }
+        rx.deferred(last.ticket, t0, &mut d).unwrap();
+        assert!(
+            rx.poll_transmit().is_none(),
+            "a deferred message holds the ack"
+        );
+        assert_eq!(rx.pending(), 0);
+        // The sender's ack timeout: the whole bundle again, the two spooled messages are
+        // duplicates, the deferred one is offered again.
+        let t1 = t0 + DEFAULT_ACK_TIMEOUT;
+        tx.handle_timeout(t1);
+        deliver(&mut tx, &mut rx, &mut d, t1);
+        let events: Vec<CftpReceiverEvent> = std::iter::from_fn(|| rx.poll_event()).collect();
+        let dups = events
+            .iter()
+            .filter(|e| matches!(e, CftpReceiverEvent::Duplicate { .. }))
+            .count();
+        let again: Vec<IncomingFile> = events
+            .into_iter()
+            .filter_map(|e| match e {
+                CftpReceiverEvent::File(f) => Some(f),
+                _ => None,
+            })
+            .collect();
+        assert_eq!((dups, again.len()), (2, 1));
+        assert_eq!(again[0].mail.message, b"body 2\r\n");
+        assert!(rx.poll_transmit().is_none());
+        for f in again {
+            rx.accepted(f.ticket, t1, &mut d).unwrap();
+        }
+        let ack = rx.poll_transmit().unwrap();
+        assert!(matches!(tx.receive(t1, &ack), AckOutcome::Acked { ids } if ids.len() == 3));
     }
 
     #[test]

@@ -104,6 +104,12 @@ pub enum CftpError {
         /// Segment number expected, if the file was known.
         expected: Option<u16>,
     },
+    /// A bundle holds more mail-files than the receiver accepts in one file.
+    #[error("a CFTP file holds more than {max} mail-files")]
+    BundleTooLarge {
+        /// The limit.
+        max: usize,
+    },
     /// Too many files being reassembled at once.
     #[error("more than {max} CFTP files in progress from one peer")]
     TooManyFiles {

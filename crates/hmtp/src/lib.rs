@@ -62,7 +62,8 @@ pub mod stream;
 pub use cftp_session::{
     AckOutcome, CftpReceiverEvent, CftpReceiverSession, CftpReceiverSettings, CftpReceiverStats,
     CftpSender, CftpSenderSettings, CftpSenderStats, CftpSessionError, CftpTicket,
-    DEFAULT_SKYWAVE_IN_FLIGHT, IncomingFile, cftp_message_id,
+    DEFAULT_BUNDLE_BYTES, DEFAULT_SKYWAVE_BUNDLE, DEFAULT_SKYWAVE_IN_FLIGHT, IncomingFile,
+    cftp_message_id,
 };
 pub use client::{
     BatchMessage, BatchOutcome, ClientSettings, Disposition, HmtpClient, MessageResult, SessionEnd,

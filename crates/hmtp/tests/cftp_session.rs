@@ -249,6 +249,15 @@ fn corpus(n: usize, seed: u64) -> Vec<BatchMessage> {
         .collect()
 }
 
+/// Towards a skywave peer, but one message per file: these tests are about files, ids and
+/// acknowledgements (bundles have their own test below).
+fn one_message_per_file(mtu: usize, in_flight: usize) -> CftpSenderSettings {
+    CftpSenderSettings {
+        max_bundle: 1,
+        ..CftpSenderSettings::skywave(mtu, in_flight)
+    }
+}
+
 /// Every message with outcome Delivered was spooled exactly once, byte-identical; no message was
 /// spooled twice; every message has an outcome.
 fn check_at_most_once(messages: &[BatchMessage], run: &Run) {
@@ -309,7 +318,7 @@ fn delivers_exactly_once_over_a_lossy_duplicating_reordering_link() {
     ] {
         let settings = CftpSenderSettings {
             max_transmissions: 12,
-            ..CftpSenderSettings::skywave(mtu, in_flight)
+            ..one_message_per_file(mtu, in_flight)
         };
         let tx = CftpSender::new(settings).unwrap();
         let run = run(tx, &messages, random_faults(seed, 2 * rate, rate, rate));
@@ -336,6 +345,34 @@ fn delivers_exactly_once_over_a_lossy_duplicating_reordering_link() {
 }
 
 #[test]
+fn bundles_deliver_exactly_once_over_a_lossy_duplicating_reordering_link() {
+    let messages = corpus(40, 12);
+    for (in_flight, seed) in [(1, 5u64), (4, 6)] {
+        let settings = CftpSenderSettings {
+            max_transmissions: 12,
+            ..CftpSenderSettings::skywave(2048, in_flight)
+        };
+        let tx = CftpSender::new(settings).unwrap();
+        let r = run(tx, &messages, random_faults(seed, 20, 20, 20));
+        eprintln!(
+            "bundles, in_flight {in_flight}: {} files for {} messages, {} faults, {} duplicates",
+            r.file_ids.len(),
+            messages.len(),
+            r.link_faults,
+            r.duplicates
+        );
+        check_exactly_once(&messages, &r);
+        assert!(r.link_faults > 0);
+        // Bundled: far fewer files than messages, even counting the ones sent again.
+        assert!(
+            r.file_ids.len() < messages.len() / 2,
+            "{}",
+            r.file_ids.len()
+        );
+    }
+}
+
+#[test]
 fn several_files_in_flight_finish_sooner() {
     let messages = corpus(12, 5);
     let one = run(
@@ -344,7 +381,7 @@ fn several_files_in_flight_finish_sooner() {
         Box::new(|_, _, _| Fate::Deliver),
     );
     let four = run(
-        CftpSender::new(CftpSenderSettings::skywave(512, 4)).unwrap(),
+        CftpSender::new(one_message_per_file(512, 4)).unwrap(),
         &messages,
         Box::new(|_, _, _| Fate::Deliver),
     );
@@ -369,7 +406,7 @@ fn a_lost_ack_means_a_resent_file_that_is_delivered_once() {
                 Fate::Deliver
             }
         });
-        let tx = CftpSender::new(CftpSenderSettings::skywave(200, in_flight)).unwrap();
+        let tx = CftpSender::new(one_message_per_file(200, in_flight)).unwrap();
         let r = run(tx, &messages, fault);
         check_exactly_once(&messages, &r);
         assert_eq!(r.duplicates, 1, "the resent file is a duplicate");
@@ -428,7 +465,7 @@ fn updu_ids_wrap_around_without_reuse_in_flight() {
     for in_flight in [1, 4] {
         let settings = CftpSenderSettings {
             max_transmissions: 10,
-            ..CftpSenderSettings::skywave(2048, in_flight)
+            ..one_message_per_file(2048, in_flight)
         };
         let r = run(
             CftpSender::new(settings).unwrap(),
@@ -488,7 +525,7 @@ proptest! {
         let settings = CftpSenderSettings {
             max_transmissions: 4,
             ack_timeout: Duration::from_secs(100),
-            ..CftpSenderSettings::skywave(mtu, in_flight)
+            ..one_message_per_file(mtu, in_flight)
         };
         let r = run(
             CftpSender::new(settings).unwrap(),

@@ -1,7 +1,10 @@
 //! The link scheduler of one CFTP peer (SAP 12): mail files out, mail files in.
 //!
 //! CFTP has no sessions: each message is one gzipped mail file, sent as RCOPv1/BFTPv1 U_PDUs
-//! and acknowledged by the receiver once it holds the file (Annex F). The task keeps one
+//! and acknowledged by the receiver once it holds the file (Annex F). Towards a skywave peer
+//! the messages of a batch share files (bundles of up to `cftp_bundle`, compressed as one,
+//! see [`skywave_hmtp::cftp::encode_bundle`]); the receiving side takes bundles from anyone.
+//! The task keeps one
 //! [`CftpSender`] fed from the spool (priority order, `batch_bytes` at a time, one file in
 //! flight towards a standard peer, `cftp_files_in_flight` towards a skywave peer) and one
 //! [`CftpReceiverSession`] for files from the peer, whose acknowledgement leaves only after the
@@ -156,7 +159,7 @@ impl CftpLink {
                     AckOutcome::NotAnAck => {
                         st.receiver.receive(now, &b, &mut self.dedup.cache);
                     }
-                    AckOutcome::Acked { id } => debug!(queue_id = %id, "file acknowledged"),
+                    AckOutcome::Acked { ids } => debug!(queue_ids = ?ids, "file acknowledged"),
                     other => debug!(?other, "acknowledgement ignored"),
                 }
             }
@@ -189,7 +192,10 @@ impl CftpLink {
         }
         if st.sender.is_none() {
             let mut settings = if peer.skywave {
-                CftpSenderSettings::skywave(mtu, self.ctx.config.cftp_files_in_flight)
+                CftpSenderSettings {
+                    max_bundle: self.ctx.config.cftp_bundle,
+                    ..CftpSenderSettings::skywave(mtu, self.ctx.config.cftp_files_in_flight)
+                }
             } else {
                 CftpSenderSettings::standard(mtu)
             };
@@ -402,7 +408,9 @@ impl CftpLink {
                         }
                         Err(why) => {
                             warn!(cftp_id = %f.mail.message_id, reason = %why, "CFTP file not taken; not acknowledged, so the peer keeps it");
-                            if let Err(e) = st.receiver.deferred(f.ticket) {
+                            if let Err(e) =
+                                st.receiver.deferred(f.ticket, now, &mut self.dedup.cache)
+                            {
                                 warn!(error = %e, "CFTP bookkeeping failed");
                             }
                             false
