@@ -101,6 +101,27 @@ struct Cli {
     /// --channel); repeatable. A fleet's ships each hear the base through their own conditions.
     #[arg(long = "node-snr", value_name = "ADDR=DB")]
     node_snr: Vec<String>,
+    /// Link loss: retries of ARQ data to a peer that answers nothing before a node declares
+    /// the link lost, discards the ARQ U_PDUs for it (rejected, "destination node not
+    /// responding", to clients that asked for a confirm) and reports it on stderr; `never` to
+    /// retry for ever. Default 10, JNOS's TCP retry limit (see
+    /// `skywave_emu::node::DEFAULT_LINK_RETRIES`).
+    #[arg(long, value_name = "N|never", default_value = "10", value_parser = parse_link_retries)]
+    link_retries: LinkRetries,
+}
+
+/// `--link-retries`: a count, or never give up.
+#[derive(Debug, Clone, Copy)]
+struct LinkRetries(Option<u8>);
+
+fn parse_link_retries(text: &str) -> Result<LinkRetries, String> {
+    let text = text.trim();
+    if text.eq_ignore_ascii_case("never") {
+        return Ok(LinkRetries(None));
+    }
+    text.parse::<u8>()
+        .map(|n| LinkRetries(Some(n)))
+        .map_err(|_| format!("{text:?} is neither a number of retries (0-255) nor `never`"))
 }
 
 /// `--group GROUP=ADDR,...`, with the members as node indices.
@@ -245,6 +266,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     config.dup_filter = vec![cli.dup_filter; addresses.len()];
     config.segment_size = cli.segment_size;
     config.window = cli.window;
+    config.link_retries = cli.link_retries.0;
     if !(cli.max_transmission.is_finite() && cli.max_transmission > 0.0) {
         bail!("--max-transmission must be a positive number of seconds");
     }
@@ -287,6 +309,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         });
     }
+    // A node giving up on a peer is news for whoever runs the emulator by hand.
+    let mut links = subnet.watch_links();
+    tokio::spawn(async move {
+        while let Some(ev) = links.recv().await {
+            eprintln!("skywave-emu: {ev}");
+        }
+    });
     let sis_capture = match &cli.sis_pcap {
         Some(path) => Some(
             skywave_sis::client::PcapCapture::create(path)

@@ -6,7 +6,8 @@
 //! client bound on SAP 3 of node 0; the shore's SIS client (node 1, SAP 3) feeds them to the
 //! server session, which hands each complete message over (checked byte-identical here, with its
 //! envelope, then accepted as a spool would) and holds its replies until QUIT, then sends them
-//! back in one go. The run ends when the client has every outcome, or at the time limit.
+//! back in one go. The run ends when the client has every outcome, when a node declares the
+//! link lost (the session's U_PDUs are gone with it), or at the time limit.
 //!
 //! The server's SMTP idle and DATA timeouts are raised to an hour: a 300 s idle timer belongs to
 //! a LAN, and a real HF gateway configures its own; the benchmark measures the protocol.
@@ -25,8 +26,8 @@ use tokio::time::Instant;
 use crate::model::{Condition, HmtpCompression, RunResult, Workload};
 use crate::runner::{BenchError, RunDetail};
 use crate::stack::{
-    Outbox, SHIP, SHIP_NODE, SHORE, SHORE_NODE, bind, fill_counters, measure, settle, std_now,
-    subnet_config, time_limit,
+    LinkWatch, Outbox, SHIP, SHIP_NODE, SHORE, SHORE_NODE, bind, fill_counters, measure, settle,
+    std_now, subnet_config, time_limit,
 };
 
 /// SMTP idle and DATA timeouts of the benchmark's HMTP server (see the module docs).
@@ -67,6 +68,7 @@ pub(crate) async fn run(
     let (shore, mut shore_events, shore_mtu) = bind(&subnet, SHORE_NODE, SapId::HMTP).await?;
     let to_shore = Outbox::new(ship, SHORE, SapId::HMTP)?;
     let to_ship = Outbox::new(shore, SHIP, SapId::HMTP)?;
+    let mut links = LinkWatch::new(&subnet);
 
     let mut client_settings = ClientSettings::new("ship.example", mtu, compression(comp));
     if comp == HmtpCompression::DeflateDict {
@@ -108,6 +110,10 @@ pub(crate) async fn run(
                 Some(_) => {}
                 None => return Err(BenchError::Sis("the ship's SIS client ended".into())),
             },
+            _ = links.lost() => {
+                client.close();
+                break;
+            }
             () = tokio::time::sleep_until(server_deadline) => {
                 if Instant::now() >= limit {
                     client.close();

@@ -254,6 +254,53 @@ fn tcp_detail(r: crate::tcp::TcpRunReport) -> RunDetail {
 mod tests {
     use super::*;
 
+    /// The cliff for the 5066 scenarios: at 0 dB on ITU-R Good nothing gets through at
+    /// 2400 bit/s, and the run ends when the ship's node gives up on the link (its first
+    /// transmission and 10 retries unanswered) instead of at the time limit (4535 s here,
+    /// where both runs ended before link loss was built). Virtual time is deterministic, so
+    /// the figures are pinned: what `compare --scenarios hmtp-5066-deflate,smtp-tcp-5066 --snr
+    /// 0 --rate 2400 --channel good --sizes 14025 --seeds 1` prints.
+    #[test]
+    fn a_run_whose_link_is_lost_ends_there_and_reports_nothing_delivered() {
+        let cond = Condition {
+            channel: "good".into(),
+            snr_db: 0.0,
+            rate_bps: 2400,
+            interleaver: "short".into(),
+            seed: 1,
+            segment_size: crate::sweep::DEFAULT_SEGMENT,
+            modem: None,
+        };
+        let work = crate::workload::isode(14025, 1, 1).unwrap();
+        let limit = crate::stack::time_limit(&cond, &work).as_secs_f64();
+        assert!((limit - 4535.0).abs() < 0.1, "{limit}");
+        for (scenario, seconds) in [
+            (
+                Scenario::Hmtp5066 {
+                    compression: HmtpCompression::Deflate,
+                },
+                270.1,
+            ),
+            (
+                Scenario::SmtpTcp5066 {
+                    dup_filter: true,
+                    compression: SmtpCompression::None,
+                },
+                39.0,
+            ),
+        ] {
+            let tcp = scenario.default_profile().settings(cond.rate_bps);
+            let r = run(scenario, &cond, &tcp, &work).unwrap();
+            assert_eq!((r.delivered, r.expected), (0, 1), "{scenario}: {r:?}");
+            assert_eq!(r.transmissions, 11, "{scenario}: {r:?}");
+            assert!(
+                (r.seconds - seconds).abs() < 0.1,
+                "{scenario}: {} s, expected {seconds} s",
+                r.seconds
+            );
+        }
+    }
+
     #[test]
     fn scenario_names_round_trip() {
         for s in Scenario::ALL {

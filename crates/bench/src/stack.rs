@@ -1,7 +1,15 @@
 //! The emulated STANAG 5066 link the HF-native scenarios run over, and the plumbing they share:
 //! a two-node [`Subnet`] (ship = node 0, shore = node 1) built from a [`Condition`], real SIS
 //! clients bound on in-process connections, an outbox per client that respects the node's flow
-//! control, the paused tokio runtime each run gets, and the counters a [`RunResult`] takes.
+//! control, the watch on the link's loss that ends a run, the paused tokio runtime each run
+//! gets, and the counters a [`RunResult`] takes.
+//!
+//! A run is one contact. The U_PDUs carry no TTL (the node's default, which the emulator
+//! takes as infinite), so what ends a hopeless run is the emulated node giving up on its
+//! link ([`skywave_emu::net::SubnetConfig::link_retries`], left at its default): it discards
+//! the session's U_PDUs, so the session cannot complete, and the scenario stops there
+//! ([`LinkWatch`]) and reports what was delivered, as a gateway's session would fail and its
+//! spool retry later, instead of running to [`time_limit`].
 //!
 //! Sits between the scenario runners ([`crate::hmtp5066`], [`crate::cftp5066`]) and the emulator
 //! crate: nothing here knows about mail.
@@ -13,7 +21,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use skywave_emu::channel::ChannelConfig;
 use skywave_emu::modem::{DataRate, Generation, Interleaver, ModemConfig};
-use skywave_emu::net::{Counters, Subnet, SubnetConfig};
+use skywave_emu::net::{Counters, LinkEvent, NodeLinkEvent, Subnet, SubnetConfig};
 use skywave_sis::client::{Events, SendError};
 use skywave_sis::{
     Client, ClientConfig, NodeAddress, Priority, SapId, ServiceType, Ttl, UnidataRequest,
@@ -121,6 +129,33 @@ pub fn subnet_config(cond: &Condition) -> Result<SubnetConfig, BenchError> {
 
 fn address(bits: u32) -> Result<NodeAddress, BenchError> {
     NodeAddress::new(bits).map_err(|e| BenchError::Condition(format!("node address: {e}")))
+}
+
+/// Tells a scenario when a node of its subnetwork declared the link lost: from then on the
+/// session's U_PDUs that were in the ARQ are gone (see the module docs).
+pub(crate) struct LinkWatch {
+    rx: mpsc::UnboundedReceiver<NodeLinkEvent>,
+}
+
+impl LinkWatch {
+    /// Watches `subnet` from now on.
+    pub(crate) fn new(subnet: &Subnet) -> Self {
+        Self {
+            rx: subnet.watch_links(),
+        }
+    }
+
+    /// Resolves at the next link loss (never, once the subnetwork is gone). Cancel-safe: a
+    /// `select!` may drop it and call again.
+    pub(crate) async fn lost(&mut self) -> NodeLinkEvent {
+        loop {
+            match self.rx.recv().await {
+                Some(ev) if matches!(ev.event, LinkEvent::Lost { .. }) => return ev,
+                Some(_) => {}
+                None => std::future::pending::<()>().await,
+            }
+        }
+    }
 }
 
 /// Simulated time after which a run stops and reports what it delivered so far: an hour plus

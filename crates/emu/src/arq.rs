@@ -15,11 +15,21 @@
 //! acknowledges every FSN below it; the bitmap starts at RX LWE + 1.
 //!
 //! Both ends can be reset ([`ArqSender::reset`], [`ArqReceiver::reset`]) for the
-//! RESET/WIN-RESYNC recovery that the node ([`crate::node`]) runs.
+//! RESET/WIN-RESYNC recovery that the node ([`crate::node`]) runs, and the sender can forget
+//! everything ([`ArqSender::clear`]) when the node declares the link lost.
 //!
-//! Not here: expedited ARQ, DROP (discarding a C_PDU whose
-//! time-to-live expired), out-of-order delivery. The TX-WIN-UWE/LWE flags are set on the frames
-//! they belong to but not acted on by the receiver.
+//! DROP C_PDU ([ED3-C] §C.3.3, and the implementation note under §C.3.6, method 1): the sender
+//! can discard a C_PDU whose time to live ran out ([`ArqSender::drop_cpdu`]). One not yet
+//! segmented simply leaves the queue; one with frames in the window keeps their FSNs (the
+//! receiver's RX LWE can only move over every FSN), but each unacknowledged frame goes out
+//! again with the DROP C_PDU flag set and no segment data (SIZE OF SEGMENTED C_PDU 0). The
+//! receiver acknowledges such a frame like any other and discards whatever it held of that
+//! C_PDU ([`ArqReceiver::dropped`] counts them); the sender never reports the C_PDU as
+//! confirmed.
+//!
+//! Not here: expedited ARQ (the node runs it with one sender per C_PDU), out-of-order
+//! delivery. The TX-WIN-UWE/LWE flags are set on the frames they belong to but not acted on
+//! by the receiver.
 
 use crate::dpdu::{Ack, DataHeader, MAX_SEGMENT};
 use std::collections::{BTreeMap, VecDeque};
@@ -350,6 +360,57 @@ impl ArqSender {
     pub fn take_confirmed(&mut self) -> Vec<u64> {
         std::mem::take(&mut self.confirmed)
     }
+
+    /// Discards C_PDU `id` (its time to live ran out): if it was not segmented yet it just
+    /// leaves the queue; otherwise its unacknowledged frames keep their FSNs but lose their
+    /// data and carry DROP C_PDU, so the receiver throws away what it has of it and the
+    /// window still moves once the peer acknowledges them. It is never reported confirmed.
+    /// Returns what became of it.
+    pub fn drop_cpdu(&mut self, id: u64) -> Dropped {
+        if let Some(pos) = self.queue.iter().position(|(q, _)| *q == id) {
+            self.queue.remove(pos);
+            return Dropped::Unsent;
+        }
+        if self.pending.remove(&id).is_none() {
+            // Every segment acknowledged already (confirmed, or about to be), or unknown.
+            return Dropped::NotHeld;
+        }
+        self.confirmed.retain(|c| *c != id);
+        let mut frames = 0;
+        for o in self.outstanding.values_mut().filter(|o| o.cpdu == id) {
+            o.header.drop = true;
+            o.data.clear();
+            frames += 1;
+        }
+        Dropped::InWindow { frames }
+    }
+
+    /// Forgets everything, as a node does with a link it declared lost: queued and
+    /// unacknowledged C_PDUs alike are gone (nothing is reported confirmed) and the window
+    /// starts again at FSN 0, where the node's next RESET/WIN-RESYNC puts the peer's receive
+    /// window too.
+    pub fn clear(&mut self) {
+        self.queue.clear();
+        self.outstanding.clear();
+        self.pending.clear();
+        self.confirmed.clear();
+        self.tx_lwe = 0;
+        self.next_fsn = 0;
+    }
+}
+
+/// What [`ArqSender::drop_cpdu`] did with a C_PDU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dropped {
+    /// It was still queued, never segmented: nothing of it was on the air.
+    Unsent,
+    /// It had frames in the window: this many go (again) with DROP C_PDU and no data.
+    InWindow {
+        /// Its unacknowledged frames, now DROP frames.
+        frames: usize,
+    },
+    /// The sender no longer held it (all of it acknowledged, or an unknown id).
+    NotHeld,
 }
 
 /// Receiving side of one ARQ link.
@@ -363,8 +424,13 @@ pub struct ArqReceiver {
     held: BTreeMap<u8, (DataHeader, Vec<u8>)>,
     /// The C_PDU being reassembled from in-order segments.
     partial: Option<Vec<u8>>,
+    /// The C_PDU being passed over has been dropped by its sender (a DROP frame came before its
+    /// END): its remaining segments are discarded too.
+    dropping: bool,
     delivered: Vec<Vec<u8>>,
     duplicates: u64,
+    /// C_PDUs discarded because their sender set DROP C_PDU on a segment.
+    dropped: u64,
     max_cpdu: usize,
 }
 
@@ -377,8 +443,10 @@ impl ArqReceiver {
             rx_uwe: None,
             held: BTreeMap::new(),
             partial: None,
+            dropping: false,
             delivered: Vec::new(),
             duplicates: 0,
+            dropped: 0,
             max_cpdu,
         }
     }
@@ -391,6 +459,12 @@ impl ArqReceiver {
     /// Frames received again after they had already been received.
     pub fn duplicates(&self) -> u64 {
         self.duplicates
+    }
+
+    /// C_PDUs discarded so far because their sender set DROP C_PDU (their time to live ran
+    /// out at the sender).
+    pub fn dropped(&self) -> u64 {
+        self.dropped
     }
 
     /// Accept a data segment whose segment CRC was good. Returns whether its FSN was inside the
@@ -430,6 +504,21 @@ impl ArqReceiver {
     }
 
     fn reassemble(&mut self, header: &DataHeader, seg: Vec<u8>) {
+        if header.drop {
+            // [ED3-C] §C.3.3: discard this segment and everything received of its C_PDU. Its
+            // later segments (held ones included) follow without START and are passed over
+            // like those of any C_PDU whose beginning is missing. Count the C_PDU once, at
+            // its first DROP frame.
+            if header.start || !self.dropping {
+                self.dropped += 1;
+            }
+            self.partial = None;
+            self.dropping = !header.end;
+            return;
+        }
+        if header.start || header.end {
+            self.dropping = false;
+        }
         if header.start {
             // A START while a C_PDU is open means the open one lost its END: drop it.
             self.partial = Some(Vec::new());
@@ -466,6 +555,7 @@ impl ArqReceiver {
         self.rx_uwe = None;
         self.held.clear();
         self.partial = None;
+        self.dropping = false;
     }
 
     /// Complete C_PDUs received since the last call, in order.
@@ -519,6 +609,86 @@ mod tests {
             rx_lwe: 200,
             bitmap: Vec::new()
         }));
+    }
+
+    #[test]
+    fn a_dropped_cpdu_is_discarded_by_the_receiver_and_the_window_moves_on() {
+        let mut tx = ArqSender::new(4, 100).unwrap();
+        let a = tx.push(vec![1; 250]).unwrap(); // FSNs 0, 1, 2
+        let b = tx.push(vec![2; 50]).unwrap(); // FSN 3
+        let c = tx.push(vec![3; 50]).unwrap(); // waits: the window of 4 is full
+        let first = tx.next_segments(2); // FSNs 0 and 1 of `a` on the air
+        let mut rx = ArqReceiver::new(1000);
+        // FSN 0 arrives; FSN 1 is lost.
+        rx.on_segment(&first[0].header, &first[0].data);
+        assert!(tx.on_ack(&rx.ack()));
+        assert!(tx.take_confirmed().is_empty());
+        // `a` runs out of time: FSNs 1 and 2 become DROP frames without data, `c` (never
+        // segmented) just leaves the queue.
+        assert_eq!(tx.drop_cpdu(a), Dropped::InWindow { frames: 2 });
+        assert_eq!(tx.drop_cpdu(c), Dropped::Unsent);
+        assert_eq!(tx.drop_cpdu(c), Dropped::NotHeld);
+        let second = tx.next_segments(8);
+        let seen: Vec<(u8, bool, usize, bool)> = second
+            .iter()
+            .map(|s| (s.header.fsn, s.header.drop, s.data.len(), s.retransmission))
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (1, true, 0, true),
+                (2, true, 0, false),
+                (3, false, 50, false)
+            ]
+        );
+        // Through the real codec: a DROP frame has an empty segment.
+        let a0 = Address::new(1).unwrap();
+        for s in &second {
+            let wire = Dpdu::new(
+                a0,
+                a0,
+                Body::DataOnly {
+                    header: s.header,
+                    segment: s.data.clone(),
+                },
+            )
+            .encode()
+            .unwrap();
+            let Ok((
+                Dpdu {
+                    body: Body::DataOnly { header, segment },
+                    ..
+                },
+                _,
+            )) = Dpdu::decode(&wire)
+            else {
+                panic!("a DROP frame must decode");
+            };
+            rx.on_segment(&header, &segment);
+        }
+        // The receiver discards `a` (its first segment included) and delivers `b`.
+        assert_eq!(rx.take_delivered(), vec![vec![2; 50]]);
+        assert_eq!(rx.dropped(), 1);
+        // DROP frames are acknowledged like any other; only `b` is confirmed.
+        assert!(tx.on_ack(&rx.ack()));
+        assert_eq!(tx.take_confirmed(), vec![b]);
+        assert!(tx.is_idle());
+        assert_eq!((tx.tx_lwe(), rx.rx_lwe()), (4, 4));
+    }
+
+    #[test]
+    fn a_cleared_sender_starts_again_at_fsn_zero() {
+        let mut tx = ArqSender::new(8, 100).unwrap();
+        tx.push(vec![1; 150]).unwrap();
+        tx.push(vec![2; 50]).unwrap();
+        assert_eq!(tx.next_segments(1).len(), 1);
+        tx.clear();
+        assert!(tx.is_idle());
+        assert!(tx.take_confirmed().is_empty());
+        tx.push(vec![3; 10]).unwrap();
+        let segs = tx.next_segments(8);
+        assert_eq!((segs.len(), segs[0].header.fsn), (1, 0));
+        assert!(!segs[0].retransmission);
     }
 
     #[test]

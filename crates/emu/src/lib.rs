@@ -21,11 +21,12 @@
 //!   (`modem-required-snr.csv`), the fitted curves and the simulation that checks them.
 //! - [`crc`], [`dpdu`]: the STANAG 5066 Annex C CRCs and D_PDU codec: the bytes on the air.
 //! - [`cpdu`], [`spdu`]: Annex B C_PDUs and Annex A S_PDUs, carried inside D_PDU segments.
-//! - [`arq`]: the sans-IO Annex C selective-repeat ARQ core for one link (sender and receiver).
+//! - [`arq`]: the sans-IO Annex C selective-repeat ARQ core for one link (sender and receiver),
+//!   with DROP C_PDU.
 //! - [`node`]: one STANAG 5066 node, sans-IO: its clients' bindings and queues (priority,
-//!   TTL, flow control, optional duplicate filter), an ARQ link per peer with DATA-ACK and
-//!   RESET/WIN-RESYNC, expedited ARQ, non-ARQ to individual and group addresses, data-rate
-//!   change and counters. SIS requests, received D_PDU bytes and time in; one transmission's
+//!   TTL in the queue and in the ARQ, flow control, optional duplicate filter), an ARQ link
+//!   per peer with DATA-ACK, RESET/WIN-RESYNC and link loss, expedited ARQ, non-ARQ to
+//!   individual and group addresses, data-rate change and counters. SIS requests, received D_PDU bytes and time in; one transmission's
 //!   D_PDUs (planned on the modem) and the SIS primitives for its clients out.
 //! - [`net`]: the discrete-event scheduler that drives the nodes, as quinn drives
 //!   quinn-proto: tokio time (so virtual in paused tests), the shared half-duplex air and its
@@ -51,9 +52,18 @@
 //! peer answers RESET ACK; that is built. FULL RESET CMD and RESET TX WIN RQST are encoded and
 //! decoded by [`dpdu`] but no node sends them, and a node ignores them when received.
 //!
-//! Not here: Annex B link establishment (CAS-1; links are assumed made), hard links, the full
-//! reset and the transmit-window reset request (above), DROP of a C_PDU whose TTL ran out
-//! once in the ARQ, non-ARQ "with errors" delivery (served as plain non-ARQ).
+//! Giving up (built): a U_PDU whose TTL runs out in the ARQ is discarded, its unacknowledged
+//! frames sent with DROP C_PDU so that the receiver discards its part too, and rejected to a
+//! client that asked for a confirm (TTL expired); a node whose ARQ data to a peer goes
+//! unanswered for 1 + [`node::DEFAULT_LINK_RETRIES`] transmissions in a row (configurable,
+//! or off) declares the link lost, discards and rejects the ARQ U_PDUs for that peer, reports
+//! it ([`net::Subnet::watch_links`]) and starts the next contact with a RESET/WIN-RESYNC.
+//!
+//! Not here: Annex B link establishment (CAS-1; links are assumed made, and "lost" above is
+//! the node's own verdict, with no PHYSICAL LINK BREAK exchanged), hard links, the full reset
+//! and the transmit-window reset request (above), the second way Annex C offers to skip a
+//! dropped C_PDU (a RESET/WIN-RESYNC instead of DROP frames), non-ARQ "with errors" delivery
+//! (served as plain non-ARQ).
 
 pub mod arq;
 pub mod calibration;

@@ -41,6 +41,20 @@
 //! (two nodes keying up before either could hear the other) collide on the [`Air`] and are lost
 //! for everyone; colliding nodes back off a random (seeded) time.
 //!
+//! Giving up: a U_PDU's TTL applies in its node's queue and in the ARQ. One that runs out in
+//! the ARQ is never sent again; the frames of it the peer has not acknowledged go once more
+//! with DROP C_PDU and no data (Annex C's first method), the peer acknowledges them and
+//! discards what it held of that C_PDU, and the client gets S_UNIDATA_REQUEST_REJECTED (TTL
+//! expired) if it asked for a confirm. Link loss ([`SubnetConfig::link_retries`]): a node
+//! whose transmissions carrying ARQ data (or a RESET command) to a peer draw nothing it can
+//! decode from that peer, the first one and [`DEFAULT_LINK_RETRIES`] retries in a row,
+//! declares the link lost instead of retrying once more: it discards its transmit state for
+//! the peer and the ARQ U_PDUs for it, queued ones included (rejected, "destination node not
+//! responding", to clients that asked for a confirm), and the subnetwork reports a
+//! [`NodeLinkEvent`] ([`Subnet::watch_links`], [`Subnet::link_events`], and a count in
+//! [`NodeCounters::links_lost`]). A client that submits more for that peer starts a new
+//! contact: a RESET/WIN-RESYNC to FSN 0 first, then the data.
+//!
 //! Confirmations: a U_PDU sent with node delivery confirmation is confirmed
 //! (S_UNIDATA_REQUEST_CONFIRM) when the ARQ has acknowledged every segment of it. A U_PDU for a
 //! SAP nobody bound at the destination is decided there: the destination node sends a DATA
@@ -83,8 +97,9 @@
 //! Simplifications (said here so nobody relies on them): the Annex B link is assumed up (no
 //! CAS-1 exchanges); hard links are not modelled;
 //! non-ARQ "with errors" is served as plain non-ARQ; data-rate change ([`Drc`]) picks one
-//! rate per transmission (the slowest of the links it serves) and changes interleaver never; a U_PDU's TTL applies while it waits in its node's queue (once its segments are in
-//! the ARQ window it is sent until acknowledged: no DROP); and a node only senses the carrier
+//! rate per transmission (the slowest of the links it serves) and changes interleaver never; link loss is each node's own verdict (no CAS-1 PHYSICAL LINK BREAK
+//! is exchanged, and the peer finds out by its own count or by the RESET that comes next);
+//! and a node only senses the carrier
 //! between transmission rounds: a node that becomes ready while another transmits waits for
 //! the end of that transmission (plus switching time) rather than colliding with it.
 //! Collisions happen when nodes key up within one key-up time of each other.
@@ -124,8 +139,8 @@ use crate::modem::{Air, DataRate, ModemConfig, ModemError, TxId};
 use crate::node::{Node, NodeConfig, NodeError, NodeSetup, NodeTx, SendMode};
 
 pub use crate::node::{
-    Drc, Group, MAX_TRANSMISSION, NodeCounters, STALE_ACKS_RESET, UNANSWERED_STEP_DOWN,
-    UPDU_OVERHEAD, rate_ladder,
+    DEFAULT_LINK_RETRIES, Drc, Group, LinkEvent, MAX_TRANSMISSION, NodeCounters, STALE_ACKS_RESET,
+    UNANSWERED_STEP_DOWN, UPDU_OVERHEAD, rate_ladder,
 };
 
 /// Margin over the published required SNR that [`matched_rate`] keeps, dB.
@@ -198,6 +213,44 @@ pub struct SubnetConfig {
     pub groups: Vec<Group>,
     /// Channel conditions of particular ordered pairs (sender, receiver), instead of `channel`.
     pub link_channels: Vec<LinkChannel>,
+    /// Link loss: how many retries of ARQ data to a peer that answers nothing a node makes
+    /// before it declares the link lost, discards the ARQ U_PDUs for that peer (rejecting
+    /// them to clients that asked for a confirm) and reports it ([`Subnet::watch_links`]);
+    /// `None` never gives up. Default [`DEFAULT_LINK_RETRIES`] (10, JNOS's TCP retry limit;
+    /// see there for why not Annex C's 3).
+    pub link_retries: Option<u8>,
+}
+
+/// A [`LinkEvent`] of one node, as the subnetwork reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeLinkEvent {
+    /// The node whose view of the link changed (index).
+    pub node: usize,
+    /// What changed.
+    pub event: LinkEvent,
+}
+
+impl fmt::Display for NodeLinkEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.event {
+            LinkEvent::Lost {
+                peer,
+                at,
+                discarded,
+            } => write!(
+                f,
+                "{:9.3} s node {}: link to node {peer} lost (no answer), {discarded} U_PDUs discarded",
+                at.as_secs_f64(),
+                self.node
+            ),
+            LinkEvent::Regained { peer, at } => write!(
+                f,
+                "{:9.3} s node {}: node {peer} heard again",
+                at.as_secs_f64(),
+                self.node
+            ),
+        }
+    }
 }
 
 /// The channel of one direction between two nodes.
@@ -227,7 +280,8 @@ impl SubnetConfig {
 
     /// Defaults for these nodes, modem and channel: window 128, 1023-byte segments, 127.5 s
     /// maximum transmission, MTU 2048, flow limit 64, seed 1, response timeout of key-up +
-    /// preamble + two blocks + switching time.
+    /// preamble + two blocks + switching time, link lost after [`DEFAULT_LINK_RETRIES`]
+    /// unanswered retries.
     pub fn new(addresses: Vec<NodeAddress>, modem: ModemConfig, channel: ChannelConfig) -> Self {
         let block = modem.block_duration().unwrap_or(Duration::from_secs(1));
         let preamble = modem.preamble().unwrap_or(Duration::from_secs(1));
@@ -249,6 +303,7 @@ impl SubnetConfig {
             data_ack: true,
             groups: Vec::new(),
             link_channels: Vec::new(),
+            link_retries: Some(DEFAULT_LINK_RETRIES),
         }
     }
 }
@@ -358,7 +413,7 @@ impl fmt::Display for Counters {
         for (i, n) in self.nodes.iter().enumerate() {
             writeln!(
                 f,
-                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired, {} duplicates dropped, non-ARQ {} sent {} delivered {} incomplete, {} rate changes, {} DATA-ACK, {} resets ({} U_PDUs lost)",
+                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired ({} in the ARQ), {} C_PDUs dropped on DROP, {} duplicates dropped, non-ARQ {} sent {} delivered {} incomplete, {} rate changes, {} DATA-ACK, {} resets ({} U_PDUs lost), {} links lost ({} U_PDUs discarded)",
                 n.transmissions,
                 n.bytes_on_air,
                 n.dpdus_sent,
@@ -367,6 +422,8 @@ impl fmt::Display for Counters {
                 n.lost_dpdus,
                 n.delivered,
                 n.expired,
+                n.expired_in_arq,
+                n.cpdus_dropped,
                 n.duplicates_dropped,
                 n.non_arq_sent,
                 n.non_arq_delivered,
@@ -374,7 +431,9 @@ impl fmt::Display for Counters {
                 n.rate_changes,
                 n.data_acks,
                 n.resets,
-                n.reset_lost
+                n.reset_lost,
+                n.links_lost,
+                n.link_lost_updus
             )?;
         }
         Ok(())
@@ -486,15 +545,21 @@ struct Slot {
     clients: BTreeMap<u64, mpsc::UnboundedSender<Primitive>>,
     /// D_PDUs it sent that their addressee did not receive.
     lost_dpdus: u64,
+    /// Link events taken from the node, not yet reported ([`State::report_links`]).
+    link_events: Vec<LinkEvent>,
 }
 
 impl Slot {
-    /// Hands the node's pending SIS primitives to their connections.
+    /// Hands the node's pending SIS primitives to their connections, and sets its link
+    /// events aside for [`State::report_links`].
     fn flush_events(&mut self) {
         while let Some(ev) = self.node.poll_event() {
             if let Some(tx) = self.clients.get(&ev.conn) {
                 let _ = tx.send(ev.primitive);
             }
+        }
+        while let Some(ev) = self.node.poll_link_event() {
+            self.link_events.push(ev);
         }
     }
 }
@@ -557,6 +622,9 @@ pub(crate) struct State {
     arrivals: VecDeque<Arrival>,
     capture: Option<DpduCapture>,
     watchers: Vec<mpsc::UnboundedSender<TraceRecord>>,
+    /// Every link event so far, in order.
+    link_log: Vec<NodeLinkEvent>,
+    link_watchers: Vec<mpsc::UnboundedSender<NodeLinkEvent>>,
 }
 
 pub(crate) struct Shared {
@@ -658,6 +726,7 @@ impl Subnet {
             drc: config.drc,
             data_ack: config.data_ack,
             start_rate,
+            link_retries: config.link_retries,
         })?;
         let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
         let n = config.addresses.len();
@@ -683,6 +752,7 @@ impl Subnet {
                     not_before: Duration::ZERO,
                     clients: BTreeMap::new(),
                     lost_dpdus: 0,
+                    link_events: Vec::new(),
                 })
             })
             .collect::<Result<Vec<Slot>, NodeError>>()?;
@@ -705,6 +775,8 @@ impl Subnet {
             arrivals: VecDeque::new(),
             capture: None,
             watchers: Vec::new(),
+            link_log: Vec::new(),
+            link_watchers: Vec::new(),
         };
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
@@ -766,6 +838,20 @@ impl Subnet {
     pub fn watch_trace(&self) -> mpsc::UnboundedReceiver<TraceRecord> {
         let (tx, rx) = mpsc::unbounded_channel();
         self.shared.lock().watchers.push(tx);
+        rx
+    }
+
+    /// Every link event so far (a node declared its link to a peer lost, or heard the peer
+    /// again), in order.
+    pub fn link_events(&self) -> Vec<NodeLinkEvent> {
+        self.shared.lock().link_log.clone()
+    }
+
+    /// Every link event from now on, as it happens. At most one per node and peer per
+    /// transmission round.
+    pub fn watch_links(&self) -> mpsc::UnboundedReceiver<NodeLinkEvent> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.shared.lock().link_watchers.push(tx);
         rx
     }
 
@@ -913,6 +999,19 @@ impl State {
         for n in &mut self.nodes {
             n.node.handle_timeout(now);
             n.flush_events();
+        }
+        self.report_links();
+    }
+
+    /// Logs, keeps and hands to the watchers the link events the nodes raised.
+    fn report_links(&mut self) {
+        for (node, slot) in self.nodes.iter_mut().enumerate() {
+            for event in slot.link_events.drain(..) {
+                let ev = NodeLinkEvent { node, event };
+                tracing::info!("{ev}");
+                self.link_watchers.retain(|w| w.send(ev).is_ok());
+                self.link_log.push(ev);
+            }
         }
     }
 
@@ -1077,8 +1176,10 @@ impl State {
     fn build(&mut self, node: usize, t: Duration) -> Option<RoundTx> {
         let slot = self.nodes.get_mut(node)?;
         let sent = slot.node.poll_transmit(t);
-        // Feeding the ARQ may have released flow control or dropped U_PDUs.
+        // Feeding the ARQ may have released flow control or dropped U_PDUs, and the node may
+        // have declared a link lost.
         slot.flush_events();
+        self.report_links();
         let sent = sent?;
         let mut traced = Vec::with_capacity(sent.dpdus.len());
         for d in &sent.dpdus {
@@ -1206,6 +1307,7 @@ impl State {
             self.watchers.retain(|w| w.send(rt.record.clone()).is_ok());
             self.trace.push(rt.record);
         }
+        self.report_links();
         let now_end = self.counters.busy_until;
         self.air
             .forget_before(now_end.saturating_sub(Duration::from_secs(300)));

@@ -1,6 +1,11 @@
 //! The two IP links TCP runs over: the raw modem ([`skywave_emu::raw`]) and the STANAG 5066 IP
 //! client (datagrams as U_PDUs on SAP 9 through real SIS clients on an emulated
 //! [`Subnet`]). Station 0 is the ship (SMTP client), station 1 the shore (SMTP server).
+//!
+//! The 5066 link also says when one of its nodes declared the link lost
+//! ([`IpLink::link_lost`]): the run ends there, as the HMTP runs do (see [`crate::stack`]).
+//! TCP would retransmit into a new contact; the benchmark counts one contact per run, and
+//! leaves later contacts to the gateway's spool retries.
 
 use std::time::Duration;
 
@@ -15,6 +20,7 @@ use skywave_sis::{
 use tokio::sync::mpsc;
 
 use super::TcpBenchError;
+use crate::stack::LinkWatch;
 
 /// A datagram the link delivered: (receiving station, bytes).
 pub(crate) type Arrival = (usize, Vec<u8>);
@@ -33,6 +39,9 @@ pub(crate) struct S5066Ip {
     priority: Priority,
     arrivals: mpsc::UnboundedReceiver<Arrival>,
     _forwarders: [tokio::task::JoinHandle<()>; 2],
+    links: LinkWatch,
+    /// A node declared the link lost.
+    lost: bool,
 }
 
 impl Drop for S5066Ip {
@@ -110,7 +119,10 @@ impl IpLink {
             return Err(TcpBenchError::Sis("expected two nodes".into()));
         };
         let priority = Priority::new(0).map_err(|e| TcpBenchError::Sis(e.to_string()))?;
+        let links = LinkWatch::new(&subnet);
         Ok(IpLink::S5066(Box::new(S5066Ip {
+            links,
+            lost: false,
             subnet,
             clients,
             addresses,
@@ -184,6 +196,7 @@ impl IpLink {
                 let wait = deadline.saturating_sub(s.subnet.now());
                 tokio::select! {
                     a = s.arrivals.recv() => got.extend(a),
+                    _ = s.links.lost(), if !s.lost => s.lost = true,
                     () = tokio::time::sleep(wait) => {}
                 }
                 while let Ok(a) = s.arrivals.try_recv() {
@@ -191,6 +204,15 @@ impl IpLink {
                 }
                 got
             }
+        }
+    }
+
+    /// Whether a node of the 5066 link declared it lost during a [`IpLink::wait`] (never on
+    /// the raw modem, which has no ARQ to give up).
+    pub(crate) fn link_lost(&self) -> bool {
+        match self {
+            IpLink::Raw(_) => false,
+            IpLink::S5066(s) => s.lost,
         }
     }
 

@@ -198,6 +198,9 @@ pub struct TcpRunReport {
     pub completed: bool,
     /// A host's TCP gave up on the connection ([`crate::model::GiveUp`]).
     pub tcp_gave_up: bool,
+    /// A node of the 5066 link declared the link lost, which ended the run (never on the raw
+    /// modem).
+    pub link_lost: bool,
     /// Messages the SMTP client saw accepted for every recipient.
     pub client_confirmed: usize,
 }
@@ -549,9 +552,14 @@ async fn drive(
                 h.deliver(d);
             }
         }
+        if link.link_lost() {
+            // The ARQ gave up and discarded the datagrams it held: this contact is over.
+            break;
+        }
     }
 
-    // Completed: the last ACK's arrival. Otherwise: where the time limit stopped the run.
+    // Completed: the last ACK's arrival. Otherwise: where the time limit, a TCP giving up or
+    // the link's loss stopped the run.
     let end = if completed { last_arrival } else { link.now() };
     let syn = first_syn.unwrap_or(start);
     let connection = end.saturating_sub(syn);
@@ -585,6 +593,7 @@ async fn drive(
         xlzw: client.session.compression(),
         completed,
         tcp_gave_up: hosts.iter().any(Host::gave_up),
+        link_lost: link.link_lost(),
         ..TcpRunReport::default()
     };
     report.client_confirmed = client.accepted;

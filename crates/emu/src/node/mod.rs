@@ -15,18 +15,28 @@
 //! The calls, in the order a driver makes them:
 //! - [`Node::bind`], [`Node::unbind`], [`Node::submit`]: a client's SIS primitives (already
 //!   decoded, and checked against the MTU by the SIS server).
-//! - [`Node::handle_timeout`] at "now": drops U_PDUs whose TTL ran out and non-ARQ C_PDUs
-//!   whose reception window closed; [`Node::poll_timeout`] says when a TTL runs out next.
+//! - [`Node::handle_timeout`] at "now": drops U_PDUs whose TTL ran out, queued or in the
+//!   ARQ (DROP C_PDU for what the peer has not acknowledged), and non-ARQ C_PDUs whose
+//!   reception window closed; [`Node::poll_timeout`] says when a TTL runs out next.
 //! - [`Node::has_work`], then [`Node::poll_transmit`] when the driver lets the node key up:
 //!   the D_PDUs of one transmission (at most one maximum transmission's bytes at the rate the
-//!   node picks), planned on the modem and encoded.
+//!   node picks), planned on the modem and encoded. A link whose ARQ data went unanswered
+//!   [`NodeConfig::link_retries`] times too often is declared lost there first.
 //! - [`Node::transmission_collided`] if that transmission was lost on the air for everyone.
 //! - [`Node::receive_dpdus`] with the D_PDUs a transmission from another node delivered to
 //!   this one, as each is decoded (bytes, each with the time its first interleaver block
 //!   started), then [`Node::end_of_transmission`] when it ends; [`Node::handle_heard`] does
 //!   both for a whole transmission at once.
 //! - [`Node::poll_event`] after any of these: the SIS primitives for its clients
-//!   (indications, confirms, rejections, flow control), each addressed to a connection.
+//!   (indications, confirms, rejections, flow control), each addressed to a connection; and
+//!   [`Node::poll_link_event`]: links declared lost, or heard again.
+//!
+//! Built: TTL in the queue and in the ARQ (DROP C_PDU, [ED3-C] §C.3.3), link loss after
+//! unanswered retries (rejections with "destination node not responding", a RESET/WIN-RESYNC
+//! at the next contact). Not built: CAS-1 link making and breaking (the link to every node is
+//! assumed up, so "lost" is this node's verdict only and no PHYSICAL LINK BREAK is sent),
+//! hard links, FULL RESET CMD and RESET TX WIN RQST, a DROP flag for expedited data (Annex C
+//! has none: an expedited U_PDU whose TTL ran out is just abandoned), non-ARQ "with errors".
 //!
 //! Nodes and groups are named by their index in the subnetwork's address list
 //! ([`NodeConfig::addresses`]); group `g` of [`NodeConfig::groups`] is destination
@@ -66,6 +76,24 @@ pub const STALE_ACKS_RESET: u8 = 2;
 
 /// Data transmissions without any ACK after which an adaptive sender lowers its rate.
 pub const UNANSWERED_STEP_DOWN: u8 = 3;
+
+/// Default of [`NodeConfig::link_retries`]: a node that has sent ARQ data to a peer and then
+/// ten more times (eleven transmissions in a row) without decoding anything from it declares
+/// the link lost.
+///
+/// Where the count comes from: STANAG 5066 makes it a "configurable parameter" everywhere
+/// (Annex B repeats PHYSICAL LINK REQUEST and BREAK "a maximum number of times (left as a
+/// configuration parameter)" before declaring the link failed or broken) and states one
+/// default, 3, for the Annex C data-rate-change procedure, whose management message is
+/// retried 3 times before D_CONNECTION_LOST (`reference/s5066-sis.md` §4.4). That message is
+/// one short D_PDU repeated to fill the interleaver; ARQ data is not, and with 3 the node
+/// gave up on links that were still delivering (on AWGN at 3 dB and 1200 bit/s, where most
+/// transmissions lose every 1023-byte segment, HMTP delivered 1 run of 5 instead of 5 of 5).
+/// 10 is the retry limit of JNOS's TCP (`tcp retries`, `DEF_RETRIES` 10 in `iftcp.h`,
+/// `reference/hf-emulator.md` §5), the HF stack the benchmark's `jnos-1998` profile models:
+/// its connection resets on the timeout after its tenth consecutive unanswered retry, so the
+/// 5066 node and that TCP give up after the same number of silent tries.
+pub const DEFAULT_LINK_RETRIES: u8 = 10;
 
 /// Data-rate change policy (the modem rate of each link, per direction).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -129,6 +157,16 @@ pub struct NodeCounters {
     pub delivered: u64,
     /// U_PDUs dropped because their TTL expired before they entered the ARQ.
     pub expired: u64,
+    /// U_PDUs whose TTL expired once they were in the ARQ (normal or expedited): never sent
+    /// again; the frames of theirs the peer had not acknowledged went with DROP C_PDU.
+    pub expired_in_arq: u64,
+    /// C_PDUs this node's ARQ receivers discarded because their sender set DROP C_PDU.
+    pub cpdus_dropped: u64,
+    /// Times this node declared its link to a peer lost ([`NodeConfig::link_retries`]).
+    pub links_lost: u64,
+    /// ARQ U_PDUs (in the ARQ or queued for it) discarded when their link was declared lost;
+    /// those that asked for a confirm were rejected.
+    pub link_lost_updus: u64,
     /// U_PDUs dropped by the duplicate-datagram filter ([`crate::net::SubnetConfig::dup_filter`]).
     pub duplicates_dropped: u64,
     /// U_PDUs this node sent in non-ARQ mode (each counted once, whatever its copies).
@@ -142,8 +180,9 @@ pub struct NodeCounters {
     pub rate_changes: u64,
     /// DATA-ACK D_PDUs (type 2) sent: data frames carrying an acknowledgement.
     pub data_acks: u64,
-    /// RESET/WIN-RESYNC exchanges this node started (its ACKs for a peer's window kept
-    /// falling outside what it had sent).
+    /// RESET/WIN-RESYNC exchanges this node started: its ACKs for a peer's window kept
+    /// falling outside what it had sent, or it had data for a peer again after it declared
+    /// the link to it lost.
     pub resets: u64,
     /// U_PDUs this node had on the air when it reset its transmit window: their delivery is
     /// unknown, so they were rejected to their clients instead of being sent again.
@@ -180,6 +219,12 @@ pub struct NodeConfig {
     /// The rate every link starts at, if the maximum transmission holds a segment at it (the
     /// driver passes [`crate::net::matched_rate`] for [`Drc::Matched`]); else the modem's.
     pub start_rate: Option<DataRate>,
+    /// Link loss: after a transmission carrying ARQ data (or a RESET command) to a peer, this
+    /// many more in a row, each without the node decoding anything from that peer in between,
+    /// make the node declare the link lost when it would send the next one (see
+    /// [`Node::poll_transmit`]); `None`: never (the ARQ retries for ever). Default
+    /// [`DEFAULT_LINK_RETRIES`].
+    pub link_retries: Option<u8>,
 }
 
 /// A node configuration could not be used.
@@ -469,6 +514,38 @@ struct Link {
     next_reset_id: u8,
     /// The peer commanded a reset with this RESET FRAME ID: answer RESET ACK.
     reset_ack_owed: Option<u8>,
+    /// Transmissions in a row that carried ARQ data or a RESET command to the peer since this
+    /// node last decoded anything from it (link loss, [`NodeConfig::link_retries`]).
+    silent: u8,
+    /// The link was declared lost and the transmit window restarted at 0: the next data for
+    /// the peer waits behind a RESET/WIN-RESYNC that puts the peer's receive window there.
+    resync: bool,
+    /// Declared lost and not heard from since (for [`LinkEvent::Regained`]).
+    down: bool,
+}
+
+/// A change in a node's view of its link to a peer, for its driver to report (the SIS has no
+/// primitive for a soft link's state: the clients learn of it from the rejections).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkEvent {
+    /// The node declared its link to `peer` lost at `at` ([`NodeConfig::link_retries`]
+    /// transmissions went unanswered): its ARQ state for the peer is gone and `discarded`
+    /// ARQ U_PDUs with it (rejected to the clients that asked for a confirm).
+    Lost {
+        /// The peer (node index).
+        peer: usize,
+        /// When (simulated time).
+        at: Duration,
+        /// ARQ U_PDUs discarded: in the ARQ, or queued for it.
+        discarded: usize,
+    },
+    /// The node decoded something from `peer` again, at `at`, after declaring the link lost.
+    Regained {
+        /// The peer (node index).
+        peer: usize,
+        /// When its first interleaver block started.
+        at: Duration,
+    },
 }
 
 /// One STANAG 5066 node (see the module documentation).
@@ -494,6 +571,7 @@ pub struct Node {
     next_seq: u64,
     counters: NodeCounters,
     events: VecDeque<ClientEvent>,
+    link_events: VecDeque<LinkEvent>,
 }
 
 impl Node {
@@ -533,6 +611,9 @@ impl Node {
                     reset_out: None,
                     next_reset_id: 0,
                     reset_ack_owed: None,
+                    silent: 0,
+                    resync: false,
+                    down: false,
                 },
             );
         }
@@ -551,6 +632,7 @@ impl Node {
             next_seq: 0,
             counters: NodeCounters::default(),
             events: VecDeque::new(),
+            link_events: VecDeque::new(),
         })
     }
 
@@ -567,6 +649,11 @@ impl Node {
     /// The next SIS primitive for a client, in the order they arose.
     pub fn poll_event(&mut self) -> Option<ClientEvent> {
         self.events.pop_front()
+    }
+
+    /// The next change in the node's links (lost, regained), in the order they arose.
+    pub fn poll_link_event(&mut self) -> Option<LinkEvent> {
+        self.link_events.pop_front()
     }
 
     /// Binds `sap` for connection `conn`; `false` if another connection holds it.
@@ -719,10 +806,11 @@ impl Node {
         Ok(())
     }
 
-    /// Drops queued U_PDUs whose TTL ran out by `now` (rejecting those that asked for a
-    /// confirm), and non-ARQ C_PDUs whose reception window closed (counted incomplete if they
-    /// were not delivered).
+    /// Drops U_PDUs whose TTL ran out by `now`, queued or already in the ARQ (rejecting those
+    /// that asked for a confirm; see [`Node::expire_in_arq`]), and non-ARQ C_PDUs whose
+    /// reception window closed (counted incomplete if they were not delivered).
     pub fn handle_timeout(&mut self, now: Duration) {
+        self.expire_in_arq(now);
         let before = self.non_arq_in.len();
         let mut incomplete = 0;
         self.non_arq_in.retain(|_, p| {
@@ -751,11 +839,134 @@ impl Node {
         }
     }
 
-    /// When the TTL of a queued U_PDU runs out next ([`Node::handle_timeout`] then). Non-ARQ
-    /// reception windows are not timers: they close whenever the node is next handled after
-    /// them.
+    /// When the TTL of a U_PDU, queued or in the ARQ, runs out next ([`Node::handle_timeout`]
+    /// then). Non-ARQ reception windows are not timers: they close whenever the node is next
+    /// handled after them.
     pub fn poll_timeout(&self) -> Option<Duration> {
-        self.queue.iter().filter_map(|q| q.deadline).min()
+        let in_arq = self.links.values().flat_map(|l| {
+            l.unconfirmed
+                .values()
+                .map(|a| &a.q)
+                .chain(l.exp_out.as_ref().map(|e| &e.q))
+        });
+        self.queue
+            .iter()
+            .chain(in_arq)
+            .filter_map(|q| q.deadline)
+            .min()
+    }
+
+    /// U_PDUs in the ARQ whose TTL ran out by `now`: normal ones are dropped from their
+    /// sender ([`crate::arq::ArqSender::drop_cpdu`]: frames not yet acknowledged go with DROP
+    /// C_PDU and no data, so the peer discards what it has of them and does not wait for the
+    /// rest), expedited ones are abandoned (their D_PDU has no DROP flag; the peer's partial
+    /// C_PDU is replaced by the next expedited C_PDU, whose C_PDU ID differs). Their clients
+    /// get S_UNIDATA_REQUEST_REJECTED, TTL expired, if they asked for a confirm, as for a
+    /// U_PDU that expired in the queue. A U_PDU whose every frame had arrived but whose ACK
+    /// had not is rejected too, though delivered: the sender cannot know.
+    fn expire_in_arq(&mut self, now: Duration) {
+        let node = self.index;
+        let due = |q: &Queued| q.deadline.is_some_and(|d| d <= now);
+        let mut dead: Vec<InArq> = Vec::new();
+        for (&peer, link) in self.links.iter_mut() {
+            let ids: Vec<u64> = link
+                .unconfirmed
+                .iter()
+                .filter(|(_, a)| due(&a.q))
+                .map(|(&id, _)| id)
+                .collect();
+            for id in ids {
+                let Some(a) = link.unconfirmed.remove(&id) else {
+                    continue;
+                };
+                let what = link.sender.drop_cpdu(id);
+                tracing::debug!(
+                    node,
+                    peer,
+                    seq = a.q.seq,
+                    ?what,
+                    "U_PDU TTL expired in the ARQ"
+                );
+                dead.push(a);
+            }
+            if link.exp_out.as_ref().is_some_and(|e| due(&e.q))
+                && let Some(e) = link.exp_out.take()
+            {
+                tracing::debug!(
+                    node,
+                    peer,
+                    seq = e.q.seq,
+                    "expedited U_PDU TTL expired in the ARQ"
+                );
+                dead.push(InArq {
+                    q: e.q,
+                    failed: e.failed,
+                });
+            }
+        }
+        self.counters.expired_in_arq += dead.len() as u64;
+        for a in dead {
+            // One already refused by the destination (DATA DELIVERY FAIL) had its rejection.
+            if a.q.confirm && !a.failed {
+                self.reject(&a.q, UnidataRejectReason::TtlExpired);
+            }
+            self.dequeued(&a.q);
+        }
+    }
+
+    /// Declares the link to `peer` lost at `at`: its transmit side (normal and expedited) is
+    /// discarded and restarts from FSN 0, to be realigned by a RESET/WIN-RESYNC when data for
+    /// the peer comes again; the ARQ U_PDUs for the peer, in the ARQ and queued for it alike,
+    /// are discarded and those that asked for a confirm rejected with "destination node not
+    /// responding" (Annex A reason 3: of the five reasons, the one that says the peer did not
+    /// answer; "TTL expired" would blame the client's TTL). Queued ones go too: behind lost
+    /// U_PDUs of the same client stream they would deliver a stream with a hole, and they
+    /// would only start the same futile retries again. Non-ARQ U_PDUs stay (nothing answers
+    /// them anyway). The receive side is kept: it follows the peer's sender, which realigns
+    /// it with its own RESET if it lost its state too.
+    fn lose_link(&mut self, peer: usize, at: Duration) {
+        let node = self.index;
+        let Some(link) = self.links.get_mut(&peer) else {
+            return;
+        };
+        link.sender.clear();
+        let mut gone: Vec<InArq> = std::mem::take(&mut link.unconfirmed)
+            .into_values()
+            .collect();
+        if let Some(e) = link.exp_out.take() {
+            gone.push(InArq {
+                q: e.q,
+                failed: e.failed,
+            });
+        }
+        link.reset_out = None;
+        link.resync = true;
+        link.down = true;
+        link.silent = 0;
+        link.unanswered = 0;
+        link.stale_acks = 0;
+        link.drc_request = None;
+        let (queued, keep): (Vec<Queued>, Vec<Queued>) = std::mem::take(&mut self.queue)
+            .into_iter()
+            .partition(|q| q.dest == peer && q.non_arq.is_none());
+        self.queue = keep;
+        gone.extend(queued.into_iter().map(|q| InArq { q, failed: false }));
+        gone.sort_by_key(|a| a.q.seq);
+        let discarded = gone.len();
+        tracing::info!(node, peer, discarded, "link lost: no answer from the peer");
+        self.counters.links_lost += 1;
+        self.counters.link_lost_updus += discarded as u64;
+        for a in gone {
+            if a.q.confirm && !a.failed {
+                self.reject(&a.q, UnidataRejectReason::DestinationNodeNotResponding);
+            }
+            self.dequeued(&a.q);
+        }
+        self.link_events.push_back(LinkEvent::Lost {
+            peer,
+            at,
+            discarded,
+        });
     }
 
     /// Whether the node has anything to send: queued U_PDUs, non-ARQ frames, ACKs or resets

@@ -13,7 +13,7 @@ use crate::dpdu::{Body, DataHeader, Dpdu, Eow, Reset};
 use crate::modem::DataRate;
 use crate::spdu::Spdu;
 
-use super::{Drc, InArq, Kind, Node, NonArqIn, Queued, STALE_ACKS_RESET, UPDU_OVERHEAD};
+use super::{Drc, InArq, Kind, LinkEvent, Node, NonArqIn, Queued, STALE_ACKS_RESET, UPDU_OVERHEAD};
 
 /// What one transmission from another node delivered to this one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +61,8 @@ impl Node {
     /// this node cannot send before the transmission ends anyway). Whether any D_PDU decoded.
     pub fn receive_dpdus(&mut self, sender: usize, dpdus: Vec<(Duration, Vec<u8>)>) -> bool {
         let mut got_any = false;
+        // When the first D_PDU this node decoded from the transmission started.
+        let mut heard_at: Option<Duration> = None;
         let mut data: Vec<Dpdu> = Vec::new();
         let mut acks: Vec<Dpdu> = Vec::new();
         let mut non_arq: Vec<(Duration, Dpdu)> = Vec::new();
@@ -71,6 +73,7 @@ impl Node {
             match Dpdu::decode(&bytes) {
                 Ok((d, _)) => {
                     got_any = true;
+                    heard_at.get_or_insert(at);
                     if d.eow != Eow::NONE {
                         eows.push(d.eow);
                     }
@@ -94,6 +97,15 @@ impl Node {
             }
         }
         let had_data = !data.is_empty();
+        if let (Some(at), Some(l)) = (heard_at, self.links.get_mut(&sender)) {
+            // The peer is alive: whatever this node sent it so far was not sent into silence.
+            l.silent = 0;
+            if l.down {
+                l.down = false;
+                self.link_events
+                    .push_back(LinkEvent::Regained { peer: sender, at });
+            }
+        }
         self.on_drc_eows(sender, &eows);
         self.on_resets(sender, &resets);
         self.on_expedited(sender, exp);
@@ -386,6 +398,7 @@ impl Node {
         let Some(link) = self.links.get_mut(&sender) else {
             return;
         };
+        let dropped_before = link.receiver.dropped();
         for d in &data {
             if let Body::DataOnly { header, segment }
             | Body::DataAck {
@@ -395,6 +408,7 @@ impl Node {
                 link.receiver.on_segment(header, segment);
             }
         }
+        self.counters.cpdus_dropped += link.receiver.dropped() - dropped_before;
         let cpdus = link.receiver.take_delivered();
         self.on_cpdus(sender, cpdus, Kind::Arq);
     }

@@ -11,9 +11,10 @@ use skywave_sis::{
 };
 
 use super::{
-    ClientEvent, Drc, Group, Heard, Node, NodeConfig, NodeSetup, NodeTx, SendMode, fair_shares,
+    ClientEvent, Drc, Group, Heard, LinkEvent, Node, NodeConfig, NodeSetup, NodeTx, SendMode,
+    fair_shares,
 };
-use crate::dpdu::Dpdu;
+use crate::dpdu::{Body, Dpdu};
 use crate::modem::{DataRate, Interleaver, ModemConfig};
 
 const A: u32 = 0x0102_0304;
@@ -52,6 +53,7 @@ fn node_config(addresses: Vec<NodeAddress>) -> NodeConfig {
         drc: Drc::Fixed,
         data_ack: true,
         start_rate: None,
+        link_retries: Some(super::DEFAULT_LINK_RETRIES),
     }
 }
 
@@ -490,6 +492,239 @@ fn a_unidata_whose_ttl_runs_out_in_the_queue_is_rejected() {
     assert_eq!(a.counters().expired, 1);
     assert!(!a.has_work());
     assert_eq!(a.poll_timeout(), None);
+}
+
+/// The client primitives of `events` that are rejections, as (reason, U_PDU bytes).
+fn rejections(events: &[ClientEvent]) -> Vec<(UnidataRejectReason, Vec<u8>)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.primitive {
+            Primitive::UnidataRequestRejected(r) => Some((r.reason, r.updu_part.to_vec())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The U_PDUs among the indications of `events`.
+fn indications(events: &[ClientEvent]) -> Vec<Vec<u8>> {
+    events
+        .iter()
+        .filter_map(|e| match &e.primitive {
+            Primitive::UnidataIndication(i) => Some(i.updu.to_vec()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_unidata_whose_ttl_runs_out_in_the_arq_is_dropped_on_both_sides_and_rejected() {
+    let (mut a, mut b) = pair();
+    // Two segments (2000 + 4 bytes), with a TTL of 60 s; then a second U_PDU without one.
+    let late = payload(2000);
+    let req = UnidataRequest {
+        ttl: Ttl::from_secs(60).unwrap(),
+        ..request(B, &late)
+    };
+    a.submit(Duration::ZERO, CONN[0], sap(), &req, ARQ).unwrap();
+    a.submit(Duration::ZERO, CONN[0], sap(), &request(B, b"after"), ARQ)
+        .unwrap();
+    let tx = a.poll_transmit(Duration::ZERO).unwrap();
+    assert_eq!(types(&tx), [0, 0, 0]);
+    // The second segment of the first U_PDU is lost: B holds its first segment and the
+    // second U_PDU (FSN 2), which in-order delivery keeps behind the gap.
+    hear(&tx, 0, &mut b, 1, &[1]);
+    assert!(events(&mut b).is_empty());
+    hear(&b.poll_transmit(secs(30)).unwrap(), 1, &mut a, 0, &[]);
+    // The selective ACK covers all of "after" (node delivery confirmation is the ARQ's),
+    // not the first U_PDU.
+    let got = events(&mut a);
+    assert!(matches!(
+        &got[..],
+        [ClientEvent { primitive: Primitive::UnidataRequestConfirm(c), .. }] if c.updu_part.as_ref() == b"after"
+    ));
+    // The TTL is a timer of the node even once the U_PDU is in the ARQ.
+    assert_eq!(a.poll_timeout(), Some(secs(60)));
+    a.handle_timeout(secs(59));
+    assert!(events(&mut a).is_empty());
+    a.handle_timeout(secs(60));
+    assert_eq!(
+        rejections(&events(&mut a)),
+        [(UnidataRejectReason::TtlExpired, late.clone())]
+    );
+    assert_eq!((a.counters().expired_in_arq, a.counters().expired), (1, 0));
+    assert_eq!(a.poll_timeout(), None);
+    // Its missing frame goes again, with DROP C_PDU and no data, so that B need not wait.
+    assert!(a.has_work());
+    let drop = a.poll_transmit(secs(70)).unwrap();
+    assert_eq!(types(&drop), [0]);
+    assert_eq!(drop.dpdus[0].fsn, Some(1));
+    let (d, _) = Dpdu::decode(&drop.dpdus[0].bytes).unwrap();
+    let Body::DataOnly { header, segment } = d.body else {
+        panic!("expected a DATA-ONLY: {d:?}");
+    };
+    assert!(header.drop && segment.is_empty());
+    // B throws away what it had of the dropped U_PDU and delivers the one behind it.
+    hear(&drop, 0, &mut b, 1, &[]);
+    assert_eq!(indications(&events(&mut b)), [b"after".to_vec()]);
+    assert_eq!(b.counters().cpdus_dropped, 1);
+    assert_eq!(b.counters().delivered, 1);
+    // The DROP frame is acknowledged like any other, and confirms nothing.
+    hear(&b.poll_transmit(secs(100)).unwrap(), 1, &mut a, 0, &[]);
+    assert!(events(&mut a).is_empty());
+    assert!(!a.has_work());
+}
+
+#[test]
+fn an_expedited_unidata_whose_ttl_runs_out_in_the_arq_is_abandoned_and_rejected() {
+    let (mut a, mut b) = pair();
+    let req = UnidataRequest {
+        ttl: Ttl::from_secs(20).unwrap(),
+        ..request(B, b"flash")
+    };
+    let expedited = SendMode {
+        expedited: true,
+        ..ARQ
+    };
+    a.submit(Duration::ZERO, CONN[0], sap(), &req, expedited)
+        .unwrap();
+    let tx = a.poll_transmit(Duration::ZERO).unwrap();
+    assert_eq!(types(&tx), [4]);
+    // Lost; then the TTL runs out: rejected, and nothing more goes out for it.
+    a.handle_timeout(secs(20));
+    let got = events(&mut a);
+    assert!(matches!(
+        &got[..],
+        [ClientEvent { primitive: Primitive::ExpeditedUnidataRequestRejected(r), .. }] if r.reason == UnidataRejectReason::TtlExpired
+    ));
+    assert_eq!(a.counters().expired_in_arq, 1);
+    assert!(!a.has_work());
+    // The next expedited U_PDU gets through (a new C_PDU ID).
+    a.submit(secs(30), CONN[0], sap(), &request(B, b"next"), expedited)
+        .unwrap();
+    let tx = a.poll_transmit(secs(30)).unwrap();
+    hear(&tx, 0, &mut b, 1, &[]);
+    let got = events(&mut b);
+    assert!(matches!(
+        &got[..],
+        [ClientEvent { primitive: Primitive::ExpeditedUnidataIndication(i), .. }] if i.updu.as_ref() == b"next"
+    ));
+}
+
+#[test]
+fn a_silent_peer_makes_the_link_lost_and_it_recovers_when_the_peer_comes_back() {
+    let (mut a, mut b) = pair();
+    // One U_PDU through, so that B's receive window is no longer at 0.
+    a.submit(Duration::ZERO, CONN[0], sap(), &request(B, b"one"), ARQ)
+        .unwrap();
+    hear(&a.poll_transmit(Duration::ZERO).unwrap(), 0, &mut b, 1, &[]);
+    hear(&b.poll_transmit(secs(10)).unwrap(), 1, &mut a, 0, &[]);
+    events(&mut a);
+    events(&mut b);
+    // B goes silent: from now on it receives nothing, so it answers nothing.
+    a.submit(secs(20), CONN[0], sap(), &request(B, b"two"), ARQ)
+        .unwrap();
+    a.submit(secs(20), CONN[0], sap(), &request(B, b"three"), ARQ)
+        .unwrap();
+    let mut t = secs(20);
+    // The first transmission and DEFAULT_LINK_RETRIES (10) retries go out.
+    for k in 0..=super::DEFAULT_LINK_RETRIES {
+        let tx = a.poll_transmit(t).unwrap();
+        assert_eq!(types(&tx), [0, 0], "transmission {k}");
+        assert_eq!(tx.dpdus[0].retransmission, k > 0);
+        assert!(a.poll_link_event().is_none());
+        t += secs(30);
+    }
+    // The next would be one retry too many: the link is declared lost instead.
+    assert!(a.has_work());
+    assert!(a.poll_transmit(t).is_none(), "nothing else to send");
+    assert_eq!(
+        a.poll_link_event(),
+        Some(LinkEvent::Lost {
+            peer: 1,
+            at: t,
+            discarded: 2
+        })
+    );
+    let reason = UnidataRejectReason::DestinationNodeNotResponding;
+    assert_eq!(
+        rejections(&events(&mut a)),
+        [(reason, b"two".to_vec()), (reason, b"three".to_vec())]
+    );
+    assert_eq!(
+        (a.counters().links_lost, a.counters().link_lost_updus),
+        (1, 2)
+    );
+    assert!(!a.has_work(), "no retrying for ever");
+
+    // B comes back. New data for it waits behind a RESET/WIN-RESYNC to FSN 0.
+    t += secs(600);
+    a.submit(t, CONN[0], sap(), &request(B, b"four"), ARQ)
+        .unwrap();
+    let reset = a.poll_transmit(t).unwrap();
+    assert_eq!(types(&reset), [3], "the command alone, no data meanwhile");
+    hear(&reset, 0, &mut b, 1, &[]);
+    let ack = b.poll_transmit(t + secs(10)).unwrap();
+    assert_eq!(types(&ack), [3]);
+    hear(&ack, 1, &mut a, 0, &[]);
+    assert_eq!(
+        a.poll_link_event(),
+        Some(LinkEvent::Regained {
+            peer: 1,
+            at: ack.dpdus[0].at
+        })
+    );
+    let tx = a.poll_transmit(t + secs(20)).unwrap();
+    assert_eq!(types(&tx), [0]);
+    assert_eq!(tx.dpdus[0].fsn, Some(0));
+    hear(&tx, 0, &mut b, 1, &[]);
+    assert_eq!(indications(&events(&mut b)), [b"four".to_vec()]);
+    hear(&b.poll_transmit(t + secs(30)).unwrap(), 1, &mut a, 0, &[]);
+    assert!(matches!(
+        &events(&mut a)[..],
+        [ClientEvent { primitive: Primitive::UnidataRequestConfirm(c), .. }] if c.updu_part.as_ref() == b"four"
+    ));
+    assert!(!a.has_work());
+}
+
+#[test]
+fn a_peer_that_answers_now_and_then_keeps_the_link_and_none_never_gives_up() {
+    // An answer between unanswered transmissions starts the count again.
+    let (mut a, mut b) = pair();
+    a.submit(
+        Duration::ZERO,
+        CONN[0],
+        sap(),
+        &request(B, &payload(2000)),
+        ARQ,
+    )
+    .unwrap();
+    let mut t = Duration::ZERO;
+    for round in 0..22 {
+        let tx = a.poll_transmit(t).unwrap();
+        t += secs(30);
+        if round % 11 == 10 {
+            // Every eleventh transmission B hears one frame of, and answers.
+            hear(&tx, 0, &mut b, 1, &[1]);
+            hear(&b.poll_transmit(t).unwrap(), 1, &mut a, 0, &[]);
+            t += secs(30);
+        }
+    }
+    // Two answers, one frame each: all through, never declared lost.
+    assert_eq!(a.counters().links_lost, 0);
+    assert!(a.poll_link_event().is_none());
+    assert!(!a.has_work());
+    assert_eq!(b.counters().delivered, 1);
+    // With link loss off, a silent peer is retried for ever.
+    let mut config = node_config(vec![addr(A), addr(B)]);
+    config.link_retries = None;
+    let mut v = nodes(config);
+    let mut a = v.swap_remove(0);
+    a.submit(Duration::ZERO, CONN[0], sap(), &request(B, b"x"), ARQ)
+        .unwrap();
+    for k in 0..40 {
+        assert!(a.poll_transmit(secs(30 * k)).is_some());
+    }
+    assert_eq!(a.counters().links_lost, 0);
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! services, and one transmission's D_PDUs (ACKs first, then expedited, non-ARQ and ARQ data,
 //! within one maximum transmission at one rate), planned on the modem and encoded.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use crate::arq::ArqSender;
@@ -269,10 +269,39 @@ impl Node {
     /// slowest rate of the links it serves and within one maximum transmission at that rate;
     /// planned on the modem, each D_PDU's EOT (and non-ARQ reception window) filled in and
     /// encoded. `None` if it has nothing to send (or the modem cannot plan it).
+    ///
+    /// First, a link whose last 1 + [`super::NodeConfig::link_retries`] transmissions of ARQ
+    /// data (or RESET commands) all went unanswered is declared lost (this would be one
+    /// retry too many; see [`super::LinkEvent::Lost`]), and a lost link that has data again
+    /// starts with a RESET/WIN-RESYNC.
     pub fn poll_transmit(&mut self, t: Duration) -> Option<NodeTx> {
+        if let Some(retries) = self.setup.config.link_retries {
+            let lost: Vec<usize> = self
+                .links
+                .iter()
+                .filter(|(_, l)| {
+                    l.silent > retries
+                        && (!l.sender.is_idle() || l.exp_out.is_some() || l.reset_out.is_some())
+                })
+                .map(|(&p, _)| p)
+                .collect();
+            for peer in lost {
+                self.lose_link(peer, t);
+            }
+        }
         self.feed_arq();
         self.feed_non_arq();
         self.feed_expedited();
+        for l in self.links.values_mut() {
+            if l.resync && !l.sender.is_idle() {
+                // The peer's receive window may still be where the lost link left it: command
+                // it to 0, where this node's cleared transmit window starts, before any data.
+                l.resync = false;
+                l.reset_out = Some(l.next_reset_id);
+                l.next_reset_id = l.next_reset_id.wrapping_add(1);
+                self.counters.resets += 1;
+            }
+        }
         let node = self.index;
         let overhead = self.setup.dpdu_overhead;
         let window = usize::from(self.setup.config.window);
@@ -347,6 +376,8 @@ impl Node {
         // Peers whose ACK waits to ride on DATA-ACK frames (ACK-ONLY if no data goes after all).
         let mut deferred: BTreeMap<usize, Dpdu> = BTreeMap::new();
         let mut sent_data = false;
+        // Peers this transmission sends something that expects an answer (link loss).
+        let mut asking: BTreeSet<usize> = BTreeSet::new();
         for (&peer, link) in self.links.iter_mut() {
             let dest = dests.get(&peer).copied().unwrap_or_default();
             if let Some(id) = link.reset_ack_owed.take() {
@@ -379,6 +410,7 @@ impl Node {
                 frames.push((peer, d, false));
                 // It expects an answer, like data.
                 sent_data = true;
+                asking.insert(peer);
             }
         }
         for (&peer, link) in self.links.iter_mut() {
@@ -437,6 +469,7 @@ impl Node {
                 );
                 budget = budget.saturating_sub(d.encoded_len());
                 sent_data = true;
+                asking.insert(peer);
                 frames.push((peer, d, seg.retransmission));
             }
         }
@@ -538,6 +571,7 @@ impl Node {
                 let d = Dpdu::new(dests.get(&peer).copied().unwrap_or_default(), src, body);
                 budget = budget.saturating_sub(d.encoded_len());
                 sent_data = true;
+                asking.insert(peer);
                 frames.push((peer, d, seg.retransmission));
             }
         }
@@ -634,6 +668,11 @@ impl Node {
                 retransmission,
             });
             offset += len;
+        }
+        for peer in asking {
+            if let Some(l) = self.links.get_mut(&peer) {
+                l.silent = l.silent.saturating_add(1);
+            }
         }
         let count = dpdus.len() as u64;
         self.counters.transmissions += 1;
