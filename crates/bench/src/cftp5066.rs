@@ -192,4 +192,44 @@ mod tests {
         // gzip'd files are smaller than the messages.
         assert!(d.bytes_sent < 3 * 1867, "{d:?}");
     }
+
+    #[test]
+    fn a_batch_of_bundled_files_takes_within_a_tenth_of_an_hmtp_session() {
+        // Issue 12's goal: cftp-5066 within 1.2x of hmtp-5066-deflate (measured 1.00-1.10x).
+        // Small messages are the hard case (one gzip per message took 1.9x HMTP's time);
+        // bundled, the batch compresses as HMTP's one stream does. Two rows of
+        // docs/bench/cftp-batches-10.
+        for (size, rate, interleaver) in [(386, 1200, "short"), (1867, 300, "long")] {
+            let cond = Condition {
+                channel: "awgn".into(),
+                snr_db: 30.0,
+                rate_bps: rate,
+                interleaver: interleaver.into(),
+                seed: 1,
+                segment_size: crate::sweep::DEFAULT_SEGMENT,
+                modem: None,
+            };
+            let work = isode(size, 10, 1).unwrap();
+            let cftp = block_on_paused(run(&cond, &work)).unwrap().unwrap().result;
+            let hmtp = block_on_paused(crate::hmtp5066::run(
+                &cond,
+                &work,
+                crate::model::HmtpCompression::Deflate,
+            ))
+            .unwrap()
+            .unwrap()
+            .result;
+            assert_eq!((cftp.delivered, hmtp.delivered), (10, 10));
+            let ratio = cftp.seconds / hmtp.seconds;
+            assert!(
+                ratio <= 1.1,
+                "{size} B: {ratio} ({cftp:?} against {hmtp:?})"
+            );
+            // Bundled: no more bytes on the air than the HMTP session (1.8x with a gzip each).
+            assert!(
+                cftp.bytes_on_air <= hmtp.bytes_on_air,
+                "{size} B: {cftp:?} against {hmtp:?}"
+            );
+        }
+    }
 }
