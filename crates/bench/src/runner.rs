@@ -286,7 +286,7 @@ mod tests {
                     dup_filter: true,
                     compression: SmtpCompression::None,
                 },
-                39.0,
+                39.1,
             ),
         ] {
             let tcp = scenario.default_profile().settings(cond.rate_bps);

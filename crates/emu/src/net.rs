@@ -17,7 +17,16 @@
 //! burst of D_PDUs (ACK-ONLY frames for what it owes first, then DATA-ONLY frames), bounded by
 //! the ARQ window and the maximum transmission time (≤ 127.5 s, with EOT counting down in 0.5 s
 //! units); the peer answers after the switching time with its ACKs and its own data; and so on.
-//! A sender that hears no answer retransmits after a response timeout.
+//! A sender that hears no answer retransmits after a response timeout. Each receiver gets each
+//! D_PDU when the interleaver block holding its last byte is decoded (U_PDUs are delivered
+//! then), while ACKs and data-rate decisions act once the transmission has ended. A round is
+//! planned once every request of its instant has come in (a settle of one timer tick).
+//!
+//! Several peers in one transmission: the node shares its bytes among them max-min fairly,
+//! smallest share first (a short message ahead of a long batch is decoded seconds into the
+//! transmission); the peers that got something answer one after another in the order they
+//! were addressed, each as soon as the one before has finished (or after one response time if
+//! it has nothing to say), and the sender waits for all of them before it sends again.
 //!
 //! DATA-ACK ([`SubnetConfig::data_ack`], on by default): when a node owes a peer an ACK and
 //! sends it ARQ data in the same transmission, the ACK rides on the first data frame to that
@@ -142,6 +151,11 @@ pub use crate::node::{
     DEFAULT_LINK_RETRIES, Drc, Group, LinkEvent, MAX_TRANSMISSION, NodeCounters, STALE_ACKS_RESET,
     UNANSWERED_STEP_DOWN, UPDU_OVERHEAD, rate_ladder,
 };
+
+/// How long the scheduler waits, in simulated time, for the requests of the instant a round
+/// is due to come in before it plans the round (as of that instant; see the scheduler loop).
+/// One tick of tokio's timer.
+const SETTLE: Duration = Duration::from_millis(1);
 
 /// Margin over the published required SNR that [`matched_rate`] keeps, dB.
 pub const MATCHED_MARGIN_DB: f64 = 3.0;
@@ -593,6 +607,17 @@ struct Reception {
     backoff: Option<Duration>,
 }
 
+/// The answers owed to a transmission that addressed several nodes which each got something
+/// from it: they answer one after another, in the order they were addressed, each as soon as
+/// the one before has finished (or its turn passed unused), and the node that sent it waits
+/// for all of them before it sends again.
+struct Turns {
+    /// The node that sent the transmission.
+    owner: usize,
+    /// The nodes still to answer, in order.
+    queue: Vec<usize>,
+}
+
 /// D_PDUs a receiver gets at one instant: those whose last byte is in an interleaver block
 /// released (decoded) then.
 struct Arrival {
@@ -620,6 +645,8 @@ pub(crate) struct State {
     round: Vec<RoundTx>,
     /// The current round's D_PDUs still to hand to their receivers, earliest first.
     arrivals: VecDeque<Arrival>,
+    /// Answers still owed to a transmission that addressed several nodes (see `finish_round`).
+    turns: Option<Turns>,
     capture: Option<DpduCapture>,
     watchers: Vec<mpsc::UnboundedSender<TraceRecord>>,
     /// Every link event so far, in order.
@@ -773,6 +800,7 @@ impl Subnet {
             response_timeout: setup.response_timeout(),
             round: Vec::new(),
             arrivals: VecDeque::new(),
+            turns: None,
             capture: None,
             watchers: Vec::new(),
             link_log: Vec::new(),
@@ -915,6 +943,13 @@ async fn run(shared: Arc<Shared>) {
                 }
             }
             Some(_) => {
+                // Requests made at this very instant by tasks that have not run yet (another
+                // client's U_PDUs, the other half of a batch) belong in this transmission:
+                // which of them had run when the node keyed up would otherwise decide it, and
+                // that is task order, not physics. So plan the round only once the runtime has
+                // settled (paused time moves on only when every task is idle; tokio's timer
+                // ticks in milliseconds), and plan it at `now`, as if keyed up then.
+                shared.sleep_until(now + SETTLE).await;
                 let done = shared.lock().start_round(now);
                 if let Some(done) = done {
                     // Each receiver gets each D_PDU when the block holding its last byte is
@@ -1240,6 +1275,8 @@ impl State {
         for mut rt in round {
             let sender = rt.sender;
             if rt.collided {
+                // Whoever's turn it was, the order is broken: back to contention.
+                self.turns = None;
                 if let Some(n) = self.nodes.get_mut(sender) {
                     n.not_before = rt.sent.tx.end + rt.collision_backoff;
                     // The ACKs it carried never arrived: they are still owed.
@@ -1248,9 +1285,10 @@ impl State {
             } else {
                 let peer_may = rt.sent.tx.peer_may_transmit_at();
                 // The individual nodes this transmission addressed, in the order of their first
-                // D_PDU. Each may owe an answer; on one frequency they answer one after another,
-                // one response slot apart, or their answers would key up together and collide
-                // every time (with one addressee, the point-to-point case, nothing changes).
+                // D_PDU. Each may owe an answer; on one frequency they answer one after another
+                // (first slots one response time apart, moved on by `take_turns` as each
+                // answer ends), or their answers would key up together and collide every time
+                // (with one addressee, the point-to-point case, nothing changes).
                 let mut addressees: Vec<usize> = Vec::new();
                 for sd in &rt.sent.dpdus {
                     if sd.dest < self.nodes.len() && !addressees.contains(&sd.dest) {
@@ -1259,6 +1297,13 @@ impl State {
                 }
                 let slot = self.response_timeout;
                 let rate = rt.sent.modem.rate;
+                // Nodes whose answer to an earlier transmission is still due: their turn is
+                // set below, not by what they overheard now.
+                let waiting: Vec<usize> = self
+                    .turns
+                    .as_ref()
+                    .map(|t| t.queue.clone())
+                    .unwrap_or_default();
                 for rc in &rt.receptions {
                     let r = rc.receiver;
                     let Some(n) = self.nodes.get_mut(r) else {
@@ -1276,6 +1321,8 @@ impl State {
                     if let (true, Some(k)) = (rc.got_any, place) {
                         let k = u32::try_from(k).unwrap_or(u32::MAX);
                         n.not_before = peer_may + slot.saturating_mul(k);
+                    } else if waiting.contains(&r) && r != sender {
+                        // Its turn comes from the queue of answers below.
                     } else if let Some(backoff) = rc.backoff {
                         // Overheard a transmission for someone else, or got only group
                         // (non-ARQ) data that nobody answers: leave the addressees their
@@ -1298,6 +1345,16 @@ impl State {
                 if let Some(n) = self.nodes.get_mut(sender) {
                     n.not_before = wait;
                 }
+                let answering: Vec<usize> = addressees
+                    .iter()
+                    .copied()
+                    .filter(|&a| {
+                        rt.receptions
+                            .iter()
+                            .any(|rc| rc.receiver == a && rc.got_any)
+                    })
+                    .collect();
+                self.take_turns(sender, answering, peer_may);
             }
             if let Some(n) = self.nodes.get_mut(sender) {
                 n.lost_dpdus += rt.lost_count;
@@ -1311,6 +1368,46 @@ impl State {
         let now_end = self.counters.busy_until;
         self.air
             .forget_before(now_end.saturating_sub(Duration::from_secs(300)));
+    }
+
+    /// Keeps the order of answers when one transmission addressed several nodes. `sender` just
+    /// finished a transmission (the receivers and `sender` have their times from the usual
+    /// rules already), `answering` are the nodes it addressed that got something from it, in
+    /// order, and `peer_may` is when another node may key up after it. With one answering
+    /// node (the point-to-point case) nothing changes. With several, each answers right
+    /// after the one before it, not in a fixed slot that a long answer overruns (the next one
+    /// then heard a carrier and backed off, and the first sender took the channel back before
+    /// it ever answered); the first sender waits until every turn has come.
+    fn take_turns(&mut self, sender: usize, answering: Vec<usize>, peer_may: Duration) {
+        let slot = self.response_timeout;
+        let queue = match self.turns.take() {
+            // An answer that was due: the others' turns follow it.
+            Some(mut t) if t.queue.contains(&sender) && t.owner != sender => {
+                t.queue.retain(|&q| q != sender);
+                if t.queue.is_empty() { None } else { Some(t) }
+            }
+            _ if answering.len() > 1 => Some(Turns {
+                owner: sender,
+                queue: answering,
+            }),
+            _ => None,
+        };
+        let Some(t) = queue else {
+            return;
+        };
+        if t.owner != sender {
+            for (k, &q) in t.queue.iter().enumerate() {
+                if let Some(n) = self.nodes.get_mut(q) {
+                    n.not_before =
+                        peer_may + slot.saturating_mul(u32::try_from(k).unwrap_or(u32::MAX));
+                }
+            }
+            let turns = u32::try_from(t.queue.len()).unwrap_or(u32::MAX);
+            if let Some(n) = self.nodes.get_mut(t.owner) {
+                n.not_before = n.not_before.max(peer_may + slot.saturating_mul(turns));
+            }
+        }
+        self.turns = Some(t);
     }
 
     /// Whether `dest` is a group (a destination past the nodes) that node `r` listens on.

@@ -152,9 +152,9 @@ pub struct HfConfig {
     pub cftp_bundle: usize,
     /// How long an accepted message's identity is remembered to drop retransmitted copies.
     pub dedup_window: Duration,
-    /// How long new mail waits for more before a session starts, so that a burst of messages
-    /// (a client sending several in one SMTP session) goes in one batch: a turnaround on HF
-    /// costs far more than this.
+    /// How long new mail waits for more before a session starts (HMTP) or files go out (CFTP),
+    /// so that a burst of messages (a client sending several in one SMTP session) goes in one
+    /// batch: a turnaround on HF costs far more than this.
     pub batch_delay: Duration,
     /// Start in EMCON (radio silence): the gateway transmits nothing (no sessions, no P_MUL
     /// acknowledgements), still receives and delivers multicast mail, and sends what it owes

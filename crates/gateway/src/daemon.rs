@@ -231,7 +231,7 @@ pub async fn start_with(
         id_salt: config.simulation.map(|s| s.id_salt),
     };
     let spool_dir = config.spool_dir();
-    let (spool, report) = tokio::task::spawn_blocking(move || Spool::open(spool_dir, spool_config))
+    let (spool, report) = crate::blocking::spawn(move || Spool::open(spool_dir, spool_config))
         .await
         .map_err(|e| {
             DaemonError::Spool(skywave_spool::Error::Io {
@@ -427,7 +427,7 @@ async fn watch_nudges(
     let read = |spool: &Arc<Spool>| {
         let spool = Arc::clone(spool);
         async move {
-            tokio::task::spawn_blocking(move || spool.nudged())
+            crate::blocking::spawn(move || spool.nudged())
                 .await
                 .ok()
                 .flatten()

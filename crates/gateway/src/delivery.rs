@@ -118,7 +118,7 @@ async fn maildir_start(
         Arc::clone(shared),
         Arc::clone(&ctx.spool),
     );
-    let loaded = tokio::task::spawn_blocking(move || {
+    let loaded = crate::blocking::spawn(move || {
         match Journal::new(journal_path.clone()).load() {
             Ok(attempts) => Ok::<_, String>(attempts),
             Err(e) => {
@@ -199,8 +199,7 @@ pub async fn run(ctx: Arc<DeliveryContext>, mut shutdown: watch::Receiver<bool>)
         }
         let now = ctx.recorder.clock.unix_now();
         let spool = Arc::clone(&ctx.spool);
-        let due =
-            tokio::task::spawn_blocking(move || spool.due(&Target::Lan, now, ROUND_BYTES)).await;
+        let due = crate::blocking::spawn(move || spool.due(&Target::Lan, now, ROUND_BYTES)).await;
         let due = match due {
             Ok(Ok(due)) => due,
             other => {
@@ -231,7 +230,7 @@ pub async fn run(ctx: Arc<DeliveryContext>, mut shutdown: watch::Receiver<bool>)
         }
         ctx.recorder.expire().await;
         let spool = Arc::clone(&ctx.spool);
-        let next = tokio::task::spawn_blocking(move || spool.next_due(&Target::Lan))
+        let next = crate::blocking::spawn(move || spool.next_due(&Target::Lan))
             .await
             .ok()
             .and_then(Result::ok)
@@ -262,7 +261,7 @@ async fn to_smarthost(ctx: &Arc<DeliveryContext>, msg: DueMessage) {
             let spool = Arc::clone(&ctx.spool);
             let id = msg.id.clone();
             let rcpts = msg.recipients.clone();
-            let loaded = tokio::task::spawn_blocking(move || {
+            let loaded = crate::blocking::spawn(move || {
                 spool.mark_in_flight(&id, &rcpts, now)?;
                 spool.load(&id)
             })
@@ -445,7 +444,7 @@ async fn maildir_round(
     let mut journal: Vec<Attempt> = h.all().cloned().collect();
     journal.extend(attempts.iter().cloned());
     let path = h.journal.path().to_path_buf();
-    match tokio::task::spawn_blocking(move || Journal::new(path).record(&journal)).await {
+    match crate::blocking::spawn(move || Journal::new(path).record(&journal)).await {
         Ok(Ok(())) => {}
         other => {
             // Without the journal a crash could deliver twice: write nothing this round.
@@ -499,7 +498,7 @@ async fn forget_gone(ctx: &Arc<DeliveryContext>, h: &mut Handoffs) {
     }
     let ids: Vec<String> = h.unsettled.keys().cloned().collect();
     let spool = Arc::clone(&ctx.spool);
-    let gone = tokio::task::spawn_blocking(move || {
+    let gone = crate::blocking::spawn(move || {
         ids.into_iter()
             .filter(|id| {
                 skywave_spool::QueueId::parse(id)
@@ -535,7 +534,7 @@ async fn settle_earlier(
     }
     let names: Vec<String> = earlier.iter().map(|a| a.name.clone()).collect();
     let (d, sh) = (dir.to_path_buf(), Arc::clone(shared));
-    let found = tokio::task::spawn_blocking(move || {
+    let found = crate::blocking::spawn(move || {
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         maildir::delivered_names(&d, &names, &sh.sync)
     })
@@ -599,7 +598,7 @@ async fn into_maildir(
 ) -> Option<Attempt> {
     let spool = Arc::clone(&ctx.spool);
     let (id, sender, name) = (msg.id.clone(), msg.sender.clone(), attempt.name.clone());
-    let written = tokio::task::spawn_blocking(move || -> Result<(), (bool, String)> {
+    let written = crate::blocking::spawn(move || -> Result<(), (bool, String)> {
         let (_, file) = spool
             .load(&id)
             .map_err(|e| (false, format!("cannot read the queued message: {e}")))?;

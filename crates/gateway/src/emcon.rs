@@ -62,7 +62,7 @@ pub(crate) async fn follow(
             _ = shutdown.changed() => return,
         }
         let dir = state_dir.clone();
-        let Ok(Some(on)) = tokio::task::spawn_blocking(move || read(&dir)).await else {
+        let Ok(Some(on)) = crate::blocking::spawn(move || read(&dir)).await else {
             continue;
         };
         if *state.borrow() != on {

@@ -289,7 +289,7 @@ impl Intake {
         let hostname = self.hostname.clone();
         let spool = Arc::clone(&self.spool);
         let message = body.to_vec();
-        let stored = tokio::task::spawn_blocking(move || {
+        let stored = crate::blocking::spawn(move || {
             spool.enqueue_with_header(
                 &NewMessage {
                     sender,

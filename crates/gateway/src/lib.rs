@@ -11,6 +11,7 @@
 //!
 //! Mail for HF peers is queued and stays in the spool until the link scheduler exists.
 
+pub(crate) mod blocking;
 pub mod clock;
 pub mod config;
 pub mod daemon;

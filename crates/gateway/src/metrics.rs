@@ -105,7 +105,7 @@ pub async fn serve(
             if !matches!(read, Ok(Ok(()))) {
                 return;
             }
-            let depth = tokio::task::spawn_blocking(move || queue_depth(&spool)).await;
+            let depth = crate::blocking::spawn(move || queue_depth(&spool)).await;
             match depth {
                 Ok(Ok(mut depth)) => {
                     for t in targets {

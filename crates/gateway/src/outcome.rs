@@ -84,7 +84,7 @@ impl Recorder {
         let qid = id.clone();
         let now = self.clock.unix_now();
         let n = rcpts.len() as u64;
-        let result = tokio::task::spawn_blocking(move || match &outcome {
+        let result = crate::blocking::spawn(move || match &outcome {
             Outcome::Delivered => spool.delivered(&qid, &rcpts, now).map(|d| (d, outcome)),
             Outcome::Deferred(e) => spool.deferred(&qid, &rcpts, e, now).map(|d| (d, outcome)),
             Outcome::Failed { status, diagnostic } => spool
@@ -168,7 +168,7 @@ impl Recorder {
         let qid = id.clone();
         let dsn_target = target.clone();
         let now = self.clock.unix_now();
-        match tokio::task::spawn_blocking(move || spool.bounce(&qid, dsn_target, now)).await {
+        match crate::blocking::spawn(move || spool.bounce(&qid, dsn_target, now)).await {
             Ok(Ok(Some(dsn))) => {
                 info!(queue_id = %id, dsn = %dsn, %target, "bounce queued");
                 self.bounce_queued(&target);
@@ -206,7 +206,7 @@ impl Recorder {
         });
         let spool = Arc::clone(&self.spool);
         let new = (sender.to_owned(), target.clone());
-        let queued = tokio::task::spawn_blocking(move || {
+        let queued = crate::blocking::spawn(move || {
             spool.enqueue(
                 &NewMessage {
                     sender: String::new(),
@@ -228,8 +228,7 @@ impl Recorder {
     /// Queues the bounces a crash left pending.
     pub async fn send_pending_bounces(&self) {
         let spool = Arc::clone(&self.spool);
-        if let Ok(Ok(pending)) = tokio::task::spawn_blocking(move || spool.pending_bounces()).await
-        {
+        if let Ok(Ok(pending)) = crate::blocking::spawn(move || spool.pending_bounces()).await {
             for (id, sender) in pending {
                 self.bounce(&id, &sender).await;
             }
@@ -240,7 +239,7 @@ impl Recorder {
     pub async fn expire(&self) {
         let spool = Arc::clone(&self.spool);
         let now = self.clock.unix_now();
-        let expired = tokio::task::spawn_blocking(move || {
+        let expired = crate::blocking::spawn(move || {
             let changed = spool.expire(now)?;
             let mut bounces = Vec::new();
             for (id, d) in changed {

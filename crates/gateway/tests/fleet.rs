@@ -349,6 +349,9 @@ async fn a_big_batch_for_one_ship_does_not_hold_up_a_short_message_for_another()
     let t_small = wait_all(&fleet.ship_maildirs[1..], 1, Duration::from_secs(3600)).await;
     let t_big = wait_all(&fleet.ship_maildirs[..1], 4, Duration::from_secs(3600)).await + t_small;
     eprintln!("short message for ship 2 after {t_small:?}; ship 1's batch after {t_big:?}");
+    for t in fleet.subnet.trace() {
+        eprintln!("TRACE {t}");
+    }
     check_once(&fleet.ship_maildirs[1], &small, 1);
     assert_eq!(maildir(&fleet.ship_maildirs[0]).len(), 4);
     // Ship 2's message shares the channel with ship 1's batch instead of queueing behind it.

@@ -807,7 +807,7 @@ impl Node {
     }
 
     /// Drops U_PDUs whose TTL ran out by `now`, queued or already in the ARQ (rejecting those
-    /// that asked for a confirm; see [`Node::expire_in_arq`]), and non-ARQ C_PDUs whose
+    /// that asked for a confirm; see `Node::expire_in_arq`), and non-ARQ C_PDUs whose
     /// reception window closed (counted incomplete if they were not delivered).
     pub fn handle_timeout(&mut self, now: Duration) {
         self.expire_in_arq(now);

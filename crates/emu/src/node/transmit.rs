@@ -523,7 +523,15 @@ impl Node {
             .map(|(p, d)| (p, d + ack_extra(&p)))
             .collect();
         let shares = fair_shares(budget, &demands);
-        for (&peer, link) in self.links.iter_mut() {
+        // Smallest share first: the receiver takes each D_PDU as its block is decoded, so a
+        // short message ahead of a long batch arrives seconds into the transmission, while
+        // the batch ends where it would have anyway.
+        let mut order: Vec<(usize, usize)> = shares.iter().map(|(&p, &s)| (s, p)).collect();
+        order.sort_unstable();
+        for (_, peer) in order {
+            let Some(link) = self.links.get_mut(&peer) else {
+                continue;
+            };
             if budget < overhead + 1 {
                 break;
             }

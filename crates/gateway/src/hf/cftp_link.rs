@@ -65,6 +65,9 @@ struct State {
     /// Messages handed to the sender, by queue id.
     pushed: HashMap<String, DueMessage>,
     round: Option<Round>,
+    /// New mail arrived: wait until then for more before taking it, so that a burst goes out
+    /// together (in one bundle towards a skywave peer), as an HMTP link gathers a batch.
+    gather_until: Option<Instant>,
 }
 
 impl CftpLink {
@@ -80,6 +83,7 @@ impl CftpLink {
             receiver: CftpReceiverSession::new(CftpReceiverSettings::default()),
             pushed: HashMap::new(),
             round: None,
+            gather_until: None,
         };
         loop {
             if *self.shutdown.borrow() {
@@ -99,7 +103,10 @@ impl CftpLink {
             if closed {
                 break;
             }
-            let could_start = self.refill(&target, &mut st).await;
+            if st.gather_until.is_some_and(|g| Instant::now() >= g) {
+                st.gather_until = None;
+            }
+            let could_start = st.gather_until.is_none() && self.refill(&target, &mut st).await;
             self.pump(&mut st).await;
 
             let wake = Arc::clone(&self.ctx.wake);
@@ -107,7 +114,9 @@ impl CftpLink {
             tokio::pin!(notified);
             notified.as_mut().enable();
             let cap = Instant::now() + MAX_SLEEP;
-            let next_look = if could_start {
+            let next_look = if let Some(g) = st.gather_until {
+                g
+            } else if could_start {
                 self.ctx.next_due(&target, cap).await
             } else {
                 cap
@@ -123,7 +132,11 @@ impl CftpLink {
                     let Some(input) = input else { break };
                     self.on_input(input, &target, &mut st).await;
                 }
-                () = &mut notified => {}
+                () = &mut notified => {
+                    if st.gather_until.is_none() {
+                        st.gather_until = Some(Instant::now() + self.ctx.config.batch_delay);
+                    }
+                }
                 () = tokio::time::sleep_until(next_look) => {}
                 () = sleep_opt(sender_deadline) => {
                     if let Some(s) = st.sender.as_mut() {

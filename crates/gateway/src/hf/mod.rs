@@ -83,7 +83,7 @@ impl HfContext {
     async fn next_due(&self, target: &Target, cap: tokio::time::Instant) -> tokio::time::Instant {
         let spool = Arc::clone(&self.intake.spool);
         let t = target.clone();
-        let next = tokio::task::spawn_blocking(move || spool.next_due(&t))
+        let next = crate::blocking::spawn(move || spool.next_due(&t))
             .await
             .ok()
             .and_then(Result::ok)
@@ -109,7 +109,7 @@ impl HfContext {
             Target::Peer(p) => p.clone(),
             Target::Lan => String::new(),
         };
-        let loaded = tokio::task::spawn_blocking(move || {
+        let loaded = crate::blocking::spawn(move || {
             let due = spool.due(&t, now, budget)?;
             let mut out = Vec::with_capacity(due.len());
             for d in due {

@@ -618,7 +618,7 @@ impl PmulLink {
         let table = Arc::clone(table);
         let group = group.clone();
         let now = self.ctx.clock.unix_now();
-        let done = tokio::task::spawn_blocking(move || {
+        let done = crate::blocking::spawn(move || {
             // Due recipients per message, per target.
             let mut due: BTreeMap<String, Vec<(String, Vec<String>)>> = BTreeMap::new();
             let mut info: HashMap<String, skywave_spool::DueMessage> = HashMap::new();
