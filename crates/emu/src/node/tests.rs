@@ -892,3 +892,35 @@ fn each_u_pdu_is_delivered_as_its_d_pdus_arrive_and_acks_wait_for_the_end() {
         "the ACK acts at the end: {got:?}"
     );
 }
+
+#[test]
+fn a_transmission_for_several_peers_carries_the_smallest_share_first() {
+    // A long batch for B (node 1) and a short message for C (node 2), queued together: C's
+    // D_PDU goes first, so C decodes it seconds into the transmission, while B's batch ends
+    // where it would have anyway.
+    let mut v = nodes(node_config(vec![addr(A), addr(B), addr(C)]));
+    let a = &mut v[0];
+    for _ in 0..3 {
+        a.submit(
+            Duration::ZERO,
+            CONN[0],
+            sap(),
+            &request(B, &payload(2000)),
+            ARQ,
+        )
+        .unwrap();
+    }
+    a.submit(
+        Duration::ZERO,
+        CONN[0],
+        sap(),
+        &request(C, &payload(100)),
+        ARQ,
+    )
+    .unwrap();
+    let tx = a.poll_transmit(Duration::ZERO).unwrap();
+    let dests: Vec<usize> = tx.dpdus.iter().map(|d| d.dest).collect();
+    assert_eq!(dests.first(), Some(&2), "{dests:?}");
+    assert!(dests.iter().skip(1).all(|&d| d == 1), "{dests:?}");
+    assert_eq!(dests.len(), 7, "one for C, six segments for B: {dests:?}");
+}
