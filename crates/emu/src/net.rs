@@ -1297,6 +1297,9 @@ impl State {
                 }
                 let slot = self.response_timeout;
                 let rate = rt.sent.modem.rate;
+                // The addressees that got something and have something to say (an ACK owed,
+                // data of their own): the ones whose turns the sender waits for.
+                let mut answering: Vec<usize> = Vec::new();
                 // Nodes whose answer to an earlier transmission is still due: their turn is
                 // set below, not by what they overheard now.
                 let waiting: Vec<usize> = self
@@ -1318,6 +1321,9 @@ impl State {
                     );
                     n.flush_events();
                     let place = addressees.iter().position(|&a| a == r);
+                    if rc.got_any && place.is_some() && n.node.has_work() {
+                        answering.push(r);
+                    }
                     if let (true, Some(k)) = (rc.got_any, place) {
                         let k = u32::try_from(k).unwrap_or(u32::MAX);
                         n.not_before = peer_may + slot.saturating_mul(k);
@@ -1345,15 +1351,8 @@ impl State {
                 if let Some(n) = self.nodes.get_mut(sender) {
                     n.not_before = wait;
                 }
-                let answering: Vec<usize> = addressees
-                    .iter()
-                    .copied()
-                    .filter(|&a| {
-                        rt.receptions
-                            .iter()
-                            .any(|rc| rc.receiver == a && rc.got_any)
-                    })
-                    .collect();
+                // In the order they were addressed (the receptions go by node index).
+                answering.sort_by_key(|a| addressees.iter().position(|x| x == a));
                 self.take_turns(sender, answering, peer_may);
             }
             if let Some(n) = self.nodes.get_mut(sender) {
@@ -1372,7 +1371,8 @@ impl State {
 
     /// Keeps the order of answers when one transmission addressed several nodes. `sender` just
     /// finished a transmission (the receivers and `sender` have their times from the usual
-    /// rules already), `answering` are the nodes it addressed that got something from it, in
+    /// rules already), `answering` are the nodes it addressed that got something from it and
+    /// have something to send back (an ACK owed, data of their own), in
     /// order, and `peer_may` is when another node may key up after it. With one answering
     /// node (the point-to-point case) nothing changes. With several, each answers right
     /// after the one before it, not in a fixed slot that a long answer overruns (the next one
