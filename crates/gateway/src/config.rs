@@ -168,6 +168,34 @@ pub struct HfConfig {
     pub pmul_ip: Option<PmulIpConfig>,
 }
 
+/// A number from the file, if it is in `range`; otherwise an error at its place saying what
+/// was expected (`key = value is out of range; expected ...`), and `None`.
+fn in_range<T>(
+    n: Option<&Spanned<i64>>,
+    range: std::ops::RangeInclusive<T>,
+    key: &str,
+    expected: &str,
+    err: &mut impl FnMut(Range<usize>, String),
+) -> Option<T>
+where
+    T: TryFrom<i64> + PartialOrd,
+{
+    let n = n?;
+    match T::try_from(*n.get_ref()) {
+        Ok(v) if range.contains(&v) => Some(v),
+        _ => {
+            err(
+                n.span(),
+                format!(
+                    "{key} = {} is out of range; expected {expected}",
+                    n.get_ref()
+                ),
+            );
+            None
+        }
+    }
+}
+
 /// Default of `[hf] pmul_pdu_size`: a few D_PDUs per P_MUL PDU, so that one lost D_PDU costs a
 /// repair of half a kilobyte, not of a whole 2 kB U_PDU.
 pub const DEFAULT_PMUL_PDU_SIZE: usize = 512;
@@ -779,57 +807,45 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
     if let Some(t) = raw.hf.batch_delay {
         hf.batch_delay = Duration::from_secs(t.0);
     }
-    if let Some(b) = &raw.hf.assumed_bps {
-        match u32::try_from(*b.get_ref()) {
-            Ok(v) if (50..=64_000).contains(&v) => hf.assumed_bps = v,
-            _ => err(
-                b.span(),
-                format!(
-                    "assumed_bps = {} is out of range; expected a data rate from 50 to 64000 bit/s",
-                    b.get_ref()
-                ),
-            ),
-        }
+    if let Some(v) = in_range(
+        raw.hf.assumed_bps.as_ref(),
+        50..=64_000,
+        "assumed_bps",
+        "a data rate from 50 to 64000 bit/s",
+        &mut err,
+    ) {
+        hf.assumed_bps = v;
     }
     if let Some(e) = raw.hf.emcon {
         hf.emcon = e;
     }
-    if let Some(n) = &raw.hf.pmul_pdu_size {
-        match usize::try_from(*n.get_ref()) {
-            Ok(v) if (64..=2042).contains(&v) => hf.pmul_pdu_size = v,
-            _ => err(
-                n.span(),
-                format!(
-                    "pmul_pdu_size = {} is out of range; expected 64 to 2042 bytes (a 2048-byte U_PDU less the 6-byte UDOP header)",
-                    n.get_ref()
-                ),
-            ),
-        }
+    if let Some(v) = in_range(
+        raw.hf.pmul_pdu_size.as_ref(),
+        64..=2042,
+        "pmul_pdu_size",
+        "64 to 2042 bytes (a 2048-byte U_PDU less the 6-byte UDOP header)",
+        &mut err,
+    ) {
+        hf.pmul_pdu_size = v;
     }
-    if let Some(n) = &raw.hf.cftp_files_in_flight {
-        match usize::try_from(*n.get_ref()) {
-            Ok(v) if (1..=256).contains(&v) => hf.cftp_files_in_flight = v,
-            _ => err(
-                n.span(),
-                format!(
-                    "cftp_files_in_flight = {} is out of range; expected 1 to 256 (one per RCOP U_PDU id)",
-                    n.get_ref()
-                ),
-            ),
-        }
+    if let Some(v) = in_range(
+        raw.hf.cftp_files_in_flight.as_ref(),
+        1..=256,
+        "cftp_files_in_flight",
+        "1 to 256 (one per RCOP U_PDU id)",
+        &mut err,
+    ) {
+        hf.cftp_files_in_flight = v;
     }
 
-    if let Some(n) = &raw.hf.cftp_bundle {
-        match usize::try_from(*n.get_ref()) {
-            Ok(v) if (1..=256).contains(&v) => hf.cftp_bundle = v,
-            _ => err(
-                n.span(),
-                format!(
-                    "cftp_bundle = {} is out of range; expected 1 to 256 messages per CFTP file (1 sends one message per file)",
-                    n.get_ref()
-                ),
-            ),
-        }
+    if let Some(v) = in_range(
+        raw.hf.cftp_bundle.as_ref(),
+        1..=256,
+        "cftp_bundle",
+        "1 to 256 messages per CFTP file (1 sends one message per file)",
+        &mut err,
+    ) {
+        hf.cftp_bundle = v;
     }
 
     hf.pmul_ip = raw
@@ -1111,6 +1127,34 @@ mod tests {
         match parse("skywave.toml", text, Path::new("/etc/skywave")) {
             Ok(_) => panic!("accepted: {text}"),
             Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn hf_numbers_are_checked_against_their_ranges() {
+        let hf = |line: &str| format!("{GOOD}[hf]\n{line}\n");
+        let c = parse("skywave.toml", &hf("cftp_bundle = 1"), Path::new("")).unwrap();
+        assert_eq!(c.hf.cftp_bundle, 1);
+        let c = parse("skywave.toml", GOOD, Path::new("")).unwrap();
+        assert_eq!(c.hf.cftp_bundle, skywave_hmtp::DEFAULT_SKYWAVE_BUNDLE);
+        for (line, says) in [
+            (
+                "cftp_bundle = 0",
+                "cftp_bundle = 0 is out of range; expected 1 to 256 messages",
+            ),
+            ("cftp_bundle = 257", "cftp_bundle = 257 is out of range"),
+            (
+                "cftp_files_in_flight = 0",
+                "cftp_files_in_flight = 0 is out of range",
+            ),
+            ("assumed_bps = 10", "assumed_bps = 10 is out of range"),
+            (
+                "pmul_pdu_size = 9000",
+                "pmul_pdu_size = 9000 is out of range",
+            ),
+        ] {
+            let e = error(&hf(line));
+            assert!(e.contains(says), "{line}: {e}");
         }
     }
 
