@@ -15,7 +15,8 @@
 //! - a complete message is delivered exactly once; its id is remembered until the message's
 //!   expiry time, so repeats and repairs for it are not delivered again (but are acknowledged
 //!   again when an Address_PDU still lists this node: the sender has not heard the ack);
-//! - `ack_delay_ms` after the last PDU of a message addressed to this node, an Ack_PDU says
+//! - `ack_delay_ms` after the last PDU of a message addressed to this node (a repeat of the
+//!   message counts: a sender's burst of copies is over before anyone answers), an Ack_PDU says
 //!   "complete" or lists the Data_PDUs still missing;
 //! - in EMCON the receiver still receives and delivers, but sends nothing at all; when EMCON is
 //!   lifted ([`Receiver::set_emcon`]) it acknowledges every message it owes an ack;
@@ -151,6 +152,8 @@ impl Assembly {
 struct Done {
     expiry_ms: u64,
     ack_due: Option<u64>,
+    /// This node's wait before its ack (the delay and its slot), for repeats that push it back.
+    ack_wait_ms: u64,
     ack_owed: bool,
     delivered: bool,
 }
@@ -222,8 +225,14 @@ impl Receiver {
 
     fn on_data(&mut self, d: DataPdu, now: u64) {
         let key = (d.source, d.message_id);
-        if self.done.contains_key(&key) {
+        if let Some(done) = self.done.get_mut(&key) {
             self.stats.duplicate_data_pdus += 1;
+            // A repeat of a message still to be acknowledged: the ack waits until the sender's
+            // burst is over ("after the last PDU of a message"), or every ship of a group would
+            // answer while the repeats are still on the air and contend when they end.
+            if let Some(due) = done.ack_due {
+                done.ack_due = Some(due.max(now.saturating_add(done.ack_wait_ms)));
+            }
             return;
         }
         if d.seq == 0 {
@@ -332,7 +341,7 @@ impl Receiver {
             let expiry = a
                 .expiry_ms
                 .unwrap_or(now.saturating_add(self.config.orphan_timeout_ms));
-            self.remember(key, expiry, false, None);
+            self.remember(key, expiry, false, None, 0);
             debug!(
                 source = key.0,
                 message_id = key.1,
@@ -341,7 +350,14 @@ impl Receiver {
         }
     }
 
-    fn remember(&mut self, key: Key, expiry_ms: u64, delivered: bool, ack_due: Option<u64>) {
+    fn remember(
+        &mut self,
+        key: Key,
+        expiry_ms: u64,
+        delivered: bool,
+        ack_due: Option<u64>,
+        ack_wait_ms: u64,
+    ) {
         if self.done.len() >= self.config.max_remembered {
             while let Some(old) = self.done_order.pop_front() {
                 if self.done.remove(&old).is_some() {
@@ -354,6 +370,7 @@ impl Receiver {
             Done {
                 expiry_ms,
                 ack_due,
+                ack_wait_ms,
                 ack_owed: false,
                 delivered,
             },
@@ -396,7 +413,8 @@ impl Receiver {
             a.ack_due
                 .unwrap_or(now.saturating_add(self.ack_delay(a.slot))),
         );
-        self.remember(key, expiry, true, due);
+        let wait = self.ack_delay(a.slot);
+        self.remember(key, expiry, true, due, wait);
         if let Some(d) = self.done.get_mut(&key) {
             d.ack_owed = a.ack_owed;
         }
@@ -664,6 +682,32 @@ mod tests {
         // Remembered until the expiry (100 s), then forgotten.
         r.handle_timeout(100_000);
         assert_eq!(r.poll_timeout(), None);
+    }
+
+    #[test]
+    fn a_repeat_after_the_message_is_complete_pushes_the_ack_past_it() {
+        // The sender repeats the message in one burst: the first copy completes it, and the
+        // ack waits until the last PDU of the burst (5 s after it), not 5 s after the first.
+        let mut r = Receiver::new(ReceiverConfig::new(2));
+        for pdu in [address(2, &[2]), data(1, b"a"), data(2, b"b")] {
+            r.handle_pdu(&pdu, 1_000).unwrap_or_else(|e| panic!("{e}"));
+        }
+        assert!(matches!(r.poll_event(), Some(ReceiverEvent::Message { .. })));
+        assert_eq!(r.poll_timeout(), Some(6_000));
+        // The repeat: its Address_PDU and Data_PDUs come over the next 4 seconds.
+        for (t, pdu) in [
+            (2_000, address(2, &[2])),
+            (3_000, data(1, b"a")),
+            (5_000, data(2, b"b")),
+        ] {
+            r.handle_pdu(&pdu, t).unwrap_or_else(|e| panic!("{e}"));
+        }
+        assert_eq!(r.poll_event(), None, "delivered once");
+        assert_eq!(r.poll_timeout(), Some(10_000));
+        r.handle_timeout(6_000);
+        assert!(acks(&mut r, 6_000).is_empty());
+        r.handle_timeout(10_000);
+        assert_eq!(acks(&mut r, 10_000).len(), 1);
     }
 
     #[test]
