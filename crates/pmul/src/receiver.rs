@@ -692,7 +692,10 @@ mod tests {
         for pdu in [address(2, &[2]), data(1, b"a"), data(2, b"b")] {
             r.handle_pdu(&pdu, 1_000).unwrap_or_else(|e| panic!("{e}"));
         }
-        assert!(matches!(r.poll_event(), Some(ReceiverEvent::Message { .. })));
+        assert!(matches!(
+            r.poll_event(),
+            Some(ReceiverEvent::Message { .. })
+        ));
         assert_eq!(r.poll_timeout(), Some(6_000));
         // The repeat: its Address_PDU and Data_PDUs come over the next 4 seconds.
         for (t, pdu) in [
