@@ -590,6 +590,12 @@ struct RoundTx {
     receptions: Vec<Reception>,
     /// Its D_PDUs lost, counted over every receiver that should have had them.
     lost_count: u64,
+    /// The individual nodes it addressed, in the order of their first D_PDU. Each may owe an
+    /// answer; on one frequency they answer one after another (first slots one response time
+    /// apart, moved on by `take_turns` as each answer ends), or their answers would key up
+    /// together and collide every time (with one addressee, the point-to-point case, nothing
+    /// changes).
+    addressees: Vec<usize>,
     /// After a collision: how long its sender backs off before trying again.
     collision_backoff: Duration,
 }
@@ -1114,7 +1120,6 @@ impl State {
         let sender = rt.sender;
         let mut why: Vec<&str> = Vec::new();
         let block_bits = rt.sent.tx.block_bits.max(1);
-        let addressed: Vec<usize> = rt.sent.dpdus.iter().map(|d| d.dest).collect();
         // Carrier-sense slots to draw from: twice the nodes that might contend.
         let slots = u32::try_from(self.nodes.len().max(4) * 2).unwrap_or(u32::MAX);
         for r in (0..self.nodes.len()).filter(|&r| r != sender) {
@@ -1169,7 +1174,7 @@ impl State {
             // A receiver that gets something addressed to it answers in its turn; one that
             // only heard the carrier (or got group data nobody answers) contends after a
             // random number of carrier-sense slots, as HF CSMA does (see finish_round).
-            let answers = !mine.is_empty() && addressed.contains(&r);
+            let answers = !mine.is_empty() && rt.addressees.contains(&r);
             if heard && !answers {
                 let sense = self.config.modem.key_up + self.config.modem.switching_time;
                 reception.backoff = Some(sense.saturating_mul(self.rng.random_range(0..slots)));
@@ -1216,6 +1221,12 @@ impl State {
         slot.flush_events();
         self.report_links();
         let sent = sent?;
+        let mut addressees: Vec<usize> = Vec::new();
+        for d in &sent.dpdus {
+            if d.dest < self.nodes.len() && !addressees.contains(&d.dest) {
+                addressees.push(d.dest);
+            }
+        }
         let mut traced = Vec::with_capacity(sent.dpdus.len());
         for d in &sent.dpdus {
             if let Some(c) = &mut self.capture {
@@ -1263,6 +1274,7 @@ impl State {
             collided: false,
             receptions: Vec::new(),
             lost_count: 0,
+            addressees,
             collision_backoff: Duration::ZERO,
         })
     }
@@ -1284,17 +1296,7 @@ impl State {
                 }
             } else {
                 let peer_may = rt.sent.tx.peer_may_transmit_at();
-                // The individual nodes this transmission addressed, in the order of their first
-                // D_PDU. Each may owe an answer; on one frequency they answer one after another
-                // (first slots one response time apart, moved on by `take_turns` as each
-                // answer ends), or their answers would key up together and collide every time
-                // (with one addressee, the point-to-point case, nothing changes).
-                let mut addressees: Vec<usize> = Vec::new();
-                for sd in &rt.sent.dpdus {
-                    if sd.dest < self.nodes.len() && !addressees.contains(&sd.dest) {
-                        addressees.push(sd.dest);
-                    }
-                }
+                let addressees = std::mem::take(&mut rt.addressees);
                 let slot = self.response_timeout;
                 let rate = rt.sent.modem.rate;
                 // The addressees that got something and have something to say (an ACK owed,

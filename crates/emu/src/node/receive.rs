@@ -11,7 +11,7 @@ use crate::arq::ArqReceiver;
 use crate::cpdu::Cpdu;
 use crate::dpdu::{Body, DataHeader, Dpdu, Eow, Reset};
 use crate::modem::DataRate;
-use crate::spdu::Spdu;
+use crate::spdu::{DataPci, Spdu};
 
 use super::{Drc, InArq, Kind, LinkEvent, Node, NonArqIn, Queued, STALE_ACKS_RESET, UPDU_OVERHEAD};
 
@@ -378,11 +378,7 @@ impl Node {
                 }
             };
             let (pci, updu) = updu;
-            let (Ok(ssap), Ok(dsap), Ok(prio)) = (
-                SapId::new(pci.source_sap),
-                SapId::new(pci.destination_sap),
-                Priority::new(pci.priority),
-            ) else {
+            let Some((ssap, dsap, prio)) = sis_ids(&pci) else {
                 continue;
             };
             // No DATA DELIVERY FAIL in non-ARQ mode: an unbound SAP just drops it.
@@ -430,11 +426,7 @@ impl Node {
             };
             match spdu {
                 Ok(Spdu::Data { pci, updu }) => {
-                    let (Ok(ssap), Ok(dsap), Ok(prio)) = (
-                        SapId::new(pci.source_sap),
-                        SapId::new(pci.destination_sap),
-                        Priority::new(pci.priority),
-                    ) else {
+                    let Some((ssap, dsap, prio)) = sis_ids(&pci) else {
                         continue;
                     };
                     if !self.deliver(src, ssap, dsap, prio, &updu, kind, None) {
@@ -580,4 +572,14 @@ impl Node {
             self.dequeued(&a.q);
         }
     }
+}
+
+/// The SAPs and priority of a DATA S_PDU as SIS values; `None` if one is out of range (the
+/// S_PDU is then dropped, in ARQ and non-ARQ reception alike).
+fn sis_ids(pci: &DataPci) -> Option<(SapId, SapId, Priority)> {
+    Some((
+        SapId::new(pci.source_sap).ok()?,
+        SapId::new(pci.destination_sap).ok()?,
+        Priority::new(pci.priority).ok()?,
+    ))
 }
