@@ -49,6 +49,27 @@ fn a_message_for_five_ships_goes_once_by_multicast() {
     assert!(multi.airtime_s <= 0.55 * uni.airtime_s);
     // The ships' acks wait for the end of the base's burst of repeats, each in its own slot.
     assert_eq!(multi.collisions, 0, "{multi:?}");
+    within("multicast: all acked, s", multi.done_s.unwrap(), 38.0, 42.0);
+}
+
+#[test]
+fn ten_ships_acknowledge_a_multicast_each_in_its_slot() {
+    let r = run(&FleetSpec {
+        ships: 10,
+        ..spec(true, 0)
+    });
+    eprintln!("multicast to 10 {r:?}");
+    // A ship whose slot comes while the channel is idle keys up at once; only one that was
+    // waiting for another's carrier backs off. When every ship that overheard an ack backed off
+    // as well, two of them met (one collision, all acked after 90 s, 40.4 s of airtime).
+    assert_eq!(r.collisions, 0, "{r:?}");
+    within(
+        "multicast to 10: all acked, s",
+        r.done_s.unwrap(),
+        58.0,
+        62.0,
+    );
+    within("multicast to 10: airtime, s", r.airtime_s, 34.0, 38.0);
 }
 
 #[test]

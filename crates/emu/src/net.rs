@@ -117,9 +117,11 @@
 //! max-min fairly among the peers with ARQ data waiting (a short message for one ship rides
 //! beside a long batch for another); the nodes a transmission addresses answer one response
 //! timeout apart, in the order of their first D_PDU in it, and its sender waits for all of them;
-//! nodes that overheard it, or got only group (non-ARQ) data from it, wait for those turns and
-//! then a random number (0 to twice the number of nodes) of carrier-sense slots of key-up plus
-//! switching time. With two nodes none of this changes anything.
+//! nodes that overheard it, or got only group (non-ARQ) data from it, wait for those turns and,
+//! if they were deferring to it (they have traffic when it ends), then a random number (0 to
+//! twice the number of nodes) of carrier-sense slots of key-up plus switching time; traffic
+//! that comes later finds the channel idle and goes at once. With two nodes none of this
+//! changes anything.
 //!
 //! Time: simulated time is a [`Duration`] since the subnetwork started; the scheduler sleeps
 //! with `tokio::time::sleep_until`, so under `#[tokio::test(start_paused = true)]` a transfer
@@ -1334,10 +1336,19 @@ impl State {
                     } else if let Some(backoff) = rc.backoff {
                         // Overheard a transmission for someone else, or got only group
                         // (non-ARQ) data that nobody answers: leave the addressees their
-                        // turns to answer, then contend after the carrier-sense back-off
-                        // drawn in `decide`, so that nodes deferring to the same
-                        // transmission do not all key up at its end.
+                        // turns to answer. A node that was deferring (it has something to
+                        // send now, at the carrier's end) then contends after the
+                        // carrier-sense back-off drawn in `decide`, so that nodes deferring to
+                        // the same transmission do not all key up at its end. One with nothing
+                        // to send owes no back-off: when its traffic comes, the channel has been
+                        // idle and it keys up at once, as CSMA does on an idle channel (a ship's
+                        // P_MUL ack in its own slot after another ship's ack).
                         let turns = u32::try_from(addressees.len()).unwrap_or(u32::MAX);
+                        let backoff = if n.node.has_work() {
+                            backoff
+                        } else {
+                            Duration::ZERO
+                        };
                         n.not_before = n
                             .not_before
                             .max(peer_may + slot.saturating_mul(turns) + backoff);

@@ -439,6 +439,68 @@ async fn three_nodes_share_one_channel() {
     println!("{}", subnet.counters());
 }
 
+/// C overhears A's non-ARQ transmission to B and submits a U_PDU of its own: while A is on the
+/// air (`during`), or just after B's turn to answer has passed. Returns when C submitted, when
+/// it keyed up and when A's transmission ended (simulated time since the start).
+async fn overheard_then_send(seed: u64, during: bool) -> (Duration, Duration, Duration) {
+    const C: u32 = 0x0109_0A0B;
+    let modem = ModemConfig::new(DataRate::Bps1200, Interleaver::Short).unwrap();
+    // The peer may key up once it has decoded the last block and switched to transmit.
+    let peer_may = modem.decode_time + modem.switching_time;
+    let mut cfg = SubnetConfig::new(
+        vec![addr(A), addr(B), addr(C)],
+        modem,
+        ChannelConfig::awgn(30.0),
+    );
+    cfg.seed = seed;
+    let turn = cfg.response_timeout;
+    let subnet = Subnet::start(cfg).unwrap();
+    let t0 = tokio::time::Instant::now();
+    let (ca, _ea) = non_arq_client(&subnet, 0, 0).await;
+    let (_cb, _eb) = non_arq_client(&subnet, 1, 0).await;
+    let (cc, _ec) = non_arq_client(&subnet, 2, 0).await;
+    let d = ca.send_unidata(request(B, 3, payload(0, 400))).unwrap();
+    assert_eq!(d.await, Ok(Delivery::Sent));
+    let submit = if during {
+        // 400 bytes at 1200 bit/s: A is on the air for about 3 s from the start.
+        t0 + Duration::from_millis(500)
+    } else {
+        while !subnet.trace().iter().any(|t| t.sender == 0) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let a_end = subnet.trace()[0].end;
+        t0 + a_end + peer_may + turn + Duration::from_millis(10)
+    };
+    tokio::time::sleep_until(submit).await;
+    let d = cc.send_unidata(request(B, 3, payload(1, 40))).unwrap();
+    assert_eq!(d.await, Ok(Delivery::Sent));
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let trace = subnet.trace();
+    let a = trace.iter().find(|t| t.sender == 0).expect("A transmitted");
+    let c = trace.iter().find(|t| t.sender == 2).expect("C transmitted");
+    (submit - t0, c.start, a.end)
+}
+
+#[tokio::test(start_paused = true)]
+async fn only_a_node_that_was_deferring_backs_off_after_the_carrier() {
+    let mut deferred = std::collections::BTreeSet::new();
+    for seed in 1..=8 {
+        let (_, c_start, a_end) = overheard_then_send(seed, true).await;
+        assert!(c_start >= a_end, "seed {seed}: C keyed up over A");
+        deferred.insert(c_start - a_end);
+        // Traffic that comes once the channel is idle and B's turn has passed goes at once:
+        // no back-off for a transmission that ended while C had nothing to send.
+        let (submit, c_start, _) = overheard_then_send(seed, false).await;
+        assert!(
+            c_start >= submit && c_start - submit < Duration::from_millis(5),
+            "seed {seed}: C submitted at {submit:?} and keyed up at {c_start:?}"
+        );
+    }
+    // A node that had traffic while A was on the air contends after a random number of
+    // carrier-sense slots: the seeds draw different ones.
+    assert!(deferred.len() > 2, "{deferred:?}");
+}
+
 /// `tshark`, or `None` when it is not installed (a SKIPPED note; a failure under
 /// `SKYWAVE_REQUIRE_TOOLS=1`, see [`skywave_emu::missing`]).
 fn tshark() -> Option<&'static str> {
