@@ -161,6 +161,12 @@ struct Compare {
     /// Longest back-off (JNOS maxwait), seconds, overriding the profile's.
     #[arg(long)]
     max_wait: Option<f64>,
+    /// The ship's mail-queue timer (JNOS `smtp timer`), seconds: after a connection that ended
+    /// with mail not accepted (its TCP gave up, the 5066 link was lost), the mail goes again in
+    /// a new connection at the timer's next tick, until the run's time limit. Default: none, as
+    /// JNOS until `smtp timer` is set (the queue runs once).
+    #[arg(long)]
+    smtp_timer: Option<f64>,
     /// Workload shape.
     #[arg(long, value_enum, default_value = "isode")]
     measure: MeasureArg,
@@ -381,6 +387,7 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
         windows: c.window.clone(),
         irtt: seconds(c.irtt, "--irtt")?,
         max_wait: seconds(c.max_wait, "--max-wait")?,
+        smtp_timer: seconds(c.smtp_timer, "--smtp-timer")?,
         seeds: seeds(c.seeds.unwrap_or(if c.quick { 1 } else { 3 }))?,
         segment_size: match c.segment_size {
             n @ 1..=1023 => n,
@@ -548,6 +555,13 @@ mod tests {
                 TcpProfile::Jnos1998
             ]
         );
+        assert!(s.tcp_settings(s.scenarios[0], 1200)[0].smtp_timer.is_none());
+        let s = compare_spec(&["--scenarios", "smtp-tcp-modem", "--smtp-timer", "600"]).unwrap();
+        assert_eq!(
+            s.tcp_settings(s.scenarios[0], 1200)[0].smtp_timer,
+            Some(std::time::Duration::from_secs(600))
+        );
+        assert!(compare_spec(&["--smtp-timer=-5"]).is_err());
         assert!(compare_spec(&["--tcp-profile", "bsd"]).is_err());
         assert!(compare_spec(&["--scenarios", "smtp"]).is_err());
         assert!(seeds(0).is_err());

@@ -107,6 +107,10 @@ pub struct TcpSettings {
     pub ack_delay: Option<Duration>,
     /// When the TCP stops retransmitting and drops the connection.
     pub give_up: GiveUp,
+    /// The sending host's mail-queue timer (JNOS `smtp timer`): a connection that ended with
+    /// mail not accepted is followed at its next tick by a new one for that mail. `None`:
+    /// JNOS's default (the timer is not started; the queue runs once, as in every profile).
+    pub smtp_timer: Option<Duration>,
     /// The named profile these settings came from (`None`: built by hand).
     pub profile: Option<TcpProfile>,
 }

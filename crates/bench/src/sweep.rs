@@ -43,6 +43,9 @@ pub struct SweepSpec {
     pub irtt: Option<Duration>,
     /// Longest back-off override (JNOS maxwait); `None`: the profile's.
     pub max_wait: Option<Duration>,
+    /// The ship's mail-queue timer (JNOS `smtp timer`) for the TCP scenarios; `None`: the
+    /// profile's (none: the queue runs once).
+    pub smtp_timer: Option<Duration>,
     /// Seeds; every combination is run once per seed.
     pub seeds: Vec<u64>,
     /// STANAG 5066 D_PDU segment size for every run, bytes.
@@ -70,6 +73,7 @@ impl SweepSpec {
             windows: Vec::new(),
             irtt: None,
             max_wait: None,
+            smtp_timer: None,
             seeds: vec![1],
             segment_size: DEFAULT_SEGMENT,
             modem: None,
@@ -144,6 +148,9 @@ impl SweepSpec {
                     }
                     if let Some(max_wait) = self.max_wait {
                         t.max_wait = max_wait;
+                    }
+                    if self.smtp_timer.is_some() {
+                        t.smtp_timer = self.smtp_timer;
                     }
                     out.push(t);
                 }

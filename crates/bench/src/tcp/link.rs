@@ -40,8 +40,8 @@ pub(crate) struct S5066Ip {
     arrivals: mpsc::UnboundedReceiver<Arrival>,
     _forwarders: [tokio::task::JoinHandle<()>; 2],
     links: LinkWatch,
-    /// A node declared the link lost.
-    lost: bool,
+    /// Times a node declared the link lost.
+    losses: usize,
 }
 
 impl Drop for S5066Ip {
@@ -122,7 +122,7 @@ impl IpLink {
         let links = LinkWatch::new(&subnet);
         Ok(IpLink::S5066(Box::new(S5066Ip {
             links,
-            lost: false,
+            losses: 0,
             subnet,
             clients,
             addresses,
@@ -196,7 +196,7 @@ impl IpLink {
                 let wait = deadline.saturating_sub(s.subnet.now());
                 tokio::select! {
                     a = s.arrivals.recv() => got.extend(a),
-                    _ = s.links.lost(), if !s.lost => s.lost = true,
+                    _ = s.links.lost() => s.losses += 1,
                     () = tokio::time::sleep(wait) => {}
                 }
                 while let Ok(a) = s.arrivals.try_recv() {
@@ -210,9 +210,14 @@ impl IpLink {
     /// Whether a node of the 5066 link declared it lost during a [`IpLink::wait`] (never on
     /// the raw modem, which has no ARQ to give up).
     pub(crate) fn link_lost(&self) -> bool {
+        self.losses() > 0
+    }
+
+    /// How many times a node of the 5066 link declared it lost (0 on the raw modem).
+    pub(crate) fn losses(&self) -> usize {
         match self {
-            IpLink::Raw(_) => false,
-            IpLink::S5066(s) => s.lost,
+            IpLink::Raw(_) => 0,
+            IpLink::S5066(s) => s.losses,
         }
     }
 

@@ -114,7 +114,7 @@ use thiserror::Error;
 
 use crate::model::{Condition, Measure, RunResult, SmtpCompression, TcpSettings, Workload};
 use crate::stack;
-use host::{Dilation, Host, HostSettings};
+use host::{Dilation, Host, HostSettings, SegmentStats};
 use link::{IpLink, LinkCounters};
 pub use profile::{Congestion, GiveUp, Nagle, RtoFit, TcpProfile, jnos_tcp};
 use skywave_compress::{DeflateDecoder, DeflateEncoder, Limits};
@@ -203,6 +203,12 @@ pub struct TcpRunReport {
     pub link_lost: bool,
     /// Messages the SMTP client saw accepted for every recipient.
     pub client_confirmed: usize,
+    /// Connections the ship opened: 1, or more when its queue timer
+    /// ([`TcpSettings::smtp_timer`]) ran the mail again after a failed one.
+    pub attempts: usize,
+    /// Messages the server received intact again after a first time (a retry after a
+    /// connection that died between the end of the message and the client hearing its 250).
+    pub duplicate_deliveries: usize,
 }
 
 /// Runs `smtp-tcp-modem`: SMTP (JNOS batching, XLZW 16) over smoltcp TCP over the raw modem.
@@ -406,7 +412,8 @@ struct SmtpClient {
     out: Vec<u8>,
     done: bool,
     closed: bool,
-    accepted: usize,
+    /// Messages of this connection (indices into its own list) accepted for every recipient.
+    accepted: Vec<usize>,
 }
 
 /// The SMTP server side of the run.
@@ -417,10 +424,84 @@ struct SmtpServer {
     closing: bool,
     closed: bool,
     received: usize,
+    /// The workload's index of each message this connection carries, in order (the k-th
+    /// message the server receives should be `order[k]`).
+    order: Vec<usize>,
+    /// Messages received intact that had already been delivered.
+    duplicates: usize,
+}
+
+/// One connection: both hosts and both SMTP sessions (a re-queued attempt carries only the
+/// messages not accepted before: [`SmtpServer::order`]).
+struct Attempt {
+    hosts: [Host; 2],
+    client: SmtpClient,
+    server: SmtpServer,
+}
+
+impl Attempt {
+    /// A new connection from the ship (client port `port`) carrying `order`'s messages.
+    fn start(
+        settings: &[HostSettings; 2],
+        t0: smoltcp::time::Instant,
+        port: u16,
+        work: &Workload,
+        order: Vec<usize>,
+        client_cfg: &ClientConfig,
+        compression: SmtpCompression,
+    ) -> Result<Attempt, TcpBenchError> {
+        let mut hosts = [Host::new(settings[0], t0)?, Host::new(settings[1], t0)?];
+        hosts[1].listen(SMTP_PORT)?;
+        hosts[0].connect(ADDRESSES[1], SMTP_PORT, port)?;
+        let messages = order
+            .iter()
+            .filter_map(|&i| work.messages.get(i))
+            .map(|m| OutgoingMessage {
+                reverse_path: m.from.clone(),
+                recipients: m.to.clone(),
+                body: m.body.clone(),
+                eight_bit: false,
+                mt_priority: None,
+            })
+            .collect();
+        let session = ClientSession::new(client_cfg.clone(), messages)
+            .map_err(|e| TcpBenchError::Workload(e.to_string()))?;
+        Ok(Attempt {
+            hosts,
+            client: SmtpClient {
+                session,
+                codec: Codec::new(compression),
+                out: Vec::new(),
+                done: false,
+                closed: false,
+                accepted: Vec::new(),
+            },
+            server: SmtpServer {
+                session: None,
+                codec: Codec::new(compression),
+                out: Vec::new(),
+                closing: false,
+                closed: false,
+                received: 0,
+                order,
+                duplicates: 0,
+            },
+        })
+    }
+
+    /// The workload's messages this connection carried that the client saw accepted.
+    fn accepted(&self) -> impl Iterator<Item = usize> + '_ {
+        self.client
+            .accepted
+            .iter()
+            .filter_map(|&k| self.server.order.get(k).copied())
+    }
 }
 
 /// One run: both hosts, both SMTP sessions, over `link`, until the connection has closed or
-/// the time limit.
+/// the time limit. With the sending host's queue timer ([`TcpSettings::smtp_timer`]), a
+/// connection that ends with mail not accepted (its TCP gave up, the link was lost) is followed
+/// at the timer's next tick by a new one for that mail, as JNOS re-queues a failed job.
 async fn drive(
     link: &mut IpLink,
     cond: &Condition,
@@ -439,73 +520,88 @@ async fn drive(
         .time_limit
         .unwrap_or_else(|| stack::time_limit(cond, work));
     let start = link.now();
-    let t0 = dil.tcp_time_of(start);
-    let [s0, s1] = host_settings(tcp, cond.seed, dil)?;
-    let mut hosts = [Host::new(s0, t0)?, Host::new(s1, t0)?];
-    hosts[1].listen(SMTP_PORT)?;
-    hosts[0].connect(ADDRESSES[1], SMTP_PORT, CLIENT_PORT)?;
-
-    let messages = work
-        .messages
-        .iter()
-        .map(|m| OutgoingMessage {
-            reverse_path: m.from.clone(),
-            recipients: m.to.clone(),
-            body: m.body.clone(),
-            eight_bit: false,
-            mt_priority: None,
-        })
-        .collect();
-    let session = ClientSession::new(client_cfg, messages)
-        .map_err(|e| TcpBenchError::Workload(e.to_string()))?;
-    let mut client = SmtpClient {
-        session,
-        codec: Codec::new(opts.compression),
-        out: Vec::new(),
-        done: false,
-        closed: false,
-        accepted: 0,
-    };
-    let mut server = SmtpServer {
-        session: None,
-        codec: Codec::new(opts.compression),
-        out: Vec::new(),
-        closing: false,
-        closed: false,
-        received: 0,
-    };
+    let settings = host_settings(tcp, cond.seed, dil)?;
+    let mut a = Attempt::start(
+        &settings,
+        dil.tcp_time_of(start),
+        CLIENT_PORT,
+        work,
+        (0..work.messages.len()).collect(),
+        &client_cfg,
+        opts.compression,
+    )?;
     // The server session's clock: a std Instant that follows simulated time.
     let base = std::time::Instant::now();
     let mut deliveries: Vec<Option<Duration>> = vec![None; work.messages.len()];
+    let mut duplicates = 0usize;
+    let mut accepted = vec![false; work.messages.len()];
     let mut first_syn: Option<Duration> = None;
     let mut last_arrival = start;
     let mut completed = false;
+    let mut attempts = 1usize;
+    // Ended connections: their TCP figures, whether a TCP gave up, the XLZW they negotiated.
+    let mut retired: Vec<SegmentStats> = Vec::new();
+    let mut gave_up = false;
+    let mut xlzw = None;
+    // The queue timer's next tick, once a connection has failed with mail still queued.
+    let mut requeue_at: Option<Duration> = None;
+    let requeue_tick = |now: Duration, queued: bool| -> Option<Duration> {
+        let every = tcp.smtp_timer.filter(|e| !e.is_zero() && queued)?;
+        // JNOS's timer runs from when it was set (the run's start), tick after tick.
+        let ticks = (now.saturating_sub(start).as_secs_f64() / every.as_secs_f64()).floor() + 1.0;
+        Some(start + every.mul_f64(ticks))
+    };
+    let mut losses_before = link.losses();
 
     for _ in 0..MAX_STEPS {
         let now = link.now();
         if now.saturating_sub(start) >= limit {
             break;
         }
+        if requeue_at.is_some_and(|t| now >= t) {
+            requeue_at = None;
+            let order: Vec<usize> = (0..work.messages.len()).filter(|&i| !accepted[i]).collect();
+            let port = CLIENT_PORT.wrapping_add(u16::try_from(attempts).unwrap_or(u16::MAX));
+            let next = Attempt::start(
+                &settings,
+                dil.tcp_time_of(now),
+                port,
+                work,
+                order,
+                &client_cfg,
+                opts.compression,
+            )?;
+            let mut old = std::mem::replace(&mut a, next);
+            retired.extend(old.hosts.iter_mut().map(Host::final_stats));
+            duplicates += old.server.duplicates;
+            attempts += 1;
+            losses_before = link.losses();
+        }
         let tnow = dil.tcp_time_of(now);
         let snow = base + now;
         for _ in 0..MAX_ROUNDS {
-            hosts[0].poll(tnow);
-            hosts[1].poll(tnow);
-            let a = client_step(&mut hosts[0], &mut client)?;
-            let b = server_step(
-                &mut hosts[1],
-                &mut server,
+            a.hosts[0].poll(tnow);
+            a.hosts[1].poll(tnow);
+            let moved_c = client_step(&mut a.hosts[0], &mut a.client)?;
+            let moved_s = server_step(
+                &mut a.hosts[1],
+                &mut a.server,
                 snow,
                 now - start,
                 work,
                 &mut deliveries,
             )?;
-            if !(a || b) {
+            if !(moved_c || moved_s) {
                 break;
             }
         }
+        for i in a.accepted().collect::<Vec<_>>() {
+            if let Some(x) = accepted.get_mut(i) {
+                *x = true;
+            }
+        }
         let mut arrivals = Vec::new();
-        for (station, host) in hosts.iter_mut().enumerate() {
+        for (station, host) in a.hosts.iter_mut().enumerate() {
             for d in host.take_tx(now) {
                 if station == 0 && first_syn.is_none() && host.stats.syn_seen {
                     first_syn = Some(now);
@@ -513,32 +609,50 @@ async fn drive(
                 link.send(station, d, &mut arrivals)?;
             }
         }
-        let quiet = hosts.iter().all(|h| h.device.rx.is_empty());
+        let quiet = a.hosts.iter().all(|h| h.device.rx.is_empty());
         let closed = |s: State| matches!(s, State::Closed | State::TimeWait);
-        if client.done
-            && server.closed
+        let queued = accepted.iter().any(|&x| !x);
+        if requeue_at.is_none()
+            && a.client.done
+            && a.server.closed
             && quiet
             && arrivals.is_empty()
-            && closed(hosts[0].state())
-            && closed(hosts[1].state())
+            && closed(a.hosts[0].state())
+            && closed(a.hosts[1].state())
         {
-            completed = true;
-            break;
+            match requeue_tick(now, queued) {
+                Some(t) => requeue_at = Some(t),
+                None => {
+                    completed = true;
+                    break;
+                }
+            }
         }
-        if client.done && arrivals.is_empty() && hosts.iter().any(Host::gave_up) {
-            // A TCP gave up and the SMTP session with it: what was not delivered stays so.
-            break;
+        if requeue_at.is_none()
+            && a.client.done
+            && arrivals.is_empty()
+            && a.hosts.iter().any(Host::gave_up)
+        {
+            // A TCP gave up and the SMTP session with it: what was not delivered stays so,
+            // unless the queue timer runs it again.
+            match requeue_tick(now, queued) {
+                Some(t) => requeue_at = Some(t),
+                None => break,
+            }
         }
         if arrivals.is_empty() {
             let mut next = start + limit;
-            for h in &mut hosts {
+            if let Some(t) = requeue_at {
+                next = next.min(t);
+            }
+            for h in &mut a.hosts {
                 if let Some(t) = h.poll_at(tnow) {
                     let t = dil.sim_time_of(t);
                     // "Poll now" right after a poll: come back a moment later.
                     next = next.min(t.max(now + Duration::from_millis(1)));
                 }
             }
-            if let Some(t) = server.session.as_ref().and_then(|s| s.poll_timeout()) {
+            if let Some(t) = a.server.session.as_ref().and_then(|s| s.poll_timeout()) {
                 let t = t.saturating_duration_since(base);
                 next = next.min(t.max(now + Duration::from_millis(1)));
             }
@@ -548,15 +662,23 @@ async fn drive(
             last_arrival = link.now();
         }
         for (station, d) in arrivals {
-            if let Some(h) = hosts.get_mut(station) {
+            if let Some(h) = a.hosts.get_mut(station) {
                 h.deliver(d);
             }
         }
-        if link.link_lost() {
+        gave_up |= a.hosts.iter().any(Host::gave_up);
+        xlzw = a.client.session.compression().or(xlzw);
+        if link.losses() > losses_before && requeue_at.is_none() {
             // The ARQ gave up and discarded the datagrams it held: this contact is over.
-            break;
+            let queued = accepted.iter().any(|&x| !x);
+            match requeue_tick(link.now(), queued) {
+                Some(t) => requeue_at = Some(t),
+                None => break,
+            }
         }
     }
+    gave_up |= a.hosts.iter().any(Host::gave_up);
+    xlzw = a.client.session.compression().or(xlzw);
 
     // Completed: the last ACK's arrival. Otherwise: where the time limit, a TCP giving up or
     // the link's loss stopped the run.
@@ -569,7 +691,8 @@ async fn drive(
         Measure::IsodeMessage => end.saturating_sub(start),
     };
     let (seconds, throughput_bps) = stack::measure(work, &delivered_at, session_time);
-    let stats: Vec<_> = hosts.iter_mut().map(Host::final_stats).collect();
+    retired.extend(a.hosts.iter_mut().map(Host::final_stats));
+    let stats = retired;
     let mut report = TcpRunReport {
         result: RunResult {
             seconds,
@@ -589,14 +712,17 @@ async fn drive(
         tcp_resent_bytes: stats.iter().map(|s| s.resent_bytes).sum(),
         max_payload: stats.iter().map(|s| s.max_payload).max().unwrap_or(0),
         max_datagram: stats.iter().map(|s| s.max_datagram).max().unwrap_or(0),
+        // The ship's bursts on its first connection (the one the published runs measured).
         client_bursts: stats.first().map(|s| s.bursts.clone()).unwrap_or_default(),
-        xlzw: client.session.compression(),
+        xlzw,
         completed,
-        tcp_gave_up: hosts.iter().any(Host::gave_up),
+        tcp_gave_up: gave_up,
         link_lost: link.link_lost(),
+        attempts,
+        duplicate_deliveries: duplicates + a.server.duplicates,
         ..TcpRunReport::default()
     };
-    report.client_confirmed = client.accepted;
+    report.client_confirmed = accepted.iter().filter(|&&x| x).count();
     fill_link_counters(&mut report, link);
     Ok(report)
 }
@@ -658,7 +784,7 @@ fn client_step(host: &mut Host, c: &mut SmtpClient) -> Result<bool, TcpBenchErro
                     .iter()
                     .all(|r| matches!(r.status, RecipientStatus::Delivered(_)))
                 {
-                    c.accepted += 1;
+                    c.accepted.push(outcome.index);
                 }
             }
             ClientEvent::Finished { .. } => c.done = true,
@@ -727,13 +853,18 @@ fn server_step(
         progress = true;
         match ev {
             Event::Message { envelope, body } => {
-                let i = s.received;
+                // The k-th message of this connection is the workload's `order[k]`.
+                let i = s.order.get(s.received).copied().unwrap_or(usize::MAX);
                 s.received += 1;
                 let intact = work.messages.get(i).is_some_and(|m| {
                     m.body == body && m.from == envelope.reverse_path && m.to == envelope.recipients
                 });
                 if intact && let Some(slot) = deliveries.get_mut(i) {
-                    *slot = Some(now);
+                    if slot.is_some() {
+                        s.duplicates += 1;
+                    } else {
+                        *slot = Some(now);
+                    }
                 }
                 // Accepted either way: the spool would take it; `deliveries` records
                 // whether it was the right message.

@@ -46,6 +46,12 @@
 //! (three duplicate ACKs) looks the same and counts too, which on these links (a few segments
 //! in flight) is rare.
 //!
+//! After the failure: no profile runs its mail queue again by itself, as JNOS until its
+//! `smtp timer` is set (smtpserv.c: a failed job is processed "later, in due course [provided
+//! smtp timer was set]"). [`TcpSettings::smtp_timer`] (`--smtp-timer`) sets it: a new
+//! connection at the timer's next tick carries the mail not yet accepted. The SMTP client has
+//! no reply timeout, as JNOS's `smtp t4` defaults to 0.
+//!
 //! # What smoltcp cannot express, and how the profiles get it anyway
 //!
 //! smoltcp 0.14's congestion controllers are a closed enum (`None`, `Reno`, `Cubic`; the
@@ -226,6 +232,7 @@ impl TcpProfile {
                 // tcp_retries2's 924.6 s and Linux's rule would drop a connection whose data is
                 // flowing (135604 bytes plain: dropped at 1442 s, delivered at 2485 s without).
                 give_up: GiveUp::Never,
+                smtp_timer: None,
                 profile: Some(self),
             },
             TcpProfile::BestCase => TcpSettings {
@@ -241,6 +248,7 @@ impl TcpProfile {
                 // The ideal of the issue's baseline: the ARQ below repairs every loss, so this
                 // TCP never drops a connection.
                 give_up: GiveUp::Never,
+                smtp_timer: None,
                 profile: Some(self),
             },
             TcpProfile::IsodeStock => TcpSettings {
@@ -250,6 +258,7 @@ impl TcpProfile {
                 max_wait: Duration::from_secs(120),
                 mtu: 1500,
                 give_up: GiveUp::LINUX,
+                smtp_timer: None,
                 profile: Some(self),
                 ..jnos_tcp(1460, 65_535, rate_bps, None, None)
             },
@@ -305,6 +314,7 @@ pub fn jnos_tcp(
         nagle: Nagle::Classic,
         ack_delay: None,
         give_up: GiveUp::JNOS,
+        smtp_timer: None,
         profile: Some(TcpProfile::Jnos1998),
     }
 }

@@ -323,3 +323,67 @@ async fn jnos_gives_up_after_ten_timeouts_where_nothing_gets_through() {
     assert!(!r.tcp_gave_up && r.result.delivered == 0, "{r:?}");
     assert!(r.connection_seconds >= 2999.0, "{}", r.connection_seconds);
 }
+
+/// JNOS re-queueing (`smtp timer`): three 14025-byte messages over the 1998 modem on ITU-R Poor
+/// at 7 dB. Run once, the connection's TCP gives up (ten timeouts) with nothing delivered. With
+/// the queue timer at 600 s the mail goes again at the next tick, in a new connection, and one
+/// message gets through before the run's time limit; nothing arrives twice. Virtual time, so
+/// the figures are exact for the seed.
+#[tokio::test(start_paused = true)]
+async fn a_failed_jnos_job_goes_again_at_the_queue_timers_next_tick() {
+    let work = workload::isode(14025, 3, 1).unwrap();
+    let c = cond("poor", 7.0, 1200, 3);
+    let mut tcp = ntia_tcp(1024, 1200);
+    let once = run_smtp_tcp_modem_with(&c, &tcp, &work, &TcpRunOptions::default())
+        .await
+        .unwrap();
+    assert!(once.tcp_gave_up, "{once:?}");
+    assert_eq!((once.result.delivered, once.attempts), (0, 1), "{once:?}");
+    tcp.smtp_timer = Some(Duration::from_secs(600));
+    let requeued = run_smtp_tcp_modem_with(&c, &tcp, &work, &TcpRunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            requeued.result.delivered,
+            requeued.attempts,
+            requeued.duplicate_deliveries
+        ),
+        (1, 2, 0),
+        "{requeued:?}"
+    );
+    assert_eq!(requeued.client_confirmed, 1);
+    // The first connection went exactly as before; the message came in the second, after the
+    // tick that followed the first one's end.
+    let first_end = once.result.seconds;
+    let delivered = requeued
+        .deliveries
+        .iter()
+        .flatten()
+        .copied()
+        .next()
+        .unwrap();
+    let tick = (first_end / 600.0).floor() * 600.0 + 600.0;
+    assert!(
+        delivered > tick,
+        "delivered at {delivered} s, tick at {tick} s"
+    );
+}
+
+/// Over 5066 the ARQ's link loss ends a connection as a TCP give-up does on the raw modem: with
+/// the queue timer the ship tries again at each tick after it, while nothing gets through
+/// (ITU-R Good at 0 dB, 2400 bit/s), until the run's time limit.
+#[tokio::test(start_paused = true)]
+async fn after_the_5066_link_is_lost_the_queue_timer_tries_again() {
+    let work = workload::isode(14025, 1, 1).unwrap();
+    let c = cond("good", 0.0, 2400, 1);
+    let mut tcp = TcpProfile::BestCase.settings(2400);
+    tcp.smtp_timer = Some(Duration::from_secs(600));
+    let r = run_smtp_tcp_5066_with(&c, &tcp, &work, true, &TcpRunOptions::default())
+        .await
+        .unwrap();
+    println!("{r:?}");
+    assert!(r.link_lost, "{r:?}");
+    assert_eq!(r.result.delivered, 0);
+    assert_eq!(r.attempts, 8, "{r:?}");
+}
