@@ -111,6 +111,11 @@ pub struct TcpSettings {
     /// mail not accepted is followed at its next tick by a new one for that mail. `None`:
     /// JNOS's default (the timer is not started; the queue runs once, as in every profile).
     pub smtp_timer: Option<Duration>,
+    /// Over 5066: U_PDUs each station's IP client holds while its node has flow off, the rest
+    /// of what the host sends then being dropped ([`crate::stack::IP_CLIENT_HOLD`] for the IP
+    /// client Isode measured through). `None`: an IP client that queues (the SIS client's 1024
+    /// U_PDUs, more than any window here fills), so TCP loses nothing to flow control.
+    pub ip_client_hold: Option<usize>,
     /// The named profile these settings came from (`None`: built by hand).
     pub profile: Option<TcpProfile>,
 }

@@ -45,6 +45,12 @@ pub(crate) const SHORE_NODE: usize = 1;
 /// Priority of every U_PDU the benchmark sends (routine traffic).
 const PRIORITY: u8 = 5;
 
+/// U_PDUs the IP client Isode measured through (NC3A's, Annex F.12) held while its node had
+/// flow off; it dropped the rest ("datagrams the IP client could not hand to a flow-controlled
+/// 5066 server were dropped", `calibration/isode-ip-over-5066.csv`). The UDP flood and the
+/// `isode-stock` TCP profile run through it.
+pub const IP_CLIENT_HOLD: usize = 1;
+
 /// Parses an interleaver name as the emulator CLI and [`Condition::interleaver`] spell it:
 /// `zero`, `short`, `long` (110A and 110B), and the 110B-only `ultra-short`, `very-short`,
 /// `medium`, `very-long`.

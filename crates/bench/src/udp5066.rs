@@ -53,8 +53,6 @@ pub const IP_MTU: usize = 1500;
 pub const GENERATOR_MIN_INTERVAL: Duration = Duration::from_secs(1);
 /// Fraction of the run before the throughput is counted.
 pub const WARM_UP: f64 = 0.25;
-/// U_PDUs the IP client holds while its node has flow off; the rest are dropped.
-pub const CLIENT_HOLD: usize = 1;
 /// Priority of the IP client's U_PDUs (routine).
 const PRIORITY: u8 = 5;
 /// Bytes of each packet that carry the datagram's sequence number and the fragment's index
@@ -143,7 +141,7 @@ async fn flood_async(cond: &Condition, flood: &UdpFlood) -> Result<UdpFloodResul
     }
     let subnet = Subnet::start(stack::subnet_config(cond)?)?;
     let mut ship_cfg = ClientConfig::new(SapId::IP_CLIENT, ServiceType::ARQ);
-    ship_cfg.queue_limit = CLIENT_HOLD;
+    ship_cfg.queue_limit = stack::IP_CLIENT_HOLD;
     // Every datagram here is different; the filter only matters for TCP's retransmissions.
     ship_cfg.filter = FilterConfig::disabled();
     let (ship, _ship_events, mtu) = stack::bind_with(&subnet, SHIP_NODE, ship_cfg).await?;

@@ -42,6 +42,8 @@ pub struct BulkTcpReport {
     pub minutes_to_80: Option<f64>,
     /// TCP segments resent by either host.
     pub tcp_resent_segments: u64,
+    /// Datagrams the IP clients dropped while their node had flow off (with a hold).
+    pub ip_client_drops: u64,
 }
 
 /// Bytes the shore had read at `t` seconds, from a trace in time order.
@@ -78,6 +80,7 @@ pub fn analyse(trace: Vec<(f64, u64)>, duration: Duration) -> BulkTcpReport {
         minutes_to_80: reach(0.8),
         trace,
         tcp_resent_segments: 0,
+        ip_client_drops: 0,
     }
 }
 
@@ -95,7 +98,7 @@ pub async fn run_bulk_tcp_5066(
             tcp.mtu, cfg.mtu
         )));
     }
-    let mut link = IpLink::s5066(Subnet::start(cfg)?, true).await?;
+    let mut link = IpLink::s5066(Subnet::start(cfg)?, true, tcp.ip_client_hold).await?;
     let dil = dilation(tcp)?;
     let start = link.now();
     let [s0, s1] = host_settings(tcp, cond.seed, dil)?;
@@ -158,6 +161,9 @@ pub async fn run_bulk_tcp_5066(
     }
     let mut report = analyse(trace, duration);
     report.tcp_resent_segments = hosts.iter_mut().map(|h| h.final_stats().resent).sum();
+    if let super::link::LinkCounters::S5066 { overflow, .. } = link.counters() {
+        report.ip_client_drops = overflow;
+    }
     Ok(report)
 }
 

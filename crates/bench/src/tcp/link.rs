@@ -5,14 +5,19 @@
 //! The 5066 link also says when one of its nodes declared the link lost
 //! ([`IpLink::link_lost`]): the run ends there, as the HMTP runs do (see [`crate::stack`]).
 //! TCP would retransmit into a new contact; the benchmark counts one contact per run, and
-//! leaves later contacts to the gateway's spool retries.
+//! leaves later contacts to the gateway's spool retries (or the SMTP client's queue timer).
+//! An IP client with a hold ([`crate::model::TcpSettings::ip_client_hold`]) drops what it
+//! cannot hold while its node has flow off, and the link counts those datagrams.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
 use skywave_emu::net::{Counters, Subnet};
 use skywave_emu::raw::{RawCounters, RawLink};
-use skywave_sis::client::Event;
+use skywave_sis::client::{Event, Pending, SendError};
 use skywave_sis::filter::FilterConfig;
 use skywave_sis::{
     Client, ClientConfig, NodeAddress, Priority, SapId, ServiceType, Ttl, UnidataRequest,
@@ -42,6 +47,29 @@ pub(crate) struct S5066Ip {
     links: LinkWatch,
     /// Times a node declared the link lost.
     losses: usize,
+    /// Submissions whose outcome is not known yet (the IP client asks for no confirmation:
+    /// each resolves once its U_PDU is written, or refused by a full hold).
+    pending: Vec<Pending>,
+    /// Datagrams the IP clients dropped because their hold was full.
+    overflow: u64,
+}
+
+impl S5066Ip {
+    /// Takes the outcomes that are in, counting the datagrams a full hold refused.
+    fn reap(&mut self) {
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut overflow = 0;
+        self.pending
+            .retain_mut(|p| match Pin::new(p).poll(&mut cx) {
+                Poll::Ready(Err(SendError::QueueFull(_))) => {
+                    overflow += 1;
+                    false
+                }
+                Poll::Ready(_) => false,
+                Poll::Pending => true,
+            });
+        self.overflow += overflow;
+    }
 }
 
 impl Drop for S5066Ip {
@@ -67,8 +95,13 @@ impl IpLink {
     }
 
     /// Binds a SIS client on SAP 9 at both nodes of `subnet` (node 0 and node 1), with the
-    /// duplicate filter on SAP 9 on or off.
-    pub(crate) async fn s5066(subnet: Subnet, dup_filter: bool) -> Result<IpLink, TcpBenchError> {
+    /// duplicate filter on SAP 9 on or off, each holding at most `hold` datagrams while its node
+    /// has flow off (`None`: the SIS client's own queue).
+    pub(crate) async fn s5066(
+        subnet: Subnet,
+        dup_filter: bool,
+        hold: Option<usize>,
+    ) -> Result<IpLink, TcpBenchError> {
         let (tx, arrivals) = mpsc::unbounded_channel();
         let mut clients = Vec::with_capacity(2);
         let mut forwarders = Vec::with_capacity(2);
@@ -80,6 +113,9 @@ impl IpLink {
                 async move { Ok::<_, std::io::Error>(s.connect_in_process(node)) }
             };
             let mut cfg = ClientConfig::new(SapId::IP_CLIENT, ServiceType::ARQ);
+            if let Some(hold) = hold {
+                cfg.queue_limit = hold;
+            }
             cfg.filter = if dup_filter {
                 FilterConfig::default().with_sap(SapId::IP_CLIENT, true)
             } else {
@@ -123,6 +159,8 @@ impl IpLink {
         Ok(IpLink::S5066(Box::new(S5066Ip {
             links,
             losses: 0,
+            pending: Vec::new(),
+            overflow: 0,
             subnet,
             clients,
             addresses,
@@ -172,11 +210,14 @@ impl IpLink {
                     updu: Bytes::from(datagram),
                 };
                 // The IP client asks for no confirmation: the pending outcome resolves when
-                // the U_PDU is written (or dropped by the duplicate filter); nobody waits.
-                client
+                // the U_PDU is written (or dropped by the duplicate filter or a full hold);
+                // nobody waits, the link only counts the drops.
+                let p = client
                     .send_unidata(req)
-                    .map(drop)
-                    .map_err(|e| TcpBenchError::Sis(format!("submitting a datagram: {e}")))
+                    .map_err(|e| TcpBenchError::Sis(format!("submitting a datagram: {e}")))?;
+                s.pending.push(p);
+                s.reap();
+                Ok(())
             }
         }
     }
@@ -230,13 +271,17 @@ impl IpLink {
     }
 
     /// What the link counted so far.
-    pub(crate) fn counters(&self) -> LinkCounters {
+    pub(crate) fn counters(&mut self) -> LinkCounters {
         match self {
             IpLink::Raw(r) => LinkCounters::Raw(r.link.counters()),
-            IpLink::S5066(s) => LinkCounters::S5066 {
-                channel: Box::new(s.subnet.counters()),
-                filtered: s.clients.iter().map(|c| c.filter_stats().dropped).sum(),
-            },
+            IpLink::S5066(s) => {
+                s.reap();
+                LinkCounters::S5066 {
+                    channel: Box::new(s.subnet.counters()),
+                    filtered: s.clients.iter().map(|c| c.filter_stats().dropped).sum(),
+                    overflow: s.overflow,
+                }
+            }
         }
     }
 }
@@ -248,5 +293,7 @@ pub(crate) enum LinkCounters {
     S5066 {
         channel: Box<Counters>,
         filtered: u64,
+        /// Datagrams the IP clients dropped for a full hold.
+        overflow: u64,
     },
 }

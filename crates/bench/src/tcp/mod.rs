@@ -192,6 +192,9 @@ pub struct TcpRunReport {
     pub arq_retransmissions: u64,
     /// Datagrams the SIS clients' duplicate filter dropped (0 on the raw modem).
     pub duplicates_filtered: u64,
+    /// Datagrams the IP clients dropped while their node had flow off and their hold
+    /// ([`TcpSettings::ip_client_hold`]) was full (0 on the raw modem).
+    pub ip_client_drops: u64,
     /// The SMTP session ran with XLZW compression (bits), as negotiated.
     pub xlzw: Option<u8>,
     /// The connection closed normally before the time limit.
@@ -274,7 +277,7 @@ pub async fn run_smtp_tcp_5066_with(
         )));
     }
     let subnet = Subnet::start(cfg)?;
-    let mut link = IpLink::s5066(subnet, dup_filter).await?;
+    let mut link = IpLink::s5066(subnet, dup_filter, tcp.ip_client_hold).await?;
     let mut client = ClientConfig::new("ship.example", ClientMode::Pipelining);
     if opts.compression == SmtpCompression::Xlzw {
         client.xlzw = Some(16);
@@ -285,7 +288,7 @@ pub async fn run_smtp_tcp_5066_with(
         link.settle().await;
     }
     let mut report = report?;
-    fill_link_counters(&mut report, &link);
+    fill_link_counters(&mut report, &mut link);
     Ok(report)
 }
 
@@ -727,7 +730,7 @@ async fn drive(
     Ok(report)
 }
 
-fn fill_link_counters(report: &mut TcpRunReport, link: &IpLink) {
+fn fill_link_counters(report: &mut TcpRunReport, link: &mut IpLink) {
     report.result.tcp_resent_segments = report.tcp_retransmissions;
     report.result.tcp_resent_bytes = report.tcp_resent_bytes;
     match link.counters() {
@@ -739,7 +742,11 @@ fn fill_link_counters(report: &mut TcpRunReport, link: &IpLink) {
             report.collisions = c.collisions;
             report.air_seconds = c.air_time.as_secs_f64();
         }
-        LinkCounters::S5066 { channel, filtered } => {
+        LinkCounters::S5066 {
+            channel,
+            filtered,
+            overflow,
+        } => {
             report.result.transmissions = channel.transmissions;
             report.result.bytes_on_air = channel.bytes_on_air;
             report.result.retransmissions = channel.retransmissions;
@@ -747,6 +754,7 @@ fn fill_link_counters(report: &mut TcpRunReport, link: &IpLink) {
             report.lost_on_air = channel.lost_dpdus;
             report.collisions = channel.collisions;
             report.duplicates_filtered = filtered;
+            report.ip_client_drops = overflow;
         }
     }
 }

@@ -34,7 +34,10 @@
 //!   at 386 B, with it 21.8 s; so "no delayed ACK" would not be the best case.
 //! - **`isode-stock`**: the stock host TCP assumed for Isode's published SMTP-over-5066 figures
 //!   (`calibrate`'s Isode column and its historical goal lines): MSS 1460, window 65535, smoltcp's
-//!   Reno and Nagle as they come, longest back-off 120 s (so initial and minimum RTO 2 s).
+//!   Reno and Nagle as they come, longest back-off 120 s (so initial and minimum RTO 2 s),
+//!   through the IP client Isode measured, which holds one datagram while its node has flow off
+//!   and drops the rest ([`crate::stack::IP_CLIENT_HOLD`], as the UDP flood); the other profiles
+//!   go through one that queues.
 //!
 //! Giving up ([`GiveUp`]): smoltcp retransmits forever, so the host wrapper (`tcp/host.rs`)
 //! does what the profile's stack does when nothing comes back: JNOS resets after `tcp retries`
@@ -233,6 +236,7 @@ impl TcpProfile {
                 // flowing (135604 bytes plain: dropped at 1442 s, delivered at 2485 s without).
                 give_up: GiveUp::Never,
                 smtp_timer: None,
+                ip_client_hold: None,
                 profile: Some(self),
             },
             TcpProfile::BestCase => TcpSettings {
@@ -249,6 +253,7 @@ impl TcpProfile {
                 // TCP never drops a connection.
                 give_up: GiveUp::Never,
                 smtp_timer: None,
+                ip_client_hold: None,
                 profile: Some(self),
             },
             TcpProfile::IsodeStock => TcpSettings {
@@ -259,6 +264,9 @@ impl TcpProfile {
                 mtu: 1500,
                 give_up: GiveUp::LINUX,
                 smtp_timer: None,
+                // Isode's measurements went through the NC3A IP client, which dropped what it
+                // could not hand to a flow-controlled node (isode-ip-over-5066.csv).
+                ip_client_hold: Some(crate::stack::IP_CLIENT_HOLD),
                 profile: Some(self),
                 ..jnos_tcp(1460, 65_535, rate_bps, None, None)
             },
@@ -315,6 +323,7 @@ pub fn jnos_tcp(
         ack_delay: None,
         give_up: GiveUp::JNOS,
         smtp_timer: None,
+        ip_client_hold: None,
         profile: Some(TcpProfile::Jnos1998),
     }
 }
