@@ -519,7 +519,7 @@ pub fn two_transmission_bound(
 
 /// The modem's required SNR for BER 10⁻⁵ (long interleaver) against `modem-required-snr.csv`
 /// (the RM6 generation) and against MIL-STD-188-110A's minimum-performance table (the
-/// 110A-minimum generation), on an independent fading sample ([`MODEM_SAMPLE_SEED`]; 60 000
+/// 110A-minimum generation), on an independent fading sample ([`MODEM_SAMPLE_SEED`]; 240 000
 /// ITU-R Good and 8 000 Poor blocks per block length). Rows of the standard's table outside
 /// the channel model say why instead of a figure.
 pub fn modem_comparisons(csv: &str) -> Result<Vec<Comparison>, CalibrationError> {

@@ -12,10 +12,10 @@
 //! many blocks from independent channel realisations; the required SNR is found by bisection on
 //! the mean block BER (see `skywave_emu::calibration` for why the mean of the per-block expected
 //! BER is the BER). The asserted test uses the seeded reference sample the curves were fitted on
-//! (60 000 Good and 8 000 Poor blocks per block length). The ignored test draws an independent
-//! sample (asserted by default, with the bands the README states) and shows the Monte-Carlo
-//! spread: on ITU Good the high rates' BER 1e-5 point is set by fades rarer than 1 block in
-//! 10 000, so it moves by about ±2 dB between 60 000-block samples.
+//! (240 000 Good and 8 000 Poor blocks per block length). An independent sample of the same size
+//! (another seed, the one `skywave-bench calibrate` prints) is asserted within 1 dB of every
+//! published figure. On ITU Good the high rates' BER 1e-5 point is set by fades rarer than 1
+//! block in 10 000, so at 8000 and 9600 bit/s it moves by up to about 2.8 dB between samples.
 //! Run with `--nocapture` to see the tables.
 
 // Test code: a missing embedded profile is a bug worth a panic.
@@ -24,8 +24,8 @@
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use skywave_emu::calibration::{
-    FadingSet, ReferenceSets, calibration_block, emulated_required_snr, itu, reference_sets,
-    required_snr, simulate_sets,
+    FadingSet, REFERENCE_GOOD_REALISATIONS, REFERENCE_POOR_REALISATIONS, ReferenceSets,
+    calibration_block, emulated_required_snr, itu, reference_sets, required_snr, simulate_sets,
 };
 use skywave_emu::channel::Fading;
 use skywave_emu::modem::DataRate;
@@ -38,10 +38,11 @@ const FIT_RESIDUAL_DB: f64 = 0.02;
 const AWGN_OUT_OF_SAMPLE_DB: f64 = 0.02;
 const POOR_OUT_OF_SAMPLE_DB: f64 = 0.25;
 
-/// Out of sample on Good: 1.2 dB up to 6400 bit/s, 2.5 dB at 8000 and 9600 bit/s (a rare-event
-/// figure, see the file docs).
-fn good_out_of_sample_db(rate: DataRate) -> f64 {
-    if rate.bps() >= 8000 { 2.5 } else { 1.2 }
+/// Out of sample on Good: the 1 dB at every rate on this sample (the largest miss is
+/// +0.87 dB at 9600 bit/s). Other samples of the same size move 8000 and 9600 bit/s by up to
+/// +2.8 dB (a rare-event figure, see the file docs), so this holds for this seed, not for any.
+fn good_out_of_sample_db(_rate: DataRate) -> f64 {
+    1.0
 }
 
 /// Compare every row against per-column tolerances (AWGN, Good by rate, Poor).
@@ -123,12 +124,22 @@ fn emulated_modem_reproduces_the_published_required_snr() {
     );
 }
 
+/// The independent sample: the reference sample's size, another seed (the one
+/// `skywave-bench calibrate` prints).
+fn independent_sets() -> ReferenceSets {
+    simulate_sets(
+        0xBADC_0FFE,
+        REFERENCE_GOOD_REALISATIONS,
+        REFERENCE_POOR_REALISATIONS,
+    )
+}
+
 /// The prediction: an independent sample of the same size (another seed) stays within the
 /// bands the README states.
 #[test]
 fn independent_sample_stays_close() {
     check(
-        &simulate_sets(0xBADC_0FFE, 300, 80),
+        &independent_sets(),
         AWGN_OUT_OF_SAMPLE_DB,
         good_out_of_sample_db,
         POOR_OUT_OF_SAMPLE_DB,
@@ -143,10 +154,7 @@ fn the_110a_minimum_modem_meets_the_standard_table() {
     use skywave_emu::calibration::{MIL_110A_MINIMUM, emulated_required_snr_of};
     use skywave_emu::modem::{Generation, Interleaver, ModemConfig};
     let mut modelled = 0;
-    for (sets, tolerance) in [
-        (reference_sets(), 0.05),
-        (simulate_sets(0xBADC_0FFE, 300, 80), 1.0),
-    ] {
+    for (sets, tolerance) in [(reference_sets(), 0.05), (independent_sets(), 1.0)] {
         for row in MIL_110A_MINIMUM {
             let Some(fading) = row.fading() else {
                 assert!(row.not_modelled().is_some());
