@@ -73,6 +73,25 @@ fn ten_ships_acknowledge_a_multicast_each_in_its_slot() {
 }
 
 #[test]
+fn a_repair_round_waits_for_the_bases_own_unicast_to_be_sent() {
+    // Ten ships, a message for all and one for each ship alone (HMTP, queued behind the
+    // multicast on the base's node), the last ship in EMCON. The base's repair timer comes
+    // while its node is still sending the unicast mail, before any ship could ack: the round
+    // waits until the node has sent it and the ships have had their slots, and then lists only
+    // the EMCON ship. Before, it went out listing every ship and each acked twice: 190 s, 22
+    // transmissions, 158.7 s of airtime.
+    let r = run(&FleetSpec {
+        ships: 10,
+        workload: FleetWorkload::Mixed,
+        ..spec(true, 1)
+    });
+    eprintln!("mixed, 10 ships, one in EMCON {r:?}");
+    within("all acked, s", r.done_s.unwrap(), 168.0, 172.0);
+    assert!(r.transmissions <= 14, "{r:?}");
+    within("airtime, s", r.airtime_s, 145.0, 150.0);
+}
+
+#[test]
 fn an_emcon_ship_gets_the_multicast_and_its_ack_comes_when_emcon_ends() {
     let r = run(&spec(true, 1));
     let plain = run(&spec(true, 0));

@@ -542,6 +542,20 @@ impl Sender {
     pub fn expiry_ms(&self) -> u64 {
         self.expiry_ms
     }
+
+    /// When the next repair round is due (ms since the epoch), if one is armed.
+    pub fn repair_due(&self) -> Option<u64> {
+        self.repair_at
+    }
+
+    /// Moves an armed repair round to `until` if it was due earlier: the caller knows the
+    /// receivers cannot have answered yet (on a half-duplex channel its own node is still
+    /// transmitting). Nothing happens when no round is armed.
+    pub fn postpone_repair(&mut self, until: u64) {
+        if let Some(t) = self.repair_at.as_mut() {
+            *t = (*t).max(until);
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -623,6 +637,35 @@ mod tests {
         assert!(s.is_complete() && s.is_finished());
         assert_eq!(s.poll_timeout(), None);
         assert_eq!(s.stats().repair_data_pdus, 2);
+    }
+
+    #[test]
+    fn a_postponed_repair_round_lists_only_who_still_has_not_acknowledged() {
+        let mut s = Sender::new(
+            cfg(),
+            5,
+            1,
+            vec![Destination::new(2), Destination::new(3)],
+            b"hello".to_vec(),
+            0,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        drain(&mut s, 0);
+        assert_eq!(s.repair_due(), Some(1000));
+        // The node is still busy at 1000: the round waits, and the acks that come meanwhile
+        // leave it only the destination that stayed silent.
+        s.postpone_repair(3000);
+        s.postpone_repair(2000);
+        assert_eq!(s.repair_due(), Some(3000));
+        s.handle_timeout(1000);
+        assert!(drain(&mut s, 1000).is_empty(), "no round before 3000");
+        assert!(s.handle_ack(&ack(3, vec![]), 2500));
+        s.handle_timeout(3000);
+        let r = drain(&mut s, 3000);
+        assert!(
+            matches!(&r[0], Pdu::Address(a) if a.dests.len() == 1 && a.dests[0].dest_id == 2),
+            "{r:?}"
+        );
     }
 
     #[test]

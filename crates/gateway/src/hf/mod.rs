@@ -286,6 +286,8 @@ struct Links {
     shutdown: watch::Receiver<bool>,
     /// One SIS connection per (server, SAP), shared by the links of the peers that use it.
     endpoints: HashMap<(String, u8), Endpoint>,
+    /// What each server's node holds from us, shared by that server's endpoints.
+    backlogs: HashMap<String, Arc<sis::Backlog>>,
     /// Started links by peer name.
     started: HashMap<String, Reach>,
     /// Peers whose problem has been said, so a reload does not say it again.
@@ -310,6 +312,7 @@ impl Hf {
             connect,
             shutdown,
             endpoints: HashMap::new(),
+            backlogs: HashMap::new(),
             started: HashMap::new(),
             said: HashMap::new(),
             pmul: HashMap::new(),
@@ -354,6 +357,19 @@ impl Hf {
             let _ = t.await;
         }
     }
+}
+
+/// The backlog of `server`'s node in `backlogs`, made on first use.
+fn backlog_of(
+    backlogs: &mut HashMap<String, Arc<sis::Backlog>>,
+    server: &str,
+    bps: u32,
+) -> Arc<sis::Backlog> {
+    Arc::clone(
+        backlogs
+            .entry(server.to_owned())
+            .or_insert_with(|| Arc::new(sis::Backlog::new(bps))),
+    )
 }
 
 impl Links {
@@ -468,11 +484,14 @@ impl Links {
                 }
                 None => {
                     let (tx, rx) = mpsc::unbounded_channel();
+                    let backlog =
+                        backlog_of(&mut self.backlogs, server, self.ctx.config.assumed_bps);
                     let (endpoint, task) = Endpoint::start(
                         self.connect.clone(),
                         server.clone(),
                         pmul_link::SAP,
                         HashMap::from([(*node, tx.clone())]),
+                        backlog,
                         self.shutdown.clone(),
                     );
                     self.tasks.push(task);
@@ -551,11 +570,13 @@ impl Links {
                 e.clone()
             }
             None => {
+                let backlog = backlog_of(&mut self.backlogs, server, ctx.config.assumed_bps);
                 let (e, task) = Endpoint::start(
                     self.connect.clone(),
                     server.clone(),
                     sap_id,
                     HashMap::from([(node, tx.clone())]),
+                    backlog,
                     shutdown.clone(),
                 );
                 self.tasks.push(task);

@@ -16,6 +16,9 @@
 //! body (envelope and message, zlib-compressed) and gives it to a `skywave_pmul` [`Sender`]: its
 //! Data_PDUs go once (plus the group's blind repeats) to the group's 5066 address, whatever the
 //! number of ships; each ship's Ack_PDU names the PDUs it lacks and only those are sent again.
+//! Over 5066 a repair round also waits while the node still holds what this gateway handed it
+//! (unicast mail queued behind the multicast, [`super::sis::Backlog`]): until that is on the air
+//! the ships cannot have answered, and a round would list ships whose acks are still to come.
 //! A ship's recipients are delivered when its ack is complete; a ship that never acknowledges
 //! (or an expired message) leaves them deferred, and the next attempt goes to the ships still
 //! missing it (by unicast if only one of them is left and it keeps no EMCON). The HMTP and CFTP
@@ -291,6 +294,23 @@ impl Carrier {
         }
     }
 
+    /// Time the node of this carrier still needs for what this gateway has handed it (every
+    /// link on the same SIS server; none over IP, whose datagrams leave at once).
+    fn busy_ms(&self) -> u64 {
+        match self {
+            Carrier::Sis { endpoint, .. } => {
+                u64::try_from(endpoint.backlog().drain_time().as_millis()).unwrap_or(u64::MAX)
+            }
+            Carrier::Ip(_) => 0,
+        }
+    }
+
+    /// From the end of a transmission until every one of `members` ships has had its ack
+    /// slot, with a margin: what a repair round waits for after the data is on the air.
+    fn answer_ms(&self, members: usize, bps: u32) -> u64 {
+        ACK_DELAY_MS + self.ack_slot_ms(bps) * (members as u64 + 1) + self.repair_margin_ms()
+    }
+
     /// Margin for acks beyond the ack slots before a repair round.
     fn repair_margin_ms(&self) -> u64 {
         match self {
@@ -556,8 +576,18 @@ impl PmulLink {
                 }
                 () = tokio::time::sleep_until(deadline) => {
                     let now = self.ctx.clock.unix_ms();
+                    let busy = self.carrier.busy_ms();
+                    let bps = self.ctx.config.assumed_bps;
                     for o in &mut st.out {
                         if o.phase == Phase::Sending {
+                            // Our node is still sending what this gateway handed it (unicast
+                            // mail queued behind the multicast): on a half-duplex radio no ship
+                            // has answered yet, and a round now would list ships whose acks
+                            // are still to come. It waits until they have had their slots.
+                            if busy > 0 && o.sender.repair_due().is_some_and(|t| t <= now) {
+                                let answered = self.carrier.answer_ms(o.members.len(), bps);
+                                o.sender.postpone_repair(now + busy + answered);
+                            }
                             o.sender.handle_timeout(now);
                         }
                     }
@@ -777,7 +807,6 @@ impl PmulLink {
         let pdu_size = self.carrier.pdu_size(&self.ctx);
         let repeats = u64::from(group.repeats) + 1;
         let on_air = body.len() as u64 * repeats + 64 * (body.len() / pdu_size + 2) as u64;
-        let slot = self.carrier.ack_slot_ms(bps);
         let config = SenderConfig {
             pdu_size,
             priority: 0,
@@ -786,9 +815,7 @@ impl PmulLink {
             // The whole first transmission must be on the air, and every ship's ack (one slot
             // each after the last PDU) back, before a repair makes sense.
             repair_interval_ms: self.carrier.on_air_ms(on_air, bps)
-                + ACK_DELAY_MS
-                + slot * (members.len() as u64 + 1)
-                + self.carrier.repair_margin_ms(),
+                + self.carrier.answer_ms(members.len(), bps),
             // A ship still missing PDUs after this many rounds is better reached another way
             // (HMTP's ARQ adapts its data rate to that ship; P_MUL's rounds go at the group's).
             max_repairs: self.carrier.max_repairs(),

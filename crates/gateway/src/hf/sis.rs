@@ -98,6 +98,51 @@ pub enum LinkInput {
 /// The links an endpoint feeds, by the node of their peer; a reload may add to it.
 type LinkMap = Arc<std::sync::Mutex<HashMap<NodeAddress, mpsc::UnboundedSender<LinkInput>>>>;
 
+/// What this gateway has handed one SIS server's node and the node has not had time to send
+/// yet, as airtime at `[hf] assumed_bps`: a leaky bucket that every link's submissions on that
+/// server fill (all SAPs: HMTP, CFTP and P_MUL share the node and its half-duplex radio) and
+/// that drains at the assumed rate. An estimate (the node adds headers, ARQ repeats and the
+/// peers' turns); its one use is where the alternative is to take the node for idle: a P_MUL
+/// repair round waits until the node has sent what was queued before the ships could answer.
+#[derive(Debug)]
+pub struct Backlog {
+    bytes_per_s: f64,
+    /// (bytes not yet sent, when that was last brought up to date).
+    state: std::sync::Mutex<(f64, tokio::time::Instant)>,
+}
+
+impl Backlog {
+    /// An empty backlog draining at `bps` bit/s.
+    pub fn new(bps: u32) -> Backlog {
+        Backlog {
+            bytes_per_s: f64::from(bps.max(1)) / 8.0,
+            state: std::sync::Mutex::new((0.0, tokio::time::Instant::now())),
+        }
+    }
+
+    /// The bytes left now, after draining since the last look.
+    fn level(&self) -> std::sync::MutexGuard<'_, (f64, tokio::time::Instant)> {
+        let mut s = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = tokio::time::Instant::now();
+        let sent = now.duration_since(s.1).as_secs_f64() * self.bytes_per_s;
+        *s = ((s.0 - sent).max(0.0), now);
+        s
+    }
+
+    /// `bytes` more handed to the node.
+    pub fn add(&self, bytes: usize) {
+        self.level().0 += bytes as f64;
+    }
+
+    /// How long the node needs to send what it still holds, at the assumed rate.
+    pub fn drain_time(&self) -> Duration {
+        Duration::from_secs_f64(self.level().0 / self.bytes_per_s)
+    }
+}
+
 /// One SIS connection (one server, one SAP), shared by the links of the peers that use it.
 #[derive(Debug, Clone)]
 pub struct Endpoint {
@@ -105,6 +150,7 @@ pub struct Endpoint {
     sap: SapId,
     client: watch::Receiver<Option<Client>>,
     links: LinkMap,
+    backlog: Arc<Backlog>,
 }
 
 /// The link map, even if a thread panicked while holding it (the map itself stays whole).
@@ -118,12 +164,14 @@ fn lock(
 
 impl Endpoint {
     /// Starts the endpoint: connects (retrying with backoff until it succeeds or `shutdown`),
-    /// binds `sap`, and forwards each U_PDU to the link registered for its source node.
+    /// binds `sap`, and forwards each U_PDU to the link registered for its source node. What
+    /// it sends counts in `backlog`, the server's (shared by its endpoints).
     pub fn start(
         connect: SisConnect,
         server: String,
         sap: SapId,
         links: HashMap<NodeAddress, mpsc::UnboundedSender<LinkInput>>,
+        backlog: Arc<Backlog>,
         mut shutdown: watch::Receiver<bool>,
     ) -> (Endpoint, tokio::task::JoinHandle<()>) {
         let (tx, rx) = watch::channel(None);
@@ -210,6 +258,7 @@ impl Endpoint {
                 sap,
                 client: rx,
                 links: shared,
+                backlog,
             },
             task,
         )
@@ -228,6 +277,11 @@ impl Endpoint {
     /// The server's name.
     pub fn server(&self) -> &str {
         &self.server
+    }
+
+    /// What the server's node still holds from this gateway (every SAP), as an estimate.
+    pub fn backlog(&self) -> &Backlog {
+        &self.backlog
     }
 
     /// The MTU while bound; `None` before the first bind or while reconnecting.
@@ -265,6 +319,7 @@ impl Endpoint {
             .clone()
             .ok_or_else(|| format!("not bound to the SIS server {}", self.server))?;
         let mut pending = Vec::with_capacity(updus.len());
+        let bytes = updus.iter().map(Vec::len).sum();
         for u in updus {
             let req = UnidataRequest {
                 priority,
@@ -276,6 +331,7 @@ impl Endpoint {
             };
             pending.push(client.send_unidata(req).map_err(|e| e.to_string())?);
         }
+        self.backlog.add(bytes);
         tokio::spawn(async move {
             for p in pending {
                 if let Err(e) = p.await {
@@ -308,5 +364,22 @@ mod tests {
         assert_eq!(priority_5066(0).get(), 7);
         assert_eq!(priority_5066(9).get(), 15);
         assert_eq!(priority_5066(6).get(), 12);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_backlog_drains_at_the_assumed_rate() {
+        let b = Backlog::new(1200);
+        assert_eq!(b.drain_time(), Duration::ZERO);
+        // 1500 bytes at 1200 bit/s: 10 s of air.
+        b.add(1500);
+        assert_eq!(b.drain_time(), Duration::from_secs(10));
+        tokio::time::advance(Duration::from_secs(4)).await;
+        assert_eq!(b.drain_time(), Duration::from_secs(6));
+        b.add(300);
+        assert_eq!(b.drain_time(), Duration::from_secs(8));
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert_eq!(b.drain_time(), Duration::ZERO, "never below empty");
+        b.add(150);
+        assert_eq!(b.drain_time(), Duration::from_secs(1));
     }
 }
