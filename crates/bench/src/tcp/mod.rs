@@ -598,7 +598,7 @@ async fn drive(
                 break;
             }
         }
-        for i in a.accepted().collect::<Vec<_>>() {
+        for i in a.accepted() {
             if let Some(x) = accepted.get_mut(i) {
                 *x = true;
             }
@@ -673,7 +673,6 @@ async fn drive(
         xlzw = a.client.session.compression().or(xlzw);
         if link.losses() > losses_before && requeue_at.is_none() {
             // The ARQ gave up and discarded the datagrams it held: this contact is over.
-            let queued = accepted.iter().any(|&x| !x);
             match requeue_tick(link.now(), queued) {
                 Some(t) => requeue_at = Some(t),
                 None => break,
