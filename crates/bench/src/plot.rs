@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use plotters::coord::ranged1d::ValueFormatter;
 use plotters::prelude::*;
 use thiserror::Error;
 
@@ -122,6 +123,42 @@ pub fn write_plots(rows: &[Row], dir: &Path) -> Result<Vec<PathBuf>, PlotError> 
     Ok(files)
 }
 
+/// Axes, one line with dots per series, and the legend, on a chart of either axis kind
+/// (linear or logarithmic: plotters gives them different types).
+fn draw_lines<'a, DB, X, Y>(
+    mut chart: ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    x_label: &str,
+    y_label: &str,
+    styled: &[Styled],
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>
+where
+    DB: DrawingBackend + 'a,
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .x_label_formatter(&|v| tick(*v))
+        .y_label_formatter(&|v| tick(*v))
+        .draw()?;
+    for (name, pts, color) in styled {
+        let color = *color;
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))?
+            .label(name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+}
+
 /// A tick label: whole numbers without decimals, small ones with one.
 fn tick(v: f64) -> String {
     if v.abs() >= 10.0 || v == v.round() {
@@ -195,66 +232,16 @@ pub(crate) fn draw(
     if log {
         let (x0, x1) = (x0.max(1.0) * 0.8, x1.max(1.0) * 1.25);
         let (y0, y1) = (y0.max(0.01) * 0.8, y1.max(0.01) * 1.25);
-        let mut chart = builder
+        let chart = builder
             .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
             .map_err(|e| fail(&e))?;
-        chart
-            .configure_mesh()
-            .x_desc(x_label)
-            .y_desc(y_label)
-            .x_label_formatter(&|v| tick(*v))
-            .y_label_formatter(&|v| tick(*v))
-            .draw()
-            .map_err(|e| fail(&e))?;
-        for (name, pts, color) in &styled {
-            let color = *color;
-            chart
-                .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
-                .map_err(|e| fail(&e))?
-                .label(name.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
-            chart
-                .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
-                .map_err(|e| fail(&e))?;
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(|e| fail(&e))?;
+        draw_lines(chart, x_label, y_label, &styled).map_err(|e| fail(&e))?;
     } else {
         let pad = ((x1 - x0) * 0.05).max(0.5);
-        let mut chart = builder
+        let chart = builder
             .build_cartesian_2d((x0 - pad)..(x1 + pad), 0.0..(y1.max(1.0) * 1.1))
             .map_err(|e| fail(&e))?;
-        chart
-            .configure_mesh()
-            .x_desc(x_label)
-            .y_desc(y_label)
-            .x_label_formatter(&|v| tick(*v))
-            .y_label_formatter(&|v| tick(*v))
-            .draw()
-            .map_err(|e| fail(&e))?;
-        for (name, pts, color) in &styled {
-            let color = *color;
-            chart
-                .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
-                .map_err(|e| fail(&e))?
-                .label(name.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
-            chart
-                .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
-                .map_err(|e| fail(&e))?;
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(|e| fail(&e))?;
+        draw_lines(chart, x_label, y_label, &styled).map_err(|e| fail(&e))?;
     }
     root.present().map_err(|e| fail(&e))?;
     Ok(())
