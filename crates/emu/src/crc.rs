@@ -8,68 +8,53 @@
 //! * CRC-16: polynomial x¹⁶+x¹⁵+x¹²+x¹¹+x⁸+x⁶+x³+1 (0x19949), reflected constant 0x9299.
 //! * CRC-32: polynomial 0x10AA725CF (not Ethernet's), reflected constant 0xF3A4E550.
 //!
-//! The implementation is table-driven (one 256-entry table per CRC, built at compile time).
+//! Computed by the `crc` crate from the two algorithms below (its table-driven engine); the
+//! tests check it against a bit-at-a-time implementation written from the text of [ED3-C] and
+//! against the standard's worked example.
+
+use crc::{Algorithm, Crc};
 
 /// Reflected CRC-16 constant of [ED3-C] (polynomial 0x19949).
 pub const CRC16_REFLECTED: u16 = 0x9299;
 /// Reflected CRC-32 constant of [ED3-C] (polynomial 0x10AA725CF).
 pub const CRC32_REFLECTED: u32 = 0xF3A4_E550;
 
-const fn table16() -> [u16; 256] {
-    let mut table = [0u16; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut crc = i as u16;
-        let mut bit = 0;
-        while bit < 8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ CRC16_REFLECTED
-            } else {
-                crc >> 1
-            };
-            bit += 1;
-        }
-        table[i] = crc;
-        i += 1;
-    }
-    table
-}
+/// The D_PDU header CRC as a `crc` algorithm: the polynomial without its top term, in normal
+/// (unreflected) form as the crate takes it; `check` is the CRC of `b"123456789"`.
+pub const CRC16_5066: Algorithm<u16> = Algorithm {
+    width: 16,
+    poly: 0x9949,
+    init: 0,
+    refin: true,
+    refout: true,
+    xorout: 0,
+    check: 0x7D01,
+    residue: 0,
+};
 
-const fn table32() -> [u32; 256] {
-    let mut table = [0u32; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut crc = i as u32;
-        let mut bit = 0;
-        while bit < 8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ CRC32_REFLECTED
-            } else {
-                crc >> 1
-            };
-            bit += 1;
-        }
-        table[i] = crc;
-        i += 1;
-    }
-    table
-}
+/// The C_PDU segment CRC as a `crc` algorithm (see [`CRC16_5066`]).
+pub const CRC32_5066: Algorithm<u32> = Algorithm {
+    width: 32,
+    poly: 0x0AA7_25CF,
+    init: 0,
+    refin: true,
+    refout: true,
+    xorout: 0,
+    check: 0x6738_A384,
+    residue: 0,
+};
 
-static TABLE16: [u16; 256] = table16();
-static TABLE32: [u32; 256] = table32();
+static CRC16: Crc<u16> = Crc::<u16>::new(&CRC16_5066);
+static CRC32: Crc<u32> = Crc::<u32>::new(&CRC32_5066);
 
 /// CRC-16 of a D_PDU header (all header bytes after the sync, up to but excluding the CRC).
 pub fn crc16(bytes: &[u8]) -> u16 {
-    bytes.iter().fold(0u16, |crc, &b| {
-        (crc >> 8) ^ TABLE16[usize::from((crc as u8) ^ b)]
-    })
+    CRC16.checksum(bytes)
 }
 
 /// CRC-32 of a C_PDU segment.
 pub fn crc32(bytes: &[u8]) -> u32 {
-    bytes.iter().fold(0u32, |crc, &b| {
-        (crc >> 8) ^ TABLE32[usize::from((crc as u8) ^ b)]
-    })
+    CRC32.checksum(bytes)
 }
 
 #[cfg(test)]
@@ -83,7 +68,7 @@ mod tests {
             crc ^= u16::from(b);
             for _ in 0..8 {
                 crc = if crc & 1 != 0 {
-                    (crc >> 1) ^ 0x9299
+                    (crc >> 1) ^ CRC16_REFLECTED
                 } else {
                     crc >> 1
                 };
@@ -98,7 +83,7 @@ mod tests {
             crc ^= u32::from(b);
             for _ in 0..8 {
                 crc = if crc & 1 != 0 {
-                    (crc >> 1) ^ 0xF3A4_E550
+                    (crc >> 1) ^ CRC32_REFLECTED
                 } else {
                     crc >> 1
                 };
@@ -125,9 +110,12 @@ mod tests {
     #[test]
     fn reflected_constants_match_polynomials() {
         // 0x19949 without its x^16 term, bit-reversed.
-        assert_eq!((0x9949u16).reverse_bits(), CRC16_REFLECTED);
+        assert_eq!(CRC16_5066.poly.reverse_bits(), CRC16_REFLECTED);
         // 0x10AA725CF without its x^32 term, bit-reversed.
-        assert_eq!((0x0AA7_25CFu32).reverse_bits(), CRC32_REFLECTED);
+        assert_eq!(CRC32_5066.poly.reverse_bits(), CRC32_REFLECTED);
+        // The algorithms' own check values, by the bitwise reference.
+        assert_eq!(crc16_bitwise(b"123456789"), CRC16_5066.check);
+        assert_eq!(crc32_bitwise(b"123456789"), CRC32_5066.check);
     }
 
     #[test]
@@ -139,7 +127,7 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
         #[test]
-        fn table_matches_bitwise(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+        fn crate_matches_bitwise(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
             proptest::prop_assert_eq!(crc16(&bytes), crc16_bitwise(&bytes));
             proptest::prop_assert_eq!(crc32(&bytes), crc32_bitwise(&bytes));
         }
