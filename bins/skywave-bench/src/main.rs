@@ -7,6 +7,9 @@
 //!   `--quick` is the small sweep CI runs.
 //! - `skywave-bench calibrate`: every published condition of the calibration directory re-run,
 //!   emulated beside published with the ratio, then the goal lines.
+//! - `skywave-bench fleet`: one base and N ships on one channel, unicast against multicast.
+//! - `skywave-bench modem`: the modem alone on a grid of conditions (blocks damaged, frames
+//!   lost), before any protocol.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -38,6 +41,44 @@ enum Command {
     Calibrate(Calibrate),
     /// One base and N ships on one channel: HMTP unicast to each ship against P_MUL multicast.
     Fleet(Fleet),
+    /// The modem alone: blocks damaged and frames lost per rate, interleaver, channel and SNR.
+    Modem(ModemSurvey),
+}
+
+#[derive(Debug, clap::Args)]
+struct ModemSurvey {
+    /// Modem generations: rm6, 110a-minimum (75-2400 bit/s) (default: both).
+    #[arg(long, value_delimiter = ',')]
+    modem: Vec<String>,
+    /// Modem rates, bit/s (default 1200,2400).
+    #[arg(long, value_delimiter = ',')]
+    rate: Vec<u32>,
+    /// Interleavers (default short).
+    #[arg(long, value_delimiter = ',')]
+    interleaver: Vec<String>,
+    /// Channels: awgn or a profile name (default good).
+    #[arg(long, value_delimiter = ',')]
+    channel: Vec<String>,
+    /// SNRs, dB in 3 kHz (default 0,5,10,15,20,25,30).
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
+    snr: Vec<f64>,
+    /// Frame sizes on the air, bytes, framing included (default 276: NTIA's 256-byte datagram
+    /// in its 20 bytes of AX.25/SDLC framing; 1045: a STANAG 5066 DATA-ONLY D_PDU carrying a
+    /// 1023-byte segment, 22 bytes of D_PDU overhead with full addresses).
+    #[arg(long, value_delimiter = ',')]
+    frame_bytes: Vec<usize>,
+    /// Frames sent back to back in each transmission.
+    #[arg(long, default_value_t = 4)]
+    frames_per_transmission: usize,
+    /// Transmissions per condition (1 to 1000000).
+    #[arg(long, default_value_t = 2000)]
+    transmissions: usize,
+    /// Seed of the fading and the block draws.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Table format on standard output.
+    #[arg(long, value_enum, default_value = "md")]
+    format: Format,
 }
 
 #[derive(Debug, clap::Args)]
@@ -203,6 +244,7 @@ fn main() -> ExitCode {
         Command::Compare(c) => compare(*c),
         Command::Calibrate(c) => run_calibrate(c),
         Command::Fleet(f) => run_fleet(f),
+        Command::Modem(m) => run_modem_survey(m),
     };
     match outcome {
         Ok(code) => code,
@@ -211,6 +253,48 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The grid `skywave-bench modem ...` describes, defaults filled in.
+fn survey_spec(m: &ModemSurvey) -> Result<skywave_bench::modem_survey::SurveySpec> {
+    use skywave_emu::modem::Generation;
+    let generations = or(m.modem.clone(), &["rm6".into(), "110a-minimum".into()])
+        .iter()
+        .map(|g| {
+            g.parse::<Generation>()
+                .map_err(|e| anyhow::anyhow!("--modem {g}: {e}"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(skywave_bench::modem_survey::SurveySpec {
+        generations,
+        rates: or(m.rate.clone(), &[1200, 2400]),
+        interleavers: or(m.interleaver.clone(), &["short".into()]),
+        channels: or(m.channel.clone(), &["good".into()]),
+        snrs: or(m.snr.clone(), &[0.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0]),
+        frame_bytes: or(m.frame_bytes.clone(), &[276, 1045]),
+        frames_per_transmission: m.frames_per_transmission,
+        transmissions: m.transmissions,
+        seed: m.seed,
+    })
+}
+
+fn run_modem_survey(m: ModemSurvey) -> Result<ExitCode> {
+    use skywave_bench::modem_survey::{run_survey, survey_csv, survey_markdown};
+    let rows = run_survey(&survey_spec(&m)?);
+    print!(
+        "{}",
+        match m.format {
+            Format::Md => survey_markdown(&rows),
+            Format::Csv => survey_csv(&rows),
+        }
+    );
+    // A row that could not run (an unknown channel, a rate the generation lacks) says why in
+    // the table; the exit status says so too.
+    Ok(if rows.iter().all(|r| r.result.is_ok()) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
 }
 
 fn run_fleet(f: Fleet) -> Result<ExitCode> {
@@ -519,6 +603,33 @@ mod tests {
             panic!("not compare");
         };
         spec(&c)
+    }
+
+    #[test]
+    fn modem_survey_defaults_and_flags() {
+        let parse = |args: &[&str]| {
+            let cli = Cli::parse_from(["skywave-bench", "modem"].iter().chain(args));
+            let Command::Modem(m) = cli.command else {
+                panic!("not modem");
+            };
+            survey_spec(&m)
+        };
+        let d = parse(&[]).unwrap();
+        assert_eq!(d.rates, [1200, 2400]);
+        assert_eq!(d.frame_bytes, [276, 1045]);
+        assert_eq!(d.snrs.len(), 7);
+        assert_eq!(
+            (d.transmissions, d.frames_per_transmission, d.seed),
+            (2000, 4, 1)
+        );
+        let s = parse(&["--modem", "110a-minimum", "--snr=-5,0", "--rate", "75"]).unwrap();
+        assert_eq!(
+            s.generations,
+            [skywave_emu::modem::Generation::Mil110aMinimum]
+        );
+        assert_eq!(s.snrs, [-5.0, 0.0]);
+        let e = parse(&["--modem", "rm7"]).unwrap_err();
+        assert!(e.to_string().contains("--modem rm7"), "{e}");
     }
 
     #[test]

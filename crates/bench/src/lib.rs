@@ -17,6 +17,7 @@ pub mod cftp5066;
 pub mod fleet;
 pub mod hmtp5066;
 pub mod model;
+pub mod modem_survey;
 pub mod plot;
 pub mod report;
 pub mod runner;

@@ -40,6 +40,8 @@
 //! - [`capture`]: pcap of every D_PDU put on the air, for Wireshark's `s5066dts` dissector.
 //! - [`raw`]: raw-modem mode (sans-IO): IP datagrams in AX.25-like frames straight over the
 //!   half-duplex modem with p-persistent CSMA and no ARQ, as JNOS ran TCP/IP over HF.
+//! - [`survey`]: what the modem alone does to frames of one size on a channel (blocks
+//!   damaged, frames lost), sans-IO, for `skywave-bench modem`.
 //! - [`ipnet`]: not HF: an emulated IP network (each host's uplink rate, one-way delay, seeded
 //!   loss per copy, multicast to every subscriber) in tokio time, for P_MUL over UDP/IP beside
 //!   HF in the fleet benchmark.
@@ -80,3 +82,4 @@ pub mod node;
 pub mod raw;
 pub mod sis_server;
 pub mod spdu;
+pub mod survey;

@@ -53,7 +53,7 @@ use rand_chacha::ChaCha8Rng;
 use thiserror::Error;
 
 use crate::channel::{Channel, ChannelConfig, ChannelError};
-use crate::modem::{Air, ModemConfig, ModemError, Transmission, TxId};
+use crate::modem::{Air, BlockDecision, ModemConfig, ModemError, Transmission, TxId};
 
 /// Bytes of framing per frame: AX.25 header (16-byte addresses, control, PID) and FCS with
 /// SDLC flags, as NTIA counts them.
@@ -467,27 +467,14 @@ impl RawLink {
                 .iter()
                 .map(|b| self.config.modem.receive_block(channel, b, &mut self.rng))
                 .collect();
-        let block_bits = o.tx.block_bits.max(1);
         let overhead = self.config.frame_overhead;
         for (offset, datagram) in &o.frames {
-            let lo = *offset as u64 * 8;
-            let hi = (*offset + datagram.len() + overhead) as u64 * 8;
-            let mut ok = true;
-            let mut release = o.tx.end;
-            for k in lo / block_bits..hi.div_ceil(block_bits) {
-                let (Some(d), Some(b)) = (decisions.get(k as usize), o.tx.blocks.get(k as usize))
-                else {
-                    continue;
-                };
-                release = b.release;
-                let base = k * block_bits;
-                let local = lo.max(base) - base..hi.min(base + block_bits) - base;
-                if d.lost || d.damages(&local) {
-                    ok = false;
-                    break;
-                }
-            }
-            if ok {
+            let release = frame_release(
+                &o.tx,
+                &decisions,
+                *offset..*offset + datagram.len() + overhead,
+            );
+            if let Some(release) = release {
                 self.counters.frames_delivered += 1;
                 self.arrivals.insert(
                     (release, self.next_seq),
@@ -504,6 +491,32 @@ impl RawLink {
             }
         }
     }
+}
+
+/// When the receiver hands up the frame that occupies payload bytes `bytes` of a received
+/// transmission, or `None` if a block carrying its bits was lost or has an error burst inside
+/// them (the FCS throws the frame away). `decisions` are the blocks' fates, in order.
+pub fn frame_release(
+    tx: &Transmission,
+    decisions: &[BlockDecision],
+    bytes: std::ops::Range<usize>,
+) -> Option<Duration> {
+    let block_bits = tx.block_bits.max(1);
+    let lo = bytes.start as u64 * 8;
+    let hi = bytes.end as u64 * 8;
+    let mut release = tx.end;
+    for k in lo / block_bits..hi.div_ceil(block_bits) {
+        let (Some(d), Some(b)) = (decisions.get(k as usize), tx.blocks.get(k as usize)) else {
+            continue;
+        };
+        release = b.release;
+        let base = k * block_bits;
+        let local = lo.max(base) - base..hi.min(base + block_bits) - base;
+        if d.lost || d.damages(&local) {
+            return None;
+        }
+    }
+    Some(release)
 }
 
 #[cfg(test)]
