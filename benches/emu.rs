@@ -160,6 +160,7 @@ fn scenario_run(case: &ScenarioCase) -> Duration {
         seed: 1,
         segment_size: skywave_bench::sweep::DEFAULT_SEGMENT,
         modem: None,
+        turnaround: None,
     };
     let work = isode(size, messages, 1).expect("workload");
     let d = run_detailed(scenario, &cond, &profile.settings(rate_bps), &work).expect("run");

@@ -196,6 +196,12 @@ struct Compare {
     /// 110a-minimum for smtp-tcp-modem (NTIA's 1998 conditions) up to 2400 bit/s, rm6 otherwise.
     #[arg(long)]
     modem: Option<String>,
+    /// Turnaround for every run, seconds: how long a station takes after the end of a
+    /// transmission it received before it can key up (radio switching, 5066 processing; at
+    /// most 127.5). Default 0.15, the best case; deployed STANAG 5066 systems take "seconds or
+    /// tens of seconds" (Isode).
+    #[arg(long)]
+    turnaround: Option<f64>,
     /// Initial RTT (JNOS IRTT), seconds, overriding the profile's.
     #[arg(long)]
     irtt: Option<f64>,
@@ -482,6 +488,7 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
             .as_deref()
             .map(str::parse::<skywave_emu::modem::Generation>)
             .transpose()?,
+        turnaround: seconds(c.turnaround, "--turnaround")?,
     })
 }
 

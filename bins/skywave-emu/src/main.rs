@@ -92,6 +92,12 @@ struct Cli {
     /// Longest transmission, seconds (at most 127.5; the EOT counts down in 0.5 s steps).
     #[arg(long, default_value_t = 127.5)]
     max_transmission: f64,
+    /// Turnaround, seconds: how long a node takes, after the end of a transmission it
+    /// received (decoded), before it can key up (radio switching, 5066 processing; 0 to 127.5).
+    /// 0.15 is the best case; deployed STANAG 5066 systems take "seconds or tens of seconds"
+    /// (Isode, "Reducing Turnaround Times in STANAG 5066").
+    #[arg(long, default_value_t = 0.15)]
+    turnaround: f64,
     /// A group address and the nodes that listen on it, `GROUP=ADDR,ADDR,...` (a group address
     /// is written with a first part of 16-31, e.g. `16.0.9.9`); repeatable. Non-ARQ U_PDUs to
     /// the group go once and reach every member.
@@ -242,7 +248,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         InterleaverArg::Short => Interleaver::Short,
         InterleaverArg::Long => Interleaver::Long,
     };
-    let modem = ModemConfig::new(rate, interleaver).context("--rate/--interleaver")?;
+    let mut modem = ModemConfig::new(rate, interleaver).context("--rate/--interleaver")?;
+    if !(0.0..=127.5).contains(&cli.turnaround) {
+        bail!("--turnaround must be 0 to 127.5 seconds");
+    }
+    modem.switching_time = Duration::from_secs_f64(cli.turnaround);
     let channel = if cli.channel.eq_ignore_ascii_case("awgn") {
         ChannelConfig::awgn(cli.snr)
     } else {

@@ -271,6 +271,7 @@ pub fn ntia_condition(row: &NtiaRow, seed: u64) -> Condition {
         seed,
         segment_size: DEFAULT_SEGMENT,
         modem: None,
+        turnaround: None,
     }
 }
 
@@ -289,6 +290,7 @@ pub fn isode_condition(row: &IsodeRow, seed: u64, interleaver: &str) -> Conditio
         seed,
         segment_size: DEFAULT_SEGMENT,
         modem: None,
+        turnaround: None,
     }
 }
 
@@ -790,6 +792,7 @@ fn ip_comparison(
             seed,
             segment_size: DEFAULT_SEGMENT,
             modem: None,
+            turnaround: None,
         };
         match run_udp_flood(&cond, &UdpFlood::for_link(row.pdu_bytes, row.link_bps)) {
             Ok(r) => {
@@ -849,6 +852,7 @@ fn bulk_tcp_comparisons(
             seed,
             segment_size: DEFAULT_SEGMENT,
             modem: None,
+            turnaround: None,
         };
         match crate::stack::block_on_paused(run_bulk_tcp_5066(&cond, &tcp, BULK_TCP_RUN)) {
             Ok(Ok(r)) => reports.push(r),

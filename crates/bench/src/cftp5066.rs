@@ -178,6 +178,7 @@ mod tests {
             seed: 9,
             segment_size: crate::sweep::DEFAULT_SEGMENT,
             modem: None,
+            turnaround: None,
         };
         let work = isode(1867, 3, 1).unwrap();
         let d = block_on_paused(run(&cond, &work)).unwrap().unwrap();
@@ -208,6 +209,7 @@ mod tests {
                 seed: 1,
                 segment_size: crate::sweep::DEFAULT_SEGMENT,
                 modem: None,
+                turnaround: None,
             };
             let work = isode(size, 10, 1).unwrap();
             let cftp = block_on_paused(run(&cond, &work)).unwrap().unwrap().result;

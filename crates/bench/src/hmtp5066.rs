@@ -199,6 +199,7 @@ mod tests {
             seed,
             segment_size: crate::sweep::DEFAULT_SEGMENT,
             modem: None,
+            turnaround: None,
         }
     }
 

@@ -82,6 +82,12 @@ pub struct Condition {
     /// for `smtp-tcp-modem` at 75-2400 bit/s, NTIA's conditions; the RM6 one otherwise, see
     /// [`crate::stack::modem_config_for`]).
     pub modem: Option<skywave_emu::modem::Generation>,
+    /// How long a station takes, after the end of a transmission it received (decoded), before
+    /// it can key up itself: radio RX-to-TX switching and the 5066 server's processing
+    /// ([`skywave_emu::modem::ModemConfig::switching_time`]). `None`: the modem's 150 ms, the
+    /// best case Isode shows is reachable; deployed STANAG 5066 systems take "seconds or tens
+    /// of seconds" (Isode, "Reducing Turnaround Times in STANAG 5066").
+    pub turnaround: Option<std::time::Duration>,
 }
 
 /// TCP settings for the SMTP-over-TCP scenarios (ignored by the others).

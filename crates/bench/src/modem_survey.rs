@@ -74,6 +74,7 @@ pub fn run_survey(spec: &SurveySpec) -> Vec<SurveyRow> {
                                 seed: spec.seed,
                                 segment_size: 1023,
                                 modem: Some(generation),
+                                turnaround: None,
                             };
                             rows.push(SurveyRow {
                                 generation,

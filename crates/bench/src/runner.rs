@@ -270,6 +270,7 @@ mod tests {
             seed: 1,
             segment_size: crate::sweep::DEFAULT_SEGMENT,
             modem: None,
+            turnaround: None,
         };
         let work = crate::workload::isode(14025, 1, 1).unwrap();
         let limit = crate::stack::time_limit(&cond, &work).as_secs_f64();

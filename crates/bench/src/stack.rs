@@ -100,8 +100,24 @@ fn base_modem(cond: &Condition) -> Result<ModemConfig, BenchError> {
             cond.interleaver
         ))
     })?;
-    ModemConfig::new(rate, interleaver).map_err(|e| BenchError::Condition(e.to_string()))
+    let mut modem =
+        ModemConfig::new(rate, interleaver).map_err(|e| BenchError::Condition(e.to_string()))?;
+    if let Some(t) = cond.turnaround {
+        if t > MAX_TURNAROUND {
+            return Err(BenchError::Condition(format!(
+                "turnaround {:.1} s is longer than the {} s a 5066 transmission may last",
+                t.as_secs_f64(),
+                MAX_TURNAROUND.as_secs_f64()
+            )));
+        }
+        modem.switching_time = t;
+    }
+    Ok(modem)
 }
+
+/// The longest turnaround a condition may ask for (the longest STANAG 5066 transmission: a
+/// turnaround beyond it is an outage, which the channel's impairments model instead).
+pub const MAX_TURNAROUND: Duration = skywave_emu::node::MAX_TRANSMISSION;
 
 /// The channel of a condition: `awgn`, or a Watterson profile named in
 /// `calibration/channel-profiles.csv`.
@@ -423,6 +439,7 @@ mod tests {
             seed: 3,
             segment_size: crate::sweep::DEFAULT_SEGMENT,
             modem: None,
+            turnaround: None,
         }
     }
 
@@ -450,6 +467,26 @@ mod tests {
         let mut nan = cond("awgn", 1200, "short");
         nan.snr_db = f64::NAN;
         assert!(subnet_config(&nan).is_err());
+        // The turnaround is the modem's switching time, for the 5066 subnetwork and the raw
+        // modem alike; longer than a transmission may last is refused.
+        assert_eq!(
+            subnet_config(&cond("awgn", 1200, "short"))
+                .unwrap()
+                .modem
+                .switching_time,
+            Duration::from_millis(150)
+        );
+        let mut slow = cond("awgn", 1200, "short");
+        slow.turnaround = Some(Duration::from_secs(5));
+        assert_eq!(
+            subnet_config(&slow).unwrap().modem.switching_time,
+            Duration::from_secs(5)
+        );
+        let raw = modem_config_for(&slow, skywave_emu::modem::Generation::Mil110aMinimum).unwrap();
+        assert_eq!(raw.switching_time, Duration::from_secs(5));
+        slow.turnaround = Some(Duration::from_secs(128));
+        let e = subnet_config(&slow).unwrap_err();
+        assert!(e.to_string().contains("turnaround 128.0 s"), "{e}");
     }
 
     #[test]

@@ -52,6 +52,8 @@ pub struct SweepSpec {
     pub segment_size: usize,
     /// Modem generation for every run; `None`: each scenario's own.
     pub modem: Option<Generation>,
+    /// The receiving station's turnaround for every run; `None`: the modem's default.
+    pub turnaround: Option<Duration>,
 }
 
 impl SweepSpec {
@@ -77,6 +79,7 @@ impl SweepSpec {
             seeds: vec![1],
             segment_size: DEFAULT_SEGMENT,
             modem: None,
+            turnaround: None,
         }
     }
 
@@ -107,6 +110,7 @@ impl SweepSpec {
                                             count,
                                             segment_size: self.segment_size,
                                             modem: self.modem,
+                                            turnaround: self.turnaround,
                                             tcp,
                                         });
                                     }
@@ -193,6 +197,8 @@ pub struct Point {
     pub segment_size: usize,
     /// Modem generation; `None`: the scenario's own.
     pub modem: Option<Generation>,
+    /// The receiving station's turnaround; `None`: the modem's default.
+    pub turnaround: Option<Duration>,
 }
 
 impl Point {
@@ -206,6 +212,7 @@ impl Point {
             seed,
             segment_size: self.segment_size,
             modem: self.modem,
+            turnaround: self.turnaround,
         }
     }
 

@@ -296,6 +296,7 @@ mod flood_tests {
             seed: 1,
             segment_size: DEFAULT_SEGMENT,
             modem: None,
+            turnaround: None,
         }
     }
 

@@ -89,3 +89,53 @@ fn the_readme_headline_holds() {
         assert!(measured[3] <= measured[4] + 0.05, "{size} B: {measured:?}");
     }
 }
+
+/// The README's "Deployed turnarounds" lines (`skywave-bench compare --scenarios
+/// smtp-tcp-5066-deflate,hmtp-5066-deflate --tcp-profile best-case --snr 30 --sizes 386,14025
+/// --seeds 1 --turnaround T`): with deployed STANAG 5066 turnarounds SMTP pays every one of
+/// its turns before the message is delivered, HMTP none (the message is delivered from its
+/// first transmission; the turnaround only delays the reply).
+#[test]
+fn deployed_turnarounds_cost_smtp_and_not_hmtp_delivery() {
+    let deflate = smtp(SmtpCompression::Deflate);
+    let run = |turnaround: f64| {
+        let mut spec = SweepSpec::quick();
+        spec.scenarios = vec![deflate, hmtp(HmtpCompression::Deflate)];
+        spec.tcp_profiles = vec![TcpProfile::BestCase];
+        spec.sizes = vec![386, 14025];
+        spec.turnaround = Some(std::time::Duration::from_secs_f64(turnaround));
+        let rows = run_sweep(&spec, |_, _, _| {});
+        let secs = |scenario: Scenario, size: usize| {
+            rows.iter()
+                .find(|r| r.point.scenario == scenario && r.point.size == size)
+                .and_then(|r| r.stats.as_ref().ok())
+                .map(|s| {
+                    assert!(s.all_delivered(), "{scenario} {size}: {s:?}");
+                    s.seconds_mean
+                })
+                .unwrap_or_else(|| panic!("no row for {scenario} {size}"))
+        };
+        [
+            secs(deflate, 386),
+            secs(deflate, 14025),
+            secs(hmtp(HmtpCompression::Deflate), 386),
+            secs(hmtp(HmtpCompression::Deflate), 14025),
+        ]
+    };
+    // Turnaround, then SMTP deflate (best-case) at 386 and 14025 bytes, HMTP deflate at both.
+    let readme: [(f64, [f64; 4]); 4] = [
+        (0.15, [19.9, 60.8, 3.1, 43.4]),
+        (1.0, [26.8, 67.5, 3.1, 43.4]),
+        (5.0, [58.8, 99.5, 3.1, 43.4]),
+        (10.0, [98.8, 139.6, 3.1, 43.4]),
+    ];
+    for (t, quoted) in readme {
+        let measured = run(t);
+        for (m, q) in measured.iter().zip(quoted) {
+            assert!(
+                (m - q).abs() <= 0.05 + q * 0.01,
+                "turnaround {t} s: measured {measured:?}, README {quoted:?}"
+            );
+        }
+    }
+}

@@ -17,6 +17,7 @@ fn cond(channel: &str, snr_db: f64, rate_bps: u32, seed: u64) -> Condition {
         seed,
         segment_size: crate::sweep::DEFAULT_SEGMENT,
         modem: None,
+        turnaround: None,
     }
 }
 
