@@ -116,6 +116,10 @@ struct Fleet {
     /// SNR of the nearest ship, dB (the others in rings 3, 6 and 9 dB lower).
     #[arg(long, default_value_t = 18.0, allow_negative_numbers = true)]
     snr: f64,
+    /// Every station's turnaround, seconds (0.15 is the best case; deployed STANAG 5066
+    /// systems take seconds or tens of seconds; at most 127.5).
+    #[arg(long)]
+    turnaround: Option<f64>,
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -307,6 +311,10 @@ fn run_fleet(f: Fleet) -> Result<ExitCode> {
     use skywave_bench::fleet::{
         FleetRow, FleetSpec, FleetWorkload, fleet_csv, fleet_markdown, fleet_plots, run_fleet,
     };
+    let turnaround = seconds(f.turnaround, "--turnaround")?;
+    if turnaround.is_some_and(|t| t > skywave_emu::node::MAX_TRANSMISSION) {
+        bail!("--turnaround must be at most 127.5 seconds");
+    }
     let ships = or(f.ships, &[2, 5, 10]);
     if let Some(&n) = ships.iter().find(|&&n| !(1..=50).contains(&n)) {
         bail!("--ships {n}: a fleet has 1 to 50 ships");
@@ -367,6 +375,7 @@ fn run_fleet(f: Fleet) -> Result<ExitCode> {
                         snr_db: f.snr,
                         seed: f.seed,
                         ip: ip.clone(),
+                        turnaround,
                     });
                 }
             }

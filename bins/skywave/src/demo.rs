@@ -40,6 +40,11 @@ pub(crate) struct DemoArgs {
     /// Modem interleaver: zero, short or long.
     #[arg(long, default_value = "short")]
     pub(crate) interleaver: String,
+    /// Turnaround, seconds: how long a station takes after a received transmission before it
+    /// can key up (0.15 is the best case; deployed STANAG 5066 systems take seconds or tens of
+    /// seconds; at most 127.5).
+    #[arg(long, default_value_t = 0.15)]
+    pub(crate) turnaround: f64,
     /// Compression between the two gateways: none, lzw9 ... lzw16, deflate.
     #[arg(long, default_value = "deflate")]
     pub(crate) compression: String,
@@ -76,6 +81,19 @@ pub(crate) struct DemoArgs {
     pub(crate) ip_multicast: bool,
 }
 
+impl DemoArgs {
+    /// `--turnaround` as a duration, checked.
+    pub(crate) fn turnaround_duration(&self) -> anyhow::Result<Duration> {
+        if !(0.0..=127.5).contains(&self.turnaround) {
+            anyhow::bail!(
+                "--turnaround {} must be 0 to 127.5 seconds",
+                self.turnaround
+            );
+        }
+        Ok(Duration::from_secs_f64(self.turnaround))
+    }
+}
+
 pub(crate) fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     if !(args.time_scale.is_finite() && args.time_scale > 0.0) {
         anyhow::bail!("--time-scale {} must be a positive number", args.time_scale);
@@ -102,6 +120,7 @@ async fn demo(args: DemoArgs, dir: PathBuf) -> anyhow::Result<ExitCode> {
     opts.rate_bps = args.rate;
     opts.channel = args.channel.clone();
     opts.snr_db = args.snr;
+    opts.turnaround = args.turnaround_duration()?;
     opts.interleaver = args.interleaver.clone();
     opts.compression = args.compression.clone();
     opts.seed = args.seed;
@@ -114,11 +133,12 @@ async fn demo(args: DemoArgs, dir: PathBuf) -> anyhow::Result<ExitCode> {
     let scale = args.time_scale;
     println!("skywave demo: two gateways over an emulated HF link");
     println!(
-        "  radio: {} bit/s, {} interleaver, {} channel at {} dB SNR, seed {}{}",
+        "  radio: {} bit/s, {} interleaver, {} channel at {} dB SNR, turnaround {} s, seed {}{}",
         args.rate,
         args.interleaver,
         args.channel,
         args.snr,
+        args.turnaround,
         args.seed,
         if (scale - 1.0).abs() > f64::EPSILON {
             format!(", running {scale}x faster than real time")

@@ -86,6 +86,8 @@ pub struct FleetSpec {
     pub seed: u64,
     /// Multicast over this emulated IP network instead of HF (with `multicast`).
     pub ip: Option<IpNetConfig>,
+    /// Every station's turnaround; `None`: the emulator's default (150 ms).
+    pub turnaround: Option<Duration>,
 }
 
 /// Ship `i`'s SNR when the best hears `best` dB: ships in four rings 3 dB apart, as ships at
@@ -153,6 +155,9 @@ async fn run(spec: &FleetSpec) -> Result<FleetResult, BenchError> {
     o.emcon = (spec.ships.saturating_sub(spec.emcon)..spec.ships).collect();
     o.min_backoff = 60;
     o.ip = spec.ip.clone();
+    if let Some(t) = spec.turnaround {
+        o.turnaround = t;
+    }
     let fleet = Fleet::start(&o)
         .await
         .map_err(|e| BenchError::Fleet(e.to_string()))?;

@@ -18,6 +18,7 @@ fn spec(multicast: bool, emcon: usize) -> FleetSpec {
         snr_db: 18.0,
         seed: 1,
         ip: None,
+        turnaround: None,
     }
 }
 
@@ -128,4 +129,39 @@ fn the_same_multicast_over_an_ip_network_with_loss_is_repaired_and_puts_nothing_
         "{} datagrams",
         r.ip_datagrams
     );
+}
+
+/// The README's fleet lines on deployed turnarounds (`skywave-bench fleet --ships 5 --workload
+/// all --scenarios hmtp-unicast,pmul-multicast --emcon 0 --turnaround 5`): every ship has the
+/// mail as soon as before (the turnaround comes after the data), and the ships' P_MUL acks,
+/// spaced by the base's `[hf] turnaround_ms`, still do not collide. With the ack slots of the
+/// default turnaround they did: 4 collisions and 191 s until all acked.
+#[test]
+fn deployed_turnarounds_keep_the_ships_acks_apart() {
+    let slow = Some(std::time::Duration::from_secs(5));
+    let uni = run(&FleetSpec {
+        turnaround: slow,
+        ..spec(false, 0)
+    });
+    let multi = run(&FleetSpec {
+        turnaround: slow,
+        ..spec(true, 0)
+    });
+    eprintln!("turnaround 5 s: unicast {uni:?}\nmulticast {multi:?}");
+    within(
+        "unicast: every ship has it, s",
+        uni.all_delivered_s.unwrap(),
+        43.0,
+        47.0,
+    );
+    within("unicast: all acked, s", uni.done_s.unwrap(), 81.0, 85.0);
+    within(
+        "multicast: every ship has it, s",
+        multi.all_delivered_s.unwrap(),
+        10.0,
+        12.0,
+    );
+    within("multicast: all acked, s", multi.done_s.unwrap(), 81.0, 85.0);
+    assert_eq!(multi.collisions, 0, "{multi:?}");
+    assert_eq!(multi.transmissions, 6, "{multi:?}");
 }

@@ -145,6 +145,12 @@ pub struct HfConfig {
     pub reply_timeout: Duration,
     /// The slowest data rate the link is expected to run at, bit/s: sizes the reply timeout.
     pub assumed_bps: u32,
+    /// How long a station on this channel takes, after the end of a transmission it received,
+    /// before it can transmit: the radios' switching and the 5066 servers' processing
+    /// (`turnaround_ms`). P_MUL spaces the ships' acknowledgements by it, so that they do not
+    /// key up together. [`DEFAULT_TURNAROUND`] is the best case; deployed systems take seconds
+    /// (Isode: "seconds or tens of seconds"), and a gateway on such a channel must say so.
+    pub turnaround: Duration,
     /// CFTP files in flight at once towards a skywave peer (1 towards any other).
     pub cftp_files_in_flight: usize,
     /// Messages in one CFTP file towards a skywave peer (a bundle, compressed as one; 1 towards
@@ -196,6 +202,10 @@ where
     }
 }
 
+/// Default of `[hf] turnaround_ms`: the best case of current equipment (Isode, "Reducing
+/// Turnaround Times in STANAG 5066": 150-200 ms), the bundled emulator's default.
+pub const DEFAULT_TURNAROUND: Duration = Duration::from_millis(150);
+
 /// Default of `[hf] pmul_pdu_size`: a few D_PDUs per P_MUL PDU, so that one lost D_PDU costs a
 /// repair of half a kilobyte, not of a whole 2 kB U_PDU.
 pub const DEFAULT_PMUL_PDU_SIZE: usize = 512;
@@ -207,6 +217,7 @@ impl Default for HfConfig {
             sis_server: "127.0.0.1:5066".into(),
             reply_timeout: Duration::from_secs(300),
             assumed_bps: 300,
+            turnaround: DEFAULT_TURNAROUND,
             cftp_files_in_flight: skywave_hmtp::DEFAULT_SKYWAVE_IN_FLIGHT,
             cftp_bundle: skywave_hmtp::DEFAULT_SKYWAVE_BUNDLE,
             dedup_window: Duration::from_secs(7 * 86_400),
@@ -361,6 +372,7 @@ struct RawHf {
     sis_server: Option<Spanned<String>>,
     reply_timeout: Option<Secs>,
     assumed_bps: Option<Spanned<i64>>,
+    turnaround_ms: Option<Spanned<i64>>,
     cftp_files_in_flight: Option<Spanned<i64>>,
     cftp_bundle: Option<Spanned<i64>>,
     dedup_window: Option<Secs>,
@@ -816,6 +828,15 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
     ) {
         hf.assumed_bps = v;
     }
+    if let Some(v) = in_range::<u64>(
+        raw.hf.turnaround_ms.as_ref(),
+        0..=127_500,
+        "turnaround_ms",
+        "0 to 127500 ms (the longest STANAG 5066 transmission)",
+        &mut err,
+    ) {
+        hf.turnaround = Duration::from_millis(v);
+    }
     if let Some(e) = raw.hf.emcon {
         hf.emcon = e;
     }
@@ -1137,7 +1158,15 @@ mod tests {
         assert_eq!(c.hf.cftp_bundle, 1);
         let c = parse("skywave.toml", GOOD, Path::new("")).unwrap();
         assert_eq!(c.hf.cftp_bundle, skywave_hmtp::DEFAULT_SKYWAVE_BUNDLE);
+        assert_eq!(c.hf.turnaround, DEFAULT_TURNAROUND);
+        let c = parse("skywave.toml", &hf("turnaround_ms = 5000"), Path::new("")).unwrap();
+        assert_eq!(c.hf.turnaround, Duration::from_secs(5));
         for (line, says) in [
+            (
+                "turnaround_ms = 200000",
+                "turnaround_ms = 200000 is out of range; expected 0 to 127500 ms",
+            ),
+            ("turnaround_ms = -1", "turnaround_ms = -1 is out of range"),
             (
                 "cftp_bundle = 0",
                 "cftp_bundle = 0 is out of range; expected 1 to 256 messages",

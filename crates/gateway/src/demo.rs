@@ -50,6 +50,9 @@ pub struct PairOptions {
     pub channel: String,
     /// SNR, dB in 3 kHz.
     pub snr_db: f64,
+    /// How long a station takes after a received transmission before it can key up (radio
+    /// switching, 5066 processing): [`DEFAULT_TURNAROUND`], or a deployed system's seconds.
+    pub turnaround: Duration,
     /// Seed of the emulator's random draws.
     pub seed: u64,
     /// Simulated seconds per second of tokio time (1 in virtual-time tests).
@@ -82,6 +85,7 @@ impl PairOptions {
             interleaver: "short".into(),
             channel: "poor".into(),
             snr_db: 15.0,
+            turnaround: DEFAULT_TURNAROUND,
             seed: 1,
             time_scale: 1.0,
             protocol: "hmtp".into(),
@@ -150,8 +154,9 @@ pub struct Pair {
 impl Pair {
     /// Writes the configurations and starts the emulator and both gateways.
     pub async fn start(opts: &PairOptions) -> Result<Pair, PairError> {
-        let (modem, mut channel) =
+        let (mut modem, mut channel) =
             modem_and_channel(opts.rate_bps, &opts.interleaver, &opts.channel, opts.snr_db)?;
+        modem.switching_time = checked_turnaround(opts.turnaround)?;
         for (start, length) in &opts.outages {
             channel.impairments.push(ScheduledImpairment {
                 start: *start,
@@ -223,6 +228,22 @@ impl Pair {
     pub fn cut_sis_connections(&self) {
         self.sis_cut.notify_waiters();
     }
+}
+
+/// The emulator's default turnaround: the best case Isode shows is reachable (150-200 ms);
+/// deployed STANAG 5066 systems take "seconds or tens of seconds" (Isode, "Reducing Turnaround
+/// Times in STANAG 5066").
+pub const DEFAULT_TURNAROUND: Duration = Duration::from_millis(150);
+
+/// A turnaround the emulator can take: at most the longest 5066 transmission (127.5 s).
+pub(crate) fn checked_turnaround(t: Duration) -> Result<Duration, PairError> {
+    if t > skywave_emu::node::MAX_TRANSMISSION {
+        return Err(PairError::Setting(format!(
+            "turnaround {:.1} s: at most 127.5 s (the longest STANAG 5066 transmission)",
+            t.as_secs_f64()
+        )));
+    }
+    Ok(t)
 }
 
 /// The emulator's modem and channel for these settings (`channel`: `awgn` or an ITU-R profile).
@@ -385,8 +406,11 @@ fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
         smtp,
         node,
         opts.min_backoff,
-        opts.rate_bps,
-        false,
+        HfToml {
+            rate_bps: opts.rate_bps,
+            turnaround: opts.turnaround,
+            emcon: false,
+        },
     );
     let routes = format!(
         "# Routing table of the {name} gateway of `skywave demo`.\n\
@@ -424,14 +448,24 @@ fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
 
 /// A gateway's `skywave.toml` as the demos write it: state beside the file, Maildir delivery,
 /// no metrics, the spool's retry delays, this node reached at its (emulated) SIS server.
+/// The `[hf]` settings a demo gateway's configuration carries.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HfToml {
+    /// `assumed_bps`: the emulated modem's rate (clamped to the config's range).
+    pub(crate) rate_bps: u32,
+    /// `turnaround_ms`: the emulated stations' turnaround.
+    pub(crate) turnaround: Duration,
+    /// `emcon`.
+    pub(crate) emcon: bool,
+}
+
 pub(crate) fn gateway_toml(
     title: &str,
     domain: &str,
     smtp: SocketAddr,
     node: &str,
     min_backoff: u64,
-    rate_bps: u32,
-    emcon: bool,
+    hf: HfToml,
 ) -> String {
     format!(
         "# {title} (written by the demo; an ordinary config).\n\
@@ -452,9 +486,13 @@ pub(crate) fn gateway_toml(
          # The demo reaches its emulated node in-process; with skywave-emu this is its port.\n\
          sis_server = \"127.0.0.1:5066\"\n\
          assumed_bps = {bps}\n\
+         # The emulated radios' turnaround: P_MUL spaces the ships' acknowledgements by it.\n\
+         turnaround_ms = {turnaround_ms}\n\
          emcon = {emcon}\n",
         max_backoff = (min_backoff * 8).max(60),
-        bps = rate_bps.clamp(50, 64_000),
+        bps = hf.rate_bps.clamp(50, 64_000),
+        turnaround_ms = hf.turnaround.as_millis(),
+        emcon = hf.emcon,
     )
 }
 

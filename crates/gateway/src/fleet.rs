@@ -26,7 +26,10 @@ use tokio::sync::{Notify, watch};
 use crate::clock::Clock;
 use crate::config;
 use crate::daemon::{self, Gateway};
-use crate::demo::{PairError, gateway_toml, in_process, maildir_of, modem_and_channel, write};
+use crate::demo::{
+    HfToml, PairError, checked_turnaround, gateway_toml, in_process, maildir_of, modem_and_channel,
+    write,
+};
 
 /// The base's STANAG 5066 address.
 pub const BASE_NODE: &str = "0.0.1.1";
@@ -83,6 +86,8 @@ pub struct FleetOptions {
     pub snr_db: f64,
     /// SNR at which particular ships (0-based) hear the channel, instead of `snr_db`.
     pub ship_snr_db: Vec<(usize, f64)>,
+    /// Every station's turnaround (see [`crate::demo::PairOptions::turnaround`]).
+    pub turnaround: std::time::Duration,
     /// Ships (0-based) that keep EMCON from the start (and the base knows it).
     pub emcon: Vec<usize>,
     /// Blind repeats of each Data_PDU in the base's multicast.
@@ -117,6 +122,7 @@ impl FleetOptions {
             channel: "awgn".into(),
             snr_db: 15.0,
             ship_snr_db: Vec::new(),
+            turnaround: crate::demo::DEFAULT_TURNAROUND,
             emcon: Vec::new(),
             repeats: 1,
             multicast: true,
@@ -179,8 +185,9 @@ impl Fleet {
                 opts.ships
             )));
         }
-        let (modem, channel) =
+        let (mut modem, channel) =
             modem_and_channel(opts.rate_bps, &opts.interleaver, &opts.channel, opts.snr_db)?;
+        modem.switching_time = checked_turnaround(opts.turnaround)?;
         let node = |s: &str| {
             s.parse::<NodeAddress>()
                 .map_err(|e| PairError::Setting(e.to_string()))
@@ -331,8 +338,11 @@ fn write_base(opts: &FleetOptions) -> Result<PathBuf, PairError> {
         opts.base_smtp,
         BASE_NODE,
         opts.min_backoff,
-        opts.rate_bps,
-        false,
+        HfToml {
+            rate_bps: opts.rate_bps,
+            turnaround: opts.turnaround,
+            emcon: false,
+        },
     );
     if opts.ip.is_some() {
         gateway.push_str(&format!("\n[pmul_ip]\naddress = \"{BASE_IP}\"\n"));
@@ -414,8 +424,11 @@ fn write_ship(opts: &FleetOptions, i: usize) -> Result<PathBuf, PairError> {
         opts.ship_smtp(i),
         &ship_node(i),
         opts.min_backoff,
-        opts.rate_bps,
-        opts.emcon.contains(&i),
+        HfToml {
+            rate_bps: opts.rate_bps,
+            turnaround: opts.turnaround,
+            emcon: opts.emcon.contains(&i),
+        },
     );
     let mut base_ip = String::new();
     if opts.ip.is_some() {

@@ -79,7 +79,8 @@ pub(crate) const UDOP_HEADER: usize = 6;
 const MAX_IN_FLIGHT: usize = 32;
 /// Bytes of mail taken from the spool per look.
 const TAKE_BUDGET: u64 = 256 * 1024;
-/// A ship waits this long after the last PDU of a message before its ack (place 0).
+/// A ship waits this long after the last PDU of a message before its ack (place 0), on top
+/// of the channel's turnaround (its radio cannot key up before that anyway).
 const ACK_DELAY_MS: u64 = 2_000;
 /// How long a multicast message lives: an EMCON ship may stay silent for most of a day.
 const LIFETIME_MS: u64 = 24 * 3_600_000;
@@ -98,6 +99,10 @@ const DEDUP_NAME: &str = "@pmul";
 const REQUEST_WAIT_MS: u64 = 2_000;
 /// Between the Announce_PDU and the first Data_PDU of a dynamic group: the receivers join it.
 const JOIN_WAIT_MS: u64 = 500;
+/// Of an HF ack slot, what is not turnarounds or the ack's bytes: key-up, preamble and one
+/// short-interleaver block with its decoding, with a margin. With the default turnaround
+/// (150 ms, twice) the slot is 3 s plus the ack's airtime, as it always was.
+const HF_ACK_FRAMING_MS: u64 = 2_700;
 /// Over IP, acks are spread this far apart (datagrams do not collide; the spread only keeps a
 /// base from taking many acks in one burst).
 const IP_ACK_SLOT_MS: u64 = 200;
@@ -278,10 +283,32 @@ impl Carrier {
         }
     }
 
-    /// One receiver's ack slot: on HF one ack with its turnaround and preamble.
-    fn ack_slot_ms(&self, bps: u32) -> u64 {
+    /// From the last PDU of a message to the first ack slot: on HF [`ACK_DELAY_MS`] beyond the
+    /// turnaround (past the default one), over IP [`ACK_DELAY_MS`].
+    fn ack_delay_ms(&self, turnaround: std::time::Duration) -> u64 {
         match self {
-            Carrier::Sis { .. } => 3_000 + airtime_ms(100, bps),
+            Carrier::Sis { .. } => {
+                let t = u64::try_from(turnaround.as_millis()).unwrap_or(u64::MAX);
+                let default =
+                    u64::try_from(crate::config::DEFAULT_TURNAROUND.as_millis()).unwrap_or(0);
+                ACK_DELAY_MS + t.saturating_sub(default)
+            }
+            Carrier::Ip(_) => ACK_DELAY_MS,
+        }
+    }
+
+    /// One receiver's ack slot: on HF one ack with its preamble and interleaver block
+    /// ([`HF_ACK_FRAMING_MS`]), its bytes, and two turnarounds of the channel: the ship's own
+    /// before it keys up, and the one a ship that heard another ship's ack leaves the base to
+    /// answer before it keys up itself (5066 nodes leave the addressee of what they overheard
+    /// its turn; the bundled emulator does).
+    fn ack_slot_ms(&self, bps: u32, turnaround: std::time::Duration) -> u64 {
+        match self {
+            Carrier::Sis { .. } => {
+                HF_ACK_FRAMING_MS
+                    + 2 * u64::try_from(turnaround.as_millis()).unwrap_or(u64::MAX / 4)
+                    + airtime_ms(100, bps)
+            }
             Carrier::Ip(_) => IP_ACK_SLOT_MS,
         }
     }
@@ -307,8 +334,10 @@ impl Carrier {
 
     /// From the end of a transmission until every one of `members` ships has had its ack
     /// slot, with a margin: what a repair round waits for after the data is on the air.
-    fn answer_ms(&self, members: usize, bps: u32) -> u64 {
-        ACK_DELAY_MS + self.ack_slot_ms(bps) * (members as u64 + 1) + self.repair_margin_ms()
+    fn answer_ms(&self, members: usize, bps: u32, turnaround: std::time::Duration) -> u64 {
+        self.ack_delay_ms(turnaround)
+            + self.ack_slot_ms(bps, turnaround) * (members as u64 + 1)
+            + self.repair_margin_ms()
     }
 
     /// Margin for acks beyond the ack slots before a repair round.
@@ -483,8 +512,8 @@ impl PmulLink {
         let bps = self.ctx.config.assumed_bps;
         let own_id = self.carrier.own_id();
         let mut rc = ReceiverConfig::new(own_id);
-        rc.ack_delay_ms = ACK_DELAY_MS;
-        rc.ack_slot_ms = self.carrier.ack_slot_ms(bps);
+        rc.ack_delay_ms = self.carrier.ack_delay_ms(self.ctx.config.turnaround);
+        rc.ack_slot_ms = self.carrier.ack_slot_ms(bps, self.ctx.config.turnaround);
         rc.pdu_size = self.carrier.pdu_size(&self.ctx);
         rc.emcon = emcon;
         let queued = super::dedup_store::spool_keys(&self.ctx.intake.spool);
@@ -585,7 +614,8 @@ impl PmulLink {
                             // has answered yet, and a round now would list ships whose acks
                             // are still to come. It waits until they have had their slots.
                             if busy > 0 && o.sender.repair_due().is_some_and(|t| t <= now) {
-                                let answered = self.carrier.answer_ms(o.members.len(), bps);
+                                let answered =
+                                    self.carrier.answer_ms(o.members.len(), bps, self.ctx.config.turnaround);
                                 o.sender.postpone_repair(now + busy + answered);
                             }
                             o.sender.handle_timeout(now);
@@ -815,7 +845,9 @@ impl PmulLink {
             // The whole first transmission must be on the air, and every ship's ack (one slot
             // each after the last PDU) back, before a repair makes sense.
             repair_interval_ms: self.carrier.on_air_ms(on_air, bps)
-                + self.carrier.answer_ms(members.len(), bps),
+                + self
+                    .carrier
+                    .answer_ms(members.len(), bps, self.ctx.config.turnaround),
             // A ship still missing PDUs after this many rounds is better reached another way
             // (HMTP's ARQ adapts its data rate to that ship; P_MUL's rounds go at the group's).
             max_repairs: self.carrier.max_repairs(),
