@@ -1159,6 +1159,14 @@ mod tests {
         let c = parse("skywave.toml", GOOD, Path::new("")).unwrap();
         assert_eq!(c.hf.cftp_bundle, skywave_hmtp::DEFAULT_SKYWAVE_BUNDLE);
         assert_eq!(c.hf.turnaround, DEFAULT_TURNAROUND);
+        // The bundled emulator's modems turn around in the same time by default, so a demo or
+        // test gateway on it needs no setting.
+        let modem = skywave_emu::modem::ModemConfig::new(
+            skywave_emu::modem::DataRate::Bps1200,
+            skywave_emu::modem::Interleaver::Short,
+        )
+        .unwrap();
+        assert_eq!(modem.switching_time, DEFAULT_TURNAROUND);
         let c = parse("skywave.toml", &hf("turnaround_ms = 5000"), Path::new("")).unwrap();
         assert_eq!(c.hf.turnaround, Duration::from_secs(5));
         for (line, says) in [

@@ -230,10 +230,9 @@ impl Pair {
     }
 }
 
-/// The emulator's default turnaround: the best case Isode shows is reachable (150-200 ms);
-/// deployed STANAG 5066 systems take "seconds or tens of seconds" (Isode, "Reducing Turnaround
-/// Times in STANAG 5066").
-pub const DEFAULT_TURNAROUND: Duration = Duration::from_millis(150);
+/// The demos' default turnaround: the gateway's (`[hf] turnaround_ms`), which is the
+/// emulator's too.
+pub use crate::config::DEFAULT_TURNAROUND;
 
 /// A turnaround the emulator can take: at most the longest 5066 transmission (127.5 s).
 pub(crate) fn checked_turnaround(t: Duration) -> Result<Duration, PairError> {
@@ -446,8 +445,6 @@ fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
     Ok(cfg)
 }
 
-/// A gateway's `skywave.toml` as the demos write it: state beside the file, Maildir delivery,
-/// no metrics, the spool's retry delays, this node reached at its (emulated) SIS server.
 /// The `[hf]` settings a demo gateway's configuration carries.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HfToml {
@@ -459,6 +456,8 @@ pub(crate) struct HfToml {
     pub(crate) emcon: bool,
 }
 
+/// A gateway's `skywave.toml` as the demos write it: state beside the file, Maildir delivery,
+/// no metrics, the spool's retry delays, this node reached at its (emulated) SIS server.
 pub(crate) fn gateway_toml(
     title: &str,
     domain: &str,
