@@ -299,9 +299,9 @@ impl Carrier {
 
     /// One receiver's ack slot: on HF one ack with its preamble and interleaver block
     /// ([`HF_ACK_FRAMING_MS`]), its bytes, and two turnarounds of the channel: the ship's own
-    /// before it keys up, and the one a ship that heard another ship's ack leaves the base to
-    /// answer before it keys up itself (5066 nodes leave the addressee of what they overheard
-    /// its turn; the bundled emulator does).
+    /// before it keys up, and a turn for the base to answer, which a ship that heard another
+    /// ship's ack leaves it before keying up itself (the bundled emulator's nodes do; a slot
+    /// that counted one turnaround let acks meet at a 5 s turnaround).
     fn ack_slot_ms(&self, bps: u32, turnaround: std::time::Duration) -> u64 {
         match self {
             Carrier::Sis { .. } => {
