@@ -207,7 +207,7 @@ mod tests {
 
     #[test]
     fn on_slow_fading_the_faster_rate_loses_more_frames_of_the_same_size() {
-        // ITU-R Good at 15 dB, short interleaver, the 1990s modem: 2400 bit/s is 4-5 dB
+        // ITU-R Good at 15 dB, short interleaver, the 1990s modem: 2400 bit/s is 3-4 dB
         // closer to its waterfall than 1200 bit/s, and its frames span fewer blocks; the first
         // effect wins. Seeded, the same grid point as `skywave-bench modem`'s default: 1.70 %
         // and 4.98 %; the bands catch a change of the model.
