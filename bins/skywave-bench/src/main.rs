@@ -312,8 +312,11 @@ fn run_fleet(f: Fleet) -> Result<ExitCode> {
         FleetRow, FleetSpec, FleetWorkload, fleet_csv, fleet_markdown, fleet_plots, run_fleet,
     };
     let turnaround = seconds(f.turnaround, "--turnaround")?;
-    if turnaround.is_some_and(|t| t > skywave_emu::node::MAX_TRANSMISSION) {
-        bail!("--turnaround must be at most 127.5 seconds");
+    if turnaround.is_some_and(|t| t > skywave_emu::modem::MAX_TURNAROUND) {
+        bail!(
+            "--turnaround must be at most {} seconds",
+            skywave_emu::modem::MAX_TURNAROUND.as_secs_f64()
+        );
     }
     let ships = or(f.ships, &[2, 5, 10]);
     if let Some(&n) = ships.iter().find(|&&n| !(1..=50).contains(&n)) {

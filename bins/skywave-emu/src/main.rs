@@ -248,11 +248,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         InterleaverArg::Short => Interleaver::Short,
         InterleaverArg::Long => Interleaver::Long,
     };
-    let mut modem = ModemConfig::new(rate, interleaver).context("--rate/--interleaver")?;
-    if !(0.0..=127.5).contains(&cli.turnaround) {
-        bail!("--turnaround must be 0 to 127.5 seconds");
-    }
-    modem.switching_time = Duration::from_secs_f64(cli.turnaround);
+    let modem = ModemConfig::new(rate, interleaver)
+        .context("--rate/--interleaver")?
+        .with_turnaround(
+            Duration::try_from_secs_f64(cli.turnaround)
+                .with_context(|| format!("--turnaround {}", cli.turnaround))?,
+        )
+        .context("--turnaround")?;
     let channel = if cli.channel.eq_ignore_ascii_case("awgn") {
         ChannelConfig::awgn(cli.snr)
     } else {

@@ -84,13 +84,16 @@ pub(crate) struct DemoArgs {
 impl DemoArgs {
     /// `--turnaround` as a duration, checked.
     pub(crate) fn turnaround_duration(&self) -> anyhow::Result<Duration> {
-        if !(0.0..=127.5).contains(&self.turnaround) {
-            anyhow::bail!(
-                "--turnaround {} must be 0 to 127.5 seconds",
-                self.turnaround
-            );
-        }
-        Ok(Duration::from_secs_f64(self.turnaround))
+        let t = Duration::try_from_secs_f64(self.turnaround)
+            .ok()
+            .filter(|&t| t <= skywave_gateway::demo::MAX_TURNAROUND);
+        t.with_context(|| {
+            format!(
+                "--turnaround {} must be 0 to {} seconds",
+                self.turnaround,
+                skywave_gateway::demo::MAX_TURNAROUND.as_secs_f64()
+            )
+        })
     }
 }
 

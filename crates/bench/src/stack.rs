@@ -100,24 +100,15 @@ fn base_modem(cond: &Condition) -> Result<ModemConfig, BenchError> {
             cond.interleaver
         ))
     })?;
-    let mut modem =
+    let modem =
         ModemConfig::new(rate, interleaver).map_err(|e| BenchError::Condition(e.to_string()))?;
-    if let Some(t) = cond.turnaround {
-        if t > MAX_TURNAROUND {
-            return Err(BenchError::Condition(format!(
-                "turnaround {:.1} s is longer than the {} s a 5066 transmission may last",
-                t.as_secs_f64(),
-                MAX_TURNAROUND.as_secs_f64()
-            )));
-        }
-        modem.switching_time = t;
+    match cond.turnaround {
+        Some(t) => modem
+            .with_turnaround(t)
+            .map_err(|e| BenchError::Condition(e.to_string())),
+        None => Ok(modem),
     }
-    Ok(modem)
 }
-
-/// The longest turnaround a condition may ask for (the longest STANAG 5066 transmission: a
-/// turnaround beyond it is an outage, which the channel's impairments model instead).
-pub const MAX_TURNAROUND: Duration = skywave_emu::node::MAX_TRANSMISSION;
 
 /// The channel of a condition: `awgn`, or a Watterson profile named in
 /// `calibration/channel-profiles.csv`.

@@ -294,12 +294,23 @@ pub enum ModemError {
         /// The generation asked for.
         generation: Generation,
     },
+    /// A turnaround longer than a STANAG 5066 transmission may last.
+    #[error(
+        "turnaround {:.1} s is longer than the {:.1} s a STANAG 5066 transmission may last",
+        .0.as_secs_f64(),
+        MAX_TURNAROUND.as_secs_f64()
+    )]
+    TurnaroundTooLong(Duration),
     /// The payload is larger than any transmission the emulator plans.
     #[error(
         "payload of {0} bytes is larger than the {MAX_PAYLOAD} bytes one transmission may carry"
     )]
     PayloadTooLarge(usize),
 }
+
+/// Longest turnaround a modem may be given: the longest STANAG 5066 transmission; a station
+/// silent for longer is an outage, which the channel's impairments model instead.
+pub const MAX_TURNAROUND: Duration = crate::node::MAX_TRANSMISSION;
 
 /// Largest payload one planned transmission may carry (far above the 127.5 s a STANAG 5066
 /// transmission may last even at 9600 bit/s).
@@ -360,6 +371,19 @@ impl ModemConfig {
         };
         cfg.block_duration()?;
         Ok(cfg)
+    }
+
+    /// The same modem with another turnaround ([`ModemConfig::switching_time`]): radio
+    /// switching and the 5066 server's processing between a received transmission and the
+    /// station's own key-up; at most [`MAX_TURNAROUND`].
+    pub fn with_turnaround(self, turnaround: Duration) -> Result<ModemConfig, ModemError> {
+        if turnaround > MAX_TURNAROUND {
+            return Err(ModemError::TurnaroundTooLong(turnaround));
+        }
+        Ok(ModemConfig {
+            switching_time: turnaround,
+            ..self
+        })
     }
 
     /// The same modem with the error curves of another generation.
@@ -968,6 +992,25 @@ mod tests {
                 .eot_at(Duration::ZERO),
             255
         );
+    }
+
+    #[test]
+    fn a_turnaround_moves_when_the_peer_may_answer() {
+        let cfg = ModemConfig::new(DataRate::Bps1200, Interleaver::Short).unwrap();
+        let slow = cfg.clone().with_turnaround(Duration::from_secs(5)).unwrap();
+        let (a, b) = (
+            cfg.plan(Duration::ZERO, 200).unwrap(),
+            slow.plan(Duration::ZERO, 200).unwrap(),
+        );
+        assert_eq!(a.end, b.end);
+        assert_eq!(
+            b.peer_may_transmit_at() - a.peer_may_transmit_at(),
+            Duration::from_secs(5) - cfg.switching_time
+        );
+        assert!(cfg.clone().with_turnaround(MAX_TURNAROUND).is_ok());
+        let e = cfg.with_turnaround(MAX_TURNAROUND + ms(1)).unwrap_err();
+        assert!(matches!(e, ModemError::TurnaroundTooLong(_)), "{e}");
+        assert!(e.to_string().contains("127.5 s"), "{e}");
     }
 
     #[test]

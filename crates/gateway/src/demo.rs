@@ -154,9 +154,9 @@ pub struct Pair {
 impl Pair {
     /// Writes the configurations and starts the emulator and both gateways.
     pub async fn start(opts: &PairOptions) -> Result<Pair, PairError> {
-        let (mut modem, mut channel) =
+        let (modem, mut channel) =
             modem_and_channel(opts.rate_bps, &opts.interleaver, &opts.channel, opts.snr_db)?;
-        modem.switching_time = checked_turnaround(opts.turnaround)?;
+        let modem = with_turnaround(modem, opts.turnaround)?;
         for (start, length) in &opts.outages {
             channel.impairments.push(ScheduledImpairment {
                 start: *start,
@@ -233,16 +233,14 @@ impl Pair {
 /// The demos' default turnaround: the gateway's (`[hf] turnaround_ms`), which is the
 /// emulator's too.
 pub use crate::config::DEFAULT_TURNAROUND;
+/// The longest turnaround the emulated modems take.
+pub use skywave_emu::modem::MAX_TURNAROUND;
 
-/// A turnaround the emulator can take: at most the longest 5066 transmission (127.5 s).
-pub(crate) fn checked_turnaround(t: Duration) -> Result<Duration, PairError> {
-    if t > skywave_emu::node::MAX_TRANSMISSION {
-        return Err(PairError::Setting(format!(
-            "turnaround {:.1} s: at most 127.5 s (the longest STANAG 5066 transmission)",
-            t.as_secs_f64()
-        )));
-    }
-    Ok(t)
+/// The modem with the configured turnaround (refused beyond the longest 5066 transmission).
+pub(crate) fn with_turnaround(modem: ModemConfig, t: Duration) -> Result<ModemConfig, PairError> {
+    modem
+        .with_turnaround(t)
+        .map_err(|e| PairError::Setting(e.to_string()))
 }
 
 /// The emulator's modem and channel for these settings (`channel`: `awgn` or an ITU-R profile).

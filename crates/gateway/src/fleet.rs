@@ -27,7 +27,7 @@ use crate::clock::Clock;
 use crate::config;
 use crate::daemon::{self, Gateway};
 use crate::demo::{
-    HfToml, PairError, checked_turnaround, gateway_toml, in_process, maildir_of, modem_and_channel,
+    HfToml, PairError, gateway_toml, in_process, maildir_of, modem_and_channel, with_turnaround,
     write,
 };
 
@@ -185,9 +185,9 @@ impl Fleet {
                 opts.ships
             )));
         }
-        let (mut modem, channel) =
+        let (modem, channel) =
             modem_and_channel(opts.rate_bps, &opts.interleaver, &opts.channel, opts.snr_db)?;
-        modem.switching_time = checked_turnaround(opts.turnaround)?;
+        let modem = with_turnaround(modem, opts.turnaround)?;
         let node = |s: &str| {
             s.parse::<NodeAddress>()
                 .map_err(|e| PairError::Setting(e.to_string()))

@@ -144,6 +144,11 @@ fn pmul_id(node: NodeAddress) -> u32 {
     node.bits()
 }
 
+/// A duration in whole milliseconds, saturating.
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// Airtime of `bytes` at `bps`, ms, with a quarter more for D_PDU headers and preambles.
 fn airtime_ms(bytes: u64, bps: u32) -> u64 {
     bytes.saturating_mul(8 * 1250) / u64::from(bps.max(1))
@@ -287,12 +292,9 @@ impl Carrier {
     /// turnaround (past the default one), over IP [`ACK_DELAY_MS`].
     fn ack_delay_ms(&self, turnaround: std::time::Duration) -> u64 {
         match self {
-            Carrier::Sis { .. } => {
-                let t = u64::try_from(turnaround.as_millis()).unwrap_or(u64::MAX);
-                let default =
-                    u64::try_from(crate::config::DEFAULT_TURNAROUND.as_millis()).unwrap_or(0);
-                ACK_DELAY_MS + t.saturating_sub(default)
-            }
+            Carrier::Sis { .. } => ACK_DELAY_MS.saturating_add(
+                millis(turnaround).saturating_sub(millis(crate::config::DEFAULT_TURNAROUND)),
+            ),
             Carrier::Ip(_) => ACK_DELAY_MS,
         }
     }
@@ -304,11 +306,9 @@ impl Carrier {
     /// that counted one turnaround let acks meet at a 5 s turnaround).
     fn ack_slot_ms(&self, bps: u32, turnaround: std::time::Duration) -> u64 {
         match self {
-            Carrier::Sis { .. } => {
-                HF_ACK_FRAMING_MS
-                    + 2 * u64::try_from(turnaround.as_millis()).unwrap_or(u64::MAX / 4)
-                    + airtime_ms(100, bps)
-            }
+            Carrier::Sis { .. } => HF_ACK_FRAMING_MS
+                .saturating_add(millis(turnaround).saturating_mul(2))
+                .saturating_add(airtime_ms(100, bps)),
             Carrier::Ip(_) => IP_ACK_SLOT_MS,
         }
     }
@@ -325,9 +325,7 @@ impl Carrier {
     /// link on the same SIS server; none over IP, whose datagrams leave at once).
     fn busy_ms(&self) -> u64 {
         match self {
-            Carrier::Sis { endpoint, .. } => {
-                u64::try_from(endpoint.backlog().drain_time().as_millis()).unwrap_or(u64::MAX)
-            }
+            Carrier::Sis { endpoint, .. } => millis(endpoint.backlog().drain_time()),
             Carrier::Ip(_) => 0,
         }
     }
