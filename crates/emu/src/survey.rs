@@ -143,14 +143,19 @@ pub fn run(config: &SurveyConfig) -> Result<Survey, SurveyError> {
     let mut start = std::time::Duration::ZERO;
     for _ in 0..config.transmissions {
         let tx = config.modem.plan(start, payload)?;
-        let block_bits = tx.block_bits.max(1);
         let decisions: Vec<_> = tx
             .blocks
             .iter()
             .map(|b| config.modem.receive_block(&channel, b, &mut rng))
             .collect();
-        let carrying = (payload as u64 * 8).div_ceil(block_bits) as usize;
-        for d in decisions.iter().take(carrying) {
+        // The plan says which blocks carry frame bits; the rest hold EOM, flush and padding.
+        let carrying = tx
+            .blocks
+            .iter()
+            .zip(&decisions)
+            .filter(|(b, _)| !b.payload_bits.is_empty())
+            .map(|(_, d)| d);
+        for d in carrying {
             survey.blocks += 1;
             survey.ber_sum += if d.lost { 0.5 } else { d.ber };
             if d.lost || !d.bursts.is_empty() {
