@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 
-use skywave_emu::modem::{DataRate, Generation};
+use skywave_emu::modem::Generation;
 use skywave_emu::survey::{self, Survey, SurveyConfig};
 
 use crate::model::Condition;
@@ -100,14 +100,7 @@ fn survey_one(
     generation: Generation,
     frame_bytes: usize,
 ) -> Result<Survey, String> {
-    if let Some(rate) = DataRate::from_bps(cond.rate_bps)
-        && !generation.supports(rate)
-    {
-        return Err(format!(
-            "{generation} has no {} bit/s (it stops at 2400)",
-            cond.rate_bps
-        ));
-    }
+    // A rate the generation lacks is refused by the modem itself (`ModemError::UnsupportedRate`).
     let config = SurveyConfig {
         modem: modem_config_for(cond, generation).map_err(|e| e.to_string())?,
         channel: channel_config(cond).map_err(|e| e.to_string())?,
