@@ -246,6 +246,11 @@ struct Calibrate {
     /// Also write calibration.md into this directory.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Turnaround of the STANAG 5066 stations (every Isode run), seconds, instead of the
+    /// modem's 0.15 (at most 127.5): what a deployed turnaround does to all of Isode's tables
+    /// at once. NTIA's raw-modem runs keep theirs.
+    #[arg(long)]
+    turnaround: Option<f64>,
 }
 
 fn main() -> ExitCode {
@@ -311,13 +316,7 @@ fn run_fleet(f: Fleet) -> Result<ExitCode> {
     use skywave_bench::fleet::{
         FleetRow, FleetSpec, FleetWorkload, fleet_csv, fleet_markdown, fleet_plots, run_fleet,
     };
-    let turnaround = seconds(f.turnaround, "--turnaround")?;
-    if turnaround.is_some_and(|t| t > skywave_emu::modem::MAX_TURNAROUND) {
-        bail!(
-            "--turnaround must be at most {} seconds",
-            skywave_emu::modem::MAX_TURNAROUND.as_secs_f64()
-        );
-    }
+    let turnaround = turnaround(f.turnaround)?;
     let ships = or(f.ships, &[2, 5, 10]);
     if let Some(&n) = ships.iter().find(|&&n| !(1..=50).contains(&n)) {
         bail!("--ships {n}: a fleet has 1 to 50 ships");
@@ -432,6 +431,18 @@ fn seconds(s: Option<f64>, what: &str) -> Result<Option<Duration>> {
         .transpose()
 }
 
+/// `--turnaround`, refused before any run when the modem would refuse it.
+fn turnaround(s: Option<f64>) -> Result<Option<Duration>> {
+    let t = seconds(s, "--turnaround")?;
+    if t.is_some_and(|t| t > skywave_emu::modem::MAX_TURNAROUND) {
+        bail!(
+            "--turnaround must be at most {} seconds",
+            skywave_emu::modem::MAX_TURNAROUND.as_secs_f64()
+        );
+    }
+    Ok(t)
+}
+
 fn seeds(k: u64) -> Result<Vec<u64>> {
     if !(1..=1000).contains(&k) {
         bail!("--seeds must be between 1 and 1000 (got {k})");
@@ -500,7 +511,7 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
             .as_deref()
             .map(str::parse::<skywave_emu::modem::Generation>)
             .transpose()?,
-        turnaround: seconds(c.turnaround, "--turnaround")?,
+        turnaround: turnaround(c.turnaround)?,
     })
 }
 
@@ -594,8 +605,9 @@ fn calibration_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
 fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
     let dir = calibration_dir(c.calibration)?;
     let seeds = seeds(c.seeds)?;
+    let turnaround = turnaround(c.turnaround)?;
     let bar = progress_bar(calibrate::run_count(&dir, seeds.len())?);
-    let cal = calibrate::calibrate(&dir, &seeds, &mut |name| {
+    let cal = calibrate::calibrate(&dir, &seeds, turnaround, &mut |name| {
         bar.inc(1);
         bar.set_message(name.to_string());
     })?;
@@ -695,5 +707,25 @@ mod tests {
         assert!(compare_spec(&["--tcp-profile", "bsd"]).is_err());
         assert!(compare_spec(&["--scenarios", "smtp"]).is_err());
         assert!(seeds(0).is_err());
+    }
+
+    /// `--turnaround` (compare, fleet, calibrate): seconds up to the longest 5066
+    /// transmission, refused above it or below zero before anything runs.
+    #[test]
+    fn turnaround_is_bounded() {
+        assert_eq!(
+            turnaround(Some(4.0)).unwrap(),
+            Some(std::time::Duration::from_secs(4))
+        );
+        assert_eq!(turnaround(None).unwrap(), None);
+        let e = turnaround(Some(128.0)).unwrap_err();
+        assert!(e.to_string().contains("at most 127.5 seconds"), "{e}");
+        assert!(turnaround(Some(-1.0)).is_err());
+        let e = compare_spec(&["--turnaround", "200"]).unwrap_err();
+        assert!(e.to_string().contains("--turnaround"), "{e}");
+        assert_eq!(
+            compare_spec(&["--turnaround", "8.5"]).unwrap().turnaround,
+            Some(std::time::Duration::from_millis(8500))
+        );
     }
 }

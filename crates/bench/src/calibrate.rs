@@ -17,7 +17,13 @@
 //!   `cftp-5066`.
 //!
 //! - `isode-ip-over-5066.csv`: [`crate::udp5066`]'s flood (`udp-5066`) for every row, on the
-//!   clean channel with both interleavers; UDP payload bit/s in the steady state.
+//!   clean channel with both interleavers; UDP payload bit/s in the steady state. Where a row
+//!   has the overhead measured on STANAG 5066 directly, the same flood of U_PDUs straight to
+//!   the node (`unidata-5066`): 100 % less the U_PDU bits delivered per second over the rate.
+//!
+//! `--turnaround` ([`calibrate`]'s `turnaround`) runs every Isode table (the STANAG 5066
+//! stations) with another turnaround than the modem's 150 ms: one setting for all of their
+//! rows, to see what a deployed turnaround does to them at once.
 //! - `isode-tcp-over-5066.csv`: one bulk TCP stream ([`crate::tcp::bulk`], `tcp-bulk-5066`) for
 //!   [`BULK_TCP_RUN`] with the `isode-stock` profile at the row's MTU, both interleavers: final
 //!   throughput, minutes to 50 % and 80 % of it, seconds to the first data.
@@ -51,7 +57,7 @@ use crate::runner::{BenchError, RunDetail, run_detailed};
 use crate::stack::modem_config;
 use crate::sweep::{DEFAULT_SEGMENT, jnos_tcp};
 use crate::tcp::bulk::{BulkTcpReport, run_bulk_tcp_5066};
-use crate::udp5066::{UdpFlood, run_udp_flood};
+use crate::udp5066::{Traffic, UdpFlood, run_udp_flood};
 use crate::workload::{isode, ntia};
 
 /// File name of the NTIA table.
@@ -139,6 +145,9 @@ pub struct IsodeIpRow {
     pub pdu_bytes: usize,
     /// Published UDP payload throughput, bit/s.
     pub throughput_bps: f64,
+    /// The overhead the same authors measured on STANAG 5066 unit data of this size directly
+    /// (no IP), percent of the link's rate, where they measured one.
+    pub direct_overhead_pct: Option<f64>,
 }
 
 /// One row of the Isode bulk-TCP-over-5066 table (empty cells: not published).
@@ -201,8 +210,22 @@ pub fn parse_ntia(text: &str) -> Result<Vec<NtiaRow>, CalibrationError> {
         .collect()
 }
 
-/// Parses `isode-ip-over-5066.csv` (its last column, the overhead measured on 5066 directly,
-/// is for reading, not a figure the emulator runs).
+/// A field that may be empty (not published): `None` when empty or absent.
+fn optional_field<T: std::str::FromStr>(
+    file: &str,
+    line: usize,
+    fields: &[&str],
+    i: usize,
+    name: &str,
+) -> Result<Option<T>, CalibrationError> {
+    match fields.get(i) {
+        None | Some(&"") => Ok(None),
+        Some(_) => field(file, line, fields, i, name).map(Some),
+    }
+}
+
+/// Parses `isode-ip-over-5066.csv`, its last column (the overhead measured on STANAG 5066
+/// directly, where there is one) included.
 pub fn parse_isode_ip(text: &str) -> Result<Vec<IsodeIpRow>, CalibrationError> {
     data_lines(text)
         .into_iter()
@@ -211,6 +234,13 @@ pub fn parse_isode_ip(text: &str) -> Result<Vec<IsodeIpRow>, CalibrationError> {
                 link_bps: field(ISODE_IP_FILE, line, &f, 0, "link_bps")?,
                 pdu_bytes: field(ISODE_IP_FILE, line, &f, 1, "pdu_bytes")?,
                 throughput_bps: field(ISODE_IP_FILE, line, &f, 2, "throughput_bps")?,
+                direct_overhead_pct: optional_field(
+                    ISODE_IP_FILE,
+                    line,
+                    &f,
+                    3,
+                    "s5066_direct_overhead_pct",
+                )?,
             })
         })
         .collect()
@@ -221,10 +251,7 @@ pub fn parse_isode_tcp(text: &str) -> Result<Vec<IsodeTcpRow>, CalibrationError>
     data_lines(text)
         .into_iter()
         .map(|(line, f)| {
-            let optional = |i: usize, name: &str| match f.get(i) {
-                None | Some(&"") => Ok(None),
-                Some(_) => field(ISODE_TCP_FILE, line, &f, i, name).map(Some),
-            };
+            let optional = |i: usize, name: &str| optional_field(ISODE_TCP_FILE, line, &f, i, name);
             Ok(IsodeTcpRow {
                 link_bps: field(ISODE_TCP_FILE, line, &f, 0, "link_bps")?,
                 mtu: field(ISODE_TCP_FILE, line, &f, 1, "mtu")?,
@@ -280,12 +307,18 @@ pub fn ntia_tcp(row: &NtiaRow) -> TcpSettings {
     jnos_tcp(216, row.tcp_window_bytes, row.modem_bps, None, None)
 }
 
-/// The Isode condition of a row for one seed: a clean channel (AWGN, 30 dB), short interleaver.
+/// The Isode condition of a row for one seed: a clean channel (AWGN, 30 dB) on `interleaver`.
 pub fn isode_condition(row: &IsodeRow, seed: u64, interleaver: &str) -> Condition {
+    clean_condition(row.link_bps, interleaver, seed)
+}
+
+/// The clean channel of every Isode table (AWGN at 30 dB: RM6 modems back to back over an
+/// audio link) at `rate_bps` on `interleaver`, the modem's default turnaround.
+pub fn clean_condition(rate_bps: u32, interleaver: &str, seed: u64) -> Condition {
     Condition {
         channel: "awgn".into(),
         snr_db: 30.0,
-        rate_bps: row.link_bps,
+        rate_bps,
         interleaver: interleaver.into(),
         seed,
         segment_size: DEFAULT_SEGMENT,
@@ -490,7 +523,11 @@ pub fn run_count(dir: &Path, seeds: usize) -> Result<usize, CalibrationError> {
         .iter()
         .filter(|r| [386, 14025].contains(&r.message_bytes))
         .count();
-    let ip_rows = parse_isode_ip(&read(dir, ISODE_IP_FILE)?)?.len();
+    let ip = parse_isode_ip(&read(dir, ISODE_IP_FILE)?)?;
+    let ip_rows = ip.len()
+        + ip.iter()
+            .filter(|r| r.direct_overhead_pct.is_some())
+            .count();
     let tcp_rows = parse_isode_tcp(&read(dir, ISODE_TCP_FILE)?)?.len();
     Ok((ntia_rows * NTIA_MESSAGES
         + (isode_rows * 3 + goal_rows + ip_rows + tcp_rows) * ISODE_INTERLEAVERS.len())
@@ -606,9 +643,13 @@ pub fn modem_comparisons(csv: &str) -> Result<Vec<Comparison>, CalibrationError>
 }
 
 /// Runs every published condition in `dir` with these seeds; `progress` is told before each run.
+/// `turnaround` replaces the modem's default turnaround in every run over STANAG 5066 (`None`:
+/// the default), so one command shows what a turnaround of the 5066 stations Isode measured
+/// does to all of its tables at once; NTIA's raw-modem runs (other equipment) keep theirs.
 pub fn calibrate(
     dir: &Path,
     seeds: &[u64],
+    turnaround: Option<Duration>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Calibration, CalibrationError> {
     let ntia_rows = parse_ntia(&read(dir, NTIA_FILE)?)?;
@@ -653,7 +694,10 @@ pub fn calibrate(
         .flat_map(|il| isode_rows.iter().map(move |r| (*il, r)))
     {
         let work = |s| Ok(isode(row.message_bytes, row.messages.max(1), s)?);
-        let cond = |s| isode_condition(row, s, il);
+        let cond = |s| Condition {
+            turnaround,
+            ..isode_condition(row, s, il)
+        };
         let condition = format!(
             "{} bit/s clean, {il} interleaver, {} B x{}",
             row.link_bps, row.message_bytes, row.messages
@@ -733,7 +777,7 @@ pub fn calibrate(
             }
         }
         if let Ok(h) = &hmtp {
-            let modem = modem_config(&isode_condition(row, 1, il));
+            let modem = modem_config(&cond(1));
             let (sent, received) = (
                 h.mean(|d| d.bytes_sent as f64),
                 h.mean(|d| d.bytes_received as f64),
@@ -759,44 +803,71 @@ pub fn calibrate(
             .extend(modem_comparisons(&read(dir, MODEM_FILE)?)?);
     }
     for il in ISODE_INTERLEAVERS {
-        for row in &ip_rows {
-            cal.comparisons
-                .push(ip_comparison(row, il, seeds, progress));
+        for traffic in [Traffic::Udp, Traffic::Unidata] {
+            for row in &ip_rows {
+                cal.comparisons.extend(flood_comparison(
+                    row, traffic, il, seeds, turnaround, progress,
+                ));
+            }
         }
         for row in &tcp_rows {
             cal.comparisons
-                .extend(bulk_tcp_comparisons(row, il, seeds, progress));
+                .extend(bulk_tcp_comparisons(row, il, seeds, turnaround, progress));
         }
     }
     Ok(cal)
 }
 
-/// One row of the UDP table on one interleaver: the flood of [`crate::udp5066`] on the clean
-/// channel of the Isode conditions, mean throughput over the seeds.
-fn ip_comparison(
+/// One row of the UDP table on one interleaver, as `traffic`: the flood of [`crate::udp5066`]
+/// on the clean channel of the Isode conditions, mean over the seeds. [`Traffic::Udp`]: the
+/// UDP payload throughput; [`Traffic::Unidata`]: the row's overhead measured on STANAG 5066
+/// directly, 100 % less the U_PDU throughput's share of the link's rate (`None` when the row
+/// has no such figure).
+fn flood_comparison(
     row: &IsodeIpRow,
+    traffic: Traffic,
     il: &str,
     seeds: &[u64],
+    turnaround: Option<Duration>,
     progress: &mut dyn FnMut(&str),
-) -> Comparison {
+) -> Option<Comparison> {
+    let (source, scenario, unit, published, what) = match traffic {
+        Traffic::Udp => (
+            "Isode UDP throughput",
+            UDP_SCENARIO,
+            "bit/s",
+            row.throughput_bps,
+            "datagrams",
+        ),
+        Traffic::Unidata => (
+            "Isode 5066 direct overhead",
+            DIRECT_SCENARIO,
+            "%",
+            row.direct_overhead_pct?,
+            "U_PDUs",
+        ),
+    };
+    let flood = UdpFlood {
+        traffic,
+        ..UdpFlood::for_link(row.pdu_bytes, row.link_bps)
+    };
     let mut sum = 0.0;
     let mut delivered = (0, 0);
     let mut error = None;
     for &seed in seeds {
-        progress(UDP_SCENARIO);
+        progress(scenario);
         let cond = Condition {
-            channel: "awgn".into(),
-            snr_db: 30.0,
-            rate_bps: row.link_bps,
-            interleaver: il.into(),
-            seed,
-            segment_size: DEFAULT_SEGMENT,
-            modem: None,
-            turnaround: None,
+            turnaround,
+            ..clean_condition(row.link_bps, il, seed)
         };
-        match run_udp_flood(&cond, &UdpFlood::for_link(row.pdu_bytes, row.link_bps)) {
+        match run_udp_flood(&cond, &flood) {
             Ok(r) => {
-                sum += r.throughput_bps;
+                sum += match traffic {
+                    Traffic::Udp => r.throughput_bps,
+                    Traffic::Unidata => {
+                        100.0 * (1.0 - r.throughput_bps / f64::from(row.link_bps.max(1)))
+                    }
+                };
                 delivered.0 += usize::try_from(r.delivered).unwrap_or(usize::MAX);
                 delivered.1 += usize::try_from(r.offered).unwrap_or(usize::MAX);
             }
@@ -805,21 +876,21 @@ fn ip_comparison(
             }
         }
     }
-    Comparison {
-        source: "Isode UDP throughput",
-        scenario: UDP_SCENARIO.to_string(),
+    Some(Comparison {
+        source,
+        scenario: scenario.to_string(),
         condition: format!(
-            "{} bit/s clean, {il} interleaver, {} B datagrams at the link's rate",
+            "{} bit/s clean, {il} interleaver, {} B {what} at the link's rate",
             row.link_bps, row.pdu_bytes
         ),
-        unit: "bit/s",
-        published: row.throughput_bps,
+        unit,
+        published,
         emulated: match error {
             Some(e) => Err(e),
             None => Ok(sum / seeds.len().max(1) as f64),
         },
         delivered,
-    }
+    })
 }
 
 /// The TCP of the bulk runs: the `isode-stock` profile the Isode SMTP rows use, with the row's
@@ -837,6 +908,7 @@ fn bulk_tcp_comparisons(
     row: &IsodeTcpRow,
     il: &str,
     seeds: &[u64],
+    turnaround: Option<Duration>,
     progress: &mut dyn FnMut(&str),
 ) -> Vec<Comparison> {
     let tcp = bulk_tcp(row);
@@ -845,14 +917,8 @@ fn bulk_tcp_comparisons(
     for &seed in seeds {
         progress(BULK_TCP_SCENARIO);
         let cond = Condition {
-            channel: "awgn".into(),
-            snr_db: 30.0,
-            rate_bps: row.link_bps,
-            interleaver: il.into(),
-            seed,
-            segment_size: DEFAULT_SEGMENT,
-            modem: None,
-            turnaround: None,
+            turnaround,
+            ..clean_condition(row.link_bps, il, seed)
         };
         match crate::stack::block_on_paused(run_bulk_tcp_5066(&cond, &tcp, BULK_TCP_RUN)) {
             Ok(Ok(r)) => reports.push(r),
@@ -926,6 +992,9 @@ pub const BULK_TCP_SCENARIO: &str = "tcp-bulk-5066";
 
 /// The name the UDP flood goes by in the calibration table.
 pub const UDP_SCENARIO: &str = "udp-5066";
+
+/// The name the flood of U_PDUs straight to the node goes by in the calibration table.
+pub const DIRECT_SCENARIO: &str = "unidata-5066";
 
 impl Calibration {
     /// The comparisons as a Markdown table, then the goal lines.
@@ -1015,6 +1084,9 @@ mod tests {
             let ip = parse_isode_ip(&ip).unwrap();
             assert_eq!(ip.len(), 19);
             assert_eq!(ip[0].throughput_bps, 7330.0);
+            assert_eq!(ip[0].direct_overhead_pct, Some(17.0));
+            assert_eq!(ip[1].direct_overhead_pct, None);
+            assert_eq!(ip.iter().filter_map(|r| r.direct_overhead_pct).count(), 8);
             let tcp = parse_isode_tcp(&tcp).unwrap();
             assert_eq!(tcp.len(), 6);
             assert_eq!(tcp[5].minutes_to_50, None);
@@ -1064,7 +1136,7 @@ mod tests {
              1200,386,1,89,21\n1200,1867,1,125,30\n1200,14025,1,250,97\n1200,135604,1,1442,796\n",
         )
         .unwrap();
-        let cal = calibrate(&dir, &[1], &mut |_| {}).unwrap();
+        let cal = calibrate(&dir, &[1], None, &mut |_| {}).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         let lines: Vec<String> = cal.goals.iter().map(ToString::to_string).collect();
         // (baseline, bytes, interleaver, README figure, goal)
@@ -1119,14 +1191,25 @@ mod tests {
         std::fs::write(dir.join(ISODE_FILE), ISODE).unwrap();
         std::fs::write(dir.join(ISODE_IP_FILE), "h\n1200,512,900,12\n").unwrap();
         std::fs::write(dir.join(ISODE_TCP_FILE), "h\n1200,1500,798,67,0,1.5,20\n").unwrap();
-        // Ten single-mail NTIA runs, three Isode scenarios per interleaver, the UDP flood and
-        // the bulk TCP stream.
-        assert_eq!(run_count(&dir, 1).unwrap(), 10 + 4 * 2 + 2 + 2);
+        // Ten single-mail NTIA runs, three Isode scenarios per interleaver, the UDP flood, the
+        // U_PDU flood of the row's direct overhead, and the bulk TCP stream.
+        assert_eq!(run_count(&dir, 1).unwrap(), 10 + 4 * 2 + 2 + 2 + 2);
         let mut calls = 0;
-        let cal = calibrate(&dir, &[1], &mut |_| calls += 1).unwrap();
+        let cal = calibrate(&dir, &[1], None, &mut |_| calls += 1).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         // The bulk row: four figures on each interleaver.
-        assert_eq!(cal.comparisons.len(), 1 + 3 * 2 + (1 + 4) * 2);
+        assert_eq!(cal.comparisons.len(), 1 + 3 * 2 + (1 + 1 + 4) * 2);
+        let direct: Vec<&Comparison> = cal
+            .comparisons
+            .iter()
+            .filter(|c| c.scenario == DIRECT_SCENARIO)
+            .collect();
+        assert_eq!(direct.len(), 2, "{direct:#?}");
+        assert_eq!((direct[0].unit, direct[0].published), ("%", 12.0));
+        // 512-byte U_PDUs at 1200 bit/s: 8.2 % on the short interleaver, 16.6 % on the long.
+        let overhead = |c: &Comparison| c.emulated.clone().unwrap();
+        assert!((overhead(direct[0]) - 8.2).abs() < 0.3, "{direct:#?}");
+        assert!((overhead(direct[1]) - 16.6).abs() < 0.3, "{direct:#?}");
         let bulk: Vec<&Comparison> = cal
             .comparisons
             .iter()
@@ -1165,7 +1248,7 @@ mod tests {
         );
         assert!(calls >= 3);
         assert!(matches!(
-            calibrate(Path::new("/nonexistent"), &[1], &mut |_| {}),
+            calibrate(Path::new("/nonexistent"), &[1], None, &mut |_| {}),
             Err(CalibrationError::Io { .. })
         ));
     }

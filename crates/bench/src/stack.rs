@@ -8,7 +8,7 @@
 //! takes as infinite), so what ends a hopeless run is the emulated node giving up on its
 //! link ([`skywave_emu::net::SubnetConfig::link_retries`], left at its default): it discards
 //! the session's U_PDUs, so the session cannot complete, and the scenario stops there
-//! ([`LinkWatch`]) and reports what was delivered, as a gateway's session would fail and its
+//! (`LinkWatch`) and reports what was delivered, as a gateway's session would fail and its
 //! spool retry later, instead of running to [`time_limit`].
 //!
 //! Sits between the scenario runners ([`crate::hmtp5066`], [`crate::cftp5066`]) and the emulator

@@ -1,4 +1,6 @@
-//! UDP over IP over STANAG 5066: the measurement behind `calibration/isode-ip-over-5066.csv`.
+//! UDP over IP over STANAG 5066: the measurement behind `calibration/isode-ip-over-5066.csv`,
+//! and the same flood of U_PDUs straight from a SIS client ([`Traffic::Unidata`]), behind that
+//! file's last column, the overhead Isode measured on STANAG 5066 directly.
 //!
 //! A traffic generator on the ship offers UDP datagrams of one size at the link's rate (the
 //! IP datagram's bits, UDP and IPv4 headers included, at `link_bps`: "100 % of what the link can
@@ -25,6 +27,16 @@
 //! link limits (1200 bit/s from 128 bytes up, 75 bit/s, 1024 bytes and more at 9600) to the
 //! link. The publication does not say how its generator was set; the README says this is an
 //! inference.
+//!
+//! The direct measurements show the same ceiling: the published overheads of 67 % and 32 % for
+//! 64- and 128-byte U_PDUs at 1200 bit/s are 0.77 and 0.80 U_PDUs a second, fewer than the
+//! link carries (about 1.6 and 1.0 a second here). So the U_PDU flood has the same generator.
+//! What it does not share with the UDP flood: no IP or UDP header, no fragmentation, and a
+//! client that queues while its node has flow off, as an application measuring STANAG 5066
+//! would. Its figure, overhead = 100 % less the U_PDU bits delivered per second over the link's
+//! rate, weighs the link's own costs (turnarounds, preambles, acknowledgements, headers) with
+//! nothing above them, which is why `calibrate --turnaround` reads the equipment's turnaround
+//! off it (README, Benchmark).
 //!
 //! Sits beside [`crate::tcp`] (which runs TCP over the same IP client) on [`crate::stack`]'s
 //! two-node subnetwork; [`crate::calibrate`] runs it for every row of the Isode table.
@@ -60,24 +72,70 @@ const PRIORITY: u8 = 5;
 /// and fragment offset are; the packet's size is the real packet's).
 const TAG: usize = 7;
 
-/// One UDP flood: what is offered and for how long.
+/// What a flood offers the ship's node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Traffic {
+    /// UDP datagrams through the IP client: IPv4 and UDP headers, fragmentation at
+    /// [`IP_MTU`], the generator's one-datagram-a-second ceiling, and a client that holds one
+    /// packet while its node has flow off and drops the rest (`isode-ip-over-5066.csv`).
+    Udp,
+    /// U_PDUs straight from a SIS client, no IP: the U_PDU is the payload, offered at the
+    /// link's rate with no ceiling, and a client that queues (up to its 1024 U_PDUs) while
+    /// its node has flow off, as an application measuring STANAG 5066 itself would
+    /// (the `s5066_direct_overhead_pct` column: Isode's "STANAG 5066 Performance
+    /// Measurements over HF Radio").
+    Unidata,
+}
+
+/// One flood: what is offered and for how long.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct UdpFlood {
-    /// UDP payload bytes per datagram.
+    /// Payload bytes per datagram (UDP payload, or the whole U_PDU for [`Traffic::Unidata`]).
     pub pdu_bytes: usize,
     /// Simulated time the generator runs.
     pub duration: Duration,
+    /// What is offered.
+    pub traffic: Traffic,
 }
 
 impl UdpFlood {
-    /// A flood of `pdu_bytes` datagrams long enough for a steady state at `link_bps`: twenty
-    /// minutes, or eighty datagrams' airtime if that is longer.
+    /// A UDP flood of `pdu_bytes` datagrams long enough for a steady state at `link_bps`:
+    /// twenty minutes, or eighty datagrams' airtime if that is longer.
     pub fn for_link(pdu_bytes: usize, link_bps: u32) -> UdpFlood {
         let airtime = datagram_bits(pdu_bytes) as f64 / f64::from(link_bps.max(1));
         UdpFlood {
             pdu_bytes,
             duration: Duration::from_secs_f64((80.0 * airtime).max(1200.0)),
+            traffic: Traffic::Udp,
         }
+    }
+
+    /// The same length of run, offering `pdu_bytes` U_PDUs straight to the node.
+    pub fn unidata_for_link(pdu_bytes: usize, link_bps: u32) -> UdpFlood {
+        UdpFlood {
+            traffic: Traffic::Unidata,
+            ..UdpFlood::for_link(pdu_bytes, link_bps)
+        }
+    }
+
+    /// Sizes of the U_PDUs one offer becomes.
+    fn packets(&self) -> Vec<usize> {
+        match self.traffic {
+            Traffic::Udp => fragments(self.pdu_bytes, IP_MTU),
+            Traffic::Unidata => vec![self.pdu_bytes],
+        }
+    }
+
+    /// Time between two offers at `link_bps`: the offer's airtime at the link's rate, and
+    /// never less than [`GENERATOR_MIN_INTERVAL`] (the same generator for both kinds of
+    /// traffic: see the module docs).
+    fn interval(&self, link_bps: u32) -> Duration {
+        let bits = match self.traffic {
+            Traffic::Udp => datagram_bits(self.pdu_bytes),
+            Traffic::Unidata => self.pdu_bytes * 8,
+        };
+        Duration::from_secs_f64(bits as f64 / f64::from(link_bps.max(1)))
+            .max(GENERATOR_MIN_INTERVAL)
     }
 }
 
@@ -96,13 +154,6 @@ pub struct UdpFloodResult {
     pub throughput_bps: f64,
     /// Transmissions on the air, both directions.
     pub transmissions: u64,
-}
-
-/// Time between two datagrams the generator offers: the datagram's airtime at the link's
-/// rate, and never less than [`GENERATOR_MIN_INTERVAL`].
-pub fn offer_interval(pdu_bytes: usize, link_bps: u32) -> Duration {
-    Duration::from_secs_f64(datagram_bits(pdu_bytes) as f64 / f64::from(link_bps.max(1)))
-        .max(GENERATOR_MIN_INTERVAL)
 }
 
 /// Bits of the IP datagram carrying `pdu_bytes` of UDP payload (before fragmentation).
@@ -139,25 +190,32 @@ async fn flood_async(cond: &Condition, flood: &UdpFlood) -> Result<UdpFloodResul
             "a UDP datagram needs a payload".into(),
         ));
     }
+    if flood.traffic == Traffic::Unidata && flood.pdu_bytes < TAG {
+        return Err(BenchError::Condition(format!(
+            "a U_PDU of the flood needs at least {TAG} bytes"
+        )));
+    }
     let subnet = Subnet::start(stack::subnet_config(cond)?)?;
     let mut ship_cfg = ClientConfig::new(SapId::IP_CLIENT, ServiceType::ARQ);
-    ship_cfg.queue_limit = stack::IP_CLIENT_HOLD;
+    if flood.traffic == Traffic::Udp {
+        ship_cfg.queue_limit = stack::IP_CLIENT_HOLD;
+    }
     // Every datagram here is different; the filter only matters for TCP's retransmissions.
     ship_cfg.filter = FilterConfig::disabled();
     let (ship, _ship_events, mtu) = stack::bind_with(&subnet, SHIP_NODE, ship_cfg).await?;
     let shore_cfg = ClientConfig::new(SapId::IP_CLIENT, ServiceType::ARQ);
     let (_shore, mut shore_events, _) = stack::bind_with(&subnet, SHORE_NODE, shore_cfg).await?;
-    let sizes = fragments(flood.pdu_bytes, IP_MTU);
+    let sizes = flood.packets();
     if let Some(&big) = sizes.iter().find(|&&s| s > mtu) {
         return Err(BenchError::Condition(format!(
-            "an IP packet of {big} bytes does not fit the node's MTU of {mtu}"
+            "a U_PDU of {big} bytes does not fit the node's MTU of {mtu}"
         )));
     }
     let dest = skywave_sis::NodeAddress::new(SHORE)
         .map_err(|e| BenchError::Condition(format!("node address: {e}")))?;
     let priority =
         Priority::new(PRIORITY).map_err(|e| BenchError::Condition(format!("priority: {e}")))?;
-    let interval = offer_interval(flood.pdu_bytes, cond.rate_bps);
+    let interval = flood.interval(cond.rate_bps);
     let start = Instant::now();
     let warm = flood.duration.mul_f64(WARM_UP);
     let mut result = UdpFloodResult::default();
@@ -321,9 +379,40 @@ mod flood_tests {
         assert!((r.throughput_bps / 5827.0 - 1.0).abs() < 0.03, "{r:?}");
     }
 
+    /// 100 % less the U_PDU throughput's share of the link: the figure `calibrate` sets
+    /// against Isode's overhead measured on STANAG 5066 directly.
+    fn direct_overhead(rate_bps: u32, pdu_bytes: usize, turnaround_s: Option<f64>) -> f64 {
+        let cond = Condition {
+            turnaround: turnaround_s.map(Duration::from_secs_f64),
+            ..clean(rate_bps, "short")
+        };
+        let r = run_udp_flood(&cond, &UdpFlood::unidata_for_link(pdu_bytes, rate_bps)).unwrap();
+        assert_eq!(r.packets_dropped, 0, "{r:?}");
+        100.0 * (1.0 - r.throughput_bps / f64::from(rate_bps))
+    }
+
+    /// Deterministic: the overheads the README quotes from `skywave-bench calibrate` (with and
+    /// without `--turnaround`), each to 0.3 points. They bound the turnaround of the equipment
+    /// Isode measured: 2048-byte U_PDUs published at 17 % (9600 bit/s) and 10 % (1200 bit/s).
+    #[test]
+    fn the_direct_5066_overhead_grows_with_the_turnaround() {
+        let close = |got: f64, want: f64| assert!((got - want).abs() < 0.3, "{got} vs {want}");
+        close(direct_overhead(9600, 2048, None), 6.7);
+        close(direct_overhead(1200, 2048, None), 7.5);
+        close(direct_overhead(9600, 2048, Some(4.0)), 13.7);
+        close(direct_overhead(1200, 2048, Some(4.0)), 10.5);
+        close(direct_overhead(1200, 2048, Some(8.5)), 18.1);
+        // The generator's one-a-second ceiling, not the link, sets the small U_PDUs' figure.
+        close(direct_overhead(1200, 64, None), 57.3);
+    }
+
     #[test]
     fn empty_datagrams_are_refused() {
         let e = run_udp_flood(&clean(1200, "short"), &UdpFlood::for_link(0, 1200)).unwrap_err();
         assert!(e.to_string().contains("payload"), "{e}");
+        // The U_PDU flood tags every U_PDU with its sequence number: it needs room for it.
+        let e =
+            run_udp_flood(&clean(1200, "short"), &UdpFlood::unidata_for_link(6, 1200)).unwrap_err();
+        assert!(e.to_string().contains("at least 7 bytes"), "{e}");
     }
 }
