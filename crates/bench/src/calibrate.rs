@@ -332,9 +332,10 @@ pub fn clean_condition(rate_bps: u32, interleaver: &str, seed: u64) -> Condition
 /// rather than picking the one that fits.
 pub const ISODE_INTERLEAVERS: [&str; 2] = ["short", "long"];
 
-/// Our assumption for the TCP of the hosts in Isode's measurement: the `isode-stock` profile.
-pub fn isode_tcp() -> TcpSettings {
-    TcpProfile::IsodeStock.settings(1200)
+/// Our assumption for the TCP of the hosts in Isode's measurement at `rate_bps`: the
+/// `isode-stock` profile (its MTU is the one Isode used at that rate).
+pub fn isode_tcp(rate_bps: u32) -> TcpSettings {
+    TcpProfile::IsodeStock.settings(rate_bps)
 }
 
 /// The HMTP scenario the goal lines use.
@@ -706,16 +707,10 @@ pub fn calibrate(
             dup_filter: true,
             compression: SmtpCompression::None,
         };
-        let smtp = runs(smtp_scenario, cond, &isode_tcp(), work, seeds, progress);
-        let hmtp = runs(HMTP_DEFLATE, cond, &isode_tcp(), work, seeds, progress);
-        let cftp = runs(
-            Scenario::Cftp5066,
-            cond,
-            &isode_tcp(),
-            work,
-            seeds,
-            progress,
-        );
+        let tcp = isode_tcp(row.link_bps);
+        let smtp = runs(smtp_scenario, cond, &tcp, work, seeds, progress);
+        let hmtp = runs(HMTP_DEFLATE, cond, &tcp, work, seeds, progress);
+        let cftp = runs(Scenario::Cftp5066, cond, &tcp, work, seeds, progress);
         let secs = |r: &Result<Runs, String>| {
             r.as_ref()
                 .map(|r| r.mean(|d| d.result.seconds))

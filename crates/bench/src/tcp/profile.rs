@@ -6,7 +6,7 @@
 //! | `jnos-1998` | 216 / 256 | 1024 | 1.5 / 1.5 / 90 s (1200 bit/s; 6 / 6 / 360 s below) | smoltcp Reno (cwnd from 2048 B) | classic | none | after 10 timeouts |
 //! | `linux` | 1460 / 1500 | 65535 | 1 / 1 / 60 s | IW 10 segments, slow start, never cut | Minshall | 40 ms, every full segment | never (see below) |
 //! | `best-case` | 2008 / 2048 | 1 MiB | 600 / 600 / 36000 s | none (receive window only) | off | 40 ms, every full segment | never |
-//! | `isode-stock` | 1460 / 1500 | 65535 | 2 / 2 / 120 s | smoltcp Reno (cwnd from 2048 B) | classic | none | SYN 127 s, data 924.6 s |
+//! | `isode-stock` | 1460 / 1500 (460 / 500 at 300 bit/s and below) | 65535 | 2 / 2 / 120 s | smoltcp Reno (cwnd from 2048 B) | classic | none | SYN 127 s, data 924.6 s |
 //!
 //! - **`jnos-1998`**: the TCP NTIA configured for JNOS in 1998 (MSS 216, MTU 256, IRTT 60 s,
 //!   maxwait 90 s at 1200 bit/s and above, 360 s below, window 1024 unless the table row says
@@ -257,11 +257,11 @@ impl TcpProfile {
                 profile: Some(self),
             },
             TcpProfile::IsodeStock => TcpSettings {
-                mss: 1460,
+                mss: isode_mtu(rate_bps) - 40,
                 window: 65_535,
                 irtt: Duration::from_secs(2),
                 max_wait: Duration::from_secs(120),
-                mtu: 1500,
+                mtu: isode_mtu(rate_bps),
                 give_up: GiveUp::LINUX,
                 smtp_timer: None,
                 // Isode's measurements went through the NC3A IP client, which dropped what it
@@ -272,6 +272,13 @@ impl TcpProfile {
             },
         }
     }
+}
+
+/// The IP MTU of Isode's SMTP measurements at `rate_bps`: 1500 at 1200 and 9600 bit/s, 500 at
+/// 300 bit/s, "the best-performing value at each speed" (`isode-tcp-over-5066.csv`'s notes);
+/// 500 below 300 bit/s too, where 1500-byte packets did worse still.
+pub fn isode_mtu(rate_bps: u32) -> u16 {
+    if rate_bps <= 300 { 500 } else { 1500 }
 }
 
 impl fmt::Display for TcpProfile {
@@ -393,6 +400,11 @@ mod tests {
         assert_eq!(TcpProfile::Jnos1998.settings(300).rto_constants().2, s(360));
         let stock = TcpProfile::IsodeStock.settings(1200);
         assert_eq!(stock.rto_constants(), (s(2), s(2), s(120)));
+        assert_eq!((stock.mss, stock.mtu), (1460, 1500));
+        // Isode's SMTP runs used MTU 500 at 300 bit/s.
+        let slow = TcpProfile::IsodeStock.settings(300);
+        assert_eq!((slow.mss, slow.mtu), (460, 500));
+        assert_eq!(TcpProfile::IsodeStock.settings(9600).mtu, 1500);
         let o = linux.with_overrides(Some(536), Some(4096));
         assert_eq!(
             (o.mss, o.mtu, o.window, o.nagle),

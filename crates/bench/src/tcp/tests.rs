@@ -26,9 +26,9 @@ fn ntia_tcp(window: u32, rate_bps: u32) -> TcpSettings {
     crate::sweep::jnos_tcp(216, window, rate_bps, None, None)
 }
 
-/// A stock host's TCP on Isode's 1500-byte IP MTU, as `calibrate` uses it.
+/// A stock host's TCP on Isode's 1500-byte IP MTU, as `calibrate` uses it at 1200 bit/s.
 fn isode_tcp() -> TcpSettings {
-    crate::calibrate::isode_tcp()
+    crate::calibrate::isode_tcp(1200)
 }
 
 #[tokio::test(start_paused = true)]
@@ -395,7 +395,7 @@ async fn after_the_5066_link_is_lost_the_queue_timer_tries_again() {
 #[tokio::test(start_paused = true)]
 async fn a_bulk_stream_loses_datagrams_only_to_an_ip_client_that_drops() {
     let c = cond("awgn", 30.0, 9600, 1);
-    let mut tcp = crate::calibrate::isode_tcp();
+    let mut tcp = isode_tcp();
     (tcp.mtu, tcp.mss) = (500, 460);
     assert_eq!(tcp.ip_client_hold, Some(crate::stack::IP_CLIENT_HOLD));
     let run = Duration::from_secs(7200);
