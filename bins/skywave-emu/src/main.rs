@@ -114,6 +114,12 @@ struct Cli {
     /// `skywave_emu::node::DEFAULT_LINK_RETRIES`).
     #[arg(long, value_name = "N|never", default_value = "10", value_parser = parse_link_retries)]
     link_retries: LinkRetries,
+    /// Annex B CAS-1 linking: a node makes a physical link to a peer (PHYSICAL LINK REQUEST,
+    /// ACCEPTED, in EXPEDITED NON-ARQ DATA D_PDUs) before its first ARQ data to it, as a 5066
+    /// server does unless ALE or an operator has made the link. Default: every link is taken
+    /// as made.
+    #[arg(long)]
+    cas1: bool,
 }
 
 /// `--link-retries`: a count, or never give up.
@@ -279,6 +285,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     config.segment_size = cli.segment_size;
     config.window = cli.window;
     config.link_retries = cli.link_retries.0;
+    config.cas1 = cli.cas1;
     if !(cli.max_transmission.is_finite() && cli.max_transmission > 0.0) {
         bail!("--max-transmission must be a positive number of seconds");
     }

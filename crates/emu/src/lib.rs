@@ -61,8 +61,13 @@
 //! or off) declares the link lost, discards and rejects the ARQ U_PDUs for that peer, reports
 //! it ([`net::Subnet::watch_links`]) and starts the next contact with a RESET/WIN-RESYNC.
 //!
-//! Not here: Annex B link establishment (CAS-1; links are assumed made, and "lost" above is
-//! the node's own verdict, with no PHYSICAL LINK BREAK exchanged), hard links, the full reset
+//! Annex B link making (CAS-1) when [`net::SubnetConfig::cas1`] is set: a PHYSICAL LINK
+//! REQUEST, answered by ACCEPTED, in EXPEDITED NON-ARQ DATA D_PDUs before the first ARQ data to
+//! a peer and again after the link was declared lost; off by default (links are taken as made,
+//! as ALE or an operator makes them).
+//!
+//! Not here: CAS-1 link breaking ("lost" above is the node's own verdict, with no PHYSICAL
+//! LINK BREAK exchanged, and a made link stays made), hard links, the full reset
 //! and the transmit-window reset request (above), the second way Annex C offers to skip a
 //! dropped C_PDU (a RESET/WIN-RESYNC instead of DROP frames), non-ARQ "with errors" delivery
 //! (served as plain non-ARQ).

@@ -103,8 +103,9 @@
 //! a pcap of every D_PDU put on the air ([`Subnet::capture_pcap`], see [`crate::capture`]);
 //! the per-transmission trace, kept ([`Subnet::trace`]) and streamed ([`Subnet::watch_trace`]).
 //!
-//! Simplifications (said here so nobody relies on them): the Annex B link is assumed up (no
-//! CAS-1 exchanges); hard links are not modelled;
+//! Simplifications (said here so nobody relies on them): the Annex B link is assumed up
+//! unless [`SubnetConfig::cas1`] makes nodes make it first (and then it is never broken, only
+//! declared lost); hard links are not modelled;
 //! non-ARQ "with errors" is served as plain non-ARQ; data-rate change ([`Drc`]) picks one
 //! rate per transmission (the slowest of the links it serves) and changes interleaver never; link loss is each node's own verdict (no CAS-1 PHYSICAL LINK BREAK
 //! is exchanged, and the peer finds out by its own count or by the RESET that comes next);
@@ -235,6 +236,10 @@ pub struct SubnetConfig {
     /// `None` never gives up. Default [`DEFAULT_LINK_RETRIES`] (10, JNOS's TCP retry limit;
     /// see there for why not Annex C's 3).
     pub link_retries: Option<u8>,
+    /// Annex B CAS-1 linking ([`crate::node::NodeConfig::cas1`]): a node makes a physical
+    /// link (PHYSICAL LINK REQUEST, ACCEPTED) before its first ARQ data to a peer. Off by
+    /// default: every link is taken as made, as when ALE or an operator makes it.
+    pub cas1: bool,
 }
 
 /// A [`LinkEvent`] of one node, as the subnetwork reports it.
@@ -320,6 +325,7 @@ impl SubnetConfig {
             groups: Vec::new(),
             link_channels: Vec::new(),
             link_retries: Some(DEFAULT_LINK_RETRIES),
+            cas1: false,
         }
     }
 }
@@ -762,6 +768,7 @@ impl Subnet {
             data_ack: config.data_ack,
             start_rate,
             link_retries: config.link_retries,
+            cas1: config.cas1,
         })?;
         let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
         let n = config.addresses.len();

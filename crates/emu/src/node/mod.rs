@@ -33,14 +33,18 @@
 //!
 //! Built: TTL in the queue and in the ARQ (DROP C_PDU, [ED3-C] §C.3.3), link loss after
 //! unanswered retries (rejections with "destination node not responding", a RESET/WIN-RESYNC
-//! at the next contact). Not built: CAS-1 link making and breaking (the link to every node is
-//! assumed up, so "lost" is this node's verdict only and no PHYSICAL LINK BREAK is sent),
-//! hard links, FULL RESET CMD and RESET TX WIN RQST, a DROP flag for expedited data (Annex C
-//! has none: an expedited U_PDU whose TTL ran out is just abandoned), non-ARQ "with errors".
+//! at the next contact), CAS-1 link making when [`NodeConfig::cas1`] is set (PHYSICAL LINK
+//! REQUEST and ACCEPTED before the first ARQ data to a peer, and again after the link was
+//! declared lost). Not built: CAS-1 link breaking (a made link stays until it is declared lost,
+//! which is this node's verdict only: no PHYSICAL LINK BREAK is sent, and none is needed to
+//! make another), REJECTED (a node accepts every request: it has no exclusive links), hard
+//! links, FULL RESET CMD and RESET TX WIN RQST, a DROP flag for expedited data (Annex C has
+//! none: an expedited U_PDU whose TTL ran out is just abandoned), non-ARQ "with errors".
 //!
 //! Nodes and groups are named by their index in the subnetwork's address list
 //! ([`NodeConfig::addresses`]); group `g` of [`NodeConfig::groups`] is destination
-//! `addresses.len() + g`. The Annex B link to every other node is assumed up (no CAS-1).
+//! `addresses.len() + g`. Without [`NodeConfig::cas1`] the Annex B link to every other node
+//! is assumed up.
 
 mod receive;
 mod transmit;
@@ -187,6 +191,11 @@ pub struct NodeCounters {
     /// U_PDUs this node had on the air when it reset its transmit window: their delivery is
     /// unknown, so they were rejected to their clients instead of being sent again.
     pub reset_lost: u64,
+    /// PHYSICAL LINK REQUESTs this node sent (CAS-1, [`NodeConfig::cas1`]), repeats
+    /// included.
+    pub link_requests: u64,
+    /// Physical links this node made (CAS-1): its request accepted, or a peer's accepted.
+    pub links_made: u64,
 }
 
 /// What every node of a subnetwork shares: the subnetwork's members and the link settings.
@@ -225,6 +234,14 @@ pub struct NodeConfig {
     /// [`Node::poll_transmit`]); `None`: never (the ARQ retries for ever). Default
     /// [`DEFAULT_LINK_RETRIES`].
     pub link_retries: Option<u8>,
+    /// Annex B CAS-1 linking: before its first ARQ data to a peer (and again after declaring
+    /// the link lost) a node makes a physical link, a PHYSICAL LINK REQUEST answered by
+    /// PHYSICAL LINK ACCEPTED, each a C_PDU in an EXPEDITED NON-ARQ DATA D_PDU (type 8).
+    /// The request is resent in every transmission until the answer comes, and counts
+    /// towards [`NodeConfig::link_retries`] like data. `false`: the link to every node is
+    /// taken as made, as when ALE or an operator makes it ("the CAS-1 linking protocol may be
+    /// omitted" then, [ED3-B]).
+    pub cas1: bool,
 }
 
 /// A node configuration could not be used.
@@ -522,6 +539,13 @@ struct Link {
     resync: bool,
     /// Declared lost and not heard from since (for [`LinkEvent::Regained`]).
     down: bool,
+    /// CAS-1: the physical link to the peer is made (always, without [`NodeConfig::cas1`]).
+    linked: bool,
+    /// CAS-1: this node's PHYSICAL LINK REQUEST awaits the peer's ACCEPTED (no ARQ data to
+    /// the peer meanwhile).
+    link_request_out: bool,
+    /// CAS-1: the peer asked for a link: answer PHYSICAL LINK ACCEPTED.
+    link_accept_owed: bool,
 }
 
 /// A change in a node's view of its link to a peer, for its driver to report (the SIS has no
@@ -614,6 +638,9 @@ impl Node {
                     silent: 0,
                     resync: false,
                     down: false,
+                    linked: !config.cas1,
+                    link_request_out: false,
+                    link_accept_owed: false,
                 },
             );
         }
@@ -942,6 +969,9 @@ impl Node {
         link.reset_out = None;
         link.resync = true;
         link.down = true;
+        // CAS-1: the physical link is gone too; the next data makes a new one.
+        link.linked = !self.setup.config.cas1;
+        link.link_request_out = false;
         link.silent = 0;
         link.unanswered = 0;
         link.stale_acks = 0;
@@ -981,6 +1011,8 @@ impl Node {
                     || !l.sender.is_idle()
                     || l.reset_out.is_some()
                     || l.reset_ack_owed.is_some()
+                    || l.link_request_out
+                    || l.link_accept_owed
             })
     }
 

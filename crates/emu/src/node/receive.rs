@@ -367,11 +367,24 @@ impl Node {
             } else {
                 Kind::NonArq
             };
-            let updu = match Cpdu::decode(&c).map(|c| match c {
-                Cpdu::Data(s) => Spdu::decode(&s).ok(),
-                _ => None,
-            }) {
-                Ok(Some(Spdu::Data { pci, updu })) => (pci, updu),
+            let updu = match Cpdu::decode(&c) {
+                Ok(Cpdu::Data(s)) => Spdu::decode(&s).ok(),
+                // CAS-1 link making ([ED3-B]: its C_PDUs travel as EXPEDITED NON-ARQ DATA).
+                Ok(Cpdu::PhysicalLinkRequest { .. }) if group.is_none() => {
+                    self.on_link_request(sender);
+                    continue;
+                }
+                Ok(Cpdu::PhysicalLinkAccepted) if group.is_none() => {
+                    self.on_link_accepted(sender);
+                    continue;
+                }
+                other => {
+                    tracing::warn!(r, ?other, "non-ARQ C_PDU not handled here; dropped");
+                    continue;
+                }
+            };
+            let updu = match updu {
+                Some(Spdu::Data { pci, updu }) => (pci, updu),
                 other => {
                     tracing::warn!(r, ?other, "non-ARQ C_PDU without a DATA S_PDU; dropped");
                     continue;
@@ -385,6 +398,36 @@ impl Node {
             if self.deliver(src, ssap, dsap, prio, &updu, kind, group) {
                 self.counters.non_arq_delivered += 1;
             }
+        }
+    }
+
+    /// CAS-1: `sender` asks for a physical link. This node has no exclusive links, so it
+    /// accepts every request (again, if the peer lost the link and asks anew).
+    fn on_link_request(&mut self, sender: usize) {
+        let Some(link) = self.links.get_mut(&sender) else {
+            return;
+        };
+        link.link_accept_owed = true;
+        if !link.linked {
+            link.linked = true;
+            self.counters.links_made += 1;
+        }
+    }
+
+    /// CAS-1: `sender` accepted this node's request: ARQ data may go.
+    fn on_link_accepted(&mut self, sender: usize) {
+        let Some(link) = self.links.get_mut(&sender) else {
+            return;
+        };
+        if !link.link_request_out {
+            // An answer to a request this node no longer has out (a repeat it sent before
+            // the first ACCEPTED came): nothing to do.
+            return;
+        }
+        link.link_request_out = false;
+        if !link.linked {
+            link.linked = true;
+            self.counters.links_made += 1;
         }
     }
 

@@ -54,6 +54,7 @@ fn node_config(addresses: Vec<NodeAddress>) -> NodeConfig {
         data_ack: true,
         start_rate: None,
         link_retries: Some(super::DEFAULT_LINK_RETRIES),
+        cas1: false,
     }
 }
 
@@ -923,4 +924,116 @@ fn a_transmission_for_several_peers_carries_the_smallest_share_first() {
     assert_eq!(dests.first(), Some(&2), "{dests:?}");
     assert!(dests.iter().skip(1).all(|&d| d == 1), "{dests:?}");
     assert_eq!(dests.len(), 7, "one for C, six segments for B: {dests:?}");
+}
+
+/// Nodes A (0) and B (1) that make their physical link with CAS-1.
+fn cas1_pair() -> (Node, Node) {
+    let mut v = nodes(NodeConfig {
+        cas1: true,
+        ..node_config(vec![addr(A), addr(B)])
+    });
+    let b = v.pop().unwrap();
+    let a = v.pop().unwrap();
+    (a, b)
+}
+
+/// The C_PDU of the one EXPEDITED NON-ARQ DATA D_PDU (type 8) of `tx`.
+fn cas1_cpdu(tx: &NodeTx) -> crate::cpdu::Cpdu {
+    assert_eq!(types(tx), [8], "one EXPEDITED NON-ARQ DATA D_PDU");
+    let (d, _) = Dpdu::decode(&tx.dpdus[0].bytes).unwrap();
+    let Body::ExpNonArqData { header, segment } = d.body else {
+        panic!("not type 8: {d:?}");
+    };
+    assert_eq!(usize::from(header.cpdu_size), segment.len());
+    crate::cpdu::Cpdu::decode(&segment).unwrap()
+}
+
+#[test]
+fn with_cas1_a_physical_link_is_made_before_the_first_arq_data() {
+    use crate::cpdu::Cpdu;
+    let (mut a, mut b) = cas1_pair();
+    let updu = payload(300);
+    a.submit(Duration::ZERO, CONN[0], sap(), &request(B, &updu), ARQ)
+        .unwrap();
+    // A's first transmission asks for the link, and carries no data.
+    let req = a.poll_transmit(Duration::ZERO).unwrap();
+    assert_eq!(
+        cas1_cpdu(&req),
+        Cpdu::PhysicalLinkRequest { exclusive: false }
+    );
+    // It expects an answer (the driver waits for one, link loss counts it).
+    assert!(req.sent_data);
+    assert_eq!(a.counters().link_requests, 1);
+
+    // Unheard, it goes again in the next transmission.
+    let again = a.poll_transmit(secs(10)).unwrap();
+    assert_eq!(
+        cas1_cpdu(&again),
+        Cpdu::PhysicalLinkRequest { exclusive: false }
+    );
+    assert_eq!(a.counters().link_requests, 2);
+
+    // B accepts, and nothing reaches B's client yet.
+    assert!(hear(&again, 0, &mut b, 1, &[]));
+    assert!(events(&mut b).is_empty());
+    assert!(b.has_work());
+    let acc = b.poll_transmit(again.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(cas1_cpdu(&acc), Cpdu::PhysicalLinkAccepted);
+    assert!(!acc.sent_data);
+    assert!(!b.has_work());
+    assert_eq!(b.counters().links_made, 1);
+
+    // Then A's data, and the exchange goes on as without CAS-1.
+    assert!(hear(&acc, 1, &mut a, 0, &[]));
+    assert_eq!(a.counters().links_made, 1);
+    let tx = a.poll_transmit(acc.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(types(&tx), [0], "one DATA-ONLY");
+    assert!(hear(&tx, 0, &mut b, 1, &[]));
+    let got = events(&mut b);
+    assert!(
+        matches!(&got[..], [ClientEvent { primitive: Primitive::UnidataIndication(i), .. }] if i.updu.as_ref() == updu.as_slice()),
+        "{got:?}"
+    );
+    let ack = b.poll_transmit(tx.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(types(&ack), [1]);
+    assert!(hear(&ack, 1, &mut a, 0, &[]));
+    assert!(!a.has_work());
+
+    // The link stays made: the next U_PDU goes at once.
+    a.submit(secs(60), CONN[0], sap(), &request(B, &updu), ARQ)
+        .unwrap();
+    let tx = a.poll_transmit(secs(60)).unwrap();
+    assert_eq!(types(&tx), [0]);
+    assert_eq!(a.counters().link_requests, 2);
+}
+
+#[test]
+fn with_cas1_a_link_request_nobody_answers_ends_in_link_loss_and_a_new_request() {
+    let (mut a, _b) = cas1_pair();
+    a.submit(
+        Duration::ZERO,
+        CONN[0],
+        sap(),
+        &request(B, &payload(100)),
+        ARQ,
+    )
+    .unwrap();
+    // The request and its ten retries go unanswered; the next turn declares the link lost
+    // and rejects the U_PDU that asked for a confirm.
+    for k in 0..=u64::from(super::DEFAULT_LINK_RETRIES) {
+        let tx = a.poll_transmit(secs(10 * k)).unwrap();
+        assert_eq!(types(&tx), [8]);
+    }
+    assert!(a.poll_transmit(secs(200)).is_none());
+    assert_eq!(a.counters().links_lost, 1);
+    let got = events(&mut a);
+    assert!(
+        got.iter().any(|e| matches!(&e.primitive, Primitive::UnidataRequestRejected(r) if r.reason == UnidataRejectReason::DestinationNodeNotResponding)),
+        "{got:?}"
+    );
+    // New data asks for a link again.
+    a.submit(secs(300), CONN[0], sap(), &request(B, &payload(100)), ARQ)
+        .unwrap();
+    let tx = a.poll_transmit(secs(300)).unwrap();
+    assert_eq!(types(&tx), [8]);
 }

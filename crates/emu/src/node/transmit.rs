@@ -281,7 +281,10 @@ impl Node {
                 .iter()
                 .filter(|(_, l)| {
                     l.silent > retries
-                        && (!l.sender.is_idle() || l.exp_out.is_some() || l.reset_out.is_some())
+                        && (!l.sender.is_idle()
+                            || l.exp_out.is_some()
+                            || l.reset_out.is_some()
+                            || l.link_request_out)
                 })
                 .map(|(&p, _)| p)
                 .collect();
@@ -292,8 +295,16 @@ impl Node {
         self.feed_arq();
         self.feed_non_arq();
         self.feed_expedited();
+        if self.setup.config.cas1 {
+            for l in self.links.values_mut() {
+                // CAS-1: ARQ data for a peer without a physical link asks for one first.
+                if !l.linked && (!l.sender.is_idle() || l.exp_out.is_some()) {
+                    l.link_request_out = true;
+                }
+            }
+        }
         for l in self.links.values_mut() {
-            if l.resync && !l.sender.is_idle() {
+            if l.resync && l.linked && !l.sender.is_idle() {
                 // The peer's receive window may still be where the lost link left it: command
                 // it to 0, where this node's cleared transmit window starts, before any data.
                 l.resync = false;
@@ -335,6 +346,8 @@ impl Node {
                     || l.drc_response_owed
                     || l.reset_out.is_some()
                     || l.reset_ack_owed.is_some()
+                    || l.link_request_out
+                    || l.link_accept_owed
                     || self.non_arq_out.iter().any(|o| o.dest == **p)
                     || self.queue.iter().any(|q| q.dest == **p)
             })
@@ -378,6 +391,46 @@ impl Node {
         let mut sent_data = false;
         // Peers this transmission sends something that expects an answer (link loss).
         let mut asking: BTreeSet<usize> = BTreeSet::new();
+        // CAS-1 first: a link must be made before anything else goes to the peer.
+        let mut cas: Vec<(usize, Cpdu)> = Vec::new();
+        for (&peer, link) in self.links.iter_mut() {
+            if std::mem::take(&mut link.link_accept_owed) {
+                cas.push((peer, Cpdu::PhysicalLinkAccepted));
+            }
+            if link.link_request_out {
+                cas.push((peer, Cpdu::PhysicalLinkRequest { exclusive: false }));
+                // It expects an answer, like data: resent until ACCEPTED comes, and counted
+                // towards link loss.
+                sent_data = true;
+                asking.insert(peer);
+                self.counters.link_requests += 1;
+            }
+        }
+        for (peer, cpdu) in cas {
+            let Ok(bytes) = cpdu.encode() else {
+                continue;
+            };
+            let cpdu_id = self.next_cpdu_id;
+            self.next_cpdu_id = (self.next_cpdu_id + 1) % 4096;
+            let d = Dpdu::new(
+                dests.get(&peer).copied().unwrap_or_default(),
+                src,
+                Body::ExpNonArqData {
+                    header: NonArqHeader {
+                        cpdu_id,
+                        deliver_in_order: true,
+                        group: false,
+                        // One byte: every CAS-1 control C_PDU is.
+                        cpdu_size: bytes.len() as u16,
+                        segment_offset: 0,
+                        reception_window: 0,
+                    },
+                    segment: bytes,
+                },
+            );
+            budget = budget.saturating_sub(d.encoded_len());
+            frames.push((peer, d, false));
+        }
         for (&peer, link) in self.links.iter_mut() {
             let dest = dests.get(&peer).copied().unwrap_or_default();
             if let Some(id) = link.reset_ack_owed.take() {
@@ -393,7 +446,7 @@ impl Node {
                 budget = budget.saturating_sub(d.encoded_len());
                 frames.push((peer, d, false));
             }
-            if let Some(id) = link.reset_out {
+            if let Some(id) = link.reset_out.filter(|_| link.linked) {
                 // Command the peer's RX window back to 0, where this node's TX window now
                 // starts; resent in every transmission until the RESET ACK comes.
                 let d = Dpdu::new(
@@ -447,6 +500,9 @@ impl Node {
         }
         // Expedited data before anything else.
         for (&peer, link) in self.links.iter_mut() {
+            if !link.linked {
+                continue;
+            }
             let Some(e) = &mut link.exp_out else {
                 continue;
             };
@@ -517,7 +573,7 @@ impl Node {
         let demands: Vec<(usize, usize)> = self
             .links
             .iter_mut()
-            .filter(|(_, l)| l.reset_out.is_none())
+            .filter(|(_, l)| l.reset_out.is_none() && l.linked)
             .map(|(&p, l)| (p, l.sender.ready_bytes(window, overhead)))
             .filter(|&(_, d)| d > 0)
             .map(|(p, d)| (p, d + ack_extra(&p)))
@@ -535,8 +591,9 @@ impl Node {
             if budget < overhead + 1 {
                 break;
             }
-            if link.reset_out.is_some() {
-                // No data until the peer's receive window is realigned.
+            if link.reset_out.is_some() || !link.linked {
+                // No data until the peer's receive window is realigned, or (CAS-1) until the
+                // physical link is made.
                 continue;
             }
             let Some(&share) = shares.get(&peer) else {
