@@ -161,6 +161,7 @@ fn scenario_run(case: &ScenarioCase) -> Duration {
         segment_size: skywave_bench::sweep::DEFAULT_SEGMENT,
         modem: None,
         turnaround: None,
+        cas1: false,
     };
     let work = isode(size, messages, 1).expect("workload");
     let d = run_detailed(scenario, &cond, &profile.settings(rate_bps), &work).expect("run");

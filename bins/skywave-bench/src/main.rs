@@ -206,6 +206,11 @@ struct Compare {
     /// tens of seconds" (Isode).
     #[arg(long)]
     turnaround: Option<f64>,
+    /// STANAG 5066 scenarios: the ship's node makes a physical link with CAS-1 (PHYSICAL LINK
+    /// REQUEST, ACCEPTED) before its first ARQ data, as a 5066 server does unless ALE or an
+    /// operator has made the link (default: the link is taken as made).
+    #[arg(long)]
+    cas1: bool,
     /// Initial RTT (JNOS IRTT), seconds, overriding the profile's.
     #[arg(long)]
     irtt: Option<f64>,
@@ -251,6 +256,10 @@ struct Calibrate {
     /// at once. NTIA's raw-modem runs keep theirs.
     #[arg(long)]
     turnaround: Option<f64>,
+    /// The STANAG 5066 stations of the Isode runs take their link as made instead of making
+    /// it with CAS-1 before their first ARQ data (as Isode's, with no ALE, did).
+    #[arg(long)]
+    no_cas1: bool,
 }
 
 fn main() -> ExitCode {
@@ -512,6 +521,7 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
             .map(str::parse::<skywave_emu::modem::Generation>)
             .transpose()?,
         turnaround: turnaround(c.turnaround)?,
+        cas1: c.cas1,
     })
 }
 
@@ -605,9 +615,12 @@ fn calibration_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
 fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
     let dir = calibration_dir(c.calibration)?;
     let seeds = seeds(c.seeds)?;
-    let turnaround = turnaround(c.turnaround)?;
-    let bar = progress_bar(calibrate::run_count(&dir, seeds.len())?);
-    let cal = calibrate::calibrate(&dir, &seeds, turnaround, &mut |name| {
+    let stations = calibrate::Stations {
+        turnaround: turnaround(c.turnaround)?,
+        cas1: !c.no_cas1,
+    };
+    let bar = progress_bar(calibrate::run_count(&dir, seeds.len(), stations)?);
+    let cal = calibrate::calibrate(&dir, &seeds, stations, &mut |name| {
         bar.inc(1);
         bar.set_message(name.to_string());
     })?;

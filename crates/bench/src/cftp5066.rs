@@ -179,6 +179,7 @@ mod tests {
             segment_size: crate::sweep::DEFAULT_SEGMENT,
             modem: None,
             turnaround: None,
+            cas1: false,
         };
         let work = isode(1867, 3, 1).unwrap();
         let d = block_on_paused(run(&cond, &work)).unwrap().unwrap();
@@ -210,6 +211,7 @@ mod tests {
                 segment_size: crate::sweep::DEFAULT_SEGMENT,
                 modem: None,
                 turnaround: None,
+                cas1: false,
             };
             let work = isode(size, 10, 1).unwrap();
             let cftp = block_on_paused(run(&cond, &work)).unwrap().unwrap().result;

@@ -200,6 +200,7 @@ mod tests {
             segment_size: crate::sweep::DEFAULT_SEGMENT,
             modem: None,
             turnaround: None,
+            cas1: false,
         }
     }
 

@@ -88,6 +88,11 @@ pub struct Condition {
     /// best case Isode shows is reachable; deployed STANAG 5066 systems take "seconds or tens
     /// of seconds" (Isode, "Reducing Turnaround Times in STANAG 5066").
     pub turnaround: Option<std::time::Duration>,
+    /// STANAG 5066 Annex B CAS-1 linking ([`skywave_emu::net::SubnetConfig::cas1`]): the
+    /// ship's node makes a physical link (PHYSICAL LINK REQUEST, ACCEPTED) before its first
+    /// ARQ data, as a 5066 server does unless ALE or an operator has made it. `false` (the
+    /// default): the link is taken as made. Not used by the raw-modem scenario.
+    pub cas1: bool,
 }
 
 /// TCP settings for the SMTP-over-TCP scenarios (ignored by the others).

@@ -75,6 +75,7 @@ pub fn run_survey(spec: &SurveySpec) -> Vec<SurveyRow> {
                                 segment_size: 1023,
                                 modem: Some(generation),
                                 turnaround: None,
+                                cas1: false,
                             };
                             rows.push(SurveyRow {
                                 generation,

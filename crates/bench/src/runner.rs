@@ -271,6 +271,7 @@ mod tests {
             segment_size: crate::sweep::DEFAULT_SEGMENT,
             modem: None,
             turnaround: None,
+            cas1: false,
         };
         let work = crate::workload::isode(14025, 1, 1).unwrap();
         let limit = crate::stack::time_limit(&cond, &work).as_secs_f64();

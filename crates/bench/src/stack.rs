@@ -137,6 +137,7 @@ pub fn subnet_config(cond: &Condition) -> Result<SubnetConfig, BenchError> {
     );
     cfg.seed = cond.seed;
     cfg.segment_size = cond.segment_size;
+    cfg.cas1 = cond.cas1;
     Ok(cfg)
 }
 
@@ -431,6 +432,7 @@ mod tests {
             segment_size: crate::sweep::DEFAULT_SEGMENT,
             modem: None,
             turnaround: None,
+            cas1: false,
         }
     }
 

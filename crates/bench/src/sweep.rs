@@ -54,6 +54,8 @@ pub struct SweepSpec {
     pub modem: Option<Generation>,
     /// The receiving station's turnaround for every run; `None`: the modem's default.
     pub turnaround: Option<Duration>,
+    /// CAS-1 linking before the first ARQ data ([`Condition::cas1`]).
+    pub cas1: bool,
 }
 
 impl SweepSpec {
@@ -80,6 +82,7 @@ impl SweepSpec {
             segment_size: DEFAULT_SEGMENT,
             modem: None,
             turnaround: None,
+            cas1: false,
         }
     }
 
@@ -111,6 +114,7 @@ impl SweepSpec {
                                             segment_size: self.segment_size,
                                             modem: self.modem,
                                             turnaround: self.turnaround,
+                                            cas1: self.cas1,
                                             tcp,
                                         });
                                     }
@@ -199,6 +203,8 @@ pub struct Point {
     pub modem: Option<Generation>,
     /// The receiving station's turnaround; `None`: the modem's default.
     pub turnaround: Option<Duration>,
+    /// CAS-1 linking before the first ARQ data ([`Condition::cas1`]).
+    pub cas1: bool,
 }
 
 impl Point {
@@ -213,6 +219,7 @@ impl Point {
             segment_size: self.segment_size,
             modem: self.modem,
             turnaround: self.turnaround,
+            cas1: self.cas1,
         }
     }
 

@@ -18,6 +18,7 @@ fn cond(channel: &str, snr_db: f64, rate_bps: u32, seed: u64) -> Condition {
         segment_size: crate::sweep::DEFAULT_SEGMENT,
         modem: None,
         turnaround: None,
+        cas1: false,
     }
 }
 
@@ -394,7 +395,8 @@ async fn after_the_5066_link_is_lost_the_queue_timer_tries_again() {
 /// it, datagrams are dropped and segments resent; through an IP client that queues, none.
 #[tokio::test(start_paused = true)]
 async fn a_bulk_stream_loses_datagrams_only_to_an_ip_client_that_drops() {
-    let c = cond("awgn", 30.0, 9600, 1);
+    // As `calibrate` runs it: on Isode's stations.
+    let c = crate::calibrate::ISODE_STATIONS.apply(cond("awgn", 30.0, 9600, 1));
     let mut tcp = isode_tcp();
     (tcp.mtu, tcp.mss) = (500, 460);
     assert_eq!(tcp.ip_client_hold, Some(crate::stack::IP_CLIENT_HOLD));
