@@ -18,7 +18,7 @@
 //! The published table has a ceiling that no property of STANAG 5066 or of the modem explains:
 //! at 9600 bit/s, datagrams of 64, 128, 256 and 512 bytes all arrive at 0.95-0.99 per second,
 //! whatever their size, where the link carries 8 to 60 times more (the emulator without the
-//! ceiling delivers 2655 bit/s of 64-byte datagrams with the short interleaver, 5.2x the
+//! ceiling delivers 2664 bit/s of 64-byte datagrams with the short interleaver, 5.3x the
 //! published 506), and at 1200 bit/s the 64-byte datagrams arrive at 0.94 per second where the
 //! link carries about 1.5. The limit was not in the IP client: TCP through the same IP client at
 //! 9600 bit/s with MTU 500 (`isode-tcp-over-5066.csv`, 4258 bit/s) moved 1.16 packets per second,
