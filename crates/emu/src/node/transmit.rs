@@ -264,7 +264,9 @@ impl Node {
         }
     }
 
-    /// The node's next transmission, keyed at `t`: RESET/WIN-RESYNC frames, the ACKs it owes,
+    /// The node's next transmission, keyed at `t`: CAS-1 PHYSICAL LINK REQUESTs and
+    /// ACCEPTEDs (with [`super::NodeConfig::cas1`]; no ARQ data to a peer until its link is
+    /// made), RESET/WIN-RESYNC frames, the ACKs it owes,
     /// expedited data, non-ARQ data and ARQ data shared max-min fairly among its peers, at the
     /// slowest rate of the links it serves and within one maximum transmission at that rate;
     /// planned on the modem, each D_PDU's EOT (and non-ARQ reception window) filled in and
@@ -391,7 +393,7 @@ impl Node {
         let mut sent_data = false;
         // Peers this transmission sends something that expects an answer (link loss).
         let mut asking: BTreeSet<usize> = BTreeSet::new();
-        // CAS-1 first: a link must be made before anything else goes to the peer.
+        // CAS-1 first: a link must be made before any ARQ frame goes to the peer.
         let mut cas: Vec<(usize, Cpdu)> = Vec::new();
         for (&peer, link) in self.links.iter_mut() {
             if std::mem::take(&mut link.link_accept_owed) {
