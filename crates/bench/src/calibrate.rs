@@ -20,13 +20,14 @@
 //!   clean channel with both interleavers; UDP payload bit/s in the steady state. Where a row
 //!   has the overhead measured on STANAG 5066 directly, the same flood of U_PDUs straight to
 //!   the node (`unidata-5066`): 100 % less the U_PDU bits delivered per second over the rate.
-//!
-//! `--turnaround` and `--cas1` ([`Stations`]) run every Isode table (the STANAG 5066 stations)
-//! with another turnaround than the modem's 150 ms, or with CAS-1 link making before the
-//! first ARQ data: one setting for all of their rows, to see what it does to them at once.
 //! - `isode-tcp-over-5066.csv`: one bulk TCP stream ([`crate::tcp::bulk`], `tcp-bulk-5066`) for
 //!   [`BULK_TCP_RUN`] with the `isode-stock` profile at the row's MTU, both interleavers: final
 //!   throughput, minutes to 50 % and 80 % of it, seconds to the first data.
+//!
+//! Every Isode row runs on [`Stations`], the CLI's default being [`ISODE_STATIONS`] (CAS-1 link
+//! making, as Isode's servers without ALE did; the modem's turnaround). `--turnaround` and
+//! `--no-cas1` change them for all of Isode's rows at once, to see what a turnaround or the
+//! link making does to every table; the goal lines keep the benchmark's defaults.
 //!
 //! `modem-required-snr.csv` and `channel-profiles.csv` are reproduced where the modem and the
 //! channel are built (`skywave-emu`'s calibration tests), not here.
