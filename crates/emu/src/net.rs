@@ -435,7 +435,7 @@ impl fmt::Display for Counters {
         for (i, n) in self.nodes.iter().enumerate() {
             writeln!(
                 f,
-                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired ({} in the ARQ), {} C_PDUs dropped on DROP, {} duplicates dropped, non-ARQ {} sent {} delivered {} incomplete, {} rate changes, {} DATA-ACK, {} resets ({} U_PDUs lost), {} links lost ({} U_PDUs discarded)",
+                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired ({} in the ARQ), {} C_PDUs dropped on DROP, {} duplicates dropped, non-ARQ {} sent {} delivered {} incomplete, {} rate changes, {} DATA-ACK, {} resets ({} U_PDUs lost), {} links lost ({} U_PDUs discarded), {} link requests, {} links made",
                 n.transmissions,
                 n.bytes_on_air,
                 n.dpdus_sent,
@@ -455,7 +455,9 @@ impl fmt::Display for Counters {
                 n.resets,
                 n.reset_lost,
                 n.links_lost,
-                n.link_lost_updus
+                n.link_lost_updus,
+                n.link_requests,
+                n.links_made
             )?;
         }
         Ok(())

@@ -439,6 +439,61 @@ async fn three_nodes_share_one_channel() {
     println!("{}", subnet.counters());
 }
 
+/// CAS-1 in a subnetwork of three: A sends to B and to C, B to C. Every pair with data makes
+/// its physical link once (one request from whichever end has data first, accepted by the
+/// other), and every U_PDU then arrives in order, as without CAS-1.
+#[tokio::test(start_paused = true)]
+async fn with_cas1_three_nodes_make_their_links_and_deliver_everything() {
+    const C: u32 = 0x0109_0A0B;
+    let modem = ModemConfig::new(DataRate::Bps2400, Interleaver::Short).unwrap();
+    let mut cfg = SubnetConfig::new(
+        vec![addr(A), addr(B), addr(C)],
+        modem,
+        ChannelConfig::awgn(25.0),
+    );
+    cfg.cas1 = true;
+    let subnet = Subnet::start(cfg).unwrap();
+    let (ca, _ea) = client(&subnet, 0, 3).await;
+    let (cb, mut eb) = client(&subnet, 1, 3).await;
+    let (_cc, mut ec) = client(&subnet, 2, 3).await;
+    let n = 5;
+    let all = async {
+        tokio::join!(
+            send_all(&ca, B, n, 500, 0),
+            send_all(&ca, C, n, 500, 100),
+            send_all(&cb, C, n, 500, 200),
+            receive(&mut eb, n),
+            receive(&mut ec, 2 * n),
+        )
+    };
+    let Ok((_, _, _, to_b, to_c)) = tokio::time::timeout(Duration::from_secs(3600), all).await
+    else {
+        panic!("not done in an hour: {}", subnet.counters());
+    };
+    let from = |got: &[(NodeAddress, Bytes)], src: u32| -> Vec<Bytes> {
+        got.iter()
+            .filter(|g| g.0 == addr(src))
+            .map(|g| g.1.clone())
+            .collect()
+    };
+    let sent = |tag: usize| (0..n).map(|i| payload(tag + i, 500)).collect::<Vec<_>>();
+    assert_eq!(from(&to_b, A), sent(0));
+    assert_eq!(from(&to_c, A), sent(100));
+    assert_eq!(from(&to_c, B), sent(200));
+    let counters = subnet.counters();
+    // Three links (A-B, A-C, B-C), each made at both ends.
+    let made: u64 = counters.nodes.iter().map(|c| c.links_made).sum();
+    assert_eq!(made, 6, "{counters}");
+    // Deterministic for the seed: A's two requests (in one transmission) and B's collided at
+    // the start, and all three went again, each accepted the first time it was heard.
+    let asked: u64 = counters.nodes.iter().map(|c| c.link_requests).sum();
+    assert_eq!(asked, 6, "{counters}");
+    assert!(
+        counters.nodes.iter().all(|c| c.links_lost == 0),
+        "{counters}"
+    );
+}
+
 /// C overhears A's non-ARQ transmission to B and submits a U_PDU of its own: while A is on the
 /// air (`during`), or just after B's turn to answer has passed. Returns when C submitted, when
 /// it keyed up and when A's transmission ended (simulated time since the start).
