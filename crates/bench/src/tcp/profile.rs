@@ -33,7 +33,8 @@
 //!   --scenarios smtp-tcp-5066 --snr 30 --sizes 386,14025 --seeds 1`: with no delayed ACK 23.6 s
 //!   at 386 B, with it 21.8 s; so "no delayed ACK" would not be the best case.
 //! - **`isode-stock`**: the stock host TCP assumed for Isode's published SMTP-over-5066 figures
-//!   (`calibrate`'s Isode column and its historical goal lines): MSS 1460, window 65535, smoltcp's
+//!   (`calibrate`'s Isode column and its historical goal lines): MSS 1460 (460 at 300 bit/s and
+//!   below, where Isode ran SMTP with MTU 500: [`isode_mtu`]), window 65535, smoltcp's
 //!   Reno and Nagle as they come, longest back-off 120 s (so initial and minimum RTO 2 s),
 //!   through the IP client Isode measured, which holds one datagram while its node has flow off
 //!   and drops the rest ([`crate::stack::IP_CLIENT_HOLD`], as the UDP flood); the other profiles
