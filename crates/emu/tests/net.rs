@@ -494,6 +494,59 @@ async fn with_cas1_three_nodes_make_their_links_and_deliver_everything() {
     );
 }
 
+/// CAS-1 through an outage at the start, then a channel that loses blocks: the requests made
+/// into the outage are lost and sent again until the link is made; then every U_PDU still
+/// arrives exactly once, in order. Both ends have data from the start, so both ask for the
+/// link at once.
+#[tokio::test(start_paused = true)]
+async fn with_cas1_lost_requests_are_sent_again() {
+    // Deterministic for the seed: the requests each end sent. A's first five went into the
+    // outage (or collided with B's); B stopped asking once A's got through and it accepted.
+    for (seed, requests) in [(3, [6, 2]), (4, [6, 3]), (5, [6, 2])] {
+        let mut ch = ChannelConfig::awgn(4.0);
+        ch.impairments.push(ScheduledImpairment {
+            start: Duration::ZERO,
+            length: Duration::from_secs(15),
+            impairment: Impairment::Outage,
+        });
+        let mut cfg = config(DataRate::Bps1200, ch, seed);
+        cfg.cas1 = true;
+        let subnet = Subnet::start(cfg).unwrap();
+        let (ca, mut ea) = client(&subnet, 0, 3).await;
+        let (cb, mut eb) = client(&subnet, 1, 3).await;
+        let n = 10;
+        let all = async {
+            tokio::join!(
+                send_all(&ca, B, n, 1000, 0),
+                send_all(&cb, A, n, 1000, 100),
+                receive(&mut eb, n),
+                receive(&mut ea, n),
+            )
+        };
+        let Ok((_, _, to_b, to_a)) = tokio::time::timeout(Duration::from_secs(7200), all).await
+        else {
+            panic!("seed {seed}: not done in two hours: {}", subnet.counters());
+        };
+        let sent = |tag: usize| {
+            (0..n)
+                .map(|i| (addr(if tag == 0 { A } else { B }), payload(tag + i, 1000)))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(to_b, sent(0), "seed {seed}");
+        assert_eq!(to_a, sent(100), "seed {seed}");
+        let c = subnet.counters();
+        assert!(c.lost_dpdus > 0, "seed {seed}: nothing lost: {c}");
+        let made: u64 = c.nodes.iter().map(|n| n.links_made).sum();
+        assert_eq!(made, 2, "seed {seed}: {c}");
+        let sent: Vec<u64> = c.nodes.iter().map(|n| n.link_requests).collect();
+        assert_eq!(sent, requests, "seed {seed}: {c}");
+        assert!(
+            c.nodes.iter().all(|n| n.links_lost == 0),
+            "seed {seed}: {c}"
+        );
+    }
+}
+
 /// C overhears A's non-ARQ transmission to B and submits a U_PDU of its own: while A is on the
 /// air (`during`), or just after B's turn to answer has passed. Returns when C submitted, when
 /// it keyed up and when A's transmission ended (simulated time since the start).

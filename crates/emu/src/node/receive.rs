@@ -402,12 +402,14 @@ impl Node {
     }
 
     /// CAS-1: `sender` asks for a physical link. This node has no exclusive links, so it
-    /// accepts every request (again, if the peer lost the link and asks anew).
+    /// accepts every request (again, if the peer lost the link and asks anew). Accepting makes
+    /// the link, so a request of this node's own to the same peer (both had data) is dropped.
     fn on_link_request(&mut self, sender: usize) {
         let Some(link) = self.links.get_mut(&sender) else {
             return;
         };
         link.link_accept_owed = true;
+        link.link_request_out = false;
         if !link.linked {
             link.linked = true;
             self.counters.links_made += 1;
