@@ -1223,17 +1223,28 @@ mod tests {
         }
     }
 
+    /// A fresh calibration directory (removed by the caller) holding the NTIA, Isode SMTP,
+    /// Isode IP and Isode TCP files with these contents.
+    fn calibration_dir(tag: &str, [ntia, isode, ip, tcp]: [&str; 4]) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("skywave-cal-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, text) in [
+            (NTIA_FILE, ntia),
+            (ISODE_FILE, isode),
+            (ISODE_IP_FILE, ip),
+            (ISODE_TCP_FILE, tcp),
+        ] {
+            std::fs::write(dir.join(name), text).unwrap();
+        }
+        dir
+    }
+
     /// Isode's stations make their link with CAS-1 before the first ARQ data: one exchange
     /// more in every published Isode row (3.1 s at 1200 bit/s on the short interleaver, 19.8 s
     /// on the long), while the goal lines stay the benchmark's own, on its default stations.
     #[test]
     fn isode_stations_make_their_link_and_the_goal_lines_do_not() {
-        let dir = std::env::temp_dir().join(format!("skywave-cal-cas1-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join(NTIA_FILE), "h\n").unwrap();
-        std::fs::write(dir.join(ISODE_FILE), ISODE).unwrap();
-        std::fs::write(dir.join(ISODE_IP_FILE), "h\n").unwrap();
-        std::fs::write(dir.join(ISODE_TCP_FILE), "h\n").unwrap();
+        let dir = calibration_dir("cas1", ["h\n", ISODE, "h\n", "h\n"]);
         let plain = calibrate(&dir, &[1], Stations::default(), &mut |_| {}).unwrap();
         let linked = calibrate(&dir, &[1], ISODE_STATIONS, &mut |_| {}).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
@@ -1255,13 +1266,16 @@ mod tests {
 
     #[test]
     fn calibrate_runs_what_it_can() {
-        let dir = std::env::temp_dir().join(format!("skywave-cal-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
         // One small NTIA row keeps the test quick once the TCP scenarios run.
-        std::fs::write(dir.join(NTIA_FILE), "h\n1200,1024,1024,97.2\n").unwrap();
-        std::fs::write(dir.join(ISODE_FILE), ISODE).unwrap();
-        std::fs::write(dir.join(ISODE_IP_FILE), "h\n1200,512,900,12\n").unwrap();
-        std::fs::write(dir.join(ISODE_TCP_FILE), "h\n1200,1500,798,67,0,1.5,20\n").unwrap();
+        let dir = calibration_dir(
+            "all",
+            [
+                "h\n1200,1024,1024,97.2\n",
+                ISODE,
+                "h\n1200,512,900,12\n",
+                "h\n1200,1500,798,67,0,1.5,20\n",
+            ],
+        );
         // Ten single-mail NTIA runs, three Isode scenarios per interleaver, the UDP flood, the
         // U_PDU flood of the row's direct overhead, and the bulk TCP stream.
         assert_eq!(
