@@ -156,3 +156,109 @@ async fn a_group_addressed_updu_reaches_every_member_over_tcp_sis() {
     );
     child.kill().await.unwrap();
 }
+
+/// `skywave-emu --cas1` as an operator runs it: an ARQ U_PDU over TCP SIS goes once the two
+/// nodes have made their physical link (PHYSICAL LINK REQUEST, ACCEPTED), is delivered and
+/// confirmed, and the counters the emulator prints on SIGTERM show the link made at both ends.
+#[tokio::test]
+async fn with_cas1_an_arq_updu_goes_after_the_link_is_made() {
+    use skywave_sis::client::{Delivery, Event};
+    use skywave_sis::{
+        Client, ClientConfig, NodeAddress, Priority, SapId, ServiceType, Ttl, UnidataRequest,
+    };
+    let skywave_e2e::Emu {
+        mut child,
+        servers,
+        stdout: mut lines,
+    } = skywave_e2e::start_emu(
+        [
+            "--nodes",
+            "2",
+            "--addresses",
+            "1.0.0.1,1.0.0.2",
+            "--listen",
+            "127.0.0.1:0",
+            "--rate",
+            "2400",
+            "--snr",
+            "30",
+            "--time-scale",
+            "20",
+            "--cas1",
+        ],
+        2,
+    )
+    .await;
+    let connect = |addr: String| async move {
+        let connector = move || {
+            let addr = addr.clone();
+            async move { tokio::net::TcpStream::connect(addr).await }
+        };
+        let cfg = ClientConfig::new(SapId::new(3).unwrap(), ServiceType::ARQ_NODE_CONFIRM);
+        let (c, _, events) = Client::connect(connector, cfg).await.unwrap();
+        (c, events)
+    };
+    let (ship, _ship_events) = connect(servers[0].1.clone()).await;
+    let (_shore, mut shore_events) = connect(servers[1].1.clone()).await;
+    let shore: NodeAddress = "1.0.0.2".parse().unwrap();
+    let sent = ship
+        .send_unidata(UnidataRequest {
+            priority: Priority::new(5).unwrap(),
+            dest_sap: SapId::new(3).unwrap(),
+            dest: shore,
+            mode: ServiceType::DEFAULT,
+            ttl: Ttl::INFINITE,
+            updu: bytes::Bytes::from_static(b"after the link is made"),
+        })
+        .unwrap();
+    let ind = timeout(Duration::from_secs(60), async {
+        loop {
+            if let Some(Event::Unidata(ind)) = shore_events.recv().await {
+                return ind;
+            }
+        }
+    })
+    .await
+    .expect("nothing arrived");
+    assert_eq!(&ind.updu[..], b"after the link is made");
+    assert!(matches!(
+        timeout(Duration::from_secs(60), sent).await.unwrap(),
+        Ok(Delivery::Confirmed(_))
+    ));
+    let pid = child.id().unwrap().to_string();
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(killed.success());
+    let mut rest = Vec::new();
+    while let Some(line) = timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("emulator did not stop")
+        .unwrap()
+    {
+        rest.push(line);
+    }
+    assert!(
+        timeout(Duration::from_secs(30), child.wait())
+            .await
+            .expect("emulator did not exit")
+            .unwrap()
+            .success()
+    );
+    let node = |i: usize| {
+        rest.iter()
+            .find(|l| l.starts_with(&format!("node {i}: ")))
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert!(
+        node(0).contains("1 link requests, 1 links made"),
+        "{rest:?}"
+    );
+    assert!(
+        node(1).contains("0 link requests, 1 links made"),
+        "{rest:?}"
+    );
+}
