@@ -79,11 +79,11 @@ pub enum Traffic {
     /// [`IP_MTU`], the generator's one-datagram-a-second ceiling, and a client that holds one
     /// packet while its node has flow off and drops the rest (`isode-ip-over-5066.csv`).
     Udp,
-    /// U_PDUs straight from a SIS client, no IP: the U_PDU is the payload, offered at the
-    /// link's rate with no ceiling, and a client that queues (up to its 1024 U_PDUs) while
-    /// its node has flow off, as an application measuring STANAG 5066 itself would
-    /// (the `s5066_direct_overhead_pct` column: Isode's "STANAG 5066 Performance
-    /// Measurements over HF Radio").
+    /// U_PDUs straight from a SIS client, no IP: the U_PDU is the payload, offered by the
+    /// same generator (the link's rate, at most one a second), and a client that queues (up
+    /// to its 1024 U_PDUs) while its node has flow off, as an application measuring STANAG
+    /// 5066 itself would (the `s5066_direct_overhead_pct` column: Isode's "STANAG 5066
+    /// Performance Measurements over HF Radio").
     Unidata,
 }
 
