@@ -120,6 +120,10 @@ struct Fleet {
     /// systems take seconds or tens of seconds; at most 127.5).
     #[arg(long)]
     turnaround: Option<f64>,
+    /// The emulated 5066 nodes make each link with CAS-1 before the first ARQ data (the
+    /// base's HMTP to each ship pays it; multicast needs no link).
+    #[arg(long)]
+    cas1: bool,
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -387,6 +391,7 @@ fn run_fleet(f: Fleet) -> Result<ExitCode> {
                         seed: f.seed,
                         ip: ip.clone(),
                         turnaround,
+                        cas1: f.cas1,
                     });
                 }
             }

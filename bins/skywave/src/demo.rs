@@ -45,6 +45,10 @@ pub(crate) struct DemoArgs {
     /// seconds; at most 127.5).
     #[arg(long, default_value_t = 0.15)]
     pub(crate) turnaround: f64,
+    /// The emulated STANAG 5066 servers make each link with CAS-1 (PHYSICAL LINK REQUEST and
+    /// ACCEPTED) before the first session's data, as a real server without ALE does.
+    #[arg(long)]
+    pub(crate) cas1: bool,
     /// Compression between the two gateways: none, lzw9 ... lzw16, deflate.
     #[arg(long, default_value = "deflate")]
     pub(crate) compression: String,
@@ -124,6 +128,7 @@ async fn demo(args: DemoArgs, dir: PathBuf) -> anyhow::Result<ExitCode> {
     opts.channel = args.channel.clone();
     opts.snr_db = args.snr;
     opts.turnaround = args.turnaround_duration()?;
+    opts.cas1 = args.cas1;
     opts.interleaver = args.interleaver.clone();
     opts.compression = args.compression.clone();
     opts.seed = args.seed;

@@ -30,6 +30,7 @@ pub(crate) async fn run(d: &DemoArgs, ships: usize, dir: PathBuf) -> anyhow::Res
     o.channel = d.channel.clone();
     o.snr_db = d.snr;
     o.turnaround = d.turnaround_duration()?;
+    o.cas1 = d.cas1;
     o.interleaver = d.interleaver.clone();
     o.seed = d.seed;
     o.time_scale = d.time_scale;

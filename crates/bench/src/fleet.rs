@@ -88,6 +88,8 @@ pub struct FleetSpec {
     pub ip: Option<IpNetConfig>,
     /// Every station's turnaround; `None`: the emulator's default (150 ms).
     pub turnaround: Option<Duration>,
+    /// CAS-1 link making before the first ARQ data (HMTP to each ship; P_MUL needs no link).
+    pub cas1: bool,
 }
 
 /// Ship `i`'s SNR when the best hears `best` dB: ships in four rings 3 dB apart, as ships at
@@ -158,6 +160,7 @@ async fn run(spec: &FleetSpec) -> Result<FleetResult, BenchError> {
     if let Some(t) = spec.turnaround {
         o.turnaround = t;
     }
+    o.cas1 = spec.cas1;
     let fleet = Fleet::start(&o)
         .await
         .map_err(|e| BenchError::Fleet(e.to_string()))?;

@@ -19,6 +19,7 @@ fn spec(multicast: bool, emcon: usize) -> FleetSpec {
         seed: 1,
         ip: None,
         turnaround: None,
+        cas1: false,
     }
 }
 
@@ -164,4 +165,37 @@ fn deployed_turnarounds_keep_the_ships_acks_apart() {
     within("multicast: all acked, s", multi.done_s.unwrap(), 81.0, 85.0);
     assert_eq!(multi.collisions, 0, "{multi:?}");
     assert_eq!(multi.transmissions, 6, "{multi:?}");
+}
+
+/// The README's fleet line on CAS-1 (`skywave-bench fleet --ships 5 --workload all --scenarios
+/// hmtp-unicast,pmul-multicast --emcon 0 --cas1`): HMTP to each ship must first make that
+/// ship's link (a PHYSICAL LINK REQUEST to each, each ship's ACCEPTED in a turn of its own),
+/// which costs 10 s and 8.4 s of airtime; the multicast needs no link at all and does not
+/// change.
+#[test]
+fn with_cas1_unicast_makes_every_ships_link_and_multicast_needs_none() {
+    let uni = run(&FleetSpec {
+        cas1: true,
+        ..spec(false, 0)
+    });
+    let multi = run(&FleetSpec {
+        cas1: true,
+        ..spec(true, 0)
+    });
+    eprintln!("CAS-1: unicast {uni:?}\nmulticast {multi:?}");
+    within(
+        "unicast: every ship has it, s",
+        uni.all_delivered_s.unwrap(),
+        53.0,
+        57.0,
+    );
+    within("unicast airtime, s", uni.airtime_s, 62.0, 65.0);
+    assert_eq!(uni.transmissions, 12, "{uni:?}");
+    assert_eq!(uni.collisions, 0, "{uni:?}");
+    // Exactly the figures without CAS-1.
+    let plain = run(&spec(true, 0));
+    assert_eq!(
+        (multi.all_delivered_s, multi.airtime_s, multi.transmissions),
+        (plain.all_delivered_s, plain.airtime_s, plain.transmissions)
+    );
 }

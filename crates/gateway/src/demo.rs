@@ -53,6 +53,10 @@ pub struct PairOptions {
     /// How long a station takes after a received transmission before it can key up (radio
     /// switching, 5066 processing): [`DEFAULT_TURNAROUND`], or a deployed system's seconds.
     pub turnaround: Duration,
+    /// The emulated 5066 nodes make their link with CAS-1 before the first ARQ data, as a
+    /// server without ALE does ([`skywave_emu::net::SubnetConfig::cas1`]); false: the link is
+    /// taken as made.
+    pub cas1: bool,
     /// Seed of the emulator's random draws.
     pub seed: u64,
     /// Simulated seconds per second of tokio time (1 in virtual-time tests).
@@ -86,6 +90,7 @@ impl PairOptions {
             channel: "poor".into(),
             snr_db: 15.0,
             turnaround: DEFAULT_TURNAROUND,
+            cas1: false,
             seed: 1,
             time_scale: 1.0,
             protocol: "hmtp".into(),
@@ -171,6 +176,7 @@ impl Pair {
         let mut sc = SubnetConfig::new(vec![node(SHIP_NODE)?, node(SHORE_NODE)?], modem, channel);
         sc.seed = opts.seed;
         sc.time_scale = opts.time_scale;
+        sc.cas1 = opts.cas1;
         let subnet = Subnet::start(sc).map_err(|e| PairError::Emulator(e.to_string()))?;
 
         let ship_config = write_side(opts, Side::Ship)?;

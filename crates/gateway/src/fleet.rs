@@ -88,6 +88,9 @@ pub struct FleetOptions {
     pub ship_snr_db: Vec<(usize, f64)>,
     /// Every station's turnaround (see [`crate::demo::PairOptions::turnaround`]).
     pub turnaround: std::time::Duration,
+    /// CAS-1 link making before the first ARQ data (see [`crate::demo::PairOptions::cas1`]):
+    /// the base's HMTP to each ship makes that ship's link first; multicast needs none.
+    pub cas1: bool,
     /// Ships (0-based) that keep EMCON from the start (and the base knows it).
     pub emcon: Vec<usize>,
     /// Blind repeats of each Data_PDU in the base's multicast.
@@ -123,6 +126,7 @@ impl FleetOptions {
             snr_db: 15.0,
             ship_snr_db: Vec::new(),
             turnaround: crate::demo::DEFAULT_TURNAROUND,
+            cas1: false,
             emcon: Vec::new(),
             repeats: 1,
             multicast: true,
@@ -199,6 +203,7 @@ impl Fleet {
         let mut sc = SubnetConfig::new(addresses, modem, channel);
         sc.seed = opts.seed;
         sc.time_scale = opts.time_scale;
+        sc.cas1 = opts.cas1;
         sc.groups.push(Group {
             address: node(GROUP_NODE)?,
             members: (1..=opts.ships).collect(),
