@@ -157,11 +157,13 @@ async fn a_group_addressed_updu_reaches_every_member_over_tcp_sis() {
     child.kill().await.unwrap();
 }
 
-/// `skywave-emu --cas1` as an operator runs it: an ARQ U_PDU over TCP SIS goes once the two
-/// nodes have made their physical link (PHYSICAL LINK REQUEST, ACCEPTED), is delivered and
-/// confirmed, and the counters the emulator prints on SIGTERM show the link made at both ends.
+/// `skywave-emu --cas1 --link-idle 5` as an operator runs it: an ARQ U_PDU over TCP SIS goes
+/// once the two nodes have made their physical link (PHYSICAL LINK REQUEST, ACCEPTED), is
+/// delivered and confirmed; five idle seconds later the ship, whose request made the link,
+/// breaks it (PHYSICAL LINK BREAK, BREAK CONFIRM). The counters the emulator prints on SIGTERM
+/// show the link made and broken at both ends.
 #[tokio::test]
-async fn with_cas1_an_arq_updu_goes_after_the_link_is_made() {
+async fn with_cas1_an_arq_updu_goes_after_the_link_is_made_and_the_idle_link_is_broken() {
     use skywave_sis::client::{Delivery, Event};
     use skywave_sis::{
         Client, ClientConfig, NodeAddress, Priority, SapId, ServiceType, Ttl, UnidataRequest,
@@ -185,6 +187,8 @@ async fn with_cas1_an_arq_updu_goes_after_the_link_is_made() {
             "--time-scale",
             "20",
             "--cas1",
+            "--link-idle",
+            "5",
         ],
         2,
     )
@@ -225,6 +229,9 @@ async fn with_cas1_an_arq_updu_goes_after_the_link_is_made() {
         timeout(Duration::from_secs(60), sent).await.unwrap(),
         Ok(Delivery::Confirmed(_))
     ));
+    // 5 s of idle link and the BREAK exchange (about 3 s at 2400 bit/s) are 0.4 s of wall
+    // time at 20x; 4 s leaves a loaded machine ten times that.
+    tokio::time::sleep(Duration::from_secs(4)).await;
     let pid = child.id().unwrap().to_string();
     let killed = Command::new("kill")
         .args(["-TERM", &pid])
@@ -255,10 +262,13 @@ async fn with_cas1_an_arq_updu_goes_after_the_link_is_made() {
     };
     // The ship asked (once, unless a loaded machine let its response timeout run out in real
     // time) and made the link; the shore only accepted.
-    assert!(node(0).ends_with(", 1 links made"), "{rest:?}");
+    assert!(
+        node(0).ends_with(", 1 links made, 1 links broken"),
+        "{rest:?}"
+    );
     assert!(!node(0).contains(", 0 link requests"), "{rest:?}");
     assert!(
-        node(1).ends_with(", 0 link requests, 1 links made"),
+        node(1).ends_with(", 0 link requests, 1 links made, 1 links broken"),
         "{rest:?}"
     );
 }

@@ -124,6 +124,10 @@ struct Fleet {
     /// base's HMTP to each ship pays it; multicast needs no link).
     #[arg(long)]
     cas1: bool,
+    /// With --cas1: a node breaks a link idle for this many seconds (PHYSICAL LINK BREAK,
+    /// BREAK CONFIRM); the next mail for that ship makes it again. Default: links stay made.
+    #[arg(long, value_name = "SECS", requires = "cas1")]
+    link_idle: Option<f64>,
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -215,6 +219,11 @@ struct Compare {
     /// operator has made the link (default: the link is taken as made).
     #[arg(long)]
     cas1: bool,
+    /// With --cas1: the node whose request made the link breaks it once it has idled this
+    /// many seconds (PHYSICAL LINK BREAK, BREAK CONFIRM; 0 allowed, as Annex A allows); the
+    /// next data makes it again. Default: a made link stays.
+    #[arg(long, value_name = "SECS", requires = "cas1")]
+    link_idle: Option<f64>,
     /// Initial RTT (JNOS IRTT), seconds, overriding the profile's.
     #[arg(long)]
     irtt: Option<f64>,
@@ -264,6 +273,12 @@ struct Calibrate {
     /// it with CAS-1 before their first ARQ data (as Isode's, with no ALE, did).
     #[arg(long)]
     no_cas1: bool,
+    /// The stations of the Isode runs break a CAS-1 link once it has idled this many seconds
+    /// (the caller sends PHYSICAL LINK BREAK; the next data makes the link again), as Annex A
+    /// lets a server end a soft-link session after a configurable time (0 allowed). Default:
+    /// a made link stays.
+    #[arg(long, value_name = "SECS", conflicts_with = "no_cas1")]
+    link_idle: Option<f64>,
 }
 
 fn main() -> ExitCode {
@@ -330,6 +345,7 @@ fn run_fleet(f: Fleet) -> Result<ExitCode> {
         FleetRow, FleetSpec, FleetWorkload, fleet_csv, fleet_markdown, fleet_plots, run_fleet,
     };
     let turnaround = turnaround(f.turnaround)?;
+    let link_idle = seconds(f.link_idle, "--link-idle")?;
     let ships = or(f.ships, &[2, 5, 10]);
     if let Some(&n) = ships.iter().find(|&&n| !(1..=50).contains(&n)) {
         bail!("--ships {n}: a fleet has 1 to 50 ships");
@@ -392,6 +408,7 @@ fn run_fleet(f: Fleet) -> Result<ExitCode> {
                         ip: ip.clone(),
                         turnaround,
                         cas1: f.cas1,
+                        link_idle,
                     });
                 }
             }
@@ -527,6 +544,7 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
             .transpose()?,
         turnaround: turnaround(c.turnaround)?,
         cas1: c.cas1,
+        link_idle: seconds(c.link_idle, "--link-idle")?,
     })
 }
 
@@ -623,6 +641,7 @@ fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
     let stations = calibrate::Stations {
         turnaround: turnaround(c.turnaround)?,
         cas1: !c.no_cas1,
+        link_idle: seconds(c.link_idle, "--link-idle")?,
     };
     let bar = progress_bar(calibrate::run_count(&dir, seeds.len(), stations)?);
     let cal = calibrate::calibrate(&dir, &seeds, stations, &mut |name| {

@@ -120,6 +120,12 @@ struct Cli {
     /// as made.
     #[arg(long)]
     cas1: bool,
+    /// With --cas1: a node breaks a link that has carried nothing either way for this many
+    /// seconds (PHYSICAL LINK BREAK "no more data", BREAK CONFIRM), ending the soft-link
+    /// session as Annex A lets a server do once all its data is sent; the next data makes
+    /// the link again. Default: a made link stays until it is declared lost.
+    #[arg(long, value_name = "SECS", requires = "cas1")]
+    link_idle: Option<f64>,
 }
 
 /// `--link-retries`: a count, or never give up.
@@ -286,6 +292,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     config.window = cli.window;
     config.link_retries = cli.link_retries.0;
     config.cas1 = cli.cas1;
+    config.link_idle = match cli.link_idle {
+        Some(s) if s.is_finite() && s >= 0.0 => Some(Duration::from_secs_f64(s)),
+        Some(_) => bail!("--link-idle must be a number of seconds, 0 or more"),
+        None => None,
+    };
     if !(cli.max_transmission.is_finite() && cli.max_transmission > 0.0) {
         bail!("--max-transmission must be a positive number of seconds");
     }

@@ -49,6 +49,11 @@ pub(crate) struct DemoArgs {
     /// ACCEPTED) before the first session's data, as a real server without ALE does.
     #[arg(long)]
     pub(crate) cas1: bool,
+    /// With --cas1: the server whose request made a link breaks it once it has idled this
+    /// many seconds (PHYSICAL LINK BREAK, BREAK CONFIRM); the next session makes it again.
+    /// Default: a made link stays.
+    #[arg(long, value_name = "SECS", requires = "cas1")]
+    pub(crate) link_idle: Option<f64>,
     /// Compression between the two gateways: none, lzw9 ... lzw16, deflate.
     #[arg(long, default_value = "deflate")]
     pub(crate) compression: String,
@@ -99,6 +104,16 @@ impl DemoArgs {
             )
         })
     }
+
+    /// `--link-idle` as a duration (a number of seconds, 0 or more).
+    pub(crate) fn link_idle_duration(&self) -> anyhow::Result<Option<Duration>> {
+        self.link_idle
+            .map(|s| {
+                Duration::try_from_secs_f64(s)
+                    .with_context(|| format!("--link-idle {s} must be 0 or more seconds"))
+            })
+            .transpose()
+    }
 }
 
 pub(crate) fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
@@ -129,6 +144,7 @@ async fn demo(args: DemoArgs, dir: PathBuf) -> anyhow::Result<ExitCode> {
     opts.snr_db = args.snr;
     opts.turnaround = args.turnaround_duration()?;
     opts.cas1 = args.cas1;
+    opts.link_idle = args.link_idle_duration()?;
     opts.interleaver = args.interleaver.clone();
     opts.compression = args.compression.clone();
     opts.seed = args.seed;

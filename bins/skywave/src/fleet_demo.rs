@@ -31,6 +31,7 @@ pub(crate) async fn run(d: &DemoArgs, ships: usize, dir: PathBuf) -> anyhow::Res
     o.snr_db = d.snr;
     o.turnaround = d.turnaround_duration()?;
     o.cas1 = d.cas1;
+    o.link_idle = d.link_idle_duration()?;
     o.interleaver = d.interleaver.clone();
     o.seed = d.seed;
     o.time_scale = d.time_scale;

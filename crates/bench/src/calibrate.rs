@@ -301,6 +301,7 @@ pub fn ntia_condition(row: &NtiaRow, seed: u64) -> Condition {
         modem: None,
         turnaround: None,
         cas1: false,
+        link_idle: None,
     }
 }
 
@@ -327,6 +328,7 @@ pub fn clean_condition(rate_bps: u32, interleaver: &str, seed: u64) -> Condition
         modem: None,
         turnaround: None,
         cas1: false,
+        link_idle: None,
     }
 }
 
@@ -338,6 +340,8 @@ pub struct Stations {
     pub turnaround: Option<Duration>,
     /// CAS-1 link making before the first ARQ data ([`Condition::cas1`]).
     pub cas1: bool,
+    /// With `cas1`: idle links broken after this long ([`Condition::link_idle`]).
+    pub link_idle: Option<Duration>,
 }
 
 /// The stations Isode measured, as far as the publications say: RapidM RM6 modems and their
@@ -349,6 +353,7 @@ pub struct Stations {
 pub const ISODE_STATIONS: Stations = Stations {
     turnaround: None,
     cas1: true,
+    link_idle: None,
 };
 
 impl Stations {
@@ -357,6 +362,7 @@ impl Stations {
         Condition {
             turnaround: self.turnaround.or(cond.turnaround),
             cas1: self.cas1 || cond.cas1,
+            link_idle: self.link_idle.or(cond.link_idle),
             ..cond
         }
     }

@@ -180,6 +180,7 @@ mod tests {
             modem: None,
             turnaround: None,
             cas1: false,
+            link_idle: None,
         };
         let work = isode(1867, 3, 1).unwrap();
         let d = block_on_paused(run(&cond, &work)).unwrap().unwrap();
@@ -212,6 +213,7 @@ mod tests {
                 modem: None,
                 turnaround: None,
                 cas1: false,
+                link_idle: None,
             };
             let work = isode(size, 10, 1).unwrap();
             let cftp = block_on_paused(run(&cond, &work)).unwrap().unwrap().result;

@@ -90,6 +90,9 @@ pub struct FleetSpec {
     pub turnaround: Option<Duration>,
     /// CAS-1 link making before the first ARQ data (HMTP to each ship; P_MUL needs no link).
     pub cas1: bool,
+    /// With `cas1`: links idle this long are broken, and made again for the next data
+    /// ([`skywave_emu::net::SubnetConfig::link_idle`]).
+    pub link_idle: Option<Duration>,
 }
 
 /// Ship `i`'s SNR when the best hears `best` dB: ships in four rings 3 dB apart, as ships at
@@ -161,6 +164,7 @@ async fn run(spec: &FleetSpec) -> Result<FleetResult, BenchError> {
         o.turnaround = t;
     }
     o.cas1 = spec.cas1;
+    o.link_idle = spec.link_idle;
     let fleet = Fleet::start(&o)
         .await
         .map_err(|e| BenchError::Fleet(e.to_string()))?;

@@ -201,6 +201,7 @@ mod tests {
             modem: None,
             turnaround: None,
             cas1: false,
+            link_idle: None,
         }
     }
 

@@ -93,6 +93,10 @@ pub struct Condition {
     /// ARQ data, as a 5066 server does unless ALE or an operator has made it. `false` (the
     /// default): the link is taken as made. Not used by the raw-modem scenario.
     pub cas1: bool,
+    /// With `cas1`: the node whose request made the link breaks it once it has idled this
+    /// long ([`skywave_emu::net::SubnetConfig::link_idle`]); the next data makes it again.
+    /// `None` (the default): a made link stays.
+    pub link_idle: Option<std::time::Duration>,
 }
 
 /// TCP settings for the SMTP-over-TCP scenarios (ignored by the others).

@@ -76,6 +76,7 @@ pub fn run_survey(spec: &SurveySpec) -> Vec<SurveyRow> {
                                 modem: Some(generation),
                                 turnaround: None,
                                 cas1: false,
+                                link_idle: None,
                             };
                             rows.push(SurveyRow {
                                 generation,

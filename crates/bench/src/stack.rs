@@ -138,6 +138,7 @@ pub fn subnet_config(cond: &Condition) -> Result<SubnetConfig, BenchError> {
     cfg.seed = cond.seed;
     cfg.segment_size = cond.segment_size;
     cfg.cas1 = cond.cas1;
+    cfg.link_idle = cond.link_idle;
     Ok(cfg)
 }
 
@@ -433,6 +434,7 @@ mod tests {
             modem: None,
             turnaround: None,
             cas1: false,
+            link_idle: None,
         }
     }
 

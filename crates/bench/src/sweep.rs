@@ -56,6 +56,8 @@ pub struct SweepSpec {
     pub turnaround: Option<Duration>,
     /// CAS-1 linking before the first ARQ data ([`Condition::cas1`]).
     pub cas1: bool,
+    /// With `cas1`: idle links are broken after this long ([`Condition::link_idle`]).
+    pub link_idle: Option<Duration>,
 }
 
 impl SweepSpec {
@@ -83,6 +85,7 @@ impl SweepSpec {
             modem: None,
             turnaround: None,
             cas1: false,
+            link_idle: None,
         }
     }
 
@@ -115,6 +118,7 @@ impl SweepSpec {
                                             modem: self.modem,
                                             turnaround: self.turnaround,
                                             cas1: self.cas1,
+                                            link_idle: self.link_idle,
                                             tcp,
                                         });
                                     }
@@ -205,6 +209,8 @@ pub struct Point {
     pub turnaround: Option<Duration>,
     /// CAS-1 linking before the first ARQ data ([`Condition::cas1`]).
     pub cas1: bool,
+    /// With `cas1`: idle links are broken after this long ([`Condition::link_idle`]).
+    pub link_idle: Option<Duration>,
 }
 
 impl Point {
@@ -220,6 +226,7 @@ impl Point {
             modem: self.modem,
             turnaround: self.turnaround,
             cas1: self.cas1,
+            link_idle: self.link_idle,
         }
     }
 

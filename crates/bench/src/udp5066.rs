@@ -358,6 +358,7 @@ mod flood_tests {
             modem: None,
             turnaround: None,
             cas1: false,
+            link_idle: None,
         }
     }
 

@@ -20,6 +20,7 @@ fn spec(multicast: bool, emcon: usize) -> FleetSpec {
         ip: None,
         turnaround: None,
         cas1: false,
+        link_idle: None,
     }
 }
 

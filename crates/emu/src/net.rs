@@ -104,11 +104,13 @@
 //! the per-transmission trace, kept ([`Subnet::trace`]) and streamed ([`Subnet::watch_trace`]).
 //!
 //! Simplifications (said here so nobody relies on them): the Annex B link is assumed up
-//! unless [`SubnetConfig::cas1`] makes nodes make it first (and then it is never broken, only
-//! declared lost); hard links are not modelled;
+//! unless [`SubnetConfig::cas1`] makes nodes make it first (and then it is broken only when
+//! [`SubnetConfig::link_idle`] is set and the link idles that long, or declared lost); hard
+//! links are not modelled;
 //! non-ARQ "with errors" is served as plain non-ARQ; data-rate change ([`Drc`]) picks one
-//! rate per transmission (the slowest of the links it serves) and changes interleaver never; link loss is each node's own verdict (no CAS-1 PHYSICAL LINK BREAK
-//! is exchanged, and the peer finds out by its own count or by the RESET that comes next);
+//! rate per transmission (the slowest of the links it serves) and changes interleaver never;
+//! link loss is each node's own verdict (no CAS-1 PHYSICAL LINK BREAK is exchanged for it,
+//! and the peer finds out by its own count or by the RESET that comes next);
 //! and a node only senses the carrier
 //! between transmission rounds: a node that becomes ready while another transmits waits for
 //! the end of that transmission (plus switching time) rather than colliding with it.
@@ -240,6 +242,9 @@ pub struct SubnetConfig {
     /// link (PHYSICAL LINK REQUEST, ACCEPTED) before its first ARQ data to a peer. Off by
     /// default: every link is taken as made, as when ALE or an operator makes it.
     pub cas1: bool,
+    /// With `cas1`: break a link idle this long ([`crate::node::NodeConfig::link_idle`]);
+    /// `None` (the default): a made link stays until it is declared lost.
+    pub link_idle: Option<Duration>,
 }
 
 /// A [`LinkEvent`] of one node, as the subnetwork reports it.
@@ -326,6 +331,7 @@ impl SubnetConfig {
             link_channels: Vec::new(),
             link_retries: Some(DEFAULT_LINK_RETRIES),
             cas1: false,
+            link_idle: None,
         }
     }
 }
@@ -435,7 +441,7 @@ impl fmt::Display for Counters {
         for (i, n) in self.nodes.iter().enumerate() {
             writeln!(
                 f,
-                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired ({} in the ARQ), {} C_PDUs dropped on DROP, {} duplicates dropped, non-ARQ {} sent {} delivered {} incomplete, {} rate changes, {} DATA-ACK, {} resets ({} U_PDUs lost), {} links lost ({} U_PDUs discarded), {} link requests, {} links made",
+                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired ({} in the ARQ), {} C_PDUs dropped on DROP, {} duplicates dropped, non-ARQ {} sent {} delivered {} incomplete, {} rate changes, {} DATA-ACK, {} resets ({} U_PDUs lost), {} links lost ({} U_PDUs discarded), {} link requests, {} links made, {} links broken",
                 n.transmissions,
                 n.bytes_on_air,
                 n.dpdus_sent,
@@ -457,7 +463,8 @@ impl fmt::Display for Counters {
                 n.links_lost,
                 n.link_lost_updus,
                 n.link_requests,
-                n.links_made
+                n.links_made,
+                n.links_broken
             )?;
         }
         Ok(())
@@ -771,6 +778,7 @@ impl Subnet {
             start_rate,
             link_retries: config.link_retries,
             cas1: config.cas1,
+            link_idle: config.link_idle,
         })?;
         let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
         let n = config.addresses.len();

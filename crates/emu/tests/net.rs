@@ -547,6 +547,73 @@ async fn with_cas1_lost_requests_are_sent_again() {
     }
 }
 
+/// Sends `n` U_PDUs one at a time, each once the previous is confirmed and `gaps` (cycled)
+/// have passed, so that the link idles between them for shorter and longer than its timer.
+async fn send_spaced(c: &Client, to: u32, n: usize, tag: usize, gaps: &[u64]) {
+    for i in 0..n {
+        let gap = gaps.get(i % gaps.len().max(1)).copied().unwrap_or(0);
+        tokio::time::sleep(Duration::from_secs(gap)).await;
+        let p = c
+            .send_unidata(request(to, 3, payload(tag + i, 500)))
+            .unwrap();
+        assert!(matches!(p.await, Ok(Delivery::Confirmed(_))));
+    }
+}
+
+/// CAS-1 with an idle timer of 20 s on a channel that loses blocks: both ends send now and
+/// then, sometimes within the timer and sometimes after it, so links are broken (BREAK, BREAK
+/// CONFIRM) and made again while data comes and goes, and BREAKs and requests cross. Every
+/// U_PDU still arrives exactly once, in order, and no link is lost.
+#[tokio::test(start_paused = true)]
+async fn with_cas1_idle_links_are_broken_and_made_again_without_losing_anything() {
+    // Deterministic for the seed: links broken and links made, at A and at B. Of the 16
+    // sends, 5 found the link broken by then (a gap past the timer on both sides).
+    for (seed, broken, made) in [
+        (3, [5, 5], [5, 5]),
+        (4, [5, 5], [5, 5]),
+        (5, [5, 5], [5, 5]),
+    ] {
+        let mut cfg = config(DataRate::Bps1200, ChannelConfig::awgn(3.0), seed);
+        cfg.cas1 = true;
+        cfg.link_idle = Some(Duration::from_secs(20));
+        let subnet = Subnet::start(cfg).unwrap();
+        let (ca, mut ea) = client(&subnet, 0, 3).await;
+        let (cb, mut eb) = client(&subnet, 1, 3).await;
+        let n = 8;
+        let all = async {
+            tokio::join!(
+                send_spaced(&ca, B, n, 0, &[0, 5, 60, 10, 45, 90, 15, 30]),
+                send_spaced(&cb, A, n, 100, &[7, 70, 3, 50, 25, 5, 80, 12]),
+                receive(&mut eb, n),
+                receive(&mut ea, n),
+            )
+        };
+        let Ok((_, _, to_b, to_a)) = tokio::time::timeout(Duration::from_secs(7200), all).await
+        else {
+            panic!("seed {seed}: not done in two hours: {}", subnet.counters());
+        };
+        let sent = |tag: usize, src: u32| {
+            (0..n)
+                .map(|i| (addr(src), payload(tag + i, 500)))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(to_b, sent(0, A), "seed {seed}");
+        assert_eq!(to_a, sent(100, B), "seed {seed}");
+        // Once everything is confirmed and the link idles, it is broken and stays so.
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        let c = subnet.counters();
+        assert!(c.lost_dpdus > 0, "seed {seed}: nothing lost: {c}");
+        assert!(
+            c.nodes.iter().all(|n| n.links_lost == 0),
+            "seed {seed}: {c}"
+        );
+        let got: Vec<u64> = c.nodes.iter().map(|n| n.links_broken).collect();
+        assert_eq!(got, broken, "seed {seed}: {c}");
+        let got: Vec<u64> = c.nodes.iter().map(|n| n.links_made).collect();
+        assert_eq!(got, made, "seed {seed}: {c}");
+    }
+}
+
 /// C overhears A's non-ARQ transmission to B and submits a U_PDU of its own: while A is on the
 /// air (`during`), or just after B's turn to answer has passed. Returns when C submitted, when
 /// it keyed up and when A's transmission ended (simulated time since the start).

@@ -57,6 +57,9 @@ pub struct PairOptions {
     /// server without ALE does ([`skywave_emu::net::SubnetConfig::cas1`]); false: the link is
     /// taken as made.
     pub cas1: bool,
+    /// With `cas1`: the nodes break a link idle this long
+    /// ([`skywave_emu::net::SubnetConfig::link_idle`]); `None`: a made link stays.
+    pub link_idle: Option<Duration>,
     /// Seed of the emulator's random draws.
     pub seed: u64,
     /// Simulated seconds per second of tokio time (1 in virtual-time tests).
@@ -91,6 +94,7 @@ impl PairOptions {
             snr_db: 15.0,
             turnaround: DEFAULT_TURNAROUND,
             cas1: false,
+            link_idle: None,
             seed: 1,
             time_scale: 1.0,
             protocol: "hmtp".into(),
@@ -177,6 +181,7 @@ impl Pair {
         sc.seed = opts.seed;
         sc.time_scale = opts.time_scale;
         sc.cas1 = opts.cas1;
+        sc.link_idle = opts.link_idle;
         let subnet = Subnet::start(sc).map_err(|e| PairError::Emulator(e.to_string()))?;
 
         let ship_config = write_side(opts, Side::Ship)?;

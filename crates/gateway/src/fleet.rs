@@ -91,6 +91,9 @@ pub struct FleetOptions {
     /// CAS-1 link making before the first ARQ data (see [`crate::demo::PairOptions::cas1`]):
     /// the base's HMTP to each ship makes that ship's link first; multicast needs none.
     pub cas1: bool,
+    /// With `cas1`: a link idle this long is broken (see
+    /// [`crate::demo::PairOptions::link_idle`]).
+    pub link_idle: Option<std::time::Duration>,
     /// Ships (0-based) that keep EMCON from the start (and the base knows it).
     pub emcon: Vec<usize>,
     /// Blind repeats of each Data_PDU in the base's multicast.
@@ -127,6 +130,7 @@ impl FleetOptions {
             ship_snr_db: Vec::new(),
             turnaround: crate::demo::DEFAULT_TURNAROUND,
             cas1: false,
+            link_idle: None,
             emcon: Vec::new(),
             repeats: 1,
             multicast: true,
@@ -204,6 +208,7 @@ impl Fleet {
         sc.seed = opts.seed;
         sc.time_scale = opts.time_scale;
         sc.cas1 = opts.cas1;
+        sc.link_idle = opts.link_idle;
         sc.groups.push(Group {
             address: node(GROUP_NODE)?,
             members: (1..=opts.ships).collect(),

@@ -19,6 +19,7 @@ fn cond(channel: &str, snr_db: f64, rate_bps: u32, seed: u64) -> Condition {
         modem: None,
         turnaround: None,
         cas1: false,
+        link_idle: None,
     }
 }
 

@@ -196,6 +196,9 @@ pub struct NodeCounters {
     pub link_requests: u64,
     /// Physical links this node made (CAS-1): its request accepted, or a peer's accepted.
     pub links_made: u64,
+    /// Physical links broken (CAS-1, [`NodeConfig::link_idle`]): by this node (its BREAK
+    /// confirmed, or unanswered until [`NodeConfig::link_retries`]) or by the peer's BREAK.
+    pub links_broken: u64,
 }
 
 /// What every node of a subnetwork shares: the subnetwork's members and the link settings.
@@ -242,6 +245,18 @@ pub struct NodeConfig {
     /// taken as made, as when ALE or an operator makes it ("the CAS-1 linking protocol may be
     /// omitted" then, [ED3-B]).
     pub cas1: bool,
+    /// CAS-1 link breaking, with [`NodeConfig::cas1`]: the node whose request made a link
+    /// (the caller) breaks it once it has carried nothing either way for this long, with
+    /// nothing queued, unacknowledged or owed on it (PHYSICAL LINK BREAK, "no more data",
+    /// answered by BREAK CONFIRM). Annex A has the SIS that set up a soft-link session end it
+    /// "after a configurable and implementation-dependent time-out period" once all its data
+    /// is sent ("the time out period may be zero"). Only the caller times out: with a timer
+    /// at both ends, both would find the link idle at the same moment and key up their BREAKs
+    /// together. The called node's own abort of a new link that never carries DATA (Annex B,
+    /// another configurable time) is not modelled: such a link just stays. The ARQ state is
+    /// kept (both ends agree on it once everything is acknowledged), so the next data only
+    /// makes the link again. `None`: a made link stays until it is declared lost.
+    pub link_idle: Option<Duration>,
 }
 
 /// A node configuration could not be used.
@@ -546,6 +561,20 @@ struct Link {
     link_request_out: bool,
     /// CAS-1: the peer asked for a link: answer PHYSICAL LINK ACCEPTED.
     link_accept_owed: bool,
+    /// CAS-1: this node's request made the link (it breaks it when idle,
+    /// [`NodeConfig::link_idle`]).
+    caller: bool,
+    /// When this node last sent anything to the peer or decoded anything from it (the idle
+    /// timer of [`NodeConfig::link_idle`] runs from here).
+    last_activity: Duration,
+    /// CAS-1: the link has been idle for [`NodeConfig::link_idle`]: break it in the next
+    /// transmission, unless data for the peer turns up first.
+    break_due: bool,
+    /// CAS-1: this node sent PHYSICAL LINK BREAK and awaits BREAK CONFIRM (the link counts as
+    /// broken already: new data waits for the confirm, then makes the link again).
+    break_out: bool,
+    /// CAS-1: the peer broke the link: answer PHYSICAL LINK BREAK CONFIRM.
+    break_confirm_owed: bool,
 }
 
 /// A change in a node's view of its link to a peer, for its driver to report (the SIS has no
@@ -641,6 +670,11 @@ impl Node {
                     linked: !config.cas1,
                     link_request_out: false,
                     link_accept_owed: false,
+                    caller: false,
+                    last_activity: Duration::ZERO,
+                    break_due: false,
+                    break_out: false,
+                    break_confirm_owed: false,
                 },
             );
         }
@@ -848,6 +882,13 @@ impl Node {
         if self.non_arq_in.len() != before {
             self.counters.non_arq_incomplete += incomplete;
         }
+        for (peer, at) in self.idle_deadlines() {
+            if at <= now
+                && let Some(l) = self.links.get_mut(&peer)
+            {
+                l.break_due = true;
+            }
+        }
         let (dead, live): (Vec<Queued>, Vec<Queued>) = std::mem::take(&mut self.queue)
             .into_iter()
             .partition(|q| q.deadline.is_some_and(|d| d <= now));
@@ -866,10 +907,12 @@ impl Node {
         }
     }
 
-    /// When the TTL of a U_PDU, queued or in the ARQ, runs out next ([`Node::handle_timeout`]
-    /// then). Non-ARQ reception windows are not timers: they close whenever the node is next
-    /// handled after them.
+    /// When the TTL of a U_PDU, queued or in the ARQ, or the idle time of a CAS-1 link
+    /// ([`NodeConfig::link_idle`]) runs out next ([`Node::handle_timeout`] then). Non-ARQ
+    /// reception windows are not timers: they close whenever the node is next handled after
+    /// them.
     pub fn poll_timeout(&self) -> Option<Duration> {
+        let idle = self.idle_deadlines().into_iter().map(|(_, at)| at).min();
         let in_arq = self.links.values().flat_map(|l| {
             l.unconfirmed
                 .values()
@@ -880,6 +923,7 @@ impl Node {
             .iter()
             .chain(in_arq)
             .filter_map(|q| q.deadline)
+            .chain(idle)
             .min()
     }
 
@@ -972,6 +1016,9 @@ impl Node {
         // CAS-1: the physical link is gone too; the next data makes a new one.
         link.linked = !self.setup.config.cas1;
         link.link_request_out = false;
+        link.break_due = false;
+        link.break_out = false;
+        link.caller = false;
         link.silent = 0;
         link.unanswered = 0;
         link.stale_acks = 0;
@@ -1013,7 +1060,52 @@ impl Node {
                     || l.reset_ack_owed.is_some()
                     || l.link_request_out
                     || l.link_accept_owed
+                    || l.break_due
+                    || l.break_out
+                    || l.break_confirm_owed
             })
+    }
+
+    /// Whether the link to `peer` carries nothing now: no ARQ U_PDU queued for the peer, none
+    /// unacknowledged, nothing owed to it (ACKs, resets, DRC, CAS-1 answers) and no CAS-1
+    /// exchange under way (what [`NodeConfig::link_idle`] waits for).
+    fn link_is_idle(&self, peer: usize) -> bool {
+        let Some(l) = self.links.get(&peer) else {
+            return false;
+        };
+        l.sender.is_idle()
+            && l.exp_out.is_none()
+            && !l.owes_ack
+            && !l.owes_exp_ack
+            && l.reset_out.is_none()
+            && l.reset_ack_owed.is_none()
+            && !l.drc_response_owed
+            && !l.link_request_out
+            && !l.link_accept_owed
+            && !l.break_out
+            && !l.break_confirm_owed
+            && !self
+                .queue
+                .iter()
+                .any(|q| q.dest == peer && q.non_arq.is_none())
+    }
+
+    /// Made CAS-1 links this node called that are idle, with when their idle time runs out
+    /// ([`NodeConfig::link_idle`]).
+    fn idle_deadlines(&self) -> Vec<(usize, Duration)> {
+        let Some(idle) = self
+            .setup
+            .config
+            .link_idle
+            .filter(|_| self.setup.config.cas1)
+        else {
+            return Vec::new();
+        };
+        self.links
+            .iter()
+            .filter(|(p, l)| l.linked && l.caller && !l.break_due && self.link_is_idle(**p))
+            .map(|(&p, l)| (p, l.last_activity + idle))
+            .collect()
     }
 
     /// The address of node or group `dest` (the default address for neither).

@@ -100,6 +100,7 @@ impl Node {
         if let (Some(at), Some(l)) = (heard_at, self.links.get_mut(&sender)) {
             // The peer is alive: whatever this node sent it so far was not sent into silence.
             l.silent = 0;
+            l.last_activity = l.last_activity.max(at);
             if l.down {
                 l.down = false;
                 self.link_events
@@ -378,6 +379,14 @@ impl Node {
                     self.on_link_accepted(sender);
                     continue;
                 }
+                Ok(Cpdu::PhysicalLinkBreak { .. }) if group.is_none() => {
+                    self.on_link_break(sender);
+                    continue;
+                }
+                Ok(Cpdu::PhysicalLinkBreakConfirm) if group.is_none() => {
+                    self.on_link_break_confirm(sender);
+                    continue;
+                }
                 other => {
                     tracing::warn!(r, ?other, "non-ARQ C_PDU not handled here; dropped");
                     continue;
@@ -410,6 +419,10 @@ impl Node {
         };
         link.link_accept_owed = true;
         link.link_request_out = false;
+        link.caller = false;
+        // A break of this node's own is moot once the peer wants the link again.
+        link.break_due = false;
+        link.break_out = false;
         if !link.linked {
             link.linked = true;
             self.counters.links_made += 1;
@@ -427,9 +440,39 @@ impl Node {
             return;
         }
         link.link_request_out = false;
+        link.caller = true;
         if !link.linked {
             link.linked = true;
             self.counters.links_made += 1;
+        }
+    }
+
+    /// CAS-1: `sender` breaks the link ([ED3-B] B.3.2.2: the responder "shall immediately
+    /// declare the Physical Link as broken" and confirm; again for a repeat whose first
+    /// confirm was lost). ARQ state stays: the peer broke an idle link, on which everything
+    /// was acknowledged; whatever this node has for the peer makes the link again.
+    fn on_link_break(&mut self, sender: usize) {
+        let Some(link) = self.links.get_mut(&sender) else {
+            return;
+        };
+        link.break_confirm_owed = true;
+        link.break_due = false;
+        if link.linked || link.break_out {
+            link.linked = false;
+            link.caller = false;
+            link.break_out = false;
+            self.counters.links_broken += 1;
+        }
+    }
+
+    /// CAS-1: `sender` confirmed this node's BREAK: the link is broken.
+    fn on_link_break_confirm(&mut self, sender: usize) {
+        let Some(link) = self.links.get_mut(&sender) else {
+            return;
+        };
+        if link.break_out {
+            link.break_out = false;
+            self.counters.links_broken += 1;
         }
     }
 

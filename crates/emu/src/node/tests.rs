@@ -55,6 +55,7 @@ fn node_config(addresses: Vec<NodeAddress>) -> NodeConfig {
         start_rate: None,
         link_retries: Some(super::DEFAULT_LINK_RETRIES),
         cas1: false,
+        link_idle: None,
     }
 }
 
@@ -1036,4 +1037,144 @@ fn with_cas1_a_link_request_nobody_answers_ends_in_link_loss_and_a_new_request()
         .unwrap();
     let tx = a.poll_transmit(secs(300)).unwrap();
     assert_eq!(types(&tx), [8]);
+}
+
+/// A and B with CAS-1 and an idle timer of `idle` seconds; A's U_PDU to B made their link
+/// and was acknowledged. Returns them and when A heard B's ACK (its first block started).
+fn cas1_pair_after_one_updu(idle: u64) -> (Node, Node, Duration) {
+    let mut v = nodes(NodeConfig {
+        cas1: true,
+        link_idle: Some(secs(idle)),
+        ..node_config(vec![addr(A), addr(B)])
+    });
+    let mut b = v.pop().unwrap();
+    let mut a = v.pop().unwrap();
+    a.submit(
+        Duration::ZERO,
+        CONN[0],
+        sap(),
+        &request(B, &payload(300)),
+        ARQ,
+    )
+    .unwrap();
+    let req = a.poll_transmit(Duration::ZERO).unwrap();
+    assert!(hear(&req, 0, &mut b, 1, &[]));
+    let acc = b.poll_transmit(req.tx.peer_may_transmit_at()).unwrap();
+    assert!(hear(&acc, 1, &mut a, 0, &[]));
+    let data = a.poll_transmit(acc.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(types(&data), [0]);
+    assert!(hear(&data, 0, &mut b, 1, &[]));
+    let ack = b.poll_transmit(data.tx.peer_may_transmit_at()).unwrap();
+    assert!(hear(&ack, 1, &mut a, 0, &[]));
+    assert!(!a.has_work() && !b.has_work());
+    events(&mut a);
+    events(&mut b);
+    (a, b, ack.dpdus[0].at)
+}
+
+#[test]
+fn with_cas1_an_idle_link_is_broken_and_made_again_for_new_data() {
+    use crate::cpdu::{Cpdu, break_reason};
+    let (mut a, mut b, heard_ack) = cas1_pair_after_one_updu(30);
+    // The idle timer runs from the last thing A heard from B; only A, whose request made the
+    // link, has one.
+    let due = heard_ack + secs(30);
+    assert_eq!(a.poll_timeout(), Some(due));
+    assert_eq!(b.poll_timeout(), None);
+    a.handle_timeout(due - Duration::from_millis(1));
+    assert!(!a.has_work());
+    a.handle_timeout(due);
+    assert!(a.has_work());
+    // The BREAK ("no more data") goes alone, expects an answer, and holds no timer.
+    let brk = a.poll_transmit(due).unwrap();
+    assert_eq!(
+        cas1_cpdu(&brk),
+        Cpdu::PhysicalLinkBreak {
+            reason: break_reason::NO_MORE_DATA
+        }
+    );
+    assert!(brk.sent_data);
+    assert_eq!(a.poll_timeout(), None);
+    // B declares the link broken at once and confirms; then neither has anything to do.
+    assert!(hear(&brk, 0, &mut b, 1, &[]));
+    assert_eq!(b.counters().links_broken, 1);
+    let confirm = b.poll_transmit(brk.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(cas1_cpdu(&confirm), Cpdu::PhysicalLinkBreakConfirm);
+    assert!(!confirm.sent_data);
+    assert!(hear(&confirm, 1, &mut a, 0, &[]));
+    assert_eq!(a.counters().links_broken, 1);
+    assert!(!a.has_work() && !b.has_work());
+    assert_eq!((a.poll_timeout(), b.poll_timeout()), (None, None));
+
+    // New data makes the link again before it goes; the ARQ carries on where it was.
+    let later = secs(600);
+    let updu = payload(200);
+    a.submit(later, CONN[0], sap(), &request(B, &updu), ARQ)
+        .unwrap();
+    let req = a.poll_transmit(later).unwrap();
+    assert_eq!(
+        cas1_cpdu(&req),
+        Cpdu::PhysicalLinkRequest { exclusive: false }
+    );
+    assert!(hear(&req, 0, &mut b, 1, &[]));
+    let acc = b.poll_transmit(req.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(cas1_cpdu(&acc), Cpdu::PhysicalLinkAccepted);
+    assert!(hear(&acc, 1, &mut a, 0, &[]));
+    let data = a.poll_transmit(acc.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(types(&data), [0]);
+    assert!(hear(&data, 0, &mut b, 1, &[]));
+    let got = events(&mut b);
+    assert!(
+        matches!(&got[..], [ClientEvent { primitive: Primitive::UnidataIndication(i), .. }] if i.updu.as_ref() == updu.as_slice()),
+        "{got:?}"
+    );
+    assert_eq!(
+        (a.counters().link_requests, a.counters().links_made),
+        (2, 2)
+    );
+    assert_eq!(b.counters().links_made, 2);
+}
+
+#[test]
+fn with_cas1_data_that_comes_before_the_break_goes_calls_the_break_off() {
+    let (mut a, mut b, heard_ack) = cas1_pair_after_one_updu(30);
+    let due = heard_ack + secs(30);
+    a.handle_timeout(due);
+    assert!(a.has_work());
+    // A U_PDU for B turns up before A keys up: it goes on the made link, with no BREAK.
+    a.submit(due, CONN[0], sap(), &request(B, &payload(100)), ARQ)
+        .unwrap();
+    let tx = a.poll_transmit(due).unwrap();
+    assert_eq!(types(&tx), [0]);
+    assert!(hear(&tx, 0, &mut b, 1, &[]));
+    assert_eq!(events(&mut b).len(), 1);
+    let ack = b.poll_transmit(tx.tx.peer_may_transmit_at()).unwrap();
+    assert!(hear(&ack, 1, &mut a, 0, &[]));
+    // The idle timer starts again from there.
+    assert_eq!(a.poll_timeout(), Some(ack.dpdus[0].at + secs(30)));
+    assert_eq!(a.counters().links_broken, 0);
+}
+
+#[test]
+fn with_cas1_a_break_nobody_confirms_ends_in_link_loss() {
+    let (mut a, _b, heard_ack) = cas1_pair_after_one_updu(30);
+    let due = heard_ack + secs(30);
+    a.handle_timeout(due);
+    // The BREAK and its ten repeats go unanswered: the next turn declares the link lost,
+    // with nothing to discard, and the node is quiet.
+    for k in 0..=u64::from(super::DEFAULT_LINK_RETRIES) {
+        let tx = a.poll_transmit(due + secs(10 * k)).unwrap();
+        assert_eq!(types(&tx), [8]);
+    }
+    assert!(a.poll_transmit(due + secs(200)).is_none());
+    assert!(!a.has_work());
+    assert_eq!((a.counters().links_lost, a.counters().links_broken), (1, 0));
+    assert_eq!(
+        a.poll_link_event(),
+        Some(LinkEvent::Lost {
+            peer: 1,
+            at: due + secs(200),
+            discarded: 0
+        })
+    );
 }

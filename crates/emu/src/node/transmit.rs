@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use crate::arq::ArqSender;
-use crate::cpdu::Cpdu;
+use crate::cpdu::{Cpdu, break_reason};
 use crate::dpdu::{
     Address, Body, Dpdu, Eow, ExpDataHeader, NonArqHeader, RateRequest, Reset, Response,
 };
@@ -286,7 +286,8 @@ impl Node {
                         && (!l.sender.is_idle()
                             || l.exp_out.is_some()
                             || l.reset_out.is_some()
-                            || l.link_request_out)
+                            || l.link_request_out
+                            || l.break_out)
                 })
                 .map(|(&p, _)| p)
                 .collect();
@@ -298,9 +299,31 @@ impl Node {
         self.feed_non_arq();
         self.feed_expedited();
         if self.setup.config.cas1 {
+            // CAS-1: a link idle for its time is broken now, unless data for the peer came
+            // meanwhile (then the break is off and the idle timer starts again).
+            let due: Vec<usize> = self
+                .links
+                .iter()
+                .filter(|(_, l)| l.break_due)
+                .map(|(&p, _)| p)
+                .collect();
+            for peer in due {
+                let idle = self.link_is_idle(peer);
+                if let Some(l) = self.links.get_mut(&peer) {
+                    l.break_due = false;
+                    if idle && l.linked {
+                        l.linked = false;
+                        l.caller = false;
+                        l.break_out = true;
+                    } else {
+                        l.last_activity = t;
+                    }
+                }
+            }
             for l in self.links.values_mut() {
-                // CAS-1: ARQ data for a peer without a physical link asks for one first.
-                if !l.linked && (!l.sender.is_idle() || l.exp_out.is_some()) {
+                // CAS-1: ARQ data for a peer without a physical link asks for one first (once
+                // a break this node started is confirmed).
+                if !l.linked && !l.break_out && (!l.sender.is_idle() || l.exp_out.is_some()) {
                     l.link_request_out = true;
                 }
             }
@@ -350,6 +373,8 @@ impl Node {
                     || l.reset_ack_owed.is_some()
                     || l.link_request_out
                     || l.link_accept_owed
+                    || l.break_out
+                    || l.break_confirm_owed
                     || self.non_arq_out.iter().any(|o| o.dest == **p)
                     || self.queue.iter().any(|q| q.dest == **p)
             })
@@ -396,8 +421,23 @@ impl Node {
         // CAS-1 first: a link must be made before any ARQ frame goes to the peer.
         let mut cas: Vec<(usize, Cpdu)> = Vec::new();
         for (&peer, link) in self.links.iter_mut() {
+            if std::mem::take(&mut link.break_confirm_owed) {
+                cas.push((peer, Cpdu::PhysicalLinkBreakConfirm));
+            }
             if std::mem::take(&mut link.link_accept_owed) {
                 cas.push((peer, Cpdu::PhysicalLinkAccepted));
+            }
+            if link.break_out {
+                cas.push((
+                    peer,
+                    Cpdu::PhysicalLinkBreak {
+                        reason: break_reason::NO_MORE_DATA,
+                    },
+                ));
+                // Resent until BREAK CONFIRM comes; unanswered, it ends like an unanswered
+                // request (the link is declared lost, which it is).
+                sent_data = true;
+                asking.insert(peer);
             }
             if link.link_request_out {
                 cas.push((peer, Cpdu::PhysicalLinkRequest { exclusive: false }));
@@ -739,6 +779,11 @@ impl Node {
         for peer in asking {
             if let Some(l) = self.links.get_mut(&peer) {
                 l.silent = l.silent.saturating_add(1);
+            }
+        }
+        for sd in &dpdus {
+            if let Some(l) = self.links.get_mut(&sd.dest) {
+                l.last_activity = t;
             }
         }
         let count = dpdus.len() as u64;
