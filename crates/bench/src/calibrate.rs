@@ -25,9 +25,10 @@
 //!   throughput, minutes to 50 % and 80 % of it, seconds to the first data.
 //!
 //! Every Isode row runs on [`Stations`], the CLI's default being [`ISODE_STATIONS`] (CAS-1 link
-//! making, as Isode's servers without ALE did; the modem's turnaround). `--turnaround` and
-//! `--no-cas1` change them for all of Isode's rows at once, to see what a turnaround or the
-//! link making does to every table; the goal lines keep the benchmark's defaults.
+//! making, as Isode's servers without ALE did; the modem's turnaround; links kept once made).
+//! `--turnaround`, `--no-cas1` and `--link-idle` change them for all of Isode's rows at once,
+//! to see what a turnaround, the link making or a soft-link timeout does to every table; the
+//! goal lines keep the benchmark's defaults.
 //!
 //! `modem-required-snr.csv` and `channel-profiles.csv` are reproduced where the modem and the
 //! channel are built (`skywave-emu`'s calibration tests), not here.
@@ -1275,6 +1276,30 @@ mod tests {
             }
         }
         assert_eq!(plain.goals, linked.goals);
+    }
+
+    /// Annex A lets a station end a soft-link session as soon as its data is sent (a timeout of
+    /// zero), and a link made again for every turn of the SMTP dialogue would cost an exchange
+    /// each time. It does not happen: every reply rides with the ACK of what it answers, so the
+    /// link never idles inside a session, and the Isode message rows do not move.
+    #[test]
+    fn a_soft_link_timeout_of_zero_moves_no_isode_message_row() {
+        let dir = calibration_dir("idle0", ["h\n", ISODE, "h\n", "h\n"]);
+        let kept = calibrate(&dir, &[1], ISODE_STATIONS, &mut |_| {}).unwrap();
+        let eager = Stations {
+            link_idle: Some(Duration::ZERO),
+            ..ISODE_STATIONS
+        };
+        let broken = calibrate(&dir, &[1], eager, &mut |_| {}).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let figures = |cal: &Calibration| -> Vec<(String, f64)> {
+            cal.comparisons
+                .iter()
+                .map(|c| (c.condition.clone(), c.emulated.clone().unwrap()))
+                .collect()
+        };
+        assert!(!kept.comparisons.is_empty());
+        assert_eq!(figures(&kept), figures(&broken));
     }
 
     #[test]

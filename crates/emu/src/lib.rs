@@ -64,10 +64,13 @@
 //! Annex B link making (CAS-1) when [`net::SubnetConfig::cas1`] is set: a PHYSICAL LINK
 //! REQUEST, answered by ACCEPTED, in EXPEDITED NON-ARQ DATA D_PDUs before the first ARQ data to
 //! a peer and again after the link was declared lost; off by default (links are taken as made,
-//! as ALE or an operator makes them).
+//! as ALE or an operator makes them). With [`net::SubnetConfig::link_idle`] too, the node whose
+//! request made a link breaks it once it has idled that long (PHYSICAL LINK BREAK, BREAK
+//! CONFIRM), and the next data makes it again.
 //!
-//! Not here: CAS-1 link breaking ("lost" above is the node's own verdict, with no PHYSICAL
-//! LINK BREAK exchanged, and a made link stays made), hard links, the full reset
+//! Not here: PHYSICAL LINK REJECTED (a node accepts every request), the called node's abort of
+//! a new link that carries no DATA, a BREAK for link loss ("lost" above is the node's own
+//! verdict), hard links, the full reset
 //! and the transmit-window reset request (above), the second way Annex C offers to skip a
 //! dropped C_PDU (a RESET/WIN-RESYNC instead of DROP frames), non-ARQ "with errors" delivery
 //! (served as plain non-ARQ).

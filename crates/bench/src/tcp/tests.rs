@@ -74,6 +74,39 @@ async fn raw_modem_runs_are_deterministic_and_plain_smtp_works() {
     assert_eq!(a.result.delivered, 1, "{a:?}");
 }
 
+/// SMTP over 5066 with CAS-1, and a soft-link timeout of zero (the caller breaks the link the
+/// moment it idles): the dialogue never idles the link, since every reply rides with the ACK
+/// of what it answers, so the mail is delivered at the same second; the link is broken once,
+/// after the session, in two transmissions more (BREAK, BREAK CONFIRM).
+#[tokio::test(start_paused = true)]
+async fn a_zero_link_timeout_breaks_the_link_only_after_the_smtp_session() {
+    let work = workload::isode(386, 1, 1).unwrap();
+    let kept = Condition {
+        cas1: true,
+        ..cond("awgn", 30.0, 1200, 1)
+    };
+    let eager = Condition {
+        link_idle: Some(Duration::ZERO),
+        ..kept.clone()
+    };
+    let run = |c: Condition| {
+        let work = work.clone();
+        async move {
+            run_smtp_tcp_5066_with(&c, &isode_tcp(), &work, true, &TcpRunOptions::default())
+                .await
+                .unwrap()
+        }
+    };
+    let (a, b) = (run(kept).await, run(eager).await);
+    assert_eq!((b.result.delivered, b.result.expected), (1, 1), "{b:?}");
+    assert_eq!(a.result.seconds, b.result.seconds);
+    assert_eq!(
+        b.result.transmissions,
+        a.result.transmissions + 2,
+        "{a:?}\n{b:?}"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn one_message_over_5066_with_and_without_the_filter() {
     let work = workload::isode(386, 1, 5).unwrap();

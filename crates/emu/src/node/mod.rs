@@ -35,10 +35,11 @@
 //! unanswered retries (rejections with "destination node not responding", a RESET/WIN-RESYNC
 //! at the next contact), CAS-1 link making when [`NodeConfig::cas1`] is set (PHYSICAL LINK
 //! REQUEST and ACCEPTED before the first ARQ data to a peer, and again after the link was
-//! declared lost). Not built: CAS-1 link breaking (a made link stays until it is declared lost,
-//! which is this node's verdict only: no PHYSICAL LINK BREAK is sent, and none is needed to
-//! make another), REJECTED (a node accepts every request: it has no exclusive links), hard
-//! links, FULL RESET CMD and RESET TX WIN RQST, a DROP flag for expedited data (Annex C has
+//! declared lost), CAS-1 link breaking when [`NodeConfig::link_idle`] is set too (the caller
+//! sends PHYSICAL LINK BREAK once the link has idled that long; the peer confirms). Not built:
+//! a BREAK on link loss (declaring a link lost is this node's verdict only, and no BREAK is
+//! needed to make another), the called node's abort of a new link that never carries DATA,
+//! REJECTED (a node accepts every request: it has no exclusive links), hard links, FULL RESET CMD and RESET TX WIN RQST, a DROP flag for expedited data (Annex C has
 //! none: an expedited U_PDU whose TTL ran out is just abandoned), non-ARQ "with errors".
 //!
 //! Nodes and groups are named by their index in the subnetwork's address list
