@@ -123,8 +123,12 @@
 //! nodes that overheard it, or got only group (non-ARQ) data from it, wait for those turns and,
 //! if they were deferring to it (they have traffic when it ends), then a random number (0 to
 //! twice the number of nodes) of carrier-sense slots of key-up plus switching time; traffic
-//! that comes later finds the channel idle and goes at once. With two nodes none of this
-//! changes anything.
+//! that comes later finds the channel idle and goes at once. The same back-off follows a
+//! collision for every node that was deferring to it (the colliding senders draw their own, 0.1
+//! to 2 s from the end of their transmission): without it, nodes waiting on a collision keyed
+//! up together the moment it ended, with any collided sender whose back-off had run out under a
+//! longer transmission, and three nodes could collide like that for ever. With two nodes none
+//! of this changes anything.
 //!
 //! Time: simulated time is a [`Duration`] since the subnetwork started; the scheduler sleeps
 //! with `tokio::time::sleep_until`, so under `#[tokio::test(start_paused = true)]` a transfer
@@ -1110,8 +1114,9 @@ impl State {
         // what each receiver gets and when.
         let mut round = std::mem::take(&mut self.round);
         let mut arrivals = Vec::new();
+        let senders: Vec<usize> = round.iter().map(|rt| rt.sender).collect();
         for (i, rt) in round.iter_mut().enumerate() {
-            self.decide(i, rt, &mut arrivals);
+            self.decide(i, rt, &senders, &mut arrivals);
         }
         self.round = round;
         // Stable: arrivals at the same instant keep the round's and the receivers' order.
@@ -1124,11 +1129,37 @@ impl State {
     /// collided, what each receiver heard, and the [`Arrival`]s of the D_PDUs each got. Every
     /// random draw of the round happens here, in a fixed order (the channel's blocks for each
     /// receiver in turn, each followed by that receiver's back-off), so that when D_PDUs are
-    /// handed over does not change what the seeded channel does.
-    fn decide(&mut self, i: usize, rt: &mut RoundTx, arrivals: &mut Vec<Arrival>) {
+    /// handed over does not change what the seeded channel does. `senders`: every sender of
+    /// the round.
+    fn decide(
+        &mut self,
+        i: usize,
+        rt: &mut RoundTx,
+        senders: &[usize],
+        arrivals: &mut Vec<Arrival>,
+    ) {
         rt.collided = self.air.collided(rt.id);
+        // Carrier-sense slots to draw from: twice the nodes that might contend.
+        let slots = u32::try_from(self.nodes.len().max(4) * 2).unwrap_or(u32::MAX);
+        let sense = self.config.modem.key_up + self.config.modem.switching_time;
         if rt.collided {
             rt.collision_backoff = Duration::from_millis(100 * self.rng.random_range(1..=20u64));
+            // A node that was deferring to the collided carriers (it has something to send)
+            // contends at their end after a carrier-sense back-off, as after any carrier it
+            // overhears (see finish_round): else every such node keys up the moment the
+            // channel falls quiet, together with any collided sender whose own back-off ran
+            // out under a longer transmission, and three nodes can collide like that for ever.
+            for r in (0..self.nodes.len()).filter(|r| !senders.contains(r)) {
+                if self.nodes.get(r).is_some_and(|n| n.node.has_work()) {
+                    rt.receptions.push(Reception {
+                        receiver: r,
+                        got_any: false,
+                        data_sent: 0,
+                        data_lost: 0,
+                        backoff: Some(sense.saturating_mul(self.rng.random_range(0..slots))),
+                    });
+                }
+            }
             for d in &mut rt.record.dpdus {
                 d.lost = true;
             }
@@ -1139,8 +1170,6 @@ impl State {
         let sender = rt.sender;
         let mut why: Vec<&str> = Vec::new();
         let block_bits = rt.sent.tx.block_bits.max(1);
-        // Carrier-sense slots to draw from: twice the nodes that might contend.
-        let slots = u32::try_from(self.nodes.len().max(4) * 2).unwrap_or(u32::MAX);
         for r in (0..self.nodes.len()).filter(|&r| r != sender) {
             let (heard, fates) = self.receive(sender, r, rt);
             let mut reception = Reception {
@@ -1195,7 +1224,6 @@ impl State {
             // random number of carrier-sense slots, as HF CSMA does (see finish_round).
             let answers = !mine.is_empty() && rt.addressees.contains(&r);
             if heard && !answers {
-                let sense = self.config.modem.key_up + self.config.modem.switching_time;
                 reception.backoff = Some(sense.saturating_mul(self.rng.random_range(0..slots)));
             }
             arrivals.extend(mine);
@@ -1303,6 +1331,12 @@ impl State {
     fn finish_round(&mut self) {
         self.deliver_arrivals(Duration::MAX);
         let round = std::mem::take(&mut self.round);
+        // When the last carrier of the round has ended for everyone.
+        let quiet = round
+            .iter()
+            .map(|rt| rt.sent.tx.peer_may_transmit_at())
+            .max()
+            .unwrap_or_default();
         for mut rt in round {
             let sender = rt.sender;
             if rt.collided {
@@ -1312,6 +1346,12 @@ impl State {
                     n.not_before = rt.sent.tx.end + rt.collision_backoff;
                     // The ACKs it carried never arrived: they are still owed.
                     n.node.transmission_collided(&rt.sent);
+                }
+                for rc in &rt.receptions {
+                    if let (Some(n), Some(backoff)) = (self.nodes.get_mut(rc.receiver), rc.backoff)
+                    {
+                        n.not_before = n.not_before.max(quiet + backoff);
+                    }
                 }
             } else {
                 let peer_may = rt.sent.tx.peer_may_transmit_at();
