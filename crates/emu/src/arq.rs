@@ -456,6 +456,12 @@ impl ArqReceiver {
         self.rx_lwe
     }
 
+    /// Whether nothing of the peer's data waits here: no frame held beyond a gap and no C_PDU
+    /// half reassembled (the peer is not in the middle of sending something).
+    pub fn is_idle(&self) -> bool {
+        self.held.is_empty() && self.partial.is_none()
+    }
+
     /// Frames received again after they had already been received.
     pub fn duplicates(&self) -> u64 {
         self.duplicates
@@ -570,6 +576,24 @@ mod tests {
     use crate::dpdu::{Address, Body, Dpdu, Eow};
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
+
+    #[test]
+    fn a_receiver_is_idle_only_with_nothing_half_received() {
+        let mut tx = ArqSender::new(8, 100).unwrap();
+        tx.push(vec![7; 250]).unwrap(); // FSNs 0, 1, 2
+        let segs = tx.next_segments(8);
+        let mut rx = ArqReceiver::new(1000);
+        assert!(rx.is_idle());
+        // FSN 0 (the START) in: a C_PDU half reassembled.
+        rx.on_segment(&segs[0].header, &segs[0].data);
+        assert!(!rx.is_idle());
+        // FSN 2 before FSN 1: held beyond the gap.
+        rx.on_segment(&segs[2].header, &segs[2].data);
+        assert!(!rx.is_idle());
+        rx.on_segment(&segs[1].header, &segs[1].data);
+        assert_eq!(rx.take_delivered(), vec![vec![7; 250]]);
+        assert!(rx.is_idle());
+    }
 
     #[test]
     fn reset_keeps_unsent_cpdus_and_reports_sent_ones() {

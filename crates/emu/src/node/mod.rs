@@ -1068,13 +1068,15 @@ impl Node {
     }
 
     /// Whether the link to `peer` carries nothing now: no ARQ U_PDU queued for the peer, none
-    /// unacknowledged, nothing owed to it (ACKs, resets, DRC, CAS-1 answers) and no CAS-1
-    /// exchange under way (what [`NodeConfig::link_idle`] waits for).
+    /// unacknowledged, none of the peer's half received, nothing owed to it (ACKs, resets, DRC,
+    /// CAS-1 answers) and no CAS-1 exchange under way (what [`NodeConfig::link_idle`] waits
+    /// for).
     fn link_is_idle(&self, peer: usize) -> bool {
         let Some(l) = self.links.get(&peer) else {
             return false;
         };
         l.sender.is_idle()
+            && l.receiver.is_idle()
             && l.exp_out.is_none()
             && !l.owes_ack
             && !l.owes_exp_ack
