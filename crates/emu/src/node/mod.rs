@@ -39,8 +39,9 @@
 //! sends PHYSICAL LINK BREAK once the link has idled that long; the peer confirms). Not built:
 //! a BREAK on link loss (declaring a link lost is this node's verdict only, and no BREAK is
 //! needed to make another), the called node's abort of a new link that never carries DATA,
-//! REJECTED (a node accepts every request: it has no exclusive links), hard links, FULL RESET CMD and RESET TX WIN RQST, a DROP flag for expedited data (Annex C has
-//! none: an expedited U_PDU whose TTL ran out is just abandoned), non-ARQ "with errors".
+//! REJECTED (a node accepts every request: it has no exclusive links), hard links, FULL RESET
+//! CMD and RESET TX WIN RQST, a DROP flag for expedited data (Annex C has none: an expedited
+//! U_PDU whose TTL ran out is just abandoned), non-ARQ "with errors".
 //!
 //! Nodes and groups are named by their index in the subnetwork's address list
 //! ([`NodeConfig::addresses`]); group `g` of [`NodeConfig::groups`] is destination
@@ -198,7 +199,8 @@ pub struct NodeCounters {
     /// Physical links this node made (CAS-1): its request accepted, or a peer's accepted.
     pub links_made: u64,
     /// Physical links broken (CAS-1, [`NodeConfig::link_idle`]): by this node (its BREAK
-    /// confirmed, or unanswered until [`NodeConfig::link_retries`]) or by the peer's BREAK.
+    /// confirmed, or answered by a new request) or by the peer's BREAK. A BREAK unanswered
+    /// [`NodeConfig::link_retries`] times counts in `links_lost` instead.
     pub links_broken: u64,
 }
 

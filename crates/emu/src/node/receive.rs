@@ -420,9 +420,13 @@ impl Node {
         link.link_accept_owed = true;
         link.link_request_out = false;
         link.caller = false;
-        // A break of this node's own is moot once the peer wants the link again.
+        // A break of this node's own is moot once the peer wants the link again; one already
+        // sent is done (the peer would not ask for a link it still had, so it took the BREAK
+        // though its CONFIRM was lost).
         link.break_due = false;
-        link.break_out = false;
+        if std::mem::take(&mut link.break_out) {
+            self.counters.links_broken += 1;
+        }
         if !link.linked {
             link.linked = true;
             self.counters.links_made += 1;

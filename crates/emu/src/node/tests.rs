@@ -1178,3 +1178,44 @@ fn with_cas1_a_break_nobody_confirms_ends_in_link_loss() {
         })
     );
 }
+
+#[test]
+fn with_cas1_a_request_that_comes_instead_of_the_confirm_ends_the_break() {
+    use crate::cpdu::Cpdu;
+    let (mut a, mut b, heard_ack) = cas1_pair_after_one_updu(30);
+    let due = heard_ack + secs(30);
+    a.handle_timeout(due);
+    let brk = a.poll_transmit(due).unwrap();
+    assert!(hear(&brk, 0, &mut b, 1, &[]));
+    // B has data for A by the time it answers: its CONFIRM and its new request go together,
+    // and the CONFIRM is lost.
+    b.submit(due, CONN[1], sap(), &request(A, &payload(80)), ARQ)
+        .unwrap();
+    let answer = b.poll_transmit(brk.tx.peer_may_transmit_at()).unwrap();
+    let cpdus: Vec<Cpdu> = answer
+        .dpdus
+        .iter()
+        .map(|d| {
+            let (d, _) = Dpdu::decode(&d.bytes).unwrap();
+            let Body::ExpNonArqData { segment, .. } = d.body else {
+                panic!("not type 8: {d:?}");
+            };
+            Cpdu::decode(&segment).unwrap()
+        })
+        .collect();
+    assert_eq!(
+        cpdus,
+        [
+            Cpdu::PhysicalLinkBreakConfirm,
+            Cpdu::PhysicalLinkRequest { exclusive: false }
+        ]
+    );
+    assert!(hear(&answer, 1, &mut a, 0, &[0]));
+    // The request tells A the link is broken at B: A's break is done, and it accepts anew.
+    assert_eq!((a.counters().links_broken, a.counters().links_made), (1, 2));
+    let acc = a.poll_transmit(answer.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(cas1_cpdu(&acc), Cpdu::PhysicalLinkAccepted);
+    assert!(hear(&acc, 0, &mut b, 1, &[]));
+    let data = b.poll_transmit(acc.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(types(&data), [0]);
+}
