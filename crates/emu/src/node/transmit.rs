@@ -264,9 +264,10 @@ impl Node {
         }
     }
 
-    /// The node's next transmission, keyed at `t`: CAS-1 PHYSICAL LINK REQUESTs and
-    /// ACCEPTEDs (with [`super::NodeConfig::cas1`]; no ARQ data to a peer until its link is
-    /// made), RESET/WIN-RESYNC frames, the ACKs it owes,
+    /// The node's next transmission, keyed at `t`: CAS-1 PHYSICAL LINK REQUESTs, ACCEPTEDs,
+    /// BREAKs and BREAK CONFIRMs (with [`super::NodeConfig::cas1`]; no ARQ data to a peer until
+    /// its link is made; a link whose idle time ran out is broken here unless data for the
+    /// peer came meanwhile), RESET/WIN-RESYNC frames, the ACKs it owes,
     /// expedited data, non-ARQ data and ARQ data shared max-min fairly among its peers, at the
     /// slowest rate of the links it serves and within one maximum transmission at that rate;
     /// planned on the modem, each D_PDU's EOT (and non-ARQ reception window) filled in and
