@@ -11,7 +11,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use skywave_sis::client::{Delivery, Event, TcpConnector};
 use skywave_sis::*;
-use tokio::process::Command;
 use tokio::time::timeout;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -42,12 +41,8 @@ async fn emulator_writes_a_dts_pcap_and_a_trace() {
     .to_vec();
     args.extend(["--pcap".into(), pcap.clone().into_os_string()]);
     args.extend(["--sis-pcap".into(), sis_pcap.clone().into_os_string()]);
-    let skywave_e2e::Emu {
-        mut child,
-        servers,
-        stdout: mut lines,
-    } = skywave_e2e::start_emu(args, 2).await;
-    let servers: Vec<String> = servers.into_iter().map(|(_, addr)| addr).collect();
+    let emu = skywave_e2e::start_emu(args, 2).await;
+    let servers: Vec<String> = emu.servers.iter().map(|(_, addr)| addr.clone()).collect();
     let config = ClientConfig::new(SapId::HMTP, ServiceType::ARQ_NODE_CONFIRM);
     let (a, _, _ea) = timeout(
         WAIT,
@@ -93,23 +88,7 @@ async fn emulator_writes_a_dts_pcap_and_a_trace() {
         }
     }
 
-    let pid = child.id().unwrap().to_string();
-    let killed = Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .await
-        .unwrap();
-    assert!(killed.success());
-    let mut rest = Vec::new();
-    while let Some(line) = timeout(WAIT, lines.next_line())
-        .await
-        .expect("emulator did not stop")
-        .unwrap()
-    {
-        rest.push(line);
-    }
-    let status = timeout(WAIT, child.wait()).await.unwrap().unwrap();
-    assert!(status.success(), "{status}");
+    let rest = emu.stop(WAIT).await;
     // Trace: node 0's data transmission (FSNs 0..) and node 1's ACK.
     let data_line = rest
         .iter()

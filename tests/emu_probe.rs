@@ -12,11 +12,7 @@ use tokio::time::timeout;
 #[tokio::test]
 async fn probe_against_the_emulator_prints_the_mtu() {
     let skywave = skywave_e2e::bin("skywave");
-    let skywave_e2e::Emu {
-        mut child,
-        servers,
-        stdout: mut lines,
-    } = skywave_e2e::start_emu(
+    let emu = skywave_e2e::start_emu(
         [
             "--nodes",
             "2",
@@ -32,11 +28,11 @@ async fn probe_against_the_emulator_prints_the_mtu() {
         2,
     )
     .await;
-    assert_eq!(servers[0].0, "1.0.0.1");
-    assert_eq!(servers[1].0, "1.0.0.2");
+    assert_eq!(emu.servers[0].0, "1.0.0.1");
+    assert_eq!(emu.servers[1].0, "1.0.0.2");
 
     let run = Command::new(skywave)
-        .args(["sis", "probe", "--server", &servers[0].1, "--sap", "3"])
+        .args(["sis", "probe", "--server", &emu.servers[0].1, "--sap", "3"])
         .env("RUST_LOG", "warn")
         .output();
     let out = timeout(Duration::from_secs(60), run)
@@ -52,26 +48,7 @@ async fn probe_against_the_emulator_prints_the_mtu() {
     assert!(stdout.contains("MTU 2048 bytes"), "{stdout}");
 
     // SIGTERM: the emulator stops and prints its counters.
-    let pid = child.id().unwrap().to_string();
-    let killed = Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .await
-        .unwrap();
-    assert!(killed.success());
-    let mut rest = Vec::new();
-    while let Some(line) = timeout(Duration::from_secs(30), lines.next_line())
-        .await
-        .expect("emulator did not stop")
-        .unwrap()
-    {
-        rest.push(line);
-    }
-    let status = timeout(Duration::from_secs(30), child.wait())
-        .await
-        .expect("emulator did not exit")
-        .unwrap();
-    assert!(status.success(), "{status}");
+    let rest = emu.stop(Duration::from_secs(30)).await;
     assert!(rest.iter().any(|l| l.starts_with("channel: ")), "{rest:?}");
 }
 
@@ -168,11 +145,7 @@ async fn with_cas1_an_arq_updu_goes_after_the_link_is_made_and_the_idle_link_is_
     use skywave_sis::{
         Client, ClientConfig, NodeAddress, Priority, SapId, ServiceType, Ttl, UnidataRequest,
     };
-    let skywave_e2e::Emu {
-        mut child,
-        servers,
-        stdout: mut lines,
-    } = skywave_e2e::start_emu(
+    let emu = skywave_e2e::start_emu(
         [
             "--nodes",
             "2",
@@ -202,8 +175,8 @@ async fn with_cas1_an_arq_updu_goes_after_the_link_is_made_and_the_idle_link_is_
         let (c, _, events) = Client::connect(connector, cfg).await.unwrap();
         (c, events)
     };
-    let (ship, _ship_events) = connect(servers[0].1.clone()).await;
-    let (_shore, mut shore_events) = connect(servers[1].1.clone()).await;
+    let (ship, _ship_events) = connect(emu.servers[0].1.clone()).await;
+    let (_shore, mut shore_events) = connect(emu.servers[1].1.clone()).await;
     let shore: NodeAddress = "1.0.0.2".parse().unwrap();
     let sent = ship
         .send_unidata(UnidataRequest {
@@ -232,28 +205,7 @@ async fn with_cas1_an_arq_updu_goes_after_the_link_is_made_and_the_idle_link_is_
     // 5 s of idle link and the BREAK exchange (about 3 s at 2400 bit/s) are 0.4 s of wall
     // time at 20x; 4 s leaves a loaded machine ten times that.
     tokio::time::sleep(Duration::from_secs(4)).await;
-    let pid = child.id().unwrap().to_string();
-    let killed = Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .await
-        .unwrap();
-    assert!(killed.success());
-    let mut rest = Vec::new();
-    while let Some(line) = timeout(Duration::from_secs(30), lines.next_line())
-        .await
-        .expect("emulator did not stop")
-        .unwrap()
-    {
-        rest.push(line);
-    }
-    assert!(
-        timeout(Duration::from_secs(30), child.wait())
-            .await
-            .expect("emulator did not exit")
-            .unwrap()
-            .success()
-    );
+    let rest = emu.stop(Duration::from_secs(30)).await;
     let node = |i: usize| {
         rest.iter()
             .find(|l| l.starts_with(&format!("node {i}: ")))

@@ -74,6 +74,40 @@ impl Emu {
         (self.child, self.servers)
     }
 
+    /// Stops the emulator with SIGTERM as an operator would, and returns what it printed from
+    /// then on (its counters, the rest of its trace). Panics unless it stops printing and exits
+    /// with success, each within `wait`.
+    pub async fn stop(mut self, wait: std::time::Duration) -> Vec<String> {
+        let pid = self
+            .child
+            .id()
+            .unwrap_or_else(|| panic!("skywave-emu has already exited"))
+            .to_string();
+        let killed = tokio::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .await
+            .unwrap_or_else(|e| panic!("cannot run kill: {e}"));
+        assert!(killed.success(), "kill -TERM {pid}: {killed}");
+        let mut rest = Vec::new();
+        while let Some(line) = tokio::time::timeout(wait, self.stdout.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("skywave-emu did not stop"))
+            .unwrap_or_else(|e| panic!("cannot read skywave-emu's stdout: {e}"))
+        {
+            rest.push(line);
+        }
+        let status = tokio::time::timeout(wait, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("skywave-emu did not exit"))
+            .unwrap_or_else(|e| panic!("cannot wait for skywave-emu: {e}"));
+        assert!(
+            status.success(),
+            "skywave-emu exited with {status}: {rest:?}"
+        );
+        rest
+    }
+
     /// The SIS server of node `node` (its address as printed, e.g. `0.0.2.1`).
     pub fn server(&self, node: &str) -> &str {
         self.servers
