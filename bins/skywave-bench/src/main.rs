@@ -128,6 +128,11 @@ struct Fleet {
     /// BREAK CONFIRM); the next mail for that ship makes it again. Default: links stay made.
     #[arg(long, value_name = "SECS", requires = "cas1")]
     link_idle: Option<f64>,
+    /// With --cas1 and --link-idle: the most links each 5066 node holds at once (the base
+    /// serves that many ships' unicast at a time; a ship asking beyond it is rejected and asks
+    /// again later). Default: no limit.
+    #[arg(long, value_name = "N", requires = "link_idle")]
+    max_links: Option<usize>,
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -346,6 +351,9 @@ fn run_fleet(f: Fleet) -> Result<ExitCode> {
     };
     let turnaround = turnaround(f.turnaround)?;
     let link_idle = seconds(f.link_idle, "--link-idle")?;
+    if f.max_links == Some(0) {
+        bail!("--max-links must be at least 1");
+    }
     let ships = or(f.ships, &[2, 5, 10]);
     if let Some(&n) = ships.iter().find(|&&n| !(1..=50).contains(&n)) {
         bail!("--ships {n}: a fleet has 1 to 50 ships");
@@ -409,6 +417,7 @@ fn run_fleet(f: Fleet) -> Result<ExitCode> {
                         turnaround,
                         cas1: f.cas1,
                         link_idle,
+                        max_links: f.max_links,
                     });
                 }
             }

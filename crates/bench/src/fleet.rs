@@ -93,6 +93,9 @@ pub struct FleetSpec {
     /// With `cas1`: links idle this long are broken, and made again for the next data
     /// ([`skywave_emu::net::SubnetConfig::link_idle`]).
     pub link_idle: Option<Duration>,
+    /// With `cas1` and `link_idle`: the most links each node holds at once
+    /// ([`skywave_emu::net::SubnetConfig::max_links`]).
+    pub max_links: Option<usize>,
 }
 
 /// Ship `i`'s SNR when the best hears `best` dB: ships in four rings 3 dB apart, as ships at
@@ -165,6 +168,7 @@ async fn run(spec: &FleetSpec) -> Result<FleetResult, BenchError> {
     }
     o.cas1 = spec.cas1;
     o.link_idle = spec.link_idle;
+    o.max_links = spec.max_links;
     let fleet = Fleet::start(&o)
         .await
         .map_err(|e| BenchError::Fleet(e.to_string()))?;

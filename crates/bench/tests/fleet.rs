@@ -21,6 +21,7 @@ fn spec(multicast: bool, emcon: usize) -> FleetSpec {
         turnaround: None,
         cas1: false,
         link_idle: None,
+        max_links: None,
     }
 }
 

@@ -249,6 +249,10 @@ pub struct SubnetConfig {
     /// With `cas1`: break a link idle this long ([`crate::node::NodeConfig::link_idle`]);
     /// `None` (the default): a made link stays until it is declared lost.
     pub link_idle: Option<Duration>,
+    /// With `cas1` and `link_idle`: the most physical links a node holds at once
+    /// ([`crate::node::NodeConfig::max_links`]: requests beyond it are rejected, and idle
+    /// links are broken for a waiting peer); `None` (the default): no limit.
+    pub max_links: Option<usize>,
 }
 
 /// A [`LinkEvent`] of one node, as the subnetwork reports it.
@@ -336,6 +340,7 @@ impl SubnetConfig {
             link_retries: Some(DEFAULT_LINK_RETRIES),
             cas1: false,
             link_idle: None,
+            max_links: None,
         }
     }
 }
@@ -378,6 +383,11 @@ pub enum NetError {
     /// Time scale not a positive number.
     #[error("time scale {0} must be a positive number")]
     BadTimeScale(f64),
+    /// A maximum number of links of zero, or without CAS-1 and an idle time.
+    #[error(
+        "a maximum number of links needs CAS-1 linking and an idle time after which links are broken, and must be at least 1"
+    )]
+    BadMaxLinks,
 }
 
 impl From<NodeError> for NetError {
@@ -395,6 +405,7 @@ impl From<NodeError> for NetError {
             },
             NodeError::Modem(e) => NetError::Modem(e),
             NodeError::BadMaxTransmission(d) => NetError::BadMaxTransmission(d),
+            NodeError::BadMaxLinks => NetError::BadMaxLinks,
             // `Subnet::start` makes one node per address, so this cannot happen; were it to,
             // the address list is what is wrong.
             NodeError::NoSuchNode { .. } => NetError::BadAddresses(Vec::new()),
@@ -445,7 +456,7 @@ impl fmt::Display for Counters {
         for (i, n) in self.nodes.iter().enumerate() {
             writeln!(
                 f,
-                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired ({} in the ARQ), {} C_PDUs dropped on DROP, {} duplicates dropped, non-ARQ {} sent {} delivered {} incomplete, {} rate changes, {} DATA-ACK, {} resets ({} U_PDUs lost), {} links lost ({} U_PDUs discarded), {} link requests, {} links made, {} links broken",
+                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired ({} in the ARQ), {} C_PDUs dropped on DROP, {} duplicates dropped, non-ARQ {} sent {} delivered {} incomplete, {} rate changes, {} DATA-ACK, {} resets ({} U_PDUs lost), {} links lost ({} U_PDUs discarded), {} link requests, {} links made, {} links broken, {} link requests refused, {} of its own rejected",
                 n.transmissions,
                 n.bytes_on_air,
                 n.dpdus_sent,
@@ -468,7 +479,9 @@ impl fmt::Display for Counters {
                 n.link_lost_updus,
                 n.link_requests,
                 n.links_made,
-                n.links_broken
+                n.links_broken,
+                n.link_requests_refused,
+                n.link_requests_rejected
             )?;
         }
         Ok(())
@@ -783,6 +796,7 @@ impl Subnet {
             link_retries: config.link_retries,
             cas1: config.cas1,
             link_idle: config.link_idle,
+            max_links: config.max_links,
         })?;
         let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
         let n = config.addresses.len();
@@ -1381,13 +1395,28 @@ impl State {
                         rc.data_lost,
                     );
                     n.flush_events();
-                    let place = addressees.iter().position(|&a| a == r);
-                    if rc.got_any && place.is_some() && n.node.has_work() {
+                    if rc.got_any && addressees.contains(&r) && n.node.has_work() {
                         answering.push(r);
                     }
-                    if let (true, Some(k)) = (rc.got_any, place) {
+                }
+                // In the order they were addressed (the receptions go by node index).
+                answering.sort_by_key(|a| addressees.iter().position(|x| x == a));
+                for rc in &rt.receptions {
+                    let r = rc.receiver;
+                    let Some(n) = self.nodes.get_mut(r) else {
+                        continue;
+                    };
+                    let addressed = rc.got_any && addressees.contains(&r);
+                    if let Some(k) = answering.iter().position(|&a| a == r) {
+                        // Answers go in turn. An addressee with nothing to say takes no turn:
+                        // it waits behind those that answer (below), else work that turns up
+                        // for it later (a rejected link request asked again) keys up in the
+                        // turn of an addressee that had an answer, and can do so each time.
                         let k = u32::try_from(k).unwrap_or(u32::MAX);
                         n.not_before = peer_may + slot.saturating_mul(k);
+                    } else if addressed {
+                        let turns = u32::try_from(answering.len()).unwrap_or(u32::MAX);
+                        n.not_before = peer_may + slot.saturating_mul(turns);
                     } else if waiting.contains(&r) && r != sender {
                         // Its turn comes from the queue of answers below.
                     } else if let Some(backoff) = rc.backoff {
@@ -1421,8 +1450,6 @@ impl State {
                 if let Some(n) = self.nodes.get_mut(sender) {
                     n.not_before = wait;
                 }
-                // In the order they were addressed (the receptions go by node index).
-                answering.sort_by_key(|a| addressees.iter().position(|x| x == a));
                 self.take_turns(sender, answering, peer_may);
             }
             if let Some(n) = self.nodes.get_mut(sender) {
@@ -1454,7 +1481,26 @@ impl State {
             // An answer that was due: the others' turns follow it.
             Some(mut t) if t.queue.contains(&sender) && t.owner != sender => {
                 t.queue.retain(|&q| q != sender);
-                if t.queue.is_empty() { None } else { Some(t) }
+                if t.queue.is_empty() && answering.len() > 1 {
+                    // The last answer due addressed several nodes that answer in turn
+                    // themselves (an ACK and a rejected link request, say): their order
+                    // holds as any other's.
+                    Some(Turns {
+                        owner: sender,
+                        queue: answering,
+                    })
+                } else {
+                    // Those this answer addressed that answer it take their turns after the
+                    // ones still due; else a node addressed by an answer that others' turns
+                    // follow is only an overhearer of those turns, and can be put off by each
+                    // of them for ever.
+                    for a in answering {
+                        if a != t.owner && !t.queue.contains(&a) {
+                            t.queue.push(a);
+                        }
+                    }
+                    (!t.queue.is_empty()).then_some(t)
+                }
             }
             _ if answering.len() > 1 => Some(Turns {
                 owner: sender,
@@ -1472,9 +1518,12 @@ impl State {
                         peer_may + slot.saturating_mul(u32::try_from(k).unwrap_or(u32::MAX));
                 }
             }
+            // The first sender, and this one, wait until every turn has come.
             let turns = u32::try_from(t.queue.len()).unwrap_or(u32::MAX);
-            if let Some(n) = self.nodes.get_mut(t.owner) {
-                n.not_before = n.not_before.max(peer_may + slot.saturating_mul(turns));
+            for waiter in [t.owner, sender] {
+                if let Some(n) = self.nodes.get_mut(waiter) {
+                    n.not_before = n.not_before.max(peer_may + slot.saturating_mul(turns));
+                }
             }
         }
         self.turns = Some(t);

@@ -94,6 +94,10 @@ pub struct FleetOptions {
     /// With `cas1`: a link idle this long is broken (see
     /// [`crate::demo::PairOptions::link_idle`]).
     pub link_idle: Option<std::time::Duration>,
+    /// With `cas1` and `link_idle`: the most links each 5066 node holds at once (the base
+    /// then serves its ships' unicast that many at a time; see
+    /// [`skywave_emu::net::SubnetConfig::max_links`]).
+    pub max_links: Option<usize>,
     /// Ships (0-based) that keep EMCON from the start (and the base knows it).
     pub emcon: Vec<usize>,
     /// Blind repeats of each Data_PDU in the base's multicast.
@@ -131,6 +135,7 @@ impl FleetOptions {
             turnaround: crate::demo::DEFAULT_TURNAROUND,
             cas1: false,
             link_idle: None,
+            max_links: None,
             emcon: Vec::new(),
             repeats: 1,
             multicast: true,
@@ -209,6 +214,7 @@ impl Fleet {
         sc.time_scale = opts.time_scale;
         sc.cas1 = opts.cas1;
         sc.link_idle = opts.link_idle;
+        sc.max_links = opts.max_links;
         sc.groups.push(Group {
             address: node(GROUP_NODE)?,
             members: (1..=opts.ships).collect(),

@@ -202,6 +202,12 @@ pub struct NodeCounters {
     /// confirmed, or answered by a new request) or by the peer's BREAK. A BREAK unanswered
     /// [`NodeConfig::link_retries`] times counts in `links_lost` instead.
     pub links_broken: u64,
+    /// PHYSICAL LINK REJECTED this node sent: a peer asked for a link while this node had
+    /// [`NodeConfig::max_links`] already.
+    pub link_requests_refused: u64,
+    /// PHYSICAL LINK REJECTED this node received for its own requests (it asks again later,
+    /// see [`NodeConfig::max_links`]).
+    pub link_requests_rejected: u64,
 }
 
 /// What every node of a subnetwork shares: the subnetwork's members and the link settings.
@@ -260,6 +266,19 @@ pub struct NodeConfig {
     /// kept (both ends agree on it once everything is acknowledged), so the next data only
     /// makes the link again. `None`: a made link stays until it is declared lost.
     pub link_idle: Option<Duration>,
+    /// CAS-1: the most physical links a node holds at once, its own requests awaiting an
+    /// answer included (Annex B: a request for a nonexclusive link is accepted "as long as the
+    /// resulting total number of Nonexclusive Physical Links does not exceed the maximum
+    /// number ... allowed by the current subnetwork configuration"). A node at the maximum
+    /// answers a new peer's request with PHYSICAL LINK REJECTED (reason 0, "always a valid
+    /// reason": Annex B lists none for a full node), asks for no link of its own, and breaks
+    /// any of its links, called ones too, that has idled for [`NodeConfig::link_idle`], so
+    /// that a waiting peer gets the slot (peers in index order). A rejected caller keeps its data (Annex B only has the attempt "Failed"; what
+    /// next is the node's choice) and asks again once the peer could have broken an idle link:
+    /// [`NodeConfig::link_idle`] plus one response timeout after the rejection. Needs
+    /// [`NodeConfig::cas1`] and [`NodeConfig::link_idle`] (without breaking idle links a full
+    /// node could never serve another peer). `None`: no limit.
+    pub max_links: Option<usize>,
 }
 
 /// A node configuration could not be used.
@@ -288,6 +307,11 @@ pub enum NodeError {
         "maximum transmission time {0:?} must be above the preamble plus one full segment and at most 127.5 s"
     )]
     BadMaxTransmission(Duration),
+    /// [`NodeConfig::max_links`] of zero, or without CAS-1 and an idle time to break links.
+    #[error(
+        "a maximum number of links needs CAS-1 linking and an idle time after which links are broken, and must be at least 1"
+    )]
+    BadMaxLinks,
     /// [`Node::new`] for an index past the subnetwork's nodes.
     #[error("there is no node {index} in a subnetwork of {nodes}")]
     NoSuchNode {
@@ -318,6 +342,12 @@ impl NodeSetup {
     /// a link may use.
     pub fn new(config: NodeConfig) -> Result<NodeSetup, NodeError> {
         ArqSender::new(config.window, config.segment_size)?;
+        if config
+            .max_links
+            .is_some_and(|m| m == 0 || !config.cas1 || config.link_idle.is_none())
+        {
+            return Err(NodeError::BadMaxLinks);
+        }
         let biggest = usize::from(config.mtu) + UPDU_OVERHEAD;
         if biggest.div_ceil(config.segment_size) > usize::from(config.window) {
             return Err(NodeError::MtuTooLarge {
@@ -578,6 +608,12 @@ struct Link {
     break_out: bool,
     /// CAS-1: the peer broke the link: answer PHYSICAL LINK BREAK CONFIRM.
     break_confirm_owed: bool,
+    /// CAS-1: the peer asked for a link this node cannot hold ([`NodeConfig::max_links`]):
+    /// answer PHYSICAL LINK REJECTED.
+    reject_owed: bool,
+    /// CAS-1: the peer rejected this node's request; it asks again at this time
+    /// ([`Node::handle_timeout`] clears it).
+    rejected_until: Option<Duration>,
 }
 
 /// A change in a node's view of its link to a peer, for its driver to report (the SIS has no
@@ -678,6 +714,8 @@ impl Node {
                     break_due: false,
                     break_out: false,
                     break_confirm_owed: false,
+                    reject_owed: false,
+                    rejected_until: None,
                 },
             );
         }
@@ -885,6 +923,11 @@ impl Node {
         if self.non_arq_in.len() != before {
             self.counters.non_arq_incomplete += incomplete;
         }
+        for l in self.links.values_mut() {
+            if l.rejected_until.is_some_and(|at| at <= now) {
+                l.rejected_until = None;
+            }
+        }
         for (peer, at) in self.idle_deadlines() {
             if at <= now
                 && let Some(l) = self.links.get_mut(&peer)
@@ -915,7 +958,12 @@ impl Node {
     /// reception windows are not timers: they close whenever the node is next handled after
     /// them.
     pub fn poll_timeout(&self) -> Option<Duration> {
-        let idle = self.idle_deadlines().into_iter().map(|(_, at)| at).min();
+        let idle = self
+            .idle_deadlines()
+            .into_iter()
+            .map(|(_, at)| at)
+            .chain(self.links.values().filter_map(|l| l.rejected_until))
+            .min();
         let in_arq = self.links.values().flat_map(|l| {
             l.unconfirmed
                 .values()
@@ -1022,6 +1070,7 @@ impl Node {
         link.break_due = false;
         link.break_out = false;
         link.caller = false;
+        link.rejected_until = None;
         link.silent = 0;
         link.unanswered = 0;
         link.stale_acks = 0;
@@ -1052,13 +1101,14 @@ impl Node {
     /// Whether the node has anything to send: queued U_PDUs, non-ARQ frames, ACKs or resets
     /// owed, or ARQ data not yet acknowledged.
     pub fn has_work(&self) -> bool {
-        !self.queue.is_empty()
+        self.queue
+            .iter()
+            .any(|q| q.non_arq.is_some() || !self.link_blocked(q.dest))
             || !self.non_arq_out.is_empty()
-            || self.links.values().any(|l| {
+            || self.links.iter().any(|(&p, l)| {
                 l.owes_ack
                     || l.owes_exp_ack
-                    || l.exp_out.is_some()
-                    || !l.sender.is_idle()
+                    || ((l.exp_out.is_some() || !l.sender.is_idle()) && !self.link_blocked(p))
                     || l.reset_out.is_some()
                     || l.reset_ack_owed.is_some()
                     || l.link_request_out
@@ -1066,6 +1116,7 @@ impl Node {
                     || l.break_due
                     || l.break_out
                     || l.break_confirm_owed
+                    || l.reject_owed
             })
     }
 
@@ -1089,14 +1140,73 @@ impl Node {
             && !l.link_accept_owed
             && !l.break_out
             && !l.break_confirm_owed
+            && !l.reject_owed
             && !self
                 .queue
                 .iter()
                 .any(|q| q.dest == peer && q.non_arq.is_none())
     }
 
-    /// Made CAS-1 links this node called that are idle, with when their idle time runs out
-    /// ([`NodeConfig::link_idle`]).
+    /// CAS-1: whether this node has ARQ data for `peer` (queued, in the ARQ or expedited) and
+    /// no physical link to it, nor a request or a break of its own under way.
+    fn wants_link(&self, peer: usize) -> bool {
+        let Some(l) = self.links.get(&peer) else {
+            return false;
+        };
+        self.setup.config.cas1
+            && !l.linked
+            && !l.link_request_out
+            && !l.break_out
+            && (!l.sender.is_idle()
+                || l.exp_out.is_some()
+                || self
+                    .queue
+                    .iter()
+                    .any(|q| q.dest == peer && q.non_arq.is_none()))
+    }
+
+    /// CAS-1: whether this node may ask for one more physical link, besides any to `except`
+    /// ([`NodeConfig::max_links`]): its made links and its own requests awaiting an answer
+    /// count, so that it never asks for more than it may hold.
+    fn link_slot_free(&self, except: Option<usize>) -> bool {
+        self.links_held(except, true) < self.setup.config.max_links.unwrap_or(usize::MAX)
+    }
+
+    /// CAS-1: this node's made links to peers other than `except`, and with `requests` its
+    /// own requests awaiting an answer too.
+    fn links_held(&self, except: Option<usize>, requests: bool) -> usize {
+        self.links
+            .iter()
+            .filter(|(p, l)| Some(**p) != except && (l.linked || (requests && l.link_request_out)))
+            .count()
+    }
+
+    /// CAS-1: whether ARQ data for `peer` must wait for a link this node may not ask for yet:
+    /// the peer rejected the last request (until the hold runs out), or this node holds
+    /// [`NodeConfig::max_links`] links already.
+    fn link_blocked(&self, peer: usize) -> bool {
+        self.wants_link(peer)
+            && (self
+                .links
+                .get(&peer)
+                .is_some_and(|l| l.rejected_until.is_some())
+                || !self.link_slot_free(Some(peer)))
+    }
+
+    /// CAS-1: whether a peer waits for a link only because this node holds
+    /// [`NodeConfig::max_links`] already (then any idle link of this node is broken).
+    fn starved(&self) -> bool {
+        self.setup.config.max_links.is_some()
+            && !self.link_slot_free(None)
+            && self
+                .links
+                .iter()
+                .any(|(&p, l)| l.rejected_until.is_none() && self.wants_link(p))
+    }
+
+    /// Made CAS-1 links that are idle and that this node breaks when their idle time runs
+    /// out ([`NodeConfig::link_idle`]), with when that is: those it called, and any while a
+    /// peer waits for a slot ([`NodeConfig::max_links`]).
     fn idle_deadlines(&self) -> Vec<(usize, Duration)> {
         let Some(idle) = self
             .setup
@@ -1106,9 +1216,12 @@ impl Node {
         else {
             return Vec::new();
         };
+        let starved = self.starved();
         self.links
             .iter()
-            .filter(|(p, l)| l.linked && l.caller && !l.break_due && self.link_is_idle(**p))
+            .filter(|(p, l)| {
+                l.linked && (l.caller || starved) && !l.break_due && self.link_is_idle(**p)
+            })
             .map(|(&p, l)| (p, l.last_activity + idle))
             .collect()
     }

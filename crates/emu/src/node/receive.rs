@@ -379,6 +379,10 @@ impl Node {
                     self.on_link_accepted(sender);
                     continue;
                 }
+                Ok(Cpdu::PhysicalLinkRejected { reason }) if group.is_none() => {
+                    self.on_link_rejected(sender, reason);
+                    continue;
+                }
                 Ok(Cpdu::PhysicalLinkBreak { .. }) if group.is_none() => {
                     self.on_link_break(sender);
                     continue;
@@ -411,15 +415,47 @@ impl Node {
     }
 
     /// CAS-1: `sender` asks for a physical link. This node has no exclusive links, so it
-    /// accepts every request (again, if the peer lost the link and asks anew). Accepting makes
-    /// the link, so a request of this node's own to the same peer (both had data) is dropped.
+    /// accepts every request (again, if the peer lost the link and asks anew) unless it has
+    /// made [`super::NodeConfig::max_links`] links to other peers already: then it rejects
+    /// it. Its own requests awaiting an answer do not count ([ED3-B] counts pending requests
+    /// only for exclusive links): a node that held its slot for a request of its own and
+    /// refused every caller meanwhile would, on a ring of nodes each waiting for the next,
+    /// have every request rejected for ever. Accepting one that fills the last slot withdraws
+    /// this node's own requests instead (an answer that comes anyway is undone with a BREAK,
+    /// see `on_link_accepted`). Accepting makes the link, so a request of this node's own to
+    /// the same peer (both had data) is dropped.
     fn on_link_request(&mut self, sender: usize) {
+        let max = self.setup.config.max_links.unwrap_or(usize::MAX);
+        let full = self.links_held(Some(sender), false) >= max;
         let Some(link) = self.links.get_mut(&sender) else {
             return;
         };
+        if full && !link.linked {
+            // Answered each time the peer asks.
+            link.reject_owed = true;
+            link.link_accept_owed = false;
+            link.break_due = false;
+            if std::mem::take(&mut link.break_out) {
+                // As below: the peer asks anew, so it took this node's BREAK.
+                self.counters.links_broken += 1;
+            }
+            self.counters.link_requests_refused += 1;
+            return;
+        }
+        link.reject_owed = false;
         link.link_accept_owed = true;
         link.link_request_out = false;
         link.caller = false;
+        let newly = !link.linked;
+        if newly && self.links_held(None, true) >= max {
+            // The new link takes the slot of this node's own requests: withdraw them.
+            for l in self.links.values_mut().filter(|l| l.link_request_out) {
+                l.link_request_out = false;
+            }
+        }
+        let Some(link) = self.links.get_mut(&sender) else {
+            return;
+        };
         // A break of this node's own is moot once the peer wants the link again; one already
         // sent is done (the peer would not ask for a link it still had, so it took the BREAK
         // though its CONFIRM was lost).
@@ -439,8 +475,13 @@ impl Node {
             return;
         };
         if !link.link_request_out {
-            // An answer to a request this node no longer has out (a repeat it sent before
-            // the first ACCEPTED came): nothing to do.
+            if !link.linked && !link.break_out && self.setup.config.max_links.is_some() {
+                // A request this node withdrew when a caller took its last slot: the peer
+                // has made the link and holds a slot of its own for it, so break it.
+                link.break_out = true;
+                link.break_due = false;
+            }
+            // Else an answer to a repeat sent before the first ACCEPTED came: nothing to do.
             return;
         }
         link.link_request_out = false;
@@ -449,6 +490,32 @@ impl Node {
             link.linked = true;
             self.counters.links_made += 1;
         }
+    }
+
+    /// CAS-1: `sender` rejected this node's request ([ED3-B]: the caller "shall declare the
+    /// Physical Link as Failed"). This node keeps its data for the peer and asks again once
+    /// the peer could have broken an idle link to make room: [`super::NodeConfig::link_idle`]
+    /// plus one response timeout after the rejection arrived (reason 0 and the full node's
+    /// case; a broadcast-only or exclusively linked peer, reasons 1 and 3, is asked again on
+    /// the same terms, as this node cannot tell when that ends).
+    fn on_link_rejected(&mut self, sender: usize, reason: u8) {
+        let hold = self.setup.config.link_idle.unwrap_or_default() + self.setup.response_timeout;
+        let Some(link) = self.links.get_mut(&sender) else {
+            return;
+        };
+        if !link.link_request_out {
+            // An answer to a repeat of a request already answered: nothing to do.
+            return;
+        }
+        link.link_request_out = false;
+        link.rejected_until = Some(link.last_activity + hold);
+        self.counters.link_requests_rejected += 1;
+        tracing::debug!(
+            node = self.index,
+            peer = sender,
+            reason,
+            "link request rejected"
+        );
     }
 
     /// CAS-1: `sender` breaks the link ([ED3-B] B.3.2.2: the responder "shall immediately

@@ -56,6 +56,7 @@ fn node_config(addresses: Vec<NodeAddress>) -> NodeConfig {
         link_retries: Some(super::DEFAULT_LINK_RETRIES),
         cas1: false,
         link_idle: None,
+        max_links: None,
     }
 }
 
@@ -1218,4 +1219,192 @@ fn with_cas1_a_request_that_comes_instead_of_the_confirm_ends_the_break() {
     assert!(hear(&acc, 0, &mut b, 1, &[]));
     let data = b.poll_transmit(acc.tx.peer_may_transmit_at()).unwrap();
     assert_eq!(types(&data), [0]);
+}
+
+/// A (0), B (1) and C (2) with CAS-1, a 30 s idle timer and at most one link each; A's
+/// U_PDU to B made their link (A called) and was acknowledged. Returns them, when B keyed
+/// up its ACK and when A heard it.
+fn one_link_trio_a_linked_to_b() -> (Node, Node, Node, Duration, Duration) {
+    let mut v = nodes(NodeConfig {
+        cas1: true,
+        link_idle: Some(secs(30)),
+        max_links: Some(1),
+        ..node_config(vec![addr(A), addr(B), addr(C)])
+    });
+    let mut c = v.pop().unwrap();
+    let mut b = v.pop().unwrap();
+    let mut a = v.pop().unwrap();
+    a.submit(
+        Duration::ZERO,
+        CONN[0],
+        sap(),
+        &request(B, &payload(300)),
+        ARQ,
+    )
+    .unwrap();
+    let req = a.poll_transmit(Duration::ZERO).unwrap();
+    assert!(hear(&req, 0, &mut b, 1, &[]));
+    let acc = b.poll_transmit(req.tx.peer_may_transmit_at()).unwrap();
+    assert!(hear(&acc, 1, &mut a, 0, &[]));
+    let data = a.poll_transmit(acc.tx.peer_may_transmit_at()).unwrap();
+    assert!(hear(&data, 0, &mut b, 1, &[]));
+    let acked = data.tx.peer_may_transmit_at();
+    let ack = b.poll_transmit(acked).unwrap();
+    assert!(hear(&ack, 1, &mut a, 0, &[]));
+    assert!(!a.has_work() && !b.has_work() && !c.has_work());
+    for n in [&mut a, &mut b, &mut c] {
+        events(n);
+    }
+    (a, b, c, acked, ack.dpdus[0].at)
+}
+
+#[test]
+fn a_node_at_its_maximum_of_links_rejects_a_new_peer_which_asks_again_later() {
+    use crate::cpdu::{Cpdu, reject_reason};
+    let (mut a, mut b, mut c, _, heard_ack) = one_link_trio_a_linked_to_b();
+    // C has data for A and asks for a link; A holds its one link (to B) and rejects.
+    let t0 = heard_ack + secs(5);
+    c.submit(t0, CONN[2], sap(), &request(A, &payload(200)), ARQ)
+        .unwrap();
+    let req = c.poll_transmit(t0).unwrap();
+    assert_eq!(
+        cas1_cpdu(&req),
+        Cpdu::PhysicalLinkRequest { exclusive: false }
+    );
+    assert!(hear(&req, 2, &mut a, 0, &[]));
+    assert_eq!(a.counters().link_requests_refused, 1);
+    let rej = a.poll_transmit(req.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(
+        cas1_cpdu(&rej),
+        Cpdu::PhysicalLinkRejected {
+            reason: reject_reason::UNKNOWN
+        }
+    );
+    // A rejection expects no answer.
+    assert!(!rej.sent_data);
+    assert!(hear(&rej, 0, &mut c, 2, &[]));
+    assert_eq!(c.counters().link_requests_rejected, 1);
+    // C keeps its U_PDU (nothing rejected to its client), has nothing it may send, and asks
+    // again once A could have broken an idle link: 30 s plus one 3 s response timeout after
+    // the rejection arrived.
+    assert!(events(&mut c).is_empty());
+    assert!(!c.has_work());
+    let again = rej.dpdus[0].at + secs(33);
+    assert_eq!(c.poll_timeout(), Some(again));
+    c.handle_timeout(again - Duration::from_millis(1));
+    assert!(!c.has_work());
+    // Meanwhile A's link to B idles out (A called it): BREAK, CONFIRM.
+    let due = heard_ack + secs(30);
+    assert_eq!(a.poll_timeout(), Some(due));
+    a.handle_timeout(due);
+    let brk = a.poll_transmit(due).unwrap();
+    assert!(matches!(cas1_cpdu(&brk), Cpdu::PhysicalLinkBreak { .. }));
+    assert!(hear(&brk, 0, &mut b, 1, &[]));
+    let confirm = b.poll_transmit(brk.tx.peer_may_transmit_at()).unwrap();
+    assert!(hear(&confirm, 1, &mut a, 0, &[]));
+    assert!(!a.has_work());
+    // C's hold runs out: it asks again, A accepts, and the U_PDU goes.
+    c.handle_timeout(again);
+    assert!(c.has_work());
+    let req = c.poll_transmit(again).unwrap();
+    assert_eq!(
+        cas1_cpdu(&req),
+        Cpdu::PhysicalLinkRequest { exclusive: false }
+    );
+    assert!(hear(&req, 2, &mut a, 0, &[]));
+    let acc = a.poll_transmit(req.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(cas1_cpdu(&acc), Cpdu::PhysicalLinkAccepted);
+    assert!(hear(&acc, 0, &mut c, 2, &[]));
+    let data = c.poll_transmit(acc.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(types(&data), [0]);
+    assert!(hear(&data, 2, &mut a, 0, &[]));
+    assert_eq!(a.counters().delivered, 1);
+    assert_eq!((a.counters().links_made, c.counters().links_made), (2, 1));
+}
+
+#[test]
+fn a_node_at_its_maximum_breaks_a_link_it_was_called_on_for_a_waiting_peer() {
+    use crate::cpdu::{Cpdu, break_reason};
+    let (mut a, mut b, mut c, acked, heard_ack) = one_link_trio_a_linked_to_b();
+    // B, the called node, has data for C, but its one link is A's: it may not ask for
+    // another, so it has nothing to send...
+    let t0 = heard_ack + secs(1);
+    b.submit(t0, CONN[1], sap(), &request(C, &payload(200)), ARQ)
+        .unwrap();
+    assert!(!b.has_work());
+    // ...until the link to A has idled for 30 s (from the ACK B sent, the last thing on it).
+    let due = acked + secs(30);
+    assert_eq!(b.poll_timeout(), Some(due));
+    b.handle_timeout(due);
+    assert!(b.has_work());
+    // The BREAK to A frees B's slot at once (the link counts as broken from then on), so the
+    // same transmission asks C for a link.
+    let brk = b.poll_transmit(due).unwrap();
+    assert_eq!(types(&brk), [8, 8]);
+    let cpdus: Vec<(usize, Cpdu)> = brk
+        .dpdus
+        .iter()
+        .map(|d| {
+            let (dpdu, _) = Dpdu::decode(&d.bytes).unwrap();
+            let Body::ExpNonArqData { segment, .. } = dpdu.body else {
+                panic!("not type 8: {dpdu:?}");
+            };
+            (d.dest, Cpdu::decode(&segment).unwrap())
+        })
+        .collect();
+    assert_eq!(
+        cpdus,
+        [
+            (
+                0,
+                Cpdu::PhysicalLinkBreak {
+                    reason: break_reason::NO_MORE_DATA
+                }
+            ),
+            (2, Cpdu::PhysicalLinkRequest { exclusive: false })
+        ]
+    );
+    // A (whose own idle timer was not yet due) takes the break and confirms; C accepts.
+    assert!(hear(&brk, 1, &mut a, 0, &[]));
+    assert!(hear(&brk, 1, &mut c, 2, &[]));
+    let confirm = a.poll_transmit(brk.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(cas1_cpdu(&confirm), Cpdu::PhysicalLinkBreakConfirm);
+    assert!(hear(&confirm, 0, &mut b, 1, &[]));
+    let acc = c.poll_transmit(confirm.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(cas1_cpdu(&acc), Cpdu::PhysicalLinkAccepted);
+    assert!(hear(&acc, 2, &mut b, 1, &[]));
+    // B's U_PDU goes over the new link.
+    let data = b.poll_transmit(acc.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(types(&data), [0]);
+    assert!(hear(&data, 1, &mut c, 2, &[]));
+    assert_eq!(c.counters().delivered, 1);
+    assert_eq!(b.counters().links_broken, 1);
+}
+
+#[test]
+fn a_maximum_of_links_needs_cas1_and_an_idle_timer() {
+    let base = node_config(vec![addr(A), addr(B)]);
+    for (cas1, idle, max) in [
+        (false, Some(secs(5)), Some(1)),
+        (true, None, Some(1)),
+        (true, Some(secs(5)), Some(0)),
+    ] {
+        let config = NodeConfig {
+            cas1,
+            link_idle: idle,
+            max_links: max,
+            ..base.clone()
+        };
+        let err = NodeSetup::new(config).unwrap_err();
+        assert!(err.to_string().contains("maximum number of links"), "{err}");
+    }
+    assert!(
+        NodeSetup::new(NodeConfig {
+            cas1: true,
+            link_idle: Some(secs(0)),
+            max_links: Some(1),
+            ..base
+        })
+        .is_ok()
+    );
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use crate::arq::ArqSender;
-use crate::cpdu::{Cpdu, break_reason};
+use crate::cpdu::{Cpdu, break_reason, reject_reason};
 use crate::dpdu::{
     Address, Body, Dpdu, Eow, ExpDataHeader, NonArqHeader, RateRequest, Reset, Response,
 };
@@ -321,10 +321,17 @@ impl Node {
                     }
                 }
             }
-            for l in self.links.values_mut() {
-                // CAS-1: ARQ data for a peer without a physical link asks for one first (once
-                // a break this node started is confirmed).
-                if !l.linked && !l.break_out && (!l.sender.is_idle() || l.exp_out.is_some()) {
+            // CAS-1: ARQ data for a peer without a physical link asks for one first (once a
+            // break this node started is confirmed, the peer's rejection has been waited out,
+            // and while this node may hold one more link), peers in index order.
+            let peers: Vec<usize> = self.links.keys().copied().collect();
+            for peer in peers {
+                let ask = self.wants_link(peer) && self.link_slot_free(Some(peer));
+                if let Some(l) = self.links.get_mut(&peer)
+                    && ask
+                    && l.rejected_until.is_none()
+                    && (!l.sender.is_idle() || l.exp_out.is_some())
+                {
                     l.link_request_out = true;
                 }
             }
@@ -374,6 +381,7 @@ impl Node {
                     || l.reset_ack_owed.is_some()
                     || l.link_request_out
                     || l.link_accept_owed
+                    || l.reject_owed
                     || l.break_out
                     || l.break_confirm_owed
                     || self.non_arq_out.iter().any(|o| o.dest == **p)
@@ -427,6 +435,14 @@ impl Node {
             }
             if std::mem::take(&mut link.link_accept_owed) {
                 cas.push((peer, Cpdu::PhysicalLinkAccepted));
+            }
+            if std::mem::take(&mut link.reject_owed) {
+                cas.push((
+                    peer,
+                    Cpdu::PhysicalLinkRejected {
+                        reason: reject_reason::UNKNOWN,
+                    },
+                ));
             }
             if link.break_out {
                 cas.push((
