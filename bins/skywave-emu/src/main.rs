@@ -126,6 +126,11 @@ struct Cli {
     /// the link again. Default: a made link stays until it is declared lost.
     #[arg(long, value_name = "SECS", requires = "cas1")]
     link_idle: Option<f64>,
+    /// With --cas1 and --link-idle: the most physical links a node holds at once. A request
+    /// beyond it is answered PHYSICAL LINK REJECTED and asked again later; a node at its
+    /// maximum breaks an idle link for a peer that waits. Default: no limit.
+    #[arg(long, value_name = "N", requires = "link_idle")]
+    max_links: Option<usize>,
 }
 
 /// `--link-retries`: a count, or never give up.
@@ -297,6 +302,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Some(_) => bail!("--link-idle must be a number of seconds, 0 or more"),
         None => None,
     };
+    if cli.max_links == Some(0) {
+        bail!("--max-links must be at least 1");
+    }
+    config.max_links = cli.max_links;
     if !(cli.max_transmission.is_finite() && cli.max_transmission > 0.0) {
         bail!("--max-transmission must be a positive number of seconds");
     }

@@ -66,10 +66,14 @@
 //! a peer and again after the link was declared lost; off by default (links are taken as made,
 //! as ALE or an operator makes them). With [`net::SubnetConfig::link_idle`] too, the node whose
 //! request made a link breaks it once it has idled that long (PHYSICAL LINK BREAK, BREAK
-//! CONFIRM), and the next data makes it again.
+//! CONFIRM), and the next data makes it again. With [`net::SubnetConfig::max_links`] too, a
+//! node holds at most that many links: it answers a request beyond them with PHYSICAL LINK
+//! REJECTED (the caller keeps its data and asks again later) and breaks an idle link of its
+//! own for a peer that waits.
 //!
-//! Not here: PHYSICAL LINK REJECTED (a node accepts every request), the called node's abort of
-//! a new link that carries no DATA, a BREAK for link loss ("lost" above is the node's own
+//! Not here: REJECTED for the reasons a node without hard links never has (broadcast-only,
+//! an exclusive link), the called node's abort of a new link that carries no DATA, a BREAK
+//! for link loss ("lost" above is the node's own
 //! verdict), hard links, the full reset
 //! and the transmit-window reset request (above), the second way Annex C offers to skip a
 //! dropped C_PDU (a RESET/WIN-RESYNC instead of DROP frames), non-ARQ "with errors" delivery

@@ -105,8 +105,9 @@
 //!
 //! Simplifications (said here so nobody relies on them): the Annex B link is assumed up
 //! unless [`SubnetConfig::cas1`] makes nodes make it first (and then it is broken only when
-//! [`SubnetConfig::link_idle`] is set and the link idles that long, or declared lost); hard
-//! links are not modelled;
+//! [`SubnetConfig::link_idle`] is set and the link idles that long, or declared lost; with
+//! [`SubnetConfig::max_links`] a node holds at most that many, rejects requests beyond them
+//! and breaks an idle link for a waiting peer); hard links are not modelled;
 //! non-ARQ "with errors" is served as plain non-ARQ; data-rate change ([`Drc`]) picks one
 //! rate per transmission (the slowest of the links it serves) and changes interleaver never;
 //! link loss is each node's own verdict (no CAS-1 PHYSICAL LINK BREAK is exchanged for it,
@@ -118,8 +119,11 @@
 //!
 //! Several peers on one frequency (a base and its ships): a transmission's bytes are shared
 //! max-min fairly among the peers with ARQ data waiting (a short message for one ship rides
-//! beside a long batch for another); the nodes a transmission addresses answer one response
-//! timeout apart, in the order of their first D_PDU in it, and its sender waits for all of them;
+//! beside a long batch for another); the nodes a transmission addresses that have something to
+//! say answer one response timeout apart, in the order of their first D_PDU in it (one with
+//! nothing to say waits behind them), and its sender waits for all of them; an answer that
+//! addresses nodes of its own queues their answers behind the turns still due, and its
+//! sender waits for those too;
 //! nodes that overheard it, or got only group (non-ARQ) data from it, wait for those turns and,
 //! if they were deferring to it (they have traffic when it ends), then a random number (0 to
 //! twice the number of nodes) of carrier-sense slots of key-up plus switching time; traffic

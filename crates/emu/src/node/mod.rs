@@ -36,10 +36,12 @@
 //! at the next contact), CAS-1 link making when [`NodeConfig::cas1`] is set (PHYSICAL LINK
 //! REQUEST and ACCEPTED before the first ARQ data to a peer, and again after the link was
 //! declared lost), CAS-1 link breaking when [`NodeConfig::link_idle`] is set too (the caller
-//! sends PHYSICAL LINK BREAK once the link has idled that long; the peer confirms). Not built:
-//! a BREAK on link loss (declaring a link lost is this node's verdict only, and no BREAK is
-//! needed to make another), the called node's abort of a new link that never carries DATA,
-//! REJECTED (a node accepts every request: it has no exclusive links), hard links, FULL RESET
+//! sends PHYSICAL LINK BREAK once the link has idled that long; the peer confirms), and a
+//! maximum of links per node ([`NodeConfig::max_links`]: PHYSICAL LINK REJECTED beyond it,
+//! asked again later; an idle link broken for a waiting peer). Not built: a BREAK on link loss
+//! (declaring a link lost is this node's verdict only, and no BREAK is needed to make
+//! another), the called node's abort of a new link that never carries DATA, REJECTED for an
+//! exclusive link or a broadcast-only node (this node has neither), hard links, FULL RESET
 //! CMD and RESET TX WIN RQST, a DROP flag for expedited data (Annex C has none: an expedited
 //! U_PDU whose TTL ran out is just abandoned), non-ARQ "with errors".
 //!
