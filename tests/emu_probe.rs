@@ -220,7 +220,7 @@ async fn with_cas1_an_arq_updu_goes_after_the_link_is_made_and_the_idle_link_is_
         ),
         "{rest:?}"
     );
-    assert!(!node(0).contains(", 0 link requests"), "{rest:?}");
+    assert!(!node(0).contains(", 0 link requests,"), "{rest:?}");
     assert!(
         node(1).ends_with(
             ", 0 link requests, 1 links made, 1 links broken, 0 link requests refused, 0 of its own rejected"

@@ -205,9 +205,9 @@ fn with_cas1_unicast_makes_every_ships_link_and_multicast_needs_none() {
 /// The README's fleet line on a 5066 server that holds one link at a time
 /// (`skywave-bench fleet --ships 5 --workload all --scenarios hmtp-unicast,pmul-multicast
 /// --emcon 0 --cas1 --link-idle 0 --max-links 1`): the base serves its ships' HMTP one after
-/// another, breaking each ship's link before it makes the next (the BREAK and the next
-/// REQUEST share a transmission), so every ship has its mail after 89 s instead of 55 s with
-/// 28 transmissions instead of 12; the multicast needs no link and does not change.
+/// another, breaking each ship's link before it makes the next, so every ship has its mail
+/// after 89 s instead of 55 s with 28 transmissions instead of 12; the multicast needs no link
+/// and does not change.
 #[test]
 fn a_base_holding_one_link_at_a_time_serves_its_ships_in_turn() {
     let one_link = |multicast| FleetSpec {

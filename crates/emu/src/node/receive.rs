@@ -471,15 +471,24 @@ impl Node {
 
     /// CAS-1: `sender` accepted this node's request: ARQ data may go.
     fn on_link_accepted(&mut self, sender: usize) {
+        let max = self.setup.config.max_links;
+        let room = self.links_held(Some(sender), false) < max.unwrap_or(usize::MAX);
         let Some(link) = self.links.get_mut(&sender) else {
             return;
         };
         if !link.link_request_out {
-            if !link.linked && !link.break_out && self.setup.config.max_links.is_some() {
+            if !link.linked && !link.break_out && max.is_some() {
                 // A request this node withdrew when a caller took its last slot: the peer
-                // has made the link and holds a slot of its own for it, so break it.
-                link.break_out = true;
-                link.break_due = false;
+                // has made the link and holds a slot for it. Keep it if a slot has come free
+                // meanwhile, else break it at once.
+                self.counters.links_made += 1;
+                if room {
+                    link.linked = true;
+                    link.caller = true;
+                } else {
+                    link.break_out = true;
+                    link.break_due = false;
+                }
             }
             // Else an answer to a repeat sent before the first ACCEPTED came: nothing to do.
             return;

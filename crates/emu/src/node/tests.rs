@@ -1408,3 +1408,70 @@ fn a_maximum_of_links_needs_cas1_and_an_idle_timer() {
         .is_ok()
     );
 }
+
+#[test]
+fn a_caller_that_fills_the_last_slot_withdraws_a_request_and_undoes_its_late_acceptance() {
+    use crate::cpdu::{Cpdu, break_reason};
+    let mut v = nodes(NodeConfig {
+        cas1: true,
+        link_idle: Some(secs(30)),
+        max_links: Some(1),
+        ..node_config(vec![addr(A), addr(B), addr(C)])
+    });
+    let mut c = v.pop().unwrap();
+    let mut b = v.pop().unwrap();
+    let mut a = v.pop().unwrap();
+    // A asks B for a link, and C asks A, each with data.
+    a.submit(
+        Duration::ZERO,
+        CONN[0],
+        sap(),
+        &request(B, &payload(100)),
+        ARQ,
+    )
+    .unwrap();
+    c.submit(
+        Duration::ZERO,
+        CONN[2],
+        sap(),
+        &request(A, &payload(100)),
+        ARQ,
+    )
+    .unwrap();
+    let req_ab = a.poll_transmit(Duration::ZERO).unwrap();
+    assert!(hear(&req_ab, 0, &mut b, 1, &[]));
+    let t = req_ab.tx.peer_may_transmit_at();
+    let req_ca = c.poll_transmit(t).unwrap();
+    // A's own request awaiting an answer does not make it refuse C: it accepts, and
+    // withdraws its request to B, which C's link leaves no slot for.
+    assert!(hear(&req_ca, 2, &mut a, 0, &[]));
+    assert_eq!(a.counters().link_requests_refused, 0);
+    let t = req_ca.tx.peer_may_transmit_at();
+    let acc_ac = a.poll_transmit(t).unwrap();
+    assert_eq!(cas1_cpdu(&acc_ac), Cpdu::PhysicalLinkAccepted);
+    assert_eq!(acc_ac.dpdus[0].dest, 2);
+    assert!(hear(&acc_ac, 0, &mut c, 2, &[]));
+    // B accepted A's request all the same; its answer comes after A has no slot for it, so A
+    // breaks that link at once.
+    let acc_ba = b.poll_transmit(acc_ac.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(cas1_cpdu(&acc_ba), Cpdu::PhysicalLinkAccepted);
+    assert!(hear(&acc_ba, 1, &mut a, 0, &[]));
+    let brk = a.poll_transmit(acc_ba.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(
+        cas1_cpdu(&brk),
+        Cpdu::PhysicalLinkBreak {
+            reason: break_reason::NO_MORE_DATA
+        }
+    );
+    assert_eq!(brk.dpdus[0].dest, 1);
+    assert!(hear(&brk, 0, &mut b, 1, &[]));
+    let confirm = b.poll_transmit(brk.tx.peer_may_transmit_at()).unwrap();
+    assert!(hear(&confirm, 1, &mut a, 0, &[]));
+    assert_eq!((a.counters().links_made, a.counters().links_broken), (2, 1));
+    assert_eq!(b.counters().links_broken, 1);
+    // C's U_PDU goes over its link; A's for B waits for A's slot.
+    let data = c.poll_transmit(confirm.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(types(&data), [0]);
+    assert!(hear(&data, 2, &mut a, 0, &[]));
+    assert_eq!(a.counters().delivered, 1);
+}
