@@ -131,6 +131,11 @@ struct Cli {
     /// maximum breaks an idle link for a peer that waits. Default: no limit.
     #[arg(long, value_name = "N", requires = "link_idle")]
     max_links: Option<usize>,
+    /// With --cas1: a node that was called aborts a new link on which no data came this many
+    /// seconds after its ACCEPTED (at least one response timeout); a caller that sends data
+    /// later is warned (WARNING "not connected") and makes the link again. Default: never.
+    #[arg(long, value_name = "SECS", requires = "cas1")]
+    link_first_data: Option<f64>,
 }
 
 /// `--link-retries`: a count, or never give up.
@@ -306,6 +311,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         bail!("--max-links must be at least 1");
     }
     config.max_links = cli.max_links;
+    config.link_first_data = match cli.link_first_data {
+        Some(s) if s.is_finite() && s >= 0.0 => Some(Duration::from_secs_f64(s)),
+        Some(_) => bail!("--link-first-data must be a number of seconds, 0 or more"),
+        None => None,
+    };
     if !(cli.max_transmission.is_finite() && cli.max_transmission > 0.0) {
         bail!("--max-transmission must be a positive number of seconds");
     }

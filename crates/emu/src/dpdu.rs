@@ -428,6 +428,18 @@ pub struct NonArqHeader {
     pub reception_window: u16,
 }
 
+/// Reasons of a WARNING D_PDU ([ED3-C]).
+pub mod warning_reason {
+    /// Unrecognised D_PDU type.
+    pub const UNRECOGNISED_TYPE: u8 = 0;
+    /// A connection-related D_PDU received while not connected.
+    pub const NOT_CONNECTED: u8 = 1;
+    /// An invalid D_PDU.
+    pub const INVALID: u8 = 2;
+    /// A D_PDU invalid for the current state.
+    pub const INVALID_FOR_STATE: u8 = 3;
+}
+
 /// WARNING (type 15) fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Warning {

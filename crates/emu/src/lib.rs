@@ -69,11 +69,13 @@
 //! CONFIRM), and the next data makes it again. With [`net::SubnetConfig::max_links`] too, a
 //! node holds at most that many links: it answers a request beyond them with PHYSICAL LINK
 //! REJECTED (the caller keeps its data and asks again later) and breaks an idle link of its
-//! own for a peer that waits.
+//! own for a peer that waits. With [`net::SubnetConfig::link_first_data`], a called node
+//! aborts a new link that carries no DATA in time. A node answers ARQ data on a link it has
+//! not made with a WARNING ("not connected"), and the peer makes the link and sends the data
+//! again; ARQ data from a peer whose ACCEPTED was lost makes the link.
 //!
 //! Not here: REJECTED for the reasons a node without hard links never has (broadcast-only,
-//! an exclusive link), the called node's abort of a new link that carries no DATA, a BREAK
-//! for link loss ("lost" above is the node's own
+//! an exclusive link), a BREAK for link loss ("lost" above is the node's own
 //! verdict), hard links, the full reset
 //! and the transmit-window reset request (above), the second way Annex C offers to skip a
 //! dropped C_PDU (a RESET/WIN-RESYNC instead of DROP frames), non-ARQ "with errors" delivery

@@ -257,6 +257,10 @@ pub struct SubnetConfig {
     /// ([`crate::node::NodeConfig::max_links`]: requests beyond it are rejected, and idle
     /// links are broken for a waiting peer); `None` (the default): no limit.
     pub max_links: Option<usize>,
+    /// With `cas1`: how long a called node waits for a new link's first data before it
+    /// aborts the link ([`crate::node::NodeConfig::link_first_data`]); `None` (the default):
+    /// never.
+    pub link_first_data: Option<Duration>,
 }
 
 /// A [`LinkEvent`] of one node, as the subnetwork reports it.
@@ -345,6 +349,7 @@ impl SubnetConfig {
             cas1: false,
             link_idle: None,
             max_links: None,
+            link_first_data: None,
         }
     }
 }
@@ -392,6 +397,9 @@ pub enum NetError {
         "a maximum number of links needs CAS-1 linking and an idle time after which links are broken, and must be at least 1"
     )]
     BadMaxLinks,
+    /// A time to wait for a new link's first data without CAS-1.
+    #[error("a time to wait for a new link's first data needs CAS-1 linking")]
+    FirstDataWithoutCas1,
 }
 
 impl From<NodeError> for NetError {
@@ -410,6 +418,7 @@ impl From<NodeError> for NetError {
             NodeError::Modem(e) => NetError::Modem(e),
             NodeError::BadMaxTransmission(d) => NetError::BadMaxTransmission(d),
             NodeError::BadMaxLinks => NetError::BadMaxLinks,
+            NodeError::FirstDataWithoutCas1 => NetError::FirstDataWithoutCas1,
             // `Subnet::start` makes one node per address, so this cannot happen; were it to,
             // the address list is what is wrong.
             NodeError::NoSuchNode { .. } => NetError::BadAddresses(Vec::new()),
@@ -460,7 +469,7 @@ impl fmt::Display for Counters {
         for (i, n) in self.nodes.iter().enumerate() {
             writeln!(
                 f,
-                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired ({} in the ARQ), {} C_PDUs dropped on DROP, {} duplicates dropped, non-ARQ {} sent {} delivered {} incomplete, {} rate changes, {} DATA-ACK, {} resets ({} U_PDUs lost), {} links lost ({} U_PDUs discarded), {} link requests, {} links made, {} links broken, {} link requests refused, {} of its own rejected",
+                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired ({} in the ARQ), {} C_PDUs dropped on DROP, {} duplicates dropped, non-ARQ {} sent {} delivered {} incomplete, {} rate changes, {} DATA-ACK, {} resets ({} U_PDUs lost), {} links lost ({} U_PDUs discarded), {} link requests, {} links made, {} links broken, {} link requests refused, {} of its own rejected, {} links aborted, {} not-linked warnings",
                 n.transmissions,
                 n.bytes_on_air,
                 n.dpdus_sent,
@@ -485,7 +494,9 @@ impl fmt::Display for Counters {
                 n.links_made,
                 n.links_broken,
                 n.link_requests_refused,
-                n.link_requests_rejected
+                n.link_requests_rejected,
+                n.links_aborted,
+                n.not_linked_warnings
             )?;
         }
         Ok(())
@@ -801,6 +812,7 @@ impl Subnet {
             cas1: config.cas1,
             link_idle: config.link_idle,
             max_links: config.max_links,
+            link_first_data: config.link_first_data,
         })?;
         let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
         let n = config.addresses.len();

@@ -760,10 +760,10 @@ async fn with_cas1_three_nodes_break_and_make_their_links_independently() {
 }
 
 /// Five nodes on one frequency, each sending three U_PDUs to a peer drawn at random, with
-/// random gaps, on a channel that loses blocks; every other seed makes its links with CAS-1
-/// and every fourth breaks them when idle. Whatever collides and whoever defers, every U_PDU
-/// arrives exactly once, in order from its sender (1500 seeds of it ran clean in a scratch
-/// run).
+/// random gaps, on a channel that loses blocks; every other seed makes its links with CAS-1,
+/// every fourth breaks them when idle, and every sixth has called nodes abort new links that
+/// carry no data in time. Whatever collides and whoever defers, every U_PDU arrives exactly
+/// once, in order from its sender (1500 seeds of it ran clean in a scratch run).
 #[tokio::test(start_paused = true)]
 async fn five_nodes_with_random_peers_and_gaps_deliver_everything_once() {
     for seed in 1..=12u64 {
@@ -784,7 +784,7 @@ async fn five_nodes_holding_one_or_two_links_each_deliver_everything_once() {
 
 /// One run of the five-node test: every other seed makes its links with CAS-1 and every
 /// fourth breaks them when idle; with `max_links`, every seed does both and holds at most
-/// that many links.
+/// that many links; every third seed with CAS-1 also aborts new links without data.
 async fn five_random_nodes(seed: u64, max_links: Option<usize>) {
     use rand::{Rng, SeedableRng};
     let addrs: [u32; 5] = [A, B, 0x0109_0A0B, 0x0109_0A0C, 0x0109_0A0D];
@@ -801,6 +801,11 @@ async fn five_random_nodes(seed: u64, max_links: Option<usize>) {
     cfg.link_idle = (seed.is_multiple_of(4) || max_links.is_some())
         .then(|| Duration::from_secs(rng.random_range(0..10)));
     cfg.max_links = max_links;
+    // Every third run with CAS-1, a called node aborts a new link that carries no data
+    // within 0-19 s (drawn apart, so that the peers and gaps stay those of the seed).
+    let mut abort_rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5066);
+    cfg.link_first_data = (cfg.cas1 && seed.is_multiple_of(3))
+        .then(|| Duration::from_secs(abort_rng.random_range(0..20)));
     let subnet = Subnet::start(cfg).unwrap();
     let mut clients = Vec::new();
     let mut events = Vec::new();

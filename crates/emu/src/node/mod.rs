@@ -38,10 +38,12 @@
 //! declared lost), CAS-1 link breaking when [`NodeConfig::link_idle`] is set too (the caller
 //! sends PHYSICAL LINK BREAK once the link has idled that long; the peer confirms), and a
 //! maximum of links per node ([`NodeConfig::max_links`]: PHYSICAL LINK REJECTED beyond it,
-//! asked again later; an idle link broken for a waiting peer). Not built: a BREAK on link loss
-//! (declaring a link lost is this node's verdict only, and no BREAK is needed to make
-//! another), the called node's abort of a new link that never carries DATA, REJECTED for an
-//! exclusive link or a broadcast-only node (this node has neither), hard links, FULL RESET
+//! asked again later; an idle link broken for a waiting peer), the called node's abort of a
+//! new link that carries no DATA in time ([`NodeConfig::link_first_data`]) and the WARNING
+//! ("not connected") for ARQ data on a link this node has not made. Not built: a BREAK on
+//! link loss (declaring a link lost is this node's verdict only, and no BREAK is needed to
+//! make another), REJECTED for an exclusive link or a broadcast-only node (this node has
+//! neither), hard links, FULL RESET
 //! CMD and RESET TX WIN RQST, a DROP flag for expedited data (Annex C has none: an expedited
 //! U_PDU whose TTL ran out is just abandoned), non-ARQ "with errors".
 //!
@@ -210,6 +212,13 @@ pub struct NodeCounters {
     /// PHYSICAL LINK REJECTED this node received for its own requests (it asks again later,
     /// see [`NodeConfig::max_links`]).
     pub link_requests_rejected: u64,
+    /// Links this node was called on and aborted because no DATA came on them in time
+    /// ([`NodeConfig::link_first_data`]).
+    pub links_aborted: u64,
+    /// WARNINGs ("connection-related D_PDU while not connected") this node sent for ARQ data
+    /// from a peer it had no physical link to (CAS-1); the data was discarded, and the peer
+    /// makes the link and sends it again.
+    pub not_linked_warnings: u64,
 }
 
 /// What every node of a subnetwork shares: the subnetwork's members and the link settings.
@@ -263,8 +272,8 @@ pub struct NodeConfig {
     /// "after a configurable and implementation-dependent time-out period" once all its data
     /// is sent ("the time out period may be zero"). Only the caller times out: with a timer
     /// at both ends, both would find the link idle at the same moment and key up their BREAKs
-    /// together. The called node's own abort of a new link that never carries DATA (Annex B,
-    /// another configurable time) is not modelled: such a link just stays. The ARQ state is
+    /// together. The called node's own abort of a new link that never carries DATA is
+    /// another timer ([`NodeConfig::link_first_data`]). The ARQ state is
     /// kept (both ends agree on it once everything is acknowledged), so the next data only
     /// makes the link again. `None`: a made link stays until it is declared lost.
     pub link_idle: Option<Duration>,
@@ -281,6 +290,19 @@ pub struct NodeConfig {
     /// [`NodeConfig::cas1`] and [`NodeConfig::link_idle`] (without breaking idle links a full
     /// node could never serve another peer). `None`: no limit.
     pub max_links: Option<usize>,
+    /// CAS-1: how long a node that was called waits for the first DATA on a new link before
+    /// it aborts the link and declares it inactive (Annex B: "the maximum period of time to
+    /// wait for the first DATA (TYPE 0) C_PDU before aborting a newly activated Physical
+    /// Link shall be a configurable parameter"), counted from the end of the transmission that
+    /// carried the ACCEPTED (again from each repeat) and never shorter than one response
+    /// timeout, the time the caller needs to answer at all; data of this node's own on the
+    /// link counts as use too. Nothing is sent: a caller
+    /// that sends data later gets a WARNING ("connection-related D_PDU while not connected",
+    /// Annex C), which any node with CAS-1 answers ARQ data on an unmade link with, and makes
+    /// the link again ([ED3-B] §B.3: "the CAS 1 Linking Protocol shall be followed and the
+    /// data resent"). Needs [`NodeConfig::cas1`]. `None`: a new link stays until it is broken
+    /// or lost.
+    pub link_first_data: Option<Duration>,
 }
 
 /// A node configuration could not be used.
@@ -309,6 +331,9 @@ pub enum NodeError {
         "maximum transmission time {0:?} must be above the preamble plus one full segment and at most 127.5 s"
     )]
     BadMaxTransmission(Duration),
+    /// [`NodeConfig::link_first_data`] without CAS-1.
+    #[error("a time to wait for a new link's first data needs CAS-1 linking")]
+    FirstDataWithoutCas1,
     /// [`NodeConfig::max_links`] of zero, or without CAS-1 and an idle time to break links.
     #[error(
         "a maximum number of links needs CAS-1 linking and an idle time after which links are broken, and must be at least 1"
@@ -349,6 +374,9 @@ impl NodeSetup {
             .is_some_and(|m| m == 0 || !config.cas1 || config.link_idle.is_none())
         {
             return Err(NodeError::BadMaxLinks);
+        }
+        if config.link_first_data.is_some() && !config.cas1 {
+            return Err(NodeError::FirstDataWithoutCas1);
         }
         let biggest = usize::from(config.mtu) + UPDU_OVERHEAD;
         if biggest.div_ceil(config.segment_size) > usize::from(config.window) {
@@ -616,6 +644,12 @@ struct Link {
     /// CAS-1: the peer rejected this node's request; it asks again at this time
     /// ([`Node::handle_timeout`] clears it).
     rejected_until: Option<Duration>,
+    /// CAS-1: the peer made this link by its request and has sent no DATA on it yet; this
+    /// node aborts it at this time ([`NodeConfig::link_first_data`]).
+    first_data_by: Option<Duration>,
+    /// CAS-1: the peer sent ARQ data of this D_PDU type on a link this node has not made:
+    /// answer WARNING ("not connected").
+    warning_owed: Option<u8>,
 }
 
 /// A change in a node's view of its link to a peer, for its driver to report (the SIS has no
@@ -718,6 +752,8 @@ impl Node {
                     break_confirm_owed: false,
                     reject_owed: false,
                     rejected_until: None,
+                    first_data_by: None,
+                    warning_owed: None,
                 },
             );
         }
@@ -929,6 +965,21 @@ impl Node {
             if l.rejected_until.is_some_and(|at| at <= now) {
                 l.rejected_until = None;
             }
+            if l.first_data_by.is_some_and(|at| at <= now) {
+                l.first_data_by = None;
+                // Annex B: the called node "shall abort the Physical Link and declare it
+                // inactive"; nothing is sent. Not while its ACCEPTED still waits to go, or
+                // while this node has data of its own on the link.
+                if l.linked
+                    && !l.caller
+                    && !l.link_accept_owed
+                    && l.sender.is_idle()
+                    && l.exp_out.is_none()
+                {
+                    l.linked = false;
+                    self.counters.links_aborted += 1;
+                }
+            }
         }
         for (peer, at) in self.idle_deadlines() {
             if at <= now
@@ -964,7 +1015,12 @@ impl Node {
             .idle_deadlines()
             .into_iter()
             .map(|(_, at)| at)
-            .chain(self.links.values().filter_map(|l| l.rejected_until))
+            .chain(
+                self.links
+                    .values()
+                    .flat_map(|l| [l.rejected_until, l.first_data_by])
+                    .flatten(),
+            )
             .min();
         let in_arq = self.links.values().flat_map(|l| {
             l.unconfirmed
@@ -1073,6 +1129,7 @@ impl Node {
         link.break_out = false;
         link.caller = false;
         link.rejected_until = None;
+        link.first_data_by = None;
         link.silent = 0;
         link.unanswered = 0;
         link.stale_acks = 0;
@@ -1119,6 +1176,7 @@ impl Node {
                     || l.break_out
                     || l.break_confirm_owed
                     || l.reject_owed
+                    || l.warning_owed.is_some()
             })
     }
 
@@ -1143,6 +1201,7 @@ impl Node {
             && !l.break_out
             && !l.break_confirm_owed
             && !l.reject_owed
+            && l.warning_owed.is_none()
             && !self
                 .queue
                 .iter()

@@ -9,7 +9,7 @@ use skywave_sis::{NodeAddress, Primitive, Priority, SapId, UnidataConfirm, Unida
 
 use crate::arq::ArqReceiver;
 use crate::cpdu::Cpdu;
-use crate::dpdu::{Body, DataHeader, Dpdu, Eow, Reset};
+use crate::dpdu::{Body, DataHeader, Dpdu, Eow, Reset, warning_reason};
 use crate::modem::DataRate;
 use crate::spdu::{DataPci, Spdu};
 
@@ -96,7 +96,6 @@ impl Node {
                 Err(e) => tracing::error!("D_PDU failed to decode: {e}"),
             }
         }
-        let had_data = !data.is_empty();
         if let (Some(at), Some(l)) = (heard_at, self.links.get_mut(&sender)) {
             // The peer is alive: whatever this node sent it so far was not sent into silence.
             l.silent = 0;
@@ -108,6 +107,53 @@ impl Node {
             }
         }
         self.on_drc_eows(sender, &eows);
+        // CAS-1 link control first (a one-byte C_PDU in one type-8 D_PDU): a link that this
+        // transmission makes carries the transmission's own data.
+        let (control, non_arq): (Vec<_>, Vec<_>) =
+            non_arq.into_iter().partition(|(_, d)| is_link_control(d));
+        self.on_non_arq(sender, control);
+        let is_arq_data = |d: &Dpdu| {
+            matches!(
+                d.body,
+                Body::DataOnly { .. } | Body::DataAck { .. } | Body::ExpDataOnly { .. }
+            )
+        };
+        // Annex C: a node answers a WARNING from the peer ("not connected") by making the
+        // link again before its data goes again.
+        if data.iter().any(
+            |d| matches!(d.body, Body::Warning(w) if w.reason == warning_reason::NOT_CONNECTED),
+        ) {
+            self.on_not_connected_warning(sender);
+        }
+        let arq_data = data.iter().chain(&exp).any(is_arq_data);
+        if arq_data
+            && self
+                .links
+                .get(&sender)
+                .is_some_and(|l| !l.linked && l.link_request_out)
+        {
+            // The peer sends ARQ data only on a link it has made, so it accepted this node's
+            // request: its ACCEPTED was lost on the way.
+            self.on_link_accepted(sender);
+        }
+        if let Some(l) = self.links.get_mut(&sender) {
+            let arq_data = data.iter().chain(&exp).find(|d| is_arq_data(d));
+            if self.setup.config.cas1 && !l.linked && !l.break_out {
+                // CAS-1: ARQ data on a link this node has not made (it aborted it, or lost
+                // it, and the peer did not know): discarded, and the peer warned, so that it
+                // makes the link and sends the data again ([ED3-B] §B.3, [ED3-C] WARNING).
+                if let Some(d) = arq_data {
+                    l.warning_owed = Some(d.body.dpdu_type());
+                    data.retain(|d| !is_arq_data(d));
+                    exp.retain(|d| !is_arq_data(d));
+                }
+            } else if arq_data.is_some() {
+                // The caller has used its new link: no abort.
+                l.first_data_by = None;
+            }
+        }
+        // (A WARNING wants no ACK.)
+        let had_data = data.iter().any(|d| !matches!(d.body, Body::Warning(_)));
         self.on_resets(sender, &resets);
         self.on_expedited(sender, exp);
         self.on_non_arq(sender, non_arq);
@@ -501,6 +547,28 @@ impl Node {
         }
     }
 
+    /// CAS-1: `sender` warned that this node's ARQ data came on a link it has not made (it
+    /// aborted or lost it): the link is not made after all, and the data still in the ARQ
+    /// goes again once a new request is accepted.
+    fn on_not_connected_warning(&mut self, sender: usize) {
+        if !self.setup.config.cas1 {
+            return;
+        }
+        let Some(link) = self.links.get_mut(&sender) else {
+            return;
+        };
+        if link.linked {
+            link.linked = false;
+            link.caller = false;
+            link.break_due = false;
+            tracing::debug!(
+                node = self.index,
+                peer = sender,
+                "peer says the link is not made"
+            );
+        }
+    }
+
     /// CAS-1: `sender` rejected this node's request ([ED3-B]: the caller "shall declare the
     /// Physical Link as Failed"). This node keeps its data for the peer and asks again once
     /// the peer could have broken an idle link to make room: [`super::NodeConfig::link_idle`]
@@ -744,6 +812,20 @@ impl Node {
 
 /// The SAPs and priority of a DATA S_PDU as SIS values; `None` if one is out of range (the
 /// S_PDU is then dropped, in ARQ and non-ARQ reception alike).
+/// Whether `d` is a CAS-1 link control C_PDU (REQUEST, ACCEPTED, REJECTED, BREAK, CONFIRM)
+/// whole in one EXPEDITED NON-ARQ DATA D_PDU to one node, as every node sends them.
+fn is_link_control(d: &Dpdu) -> bool {
+    match &d.body {
+        Body::ExpNonArqData { header, segment } => {
+            !header.group
+                && header.segment_offset == 0
+                && usize::from(header.cpdu_size) == segment.len()
+                && matches!(Cpdu::decode(segment), Ok(c) if !matches!(c, Cpdu::Data(_)))
+        }
+        _ => false,
+    }
+}
+
 fn sis_ids(pci: &DataPci) -> Option<(SapId, SapId, Priority)> {
     Some((
         SapId::new(pci.source_sap).ok()?,

@@ -57,6 +57,7 @@ fn node_config(addresses: Vec<NodeAddress>) -> NodeConfig {
         cas1: false,
         link_idle: None,
         max_links: None,
+        link_first_data: None,
     }
 }
 
@@ -1040,15 +1041,36 @@ fn with_cas1_a_link_request_nobody_answers_ends_in_link_loss_and_a_new_request()
     assert_eq!(types(&tx), [8]);
 }
 
-/// A and B with CAS-1 and an idle timer of `idle` seconds; A's U_PDU to B made their link
-/// and was acknowledged. Returns them and when A heard B's ACK (its first block started).
-fn cas1_pair_after_one_updu(idle: u64) -> (Node, Node, Duration) {
-    let mut v = nodes(NodeConfig {
-        cas1: true,
-        link_idle: Some(secs(idle)),
-        ..node_config(vec![addr(A), addr(B)])
-    });
-    let mut b = v.pop().unwrap();
+/// CAS-1 link making by hand: `caller` (node index `ci`) asks `called` (index `di`) for a
+/// link at `t`, `called` accepts, and `caller` sends the ARQ data it holds, which `called`
+/// hears whole. Returns that data transmission.
+fn make_link_and_send(
+    caller: &mut Node,
+    ci: usize,
+    called: &mut Node,
+    di: usize,
+    t: Duration,
+) -> NodeTx {
+    use crate::cpdu::Cpdu;
+    let req = caller.poll_transmit(t).unwrap();
+    assert_eq!(
+        cas1_cpdu(&req),
+        Cpdu::PhysicalLinkRequest { exclusive: false }
+    );
+    assert!(hear(&req, ci, called, di, &[]));
+    let acc = called.poll_transmit(req.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(cas1_cpdu(&acc), Cpdu::PhysicalLinkAccepted);
+    assert!(hear(&acc, di, caller, ci, &[]));
+    let data = caller.poll_transmit(acc.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(types(&data), [0]);
+    assert!(hear(&data, ci, called, di, &[]));
+    data
+}
+
+/// Nodes A and B of `config`, with a 300-byte ARQ U_PDU of A's for B submitted at 0.
+fn pair_with_an_updu_for_b(config: NodeConfig) -> (Node, Node) {
+    let mut v = nodes(config);
+    let b = v.pop().unwrap();
     let mut a = v.pop().unwrap();
     a.submit(
         Duration::ZERO,
@@ -1058,13 +1080,18 @@ fn cas1_pair_after_one_updu(idle: u64) -> (Node, Node, Duration) {
         ARQ,
     )
     .unwrap();
-    let req = a.poll_transmit(Duration::ZERO).unwrap();
-    assert!(hear(&req, 0, &mut b, 1, &[]));
-    let acc = b.poll_transmit(req.tx.peer_may_transmit_at()).unwrap();
-    assert!(hear(&acc, 1, &mut a, 0, &[]));
-    let data = a.poll_transmit(acc.tx.peer_may_transmit_at()).unwrap();
-    assert_eq!(types(&data), [0]);
-    assert!(hear(&data, 0, &mut b, 1, &[]));
+    (a, b)
+}
+
+/// A and B with CAS-1 and an idle timer of `idle` seconds; A's U_PDU to B made their link
+/// and was acknowledged. Returns them and when A heard B's ACK (its first block started).
+fn cas1_pair_after_one_updu(idle: u64) -> (Node, Node, Duration) {
+    let (mut a, mut b) = pair_with_an_updu_for_b(NodeConfig {
+        cas1: true,
+        link_idle: Some(secs(idle)),
+        ..node_config(vec![addr(A), addr(B)])
+    });
+    let data = make_link_and_send(&mut a, 0, &mut b, 1, Duration::ZERO);
     let ack = b.poll_transmit(data.tx.peer_may_transmit_at()).unwrap();
     assert!(hear(&ack, 1, &mut a, 0, &[]));
     assert!(!a.has_work() && !b.has_work());
@@ -1221,19 +1248,24 @@ fn with_cas1_a_request_that_comes_instead_of_the_confirm_ends_the_break() {
     assert_eq!(types(&data), [0]);
 }
 
-/// A (0), B (1) and C (2) with CAS-1, a 30 s idle timer and at most one link each; A's
-/// U_PDU to B made their link (A called) and was acknowledged. Returns them, when B keyed
-/// up its ACK and when A heard it.
-fn one_link_trio_a_linked_to_b() -> (Node, Node, Node, Duration, Duration) {
+/// A (0), B (1) and C (2) with CAS-1, a 30 s idle timer and at most one link each.
+fn one_link_trio() -> (Node, Node, Node) {
     let mut v = nodes(NodeConfig {
         cas1: true,
         link_idle: Some(secs(30)),
         max_links: Some(1),
         ..node_config(vec![addr(A), addr(B), addr(C)])
     });
-    let mut c = v.pop().unwrap();
-    let mut b = v.pop().unwrap();
-    let mut a = v.pop().unwrap();
+    let c = v.pop().unwrap();
+    let b = v.pop().unwrap();
+    let a = v.pop().unwrap();
+    (a, b, c)
+}
+
+/// The same trio, after A's U_PDU to B made their link (A called) and was acknowledged.
+/// Returns them, when B keyed up its ACK and when A heard it.
+fn one_link_trio_a_linked_to_b() -> (Node, Node, Node, Duration, Duration) {
+    let (mut a, mut b, mut c) = one_link_trio();
     a.submit(
         Duration::ZERO,
         CONN[0],
@@ -1242,12 +1274,7 @@ fn one_link_trio_a_linked_to_b() -> (Node, Node, Node, Duration, Duration) {
         ARQ,
     )
     .unwrap();
-    let req = a.poll_transmit(Duration::ZERO).unwrap();
-    assert!(hear(&req, 0, &mut b, 1, &[]));
-    let acc = b.poll_transmit(req.tx.peer_may_transmit_at()).unwrap();
-    assert!(hear(&acc, 1, &mut a, 0, &[]));
-    let data = a.poll_transmit(acc.tx.peer_may_transmit_at()).unwrap();
-    assert!(hear(&data, 0, &mut b, 1, &[]));
+    let data = make_link_and_send(&mut a, 0, &mut b, 1, Duration::ZERO);
     let acked = data.tx.peer_may_transmit_at();
     let ack = b.poll_transmit(acked).unwrap();
     assert!(hear(&ack, 1, &mut a, 0, &[]));
@@ -1306,18 +1333,7 @@ fn a_node_at_its_maximum_of_links_rejects_a_new_peer_which_asks_again_later() {
     // C's hold runs out: it asks again, A accepts, and the U_PDU goes.
     c.handle_timeout(again);
     assert!(c.has_work());
-    let req = c.poll_transmit(again).unwrap();
-    assert_eq!(
-        cas1_cpdu(&req),
-        Cpdu::PhysicalLinkRequest { exclusive: false }
-    );
-    assert!(hear(&req, 2, &mut a, 0, &[]));
-    let acc = a.poll_transmit(req.tx.peer_may_transmit_at()).unwrap();
-    assert_eq!(cas1_cpdu(&acc), Cpdu::PhysicalLinkAccepted);
-    assert!(hear(&acc, 0, &mut c, 2, &[]));
-    let data = c.poll_transmit(acc.tx.peer_may_transmit_at()).unwrap();
-    assert_eq!(types(&data), [0]);
-    assert!(hear(&data, 2, &mut a, 0, &[]));
+    make_link_and_send(&mut c, 2, &mut a, 0, again);
     assert_eq!(a.counters().delivered, 1);
     assert_eq!((a.counters().links_made, c.counters().links_made), (2, 1));
 }
@@ -1412,15 +1428,7 @@ fn a_maximum_of_links_needs_cas1_and_an_idle_timer() {
 #[test]
 fn a_caller_that_fills_the_last_slot_withdraws_a_request_and_undoes_its_late_acceptance() {
     use crate::cpdu::{Cpdu, break_reason};
-    let mut v = nodes(NodeConfig {
-        cas1: true,
-        link_idle: Some(secs(30)),
-        max_links: Some(1),
-        ..node_config(vec![addr(A), addr(B), addr(C)])
-    });
-    let mut c = v.pop().unwrap();
-    let mut b = v.pop().unwrap();
-    let mut a = v.pop().unwrap();
+    let (mut a, mut b, mut c) = one_link_trio();
     // A asks B for a link, and C asks A, each with data.
     a.submit(
         Duration::ZERO,
@@ -1474,4 +1482,88 @@ fn a_caller_that_fills_the_last_slot_withdraws_a_request_and_undoes_its_late_acc
     assert_eq!(types(&data), [0]);
     assert!(hear(&data, 2, &mut a, 0, &[]));
     assert_eq!(a.counters().delivered, 1);
+}
+
+#[test]
+fn a_called_node_aborts_a_link_without_data_and_warns_when_data_comes_later() {
+    use crate::dpdu::{Warning, warning_reason};
+    let (mut a, mut b) = pair_with_an_updu_for_b(NodeConfig {
+        cas1: true,
+        link_first_data: Some(secs(20)),
+        ..node_config(vec![addr(A), addr(B)])
+    });
+    let req = a.poll_transmit(Duration::ZERO).unwrap();
+    assert!(hear(&req, 0, &mut b, 1, &[]));
+    // B accepts and waits 20 s, from when A could answer its ACCEPTED, for A's first data.
+    let acc = b.poll_transmit(req.tx.peer_may_transmit_at()).unwrap();
+    let due = acc.tx.peer_may_transmit_at() + secs(20);
+    assert_eq!(b.poll_timeout(), Some(due));
+    assert!(hear(&acc, 1, &mut a, 0, &[]));
+    // A's data is lost on the air, every D_PDU of it; B aborts the link, sending nothing.
+    let data = a.poll_transmit(acc.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(types(&data), [0]);
+    assert!(!hear(&data, 0, &mut b, 1, &[0]));
+    b.handle_timeout(due - Duration::from_millis(1));
+    assert_eq!(b.counters().links_aborted, 0);
+    b.handle_timeout(due);
+    assert_eq!(b.counters().links_aborted, 1);
+    assert!(!b.has_work());
+    assert_eq!(b.poll_timeout(), None);
+    // A sends its data again on the link it believes made: B discards it and warns.
+    let again = a.poll_transmit(due + secs(1)).unwrap();
+    assert_eq!(types(&again), [0]);
+    assert!(hear(&again, 0, &mut b, 1, &[]));
+    assert_eq!(b.counters().delivered, 0);
+    let warn = b.poll_transmit(again.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(types(&warn), [15]);
+    let (d, _) = Dpdu::decode(&warn.dpdus[0].bytes).unwrap();
+    assert_eq!(
+        d.body,
+        Body::Warning(Warning {
+            received_type: 0,
+            reason: warning_reason::NOT_CONNECTED
+        })
+    );
+    assert_eq!(b.counters().not_linked_warnings, 1);
+    // A makes the link again, and its U_PDU goes over it once.
+    assert!(hear(&warn, 1, &mut a, 0, &[]));
+    make_link_and_send(&mut a, 0, &mut b, 1, warn.tx.peer_may_transmit_at());
+    assert_eq!(b.counters().delivered, 1);
+    // Data came in time on the new link: no second abort.
+    assert_eq!(b.poll_timeout(), None);
+    assert_eq!((b.counters().links_made, a.counters().links_made), (2, 2));
+}
+
+#[test]
+fn arq_data_before_a_lost_accepted_makes_the_link() {
+    let (mut a, mut b) = cas1_pair();
+    // A and B both have data and ask each other; A's request arrives first and B accepts it,
+    // sending its ACCEPTED and its own data in one transmission.
+    a.submit(
+        Duration::ZERO,
+        CONN[0],
+        sap(),
+        &request(B, &payload(100)),
+        ARQ,
+    )
+    .unwrap();
+    b.submit(
+        Duration::ZERO,
+        CONN[1],
+        sap(),
+        &request(A, &payload(100)),
+        ARQ,
+    )
+    .unwrap();
+    let req = a.poll_transmit(Duration::ZERO).unwrap();
+    assert!(hear(&req, 0, &mut b, 1, &[]));
+    let tx = b.poll_transmit(req.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(types(&tx), [8, 0]);
+    // The ACCEPTED is lost, the data arrives: A takes it as the answer, and no WARNING.
+    assert!(hear(&tx, 1, &mut a, 0, &[0]));
+    assert_eq!(a.counters().delivered, 1);
+    assert_eq!(a.counters().links_made, 1);
+    let answer = a.poll_transmit(tx.tx.peer_may_transmit_at()).unwrap();
+    assert!(!types(&answer).contains(&15), "{:?}", types(&answer));
+    assert_eq!(a.counters().not_linked_warnings, 0);
 }

@@ -8,7 +8,8 @@ use std::time::Duration;
 use crate::arq::ArqSender;
 use crate::cpdu::{Cpdu, break_reason, reject_reason};
 use crate::dpdu::{
-    Address, Body, Dpdu, Eow, ExpDataHeader, NonArqHeader, RateRequest, Reset, Response,
+    Address, Body, Dpdu, Eow, ExpDataHeader, NonArqHeader, RateRequest, Reset, Response, Warning,
+    warning_reason,
 };
 use crate::modem::{DataRate, Interleaver, ModemConfig, Transmission};
 use crate::spdu::{DataPci, Spdu};
@@ -382,6 +383,7 @@ impl Node {
                     || l.link_request_out
                     || l.link_accept_owed
                     || l.reject_owed
+                    || l.warning_owed.is_some()
                     || l.break_out
                     || l.break_confirm_owed
                     || self.non_arq_out.iter().any(|o| o.dest == **p)
@@ -429,12 +431,15 @@ impl Node {
         let mut asking: BTreeSet<usize> = BTreeSet::new();
         // CAS-1 first: a link must be made before any ARQ frame goes to the peer.
         let mut cas: Vec<(usize, Cpdu)> = Vec::new();
+        // Peers this transmission accepts (their first data is awaited from its end).
+        let mut accepted: Vec<usize> = Vec::new();
         for (&peer, link) in self.links.iter_mut() {
             if std::mem::take(&mut link.break_confirm_owed) {
                 cas.push((peer, Cpdu::PhysicalLinkBreakConfirm));
             }
             if std::mem::take(&mut link.link_accept_owed) {
                 cas.push((peer, Cpdu::PhysicalLinkAccepted));
+                accepted.push(peer);
             }
             if std::mem::take(&mut link.reject_owed) {
                 cas.push((
@@ -492,6 +497,20 @@ impl Node {
         }
         for (&peer, link) in self.links.iter_mut() {
             let dest = dests.get(&peer).copied().unwrap_or_default();
+            if let Some(received_type) = link.warning_owed.take() {
+                // ARQ data came on a link this node has not made: the peer makes it again.
+                let d = Dpdu::new(
+                    dest,
+                    src,
+                    Body::Warning(Warning {
+                        received_type,
+                        reason: warning_reason::NOT_CONNECTED,
+                    }),
+                );
+                budget = budget.saturating_sub(d.encoded_len());
+                frames.push((peer, d, false));
+                self.counters.not_linked_warnings += 1;
+            }
             if let Some(id) = link.reset_ack_owed.take() {
                 let d = Dpdu::new(
                     dest,
@@ -801,6 +820,17 @@ impl Node {
         for sd in &dpdus {
             if let Some(l) = self.links.get_mut(&sd.dest) {
                 l.last_activity = t;
+            }
+        }
+        if let Some(wait) = self.setup.config.link_first_data {
+            // The caller can answer once this transmission has ended; give it at least a
+            // response timeout, else a short wait aborts every link before its data can come
+            // (each repeat of the ACCEPTED starts the wait again).
+            let by = tx.peer_may_transmit_at() + wait.max(self.setup.response_timeout);
+            for peer in accepted {
+                if let Some(l) = self.links.get_mut(&peer) {
+                    l.first_data_by = Some(by);
+                }
             }
         }
         let count = dpdus.len() as u64;
