@@ -1485,12 +1485,14 @@ impl State {
     /// Keeps the order of answers when one transmission addressed several nodes. `sender` just
     /// finished a transmission (the receivers and `sender` have their times from the usual
     /// rules already), `answering` are the nodes it addressed that got something from it and
-    /// have something to send back (an ACK owed, data of their own), in
-    /// order, and `peer_may` is when another node may key up after it. With one answering
-    /// node (the point-to-point case) nothing changes. With several, each answers right
-    /// after the one before it, not in a fixed slot that a long answer overruns (the next one
-    /// then heard a carrier and backed off, and the first sender took the channel back before
-    /// it ever answered); the first sender waits until every turn has come.
+    /// have something to send back (an ACK owed, data of their own), in order, and `peer_may`
+    /// is when another node may key up after it. With one answering node (the point-to-point
+    /// case) nothing changes. With several, each answers right after the one before it, not in
+    /// a fixed slot that a long answer overruns (the next one then heard a carrier and backed
+    /// off, and the first sender took the channel back before it ever answered); the first
+    /// sender waits until every turn has come. An answer that was due and addressed nodes that
+    /// answer it in turn queues them behind the turns still due (or starts a new order when
+    /// none is), and its sender waits for them too.
     fn take_turns(&mut self, sender: usize, answering: Vec<usize>, peer_may: Duration) {
         let slot = self.response_timeout;
         let queue = match self.turns.take() {

@@ -36,16 +36,15 @@
 //! at the next contact), CAS-1 link making when [`NodeConfig::cas1`] is set (PHYSICAL LINK
 //! REQUEST and ACCEPTED before the first ARQ data to a peer, and again after the link was
 //! declared lost), CAS-1 link breaking when [`NodeConfig::link_idle`] is set too (the caller
-//! sends PHYSICAL LINK BREAK once the link has idled that long; the peer confirms), and a
-//! maximum of links per node ([`NodeConfig::max_links`]: PHYSICAL LINK REJECTED beyond it,
-//! asked again later; an idle link broken for a waiting peer), the called node's abort of a
-//! new link that carries no DATA in time ([`NodeConfig::link_first_data`]) and the WARNING
-//! ("not connected") for ARQ data on a link this node has not made. Not built: a BREAK on
-//! link loss (declaring a link lost is this node's verdict only, and no BREAK is needed to
-//! make another), REJECTED for an exclusive link or a broadcast-only node (this node has
-//! neither), hard links, FULL RESET
-//! CMD and RESET TX WIN RQST, a DROP flag for expedited data (Annex C has none: an expedited
-//! U_PDU whose TTL ran out is just abandoned), non-ARQ "with errors".
+//! sends PHYSICAL LINK BREAK once the link has idled that long; the peer confirms), a maximum
+//! of links per node ([`NodeConfig::max_links`]: PHYSICAL LINK REJECTED beyond it, asked
+//! again later; an idle link broken for a waiting peer), the called node's abort of a new
+//! link that carries no DATA in time ([`NodeConfig::link_first_data`]) and the WARNING ("not
+//! connected") for ARQ data on a link this node has not made. Not built: a BREAK on link loss
+//! (declaring a link lost is this node's verdict only, and no BREAK is needed to make
+//! another), REJECTED for an exclusive link or a broadcast-only node (this node has neither),
+//! hard links, FULL RESET CMD and RESET TX WIN RQST, a DROP flag for expedited data (Annex C
+//! has none: an expedited U_PDU whose TTL ran out is just abandoned), non-ARQ "with errors".
 //!
 //! Nodes and groups are named by their index in the subnetwork's address list
 //! ([`NodeConfig::addresses`]); group `g` of [`NodeConfig::groups`] is destination
@@ -277,15 +276,17 @@ pub struct NodeConfig {
     /// kept (both ends agree on it once everything is acknowledged), so the next data only
     /// makes the link again. `None`: a made link stays until it is declared lost.
     pub link_idle: Option<Duration>,
-    /// CAS-1: the most physical links a node holds at once, its own requests awaiting an
-    /// answer included (Annex B: a request for a nonexclusive link is accepted "as long as the
-    /// resulting total number of Nonexclusive Physical Links does not exceed the maximum
-    /// number ... allowed by the current subnetwork configuration"). A node at the maximum
-    /// answers a new peer's request with PHYSICAL LINK REJECTED (reason 0, "always a valid
-    /// reason": Annex B lists none for a full node), asks for no link of its own, and breaks
-    /// any of its links, called ones too, that has idled for [`NodeConfig::link_idle`], so
-    /// that a waiting peer gets the slot (peers in index order). A rejected caller keeps its data (Annex B only has the attempt "Failed"; what
-    /// next is the node's choice) and asks again once the peer could have broken an idle link:
+    /// CAS-1: the most physical links a node holds at once (Annex B: a request for a
+    /// nonexclusive link is accepted "as long as the resulting total number of Nonexclusive
+    /// Physical Links does not exceed the maximum number ... allowed by the current subnetwork
+    /// configuration"). A node that has made that many answers a new peer's request with
+    /// PHYSICAL LINK REJECTED (reason 0, "always a valid reason": Annex B lists none for a
+    /// full node). Its own requests awaiting an answer count when it asks for a link (it never
+    /// asks for more than it may hold) but not when it is asked (see `on_link_request`). A
+    /// node at the maximum breaks any of its links, called ones too, that has idled for
+    /// [`NodeConfig::link_idle`] while a peer waits for a slot (peers in index order). A
+    /// rejected caller keeps its data (Annex B only has the attempt "Failed"; what next is
+    /// the node's choice) and asks again once the peer could have broken an idle link:
     /// [`NodeConfig::link_idle`] plus one response timeout after the rejection. Needs
     /// [`NodeConfig::cas1`] and [`NodeConfig::link_idle`] (without breaking idle links a full
     /// node could never serve another peer). `None`: no limit.
@@ -296,12 +297,11 @@ pub struct NodeConfig {
     /// Link shall be a configurable parameter"), counted from the end of the transmission that
     /// carried the ACCEPTED (again from each repeat) and never shorter than one response
     /// timeout, the time the caller needs to answer at all; data of this node's own on the
-    /// link counts as use too. Nothing is sent: a caller
-    /// that sends data later gets a WARNING ("connection-related D_PDU while not connected",
-    /// Annex C), which any node with CAS-1 answers ARQ data on an unmade link with, and makes
-    /// the link again ([ED3-B] §B.3: "the CAS 1 Linking Protocol shall be followed and the
-    /// data resent"). Needs [`NodeConfig::cas1`]. `None`: a new link stays until it is broken
-    /// or lost.
+    /// link counts as use too. Nothing is sent: a caller that sends data later gets a WARNING
+    /// ("connection-related D_PDU while not connected", Annex C), which any node with CAS-1
+    /// answers ARQ data on an unmade link with, and makes the link again ([ED3-B] §B.3: "the
+    /// CAS 1 Linking Protocol shall be followed and the data resent"). Needs
+    /// [`NodeConfig::cas1`]. `None`: a new link stays until it is broken or lost.
     pub link_first_data: Option<Duration>,
 }
 
@@ -948,7 +948,9 @@ impl Node {
 
     /// Drops U_PDUs whose TTL ran out by `now`, queued or already in the ARQ (rejecting those
     /// that asked for a confirm; see `Node::expire_in_arq`), and non-ARQ C_PDUs whose
-    /// reception window closed (counted incomplete if they were not delivered).
+    /// reception window closed (counted incomplete if they were not delivered); runs the
+    /// CAS-1 timers: a rejected request's hold, the abort of a new link without data, and
+    /// the breaking of idle links.
     pub fn handle_timeout(&mut self, now: Duration) {
         self.expire_in_arq(now);
         let before = self.non_arq_in.len();
@@ -1006,8 +1008,10 @@ impl Node {
         }
     }
 
-    /// When the TTL of a U_PDU, queued or in the ARQ, or the idle time of a CAS-1 link
-    /// ([`NodeConfig::link_idle`]) runs out next ([`Node::handle_timeout`] then). Non-ARQ
+    /// When the TTL of a U_PDU, queued or in the ARQ, or a CAS-1 timer (a link's idle time,
+    /// [`NodeConfig::link_idle`]; a rejected request's hold, [`NodeConfig::max_links`]; the
+    /// wait for a new link's first data, [`NodeConfig::link_first_data`]) runs out next
+    /// ([`Node::handle_timeout`] then). Non-ARQ
     /// reception windows are not timers: they close whenever the node is next handled after
     /// them.
     pub fn poll_timeout(&self) -> Option<Duration> {
@@ -1158,7 +1162,9 @@ impl Node {
     }
 
     /// Whether the node has anything to send: queued U_PDUs, non-ARQ frames, ACKs or resets
-    /// owed, or ARQ data not yet acknowledged.
+    /// owed, ARQ data not yet acknowledged, or CAS-1 C_PDUs owed. ARQ data that waits for a
+    /// link this node may not ask for yet (the peer's rejection is being waited out, or the
+    /// node holds [`NodeConfig::max_links`]) does not count: its timer wakes the node.
     pub fn has_work(&self) -> bool {
         self.queue
             .iter()

@@ -54,8 +54,9 @@ impl Node {
     /// Acts on D_PDUs of a transmission from `sender` as the modem hands them over, in the
     /// order sent: a real node takes each D_PDU once the interleaver block holding its last
     /// byte is decoded, so U_PDUs are delivered then, not when the sender unkeys. Within one
-    /// call: DRC EOWs first, then RESET/WIN-RESYNC, expedited data and ACKs, non-ARQ data and
-    /// ARQ data. ACKs of this node's own data wait for [`Node::end_of_transmission`]: data
+    /// call: DRC EOWs first, then CAS-1 link control (and, with CAS-1, ARQ data on a link
+    /// this node has not made is discarded and the peer warned), RESET/WIN-RESYNC, expedited
+    /// data and ACKs, non-ARQ data and ARQ data. ACKs of this node's own data wait for [`Node::end_of_transmission`]: data
     /// before ACKs over the whole transmission, so that a DATA DELIVERY FAIL sent with the ACK
     /// of its U_PDU rejects it before it could be confirmed, wherever the two D_PDUs fall (and
     /// this node cannot send before the transmission ends anyway). Whether any D_PDU decoded.
@@ -125,8 +126,13 @@ impl Node {
         ) {
             self.on_not_connected_warning(sender);
         }
-        let arq_data = data.iter().chain(&exp).any(is_arq_data);
-        if arq_data
+        // The D_PDU type of the first ARQ data frame of the transmission, if any.
+        let arq_data = data
+            .iter()
+            .chain(&exp)
+            .find(|d| is_arq_data(d))
+            .map(|d| d.body.dpdu_type());
+        if arq_data.is_some()
             && self
                 .links
                 .get(&sender)
@@ -137,13 +143,12 @@ impl Node {
             self.on_link_accepted(sender);
         }
         if let Some(l) = self.links.get_mut(&sender) {
-            let arq_data = data.iter().chain(&exp).find(|d| is_arq_data(d));
             if self.setup.config.cas1 && !l.linked && !l.break_out {
                 // CAS-1: ARQ data on a link this node has not made (it aborted it, or lost
                 // it, and the peer did not know): discarded, and the peer warned, so that it
                 // makes the link and sends the data again ([ED3-B] §B.3, [ED3-C] WARNING).
-                if let Some(d) = arq_data {
-                    l.warning_owed = Some(d.body.dpdu_type());
+                if let Some(received_type) = arq_data {
+                    l.warning_owed = Some(received_type);
                     data.retain(|d| !is_arq_data(d));
                     exp.retain(|d| !is_arq_data(d));
                 }
@@ -467,8 +472,8 @@ impl Node {
     /// only for exclusive links): a node that held its slot for a request of its own and
     /// refused every caller meanwhile would, on a ring of nodes each waiting for the next,
     /// have every request rejected for ever. Accepting one that fills the last slot withdraws
-    /// this node's own requests instead (an answer that comes anyway is undone with a BREAK,
-    /// see `on_link_accepted`). Accepting makes the link, so a request of this node's own to
+    /// this node's own requests instead (an answer that comes anyway is kept if a slot has come
+    /// free, else undone with a BREAK: see `on_link_accepted`). Accepting makes the link, so a request of this node's own to
     /// the same peer (both had data) is dropped.
     fn on_link_request(&mut self, sender: usize) {
         let max = self.setup.config.max_links.unwrap_or(usize::MAX);
@@ -810,8 +815,6 @@ impl Node {
     }
 }
 
-/// The SAPs and priority of a DATA S_PDU as SIS values; `None` if one is out of range (the
-/// S_PDU is then dropped, in ARQ and non-ARQ reception alike).
 /// Whether `d` is a CAS-1 link control C_PDU (REQUEST, ACCEPTED, REJECTED, BREAK, CONFIRM)
 /// whole in one EXPEDITED NON-ARQ DATA D_PDU to one node, as every node sends them.
 fn is_link_control(d: &Dpdu) -> bool {
@@ -826,6 +829,8 @@ fn is_link_control(d: &Dpdu) -> bool {
     }
 }
 
+/// The SAPs and priority of a DATA S_PDU as SIS values; `None` if one is out of range (the
+/// S_PDU is then dropped, in ARQ and non-ARQ reception alike).
 fn sis_ids(pci: &DataPci) -> Option<(SapId, SapId, Priority)> {
     Some((
         SapId::new(pci.source_sap).ok()?,
