@@ -29,6 +29,16 @@ fn within(what: &str, v: f64, lo: f64, hi: f64) {
     assert!((lo..=hi).contains(&v), "{what} = {v}, expected {lo}..={hi}");
 }
 
+/// A multicast run that needed no link: the same delivery, airtime and transmissions as the
+/// plain 5-ship multicast.
+fn same_as_plain_multicast(multi: &FleetResult) {
+    let plain = run(&spec(true, 0));
+    assert_eq!(
+        (multi.all_delivered_s, multi.airtime_s, multi.transmissions),
+        (plain.all_delivered_s, plain.airtime_s, plain.transmissions)
+    );
+}
+
 fn run(s: &FleetSpec) -> FleetResult {
     let r = run_fleet(s).unwrap();
     assert_eq!(r.delivered, r.expected, "{s:?}: {r:?}");
@@ -195,11 +205,7 @@ fn with_cas1_unicast_makes_every_ships_link_and_multicast_needs_none() {
     assert_eq!(uni.transmissions, 12, "{uni:?}");
     assert_eq!(uni.collisions, 0, "{uni:?}");
     // Exactly the figures without CAS-1.
-    let plain = run(&spec(true, 0));
-    assert_eq!(
-        (multi.all_delivered_s, multi.airtime_s, multi.transmissions),
-        (plain.all_delivered_s, plain.airtime_s, plain.transmissions)
-    );
+    same_as_plain_multicast(&multi);
 }
 
 /// The README's fleet line on a 5066 server that holds one link at a time
@@ -229,9 +235,5 @@ fn a_base_holding_one_link_at_a_time_serves_its_ships_in_turn() {
     within("unicast airtime, s", uni.airtime_s, 83.0, 86.0);
     assert_eq!(uni.transmissions, 28, "{uni:?}");
     assert_eq!(uni.collisions, 0, "{uni:?}");
-    let plain = run(&spec(true, 0));
-    assert_eq!(
-        (multi.all_delivered_s, multi.airtime_s, multi.transmissions),
-        (plain.all_delivered_s, plain.airtime_s, plain.transmissions)
-    );
+    same_as_plain_multicast(&multi);
 }

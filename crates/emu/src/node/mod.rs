@@ -1166,14 +1166,21 @@ impl Node {
     /// link this node may not ask for yet (the peer's rejection is being waited out, or the
     /// node holds [`NodeConfig::max_links`]) does not count: its timer wakes the node.
     pub fn has_work(&self) -> bool {
+        // Once per peer: each look scans the queue.
+        let blocked: Vec<usize> = self
+            .links
+            .keys()
+            .copied()
+            .filter(|&p| self.link_blocked(p))
+            .collect();
         self.queue
             .iter()
-            .any(|q| q.non_arq.is_some() || !self.link_blocked(q.dest))
+            .any(|q| q.non_arq.is_some() || !blocked.contains(&q.dest))
             || !self.non_arq_out.is_empty()
-            || self.links.iter().any(|(&p, l)| {
+            || self.links.iter().any(|(p, l)| {
                 l.owes_ack
                     || l.owes_exp_ack
-                    || ((l.exp_out.is_some() || !l.sender.is_idle()) && !self.link_blocked(p))
+                    || ((l.exp_out.is_some() || !l.sender.is_idle()) && !blocked.contains(p))
                     || l.reset_out.is_some()
                     || l.reset_ack_owed.is_some()
                     || l.link_request_out

@@ -1067,11 +1067,8 @@ fn make_link_and_send(
     data
 }
 
-/// Nodes A and B of `config`, with a 300-byte ARQ U_PDU of A's for B submitted at 0.
-fn pair_with_an_updu_for_b(config: NodeConfig) -> (Node, Node) {
-    let mut v = nodes(config);
-    let b = v.pop().unwrap();
-    let mut a = v.pop().unwrap();
+/// Node A (index 0) submits a 300-byte ARQ U_PDU for B at 0.
+fn a_submits_300_bytes_for_b(a: &mut Node) {
     a.submit(
         Duration::ZERO,
         CONN[0],
@@ -1080,6 +1077,14 @@ fn pair_with_an_updu_for_b(config: NodeConfig) -> (Node, Node) {
         ARQ,
     )
     .unwrap();
+}
+
+/// Nodes A and B of `config`, with a 300-byte ARQ U_PDU of A's for B submitted at 0.
+fn pair_with_an_updu_for_b(config: NodeConfig) -> (Node, Node) {
+    let mut v = nodes(config);
+    let b = v.pop().unwrap();
+    let mut a = v.pop().unwrap();
+    a_submits_300_bytes_for_b(&mut a);
     (a, b)
 }
 
@@ -1266,14 +1271,7 @@ fn one_link_trio() -> (Node, Node, Node) {
 /// Returns them, when B keyed up its ACK and when A heard it.
 fn one_link_trio_a_linked_to_b() -> (Node, Node, Node, Duration, Duration) {
     let (mut a, mut b, mut c) = one_link_trio();
-    a.submit(
-        Duration::ZERO,
-        CONN[0],
-        sap(),
-        &request(B, &payload(300)),
-        ARQ,
-    )
-    .unwrap();
+    a_submits_300_bytes_for_b(&mut a);
     let data = make_link_and_send(&mut a, 0, &mut b, 1, Duration::ZERO);
     let acked = data.tx.peer_may_transmit_at();
     let ack = b.poll_transmit(acked).unwrap();
