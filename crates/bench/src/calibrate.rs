@@ -1051,8 +1051,49 @@ pub const UDP_SCENARIO: &str = "udp-5066";
 /// The name the flood of U_PDUs straight to the node goes by in the calibration table.
 pub const DIRECT_SCENARIO: &str = "unidata-5066";
 
+/// The band a ratio row must fall in to count as reproducing its published figure (issue 13's
+/// acceptance: 0.67-1.5x).
+pub const RATIO_BAND: std::ops::RangeInclusive<f64> = 0.67..=1.5;
+
+/// How many of one source's ratio rows fall in [`RATIO_BAND`] (see [`Calibration::band_counts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BandCount {
+    /// The table and column ([`Comparison::source`]).
+    pub source: &'static str,
+    /// Rows whose ratio, rounded as printed (two decimals), is within the band.
+    pub within: usize,
+    /// Rows with a ratio (dB rows and rows with no emulated figure have none).
+    pub rows: usize,
+}
+
 impl Calibration {
-    /// The comparisons as a Markdown table, then the goal lines.
+    /// Per source, in the order the table first shows it, how many ratio rows are within
+    /// [`RATIO_BAND`]; the ratio is judged as printed (two decimals), so a row the table shows
+    /// as 0.67 counts and one it shows as 0.66 does not.
+    pub fn band_counts(&self) -> Vec<BandCount> {
+        let mut counts: Vec<BandCount> = Vec::new();
+        for c in &self.comparisons {
+            let Some(r) = c.ratio() else { continue };
+            let within = RATIO_BAND.contains(&((r * 100.0).round() / 100.0));
+            let i = match counts.iter().position(|b| b.source == c.source) {
+                Some(i) => i,
+                None => {
+                    counts.push(BandCount {
+                        source: c.source,
+                        within: 0,
+                        rows: 0,
+                    });
+                    counts.len() - 1
+                }
+            };
+            counts[i].rows += 1;
+            counts[i].within += usize::from(within);
+        }
+        counts
+    }
+
+    /// The comparisons as a Markdown table, the rows within [`RATIO_BAND`] per source, then
+    /// the goal lines.
     pub fn markdown(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(
@@ -1084,6 +1125,21 @@ impl Calibration {
                 c.unit,
             );
         }
+        let counts = self.band_counts();
+        if !counts.is_empty() {
+            let (within, rows) = counts
+                .iter()
+                .fold((0, 0), |(w, n), b| (w + b.within, n + b.rows));
+            let _ = writeln!(
+                out,
+                "\nRatio rows within {:.2}-{:.1} of the published figure: {within} of {rows}",
+                RATIO_BAND.start(),
+                RATIO_BAND.end()
+            );
+            for b in &counts {
+                let _ = writeln!(out, "- {}: {} of {}", b.source, b.within, b.rows);
+            }
+        }
         if !self.goals.is_empty() {
             let _ = writeln!(out, "\nGoal lines:");
             for g in &self.goals {
@@ -1103,6 +1159,53 @@ mod tests {
     const NTIA: &str = "# comment\n# more\nmodem_bps,tcp_window_bytes,attachment_bytes,throughput_bps\n300,1024,1024,51.8\n1200,3072,51200,1733.6\n";
     const ISODE: &str =
         "# c\nlink_bps,message_bytes,messages,smtp_seconds,co_acp142_seconds\n1200,386,1,89,21\n";
+
+    #[test]
+    fn rows_within_the_band_are_counted_per_source_as_printed() {
+        let row = |source: &'static str, unit: &'static str, published: f64, emulated| Comparison {
+            source,
+            scenario: "s".into(),
+            condition: "c".into(),
+            unit,
+            published,
+            emulated,
+            delivered: (0, 0),
+        };
+        let cal = Calibration {
+            comparisons: vec![
+                // 0.666 is printed 0.67 (in), 0.664 is printed 0.66 (out).
+                row("A", "s", 1000.0, Ok(666.0)),
+                row("A", "s", 1000.0, Ok(664.0)),
+                row("B", "bit/s", 100.0, Ok(150.4)),
+                row("A", "s", 1000.0, Ok(1506.0)),
+                // No ratio: decibels, no emulated figure, a published zero.
+                row("C", "dB", 10.0, Ok(10.5)),
+                row("B", "bit/s", 100.0, Err("not modelled".into())),
+                row("B", "min", 0.0, Ok(1.0)),
+            ],
+            goals: Vec::new(),
+        };
+        assert_eq!(
+            cal.band_counts(),
+            [
+                BandCount {
+                    source: "A",
+                    within: 1,
+                    rows: 3
+                },
+                BandCount {
+                    source: "B",
+                    within: 1,
+                    rows: 1
+                },
+            ]
+        );
+        let md = cal.markdown();
+        assert!(
+            md.contains("Ratio rows within 0.67-1.5 of the published figure: 2 of 4\n- A: 1 of 3\n- B: 1 of 1\n"),
+            "{md}"
+        );
+    }
 
     #[test]
     fn tables_parse() {
@@ -1358,7 +1461,7 @@ mod tests {
         assert_eq!(udp.scenario, UDP_SCENARIO);
         // The link limits 512-byte datagrams at 1200 bit/s: within the band of the table.
         let r = udp.ratio().unwrap();
-        assert!((0.67..=1.5).contains(&r), "{udp:?}");
+        assert!(RATIO_BAND.contains(&r), "{udp:?}");
         assert_eq!(cal.comparisons[0].delivered, (10, 10));
         let hmtp = &cal.comparisons[2];
         assert_eq!(hmtp.scenario, HMTP_DEFLATE.to_string());
