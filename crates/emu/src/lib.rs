@@ -74,9 +74,16 @@
 //! not made with a WARNING ("not connected"), and the peer makes the link and sends the data
 //! again; ARQ data from a peer whose ACCEPTED was lost makes the link.
 //!
-//! Not here: REJECTED for the reasons a node without hard links never has (broadcast-only,
-//! an exclusive link), a BREAK for link loss ("lost" above is the node's own
-//! verdict), hard links, the full reset
+//! Hard-link sessions (Annex A): a client's S_HARD_LINK_ESTABLISH of type 0, 1 or 2 is agreed
+//! between the two nodes with the hard-link S_PDUs on the expedited ARQ (the called type 2
+//! client asked with S_HARD_LINK_INDICATION), judged by rank and priority against the link a
+//! node may already hold (at most one), and while it is up each node sends only to the other
+//! (type 2: only the two clients' data); terminated by its client, pre-empted, or ended with
+//! its lost link (`node::hard`).
+//!
+//! Not here: an exclusive physical link under a hard link (the hard link rides the link CAS-1
+//! made) and the REJECTED reasons that only exclusive links and broadcast-only nodes produce,
+//! a BREAK for link loss ("lost" above is the node's own verdict), the full reset
 //! and the transmit-window reset request (above), the second way Annex C offers to skip a
 //! dropped C_PDU (a RESET/WIN-RESYNC instead of DROP frames), non-ARQ "with errors" delivery
 //! (served as plain non-ARQ).

@@ -107,7 +107,8 @@
 //! unless [`SubnetConfig::cas1`] makes nodes make it first (and then it is broken only when
 //! [`SubnetConfig::link_idle`] is set and the link idles that long, or declared lost; with
 //! [`SubnetConfig::max_links`] a node holds at most that many, rejects requests beyond them
-//! and breaks an idle link for a waiting peer); hard links are not modelled;
+//! and breaks an idle link for a waiting peer); a hard link (Annex A, `node::hard`) rides
+//! that link, not an exclusive one of its own;
 //! non-ARQ "with errors" is served as plain non-ARQ; data-rate change ([`Drc`]) picks one
 //! rate per transmission (the slowest of the links it serves) and changes interleaver never;
 //! link loss is each node's own verdict (no CAS-1 PHYSICAL LINK BREAK is exchanged for it,
@@ -469,7 +470,7 @@ impl fmt::Display for Counters {
         for (i, n) in self.nodes.iter().enumerate() {
             writeln!(
                 f,
-                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired ({} in the ARQ), {} C_PDUs dropped on DROP, {} duplicates dropped, non-ARQ {} sent {} delivered {} incomplete, {} rate changes, {} DATA-ACK, {} resets ({} U_PDUs lost), {} links lost ({} U_PDUs discarded), {} link requests, {} links made, {} links broken, {} link requests refused, {} of its own rejected, {} links aborted, {} not-linked warnings",
+                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired ({} in the ARQ), {} C_PDUs dropped on DROP, {} duplicates dropped, non-ARQ {} sent {} delivered {} incomplete, {} rate changes, {} DATA-ACK, {} resets ({} U_PDUs lost), {} links lost ({} U_PDUs discarded), {} link requests, {} links made, {} links broken, {} link requests refused, {} of its own rejected, {} links aborted, {} not-linked warnings, hard links {} requested {} made {} ended",
                 n.transmissions,
                 n.bytes_on_air,
                 n.dpdus_sent,
@@ -496,7 +497,10 @@ impl fmt::Display for Counters {
                 n.link_requests_refused,
                 n.link_requests_rejected,
                 n.links_aborted,
-                n.not_linked_warnings
+                n.not_linked_warnings,
+                n.hard_links_requested,
+                n.hard_links_made,
+                n.hard_links_ended
             )?;
         }
         Ok(())
@@ -1042,19 +1046,20 @@ impl State {
         self.next_conn
     }
 
-    /// Binds `sap` on `node` for connection `conn`, whose primitives go to `tx`; `false` if
-    /// another connection holds it.
+    /// Binds `sap` on `node` for connection `conn`, a client of `rank`, whose primitives go
+    /// to `tx`; `false` if another connection holds it.
     pub(crate) fn bind(
         &mut self,
         node: usize,
         sap: SapId,
+        rank: u8,
         conn: u64,
         tx: mpsc::UnboundedSender<Primitive>,
     ) -> bool {
         let Some(n) = self.nodes.get_mut(node) else {
             return false;
         };
-        if !n.node.bind(sap, conn) {
+        if !n.node.bind(sap, rank, conn) {
             return false;
         }
         n.clients.insert(conn, tx);
@@ -1067,6 +1072,32 @@ impl State {
             n.node.unbind(conn);
             n.clients.remove(&conn);
         }
+    }
+
+    /// A hard-link primitive from client connection `conn` of `node` at `now`
+    /// (S_HARD_LINK_ESTABLISH, TERMINATE, ACCEPT or REJECT; see [`crate::node`]'s `hard`);
+    /// `false` for any other primitive.
+    pub(crate) fn hard_link(
+        &mut self,
+        node: usize,
+        conn: u64,
+        p: &Primitive,
+        now: Duration,
+    ) -> bool {
+        let Some(n) = self.nodes.get_mut(node) else {
+            return false;
+        };
+        match *p {
+            Primitive::HardLinkEstablish(link) => n.node.hard_link_establish(now, conn, link),
+            Primitive::HardLinkTerminate { remote } => {
+                n.node.hard_link_terminate(now, conn, remote)
+            }
+            Primitive::HardLinkAccept(link) => n.node.hard_link_accept(now, conn, link),
+            Primitive::HardLinkReject { link, .. } => n.node.hard_link_reject(now, conn, link),
+            _ => return false,
+        }
+        n.flush_events();
+        true
     }
 
     /// Queues a U_PDU from a client of `node` (already checked against the MTU).

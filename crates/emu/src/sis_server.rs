@@ -10,9 +10,11 @@
 //! reason 4; unknown destination node: reason 3; ARQ or non-ARQ per the delivery mode or the
 //! bind's service type, expedited ones through the expedited ARQ or as expedited non-ARQ,
 //! see [`crate::net`]), S_KEEP_ALIVE (echoed), and S_DATA_FLOW_OFF / ON when
-//! the client's queue passes the subnetwork's flow limit and drains to half of it. Hard-link
-//! and management requests are logged and ignored. A frame that does not decode closes the
-//! connection with a log line.
+//! the client's queue passes the subnetwork's flow limit and drains to half of it,
+//! S_HARD_LINK_ESTABLISH, TERMINATE, ACCEPT and REJECT (the node's hard-link sessions, see
+//! `node::hard`; answered with S_HARD_LINK_ESTABLISHED, REJECTED, TERMINATED and, on the
+//! called node, INDICATION). Management requests are logged and ignored. A frame that does
+//! not decode closes the connection with a log line.
 
 use std::sync::Arc;
 
@@ -140,7 +142,7 @@ fn handle(
     p: Primitive,
 ) -> Vec<Reply> {
     match p {
-        Primitive::BindRequest { sap, service, .. } => {
+        Primitive::BindRequest { sap, rank, service } => {
             if bound.is_some() {
                 // One binding per connection (Annex A); a second bind is refused.
                 return vec![Reply::Send(Primitive::BindRejected {
@@ -148,7 +150,7 @@ fn handle(
                 })];
             }
             let mut st = shared.lock();
-            if st.bind(node, sap, conn, tx.clone()) {
+            if st.bind(node, sap, rank.get(), conn, tx.clone()) {
                 *bound = Some((sap, service));
                 vec![
                     Reply::Send(Primitive::BindAccepted { sap, mtu: st.mtu() }),
@@ -167,6 +169,25 @@ fn handle(
         Primitive::KeepAlive => vec![Reply::Send(Primitive::KeepAlive)],
         Primitive::UnidataRequest(req) => unidata(shared, node, conn, bound, req, false),
         Primitive::ExpeditedUnidataRequest(req) => unidata(shared, node, conn, bound, req, true),
+        p @ (Primitive::HardLinkEstablish(_)
+        | Primitive::HardLinkTerminate { .. }
+        | Primitive::HardLinkAccept(_)
+        | Primitive::HardLinkReject { .. }) => {
+            if bound.is_none() {
+                tracing::warn!(
+                    node,
+                    conn,
+                    primitive = p.name(),
+                    "hard-link request from a client that is not bound; ignored"
+                );
+                return Vec::new();
+            }
+            let now = shared.now();
+            shared.lock().hard_link(node, conn, &p, now);
+            // The answers went to the client through its channel; the node may have S_PDUs to send.
+            shared.notify.notify_one();
+            Vec::new()
+        }
         other => {
             tracing::info!(
                 node,

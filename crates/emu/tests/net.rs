@@ -11,6 +11,7 @@ use skywave_emu::dpdu::{Ack, Address, Body, DataHeader, Dpdu, Eow};
 use skywave_emu::modem::{DataRate, Interleaver, ModemConfig};
 use skywave_emu::net::{Subnet, SubnetConfig, TraceRecord, UPDU_OVERHEAD};
 use skywave_sis::client::{Delivery, Event, Events};
+use skywave_sis::stream::SisStream;
 use skywave_sis::{
     Client, ClientConfig, NodeAddress, Primitive, Priority, SapId, ServiceType, Ttl,
     UnidataRejectReason, UnidataRequest,
@@ -341,24 +342,8 @@ async fn unbound_sap_oversize_and_ttl_are_rejected() {
 
 #[tokio::test(start_paused = true)]
 async fn raw_sis_keepalive_oversize_and_bad_frame() {
-    use skywave_sis::stream::SisStream;
     let subnet = Subnet::start(config(DataRate::Bps1200, ChannelConfig::awgn(30.0), 1)).unwrap();
-    let mut s = SisStream::new(subnet.connect_in_process(0));
-    s.send(&Primitive::BindRequest {
-        sap: SapId::new(5).unwrap(),
-        rank: Default::default(),
-        service: ServiceType::ARQ_NODE_CONFIRM,
-    })
-    .await
-    .unwrap();
-    assert!(matches!(
-        s.recv().await.unwrap(),
-        Some(Primitive::BindAccepted { mtu: 2048, .. })
-    ));
-    assert!(matches!(
-        s.recv().await.unwrap(),
-        Some(Primitive::SubnetAvailability { .. })
-    ));
+    let mut s = bind_raw(&subnet, 0, 5).await;
     s.send(&Primitive::KeepAlive).await.unwrap();
     assert_eq!(s.recv().await.unwrap(), Some(Primitive::KeepAlive));
     s.send(&Primitive::UnidataRequest(request(B, 3, payload(0, 2049))))
@@ -1911,4 +1896,114 @@ async fn a_long_batch_for_one_peer_shares_the_transmission_with_a_short_one_for_
     for p in pending {
         assert!(matches!(p.await, Ok(Delivery::Confirmed(_))));
     }
+}
+
+/// A raw SIS connection to `node` with `sap` bound (bind accepted and availability read).
+async fn bind_raw(subnet: &Subnet, node: usize, sap: u8) -> SisStream<tokio::io::DuplexStream> {
+    let mut s = SisStream::new(subnet.connect_in_process(node));
+    s.send(&Primitive::BindRequest {
+        sap: SapId::new(sap).unwrap(),
+        rank: Default::default(),
+        service: ServiceType::ARQ_NODE_CONFIRM,
+    })
+    .await
+    .unwrap();
+    assert!(matches!(
+        s.recv().await.unwrap(),
+        Some(Primitive::BindAccepted { mtu: 2048, .. })
+    ));
+    assert!(matches!(
+        s.recv().await.unwrap(),
+        Some(Primitive::SubnetAvailability { .. })
+    ));
+    s
+}
+
+/// The next primitive on `s`, within a bound of simulated time.
+async fn next(s: &mut SisStream<tokio::io::DuplexStream>) -> Primitive {
+    tokio::time::timeout(Duration::from_secs(600), s.recv())
+        .await
+        .expect("no primitive within 600 s")
+        .unwrap()
+        .expect("connection closed")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hard_link_over_the_sis_is_made_with_cas1_indicated_accepted_used_and_terminated() {
+    use skywave_sis::{HardLink, HardLinkTerminateReason, HardLinkType, LinkPriority};
+    let mut cfg = config(DataRate::Bps1200, ChannelConfig::awgn(30.0), 1);
+    cfg.cas1 = true;
+    let subnet = Subnet::start(cfg).unwrap();
+    let mut a = bind_raw(&subnet, 0, 5).await;
+    let mut b = bind_raw(&subnet, 1, 3).await;
+    let asked = HardLink {
+        link_type: HardLinkType::FullBandwidth,
+        priority: LinkPriority::new(2).unwrap(),
+        remote_sap: SapId::new(3).unwrap(),
+        remote: addr(B),
+    };
+    a.send(&Primitive::HardLinkEstablish(asked)).await.unwrap();
+    // B's client is asked, with A's client as the remote end.
+    let seen = HardLink {
+        remote_sap: SapId::new(5).unwrap(),
+        remote: addr(A),
+        ..asked
+    };
+    assert_eq!(
+        next(&mut b).await,
+        Primitive::HardLinkIndication {
+            remote_status: 1,
+            link: seen
+        }
+    );
+    b.send(&Primitive::HardLinkAccept(seen)).await.unwrap();
+    assert_eq!(
+        next(&mut a).await,
+        Primitive::HardLinkEstablished {
+            remote_status: 1,
+            link: asked
+        }
+    );
+    let counters = subnet.counters();
+    // CAS-1 made the physical link before the first S_PDU went (expedited ARQ).
+    assert_eq!(counters.nodes[0].links_made, 1, "{counters:?}");
+    assert_eq!(
+        (
+            counters.nodes[0].hard_links_made,
+            counters.nodes[1].hard_links_made
+        ),
+        (1, 1)
+    );
+    let updu = payload(0, 500);
+    a.send(&Primitive::UnidataRequest(request(B, 3, updu.clone())))
+        .await
+        .unwrap();
+    match next(&mut b).await {
+        Primitive::UnidataIndication(i) => assert_eq!(i.updu, updu),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        next(&mut a).await,
+        Primitive::UnidataRequestConfirm(_)
+    ));
+    a.send(&Primitive::HardLinkTerminate { remote: addr(B) })
+        .await
+        .unwrap();
+    assert_eq!(
+        next(&mut b).await,
+        Primitive::HardLinkTerminated {
+            reason: HardLinkTerminateReason::TerminatedByRemote,
+            link: seen
+        }
+    );
+    // Both ends are done with it once B's CONFIRM is back at A.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let counters = subnet.counters();
+    assert_eq!(
+        (
+            counters.nodes[0].hard_links_ended,
+            counters.nodes[1].hard_links_ended
+        ),
+        (1, 1)
+    );
 }

@@ -40,10 +40,11 @@
 //! of links per node ([`NodeConfig::max_links`]: PHYSICAL LINK REJECTED beyond it, asked
 //! again later; an idle link broken for a waiting peer), the called node's abort of a new
 //! link that carries no DATA in time ([`NodeConfig::link_first_data`]) and the WARNING ("not
-//! connected") for ARQ data on a link this node has not made. Not built: a BREAK on link loss
-//! (declaring a link lost is this node's verdict only, and no BREAK is needed to make
-//! another), REJECTED for an exclusive link or a broadcast-only node (this node has neither),
-//! hard links, FULL RESET CMD and RESET TX WIN RQST, a DROP flag for expedited data (Annex C
+//! connected") for ARQ data on a link this node has not made; hard-link sessions (Annex A,
+//! `node::hard`: establishment, precedence, the data they let through, termination). Not built: a
+//! BREAK on link loss (declaring a link lost is this node's verdict only, and no BREAK is
+//! needed to make another), an exclusive physical link under a hard link and REJECTED for an
+//! exclusive link or a broadcast-only node, FULL RESET CMD and RESET TX WIN RQST, a DROP flag for expedited data (Annex C
 //! has none: an expedited U_PDU whose TTL ran out is just abandoned), non-ARQ "with errors".
 //!
 //! Nodes and groups are named by their index in the subnetwork's address list
@@ -51,6 +52,7 @@
 //! `addresses.len() + g`. Without [`NodeConfig::cas1`] the Annex B link to every other node
 //! is assumed up.
 
+mod hard;
 mod receive;
 mod transmit;
 
@@ -71,6 +73,7 @@ use crate::arq::{ArqError, ArqReceiver, ArqSender};
 use crate::dpdu::{Address, Body, DataHeader, Dpdu, NonArqHeader};
 use crate::modem::{DataRate, ModemConfig, ModemError};
 
+pub use hard::HARD_LINK_TIMEOUT;
 pub use receive::Heard;
 pub use transmit::{NodeTx, SentDpdu};
 
@@ -218,6 +221,13 @@ pub struct NodeCounters {
     /// from a peer it had no physical link to (CAS-1); the data was discarded, and the peer
     /// makes the link and sends it again.
     pub not_linked_warnings: u64,
+    /// Hard links this node's clients asked for (S_HARD_LINK_ESTABLISH that passed the local
+    /// checks and went to the peer as a REQUEST).
+    pub hard_links_requested: u64,
+    /// Hard links made (the caller's confirmed, or the called node's confirm sent).
+    pub hard_links_made: u64,
+    /// Hard links ended: terminated by either node, pre-empted, or lost with their link.
+    pub hard_links_ended: u64,
 }
 
 /// What every node of a subnetwork shares: the subnetwork's members and the link settings.
@@ -486,6 +496,8 @@ pub struct SendMode {
 #[derive(Debug)]
 struct Binding {
     conn: u64,
+    /// The client's rank (S_BIND_REQUEST): hard-link precedence.
+    rank: u8,
     queued: usize,
     flow_off: bool,
 }
@@ -568,7 +580,8 @@ impl Kind {
 struct ExpOut {
     sender: ArqSender,
     cpdu_id: u8,
-    q: Queued,
+    /// The client's U_PDU; `None` for a hard-link S_PDU of the SIS itself (`node::hard`).
+    q: Option<Queued>,
     failed: bool,
 }
 
@@ -650,6 +663,9 @@ struct Link {
     /// CAS-1: the peer sent ARQ data of this D_PDU type on a link this node has not made:
     /// answer WARNING ("not connected").
     warning_owed: Option<u8>,
+    /// Hard-link S_PDUs for the peer, each a C_PDU for the expedited ARQ ahead of expedited
+    /// U_PDUs (`node::hard`).
+    exp_control: VecDeque<Vec<u8>>,
 }
 
 /// A change in a node's view of its link to a peer, for its driver to report (the SIS has no
@@ -700,6 +716,10 @@ pub struct Node {
     counters: NodeCounters,
     events: VecDeque<ClientEvent>,
     link_events: VecDeque<LinkEvent>,
+    /// The hard link, if any (`node::hard`).
+    hard: Option<hard::Hard>,
+    /// The latest time the node has been told of (for timers started by what it receives).
+    clock: Duration,
 }
 
 impl Node {
@@ -754,6 +774,7 @@ impl Node {
                     rejected_until: None,
                     first_data_by: None,
                     warning_owed: None,
+                    exp_control: VecDeque::new(),
                 },
             );
         }
@@ -773,6 +794,8 @@ impl Node {
             counters: NodeCounters::default(),
             events: VecDeque::new(),
             link_events: VecDeque::new(),
+            hard: None,
+            clock: Duration::ZERO,
         })
     }
 
@@ -796,8 +819,9 @@ impl Node {
         self.link_events.pop_front()
     }
 
-    /// Binds `sap` for connection `conn`; `false` if another connection holds it.
-    pub fn bind(&mut self, sap: SapId, conn: u64) -> bool {
+    /// Binds `sap` for connection `conn`, a client of `rank` (0-15); `false` if another
+    /// connection holds it.
+    pub fn bind(&mut self, sap: SapId, rank: u8, conn: u64) -> bool {
         if self.bindings.contains_key(&sap.get()) {
             return false;
         }
@@ -805,6 +829,7 @@ impl Node {
             sap.get(),
             Binding {
                 conn,
+                rank,
                 queued: 0,
                 flow_off: false,
             },
@@ -812,8 +837,9 @@ impl Node {
         true
     }
 
-    /// Releases whatever `conn` bound.
+    /// Releases whatever `conn` bound, and ends a hard link it held.
     pub fn unbind(&mut self, conn: u64) {
+        self.hard_link_client_gone(conn);
         self.bindings.retain(|_, b| b.conn != conn);
     }
 
@@ -950,9 +976,11 @@ impl Node {
     /// that asked for a confirm; see `Node::expire_in_arq`), and non-ARQ C_PDUs whose
     /// reception window closed (counted incomplete if they were not delivered); runs the
     /// CAS-1 timers: a rejected request's hold, the abort of a new link without data, and
-    /// the breaking of idle links.
+    /// the breaking of idle links; and the hard link's waits ([`HARD_LINK_TIMEOUT`]).
     pub fn handle_timeout(&mut self, now: Duration) {
+        self.clock = self.clock.max(now);
         self.expire_in_arq(now);
+        self.expire_hard_link(now);
         let before = self.non_arq_in.len();
         let mut incomplete = 0;
         self.non_arq_in.retain(|_, p| {
@@ -1023,14 +1051,15 @@ impl Node {
                 self.links
                     .values()
                     .flat_map(|l| [l.rejected_until, l.first_data_by])
-                    .flatten(),
+                    .flatten()
+                    .chain(self.hard_link_deadline()),
             )
             .min();
         let in_arq = self.links.values().flat_map(|l| {
             l.unconfirmed
                 .values()
                 .map(|a| &a.q)
-                .chain(l.exp_out.as_ref().map(|e| &e.q))
+                .chain(l.exp_out.as_ref().and_then(|e| e.q.as_ref()))
         });
         self.queue
             .iter()
@@ -1073,19 +1102,21 @@ impl Node {
                 );
                 dead.push(a);
             }
-            if link.exp_out.as_ref().is_some_and(|e| due(&e.q))
-                && let Some(e) = link.exp_out.take()
+            if link
+                .exp_out
+                .as_ref()
+                .is_some_and(|e| e.q.as_ref().is_some_and(due))
+                && let Some(ExpOut {
+                    q: Some(q), failed, ..
+                }) = link.exp_out.take()
             {
                 tracing::debug!(
                     node,
                     peer,
-                    seq = e.q.seq,
+                    seq = q.seq,
                     "expedited U_PDU TTL expired in the ARQ"
                 );
-                dead.push(InArq {
-                    q: e.q,
-                    failed: e.failed,
-                });
+                dead.push(InArq { q, failed });
             }
         }
         self.counters.expired_in_arq += dead.len() as u64;
@@ -1114,14 +1145,15 @@ impl Node {
             return;
         };
         link.sender.clear();
+        link.exp_control.clear();
         let mut gone: Vec<InArq> = std::mem::take(&mut link.unconfirmed)
             .into_values()
             .collect();
-        if let Some(e) = link.exp_out.take() {
-            gone.push(InArq {
-                q: e.q,
-                failed: e.failed,
-            });
+        if let Some(ExpOut {
+            q: Some(q), failed, ..
+        }) = link.exp_out.take()
+        {
+            gone.push(InArq { q, failed });
         }
         link.reset_out = None;
         link.resync = true;
@@ -1154,6 +1186,7 @@ impl Node {
             }
             self.dequeued(&a.q);
         }
+        self.hard_link_lost(peer);
         self.link_events.push_back(LinkEvent::Lost {
             peer,
             at,
@@ -1175,12 +1208,13 @@ impl Node {
             .collect();
         self.queue
             .iter()
-            .any(|q| q.non_arq.is_some() || !blocked.contains(&q.dest))
+            .any(|q| (q.non_arq.is_some() || !blocked.contains(&q.dest)) && self.hard_allows(q))
             || !self.non_arq_out.is_empty()
             || self.links.iter().any(|(p, l)| {
                 l.owes_ack
                     || l.owes_exp_ack
-                    || ((l.exp_out.is_some() || !l.sender.is_idle()) && !blocked.contains(p))
+                    || ((l.exp_out.is_some() || !l.sender.is_idle() || !l.exp_control.is_empty())
+                        && !blocked.contains(p))
                     || l.reset_out.is_some()
                     || l.reset_ack_owed.is_some()
                     || l.link_request_out
@@ -1215,6 +1249,7 @@ impl Node {
             && !l.break_confirm_owed
             && !l.reject_owed
             && l.warning_owed.is_none()
+            && l.exp_control.is_empty()
             && !self
                 .queue
                 .iter()
@@ -1233,10 +1268,11 @@ impl Node {
             && !l.break_out
             && (!l.sender.is_idle()
                 || l.exp_out.is_some()
+                || !l.exp_control.is_empty()
                 || self
                     .queue
                     .iter()
-                    .any(|q| q.dest == peer && q.non_arq.is_none()))
+                    .any(|q| q.dest == peer && q.non_arq.is_none() && self.hard_allows(q)))
     }
 
     /// CAS-1: whether this node may ask for one more physical link, besides any to `except`
@@ -1333,7 +1369,9 @@ impl Node {
         self.queue.iter().any(same)
             || self.links.get(&dest).is_some_and(|l| {
                 l.unconfirmed.values().any(|a| same(&a.q))
-                    || l.exp_out.as_ref().is_some_and(|e| same(&e.q))
+                    || l.exp_out
+                        .as_ref()
+                        .is_some_and(|e| e.q.as_ref().is_some_and(&same))
             })
     }
 

@@ -13,7 +13,9 @@ use crate::dpdu::{Body, DataHeader, Dpdu, Eow, Reset, warning_reason};
 use crate::modem::DataRate;
 use crate::spdu::{DataPci, Spdu};
 
-use super::{Drc, InArq, Kind, LinkEvent, Node, NonArqIn, Queued, STALE_ACKS_RESET, UPDU_OVERHEAD};
+use super::{
+    Drc, ExpOut, InArq, Kind, LinkEvent, Node, NonArqIn, Queued, STALE_ACKS_RESET, UPDU_OVERHEAD,
+};
 
 /// What one transmission from another node delivered to this one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +73,7 @@ impl Node {
         let mut eows: Vec<Eow> = Vec::new();
         let mut resets: Vec<Reset> = Vec::new();
         for (at, bytes) in dpdus {
+            self.clock = self.clock.max(at);
             match Dpdu::decode(&bytes) {
                 Ok((d, _)) => {
                     got_any = true;
@@ -335,20 +338,23 @@ impl Node {
                 _ => {}
             }
         }
-        if let Some(e) = finished {
-            if e.q.confirm && !e.failed {
+        if let Some(ExpOut {
+            q: Some(q), failed, ..
+        }) = finished
+        {
+            if q.confirm && !failed {
                 let c = UnidataConfirm {
-                    dest_sap: e.q.dest_sap,
+                    dest_sap: q.dest_sap,
                     dest,
-                    updu_part: e.q.updu.clone(),
+                    updu_part: q.updu.clone(),
                 };
                 self.send_to(
-                    e.q.src_sap,
-                    Some(e.q.conn),
+                    q.src_sap,
+                    Some(q.conn),
                     Primitive::ExpeditedUnidataRequestConfirm(c),
                 );
             }
-            self.dequeued(&e.q);
+            self.dequeued(&q);
         }
         self.on_cpdus(sender, cpdus, Kind::Expedited);
     }
@@ -695,6 +701,13 @@ impl Node {
                     updu,
                     ..
                 }) => self.on_fail(sender, source_sap, destination_sap, &updu),
+                Ok(
+                    hard @ (Spdu::HardLinkRequest { .. }
+                    | Spdu::HardLinkConfirm
+                    | Spdu::HardLinkRejected { .. }
+                    | Spdu::HardLinkTerminate { .. }
+                    | Spdu::HardLinkTerminateConfirm),
+                ) => self.on_hard_spdu(sender, hard),
                 Ok(other) => tracing::debug!(?other, "S_PDU not handled by the emulator"),
                 Err(e) => tracing::warn!("bad S_PDU: {e}"),
             }
@@ -722,9 +735,9 @@ impl Node {
             let e = link
                 .exp_out
                 .as_mut()
-                .filter(|e| !e.failed && matches(&e.q))?;
+                .filter(|e| !e.failed && e.q.as_ref().is_some_and(matches))?;
             e.failed = true;
-            Some(e.q.clone())
+            e.q.clone()
         });
         let Some(q) = hit else {
             tracing::debug!("DATA DELIVERY FAIL for a U_PDU already answered");

@@ -68,7 +68,7 @@ fn nodes(config: NodeConfig) -> Vec<Node> {
     (0..count)
         .map(|i| {
             let mut n = Node::new(i, &setup, false).unwrap();
-            assert!(n.bind(sap(), CONN[i]));
+            assert!(n.bind(sap(), 0, CONN[i]));
             n
         })
         .collect()
@@ -1564,4 +1564,349 @@ fn arq_data_before_a_lost_accepted_makes_the_link() {
     let answer = a.poll_transmit(tx.tx.peer_may_transmit_at()).unwrap();
     assert!(!types(&answer).contains(&15), "{:?}", types(&answer));
     assert_eq!(a.counters().not_linked_warnings, 0);
+}
+
+// Hard links (Annex A §A.3.2.2, `super::hard`).
+
+mod hard_links {
+    use skywave_sis::{
+        HardLink, HardLinkRejectReason, HardLinkTerminateReason, HardLinkType, LinkPriority,
+    };
+
+    use super::*;
+
+    /// A second client on node A, SAP 5.
+    const OTHER: (u8, u64) = (5, 11);
+
+    fn link(link_type: HardLinkType, priority: u8, remote: u32, remote_sap: u8) -> HardLink {
+        HardLink {
+            link_type,
+            priority: LinkPriority::new(priority).unwrap(),
+            remote_sap: SapId::new(remote_sap).unwrap(),
+            remote: addr(remote),
+        }
+    }
+
+    /// Nodes A, B and C (each with its client on SAP 3), and a second client on A.
+    fn trio() -> Vec<Node> {
+        let mut v = nodes(node_config(vec![addr(A), addr(B), addr(C)]));
+        assert!(v[0].bind(SapId::new(OTHER.0).unwrap(), 0, OTHER.1));
+        v
+    }
+
+    /// Lets every node send in turn, everyone hearing everything, until none has anything
+    /// to send; the time after the last transmission.
+    fn converse(v: &mut [Node], mut t: Duration) -> Duration {
+        for _ in 0..30 {
+            let mut any = false;
+            for i in 0..v.len() {
+                let Some(tx) = v[i].poll_transmit(t) else {
+                    continue;
+                };
+                any = true;
+                for j in (0..v.len()).filter(|&j| j != i) {
+                    hear(&tx, i, &mut v[j], j, &[]);
+                }
+                t = tx.tx.peer_may_transmit_at();
+            }
+            if !any {
+                return t;
+            }
+        }
+        panic!("still talking after 30 turns");
+    }
+
+    fn primitives(node: &mut Node) -> Vec<(u64, Primitive)> {
+        events(node)
+            .into_iter()
+            .map(|e| (e.conn, e.primitive))
+            .collect()
+    }
+
+    fn sent_from(node: &mut Node, src: (u8, u64), dest: u32, updu: &[u8]) {
+        let sap = SapId::new(src.0).unwrap();
+        node.submit(Duration::ZERO, src.1, sap, &request(dest, updu), ARQ)
+            .unwrap();
+    }
+
+    fn delivered(node: &mut Node) -> Vec<Vec<u8>> {
+        events(node)
+            .into_iter()
+            .filter_map(|e| match e.primitive {
+                Primitive::UnidataIndication(i) => Some(i.updu.to_vec()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_full_bandwidth_link_is_accepted_by_the_called_client_and_carries_only_its_two_clients() {
+        let mut v = trio();
+        let asked = link(HardLinkType::FullBandwidth, 1, B, SAP);
+        v[0].hard_link_establish(Duration::ZERO, CONN[0], asked);
+        let t = converse(&mut v, Duration::ZERO);
+        // B's client on SAP 3 is asked, with A's client's SAP as the remote SAP.
+        let seen = link(HardLinkType::FullBandwidth, 1, A, SAP);
+        assert_eq!(
+            primitives(&mut v[1]),
+            [(
+                CONN[1],
+                Primitive::HardLinkIndication {
+                    remote_status: 1,
+                    link: seen
+                }
+            )]
+        );
+        assert!(primitives(&mut v[0]).is_empty());
+        v[1].hard_link_accept(t, CONN[1], seen);
+        let t = converse(&mut v, t);
+        assert_eq!(
+            primitives(&mut v[0]),
+            [(
+                CONN[0],
+                Primitive::HardLinkEstablished {
+                    remote_status: 1,
+                    link: asked
+                }
+            )]
+        );
+        assert_eq!(
+            (
+                v[0].counters().hard_links_made,
+                v[1].counters().hard_links_made
+            ),
+            (1, 1)
+        );
+        // While the link is up, A sends only its client's data to B's client: the other
+        // client's U_PDU for B and the data for C wait (and are no work to key up for).
+        sent_from(&mut v[0], OTHER, B, b"other client");
+        sent_from(&mut v[0], (SAP, CONN[0]), C, b"for C");
+        assert!(!v[0].has_work());
+        sent_from(&mut v[0], (SAP, CONN[0]), B, b"on the link");
+        let t = converse(&mut v, t);
+        assert_eq!(delivered(&mut v[1]), [b"on the link".to_vec()]);
+        assert!(delivered(&mut v[2]).is_empty());
+        // A's client ends it: B confirms and tells its client; then the rest goes.
+        v[0].hard_link_terminate(t, CONN[0], addr(B));
+        converse(&mut v, t);
+        let got = primitives(&mut v[1]);
+        assert_eq!(
+            got[0],
+            (
+                CONN[1],
+                Primitive::HardLinkTerminated {
+                    reason: HardLinkTerminateReason::TerminatedByRemote,
+                    link: seen
+                }
+            )
+        );
+        assert!(
+            matches!(&got[1].1, Primitive::UnidataIndication(i) if i.updu.as_ref() == b"other client"),
+            "{got:?}"
+        );
+        assert_eq!(delivered(&mut v[2]), [b"for C".to_vec()]);
+        // A's client hears nothing more of a termination its peer confirmed (Annex A).
+        assert!(
+            primitives(&mut v[0])
+                .iter()
+                .all(|(_, p)| matches!(p, Primitive::UnidataRequestConfirm(_))),
+        );
+        assert_eq!(
+            (
+                v[0].counters().hard_links_ended,
+                v[1].counters().hard_links_ended
+            ),
+            (1, 1)
+        );
+    }
+
+    #[test]
+    fn a_reservation_is_confirmed_by_the_called_node_and_shared_by_every_client_of_the_pair() {
+        let mut v = trio();
+        let asked = link(HardLinkType::Reservation, 0, B, 0);
+        v[0].hard_link_establish(Duration::ZERO, CONN[0], asked);
+        let t = converse(&mut v, Duration::ZERO);
+        assert!(primitives(&mut v[1]).is_empty(), "no client is asked");
+        assert!(matches!(
+            primitives(&mut v[0])[..],
+            [(_, Primitive::HardLinkEstablished { .. })]
+        ));
+        sent_from(&mut v[0], OTHER, B, b"shared");
+        sent_from(&mut v[0], OTHER, C, b"waits");
+        // B sends to A over the link; to C it waits too.
+        sent_from(&mut v[1], (SAP, CONN[1]), A, b"back");
+        sent_from(&mut v[1], (SAP, CONN[1]), C, b"B waits");
+        let t = converse(&mut v, t);
+        assert_eq!(delivered(&mut v[1]), [b"shared".to_vec()]);
+        assert_eq!(delivered(&mut v[0]), [b"back".to_vec()]);
+        assert!(delivered(&mut v[2]).is_empty());
+        // The same reservation again is refused locally; another client's is too.
+        v[0].hard_link_establish(t, CONN[0], asked);
+        v[0].hard_link_establish(t, OTHER.1, link(HardLinkType::Reservation, 0, C, 0));
+        let refusals: Vec<_> = primitives(&mut v[0])
+            .into_iter()
+            .map(|(conn, p)| match p {
+                Primitive::HardLinkRejected { reason, .. } => (conn, reason),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            refusals,
+            [
+                (CONN[0], HardLinkRejectReason::Type0LinkExists),
+                (OTHER.1, HardLinkRejectReason::HigherPriorityLinkExists)
+            ]
+        );
+        // A's client unbinds: the link ends at both nodes and the held data goes.
+        v[0].unbind(CONN[0]);
+        converse(&mut v, t);
+        let mut at_c = delivered(&mut v[2]);
+        at_c.sort();
+        assert_eq!(at_c, [b"B waits".to_vec(), b"waits".to_vec()]);
+    }
+
+    #[test]
+    fn refusals_and_precedence() {
+        let mut v = trio();
+        // Unknown node: refused at once. No client on B's SAP 9: refused by B.
+        v[0].hard_link_establish(
+            Duration::ZERO,
+            CONN[0],
+            link(HardLinkType::Reservation, 0, 0x0909_0909, 0),
+        );
+        v[0].hard_link_establish(
+            Duration::ZERO,
+            CONN[0],
+            link(HardLinkType::FullBandwidth, 0, B, 9),
+        );
+        let t = converse(&mut v, Duration::ZERO);
+        let reasons = |node: &mut Node| -> Vec<HardLinkRejectReason> {
+            primitives(node)
+                .into_iter()
+                .filter_map(|(_, p)| match p {
+                    Primitive::HardLinkRejected { reason, .. } => Some(reason),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(
+            reasons(&mut v[0]),
+            [
+                HardLinkRejectReason::RemoteNodeNotResponding,
+                HardLinkRejectReason::DestinationSapNotBound
+            ]
+        );
+        // B's client refuses.
+        v[0].hard_link_establish(t, CONN[0], link(HardLinkType::FullBandwidth, 0, B, SAP));
+        let t = converse(&mut v, t);
+        let ind = link(HardLinkType::FullBandwidth, 0, A, SAP);
+        assert!(matches!(
+            primitives(&mut v[1])[..],
+            [(_, Primitive::HardLinkIndication { .. })]
+        ));
+        v[1].hard_link_reject(t, CONN[1], ind);
+        let t = converse(&mut v, t);
+        assert_eq!(reasons(&mut v[0]), [HardLinkRejectReason::RemoteNodeBusy]);
+        // A partial-bandwidth link of priority 1 from A to B; C asks A for one of priority 1
+        // too (equal: busy) and of priority 0 (lower), then A's other client asks for one of
+        // priority 2 to C, which ends the first.
+        v[0].hard_link_establish(t, CONN[0], link(HardLinkType::PartialBandwidth, 1, B, 0));
+        let t = converse(&mut v, t);
+        assert!(matches!(
+            primitives(&mut v[0])[..],
+            [(_, Primitive::HardLinkEstablished { .. })]
+        ));
+        v[2].hard_link_establish(t, CONN[2], link(HardLinkType::PartialBandwidth, 1, A, 0));
+        let t = converse(&mut v, t);
+        v[2].hard_link_establish(t, CONN[2], link(HardLinkType::PartialBandwidth, 0, A, 0));
+        let t = converse(&mut v, t);
+        assert_eq!(
+            reasons(&mut v[2]),
+            [
+                HardLinkRejectReason::RemoteNodeBusy,
+                HardLinkRejectReason::HigherPriorityLinkExists
+            ]
+        );
+        v[0].hard_link_establish(t, OTHER.1, link(HardLinkType::PartialBandwidth, 2, C, 0));
+        let t = converse(&mut v, t);
+        let a = primitives(&mut v[0]);
+        assert!(
+            a.contains(&(
+                CONN[0],
+                Primitive::HardLinkTerminated {
+                    reason: HardLinkTerminateReason::HigherPriorityLinkRequested,
+                    link: link(HardLinkType::PartialBandwidth, 1, B, 0)
+                }
+            )),
+            "{a:?}"
+        );
+        assert!(
+            a.iter()
+                .any(|(c, p)| *c == OTHER.1 && matches!(p, Primitive::HardLinkEstablished { .. })),
+            "{a:?}"
+        );
+        // B, pre-empted, sends again to everyone; A's data for B waits behind the link to C.
+        sent_from(&mut v[0], (SAP, CONN[0]), B, b"waits for C's link");
+        converse(&mut v, t);
+        assert!(delivered(&mut v[1]).is_empty());
+        assert_eq!(
+            (
+                v[1].counters().hard_links_ended,
+                v[0].counters().hard_links_ended
+            ),
+            (1, 1)
+        );
+    }
+
+    #[test]
+    fn a_hard_link_ends_with_its_lost_link_and_a_request_nobody_answers_is_rejected() {
+        let mut v = trio();
+        v[0].hard_link_establish(
+            Duration::ZERO,
+            CONN[0],
+            link(HardLinkType::PartialBandwidth, 0, B, 0),
+        );
+        let mut t = converse(&mut v, Duration::ZERO);
+        primitives(&mut v[0]);
+        // B falls silent; A keeps sending it data until it declares the link lost.
+        sent_from(&mut v[0], (SAP, CONN[0]), B, b"into silence");
+        for _ in 0..=super::super::DEFAULT_LINK_RETRIES + 1 {
+            v[0].handle_timeout(t);
+            match v[0].poll_transmit(t) {
+                Some(tx) => t = tx.tx.end + secs(5),
+                None => t += secs(5),
+            }
+        }
+        let a = primitives(&mut v[0]);
+        assert!(
+            a.contains(&(
+                CONN[0],
+                Primitive::HardLinkTerminated {
+                    reason: HardLinkTerminateReason::PhysicalLinkBroken,
+                    link: link(HardLinkType::PartialBandwidth, 0, B, 0)
+                }
+            )),
+            "{a:?}"
+        );
+        // A request to C, whose answers never arrive: rejected, not responding.
+        v[0].hard_link_establish(t, CONN[0], link(HardLinkType::PartialBandwidth, 0, C, 0));
+        for _ in 0..40 {
+            v[0].handle_timeout(t);
+            match v[0].poll_transmit(t) {
+                Some(tx) => t = tx.tx.end + secs(5),
+                None => t = v[0].poll_timeout().map_or(t + secs(5), |d| d.max(t)),
+            }
+        }
+        let a = primitives(&mut v[0]);
+        assert!(
+            a.iter().any(|(_, p)| matches!(
+                p,
+                Primitive::HardLinkRejected {
+                    reason: HardLinkRejectReason::RemoteNodeNotResponding,
+                    ..
+                }
+            )),
+            "{a:?}"
+        );
+    }
 }

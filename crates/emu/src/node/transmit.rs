@@ -112,9 +112,15 @@ impl Node {
             .map(|(&p, l)| (p, window.saturating_sub(l.sender.in_flight())))
             .collect();
         let mut blocked: Vec<usize> = Vec::new();
+        let hard = self.hard.clone();
         for q in std::mem::take(&mut self.queue) {
             if q.non_arq.is_some() || q.expedited {
                 // Served by feed_non_arq or feed_expedited.
+                keep.push(q);
+                continue;
+            }
+            if hard.as_ref().is_some_and(|h| !h.allows(&q)) {
+                // Held by the hard link; it blocks nothing behind it.
                 keep.push(q);
                 continue;
             }
@@ -152,9 +158,10 @@ impl Node {
         let segment = self.setup.config.segment_size.max(1);
         let nodes = self.setup.config.addresses.len();
         let node = self.index;
+        let hard = self.hard.clone();
         let (mut out, keep): (Vec<Queued>, Vec<Queued>) = std::mem::take(&mut self.queue)
             .into_iter()
-            .partition(|q| q.non_arq.is_some());
+            .partition(|q| q.non_arq.is_some() && hard.as_ref().is_none_or(|h| h.allows(q)));
         self.queue = keep;
         // Expedited first, then by priority, then in order of submission.
         out.sort_by(|a, b| {
@@ -228,11 +235,36 @@ impl Node {
             if link.exp_out.is_some() {
                 continue;
             }
+            if let Some(c) = link.exp_control.pop_front() {
+                // A hard-link S_PDU of the SIS goes ahead of the clients' expedited data.
+                let started = ArqSender::new(window, segment)
+                    .ok()
+                    .and_then(|mut s| s.push(c).ok().map(|_| s));
+                match started {
+                    Some(sender) => {
+                        link.exp_out = Some(ExpOut {
+                            sender,
+                            cpdu_id: link.exp_next_id,
+                            q: None,
+                            failed: false,
+                        });
+                        link.exp_next_id = (link.exp_next_id + 1) % 16;
+                    }
+                    None => tracing::warn!(node, peer, "hard-link S_PDU could not enter the ARQ"),
+                }
+                continue;
+            }
+            let hard = self.hard.as_ref();
             let Some(pos) = self
                 .queue
                 .iter()
                 .enumerate()
-                .filter(|(_, q)| q.expedited && q.non_arq.is_none() && q.dest == peer)
+                .filter(|(_, q)| {
+                    q.expedited
+                        && q.non_arq.is_none()
+                        && q.dest == peer
+                        && hard.is_none_or(|h| h.allows(q))
+                })
                 .min_by_key(|(_, q)| q.seq)
                 .map(|(i, _)| i)
             else {
@@ -249,7 +281,7 @@ impl Node {
                     link.exp_out = Some(ExpOut {
                         sender,
                         cpdu_id: link.exp_next_id,
-                        q,
+                        q: Some(q),
                         failed: false,
                     });
                     link.exp_next_id = (link.exp_next_id + 1) % 16;
@@ -279,6 +311,7 @@ impl Node {
     /// retry too many; see [`super::LinkEvent::Lost`]), and a lost link that has data again
     /// starts with a RESET/WIN-RESYNC.
     pub fn poll_transmit(&mut self, t: Duration) -> Option<NodeTx> {
+        self.clock = self.clock.max(t);
         if let Some(retries) = self.setup.config.link_retries {
             let lost: Vec<usize> = self
                 .links
