@@ -81,9 +81,11 @@
 //! (type 2: only the two clients' data); terminated by its client, pre-empted, or ended with
 //! its lost link (`node::hard`).
 //!
-//! Not here: an exclusive physical link under a hard link (the hard link rides the link CAS-1
-//! made) and the REJECTED reasons that only exclusive links and broadcast-only nodes produce,
-//! a BREAK for link loss ("lost" above is the node's own verdict), the full reset
+//! With CAS-1 the physical link under a hard link is exclusive (Annex B): other nodes' requests
+//! are rejected ("supporting exclusive link") and both nodes break their other links until it
+//! ends.
+//!
+//! Not here: REJECTED "broadcast-only node" (no node is), a BREAK for link loss ("lost" above is the node's own verdict), the full reset
 //! and the transmit-window reset request (above), the second way Annex C offers to skip a
 //! dropped C_PDU (a RESET/WIN-RESYNC instead of DROP frames), non-ARQ "with errors" delivery
 //! (served as plain non-ARQ).

@@ -105,10 +105,10 @@
 //!
 //! Simplifications (said here so nobody relies on them): the Annex B link is assumed up
 //! unless [`SubnetConfig::cas1`] makes nodes make it first (and then it is broken only when
-//! [`SubnetConfig::link_idle`] is set and the link idles that long, or declared lost; with
-//! [`SubnetConfig::max_links`] a node holds at most that many, rejects requests beyond them
-//! and breaks an idle link for a waiting peer); a hard link (Annex A, `node::hard`) rides
-//! that link, not an exclusive one of its own;
+//! [`SubnetConfig::link_idle`] is set and the link idles that long, when it is declared
+//! lost, or when a hard link (Annex A, `node::hard`) makes a node's link to another node
+//! exclusive; with [`SubnetConfig::max_links`] a node holds at most that many, rejects
+//! requests beyond them and breaks an idle link for a waiting peer);
 //! non-ARQ "with errors" is served as plain non-ARQ; data-rate change ([`Drc`]) picks one
 //! rate per transmission (the slowest of the links it serves) and changes interleaver never;
 //! link loss is each node's own verdict (no CAS-1 PHYSICAL LINK BREAK is exchanged for it,

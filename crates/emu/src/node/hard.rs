@@ -30,12 +30,21 @@
 //!   the link too (TERMINATE "destination SAP ID unbound").
 //! - A link declared lost ([`super::NodeConfig::link_retries`]) ends a hard link to that peer
 //!   ("physical link broken"); a request it was waiting on is rejected ("remote node not
-//!   responding").
+//!   responding"). A request unanswered for [`HARD_LINK_TIMEOUT`] is rejected the same way
+//!   and withdrawn at the peer with a TERMINATE.
+//! - Old news is told apart without any session number: see [`Node::on_hard_spdu`].
+//!
+//! With CAS-1 ([`super::NodeConfig::cas1`]), the physical link under a hard link is exclusive
+//! (Annex B): the caller asks for it with the exclusive bit set, a node whose hard link to
+//! another node is up rejects nonexclusive requests with "supporting exclusive link" (one
+//! being set up: "higher-priority link request pending"), and once the hard link is up both
+//! nodes break their links to every other node and ask for none until it ends (their ARQ
+//! data for those nodes waits). Exclusive requests are always accepted, so that the two SIS
+//! sublayers can settle precedence; a node holds one hard link, so Annex B's limit of two
+//! exclusive links is never reached. Without CAS-1 only the queued U_PDUs are held back.
 //!
 //! Annex A leaves the time-outs configurable without a value; this node uses
-//! [`HARD_LINK_TIMEOUT`] for all three waits. Not modelled: an exclusive physical link
-//! (Annex B) under the hard link, with REJECTED reasons 1-3 to other callers; the called node
-//! takes the caller's CAS-1 link as it is.
+//! [`HARD_LINK_TIMEOUT`] for all three waits.
 
 use std::time::Duration;
 
@@ -44,7 +53,7 @@ use skywave_sis::{
     NodeAddress, Primitive, SapId,
 };
 
-use crate::cpdu::Cpdu;
+use crate::cpdu::{Cpdu, reject_reason};
 use crate::spdu::Spdu;
 
 use super::{Node, Queued};
@@ -327,7 +336,7 @@ impl Node {
         let peer = h.peer;
         if accept {
             h.state = HardState::Up;
-            self.counters.hard_links_made += 1;
+            self.hard_link_up();
             self.send_hard_spdu(peer, Spdu::HardLinkConfirm);
         } else {
             self.hard = None;
@@ -391,9 +400,30 @@ impl Node {
     }
 
     /// A hard-link S_PDU (types 3-7) from `sender`.
+    ///
+    /// The peer's hard-link S_PDUs come in the order it sent them (one expedited ARQ
+    /// C_PDU at a time), and it answers each of this node's before sending anything newer.
+    /// So until the peer has confirmed every TERMINATE this node sent it, its CONFIRMs and
+    /// REJECTEDs answer requests this node has since withdrawn (it withdraws a request with a
+    /// TERMINATE before asking again); and a TERMINATE that comes before its answer to this
+    /// node's pending REQUEST is about an earlier link. Neither touches the link this node
+    /// has now. (A TERMINATE after the peer's own REQUEST or CONFIRM is about that link.)
     pub(super) fn on_hard_spdu(&mut self, sender: usize, spdu: Spdu) {
         let remote = self.peer_address(sender);
         let from_peer = |h: &Hard| h.peer == sender;
+        let stale = self
+            .links
+            .get(&sender)
+            .is_some_and(|l| l.hard_tc_awaited > 0);
+        if stale && matches!(spdu, Spdu::HardLinkConfirm | Spdu::HardLinkRejected { .. }) {
+            tracing::debug!(
+                node = self.index,
+                sender,
+                ?spdu,
+                "answer to a withdrawn hard-link request"
+            );
+            return;
+        }
         match spdu {
             Spdu::HardLinkRequest {
                 link_type,
@@ -420,7 +450,7 @@ impl Node {
                 };
                 h.state = HardState::Up;
                 let (client, link) = (h.client, h.as_primitive(remote));
-                self.counters.hard_links_made += 1;
+                self.hard_link_up();
                 if let Some((sap, conn)) = client {
                     let p = Primitive::HardLinkEstablished {
                         remote_status: STATUS_OK,
@@ -443,7 +473,9 @@ impl Node {
             Spdu::HardLinkTerminate { reason } => {
                 // Confirmed at once, whatever this node knew of the link.
                 self.send_hard_spdu(sender, Spdu::HardLinkTerminateConfirm);
-                let Some(h) = self.hard.take_if(|h| from_peer(h)) else {
+                let Some(h) = self.hard.take_if(|h| {
+                    from_peer(h) && !(h.caller && matches!(h.state, HardState::Requested(_)))
+                }) else {
                     return;
                 };
                 self.counters.hard_links_ended += 1;
@@ -463,10 +495,16 @@ impl Node {
                 self.tell_hard_client(&h, |link| Primitive::HardLinkTerminated { reason, link });
             }
             Spdu::HardLinkTerminateConfirm => {
-                if self
-                    .hard
-                    .take_if(|h| from_peer(h) && matches!(h.state, HardState::Terminating(_)))
-                    .is_some()
+                let awaited = self.links.get_mut(&sender).map_or(0, |l| {
+                    l.hard_tc_awaited = l.hard_tc_awaited.saturating_sub(1);
+                    l.hard_tc_awaited
+                });
+                // The confirm of this node's last TERMINATE ends the link it is ending.
+                if awaited == 0
+                    && self
+                        .hard
+                        .take_if(|h| from_peer(h) && matches!(h.state, HardState::Terminating(_)))
+                        .is_some()
                 {
                     self.counters.hard_links_ended += 1;
                 }
@@ -554,7 +592,7 @@ impl Node {
             }
         } else {
             self.hard = Some(h);
-            self.counters.hard_links_made += 1;
+            self.hard_link_up();
             self.send_hard_spdu(sender, Spdu::HardLinkConfirm);
         }
     }
@@ -591,10 +629,15 @@ impl Node {
         };
         match h.state {
             HardState::Requested(_) => {
+                // Withdrawn at the peer too, so that a late CONFIRM leaves no link there.
+                let spdu = Spdu::HardLinkTerminate {
+                    reason: terminate::CLIENT_REQUEST,
+                };
+                self.send_hard_spdu(h.peer, spdu);
                 self.tell_hard_client(&h, |link| Primitive::HardLinkRejected {
                     reason: HardLinkRejectReason::RemoteNodeNotResponding,
                     link,
-                })
+                });
             }
             HardState::Indicated(_) => {
                 let spdu = Spdu::HardLinkRejected {
@@ -642,8 +685,12 @@ impl Node {
     fn send_hard_spdu(&mut self, peer: usize, spdu: Spdu) {
         let node = self.index;
         let cpdu = spdu.encode().ok().and_then(|s| Cpdu::Data(s).encode().ok());
+        let terminate = matches!(spdu, Spdu::HardLinkTerminate { .. });
         match (cpdu, self.links.get_mut(&peer)) {
-            (Some(c), Some(link)) => link.exp_control.push_back(c),
+            (Some(c), Some(link)) => {
+                link.exp_control.push_back(c);
+                link.hard_tc_awaited += u32::from(terminate);
+            }
             (c, _) => tracing::warn!(
                 node,
                 peer,
@@ -664,5 +711,56 @@ impl Node {
     /// Whether the hard link lets queued U_PDU `q` go now.
     pub(super) fn hard_allows(&self, q: &Queued) -> bool {
         self.hard.as_ref().is_none_or(|h| h.allows(q))
+    }
+
+    /// CAS-1: the PHYSICAL LINK REJECTED reason for a nonexclusive request from `sender`
+    /// while this node has a hard link to another node: 3 "supporting exclusive link" once
+    /// it is up, 2 "higher-priority link request pending" while it is being set up.
+    pub(super) fn hard_link_refusal(&self, sender: usize) -> Option<u8> {
+        let h = self.hard.as_ref().filter(|h| h.peer != sender)?;
+        Some(match h.state {
+            HardState::Up | HardState::Terminating(_) => reject_reason::SUPPORTING_EXCLUSIVE_LINK,
+            HardState::Requested(_) | HardState::Indicated(_) => {
+                reject_reason::HIGHER_PRIORITY_REQUEST_PENDING
+            }
+        })
+    }
+
+    /// CAS-1: whether the hard link keeps this node off `peer` altogether (it is up, to
+    /// another node): no link to it is asked for, and its ARQ data waits.
+    pub(super) fn hard_link_holds(&self, peer: usize) -> bool {
+        self.setup.config.cas1
+            && self.hard.as_ref().is_some_and(|h| {
+                h.peer != peer && matches!(h.state, HardState::Up | HardState::Terminating(_))
+            })
+    }
+
+    /// The peer of this node's own hard-link request or link, if any (its physical link is
+    /// asked for as exclusive).
+    pub(super) fn hard_link_peer(&self) -> Option<usize> {
+        self.hard.as_ref().filter(|h| h.caller).map(|h| h.peer)
+    }
+
+    /// The hard link is up: with CAS-1, this node breaks its physical links to every other
+    /// node (Annex B: the caller of an exclusive link "shall break any existing
+    /// Nonexclusive Physical Links"; the called node does too, so that neither carries
+    /// other nodes' ARQ traffic during the hard link). Their ARQ state stays, and the links
+    /// are made again once the hard link ends.
+    fn hard_link_up(&mut self) {
+        self.counters.hard_links_made += 1;
+        let Some(peer) = self.hard.as_ref().map(|h| h.peer) else {
+            return;
+        };
+        if !self.setup.config.cas1 {
+            return;
+        }
+        for (&p, l) in self.links.iter_mut() {
+            if p != peer && l.linked {
+                l.linked = false;
+                l.caller = false;
+                l.break_due = false;
+                l.break_out = true;
+            }
+        }
     }
 }

@@ -43,8 +43,8 @@
 //! connected") for ARQ data on a link this node has not made; hard-link sessions (Annex A,
 //! `node::hard`: establishment, precedence, the data they let through, termination). Not built: a
 //! BREAK on link loss (declaring a link lost is this node's verdict only, and no BREAK is
-//! needed to make another), an exclusive physical link under a hard link and REJECTED for an
-//! exclusive link or a broadcast-only node, FULL RESET CMD and RESET TX WIN RQST, a DROP flag for expedited data (Annex C
+//! needed to make another), REJECTED for a broadcast-only node (this node is none), FULL
+//! RESET CMD and RESET TX WIN RQST, a DROP flag for expedited data (Annex C
 //! has none: an expedited U_PDU whose TTL ran out is just abandoned), non-ARQ "with errors".
 //!
 //! Nodes and groups are named by their index in the subnetwork's address list
@@ -653,7 +653,7 @@ struct Link {
     break_confirm_owed: bool,
     /// CAS-1: the peer asked for a link this node cannot hold ([`NodeConfig::max_links`]):
     /// answer PHYSICAL LINK REJECTED.
-    reject_owed: bool,
+    reject_owed: Option<u8>,
     /// CAS-1: the peer rejected this node's request; it asks again at this time
     /// ([`Node::handle_timeout`] clears it).
     rejected_until: Option<Duration>,
@@ -666,6 +666,10 @@ struct Link {
     /// Hard-link S_PDUs for the peer, each a C_PDU for the expedited ARQ ahead of expedited
     /// U_PDUs (`node::hard`).
     exp_control: VecDeque<Vec<u8>>,
+    /// HARD LINK TERMINATEs sent to the peer whose TERMINATE CONFIRM has not come back:
+    /// until it has, what the peer sends about hard links is about a link this node has
+    /// already ended (`node::hard`).
+    hard_tc_awaited: u32,
 }
 
 /// A change in a node's view of its link to a peer, for its driver to report (the SIS has no
@@ -770,11 +774,12 @@ impl Node {
                     break_due: false,
                     break_out: false,
                     break_confirm_owed: false,
-                    reject_owed: false,
+                    reject_owed: None,
                     rejected_until: None,
                     first_data_by: None,
                     warning_owed: None,
                     exp_control: VecDeque::new(),
+                    hard_tc_awaited: 0,
                 },
             );
         }
@@ -1146,6 +1151,7 @@ impl Node {
         };
         link.sender.clear();
         link.exp_control.clear();
+        link.hard_tc_awaited = 0;
         let mut gone: Vec<InArq> = std::mem::take(&mut link.unconfirmed)
             .into_values()
             .collect();
@@ -1222,7 +1228,7 @@ impl Node {
                     || l.break_due
                     || l.break_out
                     || l.break_confirm_owed
-                    || l.reject_owed
+                    || l.reject_owed.is_some()
                     || l.warning_owed.is_some()
             })
     }
@@ -1247,7 +1253,7 @@ impl Node {
             && !l.link_accept_owed
             && !l.break_out
             && !l.break_confirm_owed
-            && !l.reject_owed
+            && l.reject_owed.is_none()
             && l.warning_owed.is_none()
             && l.exp_control.is_empty()
             && !self
@@ -1266,6 +1272,7 @@ impl Node {
             && !l.linked
             && !l.link_request_out
             && !l.break_out
+            && !self.hard_link_holds(peer)
             && (!l.sender.is_idle()
                 || l.exp_out.is_some()
                 || !l.exp_control.is_empty()
@@ -1292,15 +1299,16 @@ impl Node {
     }
 
     /// CAS-1: whether ARQ data for `peer` must wait for a link this node may not ask for yet:
-    /// the peer rejected the last request (until the hold runs out), or this node holds
-    /// [`NodeConfig::max_links`] links already.
+    /// the peer rejected the last request (until the hold runs out), this node holds
+    /// [`NodeConfig::max_links`] links already, or its hard link to another node is up.
     fn link_blocked(&self, peer: usize) -> bool {
-        self.wants_link(peer)
-            && (self
-                .links
-                .get(&peer)
-                .is_some_and(|l| l.rejected_until.is_some())
-                || !self.link_slot_free(Some(peer)))
+        self.hard_link_holds(peer)
+            || self.wants_link(peer)
+                && (self
+                    .links
+                    .get(&peer)
+                    .is_some_and(|l| l.rejected_until.is_some())
+                    || !self.link_slot_free(Some(peer)))
     }
 
     /// CAS-1: whether a peer waits for a link only because this node holds

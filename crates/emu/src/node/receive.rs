@@ -8,7 +8,7 @@ use std::time::Duration;
 use skywave_sis::{NodeAddress, Primitive, Priority, SapId, UnidataConfirm, UnidataRejectReason};
 
 use crate::arq::ArqReceiver;
-use crate::cpdu::Cpdu;
+use crate::cpdu::{Cpdu, reject_reason};
 use crate::dpdu::{Body, DataHeader, Dpdu, Eow, Reset, warning_reason};
 use crate::modem::DataRate;
 use crate::spdu::{DataPci, Spdu};
@@ -428,8 +428,8 @@ impl Node {
             let updu = match Cpdu::decode(&c) {
                 Ok(Cpdu::Data(s)) => Spdu::decode(&s).ok(),
                 // CAS-1 link making ([ED3-B]: its C_PDUs travel as EXPEDITED NON-ARQ DATA).
-                Ok(Cpdu::PhysicalLinkRequest { .. }) if group.is_none() => {
-                    self.on_link_request(sender);
+                Ok(Cpdu::PhysicalLinkRequest { exclusive }) if group.is_none() => {
+                    self.on_link_request(sender, exclusive);
                     continue;
                 }
                 Ok(Cpdu::PhysicalLinkAccepted) if group.is_none() => {
@@ -471,25 +471,36 @@ impl Node {
         }
     }
 
-    /// CAS-1: `sender` asks for a physical link. This node has no exclusive links, so it
+    /// CAS-1: `sender` asks for a physical link, `exclusive` for a hard link's. This node
     /// accepts every request (again, if the peer lost the link and asks anew) unless it has
-    /// made [`super::NodeConfig::max_links`] links to other peers already: then it rejects
-    /// it. Its own requests awaiting an answer do not count ([ED3-B] counts pending requests
+    /// made [`super::NodeConfig::max_links`] links to other peers already (reason 0), or it
+    /// has a hard link to another node (its exclusive link, reason 3 "supporting exclusive
+    /// link"; one being requested, reason 2 "higher-priority link request pending": Annex B
+    /// accepts a nonexclusive request only with no exclusive link "active or with requests
+    /// pending"). An exclusive request is accepted whatever this node holds (Annex B accepts
+    /// one beyond an existing exclusive link, so that the two SIS sublayers can settle the
+    /// hard links' precedence; this node holds at most one hard link, see `node::hard`). Its own requests awaiting an answer do not count ([ED3-B] counts pending requests
     /// only for exclusive links): a node that held its slot for a request of its own and
     /// refused every caller meanwhile would, on a ring of nodes each waiting for the next,
     /// have every request rejected for ever. Accepting one that fills the last slot withdraws
     /// this node's own requests instead (an answer that comes anyway is kept if a slot has come
     /// free, else undone with a BREAK: see `on_link_accepted`). Accepting makes the link, so a request of this node's own to
     /// the same peer (both had data) is dropped.
-    fn on_link_request(&mut self, sender: usize) {
+    fn on_link_request(&mut self, sender: usize, exclusive: bool) {
         let max = self.setup.config.max_links.unwrap_or(usize::MAX);
-        let full = self.links_held(Some(sender), false) >= max;
+        let full = !exclusive && self.links_held(Some(sender), false) >= max;
+        let hard = (!exclusive)
+            .then(|| self.hard_link_refusal(sender))
+            .flatten();
         let Some(link) = self.links.get_mut(&sender) else {
             return;
         };
-        if full && !link.linked {
-            // Answered each time the peer asks.
-            link.reject_owed = true;
+        let refusal = hard.or((full && !link.linked).then_some(reject_reason::UNKNOWN));
+        if let Some(reason) = refusal {
+            // Answered each time the peer asks. The peer asks only for a link it does not
+            // have, so one this node still counted is gone.
+            link.linked = false;
+            link.reject_owed = Some(reason);
             link.link_accept_owed = false;
             link.break_due = false;
             if std::mem::take(&mut link.break_out) {
@@ -499,7 +510,7 @@ impl Node {
             self.counters.link_requests_refused += 1;
             return;
         }
-        link.reject_owed = false;
+        link.reject_owed = None;
         link.link_accept_owed = true;
         link.link_request_out = false;
         link.caller = false;

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use crate::arq::ArqSender;
-use crate::cpdu::{Cpdu, break_reason, reject_reason};
+use crate::cpdu::{Cpdu, break_reason};
 use crate::dpdu::{
     Address, Body, Dpdu, Eow, ExpDataHeader, NonArqHeader, RateRequest, Reset, Response, Warning,
     warning_reason,
@@ -415,7 +415,7 @@ impl Node {
                     || l.reset_ack_owed.is_some()
                     || l.link_request_out
                     || l.link_accept_owed
-                    || l.reject_owed
+                    || l.reject_owed.is_some()
                     || l.warning_owed.is_some()
                     || l.break_out
                     || l.break_confirm_owed
@@ -466,6 +466,7 @@ impl Node {
         let mut cas: Vec<(usize, Cpdu)> = Vec::new();
         // Peers this transmission accepts (their first data is awaited from its end).
         let mut accepted: Vec<usize> = Vec::new();
+        let hard_peer = self.hard_link_peer();
         for (&peer, link) in self.links.iter_mut() {
             if std::mem::take(&mut link.break_confirm_owed) {
                 cas.push((peer, Cpdu::PhysicalLinkBreakConfirm));
@@ -474,13 +475,8 @@ impl Node {
                 cas.push((peer, Cpdu::PhysicalLinkAccepted));
                 accepted.push(peer);
             }
-            if std::mem::take(&mut link.reject_owed) {
-                cas.push((
-                    peer,
-                    Cpdu::PhysicalLinkRejected {
-                        reason: reject_reason::UNKNOWN,
-                    },
-                ));
+            if let Some(reason) = link.reject_owed.take() {
+                cas.push((peer, Cpdu::PhysicalLinkRejected { reason }));
             }
             if link.break_out {
                 cas.push((
@@ -495,7 +491,9 @@ impl Node {
                 asking.insert(peer);
             }
             if link.link_request_out {
-                cas.push((peer, Cpdu::PhysicalLinkRequest { exclusive: false }));
+                // Exclusive for the physical link under this node's own hard link (Annex B).
+                let exclusive = hard_peer == Some(peer);
+                cas.push((peer, Cpdu::PhysicalLinkRequest { exclusive }));
                 // It expects an answer, like data: resent until ACCEPTED comes, and counted
                 // towards link loss.
                 sent_data = true;
