@@ -20,25 +20,11 @@ async fn emulator_writes_a_dts_pcap_and_a_trace() {
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("air.pcap");
     let sis_pcap = dir.path().join("sis.pcap");
-    let mut args: Vec<std::ffi::OsString> = [
-        "--nodes",
-        "2",
-        "--addresses",
-        "1.0.0.1,1.0.0.2",
-        "--listen",
-        "127.0.0.1:0",
-        "--rate",
-        "2400",
-        "--snr",
-        "30",
-        "--time-scale",
-        "20",
-        "--segment-size",
-        "400",
-        "--trace",
-    ]
-    .map(Into::into)
-    .to_vec();
+    let mut args: Vec<std::ffi::OsString> =
+        skywave_e2e::two_fast_nodes(&["--segment-size", "400", "--trace"])
+            .into_iter()
+            .map(Into::into)
+            .collect();
     args.extend(["--pcap".into(), pcap.clone().into_os_string()]);
     args.extend(["--sis-pcap".into(), sis_pcap.clone().into_os_string()]);
     let emu = skywave_e2e::start_emu(args, 2).await;

@@ -9,25 +9,18 @@ use std::time::Duration;
 use tokio::process::Command;
 use tokio::time::timeout;
 
+/// Node `i`'s counters line among what `skywave-emu` printed when it stopped (empty if none).
+fn node_counters(rest: &[String], i: usize) -> String {
+    rest.iter()
+        .find(|l| l.starts_with(&format!("node {i}: ")))
+        .cloned()
+        .unwrap_or_default()
+}
+
 #[tokio::test]
 async fn probe_against_the_emulator_prints_the_mtu() {
     let skywave = skywave_e2e::bin("skywave");
-    let emu = skywave_e2e::start_emu(
-        [
-            "--nodes",
-            "2",
-            "--addresses",
-            "1.0.0.1,1.0.0.2",
-            "--listen",
-            "127.0.0.1:0",
-            "--rate",
-            "2400",
-            "--snr",
-            "30",
-        ],
-        2,
-    )
-    .await;
+    let emu = skywave_e2e::start_emu(skywave_e2e::two_fast_nodes(&[]), 2).await;
     assert_eq!(emu.servers[0].0, "1.0.0.1");
     assert_eq!(emu.servers[1].0, "1.0.0.2");
 
@@ -61,27 +54,18 @@ async fn a_group_addressed_updu_reaches_every_member_over_tcp_sis() {
     use skywave_sis::{
         Client, ClientConfig, NodeAddress, Priority, SapId, ServiceType, Ttl, UnidataRequest,
     };
-    let (mut child, servers) = skywave_e2e::start_emu(
-        [
-            "--nodes",
-            "4",
-            "--listen",
-            "127.0.0.1:0",
-            "--rate",
-            "2400",
-            "--snr",
-            "30",
-            "--time-scale",
-            "20",
+    let args = [
+        &["--nodes", "4"][..],
+        &skywave_e2e::FAST_LOOPBACK,
+        &[
             "--group",
             "16.0.9.9=0.0.0.2,0.0.0.3",
             "--node-snr",
             "0.0.0.3=25",
         ],
-        4,
-    )
-    .await
-    .drain();
+    ]
+    .concat();
+    let (mut child, servers) = skywave_e2e::start_emu(args, 4).await.drain();
     let servers: Vec<String> = servers.into_iter().map(|(_, addr)| addr).collect();
     let connect = |addr: String| async move {
         let connector = move || {
@@ -145,27 +129,8 @@ async fn with_cas1_an_arq_updu_goes_after_the_link_is_made_and_the_idle_link_is_
     use skywave_sis::{
         Client, ClientConfig, NodeAddress, Priority, SapId, ServiceType, Ttl, UnidataRequest,
     };
-    let emu = skywave_e2e::start_emu(
-        [
-            "--nodes",
-            "2",
-            "--addresses",
-            "1.0.0.1,1.0.0.2",
-            "--listen",
-            "127.0.0.1:0",
-            "--rate",
-            "2400",
-            "--snr",
-            "30",
-            "--time-scale",
-            "20",
-            "--cas1",
-            "--link-idle",
-            "5",
-        ],
-        2,
-    )
-    .await;
+    let args = skywave_e2e::two_fast_nodes(&["--cas1", "--link-idle", "5"]);
+    let emu = skywave_e2e::start_emu(args, 2).await;
     let connect = |addr: String| async move {
         let connector = move || {
             let addr = addr.clone();
@@ -206,12 +171,7 @@ async fn with_cas1_an_arq_updu_goes_after_the_link_is_made_and_the_idle_link_is_
     // time at 20x; 4 s leaves a loaded machine ten times that.
     tokio::time::sleep(Duration::from_secs(4)).await;
     let rest = emu.stop(Duration::from_secs(30)).await;
-    let node = |i: usize| {
-        rest.iter()
-            .find(|l| l.starts_with(&format!("node {i}: ")))
-            .cloned()
-            .unwrap_or_default()
-    };
+    let node = |i: usize| node_counters(&rest, i);
     // The ship asked (once, unless a loaded machine let its response timeout run out in real
     // time) and made the link; the shore only accepted.
     assert!(
@@ -227,7 +187,7 @@ async fn with_cas1_an_arq_updu_goes_after_the_link_is_made_and_the_idle_link_is_
 
 /// The CAS-1 options an operator can get wrong are refused with a message that says why,
 /// before the emulator listens: a maximum of links without an idle time to break them by,
-/// a maximum of zero, and a wait for first data without CAS-1.
+/// a maximum of zero, a wait for first data without CAS-1, and a hard-link time-out of 0.
 #[tokio::test]
 async fn cas1_options_that_cannot_work_are_refused() {
     let emu = skywave_e2e::bin("skywave-emu");
@@ -246,6 +206,10 @@ async fn cas1_options_that_cannot_work_are_refused() {
             "--max-links must be at least 1",
         ),
         (&["--link-first-data", "30"][..], "--cas1"),
+        (
+            &["--hard-link-timeout", "0"][..],
+            "--hard-link-timeout must be a positive number of seconds",
+        ),
     ] {
         let out = timeout(
             Duration::from_secs(30),
@@ -258,4 +222,128 @@ async fn cas1_options_that_cannot_work_are_refused() {
         assert!(!out.status.success(), "{extra:?} was accepted");
         assert!(err.contains(says), "{extra:?}: {err}");
     }
+}
+
+/// Hard links through `skywave-emu` over TCP SIS, as a third-party client would ask for them:
+/// a type 2 link to a client that accepts it carries data and is terminated; one to a node
+/// with no client on the SAP is refused; and with `--hard-link-timeout 60` (3 s of wall time
+/// at 20x), one whose called client never answers is rejected "remote node not responding".
+/// The counters line reports them.
+#[tokio::test]
+async fn hard_links_over_tcp_sis_are_made_used_refused_and_timed_out() {
+    use skywave_sis::stream::SisStream;
+    use skywave_sis::{
+        HardLink, HardLinkRejectReason, HardLinkTerminateReason, HardLinkType, LinkPriority,
+        NodeAddress, Primitive, SapId, ServiceType,
+    };
+    let args = skywave_e2e::two_fast_nodes(&["--cas1", "--hard-link-timeout", "60"]);
+    let emu = skywave_e2e::start_emu(args, 2).await;
+    let bind = |addr: String, sap: u8| async move {
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut s = SisStream::new(tcp);
+        let sap = SapId::new(sap).unwrap();
+        let answer = s.bind(sap, Default::default(), ServiceType::ARQ_NODE_CONFIRM);
+        assert!(matches!(
+            answer.await.unwrap(),
+            Some(Primitive::BindAccepted { .. })
+        ));
+        assert!(matches!(
+            s.recv().await.unwrap(),
+            Some(Primitive::SubnetAvailability { .. })
+        ));
+        s
+    };
+    // Wall-clock bounds: at 20x, 30 s is ten simulated minutes.
+    async fn next<T: tokio::io::AsyncRead + tokio::io::AsyncWrite>(
+        s: &mut SisStream<T>,
+    ) -> Primitive {
+        timeout(Duration::from_secs(30), s.recv())
+            .await
+            .expect("no primitive in time")
+            .unwrap()
+            .expect("connection closed")
+    }
+    let mut ship = bind(emu.servers[0].1.clone(), 5).await;
+    let mut shore = bind(emu.servers[1].1.clone(), 3).await;
+    let ship_addr: NodeAddress = "1.0.0.1".parse().unwrap();
+    let shore_addr: NodeAddress = "1.0.0.2".parse().unwrap();
+    let asked = HardLink {
+        link_type: HardLinkType::FullBandwidth,
+        priority: LinkPriority::new(1).unwrap(),
+        remote_sap: SapId::new(3).unwrap(),
+        remote: shore_addr,
+    };
+    ship.send(&Primitive::HardLinkEstablish(asked))
+        .await
+        .unwrap();
+    let seen = HardLink {
+        remote_sap: SapId::new(5).unwrap(),
+        remote: ship_addr,
+        ..asked
+    };
+    assert_eq!(
+        next(&mut shore).await,
+        Primitive::HardLinkIndication {
+            remote_status: 1,
+            link: seen
+        }
+    );
+    shore.send(&Primitive::HardLinkAccept(seen)).await.unwrap();
+    assert_eq!(
+        next(&mut ship).await,
+        Primitive::HardLinkEstablished {
+            remote_status: 1,
+            link: asked
+        }
+    );
+    ship.send(&Primitive::HardLinkTerminate { remote: shore_addr })
+        .await
+        .unwrap();
+    assert_eq!(
+        next(&mut shore).await,
+        Primitive::HardLinkTerminated {
+            reason: HardLinkTerminateReason::TerminatedByRemote,
+            link: seen
+        }
+    );
+    // Nobody on the shore's SAP 9: refused by the shore.
+    let to_nobody = HardLink {
+        remote_sap: SapId::new(9).unwrap(),
+        ..asked
+    };
+    ship.send(&Primitive::HardLinkEstablish(to_nobody))
+        .await
+        .unwrap();
+    assert_eq!(
+        next(&mut ship).await,
+        Primitive::HardLinkRejected {
+            reason: HardLinkRejectReason::DestinationSapNotBound,
+            link: to_nobody
+        }
+    );
+    // The shore's client leaves an indication unanswered: after 60 s the ship gives up.
+    ship.send(&Primitive::HardLinkEstablish(asked))
+        .await
+        .unwrap();
+    assert!(matches!(
+        next(&mut shore).await,
+        Primitive::HardLinkIndication { .. }
+    ));
+    assert_eq!(
+        next(&mut ship).await,
+        Primitive::HardLinkRejected {
+            reason: HardLinkRejectReason::RemoteNodeNotResponding,
+            link: asked
+        }
+    );
+    let rest = emu.stop(Duration::from_secs(30)).await;
+    let node = |i: usize| node_counters(&rest, i);
+    assert!(
+        node(0).ends_with(", hard links 3 requested 1 made 1 ended"),
+        "{rest:?}"
+    );
+    assert!(
+        node(1).ends_with(", hard links 0 requested 1 made 1 ended"),
+        "{rest:?}"
+    );
 }

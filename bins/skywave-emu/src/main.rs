@@ -136,6 +136,11 @@ struct Cli {
     /// later is warned (WARNING "not connected") and makes the link again. Default: never.
     #[arg(long, value_name = "SECS", requires = "cas1")]
     link_first_data: Option<f64>,
+    /// Hard links (S_HARD_LINK_ESTABLISH from an SIS client): how long a node waits for the
+    /// peer's answer to its request, for its client's answer to an indication, and for the
+    /// confirm of a TERMINATE, before it gives up ("remote node not responding").
+    #[arg(long, value_name = "SECS", default_value_t = 600.0)]
+    hard_link_timeout: f64,
 }
 
 /// `--link-retries`: a count, or never give up.
@@ -316,6 +321,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Some(_) => bail!("--link-first-data must be a number of seconds, 0 or more"),
         None => None,
     };
+    if !(cli.hard_link_timeout.is_finite() && cli.hard_link_timeout > 0.0) {
+        bail!("--hard-link-timeout must be a positive number of seconds");
+    }
+    config.hard_link_timeout = Duration::from_secs_f64(cli.hard_link_timeout);
     if !(cli.max_transmission.is_finite() && cli.max_transmission > 0.0) {
         bail!("--max-transmission must be a positive number of seconds");
     }

@@ -262,6 +262,9 @@ pub struct SubnetConfig {
     /// aborts the link ([`crate::node::NodeConfig::link_first_data`]); `None` (the default):
     /// never.
     pub link_first_data: Option<Duration>,
+    /// Hard links: the time-out of each wait ([`crate::node::NodeConfig::hard_link_timeout`],
+    /// default [`crate::node::HARD_LINK_TIMEOUT`]).
+    pub hard_link_timeout: Duration,
 }
 
 /// A [`LinkEvent`] of one node, as the subnetwork reports it.
@@ -351,6 +354,7 @@ impl SubnetConfig {
             link_idle: None,
             max_links: None,
             link_first_data: None,
+            hard_link_timeout: crate::node::HARD_LINK_TIMEOUT,
         }
     }
 }
@@ -401,6 +405,9 @@ pub enum NetError {
     /// A time to wait for a new link's first data without CAS-1.
     #[error("a time to wait for a new link's first data needs CAS-1 linking")]
     FirstDataWithoutCas1,
+    /// A hard-link time-out of zero.
+    #[error("the hard-link time-out must be above zero")]
+    ZeroHardLinkTimeout,
 }
 
 impl From<NodeError> for NetError {
@@ -420,6 +427,7 @@ impl From<NodeError> for NetError {
             NodeError::BadMaxTransmission(d) => NetError::BadMaxTransmission(d),
             NodeError::BadMaxLinks => NetError::BadMaxLinks,
             NodeError::FirstDataWithoutCas1 => NetError::FirstDataWithoutCas1,
+            NodeError::ZeroHardLinkTimeout => NetError::ZeroHardLinkTimeout,
             // `Subnet::start` makes one node per address, so this cannot happen; were it to,
             // the address list is what is wrong.
             NodeError::NoSuchNode { .. } => NetError::BadAddresses(Vec::new()),
@@ -817,6 +825,7 @@ impl Subnet {
             link_idle: config.link_idle,
             max_links: config.max_links,
             link_first_data: config.link_first_data,
+            hard_link_timeout: config.hard_link_timeout,
         })?;
         let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
         let n = config.addresses.len();

@@ -1901,15 +1901,10 @@ async fn a_long_batch_for_one_peer_shares_the_transmission_with_a_short_one_for_
 /// A raw SIS connection to `node` with `sap` bound (bind accepted and availability read).
 async fn bind_raw(subnet: &Subnet, node: usize, sap: u8) -> SisStream<tokio::io::DuplexStream> {
     let mut s = SisStream::new(subnet.connect_in_process(node));
-    s.send(&Primitive::BindRequest {
-        sap: SapId::new(sap).unwrap(),
-        rank: Default::default(),
-        service: ServiceType::ARQ_NODE_CONFIRM,
-    })
-    .await
-    .unwrap();
+    let sap = SapId::new(sap).unwrap();
+    let answer = s.bind(sap, Default::default(), ServiceType::ARQ_NODE_CONFIRM);
     assert!(matches!(
-        s.recv().await.unwrap(),
+        answer.await.unwrap(),
         Some(Primitive::BindAccepted { mtu: 2048, .. })
     ));
     assert!(matches!(

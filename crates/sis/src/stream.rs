@@ -9,6 +9,7 @@ use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
 
 use crate::decode::{DecodeError, Decoder};
+use crate::fields::{Rank, SapId, ServiceType};
 use crate::primitive::{EncodeError, Primitive};
 
 /// Reading or writing primitives failed.
@@ -169,5 +170,20 @@ impl<T: AsyncRead + AsyncWrite> SisStream<T> {
     /// See [`SisWriter::send`].
     pub async fn send(&mut self, p: &Primitive) -> Result<(), StreamError> {
         self.writer.send(p).await
+    }
+
+    /// S_BIND_REQUEST for `sap`, as a client of `rank` whose default service is `service`,
+    /// then the server's answer (S_BIND_ACCEPTED or S_BIND_REJECTED; `None` if it closed the
+    /// connection first). The S_SUBNET_AVAILABILITY a server may send after accepting is left
+    /// to the caller. For raw SIS use; [`crate::Client`] binds by itself.
+    pub async fn bind(
+        &mut self,
+        sap: SapId,
+        rank: Rank,
+        service: ServiceType,
+    ) -> Result<Option<Primitive>, StreamError> {
+        self.send(&Primitive::BindRequest { sap, rank, service })
+            .await?;
+        self.recv().await
     }
 }

@@ -30,7 +30,7 @@
 //!   the link too (TERMINATE "destination SAP ID unbound").
 //! - A link declared lost ([`super::NodeConfig::link_retries`]) ends a hard link to that peer
 //!   ("physical link broken"); a request it was waiting on is rejected ("remote node not
-//!   responding"). A request unanswered for [`HARD_LINK_TIMEOUT`] is rejected the same way
+//!   responding"). A request unanswered for the hard-link time-out is rejected the same way
 //!   and withdrawn at the peer with a TERMINATE.
 //! - Old news is told apart without any session number: see [`Node::on_hard_spdu`].
 //!
@@ -43,8 +43,9 @@
 //! sublayers can settle precedence; a node holds one hard link, so Annex B's limit of two
 //! exclusive links is never reached. Without CAS-1 only the queued U_PDUs are held back.
 //!
-//! Annex A leaves the time-outs configurable without a value; this node uses
-//! [`HARD_LINK_TIMEOUT`] for all three waits.
+//! Annex A leaves the time-outs configurable without a value; this node uses one,
+//! [`super::NodeConfig::hard_link_timeout`] (default [`HARD_LINK_TIMEOUT`]), for all three
+//! waits.
 
 use std::time::Duration;
 
@@ -58,12 +59,12 @@ use crate::spdu::Spdu;
 
 use super::{Node, Queued};
 
-/// How long a node waits for the peer's CONFIRM (or REJECTED) of its request, for its type 2
-/// client's answer to an indication, and for the peer's TERMINATE CONFIRM. Annex A makes
-/// each "a configurable time-out period" without a value; ten minutes covers making a CAS-1
-/// link and one exchange of the longest transmissions (127.5 s each way) with repeats, at
-/// any rate. A peer that does not answer at all is declared lost sooner, by the ARQ
-/// ([`super::NodeConfig::link_retries`]).
+/// Default of [`super::NodeConfig::hard_link_timeout`]: how long a node waits for the peer's
+/// CONFIRM (or REJECTED) of its request, for its type 2 client's answer to an indication, and
+/// for the peer's TERMINATE CONFIRM. Annex A makes each "a configurable time-out period"
+/// without a value; ten minutes covers making a CAS-1 link and one exchange of the longest
+/// transmissions (127.5 s each way) with repeats, at any rate. A peer that does not answer at
+/// all is declared lost sooner, by the ARQ ([`super::NodeConfig::link_retries`]).
 pub const HARD_LINK_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// "Remote node status" OK in S_HARD_LINK_ESTABLISHED and S_HARD_LINK_INDICATION (0 is
@@ -214,6 +215,7 @@ impl Node {
             );
             return;
         }
+        self.forget_terminating_link();
         if let Some(old) = &self.hard {
             let same_type0 = old.link_type == HardLinkType::Reservation
                 && link.link_type == HardLinkType::Reservation
@@ -249,7 +251,7 @@ impl Node {
             caller: true,
             rank,
             client: Some((sap, conn)),
-            state: HardState::Requested(now + HARD_LINK_TIMEOUT),
+            state: HardState::Requested(now + self.setup.config.hard_link_timeout),
         });
         self.counters.hard_links_requested += 1;
         self.send_hard_spdu(
@@ -296,7 +298,7 @@ impl Node {
                 self.send_hard_spdu(peer, spdu);
             }
             HardState::Requested(_) | HardState::Up => {
-                h.state = HardState::Terminating(now + HARD_LINK_TIMEOUT);
+                h.state = HardState::Terminating(now + self.setup.config.hard_link_timeout);
                 let peer = h.peer;
                 let spdu = Spdu::HardLinkTerminate {
                     reason: terminate::CLIENT_REQUEST,
@@ -478,7 +480,9 @@ impl Node {
                 }) else {
                     return;
                 };
-                self.counters.hard_links_ended += 1;
+                if matches!(h.state, HardState::Up | HardState::Terminating(_)) {
+                    self.counters.hard_links_ended += 1;
+                }
                 if matches!(h.state, HardState::Terminating(_)) {
                     // Both ended it at once: this node's client asked for that.
                     return;
@@ -541,6 +545,7 @@ impl Node {
             None
         };
         let rank = client.map_or(0, |(_, _, r)| r);
+        self.forget_terminating_link();
         if let Some(old) = &self.hard {
             if old.peer == sender && !old.caller {
                 // The peer holds one hard link at a time: a new request from the caller of
@@ -580,7 +585,7 @@ impl Node {
             state: HardState::Up,
         };
         if client.is_some() {
-            h.state = HardState::Indicated(self.clock + HARD_LINK_TIMEOUT);
+            h.state = HardState::Indicated(self.clock + self.setup.config.hard_link_timeout);
             let link = h.as_primitive(self.peer_address(sender));
             self.hard = Some(h);
             if let Some((sap, conn, _)) = client {
@@ -653,6 +658,18 @@ impl Node {
                 });
             }
             HardState::Up => {}
+        }
+    }
+
+    /// A link this node is terminating stands in the way of no new one: it is forgotten (its
+    /// peer's late S_PDUs about it are recognised as old, see [`Node::on_hard_spdu`]).
+    fn forget_terminating_link(&mut self) {
+        if self
+            .hard
+            .take_if(|h| matches!(h.state, HardState::Terminating(_)))
+            .is_some()
+        {
+            self.counters.hard_links_ended += 1;
         }
     }
 

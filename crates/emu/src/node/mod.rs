@@ -313,6 +313,11 @@ pub struct NodeConfig {
     /// CAS 1 Linking Protocol shall be followed and the data resent"). Needs
     /// [`NodeConfig::cas1`]. `None`: a new link stays until it is broken or lost.
     pub link_first_data: Option<Duration>,
+    /// Hard links (`node::hard`): how long a node waits for the peer's answer to its
+    /// request, for its type 2 client's answer to an indication, and for the peer's
+    /// TERMINATE CONFIRM (Annex A: "a configurable time-out period" for each, no value
+    /// given). Default [`HARD_LINK_TIMEOUT`]; must be above zero.
+    pub hard_link_timeout: Duration,
 }
 
 /// A node configuration could not be used.
@@ -344,6 +349,9 @@ pub enum NodeError {
     /// [`NodeConfig::link_first_data`] without CAS-1.
     #[error("a time to wait for a new link's first data needs CAS-1 linking")]
     FirstDataWithoutCas1,
+    /// [`NodeConfig::hard_link_timeout`] of zero.
+    #[error("the hard-link time-out must be above zero")]
+    ZeroHardLinkTimeout,
     /// [`NodeConfig::max_links`] of zero, or without CAS-1 and an idle time to break links.
     #[error(
         "a maximum number of links needs CAS-1 linking and an idle time after which links are broken, and must be at least 1"
@@ -387,6 +395,9 @@ impl NodeSetup {
         }
         if config.link_first_data.is_some() && !config.cas1 {
             return Err(NodeError::FirstDataWithoutCas1);
+        }
+        if config.hard_link_timeout.is_zero() {
+            return Err(NodeError::ZeroHardLinkTimeout);
         }
         let biggest = usize::from(config.mtu) + UPDU_OVERHEAD;
         if biggest.div_ceil(config.segment_size) > usize::from(config.window) {

@@ -58,6 +58,7 @@ fn node_config(addresses: Vec<NodeAddress>) -> NodeConfig {
         link_idle: None,
         max_links: None,
         link_first_data: None,
+        hard_link_timeout: super::HARD_LINK_TIMEOUT,
     }
 }
 
