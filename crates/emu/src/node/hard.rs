@@ -27,7 +27,9 @@
 //!   (S_HARD_LINK_TERMINATED, "link terminated by remote node"). The terminating node's own
 //!   client hears only if no CONFIRM comes in time (Annex A's note to S_HARD_LINK_TERMINATED:
 //!   "only if the termination protocol ends without confirmation"). Its client unbinding ends
-//!   the link too (TERMINATE "destination SAP ID unbound").
+//!   the link too (TERMINATE "destination SAP ID unbound"). A request its client ends before
+//!   the answer is withdrawn the same way, and gets no answer. A link being terminated does
+//!   not stand in the way of a new request.
 //! - A link declared lost ([`super::NodeConfig::link_retries`]) ends a hard link to that peer
 //!   ("physical link broken"); a request it was waiting on is rejected ("remote node not
 //!   responding"). A request unanswered for the hard-link time-out is rejected the same way
@@ -97,7 +99,8 @@ pub(super) enum HardState {
     Indicated(Duration),
     /// Made: data is restricted to the link ([`Hard::allows`]).
     Up,
-    /// This node sent TERMINATE; its client hears at this time unless a CONFIRM came.
+    /// The link was up and this node sent TERMINATE; its client hears at this time unless a
+    /// CONFIRM came. A new request forgets it (`forget_terminating_link`).
     Terminating(Duration),
 }
 
@@ -266,8 +269,9 @@ impl Node {
     }
 
     /// S_HARD_LINK_TERMINATE from the client on `conn` for its link to `remote`: TERMINATE
-    /// to the peer. Only the client that asked for the link (or the called type 2 client)
-    /// may end it; from another client it is ignored.
+    /// to the peer (for a request still unanswered, it withdraws the request; for an
+    /// indication the client has not answered, it refuses it). Only the client that asked for
+    /// the link (or the called type 2 client) may end it; from another client it is ignored.
     pub fn hard_link_terminate(&mut self, now: Duration, conn: u64, remote: NodeAddress) {
         self.clock = self.clock.max(now);
         let peer_address = self.hard.as_ref().map(|h| self.peer_address(h.peer));
@@ -288,16 +292,19 @@ impl Node {
             return;
         }
         match h.state {
-            HardState::Indicated(_) => {
-                // Ended before it was accepted: the same as rejecting it.
-                let peer = h.peer;
-                self.hard = None;
-                let spdu = Spdu::HardLinkRejected {
-                    reason: rejected::REMOTE_NODE_BUSY,
-                };
-                self.send_hard_spdu(peer, spdu);
+            HardState::Indicated(_) | HardState::Requested(_) => {
+                // An indication ended before it was accepted is refused; a request ended
+                // before its answer is withdrawn (an answer that comes anyway is recognised
+                // as old), and the client, who asked for this, hears nothing.
+                if let Some(h) = self.hard.take() {
+                    self.end_towards_peer(
+                        &h,
+                        rejected::REMOTE_NODE_BUSY,
+                        terminate::CLIENT_REQUEST,
+                    );
+                }
             }
-            HardState::Requested(_) | HardState::Up => {
+            HardState::Up => {
                 h.state = HardState::Terminating(now + self.setup.config.hard_link_timeout);
                 let peer = h.peer;
                 let spdu = Spdu::HardLinkTerminate {
@@ -723,6 +730,15 @@ impl Node {
             .iter()
             .find(|(_, b)| b.conn == conn)
             .map(|(&sap, b)| (SapId::new(sap).unwrap_or_default(), b.rank))
+    }
+
+    /// The peer of this node's own hard-link request still waiting for its answer.
+    #[cfg(test)]
+    pub(super) fn hard_request_pending(&self) -> Option<usize> {
+        self.hard
+            .as_ref()
+            .filter(|h| h.caller && matches!(h.state, HardState::Requested(_)))
+            .map(|h| h.peer)
     }
 
     /// Whether the hard link lets queued U_PDU `q` go now.

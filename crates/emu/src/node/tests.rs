@@ -1588,6 +1588,15 @@ mod hard_links {
         }
     }
 
+    /// S_HARD_LINK_ESTABLISHED for `link` to A's client on SAP 3.
+    fn made_for_a(link: HardLink) -> (u64, Primitive) {
+        let p = Primitive::HardLinkEstablished {
+            remote_status: 1,
+            link,
+        };
+        (CONN[0], p)
+    }
+
     /// Nodes A, B and C (each with its client on SAP 3), and a second client on A.
     fn trio() -> Vec<Node> {
         let mut v = nodes(node_config(vec![addr(A), addr(B), addr(C)]));
@@ -1661,16 +1670,7 @@ mod hard_links {
         assert!(primitives(&mut v[0]).is_empty());
         v[1].hard_link_accept(t, CONN[1], seen);
         let t = converse(&mut v, t);
-        assert_eq!(
-            primitives(&mut v[0]),
-            [(
-                CONN[0],
-                Primitive::HardLinkEstablished {
-                    remote_status: 1,
-                    link: asked
-                }
-            )]
-        );
+        assert_eq!(primitives(&mut v[0]), [made_for_a(asked)]);
         assert_eq!(
             (
                 v[0].counters().hard_links_made,
@@ -1907,6 +1907,35 @@ mod hard_links {
         assert_eq!(v[0].counters().hard_links_ended, 1);
     }
 
+    #[test]
+    fn a_withdrawn_request_s_late_confirm_does_not_answer_the_next_request() {
+        let mut v = trio();
+        let first = link(HardLinkType::PartialBandwidth, 0, B, 0);
+        v[0].hard_link_establish(Duration::ZERO, CONN[0], first);
+        let request = v[0].poll_transmit(Duration::ZERO).unwrap();
+        hear(&request, 0, &mut v[1], 1, &[]);
+        let t = request.tx.peer_may_transmit_at();
+        // A's client withdraws it before B's CONFIRM is back, and asks for another link to B.
+        v[0].hard_link_terminate(t, CONN[0], addr(B));
+        let second = link(HardLinkType::Reservation, 1, B, 0);
+        v[0].hard_link_establish(t, CONN[0], second);
+        let confirm = v[1].poll_transmit(t).unwrap();
+        hear(&confirm, 1, &mut v[0], 0, &[]);
+        // That CONFIRM answered the first request: it does not make the second.
+        assert!(primitives(&mut v[0]).is_empty());
+        converse(&mut v, confirm.tx.peer_may_transmit_at());
+        // B ended the first on A's TERMINATE and confirmed the second, which A's client hears
+        // about once.
+        assert_eq!(primitives(&mut v[0]), [made_for_a(second)]);
+        assert_eq!(
+            (
+                v[1].counters().hard_links_made,
+                v[1].counters().hard_links_ended
+            ),
+            (2, 1)
+        );
+    }
+
     /// One seeded run of four nodes whose clients send U_PDUs to each other and ask for,
     /// accept, refuse and end hard links at random over a channel that loses a tenth of the
     /// D_PDUs; then every client ends its hard links. Every U_PDU must arrive exactly once,
@@ -2006,7 +2035,15 @@ mod hard_links {
                     run.open[i] += 1;
                     v[i].hard_link_establish(run.t, CONN[i], l);
                 }
-                _ => end(&mut v, &mut run, i),
+                8 => end(&mut v, &mut run, i),
+                _ => {
+                    // The client withdraws its request still waiting for an answer, if any
+                    // (it then gets none).
+                    if let Some(p) = v[i].hard_request_pending() {
+                        v[i].hard_link_terminate(run.t, CONN[i], addr(names[p]));
+                        run.open[i] -= 1;
+                    }
+                }
             }
             for _ in 0..rng.random_range(0..4) {
                 step(&mut v, &mut run, &mut rng);
