@@ -768,6 +768,11 @@ impl Node {
             })
     }
 
+    /// The peer of this node's hard link in any state, if any.
+    pub(super) fn hard_link_any_peer(&self) -> Option<usize> {
+        self.hard.as_ref().map(|h| h.peer)
+    }
+
     /// The peer of this node's own hard-link request or link, if any (its physical link is
     /// asked for as exclusive).
     pub(super) fn hard_link_peer(&self) -> Option<usize> {

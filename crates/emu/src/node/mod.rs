@@ -1335,7 +1335,8 @@ impl Node {
 
     /// Made CAS-1 links that are idle and that this node breaks when their idle time runs
     /// out ([`NodeConfig::link_idle`]), with when that is: those it called, and any while a
-    /// peer waits for a slot ([`NodeConfig::max_links`]).
+    /// peer waits for a slot ([`NodeConfig::max_links`]); never the link under this node's
+    /// hard link, which stays as long as the hard link does.
     fn idle_deadlines(&self) -> Vec<(usize, Duration)> {
         let Some(idle) = self
             .setup
@@ -1346,10 +1347,16 @@ impl Node {
             return Vec::new();
         };
         let starved = self.starved();
+        // The link under a hard link stays while the hard link does, idle or not.
+        let hard_peer = self.hard_link_any_peer();
         self.links
             .iter()
             .filter(|(p, l)| {
-                l.linked && (l.caller || starved) && !l.break_due && self.link_is_idle(**p)
+                l.linked
+                    && (l.caller || starved)
+                    && !l.break_due
+                    && hard_peer != Some(**p)
+                    && self.link_is_idle(**p)
             })
             .map(|(&p, l)| (p, l.last_activity + idle))
             .collect()

@@ -1908,6 +1908,42 @@ mod hard_links {
     }
 
     #[test]
+    fn with_cas1_the_link_under_a_hard_link_is_not_broken_for_idling() {
+        let mut v = nodes(NodeConfig {
+            cas1: true,
+            link_idle: Some(secs(5)),
+            ..node_config(vec![addr(A), addr(B)])
+        });
+        v[0].hard_link_establish(
+            Duration::ZERO,
+            CONN[0],
+            link(HardLinkType::Reservation, 0, B, 0),
+        );
+        let mut t = converse(&mut v, Duration::ZERO);
+        assert!(matches!(
+            primitives(&mut v[0])[..],
+            [(_, Primitive::HardLinkEstablished { .. })]
+        ));
+        // A minute of silence: A, the caller, keeps the link its hard link needs.
+        let idle = |v: &mut Vec<Node>, t: &mut Duration| {
+            for _ in 0..12 {
+                *t += secs(5);
+                for n in v.iter_mut() {
+                    n.handle_timeout(*t);
+                }
+                *t = converse(v, *t);
+            }
+        };
+        idle(&mut v, &mut t);
+        assert_eq!(v[0].counters().links_broken, 0);
+        // Once the hard link ends, the idle link is broken as any other.
+        v[0].hard_link_terminate(t, CONN[0], addr(B));
+        t = converse(&mut v, t);
+        idle(&mut v, &mut t);
+        assert_eq!(v[0].counters().links_broken, 1);
+    }
+
+    #[test]
     fn a_withdrawn_request_s_late_confirm_does_not_answer_the_next_request() {
         let mut v = trio();
         let first = link(HardLinkType::PartialBandwidth, 0, B, 0);
@@ -1948,6 +1984,8 @@ mod hard_links {
         let mut rng = Rng8::seed_from_u64(seed);
         let mut v = nodes(NodeConfig {
             cas1,
+            // Every other CAS-1 run breaks idle links too.
+            link_idle: (cas1 && seed % 4 == 3).then_some(secs(10)),
             link_retries: None,
             ..node_config(names.iter().map(|&n| addr(n)).collect())
         });
