@@ -112,7 +112,7 @@ impl Node {
             .map(|(&p, l)| (p, window.saturating_sub(l.sender.in_flight())))
             .collect();
         let mut blocked: Vec<usize> = Vec::new();
-        let hard = self.hard.clone();
+        let hard = &self.hard;
         for q in std::mem::take(&mut self.queue) {
             if q.non_arq.is_some() || q.expedited {
                 // Served by feed_non_arq or feed_expedited.
@@ -158,7 +158,7 @@ impl Node {
         let segment = self.setup.config.segment_size.max(1);
         let nodes = self.setup.config.addresses.len();
         let node = self.index;
-        let hard = self.hard.clone();
+        let hard = &self.hard;
         let (mut out, keep): (Vec<Queued>, Vec<Queued>) = std::mem::take(&mut self.queue)
             .into_iter()
             .partition(|q| q.non_arq.is_some() && hard.as_ref().is_none_or(|h| h.allows(q)));
