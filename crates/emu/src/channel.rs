@@ -21,9 +21,10 @@
 //! * **Delay spread.** The paths are 0.5–7 ms apart, i.e. 1–17 symbols at 2400 Bd, so a
 //!   serial-tone modem's equaliser resolves them. The model takes the equaliser as combining the
 //!   two paths (maximal-ratio): the instantaneous SNR is `SNR · (|h1|² + |h2|²)` with
-//!   `E[|h1|² + |h2|²] = 1`. Intersymbol interference beyond what the equaliser handles and the
-//!   differential delay itself are not modelled; the equaliser's tracking loss is a Doppler-
-//!   dependent term in the modem's calibration instead (see [`crate::modem`]).
+//!   `E[|h1|² + |h2|²] = 1`. The delay itself moves no energy in time here; what it costs the
+//!   equaliser beyond 2 ms (residual intersymbol interference), like its tracking loss on a
+//!   fast-fading channel, is self-noise in the modem's curves, which is why [`BlockChannel`]
+//!   carries the spread and the delay (see [`crate::modem`]).
 //! * **Sampling.** A block is cut into equal sub-intervals, evaluated at their midpoints:
 //!   `max(2 Hz, 6 × spread)` on fading channels (well above the Doppler bandwidth), 1 Hz on AWGN
 //!   (only the drift moves). Each sub-interval becomes one [`Segment`] (weight, SNR).
@@ -189,6 +190,14 @@ impl Fading {
             Fading::Watterson(p) => p.spread_hz,
         }
     }
+
+    /// Differential delay of the two paths in milliseconds (0 on AWGN).
+    pub fn delay_ms(&self) -> f64 {
+        match self {
+            Fading::Awgn => 0.0,
+            Fading::Watterson(p) => p.delay_ms,
+        }
+    }
 }
 
 /// Slow SNR variation: a Gaussian process in dB with exponential autocorrelation.
@@ -288,6 +297,9 @@ pub struct BlockChannel {
     pub lost: bool,
     /// Doppler spread of the channel in hertz (the modem's tracking loss depends on it).
     pub spread_hz: f64,
+    /// Differential delay of the two paths in milliseconds (0 on AWGN; the modem's residual
+    /// intersymbol interference depends on it).
+    pub delay_ms: f64,
 }
 
 impl BlockChannel {
@@ -557,6 +569,7 @@ impl Channel {
             segments,
             lost,
             spread_hz: spread,
+            delay_ms: self.config.fading.delay_ms(),
         }
     }
 }

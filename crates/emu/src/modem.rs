@@ -40,8 +40,11 @@
 //!
 //! 1. **Tracking loss.** Each instantaneous SNR γ from the channel is reduced by the equaliser
 //!    and channel-estimation error, modelled as noise proportional to the signal and to the
-//!    Doppler spread: γ' = γ / (1 + γ · ε · spread). ε is fitted per rate (it dominates on
-//!    ITU Poor, where high-order constellations lose most to tracking).
+//!    Doppler spread: γ' = γ / (1 + γ · L), L = ε · spread. ε is fitted per rate (it dominates
+//!    on ITU Poor, where high-order constellations lose most to tracking). Beyond 1 Hz L grows
+//!    as ε · spread^p up to 5 Hz and holds there, and beyond 2 ms of delay the equaliser's
+//!    residual intersymbol interference adds to it ([`RateCurve::self_noise`]; both fitted to
+//!    MIL-STD-188-110A's 5 ms and 5 Hz rows, see [`crate::calibration`]).
 //! 2. **Effective SNR** of the block: the exponential effective-SNR mapping (EESM, as used in
 //!    link-to-system abstraction for LTE/WiMAX), γ_eff = −β ln(Σ wᵢ exp(−γ'ᵢ/β)). It weights
 //!    faded parts of the block more than the mean does (a decoder cannot borrow SNR from a
@@ -72,9 +75,12 @@
 //!   comes only from the fading process and the EESM (on Poor the short interleaver comes out
 //!   3 dB worse than long at 2400 bit/s and 7 dB at 600 bit/s). No published short-interleaver
 //!   table was found to check this against.
-//! - The tracking loss ε is calibrated at 0.1 and 1 Hz of spread only. Its linear growth with
-//!   spread is an assumption; on Flutter-class channels (10–30 Hz) it is certainly too
-//!   pessimistic for 75–300 bit/s, whose Walsh/repetition modes really tolerate such spreads.
+//! - The tracking loss is calibrated at 0.1 and 1 Hz of spread on the RM6 table and at 5 Hz on
+//!   the 110A minimum table (75-300 and 2400 bit/s; 600 and 1200 bit/s interpolated), and held
+//!   at its 5 Hz value beyond; the equaliser's self-noise is fitted at 5 ms of delay, linear in
+//!   the delay beyond 2 ms (also beyond 5 ms, untested). The 110B rates (3200-9600 bit/s) have
+//!   no data beyond 1 Hz and 2 ms: above 1 Hz they keep their 1 Hz behaviour, which is
+//!   optimistic on flutter-class channels.
 //! - No soft-decision or code-combining gain across retransmissions, no modem sync loss or false
 //!   EOM detection, no autobaud detection time, no propagation delay.
 
@@ -667,6 +673,18 @@ impl Air {
     }
 }
 
+/// Differential delay of ITU-R Poor (and the standard's 2 ms rows), the largest the curves
+/// were fitted at: up to it the equaliser is taken to resolve the paths at no cost beyond the
+/// fitted tracking loss.
+pub const CALIBRATED_DELAY_MS: f64 = 2.0;
+/// The largest delay MIL-STD-188-110A's minimum-performance table tests (5 ms), where
+/// [`RateCurve::delay_self_noise`] is fitted.
+pub const STANDARD_DELAY_MS: f64 = 5.0;
+/// The largest Doppler spread the table tests (5 Hz), where
+/// [`RateCurve::high_spread_exponent`] is fitted; the tracking loss is held at its value there
+/// on faster channels.
+pub const STANDARD_SPREAD_HZ: f64 = 5.0;
+
 /// A rate's error curve: where its waterfall sits and how steep it is, and how much it loses to
 /// tracking on a fading channel. See the module docs for the model.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -685,6 +703,13 @@ pub struct RateCurve {
     /// Exponent q of the β factor's dependence on the Doppler spread, `c · (spread / 1 Hz)^q`
     /// with the spread held within the calibrated 0.1–1 Hz range (0 for most rates).
     pub beta_spread_exponent: f64,
+    /// Exponent p of the tracking loss's growth beyond 1 Hz of spread: ε · spread up to 1 Hz,
+    /// ε · (spread / 1 Hz)^p above (1: linear, as below 1 Hz).
+    pub high_spread_exponent: f64,
+    /// Self-noise of the equaliser's residual intersymbol interference, relative to the signal,
+    /// on two paths 5 ms apart; none up to the 2 ms the curve was fitted at, linear in the delay
+    /// beyond ([`RateCurve::self_noise`]).
+    pub delay_self_noise: f64,
 }
 
 impl RateCurve {
@@ -704,6 +729,27 @@ impl RateCurve {
         self.beta_factor * spread.powf(self.beta_spread_exponent) * 10f64.powf(self.awgn_db / 10.0)
     }
 
+    /// The equaliser's self-noise relative to the signal on a channel with this Doppler spread
+    /// and differential delay: the tracking loss ε · spread (ε · spread^p from 1 to 5 Hz, held
+    /// beyond) plus the residual intersymbol interference, `delay_self_noise · (delay − 2 ms) /
+    /// 3 ms` beyond 2 ms. It caps every instantaneous SNR at its inverse (see the module docs).
+    pub fn self_noise(&self, spread_hz: f64, delay_ms: f64) -> f64 {
+        let finite = |v: f64| if v.is_finite() { v.max(0.0) } else { 0.0 };
+        let (spread, delay) = (finite(spread_hz), finite(delay_ms));
+        // Beyond the 5 Hz the standard tests nothing says how the loss goes on: it is held
+        // there, as β is held at its 1 Hz value.
+        let spread_term = if spread <= 1.0 {
+            spread
+        } else {
+            spread
+                .min(STANDARD_SPREAD_HZ)
+                .powf(self.high_spread_exponent)
+        };
+        let isi =
+            (delay - CALIBRATED_DELAY_MS).max(0.0) / (STANDARD_DELAY_MS - CALIBRATED_DELAY_MS);
+        self.tracking_loss * spread_term + self.delay_self_noise * isi
+    }
+
     /// Post-decoder BER at an effective SNR in dB.
     pub fn ber(&self, effective_snr_db: f64) -> f64 {
         if effective_snr_db.is_nan() || effective_snr_db == f64::NEG_INFINITY {
@@ -715,14 +761,14 @@ impl RateCurve {
     }
 
     /// Effective SNR (linear) of a block given as (weight, instantaneous linear SNR) pairs on a
-    /// channel with this Doppler spread.
-    pub fn effective_snr<I>(&self, segments: I, spread_hz: f64) -> f64
+    /// channel with this Doppler spread and differential delay.
+    pub fn effective_snr<I>(&self, segments: I, spread_hz: f64, delay_ms: f64) -> f64
     where
         I: IntoIterator<Item = (f64, f64)>,
         I::IntoIter: Clone,
     {
         let beta = self.beta(spread_hz);
-        let eps = self.tracking_loss * spread_hz;
+        let eps = self.self_noise(spread_hz, delay_ms);
         // x_i = gamma'_i / beta, combined with a log-sum-exp that cannot underflow: two passes
         // over the segments (minimum, then the weighted sum) and no allocation.
         let x_of = |snr: f64| Self::x_of(snr, eps, beta);
@@ -749,9 +795,15 @@ impl RateCurve {
 
     /// [`RateCurve::effective_snr`] of segments given as (weight, gain) whose SNR is
     /// `gain × scale`: the same arithmetic in plain loops over a slice (fast unoptimised).
-    pub fn effective_snr_scaled(&self, segments: &[(f64, f64)], scale: f64, spread_hz: f64) -> f64 {
+    pub fn effective_snr_scaled(
+        &self,
+        segments: &[(f64, f64)],
+        scale: f64,
+        spread_hz: f64,
+        delay_ms: f64,
+    ) -> f64 {
         let beta = self.beta(spread_hz);
-        let eps = self.tracking_loss * spread_hz;
+        let eps = self.self_noise(spread_hz, delay_ms);
         let mut x_min = f64::INFINITY;
         let mut total = 0.0;
         for &(w, g) in segments {
@@ -791,6 +843,7 @@ impl RateCurve {
         let lin = self.effective_snr(
             block.segments.iter().map(|s| (s.weight, s.snr)),
             block.spread_hz,
+            block.delay_ms,
         );
         10.0 * lin.log10()
     }
@@ -1082,6 +1135,7 @@ mod tests {
                 segments: segments.into_iter().map(|(weight, snr)| Segment { weight, snr }).collect(),
                 lost,
                 spread_hz: 1.0,
+                delay_ms: 2.0,
             };
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             for rate in DataRate::ALL {
@@ -1117,22 +1171,24 @@ mod tests {
             tracking_loss: 0.0,
             beta_factor: 1.0,
             beta_spread_exponent: 0.0,
+            high_spread_exponent: 1.0,
+            delay_self_noise: 0.0,
         };
         // Flat block: effective = actual.
-        let flat = curve.effective_snr([(0.5, 20.0), (0.5, 20.0)], 0.0);
+        let flat = curve.effective_snr([(0.5, 20.0), (0.5, 20.0)], 0.0, 0.0);
         assert!((flat - 20.0).abs() < 1e-9);
         // Faded block: between the minimum and the mean.
-        let e = curve.effective_snr([(0.5, 1.0), (0.5, 39.0)], 0.0);
+        let e = curve.effective_snr([(0.5, 1.0), (0.5, 39.0)], 0.0, 0.0);
         assert!(e > 1.0 && e < 20.0, "{e}");
         // A dead half is not fatal, a dead block is.
-        assert!(curve.effective_snr([(0.5, 0.0), (0.5, 1e6)], 0.0) > 5.0);
-        assert_eq!(curve.effective_snr([(1.0, 0.0)], 0.0), 0.0);
+        assert!(curve.effective_snr([(0.5, 0.0), (0.5, 1e6)], 0.0, 0.0) > 5.0);
+        assert_eq!(curve.effective_snr([(1.0, 0.0)], 0.0, 0.0), 0.0);
         // Tracking loss caps the SNR at 1 / (eps * spread).
         let lossy = RateCurve {
             tracking_loss: 0.01,
             ..curve
         };
-        assert!(lossy.effective_snr([(1.0, 1e9)], 1.0) <= 100.0 + 1e-6);
+        assert!(lossy.effective_snr([(1.0, 1e9)], 1.0, 0.0) <= 100.0 + 1e-6);
         // Waterfall.
         assert!((curve.ber(10.0) - 1e-5).abs() < 1e-12);
         assert!((curve.ber(11.0) - 1e-6).abs() < 1e-13);
@@ -1149,6 +1205,8 @@ mod tests {
             tracking_loss: 0.0,
             beta_factor: 1.0,
             beta_spread_exponent: 0.0,
+            high_spread_exponent: 1.0,
+            delay_self_noise: 0.0,
         };
         let ch = BlockChannel {
             segments: vec![Segment {
@@ -1157,6 +1215,7 @@ mod tests {
             }],
             lost: false,
             spread_hz: 0.0,
+            delay_ms: 0.0,
         };
         let mut rng = ChaCha8Rng::seed_from_u64(5);
         let bits = 11_520u64;
