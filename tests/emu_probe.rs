@@ -17,6 +17,32 @@ fn node_counters(rest: &[String], i: usize) -> String {
         .unwrap_or_default()
 }
 
+/// A `skywave_sis` client bound on SAP 3 (ARQ, node confirm) to the SIS server at `addr`,
+/// reconnecting there whenever its connection is lost.
+async fn sap3_client(addr: String) -> (skywave_sis::Client, skywave_sis::client::Events) {
+    use skywave_sis::{Client, ClientConfig, SapId, ServiceType};
+    let connector = move || {
+        let addr = addr.clone();
+        async move { tokio::net::TcpStream::connect(addr).await }
+    };
+    let cfg = ClientConfig::new(SapId::new(3).unwrap(), ServiceType::ARQ_NODE_CONFIRM);
+    let (c, _, events) = Client::connect(connector, cfg).await.unwrap();
+    (c, events)
+}
+
+/// An ARQ U_PDU (as bound) for SAP 3 of node 1.0.0.2.
+fn to_1_0_0_2(text: &'static [u8]) -> skywave_sis::UnidataRequest {
+    use skywave_sis::{Priority, SapId, ServiceType, Ttl, UnidataRequest};
+    UnidataRequest {
+        priority: Priority::new(5).unwrap(),
+        dest_sap: SapId::new(3).unwrap(),
+        dest: "1.0.0.2".parse().unwrap(),
+        mode: ServiceType::DEFAULT,
+        ttl: Ttl::INFINITE,
+        updu: bytes::Bytes::from_static(text),
+    }
+}
+
 #[tokio::test]
 async fn probe_against_the_emulator_prints_the_mtu() {
     let skywave = skywave_e2e::bin("skywave");
@@ -126,32 +152,12 @@ async fn a_group_addressed_updu_reaches_every_member_over_tcp_sis() {
 #[tokio::test]
 async fn with_cas1_an_arq_updu_goes_after_the_link_is_made_and_the_idle_link_is_broken() {
     use skywave_sis::client::{Delivery, Event};
-    use skywave_sis::{
-        Client, ClientConfig, NodeAddress, Priority, SapId, ServiceType, Ttl, UnidataRequest,
-    };
     let args = skywave_e2e::two_fast_nodes(&["--cas1", "--link-idle", "5"]);
     let emu = skywave_e2e::start_emu(args, 2).await;
-    let connect = |addr: String| async move {
-        let connector = move || {
-            let addr = addr.clone();
-            async move { tokio::net::TcpStream::connect(addr).await }
-        };
-        let cfg = ClientConfig::new(SapId::new(3).unwrap(), ServiceType::ARQ_NODE_CONFIRM);
-        let (c, _, events) = Client::connect(connector, cfg).await.unwrap();
-        (c, events)
-    };
-    let (ship, _ship_events) = connect(emu.servers[0].1.clone()).await;
-    let (_shore, mut shore_events) = connect(emu.servers[1].1.clone()).await;
-    let shore: NodeAddress = "1.0.0.2".parse().unwrap();
+    let (ship, _ship_events) = sap3_client(emu.servers[0].1.clone()).await;
+    let (_shore, mut shore_events) = sap3_client(emu.servers[1].1.clone()).await;
     let sent = ship
-        .send_unidata(UnidataRequest {
-            priority: Priority::new(5).unwrap(),
-            dest_sap: SapId::new(3).unwrap(),
-            dest: shore,
-            mode: ServiceType::DEFAULT,
-            ttl: Ttl::INFINITE,
-            updu: bytes::Bytes::from_static(b"after the link is made"),
-        })
+        .send_unidata(to_1_0_0_2(b"after the link is made"))
         .unwrap();
     let ind = timeout(Duration::from_secs(60), async {
         loop {
@@ -185,9 +191,77 @@ async fn with_cas1_an_arq_updu_goes_after_the_link_is_made_and_the_idle_link_is_
     );
 }
 
+/// `skywave-emu --restart 1.0.0.1@60` as an operator runs it: the ship's node restarts 60
+/// simulated seconds in (3 s of wall time at 20x). Its SIS client is disconnected and binds
+/// again by itself; a U_PDU it sends afterwards is delivered and confirmed, the node having
+/// reset the shore's ARQ machines (FULL RESET CMD, RESET ACK) first. The counters the
+/// emulator prints on SIGTERM show the restart, the full reset and the shore obeying it.
+#[tokio::test]
+async fn a_restarted_node_drops_its_clients_resets_its_peer_and_carries_on() {
+    use skywave_sis::client::{Delivery, Event, Events};
+    let args = skywave_e2e::two_fast_nodes(&["--restart", "1.0.0.1@60"]);
+    let emu = skywave_e2e::start_emu(args, 2).await;
+    let (ship, mut ship_events) = sap3_client(emu.servers[0].1.clone()).await;
+    let (_shore, mut shore_events) = sap3_client(emu.servers[1].1.clone()).await;
+    let send = |text: &'static [u8]| ship.send_unidata(to_1_0_0_2(text)).unwrap();
+    async fn arrives(events: &mut Events, text: &[u8]) {
+        let ind = timeout(Duration::from_secs(60), async {
+            loop {
+                match events.recv().await {
+                    Some(Event::Unidata(ind)) => return ind,
+                    Some(_) => {}
+                    None => panic!("the shore's client ended"),
+                }
+            }
+        })
+        .await
+        .expect("nothing arrived");
+        assert_eq!(&ind.updu[..], text);
+    }
+    let before = send(b"before the restart");
+    arrives(&mut shore_events, b"before the restart").await;
+    assert!(matches!(
+        timeout(Duration::from_secs(60), before).await.unwrap(),
+        Ok(Delivery::Confirmed(_))
+    ));
+    // The restart cuts the ship's SIS connection; its client binds again.
+    timeout(Duration::from_secs(60), async {
+        let mut lost = false;
+        loop {
+            match ship_events.recv().await {
+                Some(Event::Disconnected { .. }) => lost = true,
+                Some(Event::Reconnected(_)) if lost => return,
+                Some(_) => {}
+                None => panic!("the ship's client ended"),
+            }
+        }
+    })
+    .await
+    .expect("the ship's client was not disconnected and bound again");
+    let after = send(b"after the restart");
+    arrives(&mut shore_events, b"after the restart").await;
+    assert!(matches!(
+        timeout(Duration::from_secs(60), after).await.unwrap(),
+        Ok(Delivery::Confirmed(_))
+    ));
+    let rest = emu.stop(Duration::from_secs(30)).await;
+    assert!(
+        rest.iter().any(|l| l
+            .contains("1 resets (1 full, 0 U_PDUs lost), 0 full resets obeyed, 1 restarts")
+            && l.starts_with("node 0: ")),
+        "{rest:?}"
+    );
+    assert!(
+        node_counters(&rest, 1)
+            .contains(", 0 resets (0 full, 0 U_PDUs lost), 1 full resets obeyed, 0 restarts,"),
+        "{rest:?}"
+    );
+}
+
 /// The CAS-1 options an operator can get wrong are refused with a message that says why,
 /// before the emulator listens: a maximum of links without an idle time to break them by,
-/// a maximum of zero, a wait for first data without CAS-1, and a hard-link time-out of 0.
+/// a maximum of zero, a wait for first data without CAS-1, and a hard-link time-out of 0;
+/// so is a restart of a node that does not exist, or at no time.
 #[tokio::test]
 async fn cas1_options_that_cannot_work_are_refused() {
     let emu = skywave_e2e::bin("skywave-emu");
@@ -210,6 +284,15 @@ async fn cas1_options_that_cannot_work_are_refused() {
             &["--hard-link-timeout", "0"][..],
             "--hard-link-timeout must be a positive number of seconds",
         ),
+        (
+            &["--restart", "9.9.9.9@5"][..],
+            "9.9.9.9 is not one of the nodes",
+        ),
+        (
+            &["--restart", "1.0.0.1@soon"][..],
+            "soon is not a number of seconds",
+        ),
+        (&["--restart", "1.0.0.1"][..], "expected ADDR@SECS"),
     ] {
         let out = timeout(
             Duration::from_secs(30),

@@ -141,6 +141,30 @@ struct Cli {
     /// confirm of a TERMINATE, before it gives up ("remote node not responding").
     #[arg(long, value_name = "SECS", default_value_t = 600.0)]
     hard_link_timeout: f64,
+    /// Restart node ADDR at simulated second SECS, `ADDR@SECS`, as a 5066 server that crashed
+    /// and came back: its SIS clients are disconnected (they must connect and bind again),
+    /// every U_PDU it held is lost, and it resets each peer's ARQ machines with a FULL RESET
+    /// CMD before its first ARQ exchange with it. Repeatable. Counted in the per-node
+    /// counters printed at exit.
+    #[arg(long = "restart", value_name = "ADDR@SECS")]
+    restarts: Vec<String>,
+}
+
+/// `--restart ADDR@SECS`: the node's index and when.
+fn parse_restart(text: &str, nodes: &[NodeAddress]) -> anyhow::Result<(usize, Duration)> {
+    let (addr, secs) = text
+        .split_once('@')
+        .with_context(|| format!("--restart {text}: expected ADDR@SECS"))?;
+    let node = node_index("--restart", text, addr, nodes)?;
+    let at = secs
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .with_context(|| {
+            format!("--restart {text}: {secs} is not a number of seconds, 0 or more")
+        })?;
+    Ok((node, at))
 }
 
 /// `--link-retries`: a count, or never give up.
@@ -173,18 +197,21 @@ fn parse_group(text: &str, nodes: &[NodeAddress]) -> anyhow::Result<skywave_emu:
     }
     let members = members
         .split(',')
-        .map(|m| {
-            let a: NodeAddress = m
-                .trim()
-                .parse()
-                .with_context(|| format!("--group {text}: {m} is not an address"))?;
-            nodes
-                .iter()
-                .position(|n| *n == a)
-                .with_context(|| format!("--group {text}: {m} is not one of the nodes"))
-        })
+        .map(|m| node_index("--group", text, m, nodes))
         .collect::<anyhow::Result<Vec<usize>>>()?;
     Ok(skywave_emu::net::Group { address, members })
+}
+
+/// The index among `nodes` of the node `addr` names, in option `what`'s value `text`.
+fn node_index(what: &str, text: &str, addr: &str, nodes: &[NodeAddress]) -> anyhow::Result<usize> {
+    let a: NodeAddress = addr
+        .trim()
+        .parse()
+        .with_context(|| format!("{what} {text}: {addr} is not an address"))?;
+    nodes
+        .iter()
+        .position(|n| *n == a)
+        .with_context(|| format!("{what} {text}: {addr} is not one of the nodes"))
 }
 
 /// `--node-snr ADDR=DB`: the node's index and the SNR.
@@ -192,14 +219,7 @@ fn parse_node_snr(text: &str, nodes: &[NodeAddress]) -> anyhow::Result<(usize, f
     let (addr, db) = text
         .split_once('=')
         .with_context(|| format!("--node-snr {text}: expected ADDR=DB"))?;
-    let a: NodeAddress = addr
-        .trim()
-        .parse()
-        .with_context(|| format!("--node-snr {text}: {addr} is not an address"))?;
-    let node = nodes
-        .iter()
-        .position(|n| *n == a)
-        .with_context(|| format!("--node-snr {text}: {addr} is not one of the nodes"))?;
+    let node = node_index("--node-snr", text, addr, nodes)?;
     let db: f64 = db
         .trim()
         .parse()
@@ -338,7 +358,31 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Drc::Matched
         }
     };
+    let mut restarts = cli
+        .restarts
+        .iter()
+        .map(|r| parse_restart(r, &addresses))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    restarts.sort_by_key(|&(_, at)| at);
+    let time_scale = config.time_scale;
     let subnet = Subnet::start(config).context("building the subnetwork")?;
+    if !restarts.is_empty() {
+        let s = subnet.clone();
+        let names = addresses.clone();
+        tokio::spawn(async move {
+            for (node, at) in restarts {
+                let wait = at.saturating_sub(s.now()).div_f64(time_scale);
+                tokio::time::sleep(wait).await;
+                if s.restart_node(node) {
+                    eprintln!(
+                        "skywave-emu: node {} restarted at {:.1} s",
+                        names.get(node).map(ToString::to_string).unwrap_or_default(),
+                        s.now().as_secs_f64()
+                    );
+                }
+            }
+        });
+    }
     if let Some(path) = &cli.pcap {
         let file = std::fs::File::create(path)
             .with_context(|| format!("--pcap: cannot create {}", path.display()))?;

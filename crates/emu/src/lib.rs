@@ -51,8 +51,11 @@
 //!
 //! Resets: a sender whose ACKs keep falling outside its transmit window (its peer lost its
 //! receive state) resets its window and sends RESET/WIN-RESYNC with RESET RX WIN CMND, and the
-//! peer answers RESET ACK; that is built. FULL RESET CMD and RESET TX WIN RQST are encoded and
-//! decoded by [`dpdu`] but no node sends them, and a node ignores them when received.
+//! peer answers RESET ACK. A node that restarted ([`net::Subnet::restart_node`]: its clients
+//! disconnected, everything it held lost) sends FULL RESET CMD before its first ARQ exchange
+//! with each peer, which puts both of the peer's ARQ machines for it back at FSN 0 and is
+//! answered RESET ACK. RESET TX WIN RQST is encoded and decoded by [`dpdu`] but no node sends
+//! it, and a node ignores it when received.
 //!
 //! Giving up (built): a U_PDU whose TTL runs out in the ARQ is discarded, its unacknowledged
 //! frames sent with DROP C_PDU so that the receiver discards its part too, and rejected to a
@@ -85,8 +88,8 @@
 //! are rejected ("supporting exclusive link") and both nodes break their other links until it
 //! ends.
 //!
-//! Not here: REJECTED "broadcast-only node" (no node is), a BREAK for link loss ("lost" above is the node's own verdict), the full reset
-//! and the transmit-window reset request (above), the second way Annex C offers to skip a
+//! Not here: REJECTED "broadcast-only node" (no node is), a BREAK for link loss ("lost" above is the node's own verdict), the
+//! transmit-window reset request (above), the second way Annex C offers to skip a
 //! dropped C_PDU (a RESET/WIN-RESYNC instead of DROP frames), non-ARQ "with errors" delivery
 //! (served as plain non-ARQ).
 

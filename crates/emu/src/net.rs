@@ -42,7 +42,17 @@
 //! segments had gone on the air are segmented again from scratch and sent; U_PDUs with a
 //! segment already sent may or may not have been delivered, so they are never sent again
 //! (no double delivery) and their clients get S_UNIDATA_REQUEST_REJECTED (destination node
-//! not responding). FULL RESET CMD and RESET TX WIN RQST are decoded but not used.
+//! not responding).
+//!
+//! A node restart ([`Subnet::restart_node`], `skywave-emu --restart`): the node comes back
+//! with nothing it held (queues, ARQ windows, links) and its bound clients are disconnected.
+//! Before its first regular ARQ exchange with each peer (its own data, or data the peer
+//! sends, which it discards unanswered meanwhile) it sends RESET/WIN-RESYNC with FULL RESET
+//! CMD, repeated in each transmission until the RESET ACK; the peer puts both of its ARQ
+//! machines for the node back at FSN 0 (the U_PDUs it had on the air rejected as above) and
+//! answers RESET ACK, once per RESET FRAME ID. Without it the peer would take the restarted
+//! node's new FSNs for old ones: acknowledged, never delivered. RESET TX WIN RQST is decoded
+//! but not used (no emulated node needs to ask for a reset of the peer's transmit window).
 //!
 //! Every transmission is planned with [`ModemConfig::plan`]; each receiver draws each
 //! interleaver block's fate from its own channel direction; a D_PDU is lost if any block
@@ -478,7 +488,7 @@ impl fmt::Display for Counters {
         for (i, n) in self.nodes.iter().enumerate() {
             writeln!(
                 f,
-                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired ({} in the ARQ), {} C_PDUs dropped on DROP, {} duplicates dropped, non-ARQ {} sent {} delivered {} incomplete, {} rate changes, {} DATA-ACK, {} resets ({} U_PDUs lost), {} links lost ({} U_PDUs discarded), {} link requests, {} links made, {} links broken, {} link requests refused, {} of its own rejected, {} links aborted, {} not-linked warnings, hard links {} requested {} made {} ended",
+                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired ({} in the ARQ), {} C_PDUs dropped on DROP, {} duplicates dropped, non-ARQ {} sent {} delivered {} incomplete, {} rate changes, {} DATA-ACK, {} resets ({} full, {} U_PDUs lost), {} full resets obeyed, {} restarts, {} links lost ({} U_PDUs discarded), {} link requests, {} links made, {} links broken, {} link requests refused, {} of its own rejected, {} links aborted, {} not-linked warnings, hard links {} requested {} made {} ended",
                 n.transmissions,
                 n.bytes_on_air,
                 n.dpdus_sent,
@@ -496,7 +506,10 @@ impl fmt::Display for Counters {
                 n.rate_changes,
                 n.data_acks,
                 n.resets,
+                n.full_resets,
                 n.reset_lost,
+                n.full_resets_obeyed,
+                n.restarts,
                 n.links_lost,
                 n.link_lost_updus,
                 n.link_requests,
@@ -987,6 +1000,30 @@ impl Subnet {
             self.shared.notify.notify_one();
         }
         forgot
+    }
+
+    /// Restarts `node` now, as a STANAG 5066 server that crashed and came back
+    /// ([`Node::restart`]: every U_PDU it held, its ARQ windows and links are gone, and it
+    /// sends each peer a FULL RESET CMD before its first ARQ exchange with it). Every client
+    /// bound to it loses its SIS connection, as with a real server, and must connect and bind
+    /// again. A transmission it had already keyed plays out (the modem has it). `false` if
+    /// there is no such node.
+    pub fn restart_node(&self, node: usize) -> bool {
+        let now = self.shared.now();
+        let mut st = self.shared.lock();
+        let Some(slot) = st.nodes.get_mut(node) else {
+            return false;
+        };
+        if let Err(e) = slot.node.restart(now) {
+            tracing::error!(node, "node could not restart: {e}");
+            return false;
+        }
+        // Each bound connection's task ends when its channel closes (`sis_server`).
+        slot.clients.clear();
+        tracing::info!(node, "node restarted: its clients are disconnected");
+        drop(st);
+        self.shared.notify.notify_one();
+        true
     }
 
     /// Stops the capture and flushes it: the number of D_PDUs it recorded (0 if none was

@@ -77,6 +77,9 @@ where
 {
     let mut stream = SisStream::new(io);
     let (tx, mut rx) = mpsc::unbounded_channel::<Primitive>();
+    // Held here only until the client binds; then the node's slot holds the only sender, so
+    // that a node restart (`Subnet::restart_node`), which drops it, ends this connection.
+    let mut tx = Some(tx);
     let (conn, known) = {
         let mut st = shared.lock();
         (st.new_conn(), st.node_address(node).is_some())
@@ -104,7 +107,7 @@ where
                         break;
                     }
                 };
-                let replies = handle(&shared, node, conn, &tx, &mut bound, p);
+                let replies = handle(&shared, node, conn, &mut tx, &mut bound, p);
                 let mut closing = false;
                 for r in replies {
                     match r {
@@ -137,7 +140,7 @@ fn handle(
     shared: &Shared,
     node: usize,
     conn: u64,
-    tx: &mpsc::UnboundedSender<Primitive>,
+    tx: &mut Option<mpsc::UnboundedSender<Primitive>>,
     bound: &mut Option<(skywave_sis::SapId, skywave_sis::ServiceType)>,
     p: Primitive,
 ) -> Vec<Reply> {
@@ -150,7 +153,12 @@ fn handle(
                 })];
             }
             let mut st = shared.lock();
-            if st.bind(node, sap, rank.get(), conn, tx.clone()) {
+            let Some(sender) = tx.clone() else {
+                // Bound once and unbound by a node restart: the connection is ending.
+                return vec![Reply::Close];
+            };
+            if st.bind(node, sap, rank.get(), conn, sender) {
+                *tx = None;
                 *bound = Some((sap, service));
                 vec![
                     Reply::Send(Primitive::BindAccepted { sap, mtu: st.mtu() }),

@@ -446,6 +446,35 @@ async fn both_gateways_starting_at_once_deliver_everything_once() {
     pair.stop().await;
 }
 
+/// `n` messages of `size` bytes from alice on the ship to ops ashore, submitted at once;
+/// their Message-IDs and bytes.
+async fn from_the_ship(pair: &Pair, n: usize, size: usize) -> Vec<(String, Vec<u8>)> {
+    let mut sent = Vec::new();
+    for i in 0..n {
+        let m = message("alice@ship.example", "ops@shore.example", i, size);
+        pair.ship
+            .submit("alice@ship.example", &["ops@shore.example"], &m)
+            .await
+            .unwrap();
+        sent.push((format!("<{i}.alice@ship.example>"), m));
+    }
+    sent
+}
+
+/// Every message of `sent` reaches the shore's Maildir within four hours, and an hour later
+/// none of them is there twice.
+async fn all_arrive_once(pair: &Pair, sent: &[(String, Vec<u8>)]) {
+    let got = wait_for(
+        &pair.shore_maildir,
+        sent.len(),
+        Duration::from_secs(4 * 3600),
+    )
+    .await;
+    check_delivered(&got, sent, "gw.shore.example");
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    check_delivered(&maildir(&pair.shore_maildir), sent, "gw.shore.example");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_ten_minute_outage_in_mid_batch_loses_and_duplicates_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -455,19 +484,8 @@ async fn a_ten_minute_outage_in_mid_batch_loses_and_duplicates_nothing() {
     o.outages = vec![(Duration::from_secs(60), Duration::from_secs(600))];
     o.batch_bytes = 1 << 20;
     let pair = Pair::start(&o).await.unwrap();
-    let mut sent = Vec::new();
-    for i in 0..30 {
-        let m = message("alice@ship.example", "ops@shore.example", i, 3000);
-        pair.ship
-            .submit("alice@ship.example", &["ops@shore.example"], &m)
-            .await
-            .unwrap();
-        sent.push((format!("<{i}.alice@ship.example>"), m));
-    }
-    let got = wait_for(&pair.shore_maildir, 30, Duration::from_secs(4 * 3600)).await;
-    check_delivered(&got, &sent, "gw.shore.example");
-    tokio::time::sleep(Duration::from_secs(3600)).await;
-    check_delivered(&maildir(&pair.shore_maildir), &sent, "gw.shore.example");
+    let sent = from_the_ship(&pair, 30, 3000).await;
+    all_arrive_once(&pair, &sent).await;
     assert!(pair.ship.spool().entries().unwrap().count() == 0);
     pair.stop().await;
 }
@@ -526,26 +544,43 @@ async fn a_peer_added_by_a_reload_carries_mail_without_a_restart() {
 async fn a_restart_of_the_5066_server_loses_and_duplicates_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let pair = Pair::start(&options(dir.path(), "lzw16")).await.unwrap();
-    let mut sent = Vec::new();
-    for i in 0..10 {
-        let m = message("alice@ship.example", "ops@shore.example", i, 2000);
-        pair.ship
-            .submit("alice@ship.example", &["ops@shore.example"], &m)
-            .await
-            .unwrap();
-        sent.push((format!("<{i}.alice@ship.example>"), m));
-    }
+    let sent = from_the_ship(&pair, 10, 2000).await;
     // Mid-session: the server goes away for two minutes, dropping every client.
     tokio::time::sleep(Duration::from_secs(8)).await;
     pair.set_sis_available(false);
     pair.cut_sis_connections();
     tokio::time::sleep(Duration::from_secs(120)).await;
     pair.set_sis_available(true);
-    let got = wait_for(&pair.shore_maildir, 10, Duration::from_secs(4 * 3600)).await;
-    check_delivered(&got, &sent, "gw.shore.example");
-    tokio::time::sleep(Duration::from_secs(3600)).await;
-    check_delivered(&maildir(&pair.shore_maildir), &sent, "gw.shore.example");
+    all_arrive_once(&pair, &sent).await;
     pair.stop().await;
+}
+
+/// Ten messages from the ship, and `node` (0 the ship's, 1 the shore's) crashes 8 s into the
+/// session and comes straight back with nothing it held: its U_PDUs, ARQ windows and SIS
+/// connections gone. Every message arrives, once.
+async fn a_node_crash_mid_batch(node: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let pair = Pair::start(&options(dir.path(), "lzw16")).await.unwrap();
+    let sent = from_the_ship(&pair, 10, 2000).await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert!(pair.subnet.restart_node(node));
+    all_arrive_once(&pair, &sent).await;
+    let c = pair.subnet.counters();
+    assert_eq!(c.nodes[node].restarts, 1, "{c}");
+    // It reset its peer's ARQ machines before carrying on with it.
+    assert_eq!(c.nodes[node].full_resets, 1, "{c}");
+    assert_eq!(c.nodes[1 - node].full_resets_obeyed, 1, "{c}");
+    pair.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crash_of_the_ships_5066_node_mid_batch_loses_and_duplicates_nothing() {
+    a_node_crash_mid_batch(0).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crash_of_the_shores_5066_node_mid_batch_loses_and_duplicates_nothing() {
+    a_node_crash_mid_batch(1).await;
 }
 
 /// A free port on 127.0.0.1 (bound and released: the gateways need each other's ports in

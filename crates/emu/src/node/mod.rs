@@ -41,10 +41,12 @@
 //! again later; an idle link broken for a waiting peer), the called node's abort of a new
 //! link that carries no DATA in time ([`NodeConfig::link_first_data`]) and the WARNING ("not
 //! connected") for ARQ data on a link this node has not made; hard-link sessions (Annex A,
-//! `node::hard`: establishment, precedence, the data they let through, termination). Not built: a
+//! `node::hard`: establishment, precedence, the data they let through, termination); a
+//! restart ([`Node::restart`]: all volatile state lost, then a FULL RESET CMD to each peer
+//! before the first ARQ exchange with it, obeyed by the peer). Not built: a
 //! BREAK on link loss (declaring a link lost is this node's verdict only, and no BREAK is
 //! needed to make another), REJECTED for a broadcast-only node (this node is none), FULL
-//! RESET CMD and RESET TX WIN RQST, a DROP flag for expedited data (Annex C
+//! RESET CMD from a node that did not restart, RESET TX WIN RQST, a DROP flag for expedited data (Annex C
 //! has none: an expedited U_PDU whose TTL ran out is just abandoned), non-ARQ "with errors".
 //!
 //! Nodes and groups are named by their index in the subnetwork's address list
@@ -228,6 +230,13 @@ pub struct NodeCounters {
     pub hard_links_made: u64,
     /// Hard links ended: terminated by either node, pre-empted, or lost with their link.
     pub hard_links_ended: u64,
+    /// Of `resets`, those that were FULL RESET CMDs: this node had restarted ([`Node::restart`]).
+    pub full_resets: u64,
+    /// FULL RESET CMDs from peers that reset this node's ARQ machines for them (repeats of
+    /// one already obeyed are only answered again).
+    pub full_resets_obeyed: u64,
+    /// Times this node restarted ([`Node::restart`]).
+    pub restarts: u64,
 }
 
 /// What every node of a subnetwork shares: the subnetwork's members and the link settings.
@@ -681,6 +690,35 @@ struct Link {
     /// until it has, what the peer sends about hard links is about a link this node has
     /// already ended (`node::hard`).
     hard_tc_awaited: u32,
+    /// This node restarted and has not reset the peer's ARQ machines yet: before any regular
+    /// ARQ exchange with the peer (its own data, or an answer to the peer's) it sends a FULL
+    /// RESET CMD.
+    full_reset_due: bool,
+    /// This node's pending RESET/WIN-RESYNC (`reset_out`) is a FULL RESET CMD: until the
+    /// RESET ACK comes, the peer's regular ARQ data and ACKs are about windows this node no
+    /// longer has, and are discarded unanswered ([ED3-C] C.3.5: regular data is suspended
+    /// while a RESET/WIN-RESYNC exchange is under way).
+    reset_full: bool,
+    /// RESET FRAME ID of the peer's FULL RESET CMD this node obeyed, until regular ARQ
+    /// traffic from the peer shows the exchange is over: a repeat of that command (the RESET
+    /// ACK was lost) is answered again but not obeyed again, since this node may have sent
+    /// data from its reset window since.
+    full_reset_obeyed: Option<u8>,
+}
+
+impl Link {
+    /// Resets the transmit window to FSN 0 for a RESET/WIN-RESYNC (this node's, or a peer's
+    /// FULL RESET CMD): C_PDUs not yet on the air go again from scratch; the U_PDUs with a
+    /// segment on the air are returned, their fate unknown ([`ArqSender::reset`]).
+    fn reset_transmit_window(&mut self) -> Vec<InArq> {
+        let mut lost = Vec::new();
+        for id in self.sender.reset() {
+            if let Some(a) = self.unconfirmed.remove(&id) {
+                lost.push(a);
+            }
+        }
+        lost
+    }
 }
 
 /// A change in a node's view of its link to a peer, for its driver to report (the SIS has no
@@ -791,6 +829,9 @@ impl Node {
                     warning_owed: None,
                     exp_control: VecDeque::new(),
                     hard_tc_awaited: 0,
+                    full_reset_due: false,
+                    reset_full: false,
+                    full_reset_obeyed: None,
                 },
             );
         }
@@ -857,6 +898,37 @@ impl Node {
     pub fn unbind(&mut self, conn: u64) {
         self.hard_link_client_gone(conn);
         self.bindings.retain(|_, b| b.conn != conn);
+    }
+
+    /// Restarts the node at `now`, as a STANAG 5066 server that crashed and came back does:
+    /// whatever it held in memory is gone. Its clients' bindings (the driver closes their
+    /// connections), the U_PDUs queued or in the ARQ (neither delivered, confirmed nor
+    /// rejected: the clients that submitted them went with the connections), its ARQ windows
+    /// and the C_PDUs it was receiving, normal and expedited, its CAS-1 links (with
+    /// [`NodeConfig::cas1`] it makes each again before its first ARQ data), a hard link, the
+    /// non-ARQ C_PDUs it was reassembling and its data rates. Its configuration stays, and so
+    /// do its counters (the emulator's view, not the server's), `restarts` one more.
+    ///
+    /// Its peers know none of this. So before its first regular ARQ exchange with each peer
+    /// (its own data for it, or data from it) it sends a RESET/WIN-RESYNC with FULL RESET
+    /// CMD, which Annex C has for exactly this: it "will put the ARQ machine back into its
+    /// starting position upon the creation of a physical link" at both ends, and "delete all
+    /// partially received and acknowledged C_PDUs still waiting to be completed". Until the
+    /// RESET ACK, the peer's regular ARQ data and ACKs are discarded unanswered. The peer,
+    /// obeying, resets its transmit window as for any RESET/WIN-RESYNC (the U_PDUs it had on
+    /// the air are not sent again: this node may have delivered them before it went down) and
+    /// its receive window to 0.
+    pub fn restart(&mut self, now: Duration) -> Result<(), NodeError> {
+        let mut fresh = Node::new(self.index, &self.setup, self.dup_filter)?;
+        fresh.counters = self.counters;
+        fresh.counters.restarts += 1;
+        fresh.clock = self.clock.max(now);
+        for l in fresh.links.values_mut() {
+            l.full_reset_due = true;
+            l.last_activity = fresh.clock;
+        }
+        *self = fresh;
+        Ok(())
     }
 
     /// Makes the node forget its ARQ receive state for `peer`, as a restart would (RX LWE
@@ -1173,7 +1245,9 @@ impl Node {
             gone.push(InArq { q, failed });
         }
         link.reset_out = None;
-        link.resync = true;
+        // A FULL RESET still unanswered is still owed: the peer's machines are where they were.
+        link.full_reset_due |= std::mem::take(&mut link.reset_full);
+        link.resync = !link.full_reset_due;
         link.down = true;
         // CAS-1: the physical link is gone too; the next data makes a new one.
         link.linked = !self.setup.config.cas1;

@@ -14,7 +14,8 @@ use crate::modem::DataRate;
 use crate::spdu::{DataPci, Spdu};
 
 use super::{
-    Drc, ExpOut, InArq, Kind, LinkEvent, Node, NonArqIn, Queued, STALE_ACKS_RESET, UPDU_OVERHEAD,
+    Drc, ExpOut, InArq, Kind, Link, LinkEvent, Node, NodeCounters, NonArqIn, Queued,
+    STALE_ACKS_RESET, UPDU_OVERHEAD,
 };
 
 /// What one transmission from another node delivered to this one.
@@ -160,9 +161,25 @@ impl Node {
                 l.first_data_by = None;
             }
         }
+        self.on_resets(sender, &resets);
+        if let Some(l) = self.links.get_mut(&sender) {
+            let regular = |d: &Dpdu| matches!(d.body, Body::DataOnly { .. } | Body::DataAck { .. });
+            if l.full_reset_due || l.reset_full {
+                // This node restarted: the peer's regular ARQ data and ACKs are about windows
+                // it no longer has. Discarded unanswered; data from the peer starts the FULL
+                // RESET now if this node had none of its own to start it with.
+                if l.full_reset_due && l.linked && data.iter().any(regular) {
+                    start_full_reset(l, &mut self.counters);
+                }
+                data.retain(|d| !regular(d));
+                acks.clear();
+            } else if !acks.is_empty() || data.iter().any(regular) {
+                // The peer is past any FULL RESET this node obeyed.
+                l.full_reset_obeyed = None;
+            }
+        }
         // (A WARNING wants no ACK.)
         let had_data = data.iter().any(|d| !matches!(d.body, Body::Warning(_)));
-        self.on_resets(sender, &resets);
         self.on_expedited(sender, exp);
         self.on_non_arq(sender, non_arq);
         self.on_data(sender, data);
@@ -272,15 +289,37 @@ impl Node {
 
     /// RESET/WIN-RESYNC D_PDUs from `sender`: a RESET RX WIN CMND moves this node's receive
     /// window for `sender` to NEW RX LWE (dropping what it held) and is answered with a RESET
-    /// ACK carrying the same RESET FRAME ID (also when the command is repeated); a RESET ACK
-    /// for this node's own pending command ends it, and data flows again. (Emulated nodes never
-    /// send FULL RESET CMD or RESET TX WIN RQST, so those are ignored.)
+    /// ACK carrying the same RESET FRAME ID (also when the command is repeated); a FULL RESET
+    /// CMD (the peer restarted, [`Node::restart`]) puts both of this node's ARQ machines for
+    /// the peer back at 0, its transmit window as a reset of its own would (the U_PDUs it had
+    /// on the air are rejected, not sent again), and is answered with a RESET ACK (a repeat
+    /// only answered again); a RESET ACK for this node's own pending command ends it, and
+    /// data flows again. (No emulated node sends RESET TX WIN RQST, so it is ignored.)
     fn on_resets(&mut self, sender: usize, resets: &[Reset]) {
+        let mut lost: Vec<InArq> = Vec::new();
         let Some(link) = self.links.get_mut(&sender) else {
             return;
         };
         for rs in resets {
-            if rs.reset_rx_win_command {
+            if rs.full_reset {
+                link.reset_ack_owed = Some(rs.reset_frame_id);
+                if link.full_reset_obeyed == Some(rs.reset_frame_id) {
+                    // Our RESET ACK was lost; we may have sent data from the new window since.
+                    continue;
+                }
+                link.full_reset_obeyed = Some(rs.reset_frame_id);
+                self.counters.full_resets_obeyed += 1;
+                lost.extend(link.reset_transmit_window());
+                link.receiver.reset(0);
+                link.owes_ack = false;
+                link.exp_in = None;
+                link.owes_exp_ack = false;
+                // Whatever this node was resetting itself, both windows are at 0 now.
+                link.reset_out = None;
+                link.reset_full = false;
+                link.full_reset_due = false;
+                link.resync = false;
+            } else if rs.reset_rx_win_command {
                 // A repeated command (our RESET ACK was lost) resets again: harmless, since
                 // its sender sends no data until it has the RESET ACK.
                 link.receiver.reset(rs.new_rx_lwe);
@@ -289,8 +328,15 @@ impl Node {
             } else if rs.reset_ack && link.reset_out == Some(rs.reset_frame_id) {
                 link.reset_out = None;
                 link.stale_acks = 0;
+                if std::mem::take(&mut link.reset_full) {
+                    // What the peer sent before it obeyed was discarded here; it sends again
+                    // from FSN 0.
+                    link.receiver.reset(0);
+                    link.owes_ack = false;
+                }
             }
         }
+        self.abandon_lost_at_reset(lost);
     }
 
     /// EXPEDITED DATA-ONLY and EXPEDITED ACK-ONLY D_PDUs from `sender`: the stop-and-wait
@@ -790,12 +836,7 @@ impl Node {
             link.reset_out = Some(link.next_reset_id);
             link.next_reset_id = link.next_reset_id.wrapping_add(1);
             self.counters.resets += 1;
-            for id in link.sender.reset() {
-                if let Some(a) = link.unconfirmed.remove(&id) {
-                    lost_at_reset.push(a);
-                }
-            }
-            self.counters.reset_lost += lost_at_reset.len() as u64;
+            lost_at_reset = link.reset_transmit_window();
             tracing::debug!(
                 r,
                 sender,
@@ -828,15 +869,32 @@ impl Node {
         for a in &done {
             self.dequeued(&a.q);
         }
-        for a in &lost_at_reset {
-            // Sent, perhaps delivered, perhaps not: never sent again (that could deliver it
-            // twice), so its client hears it was not delivered as far as the node knows.
+        self.abandon_lost_at_reset(lost_at_reset);
+    }
+
+    /// The U_PDUs a reset of this node's transmit window found on the air: sent, perhaps
+    /// delivered, perhaps not, they are never sent again (that could deliver them twice), so
+    /// their clients hear they were not delivered as far as the node knows.
+    fn abandon_lost_at_reset(&mut self, lost: Vec<InArq>) {
+        self.counters.reset_lost += lost.len() as u64;
+        for a in &lost {
             if !a.failed {
                 self.reject(&a.q, UnidataRejectReason::DestinationNodeNotResponding);
             }
             self.dequeued(&a.q);
         }
     }
+}
+
+/// Starts the FULL RESET CMD a restarted node owes `link`'s peer ([`Node::restart`]).
+pub(super) fn start_full_reset(link: &mut Link, counters: &mut NodeCounters) {
+    link.full_reset_due = false;
+    link.reset_full = true;
+    link.resync = false;
+    link.reset_out = Some(link.next_reset_id);
+    link.next_reset_id = link.next_reset_id.wrapping_add(1);
+    counters.resets += 1;
+    counters.full_resets += 1;
 }
 
 /// Whether `d` is a CAS-1 link control C_PDU (REQUEST, ACCEPTED, REJECTED, BREAK, CONFIRM)

@@ -803,6 +803,166 @@ fn a_peer_that_lost_its_receive_state_is_resynchronised_by_reset() {
     )));
 }
 
+/// The RESET/WIN-RESYNC D_PDUs of `tx`.
+fn resets_in(tx: &NodeTx) -> Vec<crate::dpdu::Reset> {
+    tx.dpdus
+        .iter()
+        .filter_map(|d| match Dpdu::decode(&d.bytes) {
+            Ok((
+                Dpdu {
+                    body: Body::ResetWinResync(r),
+                    ..
+                },
+                _,
+            )) => Some(r),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether `node`'s client got `updu` delivered, among `got`.
+fn delivered(got: &[ClientEvent], updu: &[u8]) -> bool {
+    got.iter()
+        .any(|e| matches!(&e.primitive, Primitive::UnidataIndication(i) if i.updu.as_ref() == updu))
+}
+
+/// Whether a rejection "destination node not responding" is among `got`.
+fn rejected_not_responding(got: &[ClientEvent]) -> bool {
+    got.iter().any(|e| {
+        matches!(
+            &e.primitive,
+            Primitive::UnidataRequestRejected(r)
+                if r.reason == UnidataRejectReason::DestinationNodeNotResponding
+        )
+    })
+}
+
+/// A → B and B → A, one U_PDU each way through and acknowledged: both windows of both nodes
+/// at FSN 1. Returns the time reached.
+fn both_windows_moved(a: &mut Node, b: &mut Node) -> Duration {
+    a.submit(Duration::ZERO, CONN[0], sap(), &request(B, b"a1"), ARQ)
+        .unwrap();
+    hear(&a.poll_transmit(Duration::ZERO).unwrap(), 0, b, 1, &[]);
+    b.submit(secs(5), CONN[1], sap(), &request(A, b"b1"), ARQ)
+        .unwrap();
+    hear(&b.poll_transmit(secs(10)).unwrap(), 1, a, 0, &[]);
+    hear(&a.poll_transmit(secs(20)).unwrap(), 0, b, 1, &[]);
+    assert!(!a.has_work() && !b.has_work());
+    assert!(delivered(&events(a), b"b1") && delivered(&events(b), b"a1"));
+    secs(30)
+}
+
+#[test]
+fn a_restarted_node_full_resets_its_peer_before_its_first_data() {
+    let (mut a, mut b) = pair();
+    let mut t = both_windows_moved(&mut a, &mut b);
+    // B has a U_PDU on the air to A that A never hears.
+    b.submit(t, CONN[1], sap(), &request(A, b"b2"), ARQ)
+        .unwrap();
+    let _unheard = b.poll_transmit(t).unwrap();
+    t += secs(10);
+    // A restarts: bindings, queues, windows gone; its client binds again and sends.
+    a.restart(t).unwrap();
+    assert_eq!(a.counters().restarts, 1);
+    assert!(!a.has_work());
+    assert!(a.bind(sap(), 0, CONN[0]));
+    a.submit(t, CONN[0], sap(), &request(B, b"a2"), ARQ)
+        .unwrap();
+    let reset = a.poll_transmit(t).unwrap();
+    assert_eq!(
+        types(&reset),
+        [3],
+        "the FULL RESET alone, no data before its RESET ACK"
+    );
+    let rs = resets_in(&reset);
+    assert!(rs[0].full_reset && !rs[0].reset_rx_win_command, "{rs:?}");
+    assert_eq!((a.counters().resets, a.counters().full_resets), (1, 1));
+    // B obeys: "b2", on the air, may or may not have arrived: rejected, never sent again.
+    hear(&reset, 0, &mut b, 1, &[]);
+    assert_eq!(b.counters().full_resets_obeyed, 1);
+    assert_eq!(b.counters().reset_lost, 1);
+    assert!(rejected_not_responding(&events(&mut b)));
+    t += secs(10);
+    let answer = b.poll_transmit(t).unwrap();
+    assert_eq!(types(&answer), [3]);
+    assert!(resets_in(&answer)[0].reset_ack);
+    hear(&answer, 1, &mut a, 0, &[]);
+    // Both machines start again at FSN 0, each way.
+    t += secs(10);
+    let data = a.poll_transmit(t).unwrap();
+    assert_eq!((types(&data), data.dpdus[0].fsn), (vec![0], Some(0)));
+    hear(&data, 0, &mut b, 1, &[]);
+    assert!(delivered(&events(&mut b), b"a2"));
+    b.submit(t, CONN[1], sap(), &request(A, b"b3"), ARQ)
+        .unwrap();
+    t += secs(10);
+    let back = b.poll_transmit(t).unwrap();
+    assert_eq!(
+        back.dpdus
+            .iter()
+            .find(|d| d.dpdu_type == 2)
+            .and_then(|d| d.fsn),
+        Some(0)
+    );
+    hear(&back, 1, &mut a, 0, &[]);
+    assert!(delivered(&events(&mut a), b"b3"));
+    // Each side acknowledges the other: nothing left to do.
+    hear(&a.poll_transmit(t + secs(10)).unwrap(), 0, &mut b, 1, &[]);
+    assert!(!a.has_work() && !b.has_work());
+    assert_eq!(a.counters().delivered, 2, "b1 before the restart, b3 after");
+}
+
+#[test]
+fn a_restarted_node_answers_data_with_a_full_reset_and_a_repeat_is_not_obeyed_twice() {
+    let (mut a, mut b) = pair();
+    let mut t = both_windows_moved(&mut a, &mut b);
+    a.restart(t).unwrap();
+    assert!(a.bind(sap(), 0, CONN[0]));
+    // B sends on from FSN 1; A, back at 0, discards it unanswered and resets B first.
+    b.submit(t, CONN[1], sap(), &request(A, b"b2"), ARQ)
+        .unwrap();
+    hear(&b.poll_transmit(t).unwrap(), 1, &mut a, 0, &[]);
+    assert!(events(&mut a).is_empty());
+    t += secs(10);
+    let reset = a.poll_transmit(t).unwrap();
+    assert_eq!(
+        types(&reset),
+        [3],
+        "no ACK of B's data, only the FULL RESET"
+    );
+    assert!(resets_in(&reset)[0].full_reset);
+    hear(&reset, 0, &mut b, 1, &[]);
+    assert!(
+        rejected_not_responding(&events(&mut b)),
+        "b2 was on the air"
+    );
+    b.submit(t, CONN[1], sap(), &request(A, b"b3"), ARQ)
+        .unwrap();
+    t += secs(10);
+    // B's RESET ACK and "b3" from FSN 0 are lost on the way: A sends the command again.
+    let lost = b.poll_transmit(t).unwrap();
+    assert!(types(&lost).contains(&3) && lost.dpdus.iter().any(|d| d.fsn == Some(0)));
+    t += secs(10);
+    let again = a.poll_transmit(t).unwrap();
+    assert_eq!(types(&again), [3]);
+    assert_eq!(
+        resets_in(&again)[0].reset_frame_id,
+        resets_in(&reset)[0].reset_frame_id
+    );
+    hear(&again, 0, &mut b, 1, &[]);
+    // Answered again, not obeyed again: "b3" keeps its FSN 0 and goes again.
+    assert_eq!(b.counters().full_resets_obeyed, 1);
+    assert!(events(&mut b).is_empty());
+    t += secs(10);
+    let answer = b.poll_transmit(t).unwrap();
+    assert!(resets_in(&answer).iter().any(|r| r.reset_ack));
+    hear(&answer, 1, &mut a, 0, &[]);
+    assert!(delivered(&events(&mut a), b"b3"));
+    hear(&a.poll_transmit(t + secs(10)).unwrap(), 0, &mut b, 1, &[]);
+    assert!(!a.has_work() && !b.has_work());
+    assert_eq!(b.counters().reset_lost, 1, "b3 was never given up");
+}
+
 #[test]
 fn a_loopback_unidata_is_delivered_and_confirmed_at_once() {
     let (mut a, _) = pair();

@@ -371,6 +371,10 @@ impl Node {
             }
         }
         for l in self.links.values_mut() {
+            if l.full_reset_due && l.linked && !l.sender.is_idle() {
+                // This node restarted: reset the peer's ARQ machines before any data.
+                super::receive::start_full_reset(l, &mut self.counters);
+            }
             if l.resync && l.linked && !l.sender.is_idle() {
                 // The peer's receive window may still be where the lost link left it: command
                 // it to 0, where this node's cleared transmit window starts, before any data.
@@ -557,12 +561,14 @@ impl Node {
             }
             if let Some(id) = link.reset_out.filter(|_| link.linked) {
                 // Command the peer's RX window back to 0, where this node's TX window now
-                // starts; resent in every transmission until the RESET ACK comes.
+                // starts (or, after a restart, both of the peer's ARQ machines); resent in
+                // every transmission until the RESET ACK comes.
                 let d = Dpdu::new(
                     dest,
                     src,
                     Body::ResetWinResync(Reset {
-                        reset_rx_win_command: true,
+                        full_reset: link.reset_full,
+                        reset_rx_win_command: !link.reset_full,
                         new_rx_lwe: 0,
                         reset_frame_id: id,
                         ..Reset::default()
@@ -578,6 +584,10 @@ impl Node {
         for (&peer, link) in self.links.iter_mut() {
             if link.owes_ack {
                 link.owes_ack = false;
+                if link.full_reset_due || link.reset_full {
+                    // Restarted: no ACK of a window the peer does not share until the reset.
+                    continue;
+                }
                 let d = Dpdu::new(
                     dests.get(&peer).copied().unwrap_or_default(),
                     src,
