@@ -191,15 +191,16 @@ async fn with_cas1_an_arq_updu_goes_after_the_link_is_made_and_the_idle_link_is_
     );
 }
 
-/// `skywave-emu --restart 1.0.0.1@60` as an operator runs it: the ship's node restarts 60
-/// simulated seconds in (3 s of wall time at 20x). Its SIS client is disconnected and binds
-/// again by itself; a U_PDU it sends afterwards is delivered and confirmed, the node having
-/// reset the shore's ARQ machines (FULL RESET CMD, RESET ACK) first. The counters the
-/// emulator prints on SIGTERM show the restart, the full reset and the shore obeying it.
+/// `skywave-emu --restart 1.0.0.1@60+40` as an operator runs it: the ship's node goes down 60
+/// simulated seconds in (3 s of wall time at 20x) and is back 40 s later. Its SIS client is
+/// disconnected, refused while the node is down, and binds again by itself; a U_PDU it sends
+/// afterwards is delivered and confirmed, the node having reset the shore's ARQ machines
+/// (FULL RESET CMD, RESET ACK) first. The counters the emulator prints on SIGTERM show the
+/// restart, the full reset and the shore obeying it.
 #[tokio::test]
 async fn a_restarted_node_drops_its_clients_resets_its_peer_and_carries_on() {
     use skywave_sis::client::{Delivery, Event, Events};
-    let args = skywave_e2e::two_fast_nodes(&["--restart", "1.0.0.1@60"]);
+    let args = skywave_e2e::two_fast_nodes(&["--restart", "1.0.0.1@60+40"]);
     let emu = skywave_e2e::start_emu(args, 2).await;
     let (ship, mut ship_events) = sap3_client(emu.servers[0].1.clone()).await;
     let (_shore, mut shore_events) = sap3_client(emu.servers[1].1.clone()).await;
@@ -292,7 +293,11 @@ async fn cas1_options_that_cannot_work_are_refused() {
             &["--restart", "1.0.0.1@soon"][..],
             "soon is not a number of seconds",
         ),
-        (&["--restart", "1.0.0.1"][..], "expected ADDR@SECS"),
+        (&["--restart", "1.0.0.1"][..], "expected ADDR@SECS[+DOWN]"),
+        (
+            &["--restart", "1.0.0.1@5+ever"][..],
+            "ever is not a number of seconds",
+        ),
     ] {
         let out = timeout(
             Duration::from_secs(30),

@@ -141,30 +141,34 @@ struct Cli {
     /// confirm of a TERMINATE, before it gives up ("remote node not responding").
     #[arg(long, value_name = "SECS", default_value_t = 600.0)]
     hard_link_timeout: f64,
-    /// Restart node ADDR at simulated second SECS, `ADDR@SECS`, as a 5066 server that crashed
-    /// and came back: its SIS clients are disconnected (they must connect and bind again),
-    /// every U_PDU it held is lost, and it resets each peer's ARQ machines with a FULL RESET
-    /// CMD before its first ARQ exchange with it. Repeatable. Counted in the per-node
-    /// counters printed at exit.
-    #[arg(long = "restart", value_name = "ADDR@SECS")]
+    /// Crash node ADDR at simulated second SECS and bring it back DOWN seconds later (at once
+    /// without `+DOWN`), `ADDR@SECS[+DOWN]`, as a 5066 server that went down and restarted:
+    /// its SIS clients are disconnected (they must connect and bind again), every U_PDU it
+    /// held is lost, while down it hears nothing and refuses SIS connections, and once back it
+    /// resets each peer's ARQ machines (FULL RESET CMD) before its first ARQ exchange with it.
+    /// Repeatable. Counted in the per-node counters printed at exit.
+    #[arg(long = "restart", value_name = "ADDR@SECS[+DOWN]")]
     restarts: Vec<String>,
 }
 
-/// `--restart ADDR@SECS`: the node's index and when.
-fn parse_restart(text: &str, nodes: &[NodeAddress]) -> anyhow::Result<(usize, Duration)> {
-    let (addr, secs) = text
+/// `--restart ADDR@SECS[+DOWN]`: the node's index, when it goes down, and for how long.
+fn parse_restart(text: &str, nodes: &[NodeAddress]) -> anyhow::Result<(usize, Duration, Duration)> {
+    let (addr, when) = text
         .split_once('@')
-        .with_context(|| format!("--restart {text}: expected ADDR@SECS"))?;
+        .with_context(|| format!("--restart {text}: expected ADDR@SECS[+DOWN]"))?;
     let node = node_index("--restart", text, addr, nodes)?;
-    let at = secs
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .and_then(|s| Duration::try_from_secs_f64(s).ok())
-        .with_context(|| {
-            format!("--restart {text}: {secs} is not a number of seconds, 0 or more")
-        })?;
-    Ok((node, at))
+    let (at, down) = when.split_once('+').unwrap_or((when, "0"));
+    let secs = |field: &str| {
+        field
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .and_then(|s| Duration::try_from_secs_f64(s).ok())
+            .with_context(|| {
+                format!("--restart {text}: {field} is not a number of seconds, 0 or more")
+            })
+    };
+    Ok((node, secs(at)?, secs(down)?))
 }
 
 /// `--link-retries`: a count, or never give up.
@@ -363,21 +367,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .iter()
         .map(|r| parse_restart(r, &addresses))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    restarts.sort_by_key(|&(_, at)| at);
+    restarts.sort_by_key(|&(_, at, _)| at);
     let time_scale = config.time_scale;
     let subnet = Subnet::start(config).context("building the subnetwork")?;
     if !restarts.is_empty() {
         let s = subnet.clone();
         let names = addresses.clone();
         tokio::spawn(async move {
-            for (node, at) in restarts {
+            for (node, at, down) in restarts {
                 let wait = at.saturating_sub(s.now()).div_f64(time_scale);
                 tokio::time::sleep(wait).await;
-                if s.restart_node(node) {
+                if s.restart_node(node, down) {
                     eprintln!(
-                        "skywave-emu: node {} restarted at {:.1} s",
+                        "skywave-emu: node {} went down at {:.1} s, back {:.1} s later with nothing it held",
                         names.get(node).map(ToString::to_string).unwrap_or_default(),
-                        s.now().as_secs_f64()
+                        s.now().as_secs_f64(),
+                        down.as_secs_f64()
                     );
                 }
             }

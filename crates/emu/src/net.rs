@@ -44,15 +44,18 @@
 //! (no double delivery) and their clients get S_UNIDATA_REQUEST_REJECTED (destination node
 //! not responding).
 //!
-//! A node restart ([`Subnet::restart_node`], `skywave-emu --restart`): the node comes back
-//! with nothing it held (queues, ARQ windows, links) and its bound clients are disconnected.
+//! A node restart ([`Subnet::restart_node`], `skywave-emu --restart`): the node's bound
+//! clients are disconnected at once; while it is down (if at all) it hears nothing and
+//! refuses SIS connections; it comes back with nothing it held (queues, ARQ windows, links).
 //! Before its first regular ARQ exchange with each peer (its own data, or data the peer
 //! sends, which it discards unanswered meanwhile) it sends RESET/WIN-RESYNC with FULL RESET
 //! CMD, repeated in each transmission until the RESET ACK; the peer puts both of its ARQ
 //! machines for the node back at FSN 0 (the U_PDUs it had on the air rejected as above) and
 //! answers RESET ACK, once per RESET FRAME ID. Without it the peer would take the restarted
-//! node's new FSNs for old ones: acknowledged, never delivered. RESET TX WIN RQST is decoded
-//! but not used (no emulated node needs to ask for a reset of the peer's transmit window).
+//! node's new FSNs for old ones: acknowledged, never delivered. If the peer, having declared
+//! the link lost while the node was down, realigns its own direction first (RESET RX WIN
+//! CMND), the node only realigns the other the same way. RESET TX WIN RQST is decoded but not
+//! used (no emulated node needs to ask for a reset of the peer's transmit window).
 //!
 //! Every transmission is planned with [`ModemConfig::plan`]; each receiver draws each
 //! interleaver block's fate from its own channel direction; a D_PDU is lost if any block
@@ -635,6 +638,9 @@ struct Slot {
     lost_dpdus: u64,
     /// Link events taken from the node, not yet reported ([`State::report_links`]).
     link_events: Vec<LinkEvent>,
+    /// Until then the node is down ([`Subnet::restart_node`]): it hears nothing, and its SIS
+    /// server takes no connection (with nothing to hear and no client, it sends nothing).
+    down_until: Duration,
 }
 
 impl Slot {
@@ -865,6 +871,7 @@ impl Subnet {
                     clients: BTreeMap::new(),
                     lost_dpdus: 0,
                     link_events: Vec::new(),
+                    down_until: Duration::ZERO,
                 })
             })
             .collect::<Result<Vec<Slot>, NodeError>>()?;
@@ -1002,25 +1009,31 @@ impl Subnet {
         forgot
     }
 
-    /// Restarts `node` now, as a STANAG 5066 server that crashed and came back
-    /// ([`Node::restart`]: every U_PDU it held, its ARQ windows and links are gone, and it
-    /// sends each peer a FULL RESET CMD before its first ARQ exchange with it). Every client
-    /// bound to it loses its SIS connection, as with a real server, and must connect and bind
-    /// again. A transmission it had already keyed plays out (the modem has it). `false` if
-    /// there is no such node.
-    pub fn restart_node(&self, node: usize) -> bool {
+    /// Crashes `node` now and restarts it after `down`, as a STANAG 5066 server that went
+    /// down and came back ([`Node::restart`]: every U_PDU it held, its ARQ windows and links
+    /// are gone, and it sends each peer a FULL RESET CMD before its first ARQ exchange with
+    /// it). Every client bound to it loses its SIS connection at once, as with a real server;
+    /// while it is down it hears nothing and refuses connections (so it sends nothing), and
+    /// its clients bind again once it is back. A transmission it had already keyed plays out
+    /// (the modem has it). `false` if there is no such node.
+    pub fn restart_node(&self, node: usize, down: Duration) -> bool {
         let now = self.shared.now();
         let mut st = self.shared.lock();
         let Some(slot) = st.nodes.get_mut(node) else {
             return false;
         };
-        if let Err(e) = slot.node.restart(now) {
+        if let Err(e) = slot.node.restart(now + down) {
             tracing::error!(node, "node could not restart: {e}");
             return false;
         }
         // Each bound connection's task ends when its channel closes (`sis_server`).
         slot.clients.clear();
-        tracing::info!(node, "node restarted: its clients are disconnected");
+        slot.down_until = now + down;
+        tracing::info!(
+            node,
+            down_s = down.as_secs_f64(),
+            "node restarted: its clients are disconnected"
+        );
         drop(st);
         self.shared.notify.notify_one();
         true
@@ -1085,6 +1098,11 @@ impl State {
 
     pub(crate) fn node_address(&self, node: usize) -> Option<NodeAddress> {
         self.nodes.get(node).map(|n| n.node.address())
+    }
+
+    /// Whether `node` is down at `now` ([`Subnet::restart_node`]).
+    pub(crate) fn is_down(&self, node: usize, now: Duration) -> bool {
+        self.nodes.get(node).is_some_and(|n| n.down_until > now)
     }
 
     pub(crate) fn new_conn(&mut self) -> u64 {
@@ -1360,6 +1378,10 @@ impl State {
             let Some(n) = self.nodes.get_mut(reception.receiver) else {
                 continue;
             };
+            if n.down_until > a.at {
+                // Its radio is off: the D_PDUs are lost to it.
+                continue;
+            }
             reception.got_any |= n.node.receive_dpdus(from, a.dpdus);
             n.flush_events();
         }
@@ -1480,6 +1502,9 @@ impl State {
                     let Some(n) = self.nodes.get_mut(r) else {
                         continue;
                     };
+                    if n.down_until > rt.sent.tx.end {
+                        continue;
+                    }
                     n.node.end_of_transmission(
                         sender,
                         rate,

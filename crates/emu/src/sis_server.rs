@@ -80,12 +80,24 @@ where
     // Held here only until the client binds; then the node's slot holds the only sender, so
     // that a node restart (`Subnet::restart_node`), which drops it, ends this connection.
     let mut tx = Some(tx);
-    let (conn, known) = {
+    let now = shared.now();
+    let (conn, known, down) = {
         let mut st = shared.lock();
-        (st.new_conn(), st.node_address(node).is_some())
+        (
+            st.new_conn(),
+            st.node_address(node).is_some(),
+            st.is_down(node, now),
+        )
     };
     if !known {
         tracing::warn!(node, "SIS connection to a node that does not exist; closed");
+        return;
+    }
+    if down {
+        tracing::info!(
+            node,
+            "SIS connection while the node is down (restarting); closed"
+        );
         return;
     }
     let mut bound: Option<(skywave_sis::SapId, skywave_sis::ServiceType)> = None;

@@ -2038,8 +2038,8 @@ async fn restart_and_carry_on(cas1: bool) {
     assert_eq!(receive(&mut eb, 4).await.len(), 4);
     send_all(&cb, A, 3, 500, 100).await;
     assert_eq!(receive(&mut ea, 3).await.len(), 3);
-    assert!(!subnet.restart_node(2));
-    assert!(subnet.restart_node(0));
+    assert!(!subnet.restart_node(2, Duration::ZERO));
+    assert!(subnet.restart_node(0, Duration::ZERO));
     // Node 0's client loses its connection and binds again; node 1's keeps its own.
     tokio::time::timeout(Duration::from_secs(600), wait_rebound(&mut ea))
         .await
@@ -2048,21 +2048,7 @@ async fn restart_and_carry_on(cas1: bool) {
     // machines before its first data. (Data node 1 had on the air when the reset came would
     // be rejected to its client, as for any reset: see the node's tests.)
     // (Bounded: without the reset, node 1 would take node 0's FSNs from 0 for old ones.)
-    let hour = Duration::from_secs(3600);
-    let (_, got_b) = tokio::time::timeout(hour, async {
-        tokio::join!(send_all(&ca, B, 4, 500, 10), receive(&mut eb, 4))
-    })
-    .await
-    .expect("node 0's U_PDUs delivered within the hour");
-    let (_, got_a) = tokio::time::timeout(hour, async {
-        tokio::join!(send_all(&cb, A, 4, 500, 110), receive(&mut ea, 4))
-    })
-    .await
-    .expect("node 1's U_PDUs delivered within the hour");
-    for i in 0..4 {
-        assert_eq!(got_b[i], (addr(A), payload(10 + i, 500)));
-        assert_eq!(got_a[i], (addr(B), payload(110 + i, 500)));
-    }
+    one_way_then_the_other([(&ca, &mut ea), (&cb, &mut eb)], 4).await;
     tokio::time::sleep(Duration::from_secs(600)).await;
     assert!(eb_extra(&mut eb).is_empty() && eb_extra(&mut ea).is_empty());
     let c = subnet.counters();
@@ -2082,5 +2068,71 @@ async fn restart_and_carry_on(cas1: bool) {
         // Its links went with the restart: made again (node 0 asked, or answered node 1's
         // request after its WARNING).
         assert_eq!(n0.links_made, 2, "{c}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_down_for_minutes_loses_its_peers_link_then_both_directions_realign() {
+    let subnet = Subnet::start(config(DataRate::Bps1200, ChannelConfig::awgn(30.0), 5)).unwrap();
+    let (ca, mut ea) = client(&subnet, 0, 3).await;
+    let (cb, mut eb) = client(&subnet, 1, 3).await;
+    send_all(&ca, B, 2, 500, 0).await;
+    assert_eq!(receive(&mut eb, 2).await.len(), 2);
+    send_all(&cb, A, 2, 500, 100).await;
+    assert_eq!(receive(&mut ea, 2).await.len(), 2);
+    let down = Duration::from_secs(600);
+    assert!(subnet.restart_node(1, down));
+    // While node 1 is down its radio is off: node 0's U_PDU goes unanswered until node 0
+    // declares the link lost and rejects it ("destination node not responding").
+    let p = ca.send_unidata(request(B, 3, payload(50, 500))).unwrap();
+    let outcome = tokio::time::timeout(down, p)
+        .await
+        .expect("rejected while down");
+    assert!(
+        matches!(
+            &outcome,
+            Err(skywave_sis::client::SendError::Rejected(r))
+                if r.reason == UnidataRejectReason::DestinationNodeNotResponding
+        ),
+        "{outcome:?}"
+    );
+    assert!(subnet.now() < down, "declared lost before node 1 came back");
+    // Node 1's client binds again once it is back (connections are refused till then).
+    tokio::time::timeout(2 * down, wait_rebound(&mut eb))
+        .await
+        .expect("node 1's client bound again");
+    assert!(subnet.now() >= down);
+    one_way_then_the_other([(&ca, &mut ea), (&cb, &mut eb)], 3).await;
+    let c = subnet.counters();
+    let (n0, n1) = (c.nodes[0], c.nodes[1]);
+    assert_eq!((n0.links_lost, n1.restarts), (1, 1), "{c}");
+    // Node 0 realigned its direction after the link loss (RESET RX WIN CMND); node 1 then
+    // only had to realign its own the same way: no FULL RESET, and nothing lost at a reset.
+    assert_eq!(
+        (n0.resets, n0.full_resets_obeyed, n0.reset_lost),
+        (1, 0, 0),
+        "{c}"
+    );
+    assert_eq!((n1.resets, n1.full_resets, n1.reset_lost), (1, 0, 0), "{c}");
+}
+
+/// `n` U_PDUs from node 0 (client and events first) to node 1, then `n` back, each way in
+/// order and exactly once, each within an hour.
+async fn one_way_then_the_other(clients: [(&Client, &mut Events); 2], n: usize) {
+    let [(ca, ea), (cb, eb)] = clients;
+    let hour = Duration::from_secs(3600);
+    let (_, got_b) = tokio::time::timeout(hour, async {
+        tokio::join!(send_all(ca, B, n, 500, 10), receive(eb, n))
+    })
+    .await
+    .expect("node 0's U_PDUs delivered within the hour");
+    let (_, got_a) = tokio::time::timeout(hour, async {
+        tokio::join!(send_all(cb, A, n, 500, 110), receive(ea, n))
+    })
+    .await
+    .expect("node 1's U_PDUs delivered within the hour");
+    for i in 0..n {
+        assert_eq!(got_b[i], (addr(A), payload(10 + i, 500)));
+        assert_eq!(got_a[i], (addr(B), payload(110 + i, 500)));
     }
 }

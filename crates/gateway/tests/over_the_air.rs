@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use skywave_emu::net::Counters;
 use skywave_gateway::demo::{Pair, PairOptions};
 use skywave_gateway::hf::{Direction, TransferRecord};
 
@@ -556,31 +557,48 @@ async fn a_restart_of_the_5066_server_loses_and_duplicates_nothing() {
 }
 
 /// Ten messages from the ship, and `node` (0 the ship's, 1 the shore's) crashes 8 s into the
-/// session and comes straight back with nothing it held: its U_PDUs, ARQ windows and SIS
-/// connections gone. Every message arrives, once.
-async fn a_node_crash_mid_batch(node: usize) {
+/// session and comes back `down` later with nothing it held: its U_PDUs, ARQ windows and SIS
+/// connections gone (while down it hears nothing and refuses connections). Every message
+/// arrives, once. Returns the emulator's counters.
+async fn a_node_crash_mid_batch(node: usize, down: Duration) -> Counters {
     let dir = tempfile::tempdir().unwrap();
     let pair = Pair::start(&options(dir.path(), "lzw16")).await.unwrap();
     let sent = from_the_ship(&pair, 10, 2000).await;
     tokio::time::sleep(Duration::from_secs(8)).await;
-    assert!(pair.subnet.restart_node(node));
+    assert!(pair.subnet.restart_node(node, down));
     all_arrive_once(&pair, &sent).await;
     let c = pair.subnet.counters();
     assert_eq!(c.nodes[node].restarts, 1, "{c}");
-    // It reset its peer's ARQ machines before carrying on with it.
-    assert_eq!(c.nodes[node].full_resets, 1, "{c}");
-    assert_eq!(c.nodes[1 - node].full_resets_obeyed, 1, "{c}");
     pair.stop().await;
+    c
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_crash_of_the_ships_5066_node_mid_batch_loses_and_duplicates_nothing() {
-    a_node_crash_mid_batch(0).await;
+    let c = a_node_crash_mid_batch(0, Duration::ZERO).await;
+    // Back at once, it reset the shore's ARQ machines before carrying on with it.
+    assert_eq!(
+        (c.nodes[0].full_resets, c.nodes[1].full_resets_obeyed),
+        (1, 1),
+        "{c}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_crash_of_the_shores_5066_node_mid_batch_loses_and_duplicates_nothing() {
-    a_node_crash_mid_batch(1).await;
+    let c = a_node_crash_mid_batch(1, Duration::ZERO).await;
+    assert_eq!(
+        (c.nodes[1].full_resets, c.nodes[0].full_resets_obeyed),
+        (1, 1),
+        "{c}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_shores_5066_node_down_for_ten_minutes_mid_batch_loses_and_duplicates_nothing() {
+    let c = a_node_crash_mid_batch(1, Duration::from_secs(600)).await;
+    // The ship's node gave up on the silent shore and declared the link lost.
+    assert!(c.nodes[0].links_lost >= 1, "{c}");
 }
 
 /// A free port on 127.0.0.1 (bound and released: the gateways need each other's ports in

@@ -325,6 +325,15 @@ impl Node {
                 link.receiver.reset(rs.new_rx_lwe);
                 link.reset_ack_owed = Some(rs.reset_frame_id);
                 link.owes_ack = false;
+                if link.full_reset_due {
+                    // This node restarted, and the peer (which declared the link lost while
+                    // it was down) has just realigned this direction itself. Only the other
+                    // is left: the peer's receive window, which a RESET RX WIN CMND puts at
+                    // 0 before this node's first data. A FULL RESET would reset the peer's
+                    // transmit window again and lose what it has sent since.
+                    link.full_reset_due = false;
+                    link.resync = true;
+                }
             } else if rs.reset_ack && link.reset_out == Some(rs.reset_frame_id) {
                 link.reset_out = None;
                 link.stale_acks = 0;
