@@ -553,10 +553,49 @@ impl ArqReceiver {
         })
     }
 
-    /// Reset the receive window (RESET RX WIN CMND of a RESET/WIN-RESYNC D_PDU): RX LWE
-    /// becomes `new_rx_lwe`, and frames held beyond the old RX LWE and any C_PDU being
-    /// reassembled are discarded. C_PDUs already complete stay deliverable.
+    /// Reset the receive window (a RESET/WIN-RESYNC D_PDU's RESET RX WIN CMND, or FULL RESET
+    /// CMD): RX LWE becomes `new_rx_lwe`; the C_PDUs held whole beyond a gap (every segment
+    /// from START to END received, none with DROP C_PDU) are delivered, in FSN order, after
+    /// those already complete; the other held frames and the C_PDU being reassembled are
+    /// discarded. The whole ones were acknowledged, so their sender may have confirmed them to
+    /// its client, and nothing sent after the reset carries them again: discarding them would
+    /// lose confirmed data ([ED3-C]: a full reset deletes the C_PDUs "still waiting to be
+    /// completed"; these are complete, waiting only for the gap before them).
     pub fn reset(&mut self, new_rx_lwe: u8) {
+        let lwe = self.rx_lwe;
+        let mut frames: Vec<(u8, (DataHeader, Vec<u8>))> =
+            std::mem::take(&mut self.held).into_iter().collect();
+        frames.sort_by_key(|(f, _)| f.wrapping_sub(lwe));
+        // The C_PDU being gathered from the held frames: its next FSN and its bytes so far.
+        let mut run: Option<(u8, Vec<u8>)> = None;
+        for (fsn, (h, seg)) in frames {
+            let continues = run.as_ref().is_some_and(|(next, _)| *next == fsn);
+            if h.drop || (!h.start && !continues) {
+                run = None;
+                continue;
+            }
+            let mut buf = if h.start {
+                Vec::new()
+            } else {
+                run.take().map(|(_, b)| b).unwrap_or_default()
+            };
+            buf.extend_from_slice(&seg);
+            if buf.len() > self.max_cpdu {
+                run = None;
+            } else if h.end {
+                self.delivered.push(buf);
+                run = None;
+            } else {
+                run = Some((fsn.wrapping_add(1), buf));
+            }
+        }
+        self.forget(new_rx_lwe);
+    }
+
+    /// Forget everything received, as a node that restarted has (or one told to drop its
+    /// receive state): RX LWE becomes `new_rx_lwe`, held frames and the C_PDU being
+    /// reassembled are gone. C_PDUs already complete stay deliverable.
+    pub fn forget(&mut self, new_rx_lwe: u8) {
         self.rx_lwe = new_rx_lwe;
         self.rx_uwe = None;
         self.held.clear();
@@ -611,12 +650,11 @@ mod tests {
         assert_eq!(fsns, vec![0, 1, 2, 3]);
         assert!(segs.iter().all(|s| !s.retransmission));
         let mut rx = ArqReceiver::new(1000);
-        // A receiver that held frames from the old window drops them at its reset.
+        // A receiver that held part of a C_PDU from the old window drops it at its reset.
         rx.on_segment(
             &DataHeader {
                 fsn: 40,
                 start: true,
-                end: true,
                 ..DataHeader::default()
             },
             b"old",
@@ -633,6 +671,41 @@ mod tests {
             rx_lwe: 200,
             bitmap: Vec::new()
         }));
+    }
+
+    #[test]
+    fn a_reset_delivers_the_whole_cpdus_held_beyond_a_gap_and_drops_the_rest() {
+        let frame = |fsn: u8, start: bool, end: bool, drop: bool| DataHeader {
+            fsn,
+            start,
+            end,
+            drop,
+            ..DataHeader::default()
+        };
+        let mut rx = ArqReceiver::new(1000);
+        // FSN 0 never comes. Held beyond it: a one-frame C_PDU (2), a two-frame one (4, 5), a
+        // START without its END (7), a C_PDU with a DROP frame (9, 10), a middle segment
+        // without its START (12), and a C_PDU whose first frame is missing (14 lost, 15).
+        for (h, data) in [
+            (frame(2, true, true, false), &b"A"[..]),
+            (frame(4, true, false, false), b"B"),
+            (frame(5, false, true, false), b"C"),
+            (frame(7, true, false, false), b"D"),
+            (frame(9, true, false, false), b"E"),
+            (frame(10, false, true, true), b""),
+            (frame(12, false, false, false), b"F"),
+            (frame(15, false, true, false), b"G"),
+        ] {
+            assert!(rx.on_segment(&h, data));
+        }
+        assert!(rx.take_delivered().is_empty(), "all held behind FSN 0");
+        rx.reset(0);
+        assert_eq!(rx.take_delivered(), vec![b"A".to_vec(), b"BC".to_vec()]);
+        assert!(rx.is_idle());
+        // Forgetting (a restart) delivers nothing of what was held.
+        rx.on_segment(&frame(3, true, true, false), b"H");
+        rx.forget(0);
+        assert!(rx.take_delivered().is_empty() && rx.is_idle());
     }
 
     #[test]

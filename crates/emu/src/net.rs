@@ -42,7 +42,9 @@
 //! segments had gone on the air are segmented again from scratch and sent; U_PDUs with a
 //! segment already sent may or may not have been delivered, so they are never sent again
 //! (no double delivery) and their clients get S_UNIDATA_REQUEST_REJECTED (destination node
-//! not responding).
+//! not responding). The commanded node first delivers the C_PDUs it held whole behind a gap
+//! (waiting for in-order delivery): it acknowledged them, so their sender may have confirmed
+//! them, and nothing after the reset brings them again; it discards the rest.
 //!
 //! A node restart ([`Subnet::restart_node`], `skywave-emu --restart`): the node's bound
 //! clients are disconnected at once; while it is down (if at all) it hears nothing and
@@ -51,7 +53,7 @@
 //! sends, which it discards unanswered meanwhile) it sends RESET/WIN-RESYNC with FULL RESET
 //! CMD, repeated in each transmission until the RESET ACK; the peer puts both of its ARQ
 //! machines for the node back at FSN 0 (the U_PDUs it had on the air rejected as above) and
-//! answers RESET ACK, once per RESET FRAME ID. Without it the peer would take the restarted
+//! answers RESET ACK (a copy too: it cannot be told from a second restart's). Without it the peer would take the restarted
 //! node's new FSNs for old ones: acknowledged, never delivered. If the peer, having declared
 //! the link lost while the node was down, realigns its own direction first (RESET RX WIN
 //! CMND), the node only realigns the other the same way. RESET TX WIN RQST is decoded but not

@@ -232,8 +232,8 @@ pub struct NodeCounters {
     pub hard_links_ended: u64,
     /// Of `resets`, those that were FULL RESET CMDs: this node had restarted ([`Node::restart`]).
     pub full_resets: u64,
-    /// FULL RESET CMDs from peers that reset this node's ARQ machines for them (repeats of
-    /// one already obeyed are only answered again).
+    /// FULL RESET CMDs from peers that reset this node's ARQ machines for them (a copy of one
+    /// already obeyed, its RESET ACK lost, is obeyed again and counts again).
     pub full_resets_obeyed: u64,
     /// Times this node restarted ([`Node::restart`]).
     pub restarts: u64,
@@ -699,11 +699,6 @@ struct Link {
     /// longer has, and are discarded unanswered ([ED3-C] C.3.5: regular data is suspended
     /// while a RESET/WIN-RESYNC exchange is under way).
     reset_full: bool,
-    /// RESET FRAME ID of the peer's FULL RESET CMD this node obeyed, until regular ARQ
-    /// traffic from the peer shows the exchange is over: a repeat of that command (the RESET
-    /// ACK was lost) is answered again but not obeyed again, since this node may have sent
-    /// data from its reset window since.
-    full_reset_obeyed: Option<u8>,
 }
 
 impl Link {
@@ -831,7 +826,6 @@ impl Node {
                     hard_tc_awaited: 0,
                     full_reset_due: false,
                     reset_full: false,
-                    full_reset_obeyed: None,
                 },
             );
         }
@@ -938,7 +932,7 @@ impl Node {
         let Some(link) = self.links.get_mut(&peer) else {
             return false;
         };
-        link.receiver.reset(0);
+        link.receiver.forget(0);
         link.owes_ack = false;
         true
     }

@@ -173,9 +173,6 @@ impl Node {
                 }
                 data.retain(|d| !regular(d));
                 acks.clear();
-            } else if !acks.is_empty() || data.iter().any(regular) {
-                // The peer is past any FULL RESET this node obeyed.
-                l.full_reset_obeyed = None;
             }
         }
         // (A WARNING wants no ACK.)
@@ -293,7 +290,7 @@ impl Node {
     /// CMD (the peer restarted, [`Node::restart`]) puts both of this node's ARQ machines for
     /// the peer back at 0, its transmit window as a reset of its own would (the U_PDUs it had
     /// on the air are rejected, not sent again), and is answered with a RESET ACK (a repeat
-    /// only answered again); a RESET ACK for this node's own pending command ends it, and
+    /// too, obeyed again); a RESET ACK for this node's own pending command ends it, and
     /// data flows again. (No emulated node sends RESET TX WIN RQST, so it is ignored.)
     fn on_resets(&mut self, sender: usize, resets: &[Reset]) {
         let mut lost: Vec<InArq> = Vec::new();
@@ -302,12 +299,13 @@ impl Node {
         };
         for rs in resets {
             if rs.full_reset {
+                // A copy (our RESET ACK was lost) is obeyed again: it cannot be told from the
+                // command of a second restart, whose RESET FRAME IDs start again, and a node
+                // that takes a second restart's command for a copy would send again what the
+                // peer may have delivered before it went down. Obeying again only rejects what
+                // this node sent since, which the peer (still waiting for the RESET ACK) threw
+                // away.
                 link.reset_ack_owed = Some(rs.reset_frame_id);
-                if link.full_reset_obeyed == Some(rs.reset_frame_id) {
-                    // Our RESET ACK was lost; we may have sent data from the new window since.
-                    continue;
-                }
-                link.full_reset_obeyed = Some(rs.reset_frame_id);
                 self.counters.full_resets_obeyed += 1;
                 lost.extend(link.reset_transmit_window());
                 link.receiver.reset(0);
