@@ -47,17 +47,19 @@
 //! them, and nothing after the reset brings them again; it discards the rest.
 //!
 //! A node restart ([`Subnet::restart_node`], `skywave-emu --restart`): the node's bound
-//! clients are disconnected at once; while it is down (if at all) it hears nothing and
-//! refuses SIS connections; it comes back with nothing it held (queues, ARQ windows, links).
+//! clients are disconnected at once and the rest of a transmission it was making is lost;
+//! while it is down (if at all) it hears nothing and refuses SIS connections; it comes back
+//! with nothing it held (queues, ARQ windows, links).
 //! Before its first regular ARQ exchange with each peer (its own data, or data the peer
 //! sends, which it discards unanswered meanwhile) it sends RESET/WIN-RESYNC with FULL RESET
 //! CMD, repeated in each transmission until the RESET ACK; the peer puts both of its ARQ
 //! machines for the node back at FSN 0 (the U_PDUs it had on the air rejected as above) and
-//! answers RESET ACK (a copy too: it cannot be told from a second restart's). Without it the peer would take the restarted
-//! node's new FSNs for old ones: acknowledged, never delivered. If the peer, having declared
-//! the link lost while the node was down, realigns its own direction first (RESET RX WIN
-//! CMND), the node only realigns the other the same way. RESET TX WIN RQST is decoded but not
-//! used (no emulated node needs to ask for a reset of the peer's transmit window).
+//! answers RESET ACK (a copy too, obeyed again: it cannot be told from a second restart's).
+//! Without it the peer would take the restarted node's new FSNs for old ones: acknowledged,
+//! never delivered. If the peer, having declared the link lost while the node was down,
+//! realigns its own direction first (RESET RX WIN CMND), the node only realigns the other the
+//! same way. RESET TX WIN RQST is decoded but not used (no emulated node needs to ask for a
+//! reset of the peer's transmit window).
 //!
 //! Every transmission is planned with [`ModemConfig::plan`]; each receiver draws each
 //! interleaver block's fate from its own channel direction; a D_PDU is lost if any block
@@ -1016,8 +1018,8 @@ impl Subnet {
     /// are gone, and it sends each peer a FULL RESET CMD before its first ARQ exchange with
     /// it). Every client bound to it loses its SIS connection at once, as with a real server;
     /// while it is down it hears nothing and refuses connections (so it sends nothing), and
-    /// its clients bind again once it is back. A transmission it had already keyed plays out
-    /// (the modem has it). `false` if there is no such node.
+    /// its clients bind again once it is back. Of a transmission it was making, its receivers
+    /// decode nothing more (its modem is fed as it goes). `false` if there is no such node.
     pub fn restart_node(&self, node: usize, down: Duration) -> bool {
         let now = self.shared.now();
         let mut st = self.shared.lock();
@@ -1031,6 +1033,7 @@ impl Subnet {
         // Each bound connection's task ends when its channel closes (`sis_server`).
         slot.clients.clear();
         slot.down_until = now + down;
+        st.cut_transmission(node, now);
         tracing::info!(
             node,
             down_s = down.as_secs_f64(),
@@ -1105,6 +1108,43 @@ impl State {
     /// Whether `node` is down at `now` ([`Subnet::restart_node`]).
     pub(crate) fn is_down(&self, node: usize, now: Duration) -> bool {
         self.nodes.get(node).is_some_and(|n| n.down_until > now)
+    }
+
+    /// `node` went down at `now` in the middle of a transmission: its modem, fed as the
+    /// transmission goes, stops sending data, so the D_PDUs of it that its receivers had not
+    /// decoded by then are lost to every one of them (the trace marks them lost). The carrier
+    /// is taken to run to its planned end, so turn taking is left as it was.
+    fn cut_transmission(&mut self, node: usize, now: Duration) {
+        let cut: Vec<usize> = self
+            .round
+            .iter()
+            .enumerate()
+            .filter(|(_, rt)| rt.sender == node && rt.sent.tx.end > now)
+            .map(|(i, _)| i)
+            .collect();
+        if cut.is_empty() {
+            return;
+        }
+        let mut lost = vec![0u64; self.round.len()];
+        self.arrivals.retain(|a| {
+            let keep = a.at <= now || !cut.contains(&a.tx);
+            if !keep && let Some(n) = lost.get_mut(a.tx) {
+                *n += a.dpdus.len() as u64;
+            }
+            keep
+        });
+        for &i in &cut {
+            if let Some(rt) = self.round.get_mut(i) {
+                rt.lost_count += lost.get(i).copied().unwrap_or(0);
+                for d in rt.record.dpdus.iter_mut().filter(|d| d.at >= now) {
+                    d.lost = true;
+                }
+                if !rt.record.why.is_empty() {
+                    rt.record.why.push_str(", ");
+                }
+                rt.record.why.push_str("its node went down");
+            }
+        }
     }
 
     pub(crate) fn new_conn(&mut self) -> u64 {

@@ -166,7 +166,7 @@ fn handle(
             }
             let mut st = shared.lock();
             let Some(sender) = tx.clone() else {
-                // Bound once and unbound by a node restart: the connection is ending.
+                // Only a bound connection has given its sender away, and it was refused above.
                 return vec![Reply::Close];
             };
             if st.bind(node, sap, rank.get(), conn, sender) {

@@ -285,7 +285,8 @@ impl Node {
     }
 
     /// RESET/WIN-RESYNC D_PDUs from `sender`: a RESET RX WIN CMND moves this node's receive
-    /// window for `sender` to NEW RX LWE (dropping what it held) and is answered with a RESET
+    /// window for `sender` to NEW RX LWE (delivering the C_PDUs it held whole behind a gap,
+    /// dropping the rest: [`crate::arq::ArqReceiver::reset`]) and is answered with a RESET
     /// ACK carrying the same RESET FRAME ID (also when the command is repeated); a FULL RESET
     /// CMD (the peer restarted, [`Node::restart`]) puts both of this node's ARQ machines for
     /// the peer back at 0, its transmit window as a reset of its own would (the U_PDUs it had
