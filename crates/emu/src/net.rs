@@ -53,8 +53,9 @@
 //! Before its first regular ARQ exchange with each peer (its own data, or data the peer
 //! sends, which it discards unanswered meanwhile) it sends RESET/WIN-RESYNC with FULL RESET
 //! CMD, repeated in each transmission until the RESET ACK; the peer puts both of its ARQ
-//! machines for the node back at FSN 0 (the U_PDUs it had on the air rejected as above) and
-//! answers RESET ACK (a copy too, obeyed again: it cannot be told from a second restart's).
+//! machines for the node back at FSN 0 (the U_PDUs it had on the air rejected as above),
+//! ends a hard link with it ("physical link broken") and answers RESET ACK (a copy too,
+//! obeyed again: it cannot be told from a second restart's).
 //! Without it the peer would take the restarted node's new FSNs for old ones: acknowledged,
 //! never delivered. If the peer, having declared the link lost while the node was down,
 //! realigns its own direction first (RESET RX WIN CMND), the node only realigns the other the

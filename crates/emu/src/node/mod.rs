@@ -911,7 +911,7 @@ impl Node {
     /// RESET ACK, the peer's regular ARQ data and ACKs are discarded unanswered. The peer,
     /// obeying, resets its transmit window as for any RESET/WIN-RESYNC (the U_PDUs it had on
     /// the air are not sent again: this node may have delivered them before it went down) and
-    /// its receive window to 0.
+    /// its receive window to 0, and ends a hard link it held with this node.
     pub fn restart(&mut self, now: Duration) -> Result<(), NodeError> {
         let mut fresh = Node::new(self.index, &self.setup, self.dup_filter)?;
         fresh.counters = self.counters;

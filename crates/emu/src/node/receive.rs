@@ -290,11 +290,12 @@ impl Node {
     /// ACK carrying the same RESET FRAME ID (also when the command is repeated); a FULL RESET
     /// CMD (the peer restarted, [`Node::restart`]) puts both of this node's ARQ machines for
     /// the peer back at 0, its transmit window as a reset of its own would (the U_PDUs it had
-    /// on the air are rejected, not sent again), and is answered with a RESET ACK (a repeat
-    /// too, obeyed again); a RESET ACK for this node's own pending command ends it, and
+    /// on the air are rejected, not sent again), ends a hard link with it, and is answered
+    /// with a RESET ACK (a repeat too, obeyed again); a RESET ACK for this node's own pending command ends it, and
     /// data flows again. (No emulated node sends RESET TX WIN RQST, so it is ignored.)
     fn on_resets(&mut self, sender: usize, resets: &[Reset]) {
         let mut lost: Vec<InArq> = Vec::new();
+        let mut peer_restarted = false;
         let Some(link) = self.links.get_mut(&sender) else {
             return;
         };
@@ -308,7 +309,10 @@ impl Node {
                 // away.
                 link.reset_ack_owed = Some(rs.reset_frame_id);
                 self.counters.full_resets_obeyed += 1;
+                peer_restarted = true;
                 lost.extend(link.reset_transmit_window());
+                // Its hard-link state went with it: no TERMINATE CONFIRM will come.
+                link.hard_tc_awaited = 0;
                 link.receiver.reset(0);
                 link.owes_ack = false;
                 link.exp_in = None;
@@ -345,6 +349,10 @@ impl Node {
             }
         }
         self.abandon_lost_at_reset(lost);
+        if peer_restarted {
+            // A hard link with the peer went down with it ("physical link broken").
+            self.hard_link_lost(sender);
+        }
     }
 
     /// EXPEDITED DATA-ONLY and EXPEDITED ACK-ONLY D_PDUs from `sender`: the stop-and-wait

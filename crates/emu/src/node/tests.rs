@@ -1967,6 +1967,20 @@ mod hard_links {
         }
     }
 
+    /// Three nodes, A's client having asked for `link` to B at time 0 and the nodes having
+    /// talked until quiet: the nodes, the link asked for and the time reached.
+    fn asked_of_b(link: HardLink) -> (Vec<Node>, HardLink, Duration) {
+        let mut v = trio();
+        v[0].hard_link_establish(Duration::ZERO, CONN[0], link);
+        let t = converse(&mut v, Duration::ZERO);
+        (v, link, t)
+    }
+
+    /// What A's client (connection `CONN[0]`) is told when its hard link `link` ends.
+    fn ended_for_a(reason: HardLinkTerminateReason, link: HardLink) -> (u64, Primitive) {
+        (CONN[0], Primitive::HardLinkTerminated { reason, link })
+    }
+
     /// One counter of every node, in node order.
     fn each(v: &[Node], counter: impl Fn(&super::super::NodeCounters) -> u64) -> Vec<u64> {
         v.iter().map(|n| counter(&n.counters())).collect()
@@ -2035,10 +2049,7 @@ mod hard_links {
 
     #[test]
     fn a_full_bandwidth_link_is_accepted_by_the_called_client_and_carries_only_its_two_clients() {
-        let mut v = trio();
-        let asked = link(HardLinkType::FullBandwidth, 1, B, SAP);
-        v[0].hard_link_establish(Duration::ZERO, CONN[0], asked);
-        let t = converse(&mut v, Duration::ZERO);
+        let (mut v, asked, t) = asked_of_b(link(HardLinkType::FullBandwidth, 1, B, SAP));
         // B's client on SAP 3 is asked, with A's client's SAP as the remote SAP.
         let seen = link(HardLinkType::FullBandwidth, 1, A, SAP);
         assert_eq!(
@@ -2095,10 +2106,7 @@ mod hard_links {
 
     #[test]
     fn a_reservation_is_confirmed_by_the_called_node_and_shared_by_every_client_of_the_pair() {
-        let mut v = trio();
-        let asked = link(HardLinkType::Reservation, 0, B, 0);
-        v[0].hard_link_establish(Duration::ZERO, CONN[0], asked);
-        let t = converse(&mut v, Duration::ZERO);
+        let (mut v, asked, t) = asked_of_b(link(HardLinkType::Reservation, 0, B, 0));
         assert!(primitives(&mut v[1]).is_empty(), "no client is asked");
         assert!(matches!(
             primitives(&mut v[0])[..],
@@ -2204,12 +2212,9 @@ mod hard_links {
         let t = converse(&mut v, t);
         let a = primitives(&mut v[0]);
         assert!(
-            a.contains(&(
-                CONN[0],
-                Primitive::HardLinkTerminated {
-                    reason: HardLinkTerminateReason::HigherPriorityLinkRequested,
-                    link: link(HardLinkType::PartialBandwidth, 1, B, 0)
-                }
+            a.contains(&ended_for_a(
+                HardLinkTerminateReason::HigherPriorityLinkRequested,
+                link(HardLinkType::PartialBandwidth, 1, B, 0)
             )),
             "{a:?}"
         );
@@ -2476,6 +2481,36 @@ mod hard_links {
     }
 
     #[test]
+    fn a_hard_link_ends_when_its_peer_restarts() {
+        let (mut v, made, t) = asked_of_b(link(HardLinkType::PartialBandwidth, 0, B, 0));
+        primitives(&mut v[0]);
+        assert_eq!(v[0].hard_link_peer(), Some(1));
+        // B goes down and comes back knowing nothing of it; its client sends A data, which B
+        // sends only after its FULL RESET, and A, obeying, ends the hard link.
+        v[1].restart(t).unwrap();
+        assert!(v[1].bind(sap(), 0, CONN[1]));
+        sent_from(&mut v[1], (SAP, CONN[1]), A, b"after the restart");
+        converse(&mut v, t);
+        let a = primitives(&mut v[0]);
+        assert!(
+            a.contains(&ended_for_a(
+                HardLinkTerminateReason::PhysicalLinkBroken,
+                made
+            )),
+            "{a:?}"
+        );
+        assert!(
+            a.iter().any(|(_, p)| matches!(
+                p,
+                Primitive::UnidataIndication(i) if i.updu.as_ref() == b"after the restart"
+            )),
+            "{a:?}"
+        );
+        assert_eq!(v[0].hard_link_peer(), None);
+        assert_eq!(v[0].counters().full_resets_obeyed, 1);
+    }
+
+    #[test]
     fn a_hard_link_ends_with_its_lost_link_and_a_request_nobody_answers_is_rejected() {
         let mut v = trio();
         v[0].hard_link_establish(
@@ -2496,12 +2531,9 @@ mod hard_links {
         }
         let a = primitives(&mut v[0]);
         assert!(
-            a.contains(&(
-                CONN[0],
-                Primitive::HardLinkTerminated {
-                    reason: HardLinkTerminateReason::PhysicalLinkBroken,
-                    link: link(HardLinkType::PartialBandwidth, 0, B, 0)
-                }
+            a.contains(&ended_for_a(
+                HardLinkTerminateReason::PhysicalLinkBroken,
+                link(HardLinkType::PartialBandwidth, 0, B, 0)
             )),
             "{a:?}"
         );
