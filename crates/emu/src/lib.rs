@@ -52,9 +52,9 @@
 //! Resets: a sender whose ACKs keep falling outside its transmit window (its peer lost its
 //! receive state) resets its window and sends RESET/WIN-RESYNC with RESET RX WIN CMND, and the
 //! peer answers RESET ACK. A node that restarted ([`net::Subnet::restart_node`]: its clients
-//! disconnected, everything it held lost, deaf and refusing clients while down) sends FULL RESET CMD before its first ARQ exchange
-//! with each peer, which puts both of the peer's ARQ machines for it back at FSN 0 and is
-//! answered RESET ACK. RESET TX WIN RQST is encoded and decoded by [`dpdu`] but no node sends
+//! disconnected, everything it held lost, deaf and refusing clients while down) sends FULL
+//! RESET CMD before its first ARQ exchange with each peer, which puts both of the peer's ARQ
+//! machines for it back at FSN 0 and is answered RESET ACK. RESET TX WIN RQST is encoded and decoded by [`dpdu`] but no node sends
 //! it, and a node ignores it when received.
 //!
 //! Giving up (built): a U_PDU whose TTL runs out in the ARQ is discarded, its unacknowledged

@@ -291,8 +291,9 @@ impl Node {
     /// CMD (the peer restarted, [`Node::restart`]) puts both of this node's ARQ machines for
     /// the peer back at 0, its transmit window as a reset of its own would (the U_PDUs it had
     /// on the air are rejected, not sent again), ends a hard link with it, and is answered
-    /// with a RESET ACK (a repeat too, obeyed again); a RESET ACK for this node's own pending command ends it, and
-    /// data flows again. (No emulated node sends RESET TX WIN RQST, so it is ignored.)
+    /// with a RESET ACK (a repeat too, obeyed again); a RESET ACK for this node's own pending
+    /// command ends it, and data flows again. (No emulated node sends RESET TX WIN RQST, so it
+    /// is ignored.)
     fn on_resets(&mut self, sender: usize, resets: &[Reset]) {
         let mut lost: Vec<InArq> = Vec::new();
         let mut peer_restarted = false;
