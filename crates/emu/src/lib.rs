@@ -54,8 +54,9 @@
 //! peer answers RESET ACK. A node that restarted ([`net::Subnet::restart_node`]: its clients
 //! disconnected, everything it held lost, deaf and refusing clients while down) sends FULL
 //! RESET CMD before its first ARQ exchange with each peer, which puts both of the peer's ARQ
-//! machines for it back at FSN 0 and is answered RESET ACK. RESET TX WIN RQST is encoded and decoded by [`dpdu`] but no node sends
-//! it, and a node ignores it when received.
+//! machines for it back at FSN 0 and is answered RESET ACK. A RESET TX WIN RQST (no emulated
+//! node sends one; a real peer may) is answered with a reset of the transmit window and RESET
+//! RX WIN CMND, as Annex C says.
 //!
 //! Giving up (built): a U_PDU whose TTL runs out in the ARQ is discarded, its unacknowledged
 //! frames sent with DROP C_PDU so that the receiver discards its part too, and rejected to a

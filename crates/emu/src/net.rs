@@ -59,8 +59,9 @@
 //! Without it the peer would take the restarted node's new FSNs for old ones: acknowledged,
 //! never delivered. If the peer, having declared the link lost while the node was down,
 //! realigns its own direction first (RESET RX WIN CMND), the node only realigns the other the
-//! same way. RESET TX WIN RQST is decoded but not used (no emulated node needs to ask for a
-//! reset of the peer's transmit window).
+//! same way. A RESET TX WIN RQST is answered as Annex C says, by the node's own reset of its
+//! transmit window and RESET RX WIN CMND; no emulated node sends one (each realigns its own
+//! transmit window when its peer's ACKs show the windows disagree), but a real peer may.
 //!
 //! Every transmission is planned with [`ModemConfig::plan`]; each receiver draws each
 //! interleaver block's fate from its own channel direction; a D_PDU is lost if any block

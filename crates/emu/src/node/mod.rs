@@ -45,8 +45,8 @@
 //! restart ([`Node::restart`]: all volatile state lost, then a FULL RESET CMD to each peer
 //! before the first ARQ exchange with it, obeyed by the peer). Not built: a
 //! BREAK on link loss (declaring a link lost is this node's verdict only, and no BREAK is
-//! needed to make another), REJECTED for a broadcast-only node (this node is none), RESET
-//! TX WIN RQST (decoded, never sent, ignored), a DROP flag for expedited data (Annex C has
+//! needed to make another), REJECTED for a broadcast-only node (this node is none), sending
+//! RESET TX WIN RQST (one received is answered), a DROP flag for expedited data (Annex C has
 //! none: an expedited U_PDU whose TTL ran out is just abandoned), non-ARQ "with errors".
 //!
 //! Nodes and groups are named by their index in the subnetwork's address list

@@ -292,8 +292,9 @@ impl Node {
     /// the peer back at 0, its transmit window as a reset of its own would (the U_PDUs it had
     /// on the air are rejected, not sent again), ends a hard link with it, and is answered
     /// with a RESET ACK (a repeat too, obeyed again); a RESET ACK for this node's own pending
-    /// command ends it, and data flows again. (No emulated node sends RESET TX WIN RQST, so it
-    /// is ignored.)
+    /// command ends it, and data flows again. A RESET TX WIN RQST (which no emulated node
+    /// sends, but a real peer may) is answered as Annex C says, with this node's own RESET RX
+    /// WIN CMND after resetting its transmit window.
     fn on_resets(&mut self, sender: usize, resets: &[Reset]) {
         let mut lost: Vec<InArq> = Vec::new();
         let mut peer_restarted = false;
@@ -337,6 +338,14 @@ impl Node {
                     // transmit window again and lose what it has sent since.
                     link.full_reset_due = false;
                     link.resync = true;
+                }
+            } else if rs.reset_tx_win_request {
+                // [ED3-C] C.3.5: "respond by forcing resynchronization of the windows using a
+                // RESET/WIN RESYNC D_PDU and the RESET RX WIN CMND flag", as this node does
+                // when its own ACKs tell it the windows disagree. A repeat finds that command
+                // still pending (it goes in every transmission until its RESET ACK).
+                if link.reset_out.is_none() {
+                    lost.extend(start_rx_win_reset(link, &mut self.counters));
                 }
             } else if rs.reset_ack && link.reset_out == Some(rs.reset_frame_id) {
                 link.reset_out = None;
@@ -849,11 +858,7 @@ impl Node {
             // The peer's receive window no longer matches ours (it lost its state): its ACKs
             // cannot move our TX LWE. Reset our TX window to 0 and command the peer's RX
             // window there (RESET/WIN-RESYNC, RESET RX WIN CMND, NEW RX LWE 0).
-            link.stale_acks = 0;
-            link.reset_out = Some(link.next_reset_id);
-            link.next_reset_id = link.next_reset_id.wrapping_add(1);
-            self.counters.resets += 1;
-            lost_at_reset = link.reset_transmit_window();
+            lost_at_reset = start_rx_win_reset(link, &mut self.counters);
             tracing::debug!(
                 r,
                 sender,
@@ -901,6 +906,17 @@ impl Node {
             self.dequeued(&a.q);
         }
     }
+}
+
+/// Resets this node's transmit window to `link`'s peer and starts the RESET/WIN-RESYNC with
+/// RESET RX WIN CMND (NEW RX LWE 0) that realigns the peer's receive window with it; the
+/// U_PDUs that had a segment on the air, their fate unknown.
+fn start_rx_win_reset(link: &mut Link, counters: &mut NodeCounters) -> Vec<InArq> {
+    link.stale_acks = 0;
+    link.reset_out = Some(link.next_reset_id);
+    link.next_reset_id = link.next_reset_id.wrapping_add(1);
+    counters.resets += 1;
+    link.reset_transmit_window()
 }
 
 /// Starts the FULL RESET CMD a restarted node owes `link`'s peer ([`Node::restart`]).

@@ -976,6 +976,49 @@ fn a_restarted_node_answers_data_with_a_full_reset_and_a_copy_is_obeyed_again() 
     assert_eq!(b.counters().reset_lost, 2, "b2 and b3");
 }
 
+#[test]
+fn a_reset_tx_win_request_is_answered_by_a_reset_of_the_transmit_window() {
+    let (mut a, mut b) = pair();
+    let t = both_windows_moved(&mut a, &mut b);
+    // A real peer (no emulated node sends it) asks A to realign its transmit window, with
+    // "a2" on the air and unacknowledged.
+    a.submit(t, CONN[0], sap(), &request(B, b"a2"), ARQ)
+        .unwrap();
+    let _unheard = a.poll_transmit(t).unwrap();
+    let rq = Dpdu::new(
+        crate::dpdu::Address::new(B).unwrap(),
+        crate::dpdu::Address::new(A).unwrap(),
+        Body::ResetWinResync(crate::dpdu::Reset {
+            reset_tx_win_request: true,
+            reset_frame_id: 7,
+            ..crate::dpdu::Reset::default()
+        }),
+    );
+    let bytes = rq.encode().unwrap();
+    for _ in 0..2 {
+        // Asked twice (its answer lost, say): one reset.
+        a.receive_dpdus(1, vec![(t, bytes.clone())]);
+    }
+    assert_eq!((a.counters().resets, a.counters().reset_lost), (1, 1));
+    assert!(
+        rejected_not_responding(&events(&mut a)),
+        "a2 was on the air"
+    );
+    let command = a.poll_transmit(t + secs(10)).unwrap();
+    let rs = resets_in(&command);
+    assert_eq!(types(&command), [3], "the command alone, no data meanwhile");
+    assert!(rs[0].reset_rx_win_command && rs[0].new_rx_lwe == 0 && !rs[0].full_reset);
+    // B obeys and answers; then A's data goes from FSN 0.
+    hear(&command, 0, &mut b, 1, &[]);
+    hear(&b.poll_transmit(t + secs(20)).unwrap(), 1, &mut a, 0, &[]);
+    a.submit(t + secs(30), CONN[0], sap(), &request(B, b"a3"), ARQ)
+        .unwrap();
+    let data = a.poll_transmit(t + secs(30)).unwrap();
+    assert_eq!((types(&data), data.dpdus[0].fsn), (vec![0], Some(0)));
+    hear(&data, 0, &mut b, 1, &[]);
+    assert!(delivered(&events(&mut b), b"a3"));
+}
+
 /// Every node of `v` in turn handles its timers at `t` and keys up if it has something to
 /// send; each other node hears its transmission with every D_PDU lost one time in ten. The
 /// time one second after the last transmission ends.
