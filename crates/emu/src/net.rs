@@ -650,6 +650,11 @@ struct Slot {
 }
 
 impl Slot {
+    /// Whether the node is down at `t` ([`Subnet::restart_node`]).
+    fn down_at(&self, t: Duration) -> bool {
+        self.down_until > t
+    }
+
     /// Hands the node's pending SIS primitives to their connections, and sets its link
     /// events aside for [`State::report_links`].
     fn flush_events(&mut self) {
@@ -1109,7 +1114,7 @@ impl State {
 
     /// Whether `node` is down at `now` ([`Subnet::restart_node`]).
     pub(crate) fn is_down(&self, node: usize, now: Duration) -> bool {
-        self.nodes.get(node).is_some_and(|n| n.down_until > now)
+        self.nodes.get(node).is_some_and(|n| n.down_at(now))
     }
 
     /// `node` went down at `now` in the middle of a transmission: its modem, fed as the
@@ -1422,7 +1427,7 @@ impl State {
             let Some(n) = self.nodes.get_mut(reception.receiver) else {
                 continue;
             };
-            if n.down_until > a.at {
+            if n.down_at(a.at) {
                 // Its radio is off: the D_PDUs are lost to it.
                 continue;
             }
@@ -1546,7 +1551,7 @@ impl State {
                     let Some(n) = self.nodes.get_mut(r) else {
                         continue;
                     };
-                    if n.down_until > rt.sent.tx.end {
+                    if n.down_at(rt.sent.tx.end) {
                         continue;
                     }
                     n.node.end_of_transmission(

@@ -573,25 +573,28 @@ async fn a_node_crash_mid_batch(node: usize, down: Duration) -> Counters {
     c
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_crash_of_the_ships_5066_node_mid_batch_loses_and_duplicates_nothing() {
-    let c = a_node_crash_mid_batch(0, Duration::ZERO).await;
-    // Back at once, it reset the shore's ARQ machines before carrying on with it.
+/// [`a_node_crash_mid_batch`] with `node` back at once: it reset its peer's ARQ machines
+/// (FULL RESET CMD, obeyed) before carrying on with it.
+async fn a_node_crash_and_full_reset(node: usize) {
+    let c = a_node_crash_mid_batch(node, Duration::ZERO).await;
     assert_eq!(
-        (c.nodes[0].full_resets, c.nodes[1].full_resets_obeyed),
+        (
+            c.nodes[node].full_resets,
+            c.nodes[1 - node].full_resets_obeyed
+        ),
         (1, 1),
         "{c}"
     );
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_crash_of_the_ships_5066_node_mid_batch_loses_and_duplicates_nothing() {
+    a_node_crash_and_full_reset(0).await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_crash_of_the_shores_5066_node_mid_batch_loses_and_duplicates_nothing() {
-    let c = a_node_crash_mid_batch(1, Duration::ZERO).await;
-    assert_eq!(
-        (c.nodes[1].full_resets, c.nodes[0].full_resets_obeyed),
-        (1, 1),
-        "{c}"
-    );
+    a_node_crash_and_full_reset(1).await;
 }
 
 #[tokio::test(start_paused = true)]

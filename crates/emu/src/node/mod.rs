@@ -702,6 +702,14 @@ struct Link {
 }
 
 impl Link {
+    /// Starts a RESET/WIN-RESYNC command of this node's to the peer under the next RESET
+    /// FRAME ID, counted in `resets`; it goes in every transmission until its RESET ACK.
+    fn command_reset(&mut self, counters: &mut NodeCounters) {
+        self.reset_out = Some(self.next_reset_id);
+        self.next_reset_id = self.next_reset_id.wrapping_add(1);
+        counters.resets += 1;
+    }
+
     /// Resets the transmit window to FSN 0 for a RESET/WIN-RESYNC (this node's, or a peer's
     /// FULL RESET CMD): C_PDUs not yet on the air go again from scratch; the U_PDUs with a
     /// segment on the air are returned, their fate unknown ([`ArqSender::reset`]).

@@ -913,9 +913,7 @@ impl Node {
 /// U_PDUs that had a segment on the air, their fate unknown.
 fn start_rx_win_reset(link: &mut Link, counters: &mut NodeCounters) -> Vec<InArq> {
     link.stale_acks = 0;
-    link.reset_out = Some(link.next_reset_id);
-    link.next_reset_id = link.next_reset_id.wrapping_add(1);
-    counters.resets += 1;
+    link.command_reset(counters);
     link.reset_transmit_window()
 }
 
@@ -924,9 +922,7 @@ pub(super) fn start_full_reset(link: &mut Link, counters: &mut NodeCounters) {
     link.full_reset_due = false;
     link.reset_full = true;
     link.resync = false;
-    link.reset_out = Some(link.next_reset_id);
-    link.next_reset_id = link.next_reset_id.wrapping_add(1);
-    counters.resets += 1;
+    link.command_reset(counters);
     counters.full_resets += 1;
 }
 

@@ -379,9 +379,7 @@ impl Node {
                 // The peer's receive window may still be where the lost link left it: command
                 // it to 0, where this node's cleared transmit window starts, before any data.
                 l.resync = false;
-                l.reset_out = Some(l.next_reset_id);
-                l.next_reset_id = l.next_reset_id.wrapping_add(1);
-                self.counters.resets += 1;
+                l.command_reset(&mut self.counters);
             }
         }
         let node = self.index;
