@@ -259,6 +259,107 @@ async fn a_restarted_node_drops_its_clients_resets_its_peer_and_carries_on() {
     );
 }
 
+/// The first simulated second of a trace line (`  12.345-  14.000 s node 0 ...`).
+fn trace_start(line: &str) -> Option<f64> {
+    line.trim_start().split('-').next()?.trim().parse().ok()
+}
+
+/// `skywave-emu --outage 1.0.0.2@0+40 --trace` as an operator runs it: for the first 40
+/// simulated seconds (2 s of wall time at 20x) the shore's node hears nothing, while the ship
+/// still hears the shore. The ship's U_PDU goes on the air and is lost (its D_PDUs traced
+/// `x`), the ARQ sends it again, and it arrives and is confirmed once the outage is over; the
+/// shore, having heard nothing, keys up for the first time after it. The emulator says what
+/// the outage is when it starts.
+#[tokio::test]
+async fn an_outage_of_what_one_node_hears_holds_its_data_back_until_it_ends() {
+    use skywave_sis::client::{Delivery, Event};
+    let args = skywave_e2e::two_fast_nodes(&[
+        "--outage",
+        "1.0.0.2@0+40",
+        "--link-retries",
+        "never",
+        "--trace",
+    ]);
+    let emu = skywave_e2e::start_emu(args, 2).await;
+    let (ship, _ship_events) = sap3_client(emu.servers[0].1.clone()).await;
+    let (_shore, mut shore_events) = sap3_client(emu.servers[1].1.clone()).await;
+    let sent = ship
+        .send_unidata(to_1_0_0_2(b"through the outage"))
+        .unwrap();
+    let ind = timeout(Duration::from_secs(60), async {
+        loop {
+            match shore_events.recv().await {
+                Some(Event::Unidata(ind)) => return ind,
+                Some(_) => {}
+                None => panic!("the shore's client ended"),
+            }
+        }
+    })
+    .await
+    .expect("nothing arrived");
+    assert_eq!(&ind.updu[..], b"through the outage");
+    assert!(matches!(
+        timeout(Duration::from_secs(60), sent).await.unwrap(),
+        Ok(Delivery::Confirmed(_))
+    ));
+    let rest = emu.stop(Duration::from_secs(30)).await;
+    let lines = |node: &str| -> Vec<(f64, String)> {
+        rest.iter()
+            .filter(|l| l.contains(&format!(" s node {node} ")))
+            .filter_map(|l| Some((trace_start(l)?, l.clone())))
+            .collect()
+    };
+    let ship_lines = lines("0");
+    assert!(
+        ship_lines
+            .iter()
+            .any(|(t, l)| *t < 40.0 && l.contains("[D0") && l.contains("x")),
+        "no lost data before 40 s: {rest:?}"
+    );
+    let shore_lines = lines("1");
+    assert!(!shore_lines.is_empty(), "{rest:?}");
+    assert!(
+        shore_lines.iter().all(|(t, _)| *t >= 40.0),
+        "the shore keyed up during its outage: {rest:?}"
+    );
+}
+
+/// The impairments an operator asked for are said on stderr before the emulator listens, in
+/// words: here it cannot listen (the port is taken) and exits, having said them.
+#[tokio::test]
+async fn the_impairments_are_announced_before_the_emulator_listens() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = taken.local_addr().unwrap().to_string();
+    let out = timeout(
+        Duration::from_secs(30),
+        Command::new(skywave_e2e::bin("skywave-emu"))
+            .args([
+                "--nodes",
+                "2",
+                "--addresses",
+                "1.0.0.1,1.0.0.2",
+                "--listen",
+                &at,
+            ])
+            .args(["--outage", "1.0.0.2@0+40", "--fade", "100+60:12.5"])
+            .args(["--block-loss", "1.0.0.1@300.5+2", "--drift", "3/900"])
+            .output(),
+    )
+    .await
+    .expect("skywave-emu did not exit")
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    for said in [
+        "node 1.0.0.2 hears nothing from 0.0 s to 40.0 s",
+        "every node hears everything 12.5 dB weaker from 100.0 s to 160.0 s",
+        "node 1.0.0.1 hears no interleaver block whole from 300.5 s to 302.5 s",
+        "cannot listen on",
+    ] {
+        assert!(err.contains(said), "{said:?} not in {err}");
+    }
+}
+
 /// The CAS-1 options an operator can get wrong are refused with a message that says why,
 /// before the emulator listens: a maximum of links without an idle time to break them by,
 /// a maximum of zero, a wait for first data without CAS-1, and a hard-link time-out of 0;
@@ -298,6 +399,23 @@ async fn cas1_options_that_cannot_work_are_refused() {
             &["--restart", "1.0.0.1@5+ever"][..],
             "ever is not a number of seconds",
         ),
+        (
+            &["--outage", "9.9.9.9@5+10"][..],
+            "9.9.9.9 is not one of the nodes",
+        ),
+        (&["--outage", "5"][..], "expected [ADDR@]START+LENGTH"),
+        (&["--outage", "5+0"][..], "the length must be more than 0 s"),
+        (
+            &["--block-loss", "soon+10"][..],
+            "soon is not a number of seconds",
+        ),
+        (&["--fade", "0+10"][..], "expected [ADDR@]START+LENGTH:DB"),
+        (&["--fade=0+10:-3"][..], "-3 is not a depth of 0 to 200 dB"),
+        (
+            &["--drift", "50"][..],
+            "50 is not a deviation of 0 to 40 dB",
+        ),
+        (&["--drift", "3/0"][..], "0 is not a correlation time"),
     ] {
         let out = timeout(
             Duration::from_secs(30),

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, bail};
 use clap::{Parser, ValueEnum};
-use skywave_emu::channel::ChannelConfig;
+use skywave_emu::channel::{ChannelConfig, Impairment, ScheduledImpairment, SnrDrift};
 use skywave_emu::modem::{DataRate, Interleaver, ModemConfig};
 use skywave_emu::net::{Drc, Subnet, SubnetConfig, matched_rate};
 use skywave_sis::NodeAddress;
@@ -149,6 +149,142 @@ struct Cli {
     /// Repeatable. Counted in the per-node counters printed at exit.
     #[arg(long = "restart", value_name = "ADDR@SECS[+DOWN]")]
     restarts: Vec<String>,
+    /// Slow SNR drift on every path, `SIGMA_DB[/SECS]`: the mean SNR wanders as a Gaussian
+    /// process in dB with this standard deviation and correlation time (default 600 s), each
+    /// direction between each pair of nodes on its own, as propagation moves over minutes and
+    /// hours (F.520's fading is seconds). An assumption to test against, not a measurement.
+    #[arg(long, value_name = "SIGMA_DB[/SECS]")]
+    drift: Option<String>,
+    /// No signal at all from simulated second START for LENGTH seconds, `[ADDR@]START+LENGTH`:
+    /// on every path, or with `ADDR@` only on what node ADDR hears (a ship behind a headland,
+    /// a receiver blanked by its own transmitter). Transmissions go out and are lost; the ARQ
+    /// retries, and links are declared lost as --link-retries says. Repeatable.
+    #[arg(long = "outage", value_name = "[ADDR@]START+LENGTH")]
+    outages: Vec<String>,
+    /// The SNR drops by DB from simulated second START for LENGTH seconds,
+    /// `[ADDR@]START+LENGTH:DB` (every path, or what node ADDR hears); whether a block gets
+    /// through is still the modem's decision at the lower SNR. Repeatable.
+    #[arg(long = "fade", value_name = "[ADDR@]START+LENGTH:DB")]
+    fades: Vec<String>,
+    /// Every interleaver block that overlaps START..START+LENGTH is lost whatever the SNR,
+    /// `[ADDR@]START+LENGTH` (a strong interferer, a lost modem sync). Repeatable.
+    #[arg(long = "block-loss", value_name = "[ADDR@]START+LENGTH")]
+    block_losses: Vec<String>,
+}
+
+/// A scheduled impairment from the command line, and the node whose reception it is limited
+/// to (`None`: every path).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct NodeImpairment {
+    node: Option<usize>,
+    scheduled: ScheduledImpairment,
+}
+
+/// `--outage`, `--fade` or `--block-loss` (option `what`): `[ADDR@]START+LENGTH`, and for a
+/// fade `:DB` after it.
+fn parse_impairment(
+    what: &str,
+    text: &str,
+    nodes: &[NodeAddress],
+) -> anyhow::Result<NodeImpairment> {
+    let (node, window) = match text.split_once('@') {
+        Some((addr, rest)) => (Some(node_index(what, text, addr, nodes)?), rest),
+        None => (None, text),
+    };
+    let (window, depth) = if what == "--fade" {
+        let (w, db) = window
+            .rsplit_once(':')
+            .with_context(|| format!("{what} {text}: expected [ADDR@]START+LENGTH:DB"))?;
+        let db: f64 = db
+            .trim()
+            .parse()
+            .ok()
+            .filter(|d: &f64| (0.0..=200.0).contains(d) && *d > 0.0)
+            .with_context(|| format!("{what} {text}: {db} is not a depth of 0 to 200 dB"))?;
+        (w, Some(db))
+    } else {
+        (window, None)
+    };
+    let (start, length) = window
+        .split_once('+')
+        .with_context(|| format!("{what} {text}: expected [ADDR@]START+LENGTH"))?;
+    let secs = |field: &str| {
+        field
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .and_then(|s| Duration::try_from_secs_f64(s).ok())
+            .with_context(|| {
+                format!("{what} {text}: {field} is not a number of seconds, 0 or more")
+            })
+    };
+    let (start, length) = (secs(start)?, secs(length)?);
+    if length.is_zero() {
+        bail!("{what} {text}: the length must be more than 0 s");
+    }
+    let impairment = match (what, depth) {
+        ("--outage", _) => Impairment::Outage,
+        ("--block-loss", _) => Impairment::BlockLoss,
+        (_, Some(depth_db)) => Impairment::Fade { depth_db },
+        _ => bail!("{what}: not an impairment"),
+    };
+    Ok(NodeImpairment {
+        node,
+        scheduled: ScheduledImpairment {
+            start,
+            length,
+            impairment,
+        },
+    })
+}
+
+/// `--drift SIGMA_DB[/SECS]`.
+fn parse_drift(text: &str) -> anyhow::Result<SnrDrift> {
+    let (sigma, tau) = match text.split_once('/') {
+        Some((s, t)) => (s, Some(t)),
+        None => (text, None),
+    };
+    let sigma_db: f64 = sigma
+        .trim()
+        .parse()
+        .ok()
+        .filter(|d: &f64| (0.0..=40.0).contains(d))
+        .with_context(|| format!("--drift {text}: {sigma} is not a deviation of 0 to 40 dB"))?;
+    let correlation_time = match tau {
+        None => SnrDrift::default().correlation_time,
+        Some(t) => t
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|s| *s > 0.0)
+            .and_then(|s| Duration::try_from_secs_f64(s).ok())
+            .with_context(|| {
+                format!("--drift {text}: {t} is not a correlation time of more than 0 s")
+            })?,
+    };
+    Ok(SnrDrift {
+        sigma_db,
+        correlation_time,
+    })
+}
+
+/// What an impairment does, for the line the emulator prints when it starts.
+fn describe(imp: &NodeImpairment, nodes: &[NodeAddress]) -> String {
+    let whom = match imp.node.and_then(|n| nodes.get(n)) {
+        Some(a) => format!("node {a} hears"),
+        None => "every node hears".to_owned(),
+    };
+    let s = &imp.scheduled;
+    let what = match s.impairment {
+        Impairment::Outage => "nothing".to_owned(),
+        Impairment::Fade { depth_db } => format!("everything {depth_db} dB weaker"),
+        Impairment::BlockLoss => "no interleaver block whole".to_owned(),
+    };
+    format!(
+        "{whom} {what} from {:.1} s to {:.1} s",
+        s.start.as_secs_f64(),
+        (s.start + s.length).as_secs_f64()
+    )
 }
 
 /// `--restart ADDR@SECS[+DOWN]`: the node's index, when it goes down, and for how long.
@@ -306,23 +442,53 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .with_context(|| format!("--turnaround {}", cli.turnaround))?,
         )
         .context("--turnaround")?;
-    let channel = if cli.channel.eq_ignore_ascii_case("awgn") {
-        ChannelConfig::awgn(cli.snr)
-    } else {
-        ChannelConfig::watterson(cli.snr, &cli.channel).context("--channel")?
+    let drift = cli.drift.as_deref().map(parse_drift).transpose()?;
+    let mut impairments = Vec::new();
+    for (what, texts) in [
+        ("--outage", &cli.outages),
+        ("--fade", &cli.fades),
+        ("--block-loss", &cli.block_losses),
+    ] {
+        for t in texts {
+            impairments.push(parse_impairment(what, t, &addresses)?);
+        }
+    }
+    // The channel of every path at `snr` dB, with the drift and the impairments of every
+    // path, and those of node `hearing`'s reception if one is named.
+    let channel_at = |snr: f64, hearing: Option<usize>| -> anyhow::Result<ChannelConfig> {
+        let mut c = if cli.channel.eq_ignore_ascii_case("awgn") {
+            ChannelConfig::awgn(snr)
+        } else {
+            ChannelConfig::watterson(snr, &cli.channel).context("--channel")?
+        };
+        c.drift = drift;
+        c.impairments = impairments
+            .iter()
+            .filter(|i| i.node.is_none() || i.node == hearing)
+            .map(|i| i.scheduled)
+            .collect();
+        Ok(c)
     };
-    let mut config = SubnetConfig::new(addresses.clone(), modem, channel);
+    let mut config = SubnetConfig::new(addresses.clone(), modem, channel_at(cli.snr, None)?);
     for g in &cli.groups {
         config.groups.push(parse_group(g, &addresses)?);
     }
+    // A node hears through a channel of its own if it has its own SNR or impairments.
+    let mut own: std::collections::BTreeMap<usize, f64> = std::collections::BTreeMap::new();
+    for imp in &impairments {
+        if let Some(n) = imp.node {
+            own.insert(n, cli.snr);
+        }
+    }
     for n in &cli.node_snr {
         let (node, db) = parse_node_snr(n, &addresses)?;
-        let channel = if cli.channel.eq_ignore_ascii_case("awgn") {
-            ChannelConfig::awgn(db)
-        } else {
-            ChannelConfig::watterson(db, &cli.channel).context("--channel")?
-        };
-        config.set_receiver_channel(node, channel);
+        own.insert(node, db);
+    }
+    for (&node, &db) in &own {
+        config.set_receiver_channel(node, channel_at(db, Some(node))?);
+    }
+    for imp in &impairments {
+        eprintln!("skywave-emu: {}", describe(imp, &addresses));
     }
     config.seed = cli.seed;
     config.time_scale = cli.time_scale;
