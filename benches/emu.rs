@@ -163,6 +163,7 @@ fn scenario_run(case: &ScenarioCase) -> Duration {
         turnaround: None,
         cas1: false,
         link_idle: None,
+        changes: Default::default(),
     };
     let work = isode(size, messages, 1).expect("workload");
     let d = run_detailed(scenario, &cond, &profile.settings(rate_bps), &work).expect("run");

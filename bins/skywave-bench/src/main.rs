@@ -20,10 +20,11 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use skywave_bench::calibrate::{self, ISODE_FILE, ISODE_IP_FILE, ISODE_TCP_FILE, NTIA_FILE};
-use skywave_bench::model::{Scenario, TcpProfile};
+use skywave_bench::model::{ChannelChanges, Scenario, TcpProfile};
 use skywave_bench::sweep::{SweepSpec, run_sweep};
 use skywave_bench::workload::{ISODE_SIZES, Shape};
 use skywave_bench::{plot, report};
+use skywave_emu::channel::{ScheduledImpairment, parse_changes};
 
 /// Scenario benchmarks over the bundled HF emulator, in virtual time.
 #[derive(Debug, Parser)]
@@ -241,6 +242,23 @@ struct Compare {
     /// JNOS until `smtp timer` is set (the queue runs once).
     #[arg(long)]
     smtp_timer: Option<f64>,
+    /// Slow SNR drift on both paths of every run, `SIGMA_DB[/SECS]` (correlation time 600 s
+    /// unless given): the mean SNR wanders as a Gaussian process in dB, each direction on its
+    /// own. An assumption to test against, not a measurement.
+    #[arg(long, value_name = "SIGMA_DB[/SECS]")]
+    drift: Option<String>,
+    /// No signal on either path from simulated second START of every run for LENGTH
+    /// seconds, `START+LENGTH` (a propagation drop-out mid-session). Repeatable.
+    #[arg(long = "outage", value_name = "START+LENGTH")]
+    outages: Vec<String>,
+    /// The SNR of both paths drops by DB from START for LENGTH seconds, `START+LENGTH:DB`.
+    /// Repeatable.
+    #[arg(long = "fade", value_name = "START+LENGTH:DB")]
+    fades: Vec<String>,
+    /// Every interleaver block overlapping START..START+LENGTH is lost on both paths,
+    /// `START+LENGTH` (an interferer). Repeatable.
+    #[arg(long = "block-loss", value_name = "START+LENGTH")]
+    block_losses: Vec<String>,
     /// Workload shape.
     #[arg(long, value_enum, default_value = "isode")]
     measure: MeasureArg,
@@ -554,7 +572,19 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
         turnaround: turnaround(c.turnaround)?,
         cas1: c.cas1,
         link_idle: seconds(c.link_idle, "--link-idle")?,
+        changes: channel_changes(c)?,
     })
+}
+
+/// `--drift`, `--outage`, `--fade` and `--block-loss`.
+fn channel_changes(c: &Compare) -> Result<ChannelChanges> {
+    let (drift, impairments) = parse_changes(
+        c.drift.as_deref(),
+        [&c.outages, &c.fades, &c.block_losses],
+        |what, kind, t| ScheduledImpairment::parse(kind, t).map_err(|e| format!("{what} {t}: {e}")),
+    )
+    .map_err(anyhow::Error::msg)?;
+    Ok(ChannelChanges { drift, impairments })
 }
 
 /// A progress bar on standard error when it is a terminal, hidden otherwise.

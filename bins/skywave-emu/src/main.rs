@@ -14,7 +14,9 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, bail};
 use clap::{Parser, ValueEnum};
-use skywave_emu::channel::{ChannelConfig, Impairment, ScheduledImpairment, SnrDrift};
+use skywave_emu::channel::{
+    ChannelConfig, ImpairmentKind, ScheduledImpairment, SpecError, parse_changes, parse_seconds,
+};
 use skywave_emu::modem::{DataRate, Interleaver, ModemConfig};
 use skywave_emu::net::{Drc, Subnet, SubnetConfig, matched_rate};
 use skywave_sis::NodeAddress;
@@ -180,111 +182,31 @@ struct NodeImpairment {
     scheduled: ScheduledImpairment,
 }
 
-/// `--outage`, `--fade` or `--block-loss` (option `what`): `[ADDR@]START+LENGTH`, and for a
-/// fade `:DB` after it.
+/// `--outage`, `--fade` or `--block-loss` (option `what`, of `kind`): `[ADDR@]` before
+/// the impairment's own text ([`ScheduledImpairment::parse`]).
 fn parse_impairment(
     what: &str,
+    kind: ImpairmentKind,
     text: &str,
     nodes: &[NodeAddress],
 ) -> anyhow::Result<NodeImpairment> {
-    let (node, window) = match text.split_once('@') {
+    let (node, rest) = match text.split_once('@') {
         Some((addr, rest)) => (Some(node_index(what, text, addr, nodes)?), rest),
         None => (None, text),
     };
-    let (window, depth) = if what == "--fade" {
-        let (w, db) = window
-            .rsplit_once(':')
-            .with_context(|| format!("{what} {text}: expected [ADDR@]START+LENGTH:DB"))?;
-        let db: f64 = db
-            .trim()
-            .parse()
-            .ok()
-            .filter(|d: &f64| (0.0..=200.0).contains(d) && *d > 0.0)
-            .with_context(|| format!("{what} {text}: {db} is not a depth of 0 to 200 dB"))?;
-        (w, Some(db))
-    } else {
-        (window, None)
-    };
-    let (start, length) = window
-        .split_once('+')
-        .with_context(|| format!("{what} {text}: expected [ADDR@]START+LENGTH"))?;
-    let secs = |field: &str| {
-        field
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .and_then(|s| Duration::try_from_secs_f64(s).ok())
-            .with_context(|| {
-                format!("{what} {text}: {field} is not a number of seconds, 0 or more")
-            })
-    };
-    let (start, length) = (secs(start)?, secs(length)?);
-    if length.is_zero() {
-        bail!("{what} {text}: the length must be more than 0 s");
-    }
-    let impairment = match (what, depth) {
-        ("--outage", _) => Impairment::Outage,
-        ("--block-loss", _) => Impairment::BlockLoss,
-        (_, Some(depth_db)) => Impairment::Fade { depth_db },
-        _ => bail!("{what}: not an impairment"),
-    };
-    Ok(NodeImpairment {
-        node,
-        scheduled: ScheduledImpairment {
-            start,
-            length,
-            impairment,
-        },
-    })
-}
-
-/// `--drift SIGMA_DB[/SECS]`.
-fn parse_drift(text: &str) -> anyhow::Result<SnrDrift> {
-    let (sigma, tau) = match text.split_once('/') {
-        Some((s, t)) => (s, Some(t)),
-        None => (text, None),
-    };
-    let sigma_db: f64 = sigma
-        .trim()
-        .parse()
-        .ok()
-        .filter(|d: &f64| (0.0..=40.0).contains(d))
-        .with_context(|| format!("--drift {text}: {sigma} is not a deviation of 0 to 40 dB"))?;
-    let correlation_time = match tau {
-        None => SnrDrift::default().correlation_time,
-        Some(t) => t
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|s| *s > 0.0)
-            .and_then(|s| Duration::try_from_secs_f64(s).ok())
-            .with_context(|| {
-                format!("--drift {text}: {t} is not a correlation time of more than 0 s")
-            })?,
-    };
-    Ok(SnrDrift {
-        sigma_db,
-        correlation_time,
-    })
+    let scheduled = ScheduledImpairment::parse(kind, rest).map_err(|e| match e {
+        SpecError::Form(f) => anyhow::anyhow!("{what} {text}: expected [ADDR@]{f}"),
+        e => anyhow::anyhow!("{what} {text}: {e}"),
+    })?;
+    Ok(NodeImpairment { node, scheduled })
 }
 
 /// What an impairment does, for the line the emulator prints when it starts.
 fn describe(imp: &NodeImpairment, nodes: &[NodeAddress]) -> String {
-    let whom = match imp.node.and_then(|n| nodes.get(n)) {
-        Some(a) => format!("node {a} hears"),
-        None => "every node hears".to_owned(),
-    };
-    let s = &imp.scheduled;
-    let what = match s.impairment {
-        Impairment::Outage => "nothing".to_owned(),
-        Impairment::Fade { depth_db } => format!("everything {depth_db} dB weaker"),
-        Impairment::BlockLoss => "no interleaver block whole".to_owned(),
-    };
-    format!(
-        "{whom} {what} from {:.1} s to {:.1} s",
-        s.start.as_secs_f64(),
-        (s.start + s.length).as_secs_f64()
-    )
+    match imp.node.and_then(|n| nodes.get(n)) {
+        Some(a) => format!("node {a} hears {}", imp.scheduled),
+        None => format!("every node hears {}", imp.scheduled),
+    }
 }
 
 /// `--restart ADDR@SECS[+DOWN]`: the node's index, when it goes down, and for how long.
@@ -294,16 +216,8 @@ fn parse_restart(text: &str, nodes: &[NodeAddress]) -> anyhow::Result<(usize, Du
         .with_context(|| format!("--restart {text}: expected ADDR@SECS[+DOWN]"))?;
     let node = node_index("--restart", text, addr, nodes)?;
     let (at, down) = when.split_once('+').unwrap_or((when, "0"));
-    let secs = |field: &str| {
-        field
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .and_then(|s| Duration::try_from_secs_f64(s).ok())
-            .with_context(|| {
-                format!("--restart {text}: {field} is not a number of seconds, 0 or more")
-            })
-    };
+    let secs =
+        |field: &str| parse_seconds(field).map_err(|e| anyhow::anyhow!("--restart {text}: {e}"));
     Ok((node, secs(at)?, secs(down)?))
 }
 
@@ -442,17 +356,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .with_context(|| format!("--turnaround {}", cli.turnaround))?,
         )
         .context("--turnaround")?;
-    let drift = cli.drift.as_deref().map(parse_drift).transpose()?;
-    let mut impairments = Vec::new();
-    for (what, texts) in [
-        ("--outage", &cli.outages),
-        ("--fade", &cli.fades),
-        ("--block-loss", &cli.block_losses),
-    ] {
-        for t in texts {
-            impairments.push(parse_impairment(what, t, &addresses)?);
-        }
-    }
+    let (drift, impairments) = parse_changes(
+        cli.drift.as_deref(),
+        [&cli.outages, &cli.fades, &cli.block_losses],
+        |what, kind, t| parse_impairment(what, kind, t, &addresses).map_err(|e| format!("{e:#}")),
+    )
+    .map_err(anyhow::Error::msg)?;
     // The channel of every path at `snr` dB, with the drift and the impairments of every
     // path, and those of node `hearing`'s reception if one is named.
     let channel_at = |snr: f64, hearing: Option<usize>| -> anyhow::Result<ChannelConfig> {

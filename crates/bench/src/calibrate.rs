@@ -53,7 +53,8 @@ use skywave_emu::modem::ModemConfig;
 use thiserror::Error;
 
 use crate::model::{
-    Condition, HmtpCompression, Scenario, SmtpCompression, TcpProfile, TcpSettings, Workload,
+    ChannelChanges, Condition, HmtpCompression, Scenario, SmtpCompression, TcpProfile, TcpSettings,
+    Workload,
 };
 use crate::runner::{BenchError, RunDetail, run_detailed};
 use crate::stack::modem_config;
@@ -303,6 +304,7 @@ pub fn ntia_condition(row: &NtiaRow, seed: u64) -> Condition {
         turnaround: None,
         cas1: false,
         link_idle: None,
+        changes: ChannelChanges::default(),
     }
 }
 
@@ -330,6 +332,7 @@ pub fn clean_condition(rate_bps: u32, interleaver: &str, seed: u64) -> Condition
         turnaround: None,
         cas1: false,
         link_idle: None,
+        changes: ChannelChanges::default(),
     }
 }
 

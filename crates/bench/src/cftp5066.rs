@@ -181,6 +181,7 @@ mod tests {
             turnaround: None,
             cas1: false,
             link_idle: None,
+            changes: Default::default(),
         };
         let work = isode(1867, 3, 1).unwrap();
         let d = block_on_paused(run(&cond, &work)).unwrap().unwrap();
@@ -214,6 +215,7 @@ mod tests {
                 turnaround: None,
                 cas1: false,
                 link_idle: None,
+                changes: Default::default(),
             };
             let work = isode(size, 10, 1).unwrap();
             let cftp = block_on_paused(run(&cond, &work)).unwrap().unwrap().result;

@@ -202,6 +202,7 @@ mod tests {
             turnaround: None,
             cas1: false,
             link_idle: None,
+            changes: Default::default(),
         }
     }
 
@@ -245,6 +246,33 @@ mod tests {
             assert!((2.5..=2.6).contains(&d), "seed {seed}: {dict:?}");
             assert!(p > d + 0.5, "seed {seed}: {p} s without the dictionary");
         }
+    }
+
+    /// `compare --outage 20+60`: the 14025-byte message's session is on the air when the
+    /// channel goes dead for a minute. What went out in it is lost, the ARQ sends it again once
+    /// the channel is back (the link is not declared lost: a few long transmissions go
+    /// unanswered, far fewer than the ten retries), and the message is delivered about a
+    /// minute later than on the unbroken channel (43.4 s against 112.9 s).
+    #[test]
+    fn an_outage_mid_session_delays_the_message_by_about_its_length() {
+        use skywave_emu::channel::{ImpairmentKind, ScheduledImpairment};
+        let work = isode(14025, 1, 1).unwrap();
+        let plain = block_on_paused(run(&clean(1), &work, HmtpCompression::Deflate))
+            .unwrap()
+            .unwrap();
+        let mut c = clean(1);
+        c.changes.impairments =
+            vec![ScheduledImpairment::parse(ImpairmentKind::Outage, "20+60").unwrap()];
+        let cut = block_on_paused(run(&c, &work, HmtpCompression::Deflate))
+            .unwrap()
+            .unwrap();
+        let (p, r) = (&plain.result, &cut.result);
+        assert_eq!((p.delivered, r.delivered), (1, 1), "{cut:?}");
+        assert_eq!(p.retransmissions, 0, "{plain:?}");
+        assert!(r.retransmissions > 0, "{cut:?}");
+        let delay = r.seconds - p.seconds;
+        // 69.5 s: the minute, and the wait for the response the outage swallowed.
+        assert!((66.0..=73.0).contains(&delay), "{delay} s later: {cut:?}");
     }
 
     #[test]

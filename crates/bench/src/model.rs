@@ -97,6 +97,18 @@ pub struct Condition {
     /// long ([`skywave_emu::net::SubnetConfig::link_idle`]); the next data makes it again.
     /// `None` (the default): a made link stays.
     pub link_idle: Option<std::time::Duration>,
+    /// How the channel changes during the run (`compare --drift`, `--outage`, `--fade`,
+    /// `--block-loss`); the default: it does not.
+    pub changes: ChannelChanges,
+}
+
+/// How a run's channel changes with time, on every path, both directions.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ChannelChanges {
+    /// Slow SNR drift; `None`: the mean SNR holds.
+    pub drift: Option<skywave_emu::channel::SnrDrift>,
+    /// Outages, fades and block losses, in simulated time from the start of the run.
+    pub impairments: Vec<skywave_emu::channel::ScheduledImpairment>,
 }
 
 /// TCP settings for the SMTP-over-TCP scenarios (ignored by the others).

@@ -273,6 +273,7 @@ mod tests {
             turnaround: None,
             cas1: false,
             link_idle: None,
+            changes: Default::default(),
         };
         let work = crate::workload::isode(14025, 1, 1).unwrap();
         let limit = crate::stack::time_limit(&cond, &work).as_secs_f64();

@@ -111,7 +111,7 @@ fn base_modem(cond: &Condition) -> Result<ModemConfig, BenchError> {
 }
 
 /// The channel of a condition: `awgn`, or a Watterson profile named in
-/// `calibration/channel-profiles.csv`.
+/// `calibration/channel-profiles.csv`, with the condition's drift and impairments.
 pub fn channel_config(cond: &Condition) -> Result<ChannelConfig, BenchError> {
     if !cond.snr_db.is_finite() {
         return Err(BenchError::Condition(format!(
@@ -119,12 +119,15 @@ pub fn channel_config(cond: &Condition) -> Result<ChannelConfig, BenchError> {
             cond.snr_db
         )));
     }
-    if cond.channel.trim().eq_ignore_ascii_case("awgn") {
-        Ok(ChannelConfig::awgn(cond.snr_db))
+    let mut channel = if cond.channel.trim().eq_ignore_ascii_case("awgn") {
+        ChannelConfig::awgn(cond.snr_db)
     } else {
         ChannelConfig::watterson(cond.snr_db, cond.channel.trim())
-            .map_err(|e| BenchError::Condition(format!("channel {:?}: {e}", cond.channel)))
-    }
+            .map_err(|e| BenchError::Condition(format!("channel {:?}: {e}", cond.channel)))?
+    };
+    channel.drift = cond.changes.drift;
+    channel.impairments = cond.changes.impairments.clone();
+    Ok(channel)
 }
 
 /// The two-node subnetwork of a condition, with the emulator's defaults (window 128, MTU 2048,
@@ -435,6 +438,7 @@ mod tests {
             turnaround: None,
             cas1: false,
             link_idle: None,
+            changes: Default::default(),
         }
     }
 

@@ -9,7 +9,9 @@ use skywave_emu::modem::Generation;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::model::{Condition, RunResult, Scenario, TcpProfile, TcpSettings, Workload};
+use crate::model::{
+    ChannelChanges, Condition, RunResult, Scenario, TcpProfile, TcpSettings, Workload,
+};
 use crate::runner::{BenchError, run};
 use crate::workload::Shape;
 
@@ -58,6 +60,8 @@ pub struct SweepSpec {
     pub cas1: bool,
     /// With `cas1`: idle links are broken after this long ([`Condition::link_idle`]).
     pub link_idle: Option<Duration>,
+    /// How the channel changes during every run ([`Condition::changes`]).
+    pub changes: ChannelChanges,
 }
 
 impl SweepSpec {
@@ -86,6 +90,7 @@ impl SweepSpec {
             turnaround: None,
             cas1: false,
             link_idle: None,
+            changes: ChannelChanges::default(),
         }
     }
 
@@ -119,6 +124,7 @@ impl SweepSpec {
                                             turnaround: self.turnaround,
                                             cas1: self.cas1,
                                             link_idle: self.link_idle,
+                                            changes: self.changes.clone(),
                                             tcp,
                                         });
                                     }
@@ -211,6 +217,8 @@ pub struct Point {
     pub cas1: bool,
     /// With `cas1`: idle links are broken after this long ([`Condition::link_idle`]).
     pub link_idle: Option<Duration>,
+    /// How the channel changes during the run ([`Condition::changes`]).
+    pub changes: ChannelChanges,
 }
 
 impl Point {
@@ -227,6 +235,7 @@ impl Point {
             turnaround: self.turnaround,
             cas1: self.cas1,
             link_idle: self.link_idle,
+            changes: self.changes.clone(),
         }
     }
 

@@ -244,6 +244,170 @@ pub struct ScheduledImpairment {
     pub impairment: Impairment,
 }
 
+/// The kinds of [`Impairment`] as the command lines name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImpairmentKind {
+    /// `--outage START+LENGTH`.
+    Outage,
+    /// `--fade START+LENGTH:DB`.
+    Fade,
+    /// `--block-loss START+LENGTH`.
+    BlockLoss,
+}
+
+/// Why the text of an impairment or a drift was refused (the command lines put the option
+/// and its value in front).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SpecError {
+    /// The text is not of the form the option takes.
+    #[error("expected {0}")]
+    Form(&'static str),
+    /// A time that is not a number of seconds, 0 or more.
+    #[error("{0} is not a number of seconds, 0 or more")]
+    Seconds(String),
+    /// An impairment that lasts no time.
+    #[error("the length must be more than 0 s")]
+    Empty,
+    /// A fade depth outside 0-200 dB.
+    #[error("{0} is not a depth of 0 to 200 dB")]
+    Depth(String),
+    /// A drift deviation outside 0-40 dB.
+    #[error("{0} is not a deviation of 0 to 40 dB")]
+    Deviation(String),
+    /// A drift correlation time that is not positive.
+    #[error("{0} is not a correlation time of more than 0 s")]
+    CorrelationTime(String),
+}
+
+impl ScheduledImpairment {
+    /// An impairment of `kind` from `START+LENGTH` (simulated seconds), with `:DB` (the
+    /// depth, more than 0 and at most 200) after it for a fade: the value of the emulator's
+    /// and the benchmark's `--outage`, `--fade` and `--block-loss`.
+    pub fn parse(kind: ImpairmentKind, text: &str) -> Result<Self, SpecError> {
+        let (window, impairment) = match kind {
+            ImpairmentKind::Fade => {
+                let (w, db) = text
+                    .rsplit_once(':')
+                    .ok_or(SpecError::Form("START+LENGTH:DB"))?;
+                let depth_db = db
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|d| *d > 0.0 && *d <= 200.0)
+                    .ok_or_else(|| SpecError::Depth(db.trim().to_owned()))?;
+                (w, Impairment::Fade { depth_db })
+            }
+            ImpairmentKind::Outage => (text, Impairment::Outage),
+            ImpairmentKind::BlockLoss => (text, Impairment::BlockLoss),
+        };
+        let (start, length) = window
+            .split_once('+')
+            .ok_or(SpecError::Form("START+LENGTH"))?;
+        let (start, length) = (parse_seconds(start)?, parse_seconds(length)?);
+        if length.is_zero() {
+            return Err(SpecError::Empty);
+        }
+        Ok(ScheduledImpairment {
+            start,
+            length,
+            impairment,
+        })
+    }
+}
+
+/// The impairment options of the command lines (`skywave-emu`, `skywave-bench compare`), in
+/// the order [`parse_changes`] takes their values.
+pub const IMPAIRMENT_OPTIONS: [(&str, ImpairmentKind); 3] = [
+    ("--outage", ImpairmentKind::Outage),
+    ("--fade", ImpairmentKind::Fade),
+    ("--block-loss", ImpairmentKind::BlockLoss),
+];
+
+/// A command line's `--drift` value and its `--outage`, `--fade` and `--block-loss` values (in
+/// [`IMPAIRMENT_OPTIONS`] order): the drift, and what `each` makes of every impairment value
+/// (it is given the option, the kind and the value; the emulator takes an `ADDR@` off first).
+/// An error names the option and its value.
+pub fn parse_changes<T>(
+    drift: Option<&str>,
+    values: [&[String]; 3],
+    mut each: impl FnMut(&str, ImpairmentKind, &str) -> Result<T, String>,
+) -> Result<(Option<SnrDrift>, Vec<T>), String> {
+    let drift = drift
+        .map(|d| {
+            d.parse::<SnrDrift>()
+                .map_err(|e| format!("--drift {d}: {e}"))
+        })
+        .transpose()?;
+    let mut out = Vec::new();
+    for ((what, kind), texts) in IMPAIRMENT_OPTIONS.into_iter().zip(values) {
+        for t in texts {
+            out.push(each(what, kind, t)?);
+        }
+    }
+    Ok((drift, out))
+}
+
+/// A number of seconds, 0 or more, as the command lines write times.
+pub fn parse_seconds(field: &str) -> Result<Duration, SpecError> {
+    field
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .ok_or_else(|| SpecError::Seconds(field.trim().to_owned()))
+}
+
+impl std::fmt::Display for ScheduledImpairment {
+    /// What a receiver gets while it lasts: "nothing from 0.0 s to 40.0 s", "everything
+    /// 12.5 dB weaker from ...", "no interleaver block whole from ...".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.impairment {
+            Impairment::Outage => f.write_str("nothing")?,
+            Impairment::Fade { depth_db } => write!(f, "everything {depth_db} dB weaker")?,
+            Impairment::BlockLoss => f.write_str("no interleaver block whole")?,
+        }
+        write!(
+            f,
+            " from {:.1} s to {:.1} s",
+            self.start.as_secs_f64(),
+            (self.start + self.length).as_secs_f64()
+        )
+    }
+}
+
+impl std::str::FromStr for SnrDrift {
+    type Err = SpecError;
+
+    /// `SIGMA_DB[/SECS]`: the deviation (0-40 dB) and the correlation time (default
+    /// [`SnrDrift::default`]'s).
+    fn from_str(text: &str) -> Result<Self, SpecError> {
+        let (sigma, tau) = match text.split_once('/') {
+            Some((s, t)) => (s, Some(t)),
+            None => (text, None),
+        };
+        let sigma_db = sigma
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|d| (0.0..=40.0).contains(d))
+            .ok_or_else(|| SpecError::Deviation(sigma.trim().to_owned()))?;
+        let correlation_time = match tau {
+            None => SnrDrift::default().correlation_time,
+            Some(t) => t
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|s| *s > 0.0)
+                .and_then(|s| Duration::try_from_secs_f64(s).ok())
+                .ok_or_else(|| SpecError::CorrelationTime(t.trim().to_owned()))?,
+        };
+        Ok(SnrDrift {
+            sigma_db,
+            correlation_time,
+        })
+    }
+}
+
 /// Configuration of one channel direction.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChannelConfig {
@@ -577,6 +741,86 @@ impl Channel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn impairments_and_drift_parse_from_their_command_line_text() {
+        let at = |s: u64, l: u64, impairment| ScheduledImpairment {
+            start: Duration::from_secs(s),
+            length: Duration::from_secs(l),
+            impairment,
+        };
+        assert_eq!(
+            ScheduledImpairment::parse(ImpairmentKind::Outage, "300+600"),
+            Ok(at(300, 600, Impairment::Outage))
+        );
+        assert_eq!(
+            ScheduledImpairment::parse(ImpairmentKind::BlockLoss, " 0 + 2 "),
+            Ok(at(0, 2, Impairment::BlockLoss))
+        );
+        assert_eq!(
+            ScheduledImpairment::parse(ImpairmentKind::Fade, "60+30:12.5"),
+            Ok(at(60, 30, Impairment::Fade { depth_db: 12.5 }))
+        );
+        for (kind, text, err) in [
+            (
+                ImpairmentKind::Outage,
+                "300",
+                SpecError::Form("START+LENGTH"),
+            ),
+            (ImpairmentKind::Outage, "300+0", SpecError::Empty),
+            (
+                ImpairmentKind::Outage,
+                "-1+5",
+                SpecError::Seconds("-1".into()),
+            ),
+            (
+                ImpairmentKind::Outage,
+                "1+inf",
+                SpecError::Seconds("inf".into()),
+            ),
+            (
+                ImpairmentKind::Fade,
+                "1+5",
+                SpecError::Form("START+LENGTH:DB"),
+            ),
+            (ImpairmentKind::Fade, "1+5:0", SpecError::Depth("0".into())),
+            (
+                ImpairmentKind::Fade,
+                "1+5:201",
+                SpecError::Depth("201".into()),
+            ),
+        ] {
+            assert_eq!(ScheduledImpairment::parse(kind, text), Err(err), "{text}");
+        }
+        assert_eq!(
+            at(0, 40, Impairment::Outage).to_string(),
+            "nothing from 0.0 s to 40.0 s"
+        );
+        assert_eq!(
+            at(100, 60, Impairment::Fade { depth_db: 12.5 }).to_string(),
+            "everything 12.5 dB weaker from 100.0 s to 160.0 s"
+        );
+        assert_eq!(
+            "3".parse::<SnrDrift>(),
+            Ok(SnrDrift {
+                sigma_db: 3.0,
+                correlation_time: Duration::from_secs(600)
+            })
+        );
+        assert_eq!(
+            "6/1800".parse::<SnrDrift>().map(|d| d.correlation_time),
+            Ok(Duration::from_secs(1800))
+        );
+        assert_eq!(
+            "50".parse::<SnrDrift>(),
+            Err(SpecError::Deviation("50".into()))
+        );
+        assert_eq!(
+            "3/0".parse::<SnrDrift>(),
+            Err(SpecError::CorrelationTime("0".into()))
+        );
+    }
+
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
 
