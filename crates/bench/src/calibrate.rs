@@ -613,8 +613,9 @@ pub fn two_transmission_bound(
 /// The modem's required SNR for BER 10⁻⁵ (long interleaver) against `modem-required-snr.csv`
 /// (the RM6 generation) and against MIL-STD-188-110A's minimum-performance table (the
 /// 110A-minimum generation), on an independent fading sample ([`MODEM_SAMPLE_SEED`]; 240 000
-/// ITU-R Good and 8 000 Poor blocks per block length; each of the standard's other channels
-/// simulated from the same seed, as many blocks as Poor).
+/// ITU-R Good blocks for the 110A block and 1 440 000 for the 110B block, 8 000 Poor blocks
+/// for each; each of the standard's other channels simulated from the same seed, as many blocks
+/// as Poor).
 pub fn modem_comparisons(csv: &str) -> Result<Vec<Comparison>, CalibrationError> {
     use skywave_emu::calibration::{
         FadingSet, MIL_110A_MINIMUM, REFERENCE_GOOD_REALISATIONS, REFERENCE_POOR_REALISATIONS,

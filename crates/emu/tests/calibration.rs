@@ -12,10 +12,11 @@
 //! many blocks from independent channel realisations; the required SNR is found by bisection on
 //! the mean block BER (see `skywave_emu::calibration` for why the mean of the per-block expected
 //! BER is the BER). The asserted test uses the seeded reference sample the curves were fitted on
-//! (240 000 Good and 8 000 Poor blocks per block length). An independent sample of the same size
-//! (another seed, the one `skywave-bench calibrate` prints) is asserted within 1 dB of every
-//! published figure. On ITU Good the high rates' BER 1e-5 point is set by fades rarer than 1
-//! block in 10 000, so at 8000 and 9600 bit/s it moves by up to about 2.8 dB between samples.
+//! (240 000 Good blocks for the 110A block, 1 440 000 for the 110B block, 8 000 Poor blocks
+//! each). An independent sample of the same size (another seed, the one `skywave-bench
+//! calibrate` prints) is asserted within 1 dB of every published figure. On ITU Good the high
+//! rates' BER 1e-5 point is set by fades rarer than 1 block in 10 000, so at 8000 and 9600
+//! bit/s it still moves between samples of that size: +0.18 to +1.43 dB over five of them.
 //! Run with `--nocapture` to see the tables.
 
 // Test code: a missing embedded profile is a bug worth a panic.
@@ -39,8 +40,9 @@ const AWGN_OUT_OF_SAMPLE_DB: f64 = 0.02;
 const POOR_OUT_OF_SAMPLE_DB: f64 = 0.25;
 
 /// Out of sample on Good: the 1 dB at every rate on this sample (the largest miss is
-/// +0.87 dB at 9600 bit/s). Other samples of the same size move 8000 and 9600 bit/s by up to
-/// +2.8 dB (a rare-event figure, see the file docs), so this holds for this seed, not for any.
+/// +0.41 dB, at 600 bit/s). One other sample of the same size in four moves 8000 and 9600
+/// bit/s beyond it, to +1.34 and +1.43 dB (a rare-event figure, see the file docs), so at
+/// those two rates this holds for most seeds, not for any.
 fn good_out_of_sample_db(_rate: DataRate) -> f64 {
     1.0
 }
@@ -156,12 +158,21 @@ const INDEPENDENT_SEED: u64 = 0xBADC_0FFE;
 /// (`skywave_emu::calibration`), each fitted once on the reference sample.
 #[test]
 fn the_110a_minimum_modem_meets_the_standard_table() {
-    use skywave_emu::calibration::{MIL_110A_MINIMUM, REFERENCE_SEED};
+    use skywave_emu::calibration::{MIL_110A_MINIMUM, REFERENCE_SEED, simulate_sets_up_to};
     use skywave_emu::modem::{Generation, Interleaver, ModemConfig};
+    // The standard's rows are 75-2400 bit/s: the 110A block's samples alone.
+    let sets = |seed| {
+        simulate_sets_up_to(
+            seed,
+            REFERENCE_GOOD_REALISATIONS,
+            REFERENCE_POOR_REALISATIONS,
+            DataRate::Bps2400,
+        )
+    };
     let mut checked = 0;
     for (sets, seed, tolerance) in [
-        (reference_sets(), REFERENCE_SEED, 0.05),
-        (independent_sets(), INDEPENDENT_SEED, 1.0),
+        (sets(REFERENCE_SEED), REFERENCE_SEED, 0.05),
+        (sets(INDEPENDENT_SEED), INDEPENDENT_SEED, 1.0),
     ] {
         for row in MIL_110A_MINIMUM {
             let set = row.sample(&sets, seed).expect("a sample for every row");
