@@ -61,6 +61,54 @@ fn the_demo_delivers_its_sample_both_ways_and_reports_the_air_time() {
     }
 }
 
+/// `skywave demo --once --outage 5+200`: the channel goes dead 5 simulated seconds in, while
+/// the first sessions are on the air, for 200 s. The demo says so, the sessions then fail or
+/// wait, the spools send again, and every message still arrives, after the outage.
+#[test]
+fn the_demo_rides_through_an_outage() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(skywave_e2e::bin("skywave"))
+        .args(["demo", "--once", "--time-scale", "50", "--outage", "5+200"])
+        .args(["--ship-port", "0", "--shore-port", "0", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("outage: no signal from 5.0 s to 205.0 s (simulated)"),
+        "{stdout}"
+    );
+    let after: f64 = stdout
+        .split_once("all mail delivered after ")
+        .and_then(|(_, rest)| rest.split_once(" s of radio time"))
+        .and_then(|(secs, _)| secs.parse().ok())
+        .unwrap_or_else(|| panic!("no delivery line in:\n{stdout}"));
+    assert!(
+        after > 205.0,
+        "delivered within the outage: {after} s\n{stdout}"
+    );
+    for side in ["ship", "shore"] {
+        let new = dir.path().join(side).join("Maildir").join("new");
+        assert_eq!(
+            std::fs::read_dir(&new).unwrap().count(),
+            3,
+            "{side}\n{stdout}"
+        );
+    }
+    let bad = Command::new(skywave_e2e::bin("skywave"))
+        .args(["demo", "--once", "--outage", "5"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("--outage 5: expected START+LENGTH"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}
+
 /// Runs `skywave demo --once --ships 3` with `extra` arguments, the radio 20 times faster;
 /// returns its directory, standard output and standard error, after checking it succeeded.
 fn fleet_demo(extra: &str) -> (tempfile::TempDir, String, String) {

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use skywave_emu::channel::{ImpairmentKind, ScheduledImpairment};
 use skywave_gateway::demo::{Pair, PairOptions, SHIP_NODE, SHORE_NODE};
 use skywave_gateway::hf::{Direction, TransferRecord};
 use skywave_gateway::tcp_bearer::{TcpBearerSettings, send_batch};
@@ -54,6 +55,11 @@ pub(crate) struct DemoArgs {
     /// Default: a made link stays.
     #[arg(long, value_name = "SECS", requires = "cas1")]
     pub(crate) link_idle: Option<f64>,
+    /// No signal on the emulated channel from simulated second START for LENGTH seconds,
+    /// `START+LENGTH` (repeatable): the sessions on the air then fail or wait, and the spools
+    /// send again once the channel is back.
+    #[arg(long = "outage", value_name = "START+LENGTH", conflicts_with = "ships")]
+    pub(crate) outages: Vec<String>,
     /// Compression between the two gateways: none, lzw9 ... lzw16, deflate.
     #[arg(long, default_value = "deflate")]
     pub(crate) compression: String,
@@ -105,6 +111,18 @@ impl DemoArgs {
         })
     }
 
+    /// `--outage` values as (start, length).
+    pub(crate) fn outage_windows(&self) -> anyhow::Result<Vec<(Duration, Duration)>> {
+        self.outages
+            .iter()
+            .map(|t| {
+                ScheduledImpairment::parse(ImpairmentKind::Outage, t)
+                    .map(|o| (o.start, o.length))
+                    .with_context(|| format!("--outage {t}"))
+            })
+            .collect()
+    }
+
     /// `--link-idle` as a duration (a number of seconds, 0 or more).
     pub(crate) fn link_idle_duration(&self) -> anyhow::Result<Option<Duration>> {
         self.link_idle
@@ -145,6 +163,7 @@ async fn demo(args: DemoArgs, dir: PathBuf) -> anyhow::Result<ExitCode> {
     opts.turnaround = args.turnaround_duration()?;
     opts.cas1 = args.cas1;
     opts.link_idle = args.link_idle_duration()?;
+    opts.outages = args.outage_windows()?;
     opts.interleaver = args.interleaver.clone();
     opts.compression = args.compression.clone();
     opts.seed = args.seed;
@@ -170,6 +189,13 @@ async fn demo(args: DemoArgs, dir: PathBuf) -> anyhow::Result<ExitCode> {
             String::new()
         }
     );
+    for (start, length) in &opts.outages {
+        println!(
+            "  outage: no signal from {:.1} s to {:.1} s (simulated)",
+            start.as_secs_f64(),
+            (*start + *length).as_secs_f64()
+        );
+    }
     println!(
         "  ship : gw.ship.example  SMTP {}  STANAG 5066 node {SHIP_NODE}",
         pair.ship.bound().smtp
