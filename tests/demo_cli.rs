@@ -8,27 +8,7 @@ use std::process::Command;
 
 #[test]
 fn the_demo_delivers_its_sample_both_ways_and_reports_the_air_time() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(skywave_e2e::bin("skywave"))
-        .args([
-            "demo",
-            "--once",
-            "--time-scale",
-            "20",
-            "--ship-port",
-            "0",
-            "--shore-port",
-            "0",
-            "--messages",
-            "4",
-            "--dir",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (dir, stdout, _) = demo(&["--time-scale", "20", "--messages", "4"]);
     for needle in [
         "skywave demo: two gateways over an emulated HF link",
         "ship -> shore:",
@@ -66,16 +46,7 @@ fn the_demo_delivers_its_sample_both_ways_and_reports_the_air_time() {
 /// wait, the spools send again, and every message still arrives, after the outage.
 #[test]
 fn the_demo_rides_through_an_outage() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(skywave_e2e::bin("skywave"))
-        .args(["demo", "--once", "--time-scale", "50", "--outage", "5+200"])
-        .args(["--ship-port", "0", "--shore-port", "0", "--dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (dir, stdout, _) = demo(&["--time-scale", "50", "--outage", "5+200"]);
     assert!(
         stdout.contains("outage: no signal from 5.0 s to 205.0 s (simulated)"),
         "{stdout}"
@@ -109,21 +80,14 @@ fn the_demo_rides_through_an_outage() {
     );
 }
 
-/// Runs `skywave demo --once --ships 3` with `extra` arguments, the radio 20 times faster;
-/// returns its directory, standard output and standard error, after checking it succeeded.
-fn fleet_demo(extra: &str) -> (tempfile::TempDir, String, String) {
+/// Runs `skywave demo --once` with `args`, both LAN ports on any free port, in a new
+/// directory; returns it, standard output and standard error, after checking it succeeded.
+fn demo(args: &[&str]) -> (tempfile::TempDir, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(skywave_e2e::bin("skywave"))
-        .args(["demo", "--once", "--ships", "3", extra])
-        .args([
-            "--time-scale",
-            "20",
-            "--ship-port",
-            "0",
-            "--shore-port",
-            "0",
-            "--dir",
-        ])
+        .args(["demo", "--once"])
+        .args(args)
+        .args(["--ship-port", "0", "--shore-port", "0", "--dir"])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -131,6 +95,11 @@ fn fleet_demo(extra: &str) -> (tempfile::TempDir, String, String) {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stdout}\n{stderr}");
     (dir, stdout, stderr)
+}
+
+/// Runs `skywave demo --once --ships 3` with `extra` arguments, the radio 20 times faster.
+fn fleet_demo(extra: &str) -> (tempfile::TempDir, String, String) {
+    demo(&["--ships", "3", extra, "--time-scale", "20"])
 }
 
 /// Ship 1 has the message for every captain, the fleet notice and its own; the others two.
