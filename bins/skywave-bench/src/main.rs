@@ -134,6 +134,18 @@ struct Fleet {
     /// again later). Default: no limit.
     #[arg(long, value_name = "N", requires = "link_idle")]
     max_links: Option<usize>,
+    /// Ship SHIP (1 = the nearest) hears nothing from the base from simulated second START
+    /// for LENGTH seconds, `SHIP@START+LENGTH` (a ship behind a headland). Repeatable.
+    #[arg(long = "outage", value_name = "SHIP@START+LENGTH")]
+    outages: Vec<String>,
+    /// What ship SHIP hears is DB weaker from START for LENGTH seconds,
+    /// `SHIP@START+LENGTH:DB`. Repeatable.
+    #[arg(long = "fade", value_name = "SHIP@START+LENGTH:DB")]
+    fades: Vec<String>,
+    /// Every interleaver block ship SHIP hears overlapping START..START+LENGTH is lost,
+    /// `SHIP@START+LENGTH`. Repeatable.
+    #[arg(long = "block-loss", value_name = "SHIP@START+LENGTH")]
+    block_losses: Vec<String>,
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -363,6 +375,37 @@ fn run_modem_survey(m: ModemSurvey) -> Result<ExitCode> {
     })
 }
 
+/// `fleet --outage`, `--fade` and `--block-loss`: `SHIP@` (1 to the smallest fleet's size)
+/// before the impairment, on what that ship hears.
+fn fleet_impairments(
+    values: [&[String]; 3],
+    ships: &[usize],
+) -> Result<Vec<(usize, skywave_emu::channel::ScheduledImpairment)>> {
+    let smallest = ships.iter().copied().min().unwrap_or(0);
+    let (_, out) = parse_changes(None, values, |what, kind, t| {
+        let (ship, rest) = t
+            .split_once('@')
+            .ok_or_else(|| format!("{what} {t}: expected SHIP@START+LENGTH"))?;
+        let ship = ship
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|s| (1..=smallest).contains(s))
+            .ok_or_else(|| {
+                format!("{what} {t}: {ship} is not a ship of every fleet run (1 to {smallest})")
+            })?;
+        let imp = ScheduledImpairment::parse(kind, rest).map_err(|e| match e {
+            skywave_emu::channel::SpecError::Form(form) => {
+                format!("{what} {t}: expected SHIP@{form}")
+            }
+            e => format!("{what} {t}: {e}"),
+        })?;
+        Ok((ship - 1, imp))
+    })
+    .map_err(anyhow::Error::msg)?;
+    Ok(out)
+}
+
 fn run_fleet(f: Fleet) -> Result<ExitCode> {
     use skywave_bench::fleet::{
         FleetRow, FleetSpec, FleetWorkload, fleet_csv, fleet_markdown, fleet_plots, run_fleet,
@@ -411,6 +454,7 @@ fn run_fleet(f: Fleet) -> Result<ExitCode> {
             ),
         }
     }
+    let ship_impairments = fleet_impairments([&f.outages, &f.fades, &f.block_losses], &ships)?;
     let emcons = or(f.emcon, &[0, 1]);
     let mut specs = Vec::new();
     for &n in &ships {
@@ -436,6 +480,7 @@ fn run_fleet(f: Fleet) -> Result<ExitCode> {
                         cas1: f.cas1,
                         link_idle,
                         max_links: f.max_links,
+                        ship_impairments: ship_impairments.clone(),
                     });
                 }
             }

@@ -96,6 +96,9 @@ pub struct FleetSpec {
     /// With `cas1` and `link_idle`: the most links each node holds at once
     /// ([`skywave_emu::net::SubnetConfig::max_links`]).
     pub max_links: Option<usize>,
+    /// (ship index, impairment): outages, fades and block losses of what that ship hears
+    /// (`fleet --outage SHIP@START+LENGTH`).
+    pub ship_impairments: Vec<(usize, skywave_emu::channel::ScheduledImpairment)>,
 }
 
 /// Ship `i`'s SNR when the best hears `best` dB: ships in four rings 3 dB apart, as ships at
@@ -169,6 +172,7 @@ async fn run(spec: &FleetSpec) -> Result<FleetResult, BenchError> {
     o.cas1 = spec.cas1;
     o.link_idle = spec.link_idle;
     o.max_links = spec.max_links;
+    o.ship_impairments = spec.ship_impairments.clone();
     let fleet = Fleet::start(&o)
         .await
         .map_err(|e| BenchError::Fleet(e.to_string()))?;

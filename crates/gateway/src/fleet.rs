@@ -86,6 +86,9 @@ pub struct FleetOptions {
     pub snr_db: f64,
     /// SNR at which particular ships (0-based) hear the channel, instead of `snr_db`.
     pub ship_snr_db: Vec<(usize, f64)>,
+    /// (ship index, impairment): outages, fades and block losses of what that ship hears
+    /// (a ship behind a headland, a ship's receiver blanked), in simulated time.
+    pub ship_impairments: Vec<(usize, skywave_emu::channel::ScheduledImpairment)>,
     /// Every station's turnaround (see [`crate::demo::PairOptions::turnaround`]).
     pub turnaround: std::time::Duration,
     /// CAS-1 link making before the first ARQ data (see [`crate::demo::PairOptions::cas1`]):
@@ -132,6 +135,7 @@ impl FleetOptions {
             channel: "awgn".into(),
             snr_db: 15.0,
             ship_snr_db: Vec::new(),
+            ship_impairments: Vec::new(),
             turnaround: crate::demo::DEFAULT_TURNAROUND,
             cas1: false,
             link_idle: None,
@@ -219,15 +223,31 @@ impl Fleet {
             address: node(GROUP_NODE)?,
             members: (1..=opts.ships).collect(),
         });
+        // A ship hears the base through a channel of its own if it has its own SNR or
+        // impairments.
+        let mut own: std::collections::BTreeMap<usize, f64> = std::collections::BTreeMap::new();
+        for &(ship, _) in &opts.ship_impairments {
+            own.insert(ship, opts.snr_db);
+        }
         for &(ship, snr) in &opts.ship_snr_db {
+            own.insert(ship, snr);
+        }
+        for (&ship, &snr) in &own {
             if ship >= opts.ships {
                 return Err(PairError::Setting(format!(
-                    "ship {} has no SNR to set: the fleet has {} ships",
+                    "ship {} has no SNR or impairment to set: the fleet has {} ships",
                     ship + 1,
                     opts.ships
                 )));
             }
-            let (_, ch) = modem_and_channel(opts.rate_bps, &opts.interleaver, &opts.channel, snr)?;
+            let (_, mut ch) =
+                modem_and_channel(opts.rate_bps, &opts.interleaver, &opts.channel, snr)?;
+            ch.impairments = opts
+                .ship_impairments
+                .iter()
+                .filter(|(s, _)| *s == ship)
+                .map(|(_, i)| *i)
+                .collect();
             sc.set_receiver_channel(ship + 1, ch);
         }
         let subnet = Subnet::start(sc).map_err(|e| PairError::Emulator(e.to_string()))?;
