@@ -410,7 +410,10 @@ async fn cas1_options_that_cannot_work_are_refused() {
             "soon is not a number of seconds",
         ),
         (&["--fade", "0+10"][..], "expected [ADDR@]START+LENGTH:DB"),
-        (&["--fade=0+10:-3"][..], "-3 is not a depth of 0 to 200 dB"),
+        (
+            &["--fade=0+10:-3"][..],
+            "-3 is not a depth of more than 0 and at most 200 dB",
+        ),
         (
             &["--drift", "50"][..],
             "50 is not a deviation of 0 to 40 dB",

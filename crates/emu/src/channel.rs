@@ -268,8 +268,8 @@ pub enum SpecError {
     /// An impairment that lasts no time.
     #[error("the length must be more than 0 s")]
     Empty,
-    /// A fade depth outside 0-200 dB.
-    #[error("{0} is not a depth of 0 to 200 dB")]
+    /// A fade depth of 0 or less, or more than 200 dB.
+    #[error("{0} is not a depth of more than 0 and at most 200 dB")]
     Depth(String),
     /// A drift deviation outside 0-40 dB.
     #[error("{0} is not a deviation of 0 to 40 dB")]
@@ -300,9 +300,11 @@ impl ScheduledImpairment {
             ImpairmentKind::Outage => (text, Impairment::Outage),
             ImpairmentKind::BlockLoss => (text, Impairment::BlockLoss),
         };
-        let (start, length) = window
-            .split_once('+')
-            .ok_or(SpecError::Form("START+LENGTH"))?;
+        let form = match kind {
+            ImpairmentKind::Fade => "START+LENGTH:DB",
+            ImpairmentKind::Outage | ImpairmentKind::BlockLoss => "START+LENGTH",
+        };
+        let (start, length) = window.split_once('+').ok_or(SpecError::Form(form))?;
         let (start, length) = (parse_seconds(start)?, parse_seconds(length)?);
         if length.is_zero() {
             return Err(SpecError::Empty);
