@@ -48,12 +48,10 @@ fn run(s: &FleetSpec) -> FleetResult {
 }
 
 /// `fleet --ships 5 --workload all --outage 5@5+600`: the farthest ship hears nothing from
-/// the base for ten minutes from 5 s in, before any message has reached it. The other four
-/// have theirs as before; that ship has its message after the outage, by HMTP once its
-/// spool's next attempt finds the channel back (89 s after the outage ends) and by P_MUL when
-/// the base's next retransmission round reaches it (62 s after). Both pay in airtime for
-/// sending into the dead channel meanwhile: 193.1 s (HMTP: unanswered ARQ, new sessions)
-/// and 205.5 s (P_MUL: retransmission rounds for the missing ship) against 55.2 and 28.2 s.
+/// the base for ten minutes from 5 s in, before any message has reached it. Every ship has
+/// its message after the outage either way, by HMTP 89 s after the channel is back and by
+/// P_MUL 62 s after. Both pay in airtime for sending into the dead channel meanwhile: 193.1 s
+/// for HMTP and 205.5 s for P_MUL, against 55.2 and 28.2 s.
 #[test]
 fn a_ship_out_of_reach_for_ten_minutes_gets_its_mail_after_by_either_way() {
     use skywave_emu::channel::{ImpairmentKind, ScheduledImpairment};
