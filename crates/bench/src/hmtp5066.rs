@@ -250,9 +250,9 @@ mod tests {
 
     /// `compare --outage 20+60`: the 14025-byte message's session is on the air when the
     /// channel goes dead for a minute. What went out in it is lost, the ARQ sends it again once
-    /// the channel is back (the link is not declared lost: a few long transmissions go
-    /// unanswered, far fewer than the ten retries), and the message is delivered about a
-    /// minute later than on the unbroken channel (43.4 s against 112.9 s).
+    /// the channel is back (no node declares the link lost within the minute: a run ends
+    /// there), and the message is delivered about a minute later than on the unbroken channel
+    /// (112.9 s against 43.4 s).
     #[test]
     fn an_outage_mid_session_delays_the_message_by_about_its_length() {
         use skywave_emu::channel::{ImpairmentKind, ScheduledImpairment};
