@@ -43,6 +43,34 @@ fn to_1_0_0_2(text: &'static [u8]) -> skywave_sis::UnidataRequest {
     }
 }
 
+/// Waits up to a minute for the next U_PDU on `events` (the shore's client) and checks it is
+/// `text`.
+async fn arrives(events: &mut skywave_sis::client::Events, text: &[u8]) {
+    use skywave_sis::client::Event;
+    let ind = timeout(Duration::from_secs(60), async {
+        loop {
+            match events.recv().await {
+                Some(Event::Unidata(ind)) => return ind,
+                Some(_) => {}
+                None => panic!("the shore's client ended"),
+            }
+        }
+    })
+    .await
+    .expect("nothing arrived");
+    assert_eq!(&ind.updu[..], text);
+}
+
+/// Waits up to a minute for the outcome of a U_PDU sent with a delivery confirmation and
+/// checks it was confirmed.
+async fn confirmed(sent: skywave_sis::client::Pending) {
+    use skywave_sis::client::Delivery;
+    let d = timeout(Duration::from_secs(60), sent)
+        .await
+        .expect("no outcome");
+    assert!(matches!(d, Ok(Delivery::Confirmed(_))), "{d:?}");
+}
+
 #[tokio::test]
 async fn probe_against_the_emulator_prints_the_mtu() {
     let skywave = skywave_e2e::bin("skywave");
@@ -151,7 +179,6 @@ async fn a_group_addressed_updu_reaches_every_member_over_tcp_sis() {
 /// show the link made and broken at both ends.
 #[tokio::test]
 async fn with_cas1_an_arq_updu_goes_after_the_link_is_made_and_the_idle_link_is_broken() {
-    use skywave_sis::client::{Delivery, Event};
     let args = skywave_e2e::two_fast_nodes(&["--cas1", "--link-idle", "5"]);
     let emu = skywave_e2e::start_emu(args, 2).await;
     let (ship, _ship_events) = sap3_client(emu.servers[0].1.clone()).await;
@@ -159,20 +186,8 @@ async fn with_cas1_an_arq_updu_goes_after_the_link_is_made_and_the_idle_link_is_
     let sent = ship
         .send_unidata(to_1_0_0_2(b"after the link is made"))
         .unwrap();
-    let ind = timeout(Duration::from_secs(60), async {
-        loop {
-            if let Some(Event::Unidata(ind)) = shore_events.recv().await {
-                return ind;
-            }
-        }
-    })
-    .await
-    .expect("nothing arrived");
-    assert_eq!(&ind.updu[..], b"after the link is made");
-    assert!(matches!(
-        timeout(Duration::from_secs(60), sent).await.unwrap(),
-        Ok(Delivery::Confirmed(_))
-    ));
+    arrives(&mut shore_events, b"after the link is made").await;
+    confirmed(sent).await;
     // 5 s of idle link and the BREAK exchange (about 3 s at 2400 bit/s) are 0.4 s of wall
     // time at 20x; 4 s leaves a loaded machine ten times that.
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -199,32 +214,15 @@ async fn with_cas1_an_arq_updu_goes_after_the_link_is_made_and_the_idle_link_is_
 /// restart, the full reset and the shore obeying it.
 #[tokio::test]
 async fn a_restarted_node_drops_its_clients_resets_its_peer_and_carries_on() {
-    use skywave_sis::client::{Delivery, Event, Events};
+    use skywave_sis::client::Event;
     let args = skywave_e2e::two_fast_nodes(&["--restart", "1.0.0.1@60+40"]);
     let emu = skywave_e2e::start_emu(args, 2).await;
     let (ship, mut ship_events) = sap3_client(emu.servers[0].1.clone()).await;
     let (_shore, mut shore_events) = sap3_client(emu.servers[1].1.clone()).await;
     let send = |text: &'static [u8]| ship.send_unidata(to_1_0_0_2(text)).unwrap();
-    async fn arrives(events: &mut Events, text: &[u8]) {
-        let ind = timeout(Duration::from_secs(60), async {
-            loop {
-                match events.recv().await {
-                    Some(Event::Unidata(ind)) => return ind,
-                    Some(_) => {}
-                    None => panic!("the shore's client ended"),
-                }
-            }
-        })
-        .await
-        .expect("nothing arrived");
-        assert_eq!(&ind.updu[..], text);
-    }
     let before = send(b"before the restart");
     arrives(&mut shore_events, b"before the restart").await;
-    assert!(matches!(
-        timeout(Duration::from_secs(60), before).await.unwrap(),
-        Ok(Delivery::Confirmed(_))
-    ));
+    confirmed(before).await;
     // The restart cuts the ship's SIS connection; its client binds again.
     timeout(Duration::from_secs(60), async {
         let mut lost = false;
@@ -241,10 +239,7 @@ async fn a_restarted_node_drops_its_clients_resets_its_peer_and_carries_on() {
     .expect("the ship's client was not disconnected and bound again");
     let after = send(b"after the restart");
     arrives(&mut shore_events, b"after the restart").await;
-    assert!(matches!(
-        timeout(Duration::from_secs(60), after).await.unwrap(),
-        Ok(Delivery::Confirmed(_))
-    ));
+    confirmed(after).await;
     let rest = emu.stop(Duration::from_secs(30)).await;
     assert!(
         rest.iter().any(|l| l
@@ -272,7 +267,6 @@ fn trace_start(line: &str) -> Option<f64> {
 /// the outage is when it starts.
 #[tokio::test]
 async fn an_outage_of_what_one_node_hears_holds_its_data_back_until_it_ends() {
-    use skywave_sis::client::{Delivery, Event};
     let args = skywave_e2e::two_fast_nodes(&[
         "--outage",
         "1.0.0.2@0+40",
@@ -286,22 +280,8 @@ async fn an_outage_of_what_one_node_hears_holds_its_data_back_until_it_ends() {
     let sent = ship
         .send_unidata(to_1_0_0_2(b"through the outage"))
         .unwrap();
-    let ind = timeout(Duration::from_secs(60), async {
-        loop {
-            match shore_events.recv().await {
-                Some(Event::Unidata(ind)) => return ind,
-                Some(_) => {}
-                None => panic!("the shore's client ended"),
-            }
-        }
-    })
-    .await
-    .expect("nothing arrived");
-    assert_eq!(&ind.updu[..], b"through the outage");
-    assert!(matches!(
-        timeout(Duration::from_secs(60), sent).await.unwrap(),
-        Ok(Delivery::Confirmed(_))
-    ));
+    arrives(&mut shore_events, b"through the outage").await;
+    confirmed(sent).await;
     let rest = emu.stop(Duration::from_secs(30)).await;
     let lines = |node: &str| -> Vec<(f64, String)> {
         rest.iter()
