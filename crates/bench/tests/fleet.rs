@@ -47,6 +47,15 @@ fn run(s: &FleetSpec) -> FleetResult {
     r
 }
 
+/// HMTP to each ship and P_MUL multicast under the same conditions (`spec` given whether to
+/// multicast), each run as [`run`] checks it; printed under `what`.
+fn both(what: &str, spec: impl Fn(bool) -> FleetSpec) -> (FleetResult, FleetResult) {
+    let uni = run(&spec(false));
+    let multi = run(&spec(true));
+    eprintln!("{what}: unicast {uni:?}\nmulticast {multi:?}");
+    (uni, multi)
+}
+
 /// `fleet --ships 5 --workload all --outage 5@5+600`: the farthest ship hears nothing from
 /// the base for ten minutes from 5 s in, before any message has reached it. Every ship has
 /// its message after the outage either way, by HMTP 89 s after the channel is back and by
@@ -56,13 +65,10 @@ fn run(s: &FleetSpec) -> FleetResult {
 fn a_ship_out_of_reach_for_ten_minutes_gets_its_mail_after_by_either_way() {
     use skywave_emu::channel::{ImpairmentKind, ScheduledImpairment};
     let outage = ScheduledImpairment::parse(ImpairmentKind::Outage, "5+600").unwrap();
-    let with_outage = |multicast| FleetSpec {
+    let (uni, multi) = both("ship 5 out for ten minutes", |multicast| FleetSpec {
         ship_impairments: vec![(4, outage)],
         ..spec(multicast, 0)
-    };
-    let uni = run(&with_outage(false));
-    let multi = run(&with_outage(true));
-    eprintln!("unicast {uni:?}\nmulticast {multi:?}");
+    });
     within(
         "unicast: every ship has it, s",
         uni.all_delivered_s.unwrap(),
@@ -81,9 +87,7 @@ fn a_ship_out_of_reach_for_ten_minutes_gets_its_mail_after_by_either_way() {
 
 #[test]
 fn a_message_for_five_ships_goes_once_by_multicast() {
-    let uni = run(&spec(false, 0));
-    let multi = run(&spec(true, 0));
-    eprintln!("unicast {uni:?}\nmulticast {multi:?}");
+    let (uni, multi) = both("plain", |multicast| spec(multicast, 0));
     let (ut, mt) = (uni.all_delivered_s.unwrap(), multi.all_delivered_s.unwrap());
     // Deterministic (the same figures every run): 45 s / 55.2 s of airtime for HMTP to each
     // ship against 11 s / 28.2 s for P_MUL. The bands only leave room for a change that
@@ -185,15 +189,10 @@ fn the_same_multicast_over_an_ip_network_with_loss_is_repaired_and_puts_nothing_
 #[test]
 fn deployed_turnarounds_keep_the_ships_acks_apart() {
     let slow = Some(std::time::Duration::from_secs(5));
-    let uni = run(&FleetSpec {
+    let (uni, multi) = both("turnaround 5 s", |multicast| FleetSpec {
         turnaround: slow,
-        ..spec(false, 0)
+        ..spec(multicast, 0)
     });
-    let multi = run(&FleetSpec {
-        turnaround: slow,
-        ..spec(true, 0)
-    });
-    eprintln!("turnaround 5 s: unicast {uni:?}\nmulticast {multi:?}");
     within(
         "unicast: every ship has it, s",
         uni.all_delivered_s.unwrap(),
@@ -219,15 +218,10 @@ fn deployed_turnarounds_keep_the_ships_acks_apart() {
 /// change.
 #[test]
 fn with_cas1_unicast_makes_every_ships_link_and_multicast_needs_none() {
-    let uni = run(&FleetSpec {
+    let (uni, multi) = both("CAS-1", |multicast| FleetSpec {
         cas1: true,
-        ..spec(false, 0)
+        ..spec(multicast, 0)
     });
-    let multi = run(&FleetSpec {
-        cas1: true,
-        ..spec(true, 0)
-    });
-    eprintln!("CAS-1: unicast {uni:?}\nmulticast {multi:?}");
     within(
         "unicast: every ship has it, s",
         uni.all_delivered_s.unwrap(),
@@ -249,15 +243,12 @@ fn with_cas1_unicast_makes_every_ships_link_and_multicast_needs_none() {
 /// and does not change.
 #[test]
 fn a_base_holding_one_link_at_a_time_serves_its_ships_in_turn() {
-    let one_link = |multicast| FleetSpec {
+    let (uni, multi) = both("one link at a time", |multicast| FleetSpec {
         cas1: true,
         link_idle: Some(std::time::Duration::ZERO),
         max_links: Some(1),
         ..spec(multicast, 0)
-    };
-    let uni = run(&one_link(false));
-    let multi = run(&one_link(true));
-    eprintln!("one link at a time: unicast {uni:?}\nmulticast {multi:?}");
+    });
     within(
         "unicast: every ship has it, s",
         uni.all_delivered_s.unwrap(),
