@@ -362,40 +362,31 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         |what, kind, t| parse_impairment(what, kind, t, &addresses).map_err(|e| format!("{e:#}")),
     )
     .map_err(anyhow::Error::msg)?;
-    // The channel of every path at `snr` dB, with the drift and the impairments of every
-    // path, and those of node `hearing`'s reception if one is named.
-    let channel_at = |snr: f64, hearing: Option<usize>| -> anyhow::Result<ChannelConfig> {
-        let mut c = if cli.channel.eq_ignore_ascii_case("awgn") {
-            ChannelConfig::awgn(snr)
-        } else {
-            ChannelConfig::watterson(snr, &cli.channel).context("--channel")?
-        };
-        c.drift = drift;
-        c.impairments = impairments
-            .iter()
-            .filter(|i| i.node.is_none() || i.node == hearing)
-            .map(|i| i.scheduled)
-            .collect();
-        Ok(c)
+    let mut channel = if cli.channel.eq_ignore_ascii_case("awgn") {
+        ChannelConfig::awgn(cli.snr)
+    } else {
+        ChannelConfig::watterson(cli.snr, &cli.channel).context("--channel")?
     };
-    let mut config = SubnetConfig::new(addresses.clone(), modem, channel_at(cli.snr, None)?);
+    channel.drift = drift;
+    channel.impairments = impairments
+        .iter()
+        .filter(|i| i.node.is_none())
+        .map(|i| i.scheduled)
+        .collect();
+    let mut config = SubnetConfig::new(addresses.clone(), modem, channel);
     for g in &cli.groups {
         config.groups.push(parse_group(g, &addresses)?);
     }
-    // A node hears through a channel of its own if it has its own SNR or impairments.
-    let mut own: std::collections::BTreeMap<usize, f64> = std::collections::BTreeMap::new();
-    for imp in &impairments {
-        if let Some(n) = imp.node {
-            own.insert(n, cli.snr);
-        }
-    }
-    for n in &cli.node_snr {
-        let (node, db) = parse_node_snr(n, &addresses)?;
-        own.insert(node, db);
-    }
-    for (&node, &db) in &own {
-        config.set_receiver_channel(node, channel_at(db, Some(node))?);
-    }
+    let node_snr = cli
+        .node_snr
+        .iter()
+        .map(|n| parse_node_snr(n, &addresses))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let node_impairments: Vec<_> = impairments
+        .iter()
+        .filter_map(|i| Some((i.node?, i.scheduled)))
+        .collect();
+    config.set_receiver_conditions(&node_snr, &node_impairments);
     for imp in &impairments {
         eprintln!("skywave-emu: {}", describe(imp, &addresses));
     }

@@ -343,6 +343,36 @@ impl SubnetConfig {
         }
     }
 
+    /// Gives every node named in `snr_db` or `impairments` a receiving channel of its own
+    /// ([`SubnetConfig::set_receiver_channel`]): the subnetwork's channel (its fading, drift
+    /// and impairments) at the node's SNR from `snr_db` (the subnetwork's if not named, the
+    /// last entry if named twice), with the node's own impairments added, as a ship of a
+    /// fleet hears the base at its range and through its own drop-outs.
+    pub fn set_receiver_conditions(
+        &mut self,
+        snr_db: &[(usize, f64)],
+        impairments: &[(usize, crate::channel::ScheduledImpairment)],
+    ) {
+        let mut own: BTreeMap<usize, f64> = BTreeMap::new();
+        for &(node, _) in impairments {
+            own.insert(node, self.channel.snr_db);
+        }
+        for &(node, db) in snr_db {
+            own.insert(node, db);
+        }
+        for (node, db) in own {
+            let mut channel = self.channel.clone();
+            channel.snr_db = db;
+            channel.impairments.extend(
+                impairments
+                    .iter()
+                    .filter(|(n, _)| *n == node)
+                    .map(|(_, i)| *i),
+            );
+            self.set_receiver_channel(node, channel);
+        }
+    }
+
     /// Defaults for these nodes, modem and channel: window 128, 1023-byte segments, 127.5 s
     /// maximum transmission, MTU 2048, flow limit 64, seed 1, response timeout of key-up +
     /// preamble + two blocks + switching time, link lost after [`DEFAULT_LINK_RETRIES`]

@@ -223,33 +223,27 @@ impl Fleet {
             address: node(GROUP_NODE)?,
             members: (1..=opts.ships).collect(),
         });
-        // A ship hears the base through a channel of its own if it has its own SNR or
-        // impairments.
-        let mut own: std::collections::BTreeMap<usize, f64> = std::collections::BTreeMap::new();
-        for &(ship, _) in &opts.ship_impairments {
-            own.insert(ship, opts.snr_db);
+        if let Some(ship) = opts
+            .ship_snr_db
+            .iter()
+            .map(|&(s, _)| s)
+            .chain(opts.ship_impairments.iter().map(|&(s, _)| s))
+            .find(|&s| s >= opts.ships)
+        {
+            return Err(PairError::Setting(format!(
+                "ship {} has no SNR or impairment to set: the fleet has {} ships",
+                ship + 1,
+                opts.ships
+            )));
         }
-        for &(ship, snr) in &opts.ship_snr_db {
-            own.insert(ship, snr);
-        }
-        for (&ship, &snr) in &own {
-            if ship >= opts.ships {
-                return Err(PairError::Setting(format!(
-                    "ship {} has no SNR or impairment to set: the fleet has {} ships",
-                    ship + 1,
-                    opts.ships
-                )));
-            }
-            let (_, mut ch) =
-                modem_and_channel(opts.rate_bps, &opts.interleaver, &opts.channel, snr)?;
-            ch.impairments = opts
-                .ship_impairments
-                .iter()
-                .filter(|(s, _)| *s == ship)
-                .map(|(_, i)| *i)
-                .collect();
-            sc.set_receiver_channel(ship + 1, ch);
-        }
+        // Node 0 is the base: ship i is node i + 1.
+        let snr: Vec<_> = opts.ship_snr_db.iter().map(|&(s, v)| (s + 1, v)).collect();
+        let cuts: Vec<_> = opts
+            .ship_impairments
+            .iter()
+            .map(|&(s, i)| (s + 1, i))
+            .collect();
+        sc.set_receiver_conditions(&snr, &cuts);
         let subnet = Subnet::start(sc).map_err(|e| PairError::Emulator(e.to_string()))?;
 
         let base_config = write_base(opts)?;
