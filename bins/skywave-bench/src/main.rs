@@ -24,7 +24,7 @@ use skywave_bench::model::{ChannelChanges, Scenario, TcpProfile};
 use skywave_bench::sweep::{SweepSpec, run_sweep};
 use skywave_bench::workload::{ISODE_SIZES, Shape};
 use skywave_bench::{plot, report};
-use skywave_emu::channel::{ScheduledImpairment, parse_changes};
+use skywave_emu::channel::{ScheduledImpairment, parse_aimed, parse_changes};
 
 /// Scenario benchmarks over the bundled HF emulator, in virtual time.
 #[derive(Debug, Parser)]
@@ -383,10 +383,9 @@ fn fleet_impairments(
 ) -> Result<Vec<(usize, skywave_emu::channel::ScheduledImpairment)>> {
     let smallest = ships.iter().copied().min().unwrap_or(0);
     let (_, out) = parse_changes(None, values, |what, kind, t| {
-        let (ship, rest) = t
-            .split_once('@')
-            .ok_or_else(|| format!("{what} {t}: expected SHIP@START+LENGTH"))?;
-        let ship = ship
+        let (ship, imp) = parse_aimed(what, kind, t, "SHIP", true)?;
+        let ship = ship.unwrap_or_default();
+        let n = ship
             .trim()
             .parse::<usize>()
             .ok()
@@ -394,13 +393,7 @@ fn fleet_impairments(
             .ok_or_else(|| {
                 format!("{what} {t}: {ship} is not a ship of every fleet run (1 to {smallest})")
             })?;
-        let imp = ScheduledImpairment::parse(kind, rest).map_err(|e| match e {
-            skywave_emu::channel::SpecError::Form(form) => {
-                format!("{what} {t}: expected SHIP@{form}")
-            }
-            e => format!("{what} {t}: {e}"),
-        })?;
-        Ok((ship - 1, imp))
+        Ok((n - 1, imp))
     })
     .map_err(anyhow::Error::msg)?;
     Ok(out)

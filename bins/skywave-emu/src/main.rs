@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, bail};
 use clap::{Parser, ValueEnum};
 use skywave_emu::channel::{
-    ChannelConfig, ImpairmentKind, ScheduledImpairment, SpecError, parse_changes, parse_seconds,
+    ChannelConfig, ImpairmentKind, ScheduledImpairment, parse_aimed, parse_changes, parse_seconds,
 };
 use skywave_emu::modem::{DataRate, Interleaver, ModemConfig};
 use skywave_emu::net::{Drc, Subnet, SubnetConfig, matched_rate};
@@ -183,21 +183,16 @@ struct NodeImpairment {
 }
 
 /// `--outage`, `--fade` or `--block-loss` (option `what`, of `kind`): `[ADDR@]` before
-/// the impairment's own text ([`ScheduledImpairment::parse`]).
+/// the impairment's own text ([`parse_aimed`]).
 fn parse_impairment(
     what: &str,
     kind: ImpairmentKind,
     text: &str,
     nodes: &[NodeAddress],
 ) -> anyhow::Result<NodeImpairment> {
-    let (node, rest) = match text.split_once('@') {
-        Some((addr, rest)) => (Some(node_index(what, text, addr, nodes)?), rest),
-        None => (None, text),
-    };
-    let scheduled = ScheduledImpairment::parse(kind, rest).map_err(|e| match e {
-        SpecError::Form(f) => anyhow::anyhow!("{what} {text}: expected [ADDR@]{f}"),
-        e => anyhow::anyhow!("{what} {text}: {e}"),
-    })?;
+    let (addr, scheduled) =
+        parse_aimed(what, kind, text, "ADDR", false).map_err(anyhow::Error::msg)?;
+    let node = addr.map(|a| node_index(what, text, a, nodes)).transpose()?;
     Ok(NodeImpairment { node, scheduled })
 }
 

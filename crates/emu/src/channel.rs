@@ -349,6 +349,40 @@ pub fn parse_changes<T>(
     Ok((drift, out))
 }
 
+/// An impairment value aimed at one receiver, `WHO@` before the impairment (`who` names it in
+/// errors: "ADDR", "SHIP"; `required`: the `WHO@` must be there, else it may be): the text
+/// before the `@` (`None` without one) and the impairment. An error names the option and the
+/// value, and for a wrong form the whole form (`[ADDR@]START+LENGTH`).
+pub fn parse_aimed<'a>(
+    what: &str,
+    kind: ImpairmentKind,
+    text: &'a str,
+    who: &str,
+    required: bool,
+) -> Result<(Option<&'a str>, ScheduledImpairment), String> {
+    let prefix = if required {
+        format!("{who}@")
+    } else {
+        format!("[{who}@]")
+    };
+    let form = |f: &str| format!("{what} {text}: expected {prefix}{f}");
+    let (target, rest) = match text.split_once('@') {
+        Some((t, rest)) => (Some(t), rest),
+        None => (None, text),
+    };
+    let parsed = ScheduledImpairment::parse(kind, rest).map_err(|e| match e {
+        SpecError::Form(f) => form(f),
+        e => format!("{what} {text}: {e}"),
+    });
+    if required && target.is_none() {
+        return Err(form(match kind {
+            ImpairmentKind::Fade => "START+LENGTH:DB",
+            ImpairmentKind::Outage | ImpairmentKind::BlockLoss => "START+LENGTH",
+        }));
+    }
+    Ok((target, parsed?))
+}
+
 /// A number of seconds, 0 or more, as the command lines write times.
 pub fn parse_seconds(field: &str) -> Result<Duration, SpecError> {
     field
@@ -820,6 +854,24 @@ mod tests {
         assert_eq!(
             "3/0".parse::<SnrDrift>(),
             Err(SpecError::CorrelationTime("0".into()))
+        );
+        let outage = at(5, 10, Impairment::Outage);
+        let aimed = |text, required| {
+            parse_aimed("--outage", ImpairmentKind::Outage, text, "SHIP", required)
+        };
+        assert_eq!(aimed("3@5+10", true), Ok((Some("3"), outage)));
+        assert_eq!(aimed("5+10", false), Ok((None, outage)));
+        assert_eq!(
+            aimed("5+10", true),
+            Err("--outage 5+10: expected SHIP@START+LENGTH".into())
+        );
+        assert_eq!(
+            aimed("3@5", false),
+            Err("--outage 3@5: expected [SHIP@]START+LENGTH".into())
+        );
+        assert_eq!(
+            aimed("3@5+0", true),
+            Err("--outage 3@5+0: the length must be more than 0 s".into())
         );
     }
 
