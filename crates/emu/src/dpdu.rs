@@ -809,6 +809,18 @@ impl Dpdu {
     /// Decode one D_PDU from the start of `input` (which must begin with the sync bytes).
     /// Returns the frame and the number of bytes it occupied.
     pub fn decode(input: &[u8]) -> Result<(Dpdu, usize), DecodeError> {
+        Self::decode_checked(input, true)
+    }
+
+    /// [`Dpdu::decode`] for a frame whose header is good but whose segment may not be: the
+    /// segment is taken as received, its CRC unchecked. Annex C (C.3.2.8) has a node act on
+    /// a header with a valid CRC "regardless of" the segment's, and non-ARQ delivery with
+    /// errors (C.4.2) places such a segment in its C_PDU "just as" received.
+    pub fn decode_damaged(input: &[u8]) -> Result<(Dpdu, usize), DecodeError> {
+        Self::decode_checked(input, false)
+    }
+
+    fn decode_checked(input: &[u8], check_segment: bool) -> Result<(Dpdu, usize), DecodeError> {
         let truncated = |needed: usize| DecodeError::Truncated {
             needed,
             available: input.len(),
@@ -887,7 +899,7 @@ impl Dpdu {
                 crc.get(3).copied().unwrap_or(0),
             ]);
             let computed = crc32(seg);
-            if computed != received {
+            if check_segment && computed != received {
                 return Err(DecodeError::BadSegmentCrc { computed, received });
             }
             frame_len = end;
@@ -1432,6 +1444,16 @@ mod tests {
         // The scanner skips the whole frame: its header was good.
         let s = scan(&wire);
         assert_eq!(s.consumed, n);
+        // Taken as damaged, the frame decodes with its segment as received.
+        let (damaged, len) = Dpdu::decode_damaged(&wire).unwrap();
+        assert_eq!(len, n);
+        assert_eq!(damaged.body.segment(), Some(&[1, 2, 0xFC, 4][..]));
+        // A bad header is bad either way.
+        wire[3] ^= 0x01;
+        assert!(matches!(
+            Dpdu::decode_damaged(&wire),
+            Err(DecodeError::BadHeaderCrc { .. })
+        ));
     }
 
     #[test]

@@ -91,8 +91,9 @@
 //!
 //! Not here: REJECTED "broadcast-only node" (no node is), a BREAK for link loss ("lost" above is the node's own verdict), the
 //! transmit-window reset request (above), the second way Annex C offers to skip a
-//! dropped C_PDU (a RESET/WIN-RESYNC instead of DROP frames), non-ARQ "with errors" delivery
-//! (served as plain non-ARQ).
+//! dropped C_PDU (a RESET/WIN-RESYNC instead of DROP frames). Non-ARQ delivery "with errors"
+//! is built (`node`): to a client bound with transmission mode 3, a non-ARQ U_PDU damaged or
+//! incomplete when its reception window closes is delivered with its blocks listed.
 
 pub mod arq;
 pub mod calibration;

@@ -128,7 +128,8 @@
 //! lost, or when a hard link (Annex A, `node::hard`) makes a node's link to another node
 //! exclusive; with [`SubnetConfig::max_links`] a node holds at most that many, rejects
 //! requests beyond them and breaks an idle link for a waiting peer);
-//! non-ARQ "with errors" is served as plain non-ARQ; data-rate change ([`Drc`]) picks one
+//! a damaged NON-ARQ DATA segment reaches its node only if its header came through (a hit
+//! header is a lost frame), with every other bit of each error burst flipped; data-rate change ([`Drc`]) picks one
 //! rate per transmission (the slowest of the links it serves) and changes interleaver never;
 //! link loss is each node's own verdict (no CAS-1 PHYSICAL LINK BREAK is exchanged for it,
 //! and the peer finds out by its own count or by the RESET that comes next);
@@ -162,6 +163,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::io;
+use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -178,7 +180,7 @@ use crate::capture::DpduCapture;
 use crate::channel::Fading;
 use crate::channel::{Channel, ChannelConfig, ChannelError};
 use crate::modem::{Air, DataRate, ModemConfig, ModemError, TxId};
-use crate::node::{Node, NodeConfig, NodeError, NodeSetup, NodeTx, SendMode};
+use crate::node::{Node, NodeConfig, NodeError, NodeSetup, NodeTx, SendMode, SentDpdu};
 
 pub use crate::node::{
     DEFAULT_LINK_RETRIES, Drc, Group, LinkEvent, MAX_TRANSMISSION, NodeCounters, STALE_ACKS_RESET,
@@ -527,7 +529,7 @@ impl fmt::Display for Counters {
         for (i, n) in self.nodes.iter().enumerate() {
             writeln!(
                 f,
-                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired ({} in the ARQ), {} C_PDUs dropped on DROP, {} duplicates dropped, non-ARQ {} sent {} delivered {} incomplete, {} rate changes, {} DATA-ACK, {} resets ({} full, {} U_PDUs lost), {} full resets obeyed, {} restarts, {} links lost ({} U_PDUs discarded), {} link requests, {} links made, {} links broken, {} link requests refused, {} of its own rejected, {} links aborted, {} not-linked warnings, hard links {} requested {} made {} ended",
+                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired ({} in the ARQ), {} C_PDUs dropped on DROP, {} duplicates dropped, non-ARQ {} sent {} delivered {} incomplete {} with errors, {} rate changes, {} DATA-ACK, {} resets ({} full, {} U_PDUs lost), {} full resets obeyed, {} restarts, {} links lost ({} U_PDUs discarded), {} link requests, {} links made, {} links broken, {} link requests refused, {} of its own rejected, {} links aborted, {} not-linked warnings, hard links {} requested {} made {} ended",
                 n.transmissions,
                 n.bytes_on_air,
                 n.dpdus_sent,
@@ -542,6 +544,7 @@ impl fmt::Display for Counters {
                 n.non_arq_sent,
                 n.non_arq_delivered,
                 n.non_arq_incomplete,
+                n.non_arq_with_errors,
                 n.rate_changes,
                 n.data_acks,
                 n.resets,
@@ -1189,20 +1192,23 @@ impl State {
         self.next_conn
     }
 
-    /// Binds `sap` on `node` for connection `conn`, a client of `rank`, whose primitives go
-    /// to `tx`; `false` if another connection holds it.
+    /// Binds `sap` on `node` for connection `conn`, a client of `rank` (taking non-ARQ data
+    /// with errors if `with_errors`), whose primitives go to `tx`; `false` if another
+    /// connection holds it.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn bind(
         &mut self,
         node: usize,
         sap: SapId,
         rank: u8,
+        with_errors: bool,
         conn: u64,
         tx: mpsc::UnboundedSender<Primitive>,
     ) -> bool {
         let Some(n) = self.nodes.get_mut(node) else {
             return false;
         };
-        if !n.node.bind(sap, rank, conn) {
+        if !n.node.bind(sap, rank, conn, with_errors) {
             return false;
         }
         n.clients.insert(conn, tx);
@@ -1385,26 +1391,39 @@ impl State {
             };
             let k = rt.receptions.len();
             let mut mine: Vec<Arrival> = Vec::new();
-            for (j, (sd, ok)) in rt.sent.dpdus.iter().zip(&fates).enumerate() {
+            // Whether any D_PDU for `r` decoded intact (a damaged one is nothing to answer).
+            let mut intact_any = false;
+            for (j, (sd, fate)) in rt.sent.dpdus.iter().zip(fates).enumerate() {
                 if sd.dest != r && !self.member(sd.dest, r) {
                     continue;
                 }
+                let intact = fate == Fate::Intact;
                 // Group traffic is not the sender's link to `r`: it does not count for that
                 // link's data-rate decisions.
                 if sd.dest == r && matches!(sd.dpdu_type, 0 | 2 | 4 | 7 | 8) {
                     reception.data_sent += 1;
-                    reception.data_lost += usize::from(!ok.0);
+                    reception.data_lost += usize::from(!intact);
                 }
-                if !ok.0 {
-                    rt.lost_count += 1;
-                    if let Some(t) = rt.record.dpdus.get_mut(j) {
-                        t.lost = true;
+                // Anything not intact counts as lost, in the counters and the trace, even a
+                // damaged segment that is handed over.
+                let bytes = match fate {
+                    Fate::Intact => sd.bytes.clone(),
+                    Fate::Damaged(bytes) => {
+                        mark_lost(
+                            &mut rt.lost_count,
+                            &mut rt.record,
+                            j,
+                            "bit errors",
+                            &mut why,
+                        );
+                        bytes
                     }
-                    if !why.contains(&ok.1) {
-                        why.push(ok.1);
+                    Fate::Lost(reason) => {
+                        mark_lost(&mut rt.lost_count, &mut rt.record, j, reason, &mut why);
+                        continue;
                     }
-                    continue;
-                }
+                };
+                intact_any |= intact;
                 // Released with the block that holds its last byte.
                 let last_bit = ((sd.offset + sd.bytes.len()) as u64 * 8).saturating_sub(1);
                 let at = rt
@@ -1414,19 +1433,19 @@ impl State {
                     .get((last_bit / block_bits) as usize)
                     .map_or(rt.sent.tx.receiver_done(), |b| b.release);
                 match mine.last_mut() {
-                    Some(a) if a.at == at => a.dpdus.push((sd.at, sd.bytes.clone())),
+                    Some(a) if a.at == at => a.dpdus.push((sd.at, bytes)),
                     _ => mine.push(Arrival {
                         at,
                         tx: i,
                         reception: k,
-                        dpdus: vec![(sd.at, sd.bytes.clone())],
+                        dpdus: vec![(sd.at, bytes)],
                     }),
                 }
             }
             // A receiver that gets something addressed to it answers in its turn; one that
             // only heard the carrier (or got group data nobody answers) contends after a
             // random number of carrier-sense slots, as HF CSMA does (see finish_round).
-            let answers = !mine.is_empty() && rt.addressees.contains(&r);
+            let answers = intact_any && rt.addressees.contains(&r);
             if heard && !answers {
                 reception.backoff = Some(sense.saturating_mul(self.rng.random_range(0..slots)));
             }
@@ -1737,14 +1756,9 @@ impl State {
 
     /// Fates, at receiver `r`, of each D_PDU of a transmission: (received, why not), and
     /// whether `r` heard the carrier at all.
-    fn receive(
-        &mut self,
-        sender: usize,
-        r: usize,
-        rt: &RoundTx,
-    ) -> (bool, Vec<(bool, &'static str)>) {
+    fn receive(&mut self, sender: usize, r: usize, rt: &RoundTx) -> (bool, Vec<Fate>) {
         let Some(channel) = self.channels.get(&(sender, r)) else {
-            return (false, vec![(false, "no channel"); rt.sent.dpdus.len()]);
+            return (false, vec![Fate::Lost("no channel"); rt.sent.dpdus.len()]);
         };
         let decisions: Vec<_> = rt
             .sent
@@ -1762,25 +1776,92 @@ impl State {
             .map(|sd| {
                 let lo = sd.offset as u64 * 8;
                 let hi = (sd.offset + sd.bytes.len()) as u64 * 8;
-                let mut fate = (true, "");
+                // The D_PDU's bits that error bursts hit, counted from its first bit.
+                let mut hit: Vec<Range<u64>> = Vec::new();
                 for k in lo / block_bits..hi.div_ceil(block_bits) {
                     let Some(d) = decisions.get(k as usize) else {
                         continue;
                     };
-                    let base = k * block_bits;
-                    let local = lo.max(base) - base..hi.min(base + block_bits) - base;
                     if d.lost {
-                        fate = (false, "block lost (outage or fade)");
-                        break;
+                        return Fate::Lost(if hit.is_empty() {
+                            "block lost (outage or fade)"
+                        } else {
+                            "bit errors"
+                        });
                     }
-                    if d.damages(&local) {
-                        fate = (false, "bit errors");
-                        break;
+                    let base = k * block_bits;
+                    let (from, to) = (lo.max(base), hi.min(base + block_bits));
+                    for b in &d.bursts {
+                        let (s, e) = ((base + b.start).max(from), (base + b.end).min(to));
+                        if s < e {
+                            hit.push(s - lo..e - lo);
+                        }
                     }
                 }
-                fate
+                if hit.is_empty() {
+                    Fate::Intact
+                } else {
+                    damaged_non_arq(sd, &hit).map_or(Fate::Lost("bit errors"), Fate::Damaged)
+                }
             })
             .collect();
         (heard, fates)
     }
+}
+
+/// Counts D_PDU `j` of a transmission lost to one receiver, marks it so in the trace, and
+/// adds `reason` to the transmission's reasons.
+fn mark_lost(
+    lost_count: &mut u64,
+    record: &mut TraceRecord,
+    j: usize,
+    reason: &'static str,
+    why: &mut Vec<&'static str>,
+) {
+    *lost_count += 1;
+    if let Some(t) = record.dpdus.get_mut(j) {
+        t.lost = true;
+    }
+    if !why.contains(&reason) {
+        why.push(reason);
+    }
+}
+
+/// What a receiver's modem made of one D_PDU of a transmission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Fate {
+    /// Decoded without error.
+    Intact,
+    /// A NON-ARQ DATA D_PDU (type 7 or 8) whose header came through but whose segment (or
+    /// its CRC) has bit errors: the bytes as the receiver got them. Its header CRC holds, so
+    /// the node reads it and keeps the segment for a client that takes data with errors
+    /// (Annex C, C.3.2.8 and C.4.2); for any other it is as good as lost.
+    Damaged(Vec<u8>),
+    /// Not decoded, and why.
+    Lost(&'static str),
+}
+
+/// The bytes a receiver got of NON-ARQ DATA D_PDU `sd` when error bursts hit bits `hit` (from
+/// its first bit) outside its header; `None` for any other D_PDU type, or a hit header (whose
+/// CRC then fails, so nothing of the frame can be trusted). About half the bits of a burst
+/// are wrong ([`crate::modem::BlockDecision::bursts`]): every other bit is flipped, with no
+/// random draw, so that what the seeded channel does elsewhere stays as it was.
+fn damaged_non_arq(sd: &SentDpdu, hit: &[Range<u64>]) -> Option<Vec<u8>> {
+    if !matches!(sd.dpdu_type, 7 | 8) {
+        return None;
+    }
+    let sizes = *sd.bytes.get(5)?;
+    let header_bits = (2 + usize::from(sizes >> 5) + usize::from(sizes & 0x1F)) as u64 * 8;
+    if hit.iter().any(|r| r.start < header_bits) {
+        return None;
+    }
+    let mut bytes = sd.bytes.clone();
+    for r in hit {
+        for bit in r.clone().filter(|b| b % 2 == 0) {
+            if let Some(byte) = bytes.get_mut((bit / 8) as usize) {
+                *byte ^= 0x80 >> (bit % 8);
+            }
+        }
+    }
+    Some(bytes)
 }

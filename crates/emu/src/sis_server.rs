@@ -169,7 +169,8 @@ fn handle(
                 // Only a bound connection has given its sender away, and it was refused above.
                 return vec![Reply::Close];
             };
-            if st.bind(node, sap, rank.get(), conn, sender) {
+            let with_errors = service.tx_mode == TxMode::NonArqWithErrors;
+            if st.bind(node, sap, rank.get(), with_errors, conn, sender) {
                 *tx = None;
                 *bound = Some((sap, service));
                 vec![
@@ -239,7 +240,9 @@ fn unidata(
     };
     // Non-ARQ U_PDUs go as NON-ARQ DATA D_PDUs, each segment sent 1 + the minimum number of
     // retransmissions times; nothing acknowledges them, so no confirmation is ever given.
-    // Non-ARQ with errors is served as plain non-ARQ (only complete U_PDUs are delivered).
+    // Non-ARQ with errors goes the same way: nothing on the air carries the sender's choice
+    // (Annex C's NON-ARQ DATA header has no field for it), so what reaches the peer's client
+    // with errors is decided by that client's own bind (see `Node::bind`).
     let non_arq = match mode.tx_mode {
         TxMode::NonArq | TxMode::NonArqWithErrors => Some(mode.min_retransmissions.get()),
         _ => None,

@@ -47,7 +47,15 @@
 //! BREAK on link loss (declaring a link lost is this node's verdict only, and no BREAK is
 //! needed to make another), REJECTED for a broadcast-only node (this node is none), sending
 //! RESET TX WIN RQST (one received is answered), a DROP flag for expedited data (Annex C has
-//! none: an expedited U_PDU whose TTL ran out is just abandoned), non-ARQ "with errors".
+//! none: an expedited U_PDU whose TTL ran out is just abandoned).
+//!
+//! Non-ARQ delivery with errors (Annex C, C.4.2): a NON-ARQ DATA D_PDU whose header decoded
+//! but whose segment failed its CRC is kept as received until an intact copy replaces it; a
+//! C_PDU for a client bound with transmission mode 3 that is damaged or incomplete when its
+//! reception window closes is delivered then, its errored and missing blocks listed in the
+//! indication (missing bytes zero), if its C_PDU and S_PDU headers came through intact.
+//! Annex A has the sending client choose the mode, but nothing on the air carries that
+//! choice, so the receiving client's own bind decides here.
 //!
 //! Nodes and groups are named by their index in the subnetwork's address list
 //! ([`NodeConfig::addresses`]); group `g` of [`NodeConfig::groups`] is destination
@@ -66,7 +74,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use skywave_sis::{
-    NodeAddress, Primitive, Priority, SapId, TxMode, UnidataConfirm, UnidataIndication,
+    Block, NodeAddress, Primitive, Priority, SapId, TxMode, UnidataConfirm, UnidataIndication,
     UnidataRejectReason, UnidataRejected, UnidataRequest,
 };
 use thiserror::Error;
@@ -187,9 +195,12 @@ pub struct NodeCounters {
     pub non_arq_sent: u64,
     /// Non-ARQ U_PDUs this node received complete and delivered (also in `delivered`).
     pub non_arq_delivered: u64,
-    /// Non-ARQ U_PDUs this node began to receive but discarded incomplete when their
-    /// reception window closed.
+    /// Non-ARQ U_PDUs this node began to receive but discarded incomplete (or damaged) when
+    /// their reception window closed.
     pub non_arq_incomplete: u64,
+    /// Non-ARQ U_PDUs delivered with errored or missing blocks, to a client bound to take
+    /// them (also in `delivered`, not in `non_arq_delivered` or `non_arq_incomplete`).
+    pub non_arq_with_errors: u64,
     /// Changes of this node's own transmit rate to a peer (adaptive or on a DRC request).
     pub rate_changes: u64,
     /// DATA-ACK D_PDUs (type 2) sent: data frames carrying an acknowledgement.
@@ -520,6 +531,8 @@ struct Binding {
     rank: u8,
     queued: usize,
     flow_off: bool,
+    /// Takes non-ARQ U_PDUs with errors (see [`Node::bind`]).
+    with_errors: bool,
 }
 
 /// A U_PDU waiting in a node's queue.
@@ -557,8 +570,15 @@ struct NonArqIn {
     expedited: bool,
     /// Sent to this group address (the D_PDUs' destination, with the group flag), not to us.
     group: Option<NodeAddress>,
-    /// Segments by offset.
+    /// Segments received intact, by offset.
     got: BTreeMap<usize, Vec<u8>>,
+    /// Segments received only with errors (header good, segment CRC failed), by offset; an
+    /// intact copy replaces one.
+    damaged: BTreeMap<usize, Vec<u8>>,
+    /// Its destination client takes U_PDUs with errors (known once the segment holding the
+    /// S_PDU header is in): then it is delivered, damaged or incomplete, when its window
+    /// closes, and that closing is a time the node must wake at.
+    with_errors: bool,
     /// When the reception window closes (simulated time).
     deadline: Duration,
     /// Already delivered: later copies are ignored until the deadline.
@@ -879,8 +899,11 @@ impl Node {
     }
 
     /// Binds `sap` for connection `conn`, a client of `rank` (0-15); `false` if another
-    /// connection holds it.
-    pub fn bind(&mut self, sap: SapId, rank: u8, conn: u64) -> bool {
+    /// connection holds it. `with_errors`: the client bound for non-ARQ delivery with errors
+    /// (service type transmission mode 3), so non-ARQ U_PDUs for it that are damaged or
+    /// incomplete when their reception window closes are delivered with their errored and
+    /// missing blocks listed (see `Node::deliver_damaged`).
+    pub fn bind(&mut self, sap: SapId, rank: u8, conn: u64, with_errors: bool) -> bool {
         if self.bindings.contains_key(&sap.get()) {
             return false;
         }
@@ -891,6 +914,7 @@ impl Node {
                 rank,
                 queued: 0,
                 flow_off: false,
+                with_errors,
             },
         );
         true
@@ -1001,6 +1025,7 @@ impl Node {
                 &req.updu,
                 kind,
                 None,
+                None,
             );
             return if delivered {
                 if confirm {
@@ -1071,15 +1096,24 @@ impl Node {
         self.clock = self.clock.max(now);
         self.expire_in_arq(now);
         self.expire_hard_link(now);
-        let before = self.non_arq_in.len();
-        let mut incomplete = 0;
-        self.non_arq_in.retain(|_, p| {
-            let open = p.deadline > now;
-            incomplete += u64::from(!open && !p.done);
-            open
-        });
-        if self.non_arq_in.len() != before {
-            self.counters.non_arq_incomplete += incomplete;
+        let closed: Vec<_> = self
+            .non_arq_in
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(&k, _)| k)
+            .collect();
+        for key in closed {
+            let Some(p) = self.non_arq_in.remove(&key) else {
+                continue;
+            };
+            if p.done {
+                continue;
+            }
+            if p.with_errors && self.deliver_damaged(key.0, &p) {
+                self.counters.non_arq_with_errors += 1;
+            } else {
+                self.counters.non_arq_incomplete += 1;
+            }
         }
         for l in self.links.values_mut() {
             if l.rejected_until.is_some_and(|at| at <= now) {
@@ -1151,11 +1185,20 @@ impl Node {
                 .map(|a| &a.q)
                 .chain(l.exp_out.as_ref().and_then(|e| e.q.as_ref()))
         });
+        // A non-ARQ U_PDU for a client that takes errors is delivered when its window
+        // closes, complete or not; any other that is incomplete then is just dropped, which
+        // can wait for the node's next wake-up.
+        let with_errors = self
+            .non_arq_in
+            .values()
+            .filter(|p| p.with_errors && !p.done)
+            .map(|p| p.deadline);
         self.queue
             .iter()
             .chain(in_arq)
             .filter_map(|q| q.deadline)
             .chain(idle)
+            .chain(with_errors)
             .min()
     }
 
@@ -1512,6 +1555,8 @@ impl Node {
 
     /// Hands a U_PDU to the client bound on `dest_sap`; `false` if none is. `group` is the
     /// group address it was sent to, if it was (the indication's destination then).
+    /// `damage`: the U_PDU's errored and missing blocks, for delivery with errors (mode 3),
+    /// made only to a client bound to take it.
     #[allow(clippy::too_many_arguments)]
     fn deliver(
         &mut self,
@@ -1522,19 +1567,29 @@ impl Node {
         updu: &[u8],
         kind: Kind,
         group: Option<NodeAddress>,
+        damage: Option<(Vec<Block>, Vec<Block>)>,
     ) -> bool {
         let Some(b) = self.bindings.get(&dest_sap.get()) else {
             return false;
         };
+        if damage.is_some() && !b.with_errors {
+            return false;
+        }
+        let tx_mode = if damage.is_some() {
+            TxMode::NonArqWithErrors
+        } else {
+            kind.tx_mode()
+        };
+        let (errored, missing) = damage.unwrap_or_default();
         let ind = UnidataIndication {
             priority,
             dest_sap,
             dest: group.unwrap_or(self.address),
-            tx_mode: kind.tx_mode(),
+            tx_mode,
             src_sap,
             src,
-            errored: Vec::new(),
-            missing: Vec::new(),
+            errored,
+            missing,
             rockwell_form: false,
             updu: Bytes::copy_from_slice(updu),
         };

@@ -5,11 +5,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use skywave_sis::{NodeAddress, Primitive, Priority, SapId, UnidataConfirm, UnidataRejectReason};
+use skywave_sis::{
+    Block, NodeAddress, Primitive, Priority, SapId, UnidataConfirm, UnidataRejectReason,
+};
 
 use crate::arq::ArqReceiver;
 use crate::cpdu::{Cpdu, reject_reason};
-use crate::dpdu::{Body, DataHeader, Dpdu, Eow, Reset, warning_reason};
+use crate::dpdu::{Body, DataHeader, DecodeError, Dpdu, Eow, Reset, warning_reason};
 use crate::modem::DataRate;
 use crate::spdu::{DataPci, Spdu};
 
@@ -70,6 +72,8 @@ impl Node {
         let mut data: Vec<Dpdu> = Vec::new();
         let mut acks: Vec<Dpdu> = Vec::new();
         let mut non_arq: Vec<(Duration, Dpdu)> = Vec::new();
+        // NON-ARQ DATA D_PDUs whose header decoded but whose segment did not.
+        let mut damaged: Vec<(Duration, Dpdu)> = Vec::new();
         let mut exp: Vec<Dpdu> = Vec::new();
         let mut eows: Vec<Eow> = Vec::new();
         let mut resets: Vec<Reset> = Vec::new();
@@ -98,6 +102,16 @@ impl Node {
                         _ => data.push(d),
                     }
                 }
+                // A header with a good CRC is acted on whatever the segment's CRC (Annex C,
+                // C.3.2.8): a non-ARQ segment is kept for a client that takes data with
+                // errors. It does not count as hearing the peer: nothing answers it.
+                Err(DecodeError::BadSegmentCrc { .. }) => {
+                    if let Ok((d, _)) = Dpdu::decode_damaged(&bytes)
+                        && matches!(d.body, Body::NonArqData { .. } | Body::ExpNonArqData { .. })
+                    {
+                        damaged.push((at, d));
+                    }
+                }
                 Err(e) => tracing::error!("D_PDU failed to decode: {e}"),
             }
         }
@@ -116,7 +130,7 @@ impl Node {
         // transmission makes carries the transmission's own data.
         let (control, non_arq): (Vec<_>, Vec<_>) =
             non_arq.into_iter().partition(|(_, d)| is_link_control(d));
-        self.on_non_arq(sender, control);
+        self.on_non_arq(sender, control, Vec::new());
         let is_arq_data = |d: &Dpdu| {
             matches!(
                 d.body,
@@ -178,7 +192,7 @@ impl Node {
         // (A WARNING wants no ACK.)
         let had_data = data.iter().any(|d| !matches!(d.body, Body::Warning(_)));
         self.on_expedited(sender, exp);
-        self.on_non_arq(sender, non_arq);
+        self.on_non_arq(sender, non_arq, damaged);
         self.on_data(sender, data);
         if let Some(l) = self.links.get_mut(&sender) {
             l.owes_ack |= had_data;
@@ -431,13 +445,21 @@ impl Node {
         self.on_cpdus(sender, cpdus, Kind::Expedited);
     }
 
-    /// NON-ARQ DATA D_PDUs from `sender`, with their arrival times: reassembles each C_PDU
-    /// and delivers it once, when every byte has arrived within its reception window. Nothing
-    /// is acknowledged.
-    fn on_non_arq(&mut self, sender: usize, frames: Vec<(Duration, Dpdu)>) {
+    /// NON-ARQ DATA D_PDUs from `sender`, with their arrival times, intact (`frames`) or with
+    /// a damaged segment (`damaged`): reassembles each C_PDU and delivers it once, when every
+    /// byte has arrived intact within its reception window. Nothing is acknowledged. A
+    /// damaged segment is kept until an intact copy replaces it, for delivery with errors
+    /// when the window closes ([`Node::deliver_damaged`]).
+    fn on_non_arq(
+        &mut self,
+        sender: usize,
+        frames: Vec<(Duration, Dpdu)>,
+        damaged: Vec<(Duration, Dpdu)>,
+    ) {
         let r = self.index;
         let mut complete = Vec::new();
-        for (at, d) in frames {
+        let frames = frames.into_iter().map(|(at, d)| (at, d, true));
+        for (at, d, intact) in frames.chain(damaged.into_iter().map(|(at, d)| (at, d, false))) {
             let group = NodeAddress::group(d.destination.value()).ok();
             let (header, segment, expedited) = match d.body {
                 Body::NonArqData { header, segment } => (header, segment, false),
@@ -458,9 +480,13 @@ impl Node {
                 expedited,
                 group,
                 got: BTreeMap::new(),
+                damaged: BTreeMap::new(),
+                with_errors: false,
                 deadline,
                 done: false,
             };
+            // The segment with the S_PDU header says whose the U_PDU is.
+            let with_errors = intact && offset == 0 && self.takes_errors(&segment);
             let entry = self.non_arq_in.entry(key).or_insert_with(fresh);
             if entry.size != size {
                 // A new C_PDU reusing the ID (mod 4096) after the old one was abandoned.
@@ -470,6 +496,14 @@ impl Node {
                 continue;
             }
             entry.deadline = entry.deadline.max(deadline);
+            entry.with_errors |= with_errors;
+            if !intact {
+                if !entry.got.contains_key(&offset) {
+                    entry.damaged.insert(offset, segment);
+                }
+                continue;
+            }
+            entry.damaged.remove(&offset);
             entry.got.insert(offset, segment);
             let mut covered = 0;
             for (&o, seg) in &entry.got {
@@ -487,6 +521,7 @@ impl Node {
                 }
                 entry.done = true;
                 entry.got.clear();
+                entry.damaged.clear();
                 complete.push((cpdu, entry.expedited, entry.group));
             }
         }
@@ -537,10 +572,96 @@ impl Node {
                 continue;
             };
             // No DATA DELIVERY FAIL in non-ARQ mode: an unbound SAP just drops it.
-            if self.deliver(src, ssap, dsap, prio, &updu, kind, group) {
+            if self.deliver(src, ssap, dsap, prio, &updu, kind, group, None) {
                 self.counters.non_arq_delivered += 1;
             }
         }
+    }
+
+    /// Whether the U_PDU whose C_PDU starts with `first_segment` is for a client bound to
+    /// take non-ARQ data with errors.
+    fn takes_errors(&self, first_segment: &[u8]) -> bool {
+        let Ok(Cpdu::Data(s)) = Cpdu::decode(first_segment) else {
+            return false;
+        };
+        let Ok(Spdu::Data { pci, .. }) = Spdu::decode(&s) else {
+            return false;
+        };
+        let dsap = pci.destination_sap;
+        self.bindings.get(&dsap).is_some_and(|b| b.with_errors)
+    }
+
+    /// Non-ARQ delivery with errors (Annex C, C.4.2): C_PDU `p` from `sender` reached the end
+    /// of its reception window without arriving whole and intact. Damaged segments are placed
+    /// as received, missing bytes are zero, and the indication (transmission mode 3, "non-ARQ
+    /// w/ errors") lists both kinds of block by their place in the U_PDU (Annex A, A.2.1.9).
+    /// Delivered only if the C_PDU and S_PDU headers arrived intact (without them neither the
+    /// client nor the TTD is known; the standard is silent) and the destination client is
+    /// bound to take errors. Whether it was delivered.
+    pub(super) fn deliver_damaged(&mut self, sender: usize, p: &NonArqIn) -> bool {
+        #[derive(Clone, Copy, PartialEq)]
+        enum Got {
+            Missing,
+            Errored,
+            Intact,
+        }
+        let mut buf = vec![0u8; p.size];
+        let mut state = vec![Got::Missing; p.size];
+        let segments = p.damaged.iter().map(|s| (s, Got::Errored));
+        for ((&o, seg), got) in segments.chain(p.got.iter().map(|s| (s, Got::Intact))) {
+            let end = (o + seg.len()).min(p.size);
+            if let (Some(dst), Some(st)) = (buf.get_mut(o..end), state.get_mut(o..end)) {
+                dst.copy_from_slice(seg.get(..end - o).unwrap_or_default());
+                st.fill(got);
+            }
+        }
+        let Ok(Cpdu::Data(s)) = Cpdu::decode(&buf) else {
+            return false;
+        };
+        let Ok(Spdu::Data { pci, updu }) = Spdu::decode(&s) else {
+            return false;
+        };
+        let header = p.size - updu.len();
+        if state
+            .get(..header)
+            .is_none_or(|h| h.iter().any(|&g| g != Got::Intact))
+        {
+            return false;
+        }
+        let Some((ssap, dsap, prio)) = sis_ids(&pci) else {
+            return false;
+        };
+        // Runs of errored and of missing bytes, as U_PDU blocks.
+        let (mut errored, mut missing) = (Vec::new(), Vec::new());
+        let body = state.get(header..).unwrap_or_default();
+        let mut start = 0;
+        while start < body.len() {
+            let got = body.get(start).copied().unwrap_or(Got::Intact);
+            let len = body
+                .get(start..)
+                .unwrap_or_default()
+                .iter()
+                .take_while(|&&g| g == got)
+                .count();
+            let block = Block {
+                offset: u16::try_from(start).unwrap_or(u16::MAX),
+                size: u16::try_from(len).unwrap_or(u16::MAX),
+            };
+            match got {
+                Got::Errored => errored.push(block),
+                Got::Missing => missing.push(block),
+                Got::Intact => {}
+            }
+            start += len.max(1);
+        }
+        let kind = if p.expedited {
+            Kind::ExpeditedNonArq
+        } else {
+            Kind::NonArq
+        };
+        let src = self.peer_address(sender);
+        let damage = Some((errored, missing));
+        self.deliver(src, ssap, dsap, prio, &updu, kind, p.group, damage)
     }
 
     /// CAS-1: `sender` asks for a physical link, `exclusive` for a hard link's. This node
@@ -759,7 +880,7 @@ impl Node {
                     let Some((ssap, dsap, prio)) = sis_ids(&pci) else {
                         continue;
                     };
-                    if !self.deliver(src, ssap, dsap, prio, &updu, kind, None) {
+                    if !self.deliver(src, ssap, dsap, prio, &updu, kind, None, None) {
                         // Report back to the source node with a DATA DELIVERY FAIL S_PDU.
                         let fail = Spdu::DataDeliveryFail {
                             reason: 1,

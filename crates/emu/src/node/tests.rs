@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use skywave_sis::{
-    NodeAddress, Primitive, Priority, SapId, ServiceType, Ttl, TxMode, UnidataRejectReason,
+    Block, NodeAddress, Primitive, Priority, SapId, ServiceType, Ttl, TxMode, UnidataRejectReason,
     UnidataRequest,
 };
 
@@ -69,7 +69,7 @@ fn nodes(config: NodeConfig) -> Vec<Node> {
     (0..count)
         .map(|i| {
             let mut n = Node::new(i, &setup, false).unwrap();
-            assert!(n.bind(sap(), 0, CONN[i]));
+            assert!(n.bind(sap(), 0, CONN[i], false));
             n
         })
         .collect()
@@ -101,6 +101,19 @@ fn payload(len: usize) -> Vec<u8> {
 /// Hands node `to` (index `to_index`) what `tx` from node `from` carried for it, except the
 /// D_PDUs at the positions in `lost`; whether it decoded anything.
 fn hear(tx: &NodeTx, from: usize, to: &mut Node, to_index: usize, lost: &[usize]) -> bool {
+    hear_damaged(tx, from, to, to_index, lost, &[])
+}
+
+/// [`hear`], with the D_PDUs at the positions in `damaged` arriving with one byte of their
+/// segment wrong (header intact, segment CRC failing), as a burst of bit errors leaves them.
+fn hear_damaged(
+    tx: &NodeTx,
+    from: usize,
+    to: &mut Node,
+    to_index: usize,
+    lost: &[usize],
+    damaged: &[usize],
+) -> bool {
     let mut heard = Heard {
         from,
         rate: tx.modem.rate,
@@ -122,11 +135,19 @@ fn hear(tx: &NodeTx, from: usize, to: &mut Node, to_index: usize, lost: &[usize]
             heard.data_lost += usize::from(lost.contains(&i));
         }
         if !lost.contains(&i) {
-            heard.dpdus.push((d.at, d.bytes.clone()));
+            let mut bytes = d.bytes.clone();
+            if damaged.contains(&i) {
+                let header = 2 + usize::from(bytes[5] >> 5) + usize::from(bytes[5] & 0x1F);
+                bytes[header + DAMAGED_AT] ^= 0x5A;
+            }
+            heard.dpdus.push((d.at, bytes));
         }
     }
     to.handle_heard(heard)
 }
+
+/// Where in its segment [`hear_damaged`] damages a D_PDU.
+const DAMAGED_AT: usize = 10;
 
 fn events(node: &mut Node) -> Vec<ClientEvent> {
     std::iter::from_fn(|| node.poll_event()).collect()
@@ -369,6 +390,142 @@ fn an_incomplete_non_arq_unidata_is_dropped_when_its_window_closes() {
     b.handle_timeout(tx.tx.end + secs(1));
     assert_eq!(b.counters().non_arq_incomplete, 1);
     assert!(events(&mut b).is_empty());
+}
+
+/// The C_PDU segment offset of each NON-ARQ DATA D_PDU of `tx`.
+fn segment_offsets(tx: &NodeTx) -> Vec<usize> {
+    tx.dpdus
+        .iter()
+        .map(|d| match Dpdu::decode(&d.bytes).unwrap().0.body {
+            Body::NonArqData { header, .. } => usize::from(header.segment_offset),
+            other => panic!("not NON-ARQ DATA: {other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn a_client_bound_for_errors_gets_a_damaged_or_incomplete_non_arq_unidata_with_its_blocks() {
+    let non_arq = |copies| SendMode {
+        confirm: false,
+        expedited: false,
+        non_arq: Some(copies),
+    };
+    // A 2500-byte U_PDU: a C_PDU of 2504 bytes (1 of C_PDU and 3 of S_PDU header) in
+    // segments at 0, 1023 and 2046.
+    let updu = payload(2500);
+    let run = |with_errors: bool, copies: u8, lost: &[usize], damaged: &[usize]| {
+        let (mut a, mut b) = pair();
+        b.unbind(CONN[1]);
+        assert!(b.bind(sap(), 0, CONN[1], with_errors));
+        a.submit(
+            Duration::ZERO,
+            CONN[0],
+            sap(),
+            &request(B, &updu),
+            non_arq(copies),
+        )
+        .unwrap();
+        let tx = a.poll_transmit(Duration::ZERO).unwrap();
+        let offsets = segment_offsets(&tx);
+        let at = |offset: usize, copy: usize| {
+            offsets
+                .iter()
+                .enumerate()
+                .filter(|&(_, &o)| o == offset)
+                .nth(copy)
+                .unwrap()
+                .0
+        };
+        // Every copy of a lost segment is lost; only the first of a damaged one is damaged.
+        let lost: Vec<usize> = (0..offsets.len())
+            .filter(|&i| lost.contains(&offsets[i]))
+            .collect();
+        let damaged: Vec<usize> = damaged.iter().map(|&o| at(o, 0)).collect();
+        hear_damaged(&tx, 0, &mut b, 1, &lost, &damaged);
+        let at_once = events(&mut b);
+        // The closing of the reception window is a time the node wakes at if it may deliver
+        // with errors then.
+        let wakes = b.poll_timeout();
+        assert!(wakes.is_none_or(|w| w > tx.dpdus[0].at && w <= tx.tx.end + secs(1)));
+        b.handle_timeout(tx.tx.end + secs(1));
+        (at_once, wakes.is_some(), events(&mut b), b.counters())
+    };
+
+    // The middle segment damaged, the last lost: delivered with both blocks listed, in U_PDU
+    // offsets; the damaged bytes as received, the missing ones zero, the rest intact.
+    let (at_once, wakes, got, c) = run(true, 0, &[2046], &[1023]);
+    assert!(at_once.is_empty() && wakes, "{at_once:?}");
+    let [
+        ClientEvent {
+            primitive: Primitive::UnidataIndication(ind),
+            ..
+        },
+    ] = &got[..]
+    else {
+        panic!("expected one indication: {got:?}");
+    };
+    assert_eq!(ind.tx_mode, TxMode::NonArqWithErrors);
+    assert_eq!(
+        ind.errored,
+        [Block {
+            offset: 1019,
+            size: 1023
+        }]
+    );
+    assert_eq!(
+        ind.missing,
+        [Block {
+            offset: 2042,
+            size: 458
+        }]
+    );
+    let mut expected = updu.clone();
+    expected[1019 + DAMAGED_AT] ^= 0x5A;
+    expected[2042..].fill(0);
+    assert_eq!(ind.updu.as_ref(), expected.as_slice());
+    assert_eq!(
+        (
+            c.non_arq_with_errors,
+            c.non_arq_incomplete,
+            c.non_arq_delivered,
+            c.delivered
+        ),
+        (1, 0, 0, 1)
+    );
+
+    // Two copies: an intact second copy of the damaged segment replaces it.
+    let (_, _, got, _) = run(true, 1, &[2046], &[1023]);
+    let [
+        ClientEvent {
+            primitive: Primitive::UnidataIndication(ind),
+            ..
+        },
+    ] = &got[..]
+    else {
+        panic!("expected one indication: {got:?}");
+    };
+    assert!(ind.errored.is_empty(), "{ind:?}");
+    assert_eq!(ind.missing.len(), 1, "{ind:?}");
+    // Whole and intact: delivered at once as plain non-ARQ, nothing at the window's end.
+    let (at_once, wakes, got, c) = run(true, 1, &[], &[1023]);
+    assert!(!wakes);
+    assert!(
+        matches!(&at_once[..], [ClientEvent { primitive: Primitive::UnidataIndication(i), .. }]
+        if i.tx_mode == TxMode::NonArq && i.updu.as_ref() == updu.as_slice())
+    );
+    assert!(got.is_empty(), "{got:?}");
+    assert_eq!((c.non_arq_delivered, c.non_arq_with_errors), (1, 0));
+
+    // Without the S_PDU header (the first segment damaged) the client is not known: dropped.
+    let (_, wakes, got, c) = run(true, 0, &[], &[0]);
+    assert!(!wakes);
+    assert!(got.is_empty(), "{got:?}");
+    assert_eq!((c.non_arq_with_errors, c.non_arq_incomplete), (0, 1));
+    // A client bound for error-free delivery never gets a damaged U_PDU.
+    let (_, wakes, got, c) = run(false, 0, &[], &[1023]);
+    assert!(!wakes);
+    assert!(got.is_empty(), "{got:?}");
+    assert_eq!((c.non_arq_with_errors, c.non_arq_incomplete), (0, 1));
 }
 
 #[test]
@@ -865,7 +1022,7 @@ fn a_restarted_node_full_resets_its_peer_before_its_first_data() {
     a.restart(t).unwrap();
     assert_eq!(a.counters().restarts, 1);
     assert!(!a.has_work());
-    assert!(a.bind(sap(), 0, CONN[0]));
+    assert!(a.bind(sap(), 0, CONN[0], false));
     a.submit(t, CONN[0], sap(), &request(B, b"a2"), ARQ)
         .unwrap();
     let reset = a.poll_transmit(t).unwrap();
@@ -917,7 +1074,7 @@ fn a_restarted_node_answers_data_with_a_full_reset_and_a_copy_is_obeyed_again() 
     let (mut a, mut b) = pair();
     let mut t = both_windows_moved(&mut a, &mut b);
     a.restart(t).unwrap();
-    assert!(a.bind(sap(), 0, CONN[0]));
+    assert!(a.bind(sap(), 0, CONN[0], false));
     // B sends on from FSN 1; A, back at 0, discards it unanswered and resets B first.
     b.submit(t, CONN[1], sap(), &request(A, b"b2"), ARQ)
         .unwrap();
@@ -1141,7 +1298,7 @@ fn random_restarts(seed: u64) {
         let i = rng.random_range(0..3);
         if rng.random_range(0..12) == 0 {
             v[i].restart(run.t).unwrap();
-            assert!(v[i].bind(sap(), 0, CONN[i]));
+            assert!(v[i].bind(sap(), 0, CONN[i], false));
             let got = &run.got;
             for u in &mut run.sent {
                 if u.from == i && u.fate == Fate::Pending {
@@ -2041,7 +2198,7 @@ mod hard_links {
     /// Nodes A, B and C (each with its client on SAP 3), and a second client on A.
     fn trio() -> Vec<Node> {
         let mut v = nodes(node_config(vec![addr(A), addr(B), addr(C)]));
-        assert!(v[0].bind(SapId::new(OTHER.0).unwrap(), 0, OTHER.1));
+        assert!(v[0].bind(SapId::new(OTHER.0).unwrap(), 0, OTHER.1, false));
         v
     }
 
@@ -2531,7 +2688,7 @@ mod hard_links {
         // B goes down and comes back knowing nothing of it; its client sends A data, which B
         // sends only after its FULL RESET, and A, obeying, ends the hard link.
         v[1].restart(t).unwrap();
-        assert!(v[1].bind(sap(), 0, CONN[1]));
+        assert!(v[1].bind(sap(), 0, CONN[1], false));
         sent_from(&mut v[1], (SAP, CONN[1]), A, b"after the restart");
         converse(&mut v, t);
         let a = primitives(&mut v[0]);
