@@ -142,7 +142,16 @@ async fn probe_reports_rejected_bind() {
     })
     .await;
     let args = [
-        "sis", "probe", "--server", &addr, "--sap", "12", "--rank", "2", "--mode", "non-arq",
+        "sis",
+        "probe",
+        "--server",
+        &addr,
+        "--sap",
+        "12",
+        "--rank",
+        "2",
+        "--mode",
+        "non-arq-with-errors",
     ];
     let out = probe(args.map(String::from).to_vec()).await;
     assert_eq!(
@@ -163,7 +172,10 @@ async fn probe_reports_rejected_bind() {
         vec![Primitive::BindRequest {
             sap: SapId::new(12).unwrap(),
             rank: Rank::new(2).unwrap(),
-            service: ServiceType::NON_ARQ
+            service: ServiceType {
+                tx_mode: TxMode::NonArqWithErrors,
+                ..ServiceType::NON_ARQ
+            }
         }]
     );
 }

@@ -26,6 +26,9 @@ pub(crate) enum Mode {
     Arq,
     /// Non-ARQ (broadcast).
     NonArq,
+    /// Non-ARQ with errors: U_PDUs damaged or incomplete when the node's reception window
+    /// closes are delivered too, their errored and missing blocks listed.
+    NonArqWithErrors,
 }
 
 /// Arguments of `skywave sis probe`.
@@ -72,6 +75,10 @@ async fn probe(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     let service = match args.mode {
         Mode::Arq => ServiceType::ARQ_NODE_CONFIRM,
         Mode::NonArq => ServiceType::NON_ARQ,
+        Mode::NonArqWithErrors => ServiceType {
+            tx_mode: TxMode::NonArqWithErrors,
+            ..ServiceType::NON_ARQ
+        },
     };
     let mut config = ClientConfig::new(sap, service);
     config.rank = rank;

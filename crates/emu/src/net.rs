@@ -1195,7 +1195,6 @@ impl State {
     /// Binds `sap` on `node` for connection `conn`, a client of `rank` (taking non-ARQ data
     /// with errors if `with_errors`), whose primitives go to `tx`; `false` if another
     /// connection holds it.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn bind(
         &mut self,
         node: usize,

@@ -13,8 +13,8 @@ use skywave_emu::net::{Subnet, SubnetConfig, TraceRecord, UPDU_OVERHEAD};
 use skywave_sis::client::{Delivery, Event, Events};
 use skywave_sis::stream::SisStream;
 use skywave_sis::{
-    Client, ClientConfig, NodeAddress, Primitive, Priority, SapId, ServiceType, Ttl,
-    UnidataRejectReason, UnidataRequest,
+    Client, ClientConfig, NodeAddress, Primitive, Priority, SapId, ServiceType, Ttl, TxMode,
+    UnidataIndication, UnidataRejectReason, UnidataRequest,
 };
 
 const A: u32 = 0x0102_0304;
@@ -1116,30 +1116,42 @@ async fn duplicate_filter_drops_copies_still_held_and_only_when_on() {
 }
 
 async fn non_arq_client(subnet: &Subnet, node: usize, copies: u8) -> (Client, Events) {
+    non_arq_client_in(subnet, node, copies, TxMode::NonArq).await
+}
+
+/// A client bound for non-ARQ service in `mode` (plain, or with errors).
+async fn non_arq_client_in(
+    subnet: &Subnet,
+    node: usize,
+    copies: u8,
+    mode: TxMode,
+) -> (Client, Events) {
     let s = subnet.clone();
     let connector = move || {
         let s = s.clone();
         async move { Ok::<_, std::io::Error>(s.connect_in_process(node)) }
     };
     let mut service = ServiceType::NON_ARQ;
+    service.tx_mode = mode;
     service.min_retransmissions = copies.try_into().unwrap();
     let cfg = ClientConfig::new(SapId::new(3).unwrap(), service);
     let (c, _, events) = Client::connect(connector, cfg).await.unwrap();
     (c, events)
 }
 
-/// Sends `n` non-ARQ U_PDUs of `len` bytes from node 0 to node 1 and returns what arrived
-/// (with its indication's mode) and the subnet.
+/// Sends `n` non-ARQ U_PDUs of `len` bytes from node 0 to node 1, whose client is bound in
+/// `mode`, and returns the indications that arrived and the subnet.
 async fn non_arq_run(
     snr: f64,
     seed: u64,
     copies: u8,
     n: usize,
     len: usize,
-) -> (Vec<Bytes>, Subnet) {
+    mode: TxMode,
+) -> (Vec<UnidataIndication>, Subnet) {
     let subnet = Subnet::start(config(DataRate::Bps1200, ChannelConfig::awgn(snr), seed)).unwrap();
     let (ca, _ea) = non_arq_client(&subnet, 0, copies).await;
-    let (_cb, mut eb) = non_arq_client(&subnet, 1, 0).await;
+    let (_cb, mut eb) = non_arq_client_in(&subnet, 1, 0, mode).await;
     for i in 0..n {
         let d = ca.send_unidata(request(B, 3, payload(i, len))).unwrap();
         assert_eq!(d.await, Ok(Delivery::Sent));
@@ -1148,19 +1160,32 @@ async fn non_arq_run(
     tokio::time::sleep(Duration::from_secs(3000)).await;
     let got = std::iter::from_fn(|| eb.try_recv())
         .filter_map(|e| match e {
-            Event::Unidata(ind) => {
-                assert_eq!(ind.tx_mode, skywave_sis::TxMode::NonArq);
-                Some(ind.updu)
-            }
+            Event::Unidata(ind) => Some(ind),
             _ => None,
         })
         .collect();
     (got, subnet)
 }
 
+/// The U_PDUs of indications that must all be plain non-ARQ, whole.
+fn whole(got: Vec<UnidataIndication>) -> Vec<Bytes> {
+    got.into_iter()
+        .map(|ind| {
+            assert_eq!(ind.tx_mode, TxMode::NonArq, "{ind:?}");
+            ind.updu
+        })
+        .collect()
+}
+
+/// The index [`payload`] wrote at the start of a U_PDU.
+fn payload_index(updu: &[u8]) -> usize {
+    std::str::from_utf8(&updu[6..11]).unwrap().parse().unwrap()
+}
+
 #[tokio::test(start_paused = true)]
 async fn non_arq_goes_as_type_7_without_acks_and_is_delivered_whole() {
-    let (got, subnet) = non_arq_run(30.0, 1, 0, 4, 1800).await;
+    let (got, subnet) = non_arq_run(30.0, 1, 0, 4, 1800, TxMode::NonArq).await;
+    let got = whole(got);
     assert_eq!(got, (0..4).map(|i| payload(i, 1800)).collect::<Vec<_>>());
     let c = subnet.counters();
     assert_eq!(
@@ -1183,8 +1208,9 @@ async fn non_arq_goes_as_type_7_without_acks_and_is_delivered_whole() {
 
     // Three copies of every segment on a lossy channel deliver more than one copy does, and
     // never anything twice or damaged.
-    let (one, s1) = non_arq_run(4.0, 3, 0, 30, 1800).await;
-    let (three, s3) = non_arq_run(4.0, 3, 2, 30, 1800).await;
+    let (one, s1) = non_arq_run(4.0, 3, 0, 30, 1800, TxMode::NonArq).await;
+    let (three, s3) = non_arq_run(4.0, 3, 2, 30, 1800, TxMode::NonArq).await;
+    let (one, three) = (whole(one), whole(three));
     let c1 = s1.counters();
     let c3 = s3.counters();
     println!(
@@ -1198,10 +1224,7 @@ async fn non_arq_goes_as_type_7_without_acks_and_is_delivered_whole() {
     assert_eq!(c1.nodes[1].non_arq_delivered, one.len() as u64);
     assert_eq!(c3.nodes[1].non_arq_delivered, three.len() as u64);
     for got in [&one, &three] {
-        let mut idx: Vec<usize> = got
-            .iter()
-            .map(|u| std::str::from_utf8(&u[6..11]).unwrap().parse().unwrap())
-            .collect();
+        let mut idx: Vec<usize> = got.iter().map(|u| payload_index(u)).collect();
         for (k, u) in idx.iter().zip(got.iter()) {
             assert_eq!(*u, payload(*k, 1800));
         }
@@ -1209,6 +1232,74 @@ async fn non_arq_goes_as_type_7_without_acks_and_is_delivered_whole() {
         idx.dedup();
         assert_eq!(idx.len(), before, "delivered twice");
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_bound_for_errors_also_gets_what_the_channel_damaged_with_its_blocks_listed() {
+    // The lossy channel of the test above, one copy of each segment.
+    let (clean, s0) = non_arq_run(4.0, 3, 0, 30, 1800, TxMode::NonArq).await;
+    let (all, s1) = non_arq_run(4.0, 3, 0, 30, 1800, TxMode::NonArqWithErrors).await;
+    let (c0, c1) = (s0.counters(), s1.counters());
+    // The same channel: the same D_PDUs lost or damaged, the same U_PDUs arrive whole.
+    assert_eq!(c0.lost_dpdus, c1.lost_dpdus, "{c0}\n{c1}");
+    let (damaged, whole_ones): (Vec<_>, Vec<_>) = all
+        .into_iter()
+        .partition(|i| i.tx_mode == TxMode::NonArqWithErrors);
+    let whole_ones = whole(whole_ones);
+    assert_eq!(whole_ones, whole(clean));
+    let blocks = |i: &UnidataIndication| (i.errored.len(), i.missing.len());
+    println!(
+        "{} damaged or incomplete U_PDUs delivered with errors, (errored, missing) blocks: {:?}",
+        damaged.len(),
+        damaged.iter().map(blocks).collect::<Vec<_>>()
+    );
+    // 20 of the 30 arrive whole (as in the test above), 5 more damaged; the other 5 lost
+    // the segment with their S_PDU header, or more than bit errors.
+    assert_eq!((whole_ones.len(), damaged.len()), (20, 5), "{c1}");
+    assert_eq!(
+        c1.nodes[1].non_arq_with_errors,
+        damaged.len() as u64,
+        "{c1}"
+    );
+    // Bit errors leave damaged segments, not only missing ones.
+    assert!(damaged.iter().any(|i| !i.errored.is_empty()), "{damaged:?}");
+    let mut seen: Vec<usize> = whole_ones.iter().map(|u| payload_index(u)).collect();
+    let mut wrong_in_errored = 0;
+    for ind in &damaged {
+        assert_eq!(ind.updu.len(), 1800);
+        assert_ne!(blocks(ind), (0, 0), "{ind:?}");
+        let k = payload_index(&ind.updu);
+        seen.push(k);
+        let sent = payload(k, 1800);
+        let mut listed = vec![false; 1800];
+        for b in &ind.missing {
+            let r = usize::from(b.offset)..usize::from(b.offset) + usize::from(b.size);
+            assert!(ind.updu[r.clone()].iter().all(|&x| x == 0), "{b:?}");
+            listed[r].fill(true);
+        }
+        for b in &ind.errored {
+            let r = usize::from(b.offset)..usize::from(b.offset) + usize::from(b.size);
+            wrong_in_errored += ind.updu[r.clone()]
+                .iter()
+                .zip(&sent[r.clone()])
+                .filter(|(a, b)| a != b)
+                .count();
+            listed[r].fill(true);
+        }
+        // Every byte outside the listed blocks is as sent.
+        for (j, ok) in listed.iter().enumerate() {
+            assert!(*ok || ind.updu[j] == sent[j], "U_PDU {k}, byte {j}");
+        }
+    }
+    assert!(
+        wrong_in_errored > 0,
+        "the errored blocks hold the channel's errors"
+    );
+    // Nothing delivered twice, whole or damaged.
+    let before = seen.len();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), before, "delivered twice");
 }
 
 #[tokio::test(start_paused = true)]
