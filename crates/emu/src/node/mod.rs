@@ -602,6 +602,15 @@ enum Kind {
 }
 
 impl Kind {
+    /// How a non-ARQ U_PDU travelled: as EXPEDITED NON-ARQ DATA or not.
+    fn non_arq(expedited: bool) -> Kind {
+        if expedited {
+            Kind::ExpeditedNonArq
+        } else {
+            Kind::NonArq
+        }
+    }
+
     fn tx_mode(self) -> TxMode {
         match self {
             Kind::Arq | Kind::Expedited => TxMode::Arq,

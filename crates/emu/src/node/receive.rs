@@ -527,11 +527,7 @@ impl Node {
         }
         let src = self.peer_address(sender);
         for (c, expedited, group) in complete {
-            let kind = if expedited {
-                Kind::ExpeditedNonArq
-            } else {
-                Kind::NonArq
-            };
+            let kind = Kind::non_arq(expedited);
             let updu = match Cpdu::decode(&c) {
                 Ok(Cpdu::Data(s)) => Spdu::decode(&s).ok(),
                 // CAS-1 link making ([ED3-B]: its C_PDUs travel as EXPEDITED NON-ARQ DATA).
@@ -581,6 +577,10 @@ impl Node {
     /// Whether the U_PDU whose C_PDU starts with `first_segment` is for a client bound to
     /// take non-ARQ data with errors.
     fn takes_errors(&self, first_segment: &[u8]) -> bool {
+        // Most nodes have no such client: no need to read the header then.
+        if !self.bindings.values().any(|b| b.with_errors) {
+            return false;
+        }
         let Ok(Cpdu::Data(s)) = Cpdu::decode(first_segment) else {
             return false;
         };
@@ -631,36 +631,28 @@ impl Node {
         let Some((ssap, dsap, prio)) = sis_ids(&pci) else {
             return false;
         };
-        // Runs of errored and of missing bytes, as U_PDU blocks.
+        // Runs of errored and of missing bytes, as U_PDU blocks (a U_PDU is at most the
+        // MTU, 2048 bytes, so offsets and sizes fit the indication's 16 bits).
         let (mut errored, mut missing) = (Vec::new(), Vec::new());
-        let body = state.get(header..).unwrap_or_default();
-        let mut start = 0;
-        while start < body.len() {
-            let got = body.get(start).copied().unwrap_or(Got::Intact);
-            let len = body
-                .get(start..)
-                .unwrap_or_default()
-                .iter()
-                .take_while(|&&g| g == got)
-                .count();
+        let mut offset = 0;
+        for run in state
+            .get(header..)
+            .unwrap_or_default()
+            .chunk_by(|a, b| a == b)
+        {
             let block = Block {
-                offset: u16::try_from(start).unwrap_or(u16::MAX),
-                size: u16::try_from(len).unwrap_or(u16::MAX),
+                offset: u16::try_from(offset).unwrap_or(u16::MAX),
+                size: u16::try_from(run.len()).unwrap_or(u16::MAX),
             };
-            match got {
-                Got::Errored => errored.push(block),
-                Got::Missing => missing.push(block),
-                Got::Intact => {}
+            match run.first() {
+                Some(Got::Errored) => errored.push(block),
+                Some(Got::Missing) => missing.push(block),
+                _ => {}
             }
-            start += len.max(1);
+            offset += run.len();
         }
-        let kind = if p.expedited {
-            Kind::ExpeditedNonArq
-        } else {
-            Kind::NonArq
-        };
         let src = self.peer_address(sender);
-        let damage = Some((errored, missing));
+        let (kind, damage) = (Kind::non_arq(p.expedited), Some((errored, missing)));
         self.deliver(src, ssap, dsap, prio, &updu, kind, p.group, damage)
     }
 
