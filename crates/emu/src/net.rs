@@ -129,8 +129,9 @@
 //! exclusive; with [`SubnetConfig::max_links`] a node holds at most that many, rejects
 //! requests beyond them and breaks an idle link for a waiting peer);
 //! a damaged NON-ARQ DATA segment reaches its node only if its header came through (a hit
-//! header is a lost frame), with every other bit of each error burst flipped; data-rate change ([`Drc`]) picks one
-//! rate per transmission (the slowest of the links it serves) and changes interleaver never;
+//! header is a lost frame), with every other bit of each error burst flipped; data-rate
+//! change ([`Drc`]) picks one rate per transmission (the slowest of the links it serves)
+//! and changes interleaver never;
 //! link loss is each node's own verdict (no CAS-1 PHYSICAL LINK BREAK is exchanged for it,
 //! and the peer finds out by its own count or by the RESET that comes next);
 //! and a node only senses the carrier
