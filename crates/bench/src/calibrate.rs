@@ -30,8 +30,10 @@
 //! to see what a turnaround, the link making or a soft-link timeout does to every table; the
 //! goal lines keep the benchmark's defaults.
 //!
-//! `modem-required-snr.csv` and `channel-profiles.csv` are reproduced where the modem and the
-//! channel are built (`skywave-emu`'s calibration tests), not here.
+//! `modem-required-snr.csv` is printed from an independent fading sample (the curves are fitted
+//! and asserted in `skywave-emu`'s calibration tests), and `channel-profiles.csv` by measuring
+//! each profile's frequency spread on the fading the emulator generates for it
+//! ([`channel_comparisons`]); neither counts among the ratio rows, which weigh performance.
 //!
 //! Goal lines: the speed-up of `hmtp-5066-deflate` at 386 and 14025 bytes over
 //! `smtp-tcp-5066-deflate` with the `best-case` TCP profile (the same deflate on both sides, and
@@ -76,6 +78,12 @@ pub const ISODE_TCP_FILE: &str = "isode-tcp-over-5066.csv";
 /// The modem's required-SNR table (optional in the directory: when it is there, every figure
 /// is compared, and the MIL-STD-188-110A-minimum generation's table with it).
 pub const MODEM_FILE: &str = "modem-required-snr.csv";
+/// The Watterson channel profiles (optional in the directory, as the modem table): each
+/// profile's frequency spread is compared with the one measured on the emulator's fading.
+pub const CHANNEL_FILE: &str = "channel-profiles.csv";
+/// Seed of the channels the first profile's frequency spread is measured on (the next one's
+/// is the next seed, and so on).
+pub const CHANNEL_SAMPLE_SEED: u64 = 0x5BEAD;
 /// Seed of the fading sample the modem tables are checked on: not the reference sample the
 /// curves were fitted on (`skywave_emu::calibration::REFERENCE_SEED`), so the figures are a
 /// prediction, not a fit residual.
@@ -414,6 +422,22 @@ pub struct Comparison {
 }
 
 impl Comparison {
+    /// Whether the row weighs the emulator's performance against a measurement (and so counts
+    /// in [`Calibration::band_counts`]): not the channel-profile rows, which check the fading
+    /// generator against its own parameters.
+    pub fn is_performance(&self) -> bool {
+        self.unit != "Hz"
+    }
+
+    /// Digits the table prints a figure of this row with.
+    fn decimals(&self) -> usize {
+        match self.unit {
+            "dB" => 2,
+            "Hz" => 3,
+            _ => 1,
+        }
+    }
+
     /// Emulated over published, when both exist.
     pub fn ratio(&self) -> Option<f64> {
         match &self.emulated {
@@ -608,6 +632,37 @@ pub fn two_transmission_bound(
             + plan(received)?
             + modem.decode_time,
     )
+}
+
+/// The frequency spread of every profile of `channel-profiles.csv` (`csv`) against the one
+/// measured on the fading the emulator generates for it
+/// ([`skywave_emu::channel::measured_spread_hz`], channels drawn from
+/// [`CHANNEL_SAMPLE_SEED`]). The differential delay is no process property to measure here:
+/// the emulator's power model has none, and uses the delay only for the equaliser's self-noise
+/// beyond 2 ms (`skywave_emu::modem`); it is named in each row's condition.
+pub fn channel_comparisons(csv: &str) -> Result<Vec<Comparison>, CalibrationError> {
+    use skywave_emu::channel::{measured_spread_hz, parse_profiles};
+    let profiles = parse_profiles(csv).map_err(|e| CalibrationError::Parse {
+        file: CHANNEL_FILE.into(),
+        line: 0,
+        reason: e.to_string(),
+    })?;
+    Ok(profiles
+        .iter()
+        .zip(CHANNEL_SAMPLE_SEED..)
+        .map(|(p, seed)| Comparison {
+            source: "Watterson profile frequency spread",
+            scenario: format!("channel {}", p.name),
+            condition: format!(
+                "{}, 2 paths {} ms apart, 2σ of the Doppler spectrum",
+                p.standard, p.delay_ms
+            ),
+            unit: "Hz",
+            published: p.spread_hz,
+            emulated: measured_spread_hz(p, seed).ok_or_else(|| "no fading".to_string()),
+            delivered: (0, 0),
+        })
+        .collect())
 }
 
 /// The modem's required SNR for BER 10⁻⁵ (long interleaver) against `modem-required-snr.csv`
@@ -866,6 +921,11 @@ pub fn calibrate(
         cal.comparisons
             .extend(modem_comparisons(&read(dir, MODEM_FILE)?)?);
     }
+    if dir.join(CHANNEL_FILE).exists() {
+        progress("channel profiles");
+        cal.comparisons
+            .extend(channel_comparisons(&read(dir, CHANNEL_FILE)?)?);
+    }
     for il in ISODE_INTERLEAVERS {
         for traffic in [Traffic::Udp, Traffic::Unidata] {
             for row in &ip_rows {
@@ -1075,7 +1135,7 @@ impl Calibration {
     /// as 0.67 counts and one it shows as 0.66 does not.
     pub fn band_counts(&self) -> Vec<BandCount> {
         let mut counts: Vec<BandCount> = Vec::new();
-        for c in &self.comparisons {
+        for c in self.comparisons.iter().filter(|c| c.is_performance()) {
             let Some(r) = c.ratio() else { continue };
             let within = RATIO_BAND.contains(&((r * 100.0).round() / 100.0));
             let i = match counts.iter().position(|b| b.source == c.source) {
@@ -1109,8 +1169,11 @@ impl Calibration {
                 (Ok(e), None) if c.unit == "dB" => {
                     (format!("{e:.2} dB"), format!("{:+.2} dB", e - c.published))
                 }
-                (Ok(e), Some(r)) => (format!("{e:.1} {}", c.unit), format!("{r:.2}")),
-                (Ok(e), None) => (format!("{e:.1} {}", c.unit), "—".into()),
+                (Ok(e), Some(r)) => (
+                    format!("{e:.*} {}", c.decimals(), c.unit),
+                    format!("{r:.2}"),
+                ),
+                (Ok(e), None) => (format!("{e:.*} {}", c.decimals(), c.unit), "—".into()),
                 (Err(e), _) => (e.replace('|', "\\|"), "—".into()),
             };
             let delivered = match c.delivered {
@@ -1123,7 +1186,7 @@ impl Calibration {
                 c.source,
                 c.scenario,
                 c.condition,
-                if c.unit == "dB" { 2 } else { 1 },
+                c.decimals(),
                 c.published,
                 c.unit,
             );
@@ -1185,6 +1248,8 @@ mod tests {
                 row("C", "dB", 10.0, Ok(10.5)),
                 row("B", "bit/s", 100.0, Err("not modelled".into())),
                 row("B", "min", 0.0, Ok(1.0)),
+                // A channel-profile row has a ratio but checks the generator, not performance.
+                row("D", "Hz", 0.1, Ok(0.1)),
             ],
             goals: Vec::new(),
         };
@@ -1206,6 +1271,34 @@ mod tests {
         let md = cal.markdown();
         assert!(
             md.contains("Ratio rows within 0.67-1.5 of the published figure: 2 of 4\n- A: 1 of 3\n- B: 1 of 1\n"),
+            "{md}"
+        );
+    }
+
+    /// Every profile of the channel table (the embedded copy of the shared file) is measured
+    /// on the emulator's fading, and each has the frequency spread it names, within 2 %.
+    #[test]
+    fn the_channel_profiles_are_measured_on_the_fading() {
+        let rows = channel_comparisons(skywave_emu::channel::PROFILES_CSV).unwrap();
+        assert_eq!(rows.len(), 14);
+        for c in &rows {
+            let r = c.ratio().unwrap();
+            println!(
+                "{}: {:.4} against {} Hz ({r:.3})",
+                c.scenario,
+                c.emulated.clone().unwrap(),
+                c.published
+            );
+            assert!((r - 1.0).abs() < 0.02, "{c:?}");
+            assert!(!c.is_performance());
+        }
+        let md = Calibration {
+            comparisons: rows,
+            goals: Vec::new(),
+        }
+        .markdown();
+        assert!(
+            md.contains("| Watterson profile frequency spread | channel good | F.520-2, 2 paths 0.5 ms apart, 2σ of the Doppler spectrum | 0.100 Hz |"),
             "{md}"
         );
     }
