@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 use skywave_sis::stream::SisStream;
 use skywave_sis::{
-    Confirmation, Primitive, SubnetReason, SubnetStatus, TxMode, UnidataRejectReason,
-    UnidataRejected, UnidataRequest,
+    Confirmation, DeliveryOrder, Primitive, SubnetReason, SubnetStatus, TxMode,
+    UnidataRejectReason, UnidataRejected, UnidataRequest,
 };
 use tokio::io::{AsyncRead, AsyncWrite, DuplexStream};
 use tokio::net::TcpListener;
@@ -259,6 +259,7 @@ fn unidata(
                 confirm,
                 expedited,
                 non_arq,
+                in_order: mode.order == DeliveryOrder::InOrder,
             };
             st.submit(node, conn, sap, &req, mode, now)
         }

@@ -57,6 +57,13 @@
 //! Annex A has the sending client choose the mode, but nothing on the air carries that
 //! choice, so the receiving client's own bind decides here.
 //!
+//! Non-ARQ order (Annex C, C.4.2(15)): a client's IN-ORDER delivery mode sets the D_PDUs'
+//! DELIVER IN ORDER flag, and the receiving node then holds a complete C_PDU back while an
+//! earlier one from the same node is still being received (or held), until that one is
+//! delivered or its reception window closes. C_PDU IDs count per node, not per destination,
+//! so a gap in the IDs a node hears says nothing, and only C_PDUs it has begun to receive hold
+//! others back. ARQ data is always delivered in order.
+//!
 //! Nodes and groups are named by their index in the subnetwork's address list
 //! ([`NodeConfig::addresses`]); group `g` of [`NodeConfig::groups`] is destination
 //! `addresses.len() + g`. Without [`NodeConfig::cas1`] the Annex B link to every other node
@@ -521,6 +528,10 @@ pub struct SendMode {
     pub expedited: bool,
     /// Non-ARQ: `Some(minimum retransmissions)`; `None` for ARQ.
     pub non_arq: Option<u8>,
+    /// The client asked for IN-ORDER delivery (not AS-THEY-ARRIVE). Non-ARQ: the D_PDUs say
+    /// so (DELIVER IN ORDER) and the receiving node holds a C_PDU back while an earlier one
+    /// from the same node is still being received. ARQ delivers in order whatever this says.
+    pub in_order: bool,
 }
 
 /// Where one client connection's primitives go.
@@ -550,6 +561,8 @@ struct Queued {
     expedited: bool,
     /// Non-ARQ: `Some(extra copies)`; `None` for ARQ.
     non_arq: Option<u8>,
+    /// IN-ORDER delivery asked for (see [`SendMode::in_order`]).
+    in_order: bool,
     conn: u64,
     updu: Bytes,
 }
@@ -581,8 +594,27 @@ struct NonArqIn {
     with_errors: bool,
     /// When the reception window closes (simulated time).
     deadline: Duration,
-    /// Already delivered: later copies are ignored until the deadline.
+    /// Already complete: later copies are ignored until the deadline.
     done: bool,
+    /// Its D_PDUs said DELIVER IN ORDER.
+    in_order: bool,
+    /// Complete but held back behind an earlier C_PDU from the same node that is not yet
+    /// delivered (DELIVER IN ORDER, Annex C C.4.2); delivered when that one is, or closes.
+    held: Option<Vec<u8>>,
+}
+
+impl NonArqIn {
+    /// Not yet handed to a client: still being received, or held back.
+    fn undelivered(&self) -> bool {
+        !self.done || self.held.is_some()
+    }
+}
+
+/// Whether C_PDU ID `a` comes before `b` (IDs count modulo 4096; half the range back is
+/// "before").
+fn cpdu_before(a: u16, b: u16) -> bool {
+    let d = b.wrapping_sub(a) & 0x0FFF;
+    d != 0 && d < 2048
 }
 
 /// A U_PDU inside the ARQ, awaiting acknowledgement.
@@ -992,6 +1024,7 @@ impl Node {
             confirm,
             expedited,
             non_arq,
+            in_order,
         } = mode;
         let nodes = self.setup.config.addresses.len();
         let group = self
@@ -1076,6 +1109,7 @@ impl Node {
             confirm,
             expedited,
             non_arq,
+            in_order,
             conn,
             updu: req.updu.clone(),
         };
@@ -1111,10 +1145,19 @@ impl Node {
             .filter(|(_, p)| p.deadline <= now)
             .map(|(&k, _)| k)
             .collect();
+        let mut senders = Vec::new();
         for key in closed {
-            let Some(p) = self.non_arq_in.remove(&key) else {
+            let Some(mut p) = self.non_arq_in.remove(&key) else {
                 continue;
             };
+            if !senders.contains(&key.0) {
+                senders.push(key.0);
+            }
+            if let Some(cpdu) = p.held.take() {
+                // Its own window closed: it waits no longer.
+                self.deliver_non_arq(key.0, vec![(cpdu, p.expedited, p.group)]);
+                continue;
+            }
             if p.done {
                 continue;
             }
@@ -1123,6 +1166,10 @@ impl Node {
             } else {
                 self.counters.non_arq_incomplete += 1;
             }
+        }
+        for sender in senders {
+            let released = self.release_held(sender);
+            self.deliver_non_arq(sender, released);
         }
         for l in self.links.values_mut() {
             if l.rejected_until.is_some_and(|at| at <= now) {
@@ -1195,13 +1242,22 @@ impl Node {
                 .chain(l.exp_out.as_ref().and_then(|e| e.q.as_ref()))
         });
         // A non-ARQ U_PDU for a client that takes errors is delivered when its window
-        // closes, complete or not; any other that is incomplete then is just dropped, which
-        // can wait for the node's next wake-up.
+        // closes, complete or not, and one held back in order goes when the windows of those
+        // before it close; any other that is incomplete then is just dropped, which can wait
+        // for the node's next wake-up.
+        let holding: Vec<usize> = self
+            .non_arq_in
+            .iter()
+            .filter(|(_, p)| p.held.is_some())
+            .map(|(&(sender, _), _)| sender)
+            .collect();
         let with_errors = self
             .non_arq_in
-            .values()
-            .filter(|p| p.with_errors && !p.done)
-            .map(|p| p.deadline);
+            .iter()
+            .filter(|((sender, _), p)| {
+                (p.with_errors && !p.done) || (holding.contains(sender) && p.undelivered())
+            })
+            .map(|(_, p)| p.deadline);
         self.queue
             .iter()
             .chain(in_arq)

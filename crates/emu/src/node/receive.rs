@@ -17,7 +17,7 @@ use crate::spdu::{DataPci, Spdu};
 
 use super::{
     Drc, ExpOut, InArq, Kind, Link, LinkEvent, Node, NodeCounters, NonArqIn, Queued,
-    STALE_ACKS_RESET, UPDU_OVERHEAD,
+    STALE_ACKS_RESET, UPDU_OVERHEAD, cpdu_before,
 };
 
 /// What one transmission from another node delivered to this one.
@@ -484,6 +484,8 @@ impl Node {
                 with_errors: false,
                 deadline,
                 done: false,
+                in_order: header.deliver_in_order,
+                held: None,
             };
             // The segment with the S_PDU header says whose the U_PDU is.
             let with_errors = intact && offset == 0 && self.takes_errors(&segment);
@@ -522,9 +524,55 @@ impl Node {
                 entry.done = true;
                 entry.got.clear();
                 entry.damaged.clear();
-                complete.push((cpdu, entry.expedited, entry.group));
+                if entry.in_order {
+                    // Delivered by `release_held` below, once nothing before it is pending.
+                    entry.held = Some(cpdu);
+                } else {
+                    complete.push((cpdu, entry.expedited, entry.group));
+                }
             }
         }
+        complete.extend(self.release_held(sender));
+        self.deliver_non_arq(sender, complete);
+    }
+
+    /// The C_PDUs from `sender` held back in order (see `NonArqIn::held`) that nothing before
+    /// them holds up any more, in order, taken out of their entries.
+    pub(super) fn release_held(
+        &mut self,
+        sender: usize,
+    ) -> Vec<(Vec<u8>, bool, Option<NodeAddress>)> {
+        let mut out = Vec::new();
+        loop {
+            let pending = |&(s, _): &(usize, u16), p: &NonArqIn| s == sender && p.undelivered();
+            let free = self
+                .non_arq_in
+                .iter()
+                .filter(|(k, p)| pending(k, p) && p.held.is_some())
+                .map(|(&k, _)| k)
+                .find(|&(_, id)| {
+                    !self
+                        .non_arq_in
+                        .iter()
+                        .any(|(k, p)| pending(k, p) && cpdu_before(k.1, id))
+                });
+            let Some(p) = free.and_then(|k| self.non_arq_in.get_mut(&k)) else {
+                return out;
+            };
+            if let Some(cpdu) = p.held.take() {
+                out.push((cpdu, p.expedited, p.group));
+            }
+        }
+    }
+
+    /// Hands complete non-ARQ C_PDUs from `sender` on: CAS-1 link control to the link
+    /// machine, data to its client.
+    pub(super) fn deliver_non_arq(
+        &mut self,
+        sender: usize,
+        complete: Vec<(Vec<u8>, bool, Option<NodeAddress>)>,
+    ) {
+        let r = self.index;
         let src = self.peer_address(sender);
         for (c, expedited, group) in complete {
             let kind = Kind::non_arq(expedited);

@@ -28,6 +28,7 @@ const ARQ: SendMode = SendMode {
     confirm: true,
     expedited: false,
     non_arq: None,
+    in_order: true,
 };
 
 fn addr(bits: u32) -> NodeAddress {
@@ -335,6 +336,7 @@ fn a_non_arq_unidata_goes_in_copies_and_is_delivered_once_without_an_ack() {
         confirm: false,
         expedited: false,
         non_arq: Some(1),
+        in_order: false,
     };
     a.submit(Duration::ZERO, CONN[0], sap(), &request(B, &updu), non_arq)
         .unwrap();
@@ -371,6 +373,7 @@ fn an_incomplete_non_arq_unidata_is_dropped_when_its_window_closes() {
         confirm: false,
         expedited: false,
         non_arq: Some(0),
+        in_order: false,
     };
     a.submit(
         Duration::ZERO,
@@ -409,6 +412,7 @@ fn a_client_bound_for_errors_gets_a_damaged_or_incomplete_non_arq_unidata_with_i
         confirm: false,
         expedited: false,
         non_arq: Some(copies),
+        in_order: false,
     };
     // A 2500-byte U_PDU: a C_PDU of 2504 bytes (1 of C_PDU and 3 of S_PDU header) in
     // segments at 0, 1023 and 2046.
@@ -529,6 +533,55 @@ fn a_client_bound_for_errors_gets_a_damaged_or_incomplete_non_arq_unidata_with_i
 }
 
 #[test]
+fn non_arq_in_order_holds_a_cpdu_back_behind_an_earlier_one_still_being_received() {
+    let run = |in_order: bool, lost: &[usize]| {
+        let (mut a, mut b) = pair();
+        let mode = SendMode {
+            confirm: false,
+            expedited: false,
+            non_arq: Some(0),
+            in_order,
+        };
+        for k in 0..2u8 {
+            let updu = vec![k; 1500];
+            a.submit(Duration::ZERO, CONN[0], sap(), &request(B, &updu), mode)
+                .unwrap();
+        }
+        let tx = a.poll_transmit(Duration::ZERO).unwrap();
+        // Two U_PDUs of two segments each, flagged as the client asked.
+        assert_eq!(types(&tx), [7, 7, 7, 7]);
+        for d in &tx.dpdus {
+            let Body::NonArqData { header, .. } = Dpdu::decode(&d.bytes).unwrap().0.body else {
+                panic!("not NON-ARQ DATA");
+            };
+            assert_eq!(header.deliver_in_order, in_order);
+        }
+        hear(&tx, 0, &mut b, 1, lost);
+        // Which U_PDUs (by their first byte) the client got.
+        let which =
+            |b: &mut Node| -> Vec<u8> { indications(&events(b)).iter().map(|u| u[0]).collect() };
+        let first = which(&mut b);
+        let wakes = b.poll_timeout().is_some();
+        b.handle_timeout(tx.tx.end + secs(1));
+        (first, wakes, which(&mut b), b.counters())
+    };
+    // The first U_PDU's second segment lost: in order, the second waits until the first's
+    // reception window closes (a time the node wakes at), then goes; the first is dropped.
+    let (first, wakes, later, c) = run(true, &[1]);
+    assert!(first.is_empty() && wakes, "{first:?}");
+    assert_eq!(later, [1]);
+    assert_eq!((c.non_arq_delivered, c.non_arq_incomplete), (1, 1));
+    // As they arrive, it goes at once.
+    let (first, wakes, later, _) = run(false, &[1]);
+    assert_eq!((first, wakes, later), (vec![1], false, vec![]));
+    // Nothing lost: both at once, in order, either way.
+    for in_order in [true, false] {
+        let (first, wakes, later, _) = run(in_order, &[]);
+        assert_eq!((first, wakes, later), (vec![0, 1], false, vec![]));
+    }
+}
+
+#[test]
 fn a_group_gets_non_arq_data_and_refuses_arq() {
     let mut config = node_config(vec![addr(A), addr(B), addr(C)]);
     let group = NodeAddress::group(0x0ABC).unwrap();
@@ -550,6 +603,7 @@ fn a_group_gets_non_arq_data_and_refuses_arq() {
         confirm: true,
         expedited: false,
         non_arq: Some(0),
+        in_order: false,
     };
     v[0].submit(Duration::ZERO, CONN[0], sap(), &to_group, non_arq)
         .unwrap();

@@ -189,7 +189,7 @@ impl Node {
             for (k, chunk) in cpdu.chunks(segment).enumerate() {
                 let header = NonArqHeader {
                     cpdu_id,
-                    deliver_in_order: true,
+                    deliver_in_order: q.in_order,
                     // Destinations past the nodes are the groups (see `Node::submit`).
                     group: q.dest >= nodes,
                     cpdu_size: size,
@@ -515,7 +515,8 @@ impl Node {
                 Body::ExpNonArqData {
                     header: NonArqHeader {
                         cpdu_id,
-                        deliver_in_order: true,
+                        // Link control is no client's data: it never waits behind any.
+                        deliver_in_order: false,
                         group: false,
                         // One byte: every CAS-1 control C_PDU is.
                         cpdu_size: bytes.len() as u16,
