@@ -610,6 +610,10 @@ impl NonArqIn {
     }
 }
 
+/// A complete non-ARQ C_PDU on its way to a client: its bytes, whether it came as EXPEDITED
+/// NON-ARQ DATA, and the group address it was sent to, if any.
+type CompleteCpdu = (Vec<u8>, bool, Option<NodeAddress>);
+
 /// Whether C_PDU ID `a` comes before `b` (IDs count modulo 4096; half the range back is
 /// "before").
 fn cpdu_before(a: u16, b: u16) -> bool {
@@ -1251,7 +1255,7 @@ impl Node {
             .filter(|(_, p)| p.held.is_some())
             .map(|(&(sender, _), _)| sender)
             .collect();
-        let with_errors = self
+        let non_arq = self
             .non_arq_in
             .iter()
             .filter(|((sender, _), p)| {
@@ -1263,7 +1267,7 @@ impl Node {
             .chain(in_arq)
             .filter_map(|q| q.deadline)
             .chain(idle)
-            .chain(with_errors)
+            .chain(non_arq)
             .min()
     }
 

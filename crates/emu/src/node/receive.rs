@@ -16,7 +16,7 @@ use crate::modem::DataRate;
 use crate::spdu::{DataPci, Spdu};
 
 use super::{
-    Drc, ExpOut, InArq, Kind, Link, LinkEvent, Node, NodeCounters, NonArqIn, Queued,
+    CompleteCpdu, Drc, ExpOut, InArq, Kind, Link, LinkEvent, Node, NodeCounters, NonArqIn, Queued,
     STALE_ACKS_RESET, UPDU_OVERHEAD, cpdu_before,
 };
 
@@ -538,10 +538,7 @@ impl Node {
 
     /// The C_PDUs from `sender` held back in order (see `NonArqIn::held`) that nothing before
     /// them holds up any more, in order, taken out of their entries.
-    pub(super) fn release_held(
-        &mut self,
-        sender: usize,
-    ) -> Vec<(Vec<u8>, bool, Option<NodeAddress>)> {
+    pub(super) fn release_held(&mut self, sender: usize) -> Vec<CompleteCpdu> {
         let mut out = Vec::new();
         loop {
             let pending = |&(s, _): &(usize, u16), p: &NonArqIn| s == sender && p.undelivered();
@@ -567,11 +564,7 @@ impl Node {
 
     /// Hands complete non-ARQ C_PDUs from `sender` on: CAS-1 link control to the link
     /// machine, data to its client.
-    pub(super) fn deliver_non_arq(
-        &mut self,
-        sender: usize,
-        complete: Vec<(Vec<u8>, bool, Option<NodeAddress>)>,
-    ) {
+    pub(super) fn deliver_non_arq(&mut self, sender: usize, complete: Vec<CompleteCpdu>) {
         let r = self.index;
         let src = self.peer_address(sender);
         for (c, expedited, group) in complete {
