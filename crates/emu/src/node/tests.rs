@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use skywave_sis::{
-    Block, NodeAddress, Primitive, Priority, SapId, ServiceType, Ttl, TxMode, UnidataRejectReason,
-    UnidataRequest,
+    Block, NodeAddress, Primitive, Priority, SapId, ServiceType, Ttl, TxMode, UnidataIndication,
+    UnidataRejectReason, UnidataRequest,
 };
 
 use super::{
@@ -149,6 +149,19 @@ fn hear_damaged(
 
 /// Where in its segment [`hear_damaged`] damages a D_PDU.
 const DAMAGED_AT: usize = 10;
+
+/// The one event of `got`, a U_PDU delivered to a client.
+fn the_indication(got: &[ClientEvent]) -> &UnidataIndication {
+    match got {
+        [
+            ClientEvent {
+                primitive: Primitive::UnidataIndication(ind),
+                ..
+            },
+        ] => ind,
+        _ => panic!("expected one indication: {got:?}"),
+    }
+}
 
 fn events(node: &mut Node) -> Vec<ClientEvent> {
     std::iter::from_fn(|| node.poll_event()).collect()
@@ -348,15 +361,7 @@ fn a_non_arq_unidata_goes_in_copies_and_is_delivered_once_without_an_ack() {
     // The first copy of the first segment and the second copy of the second are lost.
     assert!(hear(&tx, 0, &mut b, 1, &[0, 3]));
     let got = events(&mut b);
-    let [
-        ClientEvent {
-            primitive: Primitive::UnidataIndication(ind),
-            ..
-        },
-    ] = &got[..]
-    else {
-        panic!("expected one indication: {got:?}");
-    };
+    let ind = the_indication(&got);
     assert_eq!(ind.tx_mode, TxMode::NonArq);
     assert_eq!(ind.updu.as_ref(), updu.as_slice());
     assert_eq!(b.counters().non_arq_delivered, 1);
@@ -459,15 +464,7 @@ fn a_client_bound_for_errors_gets_a_damaged_or_incomplete_non_arq_unidata_with_i
     // offsets; the damaged bytes as received, the missing ones zero, the rest intact.
     let (at_once, wakes, got, c) = run(true, 0, &[2046], &[1023]);
     assert!(at_once.is_empty() && wakes, "{at_once:?}");
-    let [
-        ClientEvent {
-            primitive: Primitive::UnidataIndication(ind),
-            ..
-        },
-    ] = &got[..]
-    else {
-        panic!("expected one indication: {got:?}");
-    };
+    let ind = the_indication(&got);
     assert_eq!(ind.tx_mode, TxMode::NonArqWithErrors);
     assert_eq!(
         ind.errored,
@@ -499,15 +496,7 @@ fn a_client_bound_for_errors_gets_a_damaged_or_incomplete_non_arq_unidata_with_i
 
     // Two copies: an intact second copy of the damaged segment replaces it.
     let (_, _, got, _) = run(true, 1, &[2046], &[1023]);
-    let [
-        ClientEvent {
-            primitive: Primitive::UnidataIndication(ind),
-            ..
-        },
-    ] = &got[..]
-    else {
-        panic!("expected one indication: {got:?}");
-    };
+    let ind = the_indication(&got);
     assert!(ind.errored.is_empty(), "{ind:?}");
     assert_eq!(ind.missing.len(), 1, "{ind:?}");
     // Whole and intact: delivered at once as plain non-ARQ, nothing at the window's end.
