@@ -5,9 +5,9 @@
 //! - `saturated_1200_bps_link`: a saturated 1200 bit/s ARQ link (two nodes, AWGN 8 dB, short
 //!   interleaver, 300 U_PDUs of 2000 bytes through the real SIS client).
 //! - `scenario/...`: whole `skywave-bench` runs of the scenarios the fidelity work added or
-//!   changed, each timed over its own simulated session: SMTP over TCP (smoltcp) on the
-//!   110A-minimum raw modem through Watterson fading, SMTP over TCP over the 5066 IP client on
-//!   a fading channel, an HMTP session whose link is lost at 0 dB, and a CFTP batch of bundles.
+//!   changed, each timed over its own simulated session: SMTP over TCP (`jnos-1998`, on
+//!   skywave's TCP) on the 110A-minimum raw modem through Watterson fading, SMTP over TCP
+//!   over the 5066 IP client on a fading channel, an HMTP session whose link is lost at 0 dB, and a CFTP batch of bundles.
 
 // A benchmark: a failure to set up is a bug worth a panic.
 #![allow(clippy::expect_used, clippy::panic)]

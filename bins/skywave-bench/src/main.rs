@@ -248,6 +248,16 @@ struct Compare {
     /// Longest back-off (JNOS maxwait), seconds, overriding the profile's.
     #[arg(long)]
     max_wait: Option<f64>,
+    /// The TCP the hosts run: smoltcp (its clock dilated so one RTO constant fits) or skywave
+    /// (our own, whose initial, minimum and maximum RTO are the profile's or --irtt, --min-rto
+    /// and --max-wait exactly). Default: each profile's own (skywave for jnos-1998, smoltcp for
+    /// the others).
+    #[arg(long, value_name = "ENGINE")]
+    tcp_engine: Option<String>,
+    /// Smallest RTO, seconds, overriding the profile's (skywave's TCP only; smoltcp's is
+    /// fixed at its clock dilation).
+    #[arg(long, value_name = "SECS")]
+    min_rto: Option<f64>,
     /// The ship's mail-queue timer (JNOS `smtp timer`), seconds: after a connection that ended
     /// with mail not accepted (its TCP gave up, the 5066 link was lost), the mail goes again in
     /// a new connection at the timer's next tick, until the run's time limit. Default: none, as
@@ -314,6 +324,11 @@ struct Calibrate {
     /// a made link stays.
     #[arg(long, value_name = "SECS", conflicts_with = "no_cas1")]
     link_idle: Option<f64>,
+    /// The TCP every host runs (NTIA's and Isode's): smoltcp or skywave, our own, whose RTO
+    /// bounds are each profile's exactly (see `compare --tcp-engine`). Default: each
+    /// profile's own (skywave for jnos-1998, smoltcp for the others).
+    #[arg(long, value_name = "ENGINE")]
+    tcp_engine: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -596,6 +611,8 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
         windows: c.window.clone(),
         irtt: seconds(c.irtt, "--irtt")?,
         max_wait: seconds(c.max_wait, "--max-wait")?,
+        min_rto: seconds(c.min_rto, "--min-rto")?,
+        tcp_engine: c.tcp_engine.as_deref().map(str::parse).transpose()?,
         smtp_timer: seconds(c.smtp_timer, "--smtp-timer")?,
         seeds: seeds(c.seeds.unwrap_or(if c.quick { 1 } else { 3 }))?,
         segment_size: match c.segment_size {
@@ -719,6 +736,7 @@ fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
         turnaround: turnaround(c.turnaround)?,
         cas1: !c.no_cas1,
         link_idle: seconds(c.link_idle, "--link-idle")?,
+        tcp_engine: c.tcp_engine.as_deref().map(str::parse).transpose()?,
     };
     let bar = progress_bar(calibrate::run_count(&dir, seeds.len(), stations)?);
     let cal = calibrate::calibrate(&dir, &seeds, stations, &mut |name| {

@@ -55,8 +55,8 @@ use skywave_emu::modem::ModemConfig;
 use thiserror::Error;
 
 use crate::model::{
-    ChannelChanges, Condition, HmtpCompression, Scenario, SmtpCompression, TcpProfile, TcpSettings,
-    Workload,
+    ChannelChanges, Condition, HmtpCompression, Scenario, SmtpCompression, TcpEngine, TcpProfile,
+    TcpSettings, Workload,
 };
 use crate::runner::{BenchError, RunDetail, run_detailed};
 use crate::stack::modem_config;
@@ -354,6 +354,9 @@ pub struct Stations {
     pub cas1: bool,
     /// With `cas1`: idle links broken after this long ([`Condition::link_idle`]).
     pub link_idle: Option<Duration>,
+    /// The TCP every host runs, NTIA's and Isode's alike ([`TcpSettings::on_engine`]);
+    /// `None`: each profile's own.
+    pub tcp_engine: Option<TcpEngine>,
 }
 
 /// The stations Isode measured, as far as the publications say: RapidM RM6 modems and their
@@ -366,9 +369,18 @@ pub const ISODE_STATIONS: Stations = Stations {
     turnaround: None,
     cas1: true,
     link_idle: None,
+    tcp_engine: None,
 };
 
 impl Stations {
+    /// `tcp` on these hosts' TCP.
+    fn tcp(&self, tcp: TcpSettings) -> TcpSettings {
+        match self.tcp_engine {
+            Some(e) => tcp.on_engine(e),
+            None => tcp,
+        }
+    }
+
     /// `cond` with these stations.
     pub fn apply(&self, cond: Condition) -> Condition {
         Condition {
@@ -773,7 +785,7 @@ pub fn calibrate(
         .flat_map(|s| (0..NTIA_MESSAGES as u64).map(move |i| s.wrapping_mul(1000).wrapping_add(i)))
         .collect();
     for row in &ntia_rows {
-        let tcp = ntia_tcp(row);
+        let tcp = stations.tcp(ntia_tcp(row));
         let r = runs(
             Scenario::SmtpTcpModem,
             |s| ntia_condition(row, s),
@@ -812,7 +824,7 @@ pub fn calibrate(
             dup_filter: true,
             compression: SmtpCompression::None,
         };
-        let tcp = isode_tcp(row.link_bps);
+        let tcp = stations.tcp(isode_tcp(row.link_bps));
         let smtp = runs(smtp_scenario, cond, &tcp, work, seeds, progress);
         let hmtp = runs(HMTP_DEFLATE, cond, &tcp, work, seeds, progress);
         let cftp = runs(Scenario::Cftp5066, cond, &tcp, work, seeds, progress);
@@ -1032,7 +1044,7 @@ fn bulk_tcp_comparisons(
     stations: Stations,
     progress: &mut dyn FnMut(&str),
 ) -> Vec<Comparison> {
-    let tcp = bulk_tcp(row);
+    let tcp = stations.tcp(bulk_tcp(row));
     let mut reports = Vec::new();
     let mut error = None;
     for &seed in seeds {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-pub use crate::tcp::profile::{Congestion, GiveUp, Nagle, RtoFit, TcpProfile};
+pub use crate::tcp::profile::{Congestion, GiveUp, Nagle, RtoFit, RttSeed, TcpEngine, TcpProfile};
 
 /// The protocol stack under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -126,6 +126,13 @@ pub struct TcpSettings {
     pub mtu: u16,
     /// Which RTO constant smoltcp's dilated clock matches exactly (from `irtt` or `max_wait`).
     pub rto_fit: RtoFit,
+    /// The TCP implementation: smoltcp with its clock dilated, or skywave's own, whose RTO
+    /// starts at `irtt`, never falls below `min_rto` and never exceeds `max_wait`.
+    pub engine: TcpEngine,
+    /// Smallest RTO on skywave's own TCP (JNOS 0.5 s, Linux 200 ms; smoltcp's is fixed).
+    pub min_rto: Duration,
+    /// How skywave's own TCP starts its RTT estimate.
+    pub rtt_seed: RttSeed,
     /// Congestion window.
     pub congestion: Congestion,
     /// Nagle's algorithm, and which.

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::model::{
-    ChannelChanges, Condition, RunResult, Scenario, TcpProfile, TcpSettings, Workload,
+    ChannelChanges, Condition, RunResult, Scenario, TcpEngine, TcpProfile, TcpSettings, Workload,
 };
 use crate::runner::{BenchError, run};
 use crate::workload::Shape;
@@ -45,6 +45,11 @@ pub struct SweepSpec {
     pub irtt: Option<Duration>,
     /// Longest back-off override (JNOS maxwait); `None`: the profile's.
     pub max_wait: Option<Duration>,
+    /// Smallest RTO override (skywave's TCP only); `None`: the profile's.
+    pub min_rto: Option<Duration>,
+    /// The TCP implementation of every TCP run ([`TcpSettings::on_engine`]); `None`: the
+    /// profile's (smoltcp).
+    pub tcp_engine: Option<TcpEngine>,
     /// The ship's mail-queue timer (JNOS `smtp timer`) for the TCP scenarios; `None`: the
     /// profile's (none: the queue runs once).
     pub smtp_timer: Option<Duration>,
@@ -83,6 +88,8 @@ impl SweepSpec {
             windows: Vec::new(),
             irtt: None,
             max_wait: None,
+            min_rto: None,
+            tcp_engine: None,
             smtp_timer: None,
             seeds: vec![1],
             segment_size: DEFAULT_SEGMENT,
@@ -161,6 +168,12 @@ impl SweepSpec {
             for &m in &mss {
                 for &w in &windows {
                     let mut t = p.settings(rate_bps).with_overrides(m, w);
+                    if let Some(e) = self.tcp_engine {
+                        t = t.on_engine(e);
+                    }
+                    if let Some(min_rto) = self.min_rto {
+                        t.min_rto = min_rto;
+                    }
                     if let Some(irtt) = self.irtt {
                         t.irtt = irtt;
                     }

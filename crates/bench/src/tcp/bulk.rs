@@ -125,11 +125,8 @@ pub async fn run_bulk_tcp_5066(
                 out.extend_from_slice(&fill);
             }
             let mut progress = hosts[0].send(&mut out, false);
-            let socket = hosts[1].socket();
-            if socket.can_recv()
-                && let Ok(n) = socket.recv(|buf| (buf.len(), buf.len()))
-                && n > 0
-            {
+            let n = hosts[1].recv().len();
+            if n > 0 {
                 read += n as u64;
                 trace.push((elapsed.as_secs_f64(), read));
                 progress = true;

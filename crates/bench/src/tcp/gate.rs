@@ -45,7 +45,8 @@ impl Gate {
     /// A gate for segments of `mss` bytes; `None` when smoltcp's own Reno and Nagle are used.
     pub(crate) fn new(mss: usize, congestion: Congestion, nagle: Nagle) -> Option<Gate> {
         let cwnd = match congestion {
-            Congestion::SmoltcpReno => return None,
+            // Reno is skywave's own TCP's (the settings check refuses it on smoltcp).
+            Congestion::SmoltcpReno | Congestion::Reno { .. } => return None,
             Congestion::Unlimited => None,
             Congestion::Segments { initial } => Some(u32::from(initial.max(1))),
         };
@@ -136,13 +137,14 @@ mod tests {
     use smoltcp::time::Instant;
 
     use super::super::host::{Host, HostSettings};
-    use super::super::profile::GiveUp;
+    use super::super::profile::{GiveUp, RttSeed, TcpEngine};
+    use super::super::tcb::RtoTimers;
     use super::*;
     use std::time::Duration;
 
     /// Two hosts wired back to back, connected, at a frozen clock (so nothing is acknowledged
     /// unless a test delivers it).
-    fn pair(congestion: Congestion, nagle: Nagle) -> [Host; 2] {
+    fn pair(engine: TcpEngine, congestion: Congestion, nagle: Nagle) -> [Host; 2] {
         let settings = |i: u8| HostSettings {
             mtu: 1500,
             rx_buffer: 65_535,
@@ -153,6 +155,14 @@ mod tests {
             nagle,
             ack_delay: None,
             give_up: GiveUp::Never,
+            engine,
+            rto: RtoTimers {
+                initial: Duration::from_secs(1),
+                min: Duration::from_millis(200),
+                max: Duration::from_secs(120),
+            },
+            rtt_seed: RttSeed::FirstSample,
+            ack_delay_sim: None,
         };
         let t = Instant::from_secs(1);
         let mut hosts = [
@@ -182,8 +192,13 @@ mod tests {
     }
 
     /// What the client puts on the wire for `data` written at once, before any acknowledgement.
-    fn first_flight(congestion: Congestion, nagle: Nagle, data: usize) -> Vec<usize> {
-        let mut hosts = pair(congestion, nagle);
+    fn first_flight(
+        engine: TcpEngine,
+        congestion: Congestion,
+        nagle: Nagle,
+        data: usize,
+    ) -> Vec<usize> {
+        let mut hosts = pair(engine, congestion, nagle);
         let mut out = vec![b'x'; data];
         hosts[0].send(&mut out, false);
         let t = Instant::from_secs(1);
@@ -203,14 +218,19 @@ mod tests {
             .collect()
     }
 
+    /// Both engines: the gate on smoltcp and skywave's own TCP send the same first flights.
+    const ENGINES: [TcpEngine; 2] = [TcpEngine::Smoltcp, TcpEngine::Skywave];
+
     #[test]
     fn initial_window_is_counted_in_segments() {
         let iw = Congestion::Segments { initial: 10 };
-        assert_eq!(first_flight(iw, Nagle::Off, 20 * 1460), vec![1460; 10]);
-        assert_eq!(
-            first_flight(Congestion::Unlimited, Nagle::Off, 20 * 1460),
-            vec![1460; 20]
-        );
+        for e in ENGINES {
+            assert_eq!(first_flight(e, iw, Nagle::Off, 20 * 1460), vec![1460; 10]);
+            assert_eq!(
+                first_flight(e, Congestion::Unlimited, Nagle::Off, 20 * 1460),
+                vec![1460; 20]
+            );
+        }
         let g = Gate::new(1460, iw, Nagle::Minshall).unwrap();
         assert_eq!(g.cwnd(), Some(10));
         assert!(Gate::new(1460, Congestion::SmoltcpReno, Nagle::Classic).is_none());
@@ -219,12 +239,14 @@ mod tests {
     #[test]
     fn minshall_sends_the_tail_behind_full_segments_and_classic_holds_it() {
         let data = 2 * 1460 + 100;
-        let minshall = first_flight(Congestion::Unlimited, Nagle::Minshall, data);
-        assert_eq!(minshall, [1460, 1460, 100]);
-        let classic = first_flight(Congestion::Unlimited, Nagle::Classic, data);
-        assert_eq!(classic, [1460, 1460]);
+        for e in ENGINES {
+            let minshall = first_flight(e, Congestion::Unlimited, Nagle::Minshall, data);
+            assert_eq!(minshall, [1460, 1460, 100]);
+            let classic = first_flight(e, Congestion::Unlimited, Nagle::Classic, data);
+            assert_eq!(classic, [1460, 1460]);
+        }
         // Minshall holds a second small segment while the first is unacknowledged.
-        let mut hosts = pair(Congestion::Unlimited, Nagle::Minshall);
+        let mut hosts = pair(TcpEngine::Smoltcp, Congestion::Unlimited, Nagle::Minshall);
         let t = Instant::from_secs(1);
         let mut out = vec![b'a'; 100];
         hosts[0].send(&mut out, false);

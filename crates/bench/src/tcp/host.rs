@@ -16,7 +16,8 @@ use smoltcp::wire::{HardwareAddress, IpAddress, IpCidr, Ipv4Packet, TcpPacket};
 
 use super::TcpBenchError;
 use super::gate::Gate;
-use super::profile::{Congestion, GiveUp, Nagle};
+use super::profile::{Congestion, GiveUp, Nagle, RttSeed, TcpEngine};
+use super::tcb::{RtoTimers, Tcb, TcbConfig};
 
 /// Simulated time ↔ smoltcp time: smoltcp's clock runs `factor` times slower than the
 /// simulation, so each of its timers lasts `factor` times longer in simulated time.
@@ -124,6 +125,13 @@ pub(crate) struct HostSettings {
     pub(crate) ack_delay: Option<smoltcp::time::Duration>,
     /// When the host drops a connection nothing acknowledges.
     pub(crate) give_up: GiveUp,
+    /// The TCP implementation.
+    pub(crate) engine: TcpEngine,
+    /// skywave's own TCP: its RTO bounds (simulated time) and estimator start.
+    pub(crate) rto: RtoTimers,
+    pub(crate) rtt_seed: RttSeed,
+    /// skywave's own TCP: the delayed-ACK time in simulated time.
+    pub(crate) ack_delay_sim: Option<Duration>,
 }
 
 /// `a` is at or after `b` in sequence space.
@@ -343,19 +351,35 @@ impl SegmentStats {
     }
 }
 
+/// The TCP a host runs.
+enum Stack {
+    /// smoltcp on its dilated clock, with the send-side gate when the profile needs one.
+    Smoltcp {
+        iface: Box<Interface>,
+        sockets: SocketSet<'static>,
+        handle: SocketHandle,
+        gate: Option<Gate>,
+    },
+    /// skywave's own TCP, on simulated time (the dilation is 1).
+    Skywave(Box<Tcb>),
+}
+
 /// One IP host with one TCP socket.
 pub(crate) struct Host {
     pub(crate) device: QueueDevice,
-    iface: Interface,
-    sockets: SocketSet<'static>,
-    pub(crate) handle: SocketHandle,
+    stack: Stack,
     pub(crate) stats: SegmentStats,
-    /// The send-side wrapper, when the profile needs one.
-    gate: Option<Gate>,
     give_up: GiveUp,
     stall: Stall,
     /// The give-up rule dropped the connection.
     gave_up: bool,
+    /// The application must look at the socket again before time moves on (it was aborted).
+    poll_now: bool,
+}
+
+/// smoltcp's clock reading as simulated time (skywave's TCP runs with a dilation of 1).
+fn undilated(t: TcpInstant) -> Duration {
+    Duration::from_micros(t.total_micros().max(0) as u64)
 }
 
 impl Host {
@@ -365,73 +389,108 @@ impl Host {
             rx: VecDeque::new(),
             tx: VecDeque::new(),
         };
-        let mut config = Config::new(HardwareAddress::Ip);
-        config.random_seed = settings.seed;
-        let mut iface = Interface::new(config, &mut device, now);
-        let [a, b, c, d] = settings.address;
-        let mut added = true;
-        iface.update_ip_addrs(|addrs| {
-            added = addrs
-                .push(IpCidr::new(IpAddress::v4(a, b, c, d), 24))
-                .is_ok();
-        });
-        if !added {
-            return Err(TcpBenchError::Settings(
-                "smoltcp refused the host's IP address".into(),
-            ));
-        }
-        let rx = tcp::SocketBuffer::new(vec![0; settings.rx_buffer]);
-        let tx = tcp::SocketBuffer::new(vec![0; settings.tx_buffer]);
-        let mut socket = tcp::Socket::new(rx, tx);
-        socket.set_ack_delay(settings.ack_delay);
-        let gate = Gate::new(settings.mtu - 40, settings.congestion, settings.nagle);
-        if gate.is_some() {
-            // The gate keeps the window and the Nagle test; smoltcp sends what it is given.
-            socket.set_congestion_control(tcp::CongestionControl::None);
-            socket.set_nagle_enabled(false);
-        } else {
-            // smoltcp's own Reno (cwnd to one MSS after a timeout) and classic Nagle.
-            socket.set_congestion_control(tcp::CongestionControl::Reno);
-            socket.set_nagle_enabled(settings.nagle == Nagle::Classic);
-        }
-        let mut sockets = SocketSet::new(Vec::new());
-        let handle = sockets.add(socket);
+        let stack = match settings.engine {
+            TcpEngine::Smoltcp => smoltcp_stack(&settings, &mut device, now)?,
+            TcpEngine::Skywave => Stack::Skywave(Box::new(Tcb::new(TcbConfig {
+                address: settings.address,
+                mss: u16::try_from(settings.mtu - 40).unwrap_or(u16::MAX),
+                rx_buffer: settings.rx_buffer,
+                tx_buffer: settings.tx_buffer,
+                // The seed picks the initial sequence number, as smoltcp's random one.
+                iss: (settings.seed ^ (settings.seed >> 32)) as u32,
+                rto: settings.rto,
+                rtt_seed: settings.rtt_seed,
+                congestion: settings.congestion,
+                nagle: settings.nagle,
+                ack_delay: settings.ack_delay_sim,
+            }))),
+        };
         Ok(Host {
             device,
-            iface,
-            sockets,
-            handle,
+            stack,
             stats: SegmentStats::default(),
-            gate,
             give_up: settings.give_up,
             stall: Stall::default(),
             gave_up: false,
+            poll_now: false,
         })
-    }
-
-    pub(crate) fn socket(&mut self) -> &mut tcp::Socket<'static> {
-        self.sockets.get_mut::<tcp::Socket<'static>>(self.handle)
     }
 
     /// Hands `out` to the socket: all it takes, or what the gate lets through; `closing`: the
     /// application will add nothing more. True if anything was written.
     pub(crate) fn send(&mut self, out: &mut Vec<u8>, closing: bool) -> bool {
-        let socket = self.sockets.get_mut::<tcp::Socket<'static>>(self.handle);
-        if let Some(gate) = self.gate.as_mut() {
-            return gate.send(socket, out, closing);
-        }
-        if !out.is_empty()
-            && socket.may_send()
-            && let Ok(n) = socket.send_slice(out)
-            && n > 0
-        {
-            out.drain(..n);
-            return true;
-        }
-        false
+        let n = match &mut self.stack {
+            Stack::Smoltcp {
+                sockets,
+                handle,
+                gate,
+                ..
+            } => {
+                let socket = sockets.get_mut::<tcp::Socket<'static>>(*handle);
+                if let Some(gate) = gate.as_mut() {
+                    return gate.send(socket, out, closing);
+                }
+                if out.is_empty() || !socket.may_send() {
+                    return false;
+                }
+                socket.send_slice(out).unwrap_or(0)
+            }
+            Stack::Skywave(tcb) => tcb.send_slice(out),
+        };
+        out.drain(..n);
+        n > 0
     }
 
-    /// A datagram from the link, for smoltcp's next poll.
+    /// Takes what the socket has received in order (empty if none): all of it from skywave's
+    /// TCP, one contiguous run of smoltcp's ring buffer (the rest at the next call).
+    pub(crate) fn recv(&mut self) -> Vec<u8> {
+        match &mut self.stack {
+            Stack::Smoltcp {
+                sockets, handle, ..
+            } => {
+                let mut data = Vec::new();
+                let _ = sockets
+                    .get_mut::<tcp::Socket<'static>>(*handle)
+                    .recv(|buf| {
+                        data.extend_from_slice(buf);
+                        (buf.len(), ())
+                    });
+                data
+            }
+            Stack::Skywave(tcb) => tcb.recv(),
+        }
+    }
+
+    /// Received data is waiting to be read.
+    pub(crate) fn can_recv(&self) -> bool {
+        match &self.stack {
+            Stack::Smoltcp {
+                sockets, handle, ..
+            } => sockets.get::<tcp::Socket<'static>>(*handle).can_recv(),
+            Stack::Skywave(tcb) => tcb.can_recv(),
+        }
+    }
+
+    /// The application closes its side.
+    pub(crate) fn close(&mut self) {
+        match &mut self.stack {
+            Stack::Smoltcp {
+                sockets, handle, ..
+            } => sockets.get_mut::<tcp::Socket<'static>>(*handle).close(),
+            Stack::Skywave(tcb) => tcb.close(),
+        }
+    }
+
+    fn abort(&mut self) {
+        match &mut self.stack {
+            Stack::Smoltcp {
+                sockets, handle, ..
+            } => sockets.get_mut::<tcp::Socket<'static>>(*handle).abort(),
+            Stack::Skywave(tcb) => tcb.abort(),
+        }
+    }
+
+    /// A datagram from the link, for the TCP's next poll.
     pub(crate) fn deliver(&mut self, datagram: Vec<u8>) {
         self.stats.heard();
         if let Ok(ip) = Ipv4Packet::new_checked(&datagram[..])
@@ -450,9 +509,12 @@ impl Host {
     }
 
     pub(crate) fn state(&self) -> tcp::State {
-        self.sockets
-            .get::<tcp::Socket<'static>>(self.handle)
-            .state()
+        match &self.stack {
+            Stack::Smoltcp {
+                sockets, handle, ..
+            } => sockets.get::<tcp::Socket<'static>>(*handle).state(),
+            Stack::Skywave(tcb) => tcb.state(),
+        }
     }
 
     pub(crate) fn connect(
@@ -462,44 +524,94 @@ impl Host {
         local_port: u16,
     ) -> Result<(), TcpBenchError> {
         let [a, b, c, d] = remote;
-        let socket = self.sockets.get_mut::<tcp::Socket<'static>>(self.handle);
-        socket
-            .connect(
-                self.iface.context(),
-                (IpAddress::v4(a, b, c, d), port),
-                local_port,
-            )
-            .map_err(|e| TcpBenchError::Settings(format!("TCP connect: {e}")))
+        let refused = |e: String| TcpBenchError::Settings(format!("TCP connect: {e}"));
+        match &mut self.stack {
+            Stack::Smoltcp {
+                iface,
+                sockets,
+                handle,
+                ..
+            } => sockets
+                .get_mut::<tcp::Socket<'static>>(*handle)
+                .connect(
+                    iface.context(),
+                    (IpAddress::v4(a, b, c, d), port),
+                    local_port,
+                )
+                .map_err(|e| refused(e.to_string())),
+            Stack::Skywave(tcb) => tcb.connect(remote, port, local_port).map_err(refused),
+        }
     }
 
     pub(crate) fn listen(&mut self, port: u16) -> Result<(), TcpBenchError> {
-        self.socket()
-            .listen(port)
-            .map_err(|e| TcpBenchError::Settings(format!("TCP listen: {e}")))
+        let refused = |e: String| TcpBenchError::Settings(format!("TCP listen: {e}"));
+        match &mut self.stack {
+            Stack::Smoltcp {
+                sockets, handle, ..
+            } => sockets
+                .get_mut::<tcp::Socket<'static>>(*handle)
+                .listen(port)
+                .map_err(|e| refused(e.to_string())),
+            Stack::Skywave(tcb) => tcb.listen(port).map_err(refused),
+        }
     }
 
-    /// Runs smoltcp at `now` (its clock).
+    /// Runs the TCP at `now` (its clock): what arrived, then its timers and output.
     pub(crate) fn poll(&mut self, now: TcpInstant) {
-        self.iface.poll(now, &mut self.device, &mut self.sockets);
+        self.poll_now = false;
+        match &mut self.stack {
+            Stack::Smoltcp { iface, sockets, .. } => {
+                iface.poll(now, &mut self.device, sockets);
+            }
+            Stack::Skywave(tcb) => {
+                let now = undilated(now);
+                while let Some(d) = self.device.rx.pop_front() {
+                    tcb.deliver(now, &d);
+                }
+                tcb.poll(now);
+                self.device.tx.extend(tcb.take_tx());
+            }
+        }
     }
 
-    /// When smoltcp next wants to be polled (its clock).
+    /// When the TCP next wants to be polled (its clock).
     pub(crate) fn poll_at(&mut self, now: TcpInstant) -> Option<TcpInstant> {
-        self.iface.poll_at(now, &self.sockets)
+        if self.poll_now {
+            return Some(now);
+        }
+        match &mut self.stack {
+            Stack::Smoltcp { iface, sockets, .. } => iface.poll_at(now, sockets),
+            Stack::Skywave(tcb) => {
+                let at = if self.device.rx.is_empty() {
+                    tcb.poll_at()?
+                } else {
+                    undilated(now)
+                };
+                Some(TcpInstant::from_micros(
+                    i64::try_from(at.as_micros()).unwrap_or(i64::MAX),
+                ))
+            }
+        }
     }
 
-    /// Datagrams smoltcp sent since the last call (at simulated time `now`), inspected. If
+    /// Datagrams the TCP sent since the last call (at simulated time `now`), inspected. If
     /// the profile's give-up rule refuses one of them, it and the rest are withheld and the
-    /// connection is aborted (smoltcp then sends a reset at its next poll).
+    /// connection is aborted (smoltcp then sends a reset at its next poll, skywave's TCP at
+    /// once).
     pub(crate) fn take_tx(&mut self, now: Duration) -> Vec<Vec<u8>> {
         let mut out = Vec::with_capacity(self.device.tx.len());
         while let Some(d) = self.device.tx.pop_front() {
-            // smoltcp only sends TCP over IPv4 here; anything else passes uncounted.
+            // The hosts only send TCP over IPv4 here; anything else passes uncounted.
             if let Some(seg) = Segment::parse(&d) {
                 if !self.gave_up && self.stall.gives_up(&seg, now, self.give_up) {
                     self.gave_up = true;
                     self.device.tx.clear();
-                    self.socket().abort();
+                    self.abort();
+                    self.poll_now = true;
+                    if let Stack::Skywave(tcb) = &mut self.stack {
+                        // The reset goes out with what this call returns.
+                        out.extend(tcb.take_tx());
+                    }
                     break;
                 }
                 self.stats.record(d.len(), &seg);
@@ -513,6 +625,51 @@ impl Host {
     pub(crate) fn gave_up(&self) -> bool {
         self.gave_up
     }
+}
+
+/// smoltcp's interface and socket for `settings`.
+fn smoltcp_stack(
+    settings: &HostSettings,
+    device: &mut QueueDevice,
+    now: TcpInstant,
+) -> Result<Stack, TcpBenchError> {
+    let mut config = Config::new(HardwareAddress::Ip);
+    config.random_seed = settings.seed;
+    let mut iface = Interface::new(config, device, now);
+    let [a, b, c, d] = settings.address;
+    let mut added = true;
+    iface.update_ip_addrs(|addrs| {
+        added = addrs
+            .push(IpCidr::new(IpAddress::v4(a, b, c, d), 24))
+            .is_ok();
+    });
+    if !added {
+        return Err(TcpBenchError::Settings(
+            "smoltcp refused the host's IP address".into(),
+        ));
+    }
+    let rx = tcp::SocketBuffer::new(vec![0; settings.rx_buffer]);
+    let tx = tcp::SocketBuffer::new(vec![0; settings.tx_buffer]);
+    let mut socket = tcp::Socket::new(rx, tx);
+    socket.set_ack_delay(settings.ack_delay);
+    let gate = Gate::new(settings.mtu - 40, settings.congestion, settings.nagle);
+    if gate.is_some() {
+        // The gate keeps the window and the Nagle test; smoltcp sends what it is given.
+        socket.set_congestion_control(tcp::CongestionControl::None);
+        socket.set_nagle_enabled(false);
+    } else {
+        // smoltcp's own Reno (cwnd to one MSS after a timeout) and classic Nagle.
+        socket.set_congestion_control(tcp::CongestionControl::Reno);
+        socket.set_nagle_enabled(settings.nagle == Nagle::Classic);
+    }
+    let mut sockets = SocketSet::new(Vec::new());
+    let handle = sockets.add(socket);
+    Ok(Stack::Smoltcp {
+        iface: Box::new(iface),
+        sockets,
+        handle,
+        gate,
+    })
 }
 
 #[cfg(test)]

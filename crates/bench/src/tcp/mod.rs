@@ -1,5 +1,6 @@
 //! SMTP over TCP/IP over HF, the baseline the HF-native stacks are measured against: a real
-//! TCP (smoltcp 0.14) carrying a real SMTP dialogue (`skywave-smtp` client and server
+//! TCP (smoltcp 0.14, or skywave's own in `tcp/tcb.rs` where a profile needs its timers set)
+//! carrying a real SMTP dialogue (`skywave-smtp` client and server
 //! sessions) over one of two emulated IP links:
 //!
 //! - **`smtp-tcp-modem`** ([`run_smtp_tcp_modem`]): JNOS as NTIA measured it. IP datagrams in
@@ -36,9 +37,14 @@
 //! the tests do) to take milliseconds instead of hours. One loop serves both: only the wait
 //! differs.
 //!
-//! # Retransmission timers (how close to JNOS, and how far)
+//! # Retransmission timers
 //!
-//! (Written for `jnos-1998`; the other profiles pick k the same way, see [`profile`].)
+//! Each profile names its engine ([`TcpEngine`]). On skywave's TCP the initial, minimum and
+//! maximum RTO are the profile's ([`TcpSettings::irtt`], [`TcpSettings::min_rto`],
+//! [`TcpSettings::max_wait`]) on simulated time, the dilation is 1, and `jnos-1998` runs
+//! there (see [`profile`]). On smoltcp the clock is dilated, as follows (written when
+//! `jnos-1998` ran on smoltcp, as `--tcp-engine smoltcp` still runs it; the other smoltcp
+//! profiles pick k the same way).
 //!
 //! smoltcp's RTO constants are fixed at build time: 1 s initial, 1 s minimum, 60 s maximum,
 //! RFC 6298 estimator (SRTT gain 1/8, RTTVAR gain 1/4, RTO = SRTT + 4·RTTVAR), doubling on
@@ -77,9 +83,9 @@
 //!
 //! # Limits
 //!
-//! - The RTO mismatch above. [`TcpRunReport::tcp_retransmissions`] shows its cost.
-//! - smoltcp keeps at most 4 out-of-order ranges and has no per-destination RTT cache (JNOS
-//!   has one); a new connection always starts from the initial RTO.
+//! - On smoltcp, the RTO mismatch above. [`TcpRunReport::tcp_retransmissions`] shows its cost.
+//! - smoltcp keeps at most 4 out-of-order ranges. Neither engine has a per-destination RTT
+//!   cache (JNOS has one): a new connection always starts from the initial RTO.
 //! - The raw-modem CSMA parameters (persistence 63, slot 100 ms) are the KISS defaults, not
 //!   NTIA's (unpublished).
 //! - IP over 5066: the IP datagram is the U_PDU (no Annex F encapsulation or header
@@ -96,6 +102,7 @@ mod gate;
 mod host;
 mod link;
 pub mod profile;
+mod tcb;
 
 #[cfg(test)]
 mod tests;
@@ -116,8 +123,9 @@ use crate::model::{Condition, Measure, RunResult, SmtpCompression, TcpSettings, 
 use crate::stack;
 use host::{Dilation, Host, HostSettings, SegmentStats};
 use link::{IpLink, LinkCounters};
-pub use profile::{Congestion, GiveUp, Nagle, RtoFit, TcpProfile, jnos_tcp};
+pub use profile::{Congestion, GiveUp, Nagle, RtoFit, TcpEngine, TcpProfile, jnos_tcp};
 use skywave_compress::{DeflateDecoder, DeflateEncoder, Limits};
+use tcb::RtoTimers;
 
 /// Why an SMTP-over-TCP run could not be carried out.
 #[derive(Debug, Error)]
@@ -306,10 +314,13 @@ const SERVER_TIMEOUT: Duration = Duration::from_secs(3600);
 /// Send buffer of each socket (the peer's window limits what is in flight).
 const TX_BUFFER: usize = 64 * 1024;
 
+/// The hosts' clock: smoltcp's dilated to fit one RTO constant, skywave's TCP on simulated
+/// time itself.
 fn dilation(tcp: &TcpSettings) -> Result<Dilation, TcpBenchError> {
-    let k = match tcp.rto_fit {
-        RtoFit::MaxWait => tcp.max_wait.as_secs_f64() / 60.0,
-        RtoFit::Irtt => tcp.irtt.as_secs_f64(),
+    let k = match (tcp.engine, tcp.rto_fit) {
+        (TcpEngine::Skywave, _) => 1.0,
+        (TcpEngine::Smoltcp, RtoFit::MaxWait) => tcp.max_wait.as_secs_f64() / 60.0,
+        (TcpEngine::Smoltcp, RtoFit::Irtt) => tcp.irtt.as_secs_f64(),
     };
     Dilation::new(k)
 }
@@ -319,10 +330,32 @@ fn host_settings(
     seed: u64,
     dil: Dilation,
 ) -> Result<[HostSettings; 2], TcpBenchError> {
-    if tcp.congestion == Congestion::SmoltcpReno && tcp.nagle == Nagle::Minshall {
-        return Err(TcpBenchError::Settings(
-            "Minshall's Nagle needs the segment-counting window (smoltcp's Reno has classic Nagle only)".into(),
-        ));
+    match (tcp.engine, tcp.congestion) {
+        (TcpEngine::Smoltcp, Congestion::SmoltcpReno) if tcp.nagle == Nagle::Minshall => {
+            return Err(TcpBenchError::Settings(
+                "Minshall's Nagle needs the segment-counting window (smoltcp's Reno has classic Nagle only)".into(),
+            ));
+        }
+        (TcpEngine::Smoltcp, Congestion::Reno { .. }) => {
+            return Err(TcpBenchError::Settings(
+                "Reno with an initial window in segments needs skywave's TCP (--tcp-engine skywave)"
+                    .into(),
+            ));
+        }
+        (TcpEngine::Skywave, Congestion::SmoltcpReno) => {
+            return Err(TcpBenchError::Settings(
+                "smoltcp's Reno needs smoltcp (--tcp-engine smoltcp)".into(),
+            ));
+        }
+        _ => {}
+    }
+    if tcp.engine == TcpEngine::Skywave
+        && !(tcp.min_rto <= tcp.irtt && tcp.irtt <= tcp.max_wait && !tcp.min_rto.is_zero())
+    {
+        return Err(TcpBenchError::Settings(format!(
+            "the RTO bounds must be 0 < minimum {:?} <= initial {:?} <= maximum {:?}",
+            tcp.min_rto, tcp.irtt, tcp.max_wait
+        )));
     }
     // The delayed-ACK timer runs on smoltcp's dilated clock.
     let ack_delay = tcp.ack_delay.map(|d| {
@@ -358,6 +391,14 @@ fn host_settings(
         nagle: tcp.nagle,
         ack_delay,
         give_up: tcp.give_up,
+        engine: tcp.engine,
+        rto: RtoTimers {
+            initial: tcp.irtt,
+            min: tcp.min_rto,
+            max: tcp.max_wait,
+        },
+        rtt_seed: tcp.rtt_seed,
+        ack_delay_sim: tcp.ack_delay,
     }))
 }
 
@@ -760,15 +801,7 @@ fn fill_link_counters(report: &mut TcpRunReport, link: &mut IpLink) {
 
 /// Reads what the socket holds, decoded.
 fn receive(host: &mut Host, codec: &mut Codec) -> Result<Option<Vec<u8>>, TcpBenchError> {
-    let socket = host.socket();
-    if !socket.can_recv() {
-        return Ok(None);
-    }
-    let mut wire = Vec::new();
-    let _ = socket.recv(|buf| {
-        wire.extend_from_slice(buf);
-        (buf.len(), ())
-    });
+    let wire = host.recv();
     if wire.is_empty() {
         return Ok(None);
     }
@@ -801,10 +834,9 @@ fn client_step(host: &mut Host, c: &mut SmtpClient) -> Result<bool, TcpBenchErro
         c.codec.encode(c.session.take_output(), &mut c.out)?;
     }
     progress |= host.send(&mut c.out, c.done);
-    let socket = host.socket();
-    let state = socket.state();
+    let state = host.state();
     if !c.done
-        && !socket.can_recv()
+        && !host.can_recv()
         && matches!(
             state,
             State::CloseWait | State::LastAck | State::Closing | State::TimeWait | State::Closed
@@ -815,7 +847,7 @@ fn client_step(host: &mut Host, c: &mut SmtpClient) -> Result<bool, TcpBenchErro
         progress = true;
     }
     if c.done && c.out.is_empty() && !c.closed {
-        socket.close();
+        host.close();
         c.closed = true;
         progress = true;
     }
@@ -885,10 +917,9 @@ fn server_step(
         s.codec.encode(session.take_output(), &mut s.out)?;
     }
     progress |= host.send(&mut s.out, s.closing);
-    let socket = host.socket();
-    let state = socket.state();
+    let state = host.state();
     if !s.closing
-        && !socket.can_recv()
+        && !host.can_recv()
         && matches!(state, State::CloseWait | State::Closed | State::TimeWait)
     {
         // The client closed its side (JNOS sends QUIT and closes without waiting).
@@ -896,7 +927,7 @@ fn server_step(
         progress = true;
     }
     if s.closing && s.out.is_empty() && !s.closed {
-        socket.close();
+        host.close();
         s.closed = true;
         progress = true;
     }

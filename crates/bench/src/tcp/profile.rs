@@ -1,17 +1,26 @@
 //! TCP profiles: the named TCP configurations the SMTP-over-TCP scenarios run with, in one
 //! place, used by `compare`, `sweep`, `calibrate` and the tests.
 //!
-//! | profile | MSS / MTU | window | RTO initial / min / max | congestion | Nagle | delayed ACK | gives up |
-//! |---|---|---|---|---|---|---|---|
-//! | `jnos-1998` | 216 / 256 | 1024 | 1.5 / 1.5 / 90 s (1200 bit/s; 6 / 6 / 360 s below) | smoltcp Reno (cwnd from 2048 B) | classic | none | after 10 timeouts |
-//! | `linux` | 1460 / 1500 | 65535 | 1 / 1 / 60 s | IW 10 segments, slow start, never cut | Minshall | 40 ms, every full segment | never (see below) |
-//! | `best-case` | 2008 / 2048 | 1 MiB | 600 / 600 / 36000 s | none (receive window only) | off | 40 ms, every full segment | never |
-//! | `isode-stock` | 1460 / 1500 (460 / 500 at 300 bit/s and below) | 65535 | 2 / 2 / 120 s | smoltcp Reno (cwnd from 2048 B) | classic | none | SYN 127 s, data 924.6 s |
+//! | profile | TCP | MSS / MTU | window | RTO initial / min / max | congestion | Nagle | delayed ACK | gives up |
+//! |---|---|---|---|---|---|---|---|---|
+//! | `jnos-1998` | skywave's | 216 / 256 | 1024 | 60 / 0.5 / 90 s (1200 bit/s; 60 / 0.5 / 360 s below), SRTT from IRTT | Reno from 1 segment | classic | none | after 10 timeouts |
+//! | `linux` | smoltcp | 1460 / 1500 | 65535 | 1 / 1 / 60 s | IW 10 segments, slow start, never cut | Minshall | 40 ms, every full segment | never (see below) |
+//! | `best-case` | smoltcp | 2008 / 2048 | 1 MiB | 600 / 600 / 36000 s | none (receive window only) | off | 40 ms, every full segment | never |
+//! | `isode-stock` | smoltcp | 1460 / 1500 (460 / 500 at 300 bit/s and below) | 65535 | 2 / 2 / 120 s | smoltcp Reno (cwnd from 2048 B) | classic | none | SYN 127 s, data 924.6 s |
 //!
 //! - **`jnos-1998`**: the TCP NTIA configured for JNOS in 1998 (MSS 216, MTU 256, IRTT 60 s,
 //!   maxwait 90 s at 1200 bit/s and above, 360 s below, window 1024 unless the table row says
-//!   3072), run as before: smoltcp's Reno, smoltcp's classic Nagle, no delayed ACK, the clock
-//!   dilated to match maxwait ([`RtoFit::MaxWait`]).
+//!   3072), on skywave's own TCP (`tcp/tcb.rs`, [`TcpEngine::Skywave`]) with JNOS's timer
+//!   rules as its source has them (`tcpin.c`, `tcpout.c`, `tcptimer.c` of JNOS 2): SRTT starts
+//!   at IRTT with a zero deviation and every sample is smoothed in (gains 1/8 and 1/4), so the
+//!   first RTO is IRTT and later ones come down slowly ([`RttSeed::Irtt`]); RTO = 2^backoff ×
+//!   (SRTT + 4·MDEV), at least `MIN_RTO` 0.5 s, at most maxwait; Karn's rule; the back-off
+//!   cleared by a valid sample; a timeout resends from the oldest byte with cwnd one segment
+//!   and ssthresh halved; cwnd starts at one segment (`proc_syn`); fast retransmit at three
+//!   duplicate ACKs; classic Nagle, no delayed ACK. Until this profile moved (issue 13) it ran
+//!   on smoltcp with the clock dilated to maxwait, which made its first RTO 1.5 s (6 s below
+//!   1200 bit/s) instead of IRTT's 60 s: at 75 bit/s the SYN alone went 9 times. `compare
+//!   --tcp-engine smoltcp` still runs it that way ([`TcpSettings::on_engine`]).
 //! - **`linux`**: a current Linux host behind the 5066 IP client on an Ethernet LAN (MSS 1460,
 //!   the 5066 IP client takes U_PDUs up to 2048 bytes so 1500-byte datagrams pass whole):
 //!   initial window 10 segments (RFC 6928), slow start counting segments as Linux does, Nagle
@@ -55,6 +64,20 @@
 //! smtp timer was set]"). [`TcpSettings::smtp_timer`] (`--smtp-timer`) sets it: a new
 //! connection at the timer's next tick carries the mail not yet accepted. The SMTP client has
 //! no reply timeout, as JNOS's `smtp t4` defaults to 0.
+//!
+//! # Why the other profiles stay on smoltcp
+//!
+//! skywave's TCP (`--tcp-engine skywave`) runs every profile with its RTO constants exact.
+//! For `jnos-1998` that is the better model: JNOS had no timestamps, SACK or F-RTO to undo a
+//! spurious timeout, and skywave's TCP has none either. The Linux-like profiles are a different
+//! matter: Linux undoes the reduction of a spurious timeout (F-RTO, Eifel with timestamps), and
+//! neither engine does. On skywave's TCP `isode-stock` (Reno from 10 segments, as `on_engine`
+//! gives it) cuts its window on each spurious timeout and stalls where Isode's TCP worked: one
+//! bulk stream at 300 bit/s through the dropping IP client stops after 2244 s and gives up, where
+//! Isode measured 137 bit/s (`skywave-bench calibrate --tcp-engine skywave`: 67 of 124 ratio
+//! rows in band against 70 of 128 on smoltcp). So those profiles keep smoltcp with the
+//! send-side gate's never-cut window, the stand-in for the undo, until skywave's TCP has
+//! timestamps and F-RTO.
 //!
 //! # What smoltcp cannot express, and how the profiles get it anyway
 //!
@@ -124,6 +147,34 @@ pub enum Congestion {
     },
     /// No congestion window: only the receive window limits what is in flight.
     Unlimited,
+    /// Reno as RFC 5681 and JNOS have it, on skywave's own TCP ([`TcpEngine::Skywave`]) only:
+    /// `initial` segments (JNOS: 1), slow start and congestion avoidance in bytes, a timeout
+    /// halving ssthresh and restarting from one segment, fast retransmit and recovery.
+    Reno {
+        /// Initial window, segments.
+        initial: u16,
+    },
+}
+
+/// Where the RTT estimator of skywave's own TCP starts (smoltcp's is RFC 6298's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RttSeed {
+    /// RFC 6298: the initial RTO until the first sample R, then SRTT = R, RTTVAR = R/2.
+    FirstSample,
+    /// JNOS (`tcpin.c`: SRTT starts at IRTT, the deviation at 0, and every sample, the first
+    /// too, is smoothed in with gains 1/8 and 1/4), so the first RTOs stay near IRTT.
+    Irtt,
+}
+
+/// Which TCP implementation a host runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TcpEngine {
+    /// smoltcp 0.14, its fixed RTO constants scaled by the dilated clock ([`RtoFit`]).
+    #[default]
+    Smoltcp,
+    /// skywave's own TCP (`tcp/tcb.rs`): initial, minimum and maximum RTO as set, on the
+    /// simulation's own clock.
+    Skywave,
 }
 
 /// When a TCP stops retransmitting and drops the connection (the cliff: below a channel's
@@ -227,6 +278,9 @@ impl TcpProfile {
                 max_wait: Duration::from_secs(60),
                 mtu: 1500,
                 rto_fit: RtoFit::Irtt,
+                engine: TcpEngine::Smoltcp,
+                min_rto: Duration::from_millis(200),
+                rtt_seed: RttSeed::FirstSample,
                 congestion: Congestion::Segments { initial: 10 },
                 nagle: Nagle::Minshall,
                 ack_delay: Some(Duration::from_millis(40)),
@@ -247,6 +301,9 @@ impl TcpProfile {
                 max_wait: Duration::from_secs(36_000),
                 mtu: S5066_IP_MTU,
                 rto_fit: RtoFit::Irtt,
+                engine: TcpEngine::Smoltcp,
+                min_rto: Duration::from_secs(600),
+                rtt_seed: RttSeed::FirstSample,
                 congestion: Congestion::Unlimited,
                 nagle: Nagle::Off,
                 ack_delay: Some(Duration::from_millis(40)),
@@ -263,6 +320,11 @@ impl TcpProfile {
                 irtt: Duration::from_secs(2),
                 max_wait: Duration::from_secs(120),
                 mtu: isode_mtu(rate_bps),
+                rto_fit: RtoFit::MaxWait,
+                engine: TcpEngine::Smoltcp,
+                congestion: Congestion::SmoltcpReno,
+                min_rto: Duration::from_millis(200),
+                rtt_seed: RttSeed::FirstSample,
                 give_up: GiveUp::LINUX,
                 smtp_timer: None,
                 // Isode's measurements went through the NC3A IP client, which dropped what it
@@ -281,6 +343,39 @@ impl TcpProfile {
 /// 75 bit/s Isode could not make TCP work at all, so nothing speaks for 1500 there.
 pub fn isode_mtu(rate_bps: u32) -> u16 {
     if rate_bps <= 300 { 500 } else { 1500 }
+}
+
+impl TcpEngine {
+    /// The engine's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            TcpEngine::Smoltcp => "smoltcp",
+            TcpEngine::Skywave => "skywave",
+        }
+    }
+}
+
+/// An engine name that is neither `smoltcp` nor `skywave`.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("unknown TCP engine {0:?} (smoltcp, skywave)")]
+pub struct UnknownEngine(pub String);
+
+impl FromStr for TcpEngine {
+    type Err = UnknownEngine;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "smoltcp" => Ok(TcpEngine::Smoltcp),
+            "skywave" | "own" => Ok(TcpEngine::Skywave),
+            _ => Err(UnknownEngine(s.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for TcpEngine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl fmt::Display for TcpProfile {
@@ -307,8 +402,8 @@ impl FromStr for TcpProfile {
 }
 
 /// JNOS-style TCP settings as NTIA used them: MTU = MSS + 40, IRTT 60 s, maxwait 90 s at
-/// 1200 bit/s and above, 360 s below (overridable); smoltcp's Reno and classic Nagle, no
-/// delayed ACK (JNOS has none), the clock fitted to maxwait.
+/// 1200 bit/s and above, 360 s below (overridable), `MIN_RTO` 0.5 s, on skywave's TCP with
+/// JNOS's estimator and Reno from one segment; classic Nagle, no delayed ACK (JNOS has none).
 pub fn jnos_tcp(
     mss: u16,
     window: u32,
@@ -327,7 +422,11 @@ pub fn jnos_tcp(
         }),
         mtu: mss.saturating_add(40),
         rto_fit: RtoFit::MaxWait,
-        congestion: Congestion::SmoltcpReno,
+        engine: TcpEngine::Skywave,
+        // JNOS's MIN_RTO (tcp.h).
+        min_rto: Duration::from_millis(500),
+        rtt_seed: RttSeed::Irtt,
+        congestion: Congestion::Reno { initial: 1 },
         nagle: Nagle::Classic,
         ack_delay: None,
         give_up: GiveUp::JNOS,
@@ -351,9 +450,34 @@ impl TcpSettings {
         self
     }
 
-    /// smoltcp's RTO constants in simulated time under this clock fit: (initial, minimum,
-    /// maximum).
+    /// The settings on `engine`. smoltcp's Reno and skywave's Reno are the same algorithm
+    /// with different starts, so a profile's Reno moves to the other engine's: on skywave's
+    /// TCP `jnos-1998` starts from one segment, as JNOS (`proc_syn` sets cwnd to the MSS),
+    /// and every other profile from ten, stock Linux's window since 2.6.39 (RFC 6928); on
+    /// smoltcp, Reno starts at smoltcp's 2048 bytes. Everything else stays, and on skywave's
+    /// TCP `irtt`, `min_rto` and `max_wait` are used as they are.
+    pub fn on_engine(mut self, engine: TcpEngine) -> TcpSettings {
+        self.engine = engine;
+        self.congestion = match (engine, self.congestion) {
+            (TcpEngine::Skywave, Congestion::SmoltcpReno) => Congestion::Reno {
+                initial: if self.profile == Some(TcpProfile::Jnos1998) {
+                    1
+                } else {
+                    10
+                },
+            },
+            (TcpEngine::Smoltcp, Congestion::Reno { .. }) => Congestion::SmoltcpReno,
+            (_, c) => c,
+        };
+        self
+    }
+
+    /// The RTO's (initial, minimum, maximum) in simulated time: as set on skywave's TCP,
+    /// smoltcp's constants under the clock fit on smoltcp.
     pub fn rto_constants(&self) -> (Duration, Duration, Duration) {
+        if self.engine == TcpEngine::Skywave {
+            return (self.irtt, self.min_rto, self.max_wait);
+        }
         let k = match self.rto_fit {
             RtoFit::MaxWait => self.max_wait.as_secs_f64() / 60.0,
             RtoFit::Irtt => self.irtt.as_secs_f64(),
@@ -391,15 +515,34 @@ mod tests {
         assert_eq!(best.rto_constants(), (s(600), s(600), s(36_000)));
         let jnos = TcpProfile::Jnos1998.settings(1200);
         assert_eq!((jnos.mss, jnos.mtu, jnos.window), (216, 256, 1024));
+        // skywave's TCP: JNOS's IRTT, MIN_RTO and maxwait exactly.
+        assert_eq!(jnos.engine, TcpEngine::Skywave);
+        assert_eq!(jnos.congestion, Congestion::Reno { initial: 1 });
         assert_eq!(
             jnos.rto_constants(),
+            (s(60), Duration::from_millis(500), s(90))
+        );
+        assert_eq!(TcpProfile::Jnos1998.settings(300).rto_constants().2, s(360));
+        // On smoltcp it is Reno from 2048 bytes, the clock fitted to maxwait.
+        let on_smoltcp = jnos.on_engine(TcpEngine::Smoltcp);
+        assert_eq!(on_smoltcp.congestion, Congestion::SmoltcpReno);
+        assert_eq!(
+            on_smoltcp.rto_constants(),
             (
                 Duration::from_millis(1500),
                 Duration::from_millis(1500),
                 s(90)
             )
         );
-        assert_eq!(TcpProfile::Jnos1998.settings(300).rto_constants().2, s(360));
+        assert_eq!(
+            TcpProfile::IsodeStock
+                .settings(1200)
+                .on_engine(TcpEngine::Skywave)
+                .congestion,
+            Congestion::Reno { initial: 10 }
+        );
+        assert_eq!("skywave".parse::<TcpEngine>(), Ok(TcpEngine::Skywave));
+        assert!("bsd".parse::<TcpEngine>().is_err());
         let stock = TcpProfile::IsodeStock.settings(1200);
         assert_eq!(stock.rto_constants(), (s(2), s(2), s(120)));
         assert_eq!((stock.mss, stock.mtu), (1460, 1500));

@@ -46,7 +46,8 @@ async fn one_message_over_the_raw_modem() {
     assert_eq!((r.result.delivered, r.result.expected), (1, 1));
     assert_eq!(r.client_confirmed, 1);
     assert_eq!(r.xlzw, Some(16), "JNOS XLZW negotiated");
-    assert!((r.clock_dilation - 1.5).abs() < 1e-9);
+    // skywave's own TCP runs on simulated time.
+    assert!((r.clock_dilation - 1.0).abs() < 1e-9);
     assert!(r.result.transmissions >= 4);
     assert!(r.result.bytes_on_air > 500);
     // At 1200 bit/s the compressed mail alone needs a few seconds; the handshakes and
@@ -218,7 +219,7 @@ fn lzw_ratio_of_the_ntia_workload() {
 }
 
 /// One NTIA run of the 51200-byte attachment in detail; the README quotes the 300 bit/s one
-/// ("keyed 941 s of 992 s"), asserted here to 1 % (virtual time, seeded channel).
+/// ("keyed 877 s of 914 s"), asserted here to 1 % (virtual time, seeded channel).
 #[tokio::test(start_paused = true)]
 async fn ntia_one_run_in_detail() {
     for (rate, window) in [(300u32, 1024u32), (1200, 1024)] {
@@ -236,8 +237,8 @@ async fn ntia_one_run_in_detail() {
         assert!(r.completed, "{r:?}");
         if rate == 300 {
             let near = |v: f64, want: f64| (v / want - 1.0).abs() <= 0.01;
-            assert!(near(r.result.seconds, 991.7), "{}", r.result.seconds);
-            assert!(near(r.air_seconds, 940.9), "{}", r.air_seconds);
+            assert!(near(r.result.seconds, 913.7), "{}", r.result.seconds);
+            assert!(near(r.air_seconds, 876.7), "{}", r.air_seconds);
         }
     }
 }
@@ -328,9 +329,10 @@ async fn smtp_with_xlzw_and_deflate_over_5066() {
 }
 
 /// The cliff: at 0 dB on ITU-R Good nothing gets through at 2400 bit/s, and JNOS's TCP resets
-/// the connection on the timeout after its tenth SYN retransmission (1.5, 3, 6, ... s, capped at
-/// maxwait 90 s: 454.5 s of back-offs, then the eleventh timeout 90 s later) instead of trying
-/// until the run's time limit. The best-case profile never gives up.
+/// the connection on the timeout after its tenth SYN retransmission (the first after IRTT,
+/// 60 s, the others after maxwait, 90 s, which caps the doubled RTO: resends at 60, 150, ...,
+/// 870 s, then the eleventh timeout at 960 s) instead of trying until the run's time limit.
+/// The best-case profile never gives up.
 #[tokio::test(start_paused = true)]
 async fn jnos_gives_up_after_ten_timeouts_where_nothing_gets_through() {
     let work = workload::ntia(1024, 1, 7).unwrap();
@@ -343,7 +345,7 @@ async fn jnos_gives_up_after_ten_timeouts_where_nothing_gets_through() {
     assert_eq!(r.result.delivered, 0);
     assert_eq!(r.tcp_retransmissions, 10, "{r:?}");
     assert!(
-        (r.connection_seconds - 544.5).abs() < 1.0,
+        (r.connection_seconds - 960.0).abs() < 1.0,
         "{}",
         r.connection_seconds
     );
@@ -362,14 +364,14 @@ async fn jnos_gives_up_after_ten_timeouts_where_nothing_gets_through() {
 }
 
 /// JNOS re-queueing (`smtp timer`): three 14025-byte messages over the 1998 modem on ITU-R Poor
-/// at 7 dB. Run once, the connection's TCP gives up (ten timeouts) with nothing delivered. With
-/// the queue timer at 600 s the mail goes again at the next tick, in a new connection (two more
-/// before the run's time limit), and one message gets through; nothing arrives twice. Virtual
-/// time, so the figures are exact for the seed.
+/// at 6.5 dB. Run once, the connection's TCP gives up (ten timeouts) with nothing delivered.
+/// With the queue timer at 600 s the mail goes again at the next tick, in a new connection,
+/// and one message gets through; nothing arrives twice. Virtual time, so the figures are exact
+/// for the seed.
 #[tokio::test(start_paused = true)]
 async fn a_failed_jnos_job_goes_again_at_the_queue_timers_next_tick() {
     let work = workload::isode(14025, 3, 1).unwrap();
-    let c = cond("poor", 7.0, 1200, 4);
+    let c = cond("poor", 6.5, 1200, 2);
     let mut tcp = ntia_tcp(1024, 1200);
     let once = run_smtp_tcp_modem_with(&c, &tcp, &work, &TcpRunOptions::default())
         .await
@@ -386,7 +388,7 @@ async fn a_failed_jnos_job_goes_again_at_the_queue_timers_next_tick() {
             requeued.attempts,
             requeued.duplicate_deliveries
         ),
-        (1, 3, 0),
+        (1, 2, 0),
         "{requeued:?}"
     );
     assert_eq!(requeued.client_confirmed, 1);

@@ -1,0 +1,1448 @@
+//! skywave's own TCP, for profiles whose timers smoltcp cannot be given: a sans-IO connection
+//! (bytes and simulated time in, IPv4 datagrams out) whose retransmission timer, RTT estimator,
+//! congestion window, Nagle test and delayed ACK are all settings ([`TcbConfig`]).
+//!
+//! It sits where smoltcp's socket sits in [`super::host::Host`]: the run's driver reads and
+//! writes it through the host, and the host inspects what it sends (the counters and the
+//! give-up rule are the host's, the same for both engines). The wire format is smoltcp's
+//! (`smoltcp::wire` builds and parses the IPv4 and TCP headers, checksums included), so the
+//! datagrams on the link are byte-for-byte real TCP/IP.
+//!
+//! What it does (RFC 793 / 9293 unless said):
+//! - the whole state machine: active and passive open, simultaneous close, TIME-WAIT (60 s),
+//!   RST on abort, RST received;
+//! - MSS option (the segment size is the smaller of both MSSs), window scaling (RFC 7323) when
+//!   the receive window exceeds 65535;
+//! - retransmission: one timer, RTO = (SRTT + 4·RTTVAR) × 2^backoff clamped to
+//!   [`RtoTimers`]'s minimum and maximum; one segment timed at a time, no sample from a
+//!   resent segment (Karn), the back-off cleared by the next valid sample (JNOS and RFC 6298
+//!   alike); the estimator seeded either from the first sample (RFC 6298: SRTT = R,
+//!   RTTVAR = R/2, RTO 1 s before it) or, as JNOS, from IRTT with a zero deviation, smoothed
+//!   from there ([`RttSeed`]); a timeout resends go-back-N from the oldest unacknowledged byte;
+//! - congestion ([`Congestion`]): Reno (RFC 5681: initial window in segments, slow start by
+//!   `min(acked, MSS)`, congestion avoidance by MSS²/cwnd, on a timeout ssthresh = max(flight/2,
+//!   2·MSS) and cwnd = 1 MSS, fast retransmit and recovery at three duplicate ACKs); a segment
+//!   window that only grows (Linux with F-RTO undoing spurious timeouts, see `tcp/gate.rs`); or
+//!   none;
+//! - Nagle: off, classic (RFC 896) or Minshall's;
+//! - receiving: out-of-order segments kept within the window and an immediate ACK for them;
+//!   in order, an ACK at once or after the delayed-ACK time, at once when two full segments
+//!   are unacknowledged (RFC 5681 4.2); window updates when reading opens the window by an MSS
+//!   or half the buffer (receiver SWS avoidance, RFC 1122 4.2.3.3);
+//! - zero window: a one-byte probe on the retransmission timer, backed off the same way.
+//!
+//! Not done: SACK, timestamps, urgent data, slow-start restart after idle, path MTU discovery
+//! (the MTU is set), keep-alive. None of the runs needs them to be correct; timestamps and SACK
+//! would change how Linux recovers from spurious timeouts, which the segment window's "never
+//! cut" stands in for, as it does on smoltcp.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use smoltcp::phy::ChecksumCapabilities;
+use smoltcp::socket::tcp::State;
+use smoltcp::wire::{
+    IpAddress, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket, TcpRepr,
+    TcpSeqNumber,
+};
+
+use super::profile::{Congestion, Nagle, RttSeed};
+
+/// TIME-WAIT's length (2 MSL; Linux's `TCP_TIMEWAIT_LEN`).
+const TIME_WAIT: Duration = Duration::from_secs(60);
+/// Duplicate ACKs that trigger a fast retransmit.
+const DUP_ACKS: u32 = 3;
+/// TTL of the datagrams sent.
+const HOP_LIMIT: u8 = 64;
+/// Highest back-off exponent (the RTO's maximum caps it long before).
+const MAX_BACKOFF: u32 = 16;
+
+/// The retransmission timer's bounds, simulated time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RtoTimers {
+    /// RTO before the first RTT sample (JNOS: IRTT; RFC 6298: 1 s).
+    pub(crate) initial: Duration,
+    /// Smallest RTO (JNOS `MIN_RTO`: 0.5 s; Linux `TCP_RTO_MIN`: 200 ms).
+    pub(crate) min: Duration,
+    /// Largest RTO, back-off included (JNOS `maxwait`; Linux `TCP_RTO_MAX`: 120 s).
+    pub(crate) max: Duration,
+}
+
+/// Settings of one connection.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TcbConfig {
+    /// This host's address.
+    pub(crate) address: [u8; 4],
+    /// The MSS this host advertises and sends with at most (MTU − 40).
+    pub(crate) mss: u16,
+    /// Receive buffer, bytes: the most this host advertises.
+    pub(crate) rx_buffer: usize,
+    /// Send buffer, bytes: the most the application may have queued.
+    pub(crate) tx_buffer: usize,
+    /// Initial sequence number.
+    pub(crate) iss: u32,
+    /// Retransmission timer bounds.
+    pub(crate) rto: RtoTimers,
+    /// How the estimator starts.
+    pub(crate) rtt_seed: RttSeed,
+    /// Congestion control.
+    pub(crate) congestion: Congestion,
+    /// Nagle's algorithm.
+    pub(crate) nagle: Nagle,
+    /// Delayed-ACK time (`None`: every in-order segment acknowledged at once).
+    pub(crate) ack_delay: Option<Duration>,
+}
+
+/// `a` is after `b` in sequence space.
+fn after(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+/// `a` is at or after `b` in sequence space.
+fn at_or_after(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) >= 0
+}
+
+/// The RTT estimator and retransmission timer value.
+#[derive(Debug, Clone)]
+struct Rtte {
+    timers: RtoTimers,
+    /// Smoothed RTT and its mean deviation, seconds (`None`: no estimate yet).
+    srtt: Option<(f64, f64)>,
+    backoff: u32,
+    /// The timed segment: the sequence number that acknowledges it, and when it was sent.
+    timed: Option<(u32, Duration)>,
+}
+
+impl Rtte {
+    fn new(timers: RtoTimers, seed: RttSeed) -> Rtte {
+        let srtt = match seed {
+            RttSeed::FirstSample => None,
+            RttSeed::Irtt => Some((timers.initial.as_secs_f64(), 0.0)),
+        };
+        Rtte {
+            timers,
+            srtt,
+            backoff: 0,
+            timed: None,
+        }
+    }
+
+    fn rto(&self) -> Duration {
+        let base = match self.srtt {
+            None => self.timers.initial.as_secs_f64(),
+            Some((srtt, dev)) => srtt + 4.0 * dev,
+        };
+        let backed = base * f64::from(1u32 << self.backoff.min(MAX_BACKOFF));
+        let max = self.timers.max.as_secs_f64();
+        let secs = backed.min(max).max(self.timers.min.as_secs_f64());
+        Duration::try_from_secs_f64(secs).unwrap_or(self.timers.max)
+    }
+
+    fn sample(&mut self, r: Duration) {
+        let r = r.as_secs_f64();
+        self.srtt = Some(match self.srtt {
+            None => (r, r / 2.0),
+            Some((srtt, dev)) => (
+                srtt + (r - srtt) / 8.0,
+                dev + ((r - srtt).abs() - dev) / 4.0,
+            ),
+        });
+        self.backoff = 0;
+    }
+}
+
+/// One TCP connection endpoint.
+#[derive(Debug)]
+pub(crate) struct Tcb {
+    cfg: TcbConfig,
+    state: State,
+    local_port: u16,
+    remote: Option<([u8; 4], u16)>,
+    /// Segment size in use (both MSSs' minimum once the peer's is known).
+    mss: usize,
+    /// Our window scale shift and the peer's (both `Some` only if both sent the option).
+    rcv_shift: u8,
+    snd_shift: u8,
+
+    // Send side.
+    snd_una: u32,
+    snd_nxt: u32,
+    /// Highest sequence number sent plus one.
+    snd_max: u32,
+    snd_wnd: u32,
+    /// The largest window the peer has offered (sender SWS avoidance).
+    max_snd_wnd: u32,
+    snd_wl1: u32,
+    snd_wl2: u32,
+    /// Unacknowledged and unsent data; its first byte has sequence number `buf_seq`.
+    tx: VecDeque<u8>,
+    buf_seq: u32,
+    /// The application will write nothing more.
+    fin_queued: bool,
+    /// Sequence number of our FIN once sent.
+    fin_seq: Option<u32>,
+    cwnd: Option<u32>,
+    ssthresh: u32,
+    dup_acks: u32,
+    /// In fast recovery until this sequence number is acknowledged.
+    recover: Option<u32>,
+    /// End of the last sub-MSS segment sent (Minshall).
+    snd_sml: u32,
+    rtte: Rtte,
+    rto_at: Option<Duration>,
+    /// The timer runs as the zero-window probe timer.
+    probing: bool,
+
+    // Receive side.
+    rcv_nxt: u32,
+    rx: VecDeque<u8>,
+    /// Out-of-order data by sequence number.
+    ooo: BTreeMap<u32, Vec<u8>>,
+    /// Right edge of the window last advertised.
+    rcv_adv: u32,
+    /// In-order bytes received and not yet acknowledged.
+    unacked_rx: usize,
+    ack_at: Option<Duration>,
+    ack_now: bool,
+    time_wait_at: Option<Duration>,
+
+    out: Vec<Vec<u8>>,
+}
+
+impl Tcb {
+    /// A closed endpoint.
+    pub(crate) fn new(cfg: TcbConfig) -> Tcb {
+        let rcv_shift = {
+            let mut s = 0u8;
+            while s < 14 && (cfg.rx_buffer >> s) > 65_535 {
+                s += 1;
+            }
+            s
+        };
+        let cwnd = match cfg.congestion {
+            Congestion::Unlimited => None,
+            Congestion::Segments { initial } | Congestion::Reno { initial } => {
+                Some(u32::from(initial.max(1)) * u32::from(cfg.mss))
+            }
+            // Refused by the settings check; smoltcp's own Reno starts at 2048 bytes.
+            Congestion::SmoltcpReno => Some(2048),
+        };
+        Tcb {
+            state: State::Closed,
+            local_port: 0,
+            remote: None,
+            mss: usize::from(cfg.mss),
+            rcv_shift,
+            snd_shift: 0,
+            snd_una: cfg.iss,
+            snd_nxt: cfg.iss,
+            snd_max: cfg.iss,
+            snd_wnd: 0,
+            max_snd_wnd: 0,
+            snd_wl1: 0,
+            snd_wl2: 0,
+            tx: VecDeque::new(),
+            buf_seq: cfg.iss.wrapping_add(1),
+            fin_queued: false,
+            fin_seq: None,
+            cwnd,
+            ssthresh: u32::MAX,
+            dup_acks: 0,
+            recover: None,
+            snd_sml: cfg.iss,
+            rtte: Rtte::new(cfg.rto, cfg.rtt_seed),
+            rto_at: None,
+            probing: false,
+            rcv_nxt: 0,
+            rx: VecDeque::new(),
+            ooo: BTreeMap::new(),
+            rcv_adv: 0,
+            unacked_rx: 0,
+            ack_at: None,
+            ack_now: false,
+            time_wait_at: None,
+            out: Vec::new(),
+            cfg,
+        }
+    }
+
+    /// The connection's state.
+    pub(crate) fn state(&self) -> State {
+        self.state
+    }
+
+    /// The congestion window, bytes (`None`: unlimited).
+    #[cfg(test)]
+    pub(crate) fn cwnd(&self) -> Option<u32> {
+        self.cwnd
+    }
+
+    /// The retransmission timeout the next (re)transmission would get.
+    #[cfg(test)]
+    pub(crate) fn rto(&self) -> Duration {
+        self.rtte.rto()
+    }
+
+    /// Waits for a connection on `port`.
+    pub(crate) fn listen(&mut self, port: u16) -> Result<(), String> {
+        if self.state != State::Closed {
+            return Err(format!("listen in state {}", self.state));
+        }
+        self.local_port = port;
+        self.state = State::Listen;
+        Ok(())
+    }
+
+    /// Opens a connection to `remote:port` from `local_port`; the SYN goes at the next poll.
+    pub(crate) fn connect(
+        &mut self,
+        remote: [u8; 4],
+        port: u16,
+        local_port: u16,
+    ) -> Result<(), String> {
+        if self.state != State::Closed {
+            return Err(format!("connect in state {}", self.state));
+        }
+        self.local_port = local_port;
+        self.remote = Some((remote, port));
+        self.state = State::SynSent;
+        Ok(())
+    }
+
+    /// The application may still write.
+    pub(crate) fn may_send(&self) -> bool {
+        matches!(self.state, State::Established | State::CloseWait) && !self.fin_queued
+    }
+
+    /// Queues what the send buffer takes of `data`; returns how much.
+    pub(crate) fn send_slice(&mut self, data: &[u8]) -> usize {
+        if !self.may_send() {
+            return 0;
+        }
+        let n = data
+            .len()
+            .min(self.cfg.tx_buffer.saturating_sub(self.tx.len()));
+        self.tx.extend(&data[..n]);
+        n
+    }
+
+    /// Received data is waiting to be read.
+    pub(crate) fn can_recv(&self) -> bool {
+        !self.rx.is_empty()
+    }
+
+    /// Takes every byte received in order.
+    pub(crate) fn recv(&mut self) -> Vec<u8> {
+        let data: Vec<u8> = self.rx.drain(..).collect();
+        if !data.is_empty() && self.window_update_due() {
+            self.ack_now = true;
+        }
+        data
+    }
+
+    /// The application closes its side: a FIN follows the queued data.
+    pub(crate) fn close(&mut self) {
+        match self.state {
+            State::Listen | State::SynSent => self.state = State::Closed,
+            State::SynReceived | State::Established | State::CloseWait => self.fin_queued = true,
+            _ => {}
+        }
+    }
+
+    /// Drops the connection, with a RST to the peer if it was synchronised.
+    pub(crate) fn abort(&mut self) {
+        let synchronised = !matches!(
+            self.state,
+            State::Closed | State::Listen | State::SynSent | State::TimeWait
+        );
+        if synchronised {
+            self.emit(TcpControl::Rst, self.snd_nxt, true, 0, 0);
+        }
+        self.enter_closed();
+    }
+
+    fn enter_closed(&mut self) {
+        self.state = State::Closed;
+        self.rto_at = None;
+        self.ack_at = None;
+        self.ack_now = false;
+        self.time_wait_at = None;
+    }
+
+    /// What was sent since the last call.
+    pub(crate) fn take_tx(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// When [`Tcb::poll`] has something to do next (a timer), if anything.
+    pub(crate) fn poll_at(&self) -> Option<Duration> {
+        [self.rto_at, self.ack_at, self.time_wait_at]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// The peer's advertised window scaled, as a byte count.
+    fn free_rx(&self) -> usize {
+        self.cfg.rx_buffer.saturating_sub(self.rx.len())
+    }
+
+    /// The window field to advertise now (scaled down), and the right edge it stands for.
+    fn advertise(&self) -> (u16, u32) {
+        let field = (self.free_rx() >> self.rcv_shift).min(65_535);
+        let edge = self.rcv_nxt.wrapping_add((field << self.rcv_shift) as u32);
+        // Never move the right edge back (RFC 9293 3.8.6.2.2: do not shrink the window).
+        if after(self.rcv_adv, edge) {
+            let keep = self.rcv_adv.wrapping_sub(self.rcv_nxt) >> self.rcv_shift;
+            return (keep.min(65_535) as u16, self.rcv_adv);
+        }
+        (field as u16, edge)
+    }
+
+    fn window_update_due(&self) -> bool {
+        if !matches!(
+            self.state,
+            State::Established | State::FinWait1 | State::FinWait2
+        ) {
+            return false;
+        }
+        let (_, edge) = self.advertise();
+        let grown = edge.wrapping_sub(self.rcv_adv) as usize;
+        after(edge, self.rcv_adv) && grown >= self.mss.min(self.cfg.rx_buffer / 2)
+    }
+
+    /// Builds one datagram and queues it.
+    fn emit(&mut self, control: TcpControl, seq: u32, ack: bool, offset: usize, len: usize) {
+        let Some((remote, port)) = self.remote else {
+            return;
+        };
+        let syn = control == TcpControl::Syn;
+        let (window, edge) = if syn {
+            // The window field of a SYN is never scaled.
+            let w = self.free_rx().min(65_535);
+            (w as u16, self.rcv_nxt.wrapping_add(w as u32))
+        } else {
+            self.advertise()
+        };
+        if ack {
+            self.rcv_adv = edge;
+            self.unacked_rx = 0;
+            self.ack_at = None;
+            self.ack_now = false;
+        }
+        let payload: Vec<u8> = self.tx.range(offset..offset + len).copied().collect();
+        let repr = TcpRepr {
+            src_port: self.local_port,
+            dst_port: port,
+            control,
+            seq_number: TcpSeqNumber(seq as i32),
+            ack_number: ack.then_some(TcpSeqNumber(self.rcv_nxt as i32)),
+            window_len: window,
+            window_scale: (syn && self.cfg.rx_buffer > 65_535).then_some(self.rcv_shift),
+            max_seg_size: syn.then_some(self.cfg.mss),
+            sack_permitted: false,
+            sack_ranges: [None; 3],
+            timestamp: None,
+            payload: &payload,
+        };
+        let [a, b, c, d] = self.cfg.address;
+        let [e, f, g, h] = remote;
+        let src = Ipv4Address::new(a, b, c, d);
+        let dst = Ipv4Address::new(e, f, g, h);
+        let ip = Ipv4Repr {
+            src_addr: src,
+            dst_addr: dst,
+            next_header: IpProtocol::Tcp,
+            payload_len: repr.buffer_len(),
+            hop_limit: HOP_LIMIT,
+        };
+        let mut buf = vec![0u8; ip.buffer_len() + repr.buffer_len()];
+        let caps = ChecksumCapabilities::default();
+        let mut packet = Ipv4Packet::new_unchecked(&mut buf[..]);
+        ip.emit(&mut packet, &caps);
+        let mut tcp = TcpPacket::new_unchecked(packet.payload_mut());
+        repr.emit(
+            &mut tcp,
+            &IpAddress::Ipv4(src),
+            &IpAddress::Ipv4(dst),
+            &caps,
+        );
+        self.out.push(buf);
+    }
+
+    /// A datagram from the link at `now`. Anything not for this endpoint, malformed or with a
+    /// bad checksum is dropped, as a host drops it.
+    pub(crate) fn deliver(&mut self, now: Duration, datagram: &[u8]) {
+        let caps = ChecksumCapabilities::default();
+        let Ok(packet) = Ipv4Packet::new_checked(datagram) else {
+            return;
+        };
+        let Ok(ip) = Ipv4Repr::parse(&packet, &caps) else {
+            return;
+        };
+        if ip.next_header != IpProtocol::Tcp || ip.dst_addr.octets() != self.cfg.address {
+            return;
+        }
+        let Ok(tcp) = TcpPacket::new_checked(packet.payload()) else {
+            return;
+        };
+        let (src, dst) = (IpAddress::Ipv4(ip.src_addr), IpAddress::Ipv4(ip.dst_addr));
+        let Ok(seg) = TcpRepr::parse(&tcp, &src, &dst, &caps) else {
+            return;
+        };
+        if seg.dst_port != self.local_port {
+            return;
+        }
+        let from = (ip.src_addr.octets(), seg.src_port);
+        if self.state != State::Listen && self.remote != Some(from) {
+            return;
+        }
+        self.segment_arrives(now, from, &seg);
+    }
+
+    fn segment_arrives(&mut self, now: Duration, from: ([u8; 4], u16), seg: &TcpRepr<'_>) {
+        let seq = seg.seq_number.0 as u32;
+        let ack = seg.ack_number.map(|a| a.0 as u32);
+        match self.state {
+            State::Closed | State::TimeWait if seg.control == TcpControl::Syn => return,
+            State::Closed => return,
+            State::Listen => {
+                if seg.control != TcpControl::Syn || ack.is_some() {
+                    return;
+                }
+                self.remote = Some(from);
+                self.take_syn_options(seg);
+                self.rcv_nxt = seq.wrapping_add(1);
+                self.snd_wnd = u32::from(seg.window_len);
+                self.max_snd_wnd = self.snd_wnd;
+                self.snd_wl1 = seq;
+                self.snd_wl2 = self.snd_una;
+                self.state = State::SynReceived;
+                self.send_syn(now);
+                return;
+            }
+            State::SynSent => {
+                if let Some(a) = ack
+                    && a != self.cfg.iss.wrapping_add(1)
+                {
+                    return;
+                }
+                if seg.control == TcpControl::Rst {
+                    if ack.is_some() {
+                        self.enter_closed();
+                    }
+                    return;
+                }
+                // Only a SYN-ACK opens the connection (a simultaneous open never happens here).
+                let (TcpControl::Syn, Some(a)) = (seg.control, ack) else {
+                    return;
+                };
+                self.take_syn_options(seg);
+                self.rcv_nxt = seq.wrapping_add(1);
+                self.rcv_adv = self.rcv_nxt.wrapping_add(self.free_rx().min(65_535) as u32);
+                self.snd_wl1 = seq;
+                self.snd_wl2 = a;
+                self.state = State::Established;
+                self.process_ack(now, seq, a, seg.window_len, true, 0);
+                self.ack_now = true;
+                return;
+            }
+            _ => {}
+        }
+
+        // Synchronised states.
+        let payload = seg.payload;
+        let fin = seg.control == TcpControl::Fin;
+        let seg_len = payload.len() + usize::from(fin);
+        if !self.acceptable(seq, seg_len) {
+            if seg.control == TcpControl::Rst {
+                return;
+            }
+            self.ack_at_once();
+            // A closed window refuses the data, not the ACK it carries (RFC 9293 3.10.7.4).
+            if seq == self.rcv_nxt
+                && self.rcv_adv == self.rcv_nxt
+                && let Some(ack) = ack
+                && !matches!(self.state, State::SynReceived)
+            {
+                self.process_ack(now, seq, ack, seg.window_len, false, seg_len);
+            }
+            return;
+        }
+        if seg.control == TcpControl::Rst {
+            self.enter_closed();
+            return;
+        }
+        if seg.control == TcpControl::Syn {
+            // A SYN inside the window of a synchronised connection: our SYN-ACK was lost
+            // (SYN-RECEIVED) or the peer restarted; answer with an ACK, as RFC 5961 4.
+            self.ack_now = true;
+            return;
+        }
+        let Some(ack) = ack else {
+            return;
+        };
+        if self.state == State::SynReceived {
+            if !(after(ack, self.snd_una) && at_or_after(self.snd_max, ack)) {
+                return;
+            }
+            self.state = State::Established;
+        }
+        self.process_ack(now, seq, ack, seg.window_len, false, seg_len);
+        if self.state == State::Closed {
+            return;
+        }
+        self.process_data(now, seq, payload, fin);
+    }
+
+    /// Sends an ACK now, not at the next poll: each out-of-order or duplicate segment gets its
+    /// own (RFC 5681 4.2), as the sender's duplicate-ACK count needs. An ACK for in-order
+    /// data waits for the poll, so one ACK answers the datagrams that arrived together, and
+    /// data the application writes meanwhile carries it.
+    fn ack_at_once(&mut self) {
+        match self.state {
+            State::SynReceived => self.emit(TcpControl::Syn, self.cfg.iss, true, 0, 0),
+            State::Closed | State::Listen | State::SynSent => {}
+            _ => self.emit(TcpControl::None, self.snd_nxt, true, 0, 0),
+        }
+    }
+
+    fn take_syn_options(&mut self, seg: &TcpRepr<'_>) {
+        if let Some(mss) = seg.max_seg_size {
+            self.mss = self.mss.min(usize::from(mss)).max(1);
+        } else {
+            // RFC 9293 3.7.1: 536 when the peer sends no MSS option.
+            self.mss = self.mss.min(536);
+        }
+        match (seg.window_scale, self.cfg.rx_buffer > 65_535) {
+            (Some(s), true) => self.snd_shift = s.min(14),
+            _ => {
+                // Scaling is on only if both sides offered it.
+                self.snd_shift = 0;
+                self.rcv_shift = 0;
+            }
+        }
+        if let Some(c) = self.cwnd.as_mut()
+            && let Congestion::Segments { initial } | Congestion::Reno { initial } =
+                self.cfg.congestion
+        {
+            *c = u32::from(initial.max(1)) * self.mss as u32;
+        }
+    }
+
+    /// RFC 9293 3.10.7.4's acceptance test against the window last advertised.
+    fn acceptable(&self, seq: u32, len: usize) -> bool {
+        let wnd = self.rcv_adv.wrapping_sub(self.rcv_nxt);
+        let right = self.rcv_nxt.wrapping_add(wnd);
+        let in_window = |s: u32| at_or_after(s, self.rcv_nxt) && after(right, s);
+        match (len, wnd) {
+            (0, 0) => seq == self.rcv_nxt,
+            (0, _) => in_window(seq),
+            (_, 0) => false,
+            _ => in_window(seq) || in_window(seq.wrapping_add(len as u32 - 1)),
+        }
+    }
+
+    /// The ACK and window of an acceptable segment. `syn`: it acknowledges our SYN in
+    /// SYN-SENT; `seg_len`: its sequence space (a segment with data is never a duplicate ACK).
+    fn process_ack(
+        &mut self,
+        now: Duration,
+        seq: u32,
+        ack: u32,
+        window: u16,
+        syn: bool,
+        seg_len: usize,
+    ) {
+        if after(ack, self.snd_max) {
+            // Acknowledges what was never sent.
+            self.ack_now = true;
+            return;
+        }
+        let shift = if syn { 0 } else { self.snd_shift };
+        let wnd = u32::from(window) << shift;
+        let same_window = wnd == self.snd_wnd;
+        if after(seq, self.snd_wl1) || (seq == self.snd_wl1 && at_or_after(ack, self.snd_wl2)) {
+            let was_zero = self.snd_wnd == 0;
+            self.snd_wnd = wnd;
+            self.max_snd_wnd = self.max_snd_wnd.max(wnd);
+            self.snd_wl1 = seq;
+            self.snd_wl2 = ack;
+            if was_zero && wnd > 0 && self.probing {
+                self.probing = false;
+                self.rto_at = None;
+            }
+        }
+        if !after(ack, self.snd_una) {
+            // RFC 5681 2: a duplicate ACK acknowledges nothing new, carries no data and the
+            // same window, while data is outstanding.
+            let in_flight = self.snd_max != self.snd_una;
+            if ack == self.snd_una && seg_len == 0 && in_flight && same_window && !syn {
+                self.duplicate_ack(now);
+            } else {
+                self.dup_acks = 0;
+            }
+            return;
+        }
+        // New data acknowledged.
+        let flight_before = self.snd_max.wrapping_sub(self.snd_una);
+        if let Some((timed, sent)) = self.rtte.timed
+            && at_or_after(ack, timed)
+        {
+            self.rtte.sample(now.saturating_sub(sent));
+            self.rtte.timed = None;
+        }
+        // The SYN and FIN take sequence space but no buffer space, nor do they open cwnd.
+        let data_acked = if after(ack, self.buf_seq) {
+            (ack.wrapping_sub(self.buf_seq) as usize).min(self.tx.len())
+        } else {
+            0
+        };
+        self.grow_cwnd(now, ack, data_acked as u32, flight_before);
+        self.dup_acks = 0;
+        self.tx.drain(..data_acked);
+        self.buf_seq = self.buf_seq.wrapping_add(data_acked as u32);
+        self.snd_una = ack;
+        if after(self.snd_una, self.snd_nxt) {
+            self.snd_nxt = self.snd_una;
+        }
+        if self.snd_una == self.snd_max {
+            self.rto_at = None;
+        } else {
+            self.rto_at = Some(now + self.rtte.rto());
+        }
+        let fin_acked = self
+            .fin_seq
+            .is_some_and(|f| at_or_after(ack, f.wrapping_add(1)));
+        if fin_acked {
+            match self.state {
+                State::FinWait1 => self.state = State::FinWait2,
+                State::Closing => self.enter_time_wait(now),
+                State::LastAck => self.enter_closed(),
+                _ => {}
+            }
+        }
+    }
+
+    fn grow_cwnd(&mut self, now: Duration, ack: u32, acked: u32, flight_before: u32) {
+        let mss = self.mss as u32;
+        let Some(cwnd) = self.cwnd else {
+            return;
+        };
+        if acked == 0 {
+            return;
+        }
+        if let Some(recover) = self.recover {
+            if at_or_after(ack, recover) {
+                // Full acknowledgement: leave fast recovery, deflate (RFC 6582 3.2 (3)).
+                self.recover = None;
+                self.cwnd = Some(self.ssthresh);
+            } else {
+                // Partial acknowledgement (NewReno): resend the next hole at once, deflate by
+                // what was acknowledged.
+                self.cwnd = Some(cwnd.saturating_sub(acked).saturating_add(mss));
+                self.snd_una = ack;
+                self.retransmit_first(now);
+            }
+            return;
+        }
+        let grown = match self.cfg.congestion {
+            // JNOS and RFC 5681: every ACK of new data, slow start then avoidance, never
+            // beyond what the peer offers (JNOS caps cwnd at its send window).
+            Congestion::Reno { .. } => {
+                let g = if cwnd < self.ssthresh {
+                    cwnd.saturating_add(acked.min(mss))
+                } else {
+                    cwnd.saturating_add((mss * mss / cwnd.max(1)).max(1))
+                };
+                g.min(self.max_snd_wnd.max(mss))
+            }
+            // Linux counts segments and grows only while the window is in use
+            // (`tcp_is_cwnd_limited`), as `tcp/gate.rs` does on smoltcp.
+            _ if flight_before.saturating_add(mss) < cwnd => cwnd,
+            _ => cwnd.saturating_add(acked.min(mss)),
+        };
+        self.cwnd = Some(grown);
+    }
+
+    fn duplicate_ack(&mut self, now: Duration) {
+        if !matches!(self.cfg.congestion, Congestion::Reno { .. }) {
+            return;
+        }
+        self.dup_acks += 1;
+        let mss = self.mss as u32;
+        if self.dup_acks == DUP_ACKS && self.recover.is_none() {
+            let flight = self.snd_max.wrapping_sub(self.snd_una);
+            self.ssthresh = (flight / 2).max(2 * mss);
+            self.cwnd = Some(self.ssthresh + DUP_ACKS * mss);
+            self.recover = Some(self.snd_max);
+            self.retransmit_first(now);
+        } else if self.dup_acks > DUP_ACKS
+            && let Some(c) = self.cwnd.as_mut()
+        {
+            // Each further duplicate is a segment that left the network.
+            *c = c.saturating_add(mss);
+        }
+    }
+
+    /// Resends the oldest unacknowledged segment alone (fast retransmit).
+    fn retransmit_first(&mut self, now: Duration) {
+        let offset = self.snd_una.wrapping_sub(self.buf_seq) as usize;
+        let len = self.tx.len().saturating_sub(offset).min(self.mss);
+        let fin = self.fin_seq == Some(self.snd_una.wrapping_add(len as u32));
+        if len == 0 && !fin {
+            return;
+        }
+        let control = if fin {
+            TcpControl::Fin
+        } else {
+            TcpControl::None
+        };
+        self.emit(control, self.snd_una, true, offset, len);
+        self.rtte.timed = None;
+        self.rto_at = Some(now + self.rtte.rto());
+    }
+
+    fn process_data(&mut self, now: Duration, seq: u32, payload: &[u8], fin: bool) {
+        let receiving = matches!(
+            self.state,
+            State::Established | State::FinWait1 | State::FinWait2
+        );
+        if !receiving {
+            if !payload.is_empty() || fin {
+                self.ack_now = true;
+            }
+            return;
+        }
+        let mut in_order = false;
+        if !payload.is_empty() {
+            // Trim what was already received and what lies beyond the window.
+            let skip = if after(self.rcv_nxt, seq) {
+                self.rcv_nxt.wrapping_sub(seq) as usize
+            } else {
+                0
+            };
+            let start = seq.wrapping_add(skip as u32);
+            let room = self.rcv_adv.wrapping_sub(start) as usize;
+            let end = payload.len().min(skip + room.min(self.free_rx()));
+            if skip < end {
+                let data = &payload[skip..end];
+                if start == self.rcv_nxt {
+                    self.rx.extend(data);
+                    self.rcv_nxt = self.rcv_nxt.wrapping_add(data.len() as u32);
+                    self.unacked_rx += data.len();
+                    in_order = true;
+                    let filled = self.pull_out_of_order();
+                    if filled {
+                        self.ack_now = true;
+                    }
+                } else {
+                    self.ooo.entry(start).or_insert_with(|| data.to_vec());
+                    self.ack_at_once();
+                }
+            } else {
+                // A duplicate, or nothing fits the window.
+                self.ack_at_once();
+            }
+        }
+        let fin_seq = seq.wrapping_add(payload.len() as u32);
+        if fin && fin_seq == self.rcv_nxt {
+            self.rcv_nxt = self.rcv_nxt.wrapping_add(1);
+            self.ack_now = true;
+            match self.state {
+                State::Established => self.state = State::CloseWait,
+                State::FinWait1 => {
+                    let ours_acked = self
+                        .fin_seq
+                        .is_some_and(|f| at_or_after(self.snd_una, f.wrapping_add(1)));
+                    if ours_acked {
+                        self.enter_time_wait(now);
+                    } else {
+                        self.state = State::Closing;
+                    }
+                }
+                State::FinWait2 => self.enter_time_wait(now),
+                _ => {}
+            }
+        } else if fin {
+            self.ack_now = true;
+        }
+        if in_order && !self.ack_now {
+            match self.cfg.ack_delay {
+                None => self.ack_now = true,
+                Some(_) if self.unacked_rx >= 2 * self.mss => self.ack_now = true,
+                Some(d) => {
+                    if self.ack_at.is_none() {
+                        self.ack_at = Some(now + d);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Moves out-of-order data that now follows `rcv_nxt` into the receive buffer; true if any.
+    fn pull_out_of_order(&mut self) -> bool {
+        let mut moved = false;
+        while let Some((&start, _)) = self.ooo.iter().next() {
+            if after(start, self.rcv_nxt) {
+                break;
+            }
+            let Some(data) = self.ooo.remove(&start) else {
+                break;
+            };
+            let skip = self.rcv_nxt.wrapping_sub(start) as usize;
+            if skip < data.len() {
+                let take = (data.len() - skip).min(self.free_rx());
+                self.rx.extend(&data[skip..skip + take]);
+                self.rcv_nxt = self.rcv_nxt.wrapping_add(take as u32);
+                self.unacked_rx += take;
+                moved = true;
+            }
+        }
+        moved
+    }
+
+    fn enter_time_wait(&mut self, now: Duration) {
+        self.state = State::TimeWait;
+        self.rto_at = None;
+        self.time_wait_at = Some(now + TIME_WAIT);
+    }
+
+    fn send_syn(&mut self, now: Duration) {
+        let control = TcpControl::Syn;
+        let ack = self.state == State::SynReceived;
+        self.emit(control, self.cfg.iss, ack, 0, 0);
+        let first = self.snd_max == self.cfg.iss;
+        self.snd_nxt = self.cfg.iss.wrapping_add(1);
+        self.snd_max = self.snd_nxt;
+        if first {
+            self.rtte.timed = Some((self.snd_nxt, now));
+        }
+        self.rto_at = Some(now + self.rtte.rto());
+    }
+
+    /// Runs the timers due at `now` and sends what the windows allow.
+    pub(crate) fn poll(&mut self, now: Duration) {
+        if self.time_wait_at.is_some_and(|t| now >= t) {
+            self.enter_closed();
+            return;
+        }
+        if self.state == State::SynSent && self.snd_max == self.cfg.iss {
+            self.send_syn(now);
+        }
+        if self.rto_at.is_some_and(|t| now >= t) {
+            self.timeout(now);
+        }
+        self.output(now);
+        if self.ack_at.is_some_and(|t| now >= t) {
+            self.ack_now = true;
+        }
+        if self.ack_now {
+            self.ack_now = false;
+            self.ack_at_once();
+        }
+    }
+
+    fn timeout(&mut self, now: Duration) {
+        self.rto_at = None;
+        self.rtte.backoff = (self.rtte.backoff + 1).min(MAX_BACKOFF);
+        self.rtte.timed = None;
+        if matches!(self.state, State::Closed | State::Listen | State::TimeWait) {
+            return;
+        }
+        let mss = self.mss as u32;
+        if self.probing && self.snd_una == self.snd_max {
+            // The zero-window probe: one byte beyond the closed window, backed off as a
+            // retransmission.
+            if self.snd_wnd == 0 && !self.tx.is_empty() {
+                self.emit(TcpControl::None, self.snd_una, true, 0, 1);
+                self.snd_nxt = self.snd_una.wrapping_add(1);
+                self.snd_max = self.snd_nxt;
+                self.rto_at = Some(now + self.rtte.rto());
+                return;
+            }
+            self.probing = false;
+        }
+        if matches!(self.cfg.congestion, Congestion::Reno { .. }) {
+            // RFC 5681 (4) and 3.1: half the flight (at least two segments), one segment
+            // after; a lost SYN leaves the first window at one segment too.
+            let flight = self.snd_max.wrapping_sub(self.snd_una);
+            self.ssthresh = (flight / 2).max(2 * mss);
+            self.cwnd = Some(mss);
+            self.recover = None;
+            self.dup_acks = 0;
+        }
+        if matches!(self.state, State::SynSent | State::SynReceived) {
+            let ack = self.state == State::SynReceived;
+            self.emit(TcpControl::Syn, self.cfg.iss, ack, 0, 0);
+            self.rto_at = Some(now + self.rtte.rto());
+            return;
+        }
+        // Go-back-N from the oldest unacknowledged byte (JNOS, BSD, smoltcp).
+        self.snd_nxt = self.snd_una;
+        if self.snd_wnd == 0 && self.snd_una != self.snd_max {
+            // Nothing fits the closed window: resend the first byte (or the FIN) as a probe.
+            let len = usize::from(!self.tx.is_empty());
+            let fin = len == 0 && self.fin_seq == Some(self.snd_una);
+            let control = if fin {
+                TcpControl::Fin
+            } else {
+                TcpControl::None
+            };
+            self.emit(control, self.snd_una, true, 0, len);
+            self.snd_nxt = self.snd_una.wrapping_add((len + usize::from(fin)) as u32);
+            self.rto_at = Some(now + self.rtte.rto());
+        }
+    }
+
+    /// Sends new or resent segments as far as the windows and Nagle allow.
+    fn output(&mut self, now: Duration) {
+        if !matches!(
+            self.state,
+            State::Established
+                | State::CloseWait
+                | State::FinWait1
+                | State::Closing
+                | State::LastAck
+        ) {
+            return;
+        }
+        loop {
+            let flight = self.snd_nxt.wrapping_sub(self.snd_una);
+            let window = match self.cwnd {
+                Some(c) => c.min(self.snd_wnd),
+                None => self.snd_wnd,
+            };
+            let usable = window.saturating_sub(flight) as usize;
+            let offset = self.snd_nxt.wrapping_sub(self.buf_seq) as usize;
+            let unsent = self.tx.len().saturating_sub(offset);
+            let len = unsent.min(self.mss).min(usable);
+            // The FIN goes with the last byte, or alone once every byte is sent (a bare FIN
+            // does not wait for window).
+            let fin_due = self.fin_queued
+                && len == unsent
+                && self
+                    .fin_seq
+                    .is_none_or(|f| f == self.snd_nxt.wrapping_add(len as u32));
+            if len == 0 && !fin_due {
+                if unsent > 0 && self.snd_wnd == 0 && flight == 0 && self.rto_at.is_none() {
+                    // The peer's window is closed: probe it on the retransmission timer.
+                    self.probing = true;
+                    self.rto_at = Some(now + self.rtte.rto());
+                }
+                break;
+            }
+            let resend = after(self.snd_max, self.snd_nxt);
+            if len > 0 && len < self.mss && !fin_due && !resend {
+                // Sender SWS avoidance (RFC 9293 3.8.6.2.1): a window-limited short segment
+                // waits unless it is half the largest window offered.
+                let window_limited = len < unsent;
+                if window_limited && (len as u32) < self.max_snd_wnd / 2 {
+                    break;
+                }
+                if !window_limited && self.nagle_holds() {
+                    break;
+                }
+            }
+            let control = if fin_due {
+                TcpControl::Fin
+            } else if len > 0 && len == unsent {
+                TcpControl::Psh
+            } else {
+                TcpControl::None
+            };
+            let seq = self.snd_nxt;
+            self.emit(control, seq, true, offset, len);
+            let end = seq.wrapping_add(len as u32 + u32::from(fin_due));
+            if len > 0 && len < self.mss {
+                self.snd_sml = end;
+            }
+            if fin_due && self.fin_seq.is_none() {
+                self.fin_seq = Some(seq.wrapping_add(len as u32));
+                match self.state {
+                    State::Established => self.state = State::FinWait1,
+                    State::CloseWait => self.state = State::LastAck,
+                    _ => {}
+                }
+            }
+            self.snd_nxt = end;
+            if after(end, self.snd_max) {
+                self.snd_max = end;
+            }
+            if resend {
+                // Karn: nothing resent is timed.
+                self.rtte.timed = None;
+            } else if self.rtte.timed.is_none() {
+                self.rtte.timed = Some((end, now));
+            }
+            if self.rto_at.is_none() || self.probing {
+                self.probing = false;
+                self.rto_at = Some(now + self.rtte.rto());
+            }
+            if fin_due {
+                break;
+            }
+        }
+    }
+
+    fn nagle_holds(&self) -> bool {
+        let unacked = self.snd_max != self.snd_una;
+        match self.cfg.nagle {
+            Nagle::Off => false,
+            Nagle::Classic => unacked,
+            Nagle::Minshall => after(self.snd_sml, self.snd_una),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: [u8; 4] = [10, 0, 0, 1];
+    const B: [u8; 4] = [10, 0, 0, 2];
+
+    fn secs(s: f64) -> Duration {
+        Duration::from_secs_f64(s)
+    }
+
+    /// JNOS as NTIA set it: MSS 216, window 1024, IRTT 60 s, maxwait 90 s, one-segment Reno.
+    fn config(address: [u8; 4], congestion: Congestion) -> TcbConfig {
+        TcbConfig {
+            address,
+            mss: 216,
+            rx_buffer: 1024,
+            tx_buffer: 64 * 1024,
+            iss: if address == A { 1000 } else { 0xFFFF_FF00 },
+            rto: RtoTimers {
+                initial: secs(60.0),
+                min: secs(0.5),
+                max: secs(90.0),
+            },
+            rtt_seed: RttSeed::Irtt,
+            congestion,
+            nagle: Nagle::Classic,
+            ack_delay: None,
+        }
+    }
+
+    /// A sent datagram: when, by which end, its payload length and flags.
+    #[derive(Debug, Clone, Copy)]
+    struct Sent {
+        at: f64,
+        by: usize,
+        len: usize,
+        syn: bool,
+    }
+
+    /// Two endpoints joined by a link with a fixed one-way delay that loses the datagrams
+    /// `lose` picks (by their order on the link).
+    struct Pair {
+        ends: [Tcb; 2],
+        now: Duration,
+        delay: Duration,
+        in_flight: Vec<(Duration, usize, Vec<u8>)>,
+        log: Vec<Sent>,
+        /// What the application at end 1 read.
+        read: Vec<u8>,
+        /// The application at end 1 reads what arrives.
+        reading: bool,
+    }
+
+    impl Pair {
+        fn new(a: TcbConfig, b: TcbConfig, delay: f64) -> Pair {
+            let mut ends = [Tcb::new(a), Tcb::new(b)];
+            assert!(ends[1].listen(25).is_ok());
+            assert!(ends[0].connect(B, 25, 1025).is_ok());
+            Pair {
+                ends,
+                now: Duration::ZERO,
+                delay: secs(delay),
+                in_flight: Vec::new(),
+                log: Vec::new(),
+                read: Vec::new(),
+                reading: true,
+            }
+        }
+
+        /// Runs every event up to `until` (or until nothing is left), dropping the n-th
+        /// datagram ever sent where `lose(n)`.
+        fn run(&mut self, until: f64, lose: &dyn Fn(usize) -> bool) {
+            for _ in 0..100_000 {
+                for i in 0..2 {
+                    self.ends[i].poll(self.now);
+                    for d in self.ends[i].take_tx() {
+                        let n = self.log.len();
+                        let tcp = TcpPacket::new_checked(&d[20..]).expect("a TCP segment");
+                        self.log.push(Sent {
+                            at: self.now.as_secs_f64(),
+                            by: i,
+                            len: tcp.payload().len(),
+                            syn: tcp.syn(),
+                        });
+                        if !lose(n) {
+                            self.in_flight.push((self.now + self.delay, 1 - i, d));
+                        }
+                    }
+                }
+                if self.reading {
+                    let got = self.ends[1].recv();
+                    self.read.extend(got);
+                }
+                let next_arrival = self.in_flight.iter().map(|x| x.0).min();
+                let next_timer = self.ends.iter().filter_map(Tcb::poll_at).min();
+                let Some(next) = [next_arrival, next_timer].into_iter().flatten().min() else {
+                    return;
+                };
+                if next > secs(until) {
+                    self.now = secs(until);
+                    return;
+                }
+                self.now = next.max(self.now);
+                let now = self.now;
+                let (due, rest): (Vec<_>, Vec<_>) =
+                    self.in_flight.drain(..).partition(|x| x.0 <= now);
+                self.in_flight = rest;
+                for (_, to, d) in due {
+                    self.ends[to].deliver(now, &d);
+                }
+            }
+            panic!("the pair did not settle");
+        }
+
+        /// The application at end 1 read exactly `data` (not printed whole: it is long).
+        fn assert_read(&self, data: &[u8]) {
+            assert!(
+                self.read == data,
+                "{} of {} bytes read",
+                self.read.len(),
+                data.len()
+            );
+        }
+
+        fn data_segments(&self, by: usize) -> Vec<Sent> {
+            self.log
+                .iter()
+                .filter(|s| s.by == by && s.len > 0)
+                .copied()
+                .collect()
+        }
+    }
+
+    fn pattern(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i % 251) as u8).collect()
+    }
+
+    #[test]
+    fn a_stream_crosses_a_lossless_link_and_both_sides_close() {
+        let reno = Congestion::Reno { initial: 1 };
+        let mut p = Pair::new(config(A, reno), config(B, reno), 2.0);
+        p.run(10.0, &|_| false);
+        assert_eq!(p.ends[0].state(), State::Established);
+        assert_eq!(p.ends[1].state(), State::Established);
+        let data = pattern(5000);
+        assert_eq!(p.ends[0].send_slice(&data), data.len());
+        p.ends[0].close();
+        p.run(1000.0, &|_| false);
+        assert_eq!(p.ends[1].state(), State::CloseWait);
+        p.ends[1].close();
+        p.run(2000.0, &|_| false);
+        p.assert_read(&data);
+        assert_eq!(p.ends[0].state(), State::Closed, "TIME-WAIT has run out");
+        assert_eq!(p.ends[1].state(), State::Closed);
+        // Full segments but the last, none resent on a lossless link.
+        let sent = p.data_segments(0);
+        assert_eq!(sent.len(), 5000usize.div_ceil(216));
+        assert!(sent[..sent.len() - 1].iter().all(|s| s.len == 216));
+    }
+
+    #[test]
+    fn jnos_timers_wait_irtt_for_the_syn_and_back_off_to_maxwait() {
+        // Every datagram lost: the SYN is resent after IRTT (60 s), then every 90 s (maxwait
+        // caps the doubled 120 s).
+        let reno = Congestion::Reno { initial: 1 };
+        let mut p = Pair::new(config(A, reno), config(B, reno), 2.0);
+        p.run(400.0, &|_| true);
+        let syns: Vec<f64> = p.log.iter().filter(|s| s.syn).map(|s| s.at).collect();
+        assert_eq!(syns, vec![0.0, 60.0, 150.0, 240.0, 330.0]);
+    }
+
+    #[test]
+    fn jnos_smooths_the_first_samples_from_irtt_so_a_lost_segment_waits_long() {
+        // A 2 s round trip: SRTT 60 + (2 − 60)/8 = 52.75 s, deviation 58/4 = 14.5 s, so the
+        // RTO is 110.75 s, capped at maxwait: the lost first data segment goes again 90 s on.
+        let reno = Congestion::Reno { initial: 1 };
+        let mut p = Pair::new(config(A, reno), config(B, reno), 1.0);
+        p.run(3.0, &|_| false);
+        assert_eq!(p.ends[0].rto(), secs(90.0));
+        p.ends[0].send_slice(&pattern(100));
+        let first = p.log.len();
+        p.run(500.0, &|n| n == first);
+        let sent = p.data_segments(0);
+        assert_eq!(sent.len(), 2);
+        assert!((sent[1].at - sent[0].at - 90.0).abs() < 1e-6, "{sent:?}");
+        p.assert_read(&pattern(100));
+    }
+
+    #[test]
+    fn rfc6298_timers_start_at_one_second_and_take_the_first_sample_whole() {
+        let mut a = config(A, Congestion::Segments { initial: 10 });
+        a.rtt_seed = RttSeed::FirstSample;
+        a.rto = RtoTimers {
+            initial: secs(1.0),
+            min: secs(0.2),
+            max: secs(120.0),
+        };
+        let mut b = a;
+        b.address = B;
+        b.iss = 77;
+        // The first SYN is lost: resent at 1 s; the SYN-ACK leaves B at 1.2 s and is
+        // acknowledged at 1.6 s.
+        let mut p = Pair::new(a, b, 0.2);
+        p.run(20.0, &|n| n == 0);
+        let syns: Vec<f64> = p.log.iter().filter(|s| s.syn).map(|s| s.at).collect();
+        assert_eq!(syns.len(), 3);
+        assert!(
+            (syns[1] - 1.0).abs() < 1e-9 && (syns[2] - 1.2).abs() < 1e-9,
+            "{syns:?}"
+        );
+        // Karn: the resent SYN gives no sample, so A's RTO stays backed off (2 s).
+        assert_eq!(p.ends[0].rto(), secs(2.0));
+        // B timed its SYN-ACK: SRTT 0.4 s, RTTVAR 0.2 s, RTO 1.2 s.
+        assert!((p.ends[1].rto().as_secs_f64() - 1.2).abs() < 1e-9);
+        // A client with a 3 s round trip and a 1 s RTO resends its SYN before any answer:
+        // what smoltcp's and Linux's stock timers do on HF.
+        let mut slow = Pair::new(a, b, 1.5);
+        slow.run(20.0, &|_| false);
+        let resent = slow.log.iter().filter(|s| s.syn && s.by == 0).count();
+        assert_eq!(resent, 2, "SYN at 0 and 1 s, answered at 3 s");
+    }
+
+    #[test]
+    fn reno_repairs_one_loss_by_fast_retransmit_and_halves_its_window() {
+        let reno = Congestion::Reno { initial: 4 };
+        let mut p = Pair::new(config(A, reno), config(B, reno), 1.0);
+        p.run(3.0, &|_| false);
+        assert_eq!(p.ends[0].cwnd(), Some(4 * 216));
+        let data = pattern(3000);
+        p.ends[0].send_slice(&data);
+        // Lose the first data segment: the three behind it bring three duplicate ACKs.
+        let first = p.log.len();
+        p.run(3000.0, &|n| n == first);
+        p.assert_read(&data);
+        let sent = p.data_segments(0);
+        assert_eq!(
+            sent.len(),
+            3000usize.div_ceil(216) + 1,
+            "exactly one resend"
+        );
+        // The resend went a round trip after the loss, long before the 90 s RTO.
+        assert!(sent[4].at - sent[0].at < 3.0, "{sent:?}");
+        // ssthresh = 864 / 2 = 432: after recovery the window grows from there linearly.
+        assert_eq!(p.ends[0].ssthresh, 432);
+    }
+
+    #[test]
+    fn out_of_order_data_waits_for_the_gap_within_the_window() {
+        let mut p = Pair::new(
+            config(A, Congestion::Unlimited),
+            config(B, Congestion::Unlimited),
+            0.5,
+        );
+        p.run(2.0, &|_| false);
+        let data = pattern(4000);
+        p.ends[0].send_slice(&data);
+        let second = p.log.len() + 1;
+        p.run(1000.0, &|n| n == second);
+        p.assert_read(&data);
+        // Never more than the receiver's 1024-byte window unacknowledged: the first flight
+        // is four full segments (the fifth would overrun it, and a short one waits).
+        let sent = p.data_segments(0);
+        let first_flight: Vec<usize> = sent
+            .iter()
+            .filter(|s| s.at == sent[0].at)
+            .map(|s| s.len)
+            .collect();
+        assert_eq!(first_flight, vec![216; 4]);
+    }
+
+    #[test]
+    fn a_zero_window_is_probed_until_the_reader_opens_it() {
+        let mut a = config(A, Congestion::Unlimited);
+        a.nagle = Nagle::Off;
+        let mut b = config(B, Congestion::Unlimited);
+        // Four segments exactly, so the window closes to zero.
+        b.rx_buffer = 4 * 216;
+        let mut p = Pair::new(a, b, 0.5);
+        p.run(2.0, &|_| false);
+        p.reading = false;
+        let data = pattern(3000);
+        p.ends[0].send_slice(&data);
+        p.run(400.0, &|_| false);
+        assert_eq!(p.ends[1].rx.len(), 864, "the buffer filled and no more");
+        let probes = p.data_segments(0).iter().filter(|s| s.len == 1).count();
+        assert!(probes >= 2, "probed {probes} times");
+        // Reading opens the window and the rest follows.
+        p.reading = true;
+        p.run(2000.0, &|_| false);
+        p.assert_read(&data);
+    }
+
+    #[test]
+    fn a_window_over_65535_is_scaled_both_ways() {
+        let mut a = config(A, Congestion::Unlimited);
+        a.rx_buffer = 1 << 20;
+        a.tx_buffer = 1 << 20;
+        a.mss = 2008;
+        a.nagle = Nagle::Off;
+        let mut b = a;
+        b.address = B;
+        b.iss = 5;
+        let mut p = Pair::new(a, b, 1.0);
+        p.run(3.0, &|_| false);
+        let data = pattern(200_000);
+        assert_eq!(p.ends[0].send_slice(&data), data.len());
+        p.run(10.0, &|_| false);
+        p.assert_read(&data);
+        // The SYN-ACK's window is never scaled, so the first flight stops at 65535 bytes; the
+        // ACKs after it offer 1 MiB, scaled, and the rest goes in the second.
+        let sent = p.data_segments(0);
+        let flight = |at: f64| -> usize { sent.iter().filter(|s| s.at == at).map(|s| s.len).sum() };
+        assert!(flight(sent[0].at) <= 65_535);
+        assert_eq!(flight(sent[0].at) + flight(sent[0].at + 2.0), data.len());
+    }
+
+    #[test]
+    fn an_abort_resets_the_peer() {
+        let reno = Congestion::Reno { initial: 1 };
+        let mut p = Pair::new(config(A, reno), config(B, reno), 1.0);
+        p.run(3.0, &|_| false);
+        p.ends[0].abort();
+        assert_eq!(p.ends[0].state(), State::Closed);
+        p.run(10.0, &|_| false);
+        assert_eq!(p.ends[1].state(), State::Closed);
+    }
+
+    #[test]
+    fn garbage_and_strangers_are_ignored() {
+        let reno = Congestion::Reno { initial: 1 };
+        let mut p = Pair::new(config(A, reno), config(B, reno), 1.0);
+        p.run(3.0, &|_| false);
+        let mut stray = Tcb::new(config([10, 0, 0, 9], reno));
+        assert!(stray.connect(B, 25, 1025).is_ok());
+        stray.poll(p.now);
+        for d in stray.take_tx() {
+            p.ends[1].deliver(p.now, &d);
+            let mut bad = d.clone();
+            let last = bad.len() - 1;
+            bad[last] ^= 0x40;
+            p.ends[1].deliver(p.now, &bad);
+            p.ends[1].deliver(p.now, &d[..d.len() / 2]);
+        }
+        p.ends[1].deliver(p.now, &[]);
+        p.ends[1].poll(p.now);
+        assert!(p.ends[1].take_tx().is_empty());
+        assert_eq!(p.ends[1].state(), State::Established);
+    }
+}
