@@ -102,7 +102,7 @@ mod gate;
 mod host;
 mod link;
 pub mod profile;
-mod tcb;
+pub mod tcb;
 
 #[cfg(test)]
 mod tests;

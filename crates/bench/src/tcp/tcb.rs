@@ -59,38 +59,38 @@ const MAX_BACKOFF: u32 = 16;
 
 /// The retransmission timer's bounds, simulated time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RtoTimers {
+pub struct RtoTimers {
     /// RTO before the first RTT sample (JNOS: IRTT; RFC 6298: 1 s).
-    pub(crate) initial: Duration,
+    pub initial: Duration,
     /// Smallest RTO (JNOS `MIN_RTO`: 0.5 s; Linux `TCP_RTO_MIN`: 200 ms).
-    pub(crate) min: Duration,
+    pub min: Duration,
     /// Largest RTO, back-off included (JNOS `maxwait`; Linux `TCP_RTO_MAX`: 120 s).
-    pub(crate) max: Duration,
+    pub max: Duration,
 }
 
 /// Settings of one connection.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct TcbConfig {
+pub struct TcbConfig {
     /// This host's address.
-    pub(crate) address: [u8; 4],
+    pub address: [u8; 4],
     /// The MSS this host advertises and sends with at most (MTU − 40).
-    pub(crate) mss: u16,
+    pub mss: u16,
     /// Receive buffer, bytes: the most this host advertises.
-    pub(crate) rx_buffer: usize,
+    pub rx_buffer: usize,
     /// Send buffer, bytes: the most the application may have queued.
-    pub(crate) tx_buffer: usize,
+    pub tx_buffer: usize,
     /// Initial sequence number.
-    pub(crate) iss: u32,
+    pub iss: u32,
     /// Retransmission timer bounds.
-    pub(crate) rto: RtoTimers,
+    pub rto: RtoTimers,
     /// How the estimator starts.
-    pub(crate) rtt_seed: RttSeed,
+    pub rtt_seed: RttSeed,
     /// Congestion control.
-    pub(crate) congestion: Congestion,
+    pub congestion: Congestion,
     /// Nagle's algorithm.
-    pub(crate) nagle: Nagle,
+    pub nagle: Nagle,
     /// Delayed-ACK time (`None`: every in-order segment acknowledged at once).
-    pub(crate) ack_delay: Option<Duration>,
+    pub ack_delay: Option<Duration>,
 }
 
 /// `a` is after `b` in sequence space.
@@ -154,7 +154,7 @@ impl Rtte {
 
 /// One TCP connection endpoint.
 #[derive(Debug)]
-pub(crate) struct Tcb {
+pub struct Tcb {
     cfg: TcbConfig,
     state: State,
     local_port: u16,
@@ -212,7 +212,7 @@ pub(crate) struct Tcb {
 
 impl Tcb {
     /// A closed endpoint.
-    pub(crate) fn new(cfg: TcbConfig) -> Tcb {
+    pub fn new(cfg: TcbConfig) -> Tcb {
         let rcv_shift = {
             let mut s = 0u8;
             while s < 14 && (cfg.rx_buffer >> s) > 65_535 {
@@ -268,24 +268,22 @@ impl Tcb {
     }
 
     /// The connection's state.
-    pub(crate) fn state(&self) -> State {
+    pub fn state(&self) -> State {
         self.state
     }
 
     /// The congestion window, bytes (`None`: unlimited).
-    #[cfg(test)]
-    pub(crate) fn cwnd(&self) -> Option<u32> {
+    pub fn cwnd(&self) -> Option<u32> {
         self.cwnd
     }
 
     /// The retransmission timeout the next (re)transmission would get.
-    #[cfg(test)]
-    pub(crate) fn rto(&self) -> Duration {
+    pub fn rto(&self) -> Duration {
         self.rtte.rto()
     }
 
     /// Waits for a connection on `port`.
-    pub(crate) fn listen(&mut self, port: u16) -> Result<(), String> {
+    pub fn listen(&mut self, port: u16) -> Result<(), String> {
         if self.state != State::Closed {
             return Err(format!("listen in state {}", self.state));
         }
@@ -295,12 +293,7 @@ impl Tcb {
     }
 
     /// Opens a connection to `remote:port` from `local_port`; the SYN goes at the next poll.
-    pub(crate) fn connect(
-        &mut self,
-        remote: [u8; 4],
-        port: u16,
-        local_port: u16,
-    ) -> Result<(), String> {
+    pub fn connect(&mut self, remote: [u8; 4], port: u16, local_port: u16) -> Result<(), String> {
         if self.state != State::Closed {
             return Err(format!("connect in state {}", self.state));
         }
@@ -311,12 +304,12 @@ impl Tcb {
     }
 
     /// The application may still write.
-    pub(crate) fn may_send(&self) -> bool {
+    pub fn may_send(&self) -> bool {
         matches!(self.state, State::Established | State::CloseWait) && !self.fin_queued
     }
 
     /// Queues what the send buffer takes of `data`; returns how much.
-    pub(crate) fn send_slice(&mut self, data: &[u8]) -> usize {
+    pub fn send_slice(&mut self, data: &[u8]) -> usize {
         if !self.may_send() {
             return 0;
         }
@@ -328,12 +321,12 @@ impl Tcb {
     }
 
     /// Received data is waiting to be read.
-    pub(crate) fn can_recv(&self) -> bool {
+    pub fn can_recv(&self) -> bool {
         !self.rx.is_empty()
     }
 
     /// Takes every byte received in order.
-    pub(crate) fn recv(&mut self) -> Vec<u8> {
+    pub fn recv(&mut self) -> Vec<u8> {
         let data: Vec<u8> = self.rx.drain(..).collect();
         if !data.is_empty() && self.window_update_due() {
             self.ack_now = true;
@@ -342,7 +335,7 @@ impl Tcb {
     }
 
     /// The application closes its side: a FIN follows the queued data.
-    pub(crate) fn close(&mut self) {
+    pub fn close(&mut self) {
         match self.state {
             State::Listen | State::SynSent => self.state = State::Closed,
             State::SynReceived | State::Established | State::CloseWait => self.fin_queued = true,
@@ -351,7 +344,7 @@ impl Tcb {
     }
 
     /// Drops the connection, with a RST to the peer if it was synchronised.
-    pub(crate) fn abort(&mut self) {
+    pub fn abort(&mut self) {
         let synchronised = !matches!(
             self.state,
             State::Closed | State::Listen | State::SynSent | State::TimeWait
@@ -371,12 +364,12 @@ impl Tcb {
     }
 
     /// What was sent since the last call.
-    pub(crate) fn take_tx(&mut self) -> Vec<Vec<u8>> {
+    pub fn take_tx(&mut self) -> Vec<Vec<u8>> {
         std::mem::take(&mut self.out)
     }
 
     /// When [`Tcb::poll`] has something to do next (a timer), if anything.
-    pub(crate) fn poll_at(&self) -> Option<Duration> {
+    pub fn poll_at(&self) -> Option<Duration> {
         [self.rto_at, self.ack_at, self.time_wait_at]
             .into_iter()
             .flatten()
@@ -446,6 +439,36 @@ impl Tcb {
             timestamp: None,
             payload: &payload,
         };
+        self.push_datagram(remote, &repr);
+    }
+
+    /// A reset answering `seg` (RFC 9293 3.10.7.1: acceptable to its sender whatever it
+    /// believes): the ACK it carried as our sequence number, or, if it had none, our
+    /// acknowledgement of all of it.
+    fn emit_reset(&mut self, remote: [u8; 4], seg: &TcpRepr<'_>) {
+        let (seq, ack) = match seg.ack_number {
+            Some(a) => (a, None),
+            None => (TcpSeqNumber(0), Some(seg.seq_number + seg.segment_len())),
+        };
+        let repr = TcpRepr {
+            src_port: seg.dst_port,
+            dst_port: seg.src_port,
+            control: TcpControl::Rst,
+            seq_number: seq,
+            ack_number: ack,
+            window_len: 0,
+            window_scale: None,
+            max_seg_size: None,
+            sack_permitted: false,
+            sack_ranges: [None; 3],
+            timestamp: None,
+            payload: &[],
+        };
+        self.push_datagram(remote, &repr);
+    }
+
+    /// `repr` in an IPv4 datagram to `remote`, queued for the link.
+    fn push_datagram(&mut self, remote: [u8; 4], repr: &TcpRepr<'_>) {
         let [a, b, c, d] = self.cfg.address;
         let [e, f, g, h] = remote;
         let src = Ipv4Address::new(a, b, c, d);
@@ -473,7 +496,7 @@ impl Tcb {
 
     /// A datagram from the link at `now`. Anything not for this endpoint, malformed or with a
     /// bad checksum is dropped, as a host drops it.
-    pub(crate) fn deliver(&mut self, now: Duration, datagram: &[u8]) {
+    pub fn deliver(&mut self, now: Duration, datagram: &[u8]) {
         let caps = ChecksumCapabilities::default();
         let Ok(packet) = Ipv4Packet::new_checked(datagram) else {
             return;
@@ -505,8 +528,16 @@ impl Tcb {
         let seq = seg.seq_number.0 as u32;
         let ack = seg.ack_number.map(|a| a.0 as u32);
         match self.state {
-            State::Closed | State::TimeWait if seg.control == TcpControl::Syn => return,
-            State::Closed => return,
+            State::TimeWait if seg.control == TcpControl::Syn => return,
+            State::Closed => {
+                // The connection is gone (TIME-WAIT ran out, or it was aborted): a peer that
+                // still sends, a FIN whose ACK was lost, learns so at once instead of
+                // retransmitting forever.
+                if seg.control != TcpControl::Rst {
+                    self.emit_reset(from.0, seg);
+                }
+                return;
+            }
             State::Listen => {
                 if seg.control != TcpControl::Syn || ack.is_some() {
                     return;
@@ -923,7 +954,7 @@ impl Tcb {
     }
 
     /// Runs the timers due at `now` and sends what the windows allow.
-    pub(crate) fn poll(&mut self, now: Duration) {
+    pub fn poll(&mut self, now: Duration) {
         if self.time_wait_at.is_some_and(|t| now >= t) {
             self.enter_closed();
             return;
@@ -953,11 +984,17 @@ impl Tcb {
         }
         let mss = self.mss as u32;
         if self.probing && self.snd_una == self.snd_max {
-            // The zero-window probe: one byte beyond the closed window, backed off as a
+            // The persist timer: one byte beyond a closed window, or what fits a window too
+            // small to pass sender SWS avoidance (RFC 9293 3.8.6.2.1's override). It also
+            // recovers a lost window update, which no receiver resends. Backed off as a
             // retransmission.
-            if self.snd_wnd == 0 && !self.tx.is_empty() {
-                self.emit(TcpControl::None, self.snd_una, true, 0, 1);
-                self.snd_nxt = self.snd_una.wrapping_add(1);
+            if !self.tx.is_empty() {
+                let len = match self.snd_wnd as usize {
+                    0 => 1,
+                    w => w.min(self.mss).min(self.tx.len()),
+                };
+                self.emit(TcpControl::None, self.snd_una, true, 0, len);
+                self.snd_nxt = self.snd_una.wrapping_add(len as u32);
                 self.snd_max = self.snd_nxt;
                 self.rto_at = Some(now + self.rtte.rto());
                 return;
@@ -1026,10 +1063,8 @@ impl Tcb {
                     .fin_seq
                     .is_none_or(|f| f == self.snd_nxt.wrapping_add(len as u32));
             if len == 0 && !fin_due {
-                if unsent > 0 && self.snd_wnd == 0 && flight == 0 && self.rto_at.is_none() {
-                    // The peer's window is closed: probe it on the retransmission timer.
-                    self.probing = true;
-                    self.rto_at = Some(now + self.rtte.rto());
+                if unsent > 0 {
+                    self.persist(now, flight);
                 }
                 break;
             }
@@ -1039,6 +1074,7 @@ impl Tcb {
                 // waits unless it is half the largest window offered.
                 let window_limited = len < unsent;
                 if window_limited && (len as u32) < self.max_snd_wnd / 2 {
+                    self.persist(now, flight);
                     break;
                 }
                 if !window_limited && self.nagle_holds() {
@@ -1083,6 +1119,15 @@ impl Tcb {
             if fin_due {
                 break;
             }
+        }
+    }
+
+    /// Data waits for the peer's window with nothing in flight, so no ACK will come to move
+    /// it: run the persist timer.
+    fn persist(&mut self, now: Duration, flight: u32) {
+        if flight == 0 && self.rto_at.is_none() {
+            self.probing = true;
+            self.rto_at = Some(now + self.rtte.rto());
         }
     }
 
@@ -1169,7 +1214,13 @@ mod tests {
         /// Runs every event up to `until` (or until nothing is left), dropping the n-th
         /// datagram ever sent where `lose(n)`.
         fn run(&mut self, until: f64, lose: &dyn Fn(usize) -> bool) {
-            for _ in 0..100_000 {
+            self.run_with(until, &|n| (!lose(n)).then_some(0.0));
+        }
+
+        /// [`Pair::run`] where `fate(n)` is `None` for a lost datagram, else the seconds it is
+        /// delayed beyond the link's delay (so datagrams can overtake each other).
+        fn run_with(&mut self, until: f64, fate: &dyn Fn(usize) -> Option<f64>) {
+            for _ in 0..1_000_000 {
                 for i in 0..2 {
                     self.ends[i].poll(self.now);
                     for d in self.ends[i].take_tx() {
@@ -1181,8 +1232,9 @@ mod tests {
                             len: tcp.payload().len(),
                             syn: tcp.syn(),
                         });
-                        if !lose(n) {
-                            self.in_flight.push((self.now + self.delay, 1 - i, d));
+                        if let Some(extra) = fate(n) {
+                            self.in_flight
+                                .push((self.now + self.delay + secs(extra), 1 - i, d));
                         }
                     }
                 }
@@ -1444,5 +1496,52 @@ mod tests {
         p.ends[1].poll(p.now);
         assert!(p.ends[1].take_tx().is_empty());
         assert_eq!(p.ends[1].state(), State::Established);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+        /// Whatever the link loses, delays and reorders among the first 300 datagrams (then
+        /// it heals), every byte arrives once, in order, and both ends close.
+        #[test]
+        fn a_stream_survives_loss_and_reordering(
+            len in 1usize..12_000,
+            congestion in 0usize..4,
+            nagle in 0usize..3,
+            delayed_ack in proptest::bool::ANY,
+            fates in proptest::collection::vec(proptest::option::weighted(0.8, 0.0f64..3.0), 300),
+        ) {
+            let congestion = [
+                Congestion::Reno { initial: 1 },
+                Congestion::Reno { initial: 4 },
+                Congestion::Segments { initial: 10 },
+                Congestion::Unlimited,
+            ][congestion];
+            let mut a = config(A, congestion);
+            a.nagle = [Nagle::Off, Nagle::Classic, Nagle::Minshall][nagle];
+            a.ack_delay = delayed_ack.then_some(secs(0.2));
+            let mut b = a;
+            b.address = B;
+            b.iss = 0xFFFF_FFF0;
+            let mut p = Pair::new(a, b, 1.0);
+            let data = pattern(len);
+            let fate = |n: usize| fates.get(n).copied().unwrap_or(Some(0.0));
+            // The SYN may be lost many times (each datagram counts): wait for the handshake.
+            let mut t = 0.0;
+            while p.ends[0].state() != State::Established && t < 1e5 {
+                t += 100.0;
+                p.run_with(t, &fate);
+            }
+            proptest::prop_assert_eq!(p.ends[0].state(), State::Established);
+            proptest::prop_assert_eq!(p.ends[0].send_slice(&data), len);
+            p.ends[0].close();
+            p.run_with(1e6, &fate);
+            p.assert_read(&data);
+            proptest::prop_assert_eq!(p.ends[1].state(), State::CloseWait);
+            p.ends[1].close();
+            p.run_with(2e6, &fate);
+            proptest::prop_assert_eq!(p.ends[0].state(), State::Closed);
+            proptest::prop_assert_eq!(p.ends[1].state(), State::Closed);
+        }
     }
 }
