@@ -73,6 +73,7 @@ fuzz_target!(|data: &[u8]| {
         },
         nagle: [Nagle::Off, Nagle::Classic, Nagle::Minshall][usize::from(setup >> 7)],
         ack_delay: (setup & 8 != 0).then_some(Duration::from_millis(40)),
+        timestamps: setup & 4 != 0,
     });
     if tcb.listen(25).is_err() {
         return;

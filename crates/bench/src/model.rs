@@ -133,6 +133,10 @@ pub struct TcpSettings {
     pub min_rto: Duration,
     /// How skywave's own TCP starts its RTT estimate.
     pub rtt_seed: RttSeed,
+    /// skywave's own TCP offers timestamps (RFC 7323): an RTT sample from every ACK, resent
+    /// segments' too, and a spurious timeout detected and undone (Eifel, as Linux undoes it).
+    /// smoltcp runs without them whatever this says.
+    pub timestamps: bool,
     /// Congestion window.
     pub congestion: Congestion,
     /// Nagle's algorithm, and which.

@@ -162,6 +162,7 @@ mod tests {
                 max: Duration::from_secs(120),
             },
             rtt_seed: RttSeed::FirstSample,
+            timestamps: false,
             ack_delay_sim: None,
         };
         let t = Instant::from_secs(1);

@@ -127,9 +127,10 @@ pub(crate) struct HostSettings {
     pub(crate) give_up: GiveUp,
     /// The TCP implementation.
     pub(crate) engine: TcpEngine,
-    /// skywave's own TCP: its RTO bounds (simulated time) and estimator start.
+    /// skywave's own TCP: its RTO bounds (simulated time), estimator start and timestamps.
     pub(crate) rto: RtoTimers,
     pub(crate) rtt_seed: RttSeed,
+    pub(crate) timestamps: bool,
     /// skywave's own TCP: the delayed-ACK time in simulated time.
     pub(crate) ack_delay_sim: Option<Duration>,
 }
@@ -403,6 +404,7 @@ impl Host {
                 congestion: settings.congestion,
                 nagle: settings.nagle,
                 ack_delay: settings.ack_delay_sim,
+                timestamps: settings.timestamps,
             }))),
         };
         Ok(Host {

@@ -398,6 +398,7 @@ fn host_settings(
             max: tcp.max_wait,
         },
         rtt_seed: tcp.rtt_seed,
+        timestamps: tcp.timestamps,
         ack_delay_sim: tcp.ack_delay,
     }))
 }

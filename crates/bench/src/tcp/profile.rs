@@ -67,17 +67,25 @@
 //!
 //! # Why the other profiles stay on smoltcp
 //!
-//! skywave's TCP (`--tcp-engine skywave`) runs every profile with its RTO constants exact.
-//! For `jnos-1998` that is the better model: JNOS had no timestamps, SACK or F-RTO to undo a
-//! spurious timeout, and skywave's TCP has none either. The Linux-like profiles are a different
-//! matter: Linux undoes the reduction of a spurious timeout (F-RTO, Eifel with timestamps), and
-//! neither engine does. On skywave's TCP `isode-stock` (Reno from 10 segments, as `on_engine`
-//! gives it) cuts its window on each spurious timeout and stalls where Isode's TCP worked: one
-//! bulk stream at 300 bit/s through the dropping IP client stops after 2244 s and gives up, where
-//! Isode measured 137 bit/s (`skywave-bench calibrate --tcp-engine skywave`: 67 of 124 ratio
-//! rows in band against 70 of 128 on smoltcp). So those profiles keep smoltcp with the
-//! send-side gate's never-cut window, the stand-in for the undo, until skywave's TCP has
-//! timestamps and F-RTO.
+//! skywave's TCP (`--tcp-engine skywave`) runs every profile with its RTO constants exact,
+//! and the Linux-like ones with timestamps and Linux's undo of a spurious timeout
+//! ([`TcpSettings::timestamps`]). For `jnos-1998` that is the better model: JNOS had no
+//! timestamps, SACK or F-RTO, and runs without them. For the others it is mixed, so they keep
+//! smoltcp (and the send-side gate's never-cut window as the stand-in for the undo) for now:
+//!
+//! - `linux` over 5066, 1200 bit/s, clean channel, one seed (`skywave-bench compare --scenarios
+//!   smtp-tcp-5066,smtp-tcp-5066-deflate --tcp-profile linux --snr 30 --sizes
+//!   386,1867,14025,135604 --seeds 1 --tcp-engine skywave`): 135604 bytes plain in 1246 s
+//!   with 24 segments resent, against 2927 s and 977 on smoltcp (best-case: 1018 s), the
+//!   go-back-N storms gone as on a real Linux; but 386 bytes in 28.4 s against 21.8 s,
+//!   because the 1 s initial RTO resends the SYN, and the listener its SYN-ACK for each
+//!   duplicate SYN as Linux does, on a link whose round trip is 3-4 s, each resend a
+//!   transmission of its own.
+//! - `isode-stock` (Reno from ten segments as [`TcpSettings::on_engine`] gives it; `skywave-bench
+//!   calibrate --tcp-engine skywave`): 70 of 122 ratio rows in band against 70 of 128 on
+//!   smoltcp; the first flight of ten segments overflows the dropping IP client, and at
+//!   300 bit/s the stream stalls until Linux's 924.6 s rule drops it (0 bit/s where Isode
+//!   measured 137; 74.6 bit/s with the give-up rule off, 628 datagrams dropped).
 //!
 //! # What smoltcp cannot express, and how the profiles get it anyway
 //!
@@ -281,6 +289,7 @@ impl TcpProfile {
                 engine: TcpEngine::Smoltcp,
                 min_rto: Duration::from_millis(200),
                 rtt_seed: RttSeed::FirstSample,
+                timestamps: true,
                 congestion: Congestion::Segments { initial: 10 },
                 nagle: Nagle::Minshall,
                 ack_delay: Some(Duration::from_millis(40)),
@@ -304,6 +313,7 @@ impl TcpProfile {
                 engine: TcpEngine::Smoltcp,
                 min_rto: Duration::from_secs(600),
                 rtt_seed: RttSeed::FirstSample,
+                timestamps: true,
                 congestion: Congestion::Unlimited,
                 nagle: Nagle::Off,
                 ack_delay: Some(Duration::from_millis(40)),
@@ -325,6 +335,7 @@ impl TcpProfile {
                 congestion: Congestion::SmoltcpReno,
                 min_rto: Duration::from_millis(200),
                 rtt_seed: RttSeed::FirstSample,
+                timestamps: true,
                 give_up: GiveUp::LINUX,
                 smtp_timer: None,
                 // Isode's measurements went through the NC3A IP client, which dropped what it
@@ -426,6 +437,8 @@ pub fn jnos_tcp(
         // JNOS's MIN_RTO (tcp.h).
         min_rto: Duration::from_millis(500),
         rtt_seed: RttSeed::Irtt,
+        // RFC 1323 (1992) postdates JNOS's TCP, which never sends the option.
+        timestamps: false,
         congestion: Congestion::Reno { initial: 1 },
         nagle: Nagle::Classic,
         ack_delay: None,

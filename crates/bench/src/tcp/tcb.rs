@@ -2,15 +2,15 @@
 //! (bytes and simulated time in, IPv4 datagrams out) whose retransmission timer, RTT estimator,
 //! congestion window, Nagle test and delayed ACK are all settings ([`TcbConfig`]).
 //!
-//! It sits where smoltcp's socket sits in [`super::host::Host`]: the run's driver reads and
-//! writes it through the host, and the host inspects what it sends (the counters and the
-//! give-up rule are the host's, the same for both engines). The wire format is smoltcp's
+//! It sits where smoltcp's socket sits in the benchmark's host (`tcp/host.rs`): the driver
+//! reads and writes it through the host, and the host inspects what it sends (the counters and
+//! the give-up rule are the host's, the same for both engines). The wire format is smoltcp's
 //! (`smoltcp::wire` builds and parses the IPv4 and TCP headers, checksums included), so the
 //! datagrams on the link are byte-for-byte real TCP/IP.
 //!
 //! What it does (RFC 793 / 9293 unless said):
-//! - the whole state machine: active and passive open, simultaneous close, TIME-WAIT (60 s),
-//!   RST on abort, RST received;
+//! - the state machine: active and passive open (no simultaneous open), simultaneous close,
+//!   TIME-WAIT (60 s), RST on abort, RST received;
 //! - MSS option (the segment size is the smaller of both MSSs), window scaling (RFC 7323) when
 //!   the receive window exceeds 65535;
 //! - retransmission: one timer, RTO = (SRTT + 4·RTTVAR) × 2^backoff clamped to
@@ -29,12 +29,18 @@
 //!   in order, an ACK at once or after the delayed-ACK time, at once when two full segments
 //!   are unacknowledged (RFC 5681 4.2); window updates when reading opens the window by an MSS
 //!   or half the buffer (receiver SWS avoidance, RFC 1122 4.2.3.3);
-//! - zero window: a one-byte probe on the retransmission timer, backed off the same way.
+//! - persist timer: a one-byte probe into a closed window, or what fits a window too small to
+//!   use (which also recovers a lost window update), backed off as a retransmission;
+//! - timestamps (RFC 7323) when both ends offer them, as Linux does: 12 bytes of every
+//!   segment, an RTT sample from every ACK of new data (resent segments' too), and a timeout
+//!   found spurious undone: the first ACK after it echoing the original transmission restores
+//!   the window and sends new data instead of the rest of the go-back-N (Eifel detection and
+//!   response, RFC 3522 and 4015, as Linux's undo); with them a lost SYN leaves one segment as
+//!   the first window only after two resends (Linux's `tcp_init_transfer`);
+//! - a reset from a closed endpoint to whatever still arrives (a FIN resent after TIME-WAIT).
 //!
-//! Not done: SACK, timestamps, urgent data, slow-start restart after idle, path MTU discovery
-//! (the MTU is set), keep-alive. None of the runs needs them to be correct; timestamps and SACK
-//! would change how Linux recovers from spurious timeouts, which the segment window's "never
-//! cut" stands in for, as it does on smoltcp.
+//! Not done: SACK, F-RTO without timestamps, urgent data, slow-start restart after idle, path
+//! MTU discovery (the MTU is set), keep-alive, an RTT cache across connections.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -43,7 +49,7 @@ use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::socket::tcp::State;
 use smoltcp::wire::{
     IpAddress, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket, TcpRepr,
-    TcpSeqNumber,
+    TcpSeqNumber, TcpTimestampRepr,
 };
 
 use super::profile::{Congestion, Nagle, RttSeed};
@@ -91,6 +97,8 @@ pub struct TcbConfig {
     pub nagle: Nagle,
     /// Delayed-ACK time (`None`: every in-order segment acknowledged at once).
     pub ack_delay: Option<Duration>,
+    /// Offer the timestamp option (RFC 7323), as Linux does; used if the peer offers it too.
+    pub timestamps: bool,
 }
 
 /// `a` is after `b` in sequence space.
@@ -152,6 +160,16 @@ impl Rtte {
     }
 }
 
+/// The state a retransmission timeout replaced, for the Eifel response (RFC 4015) should the
+/// timeout prove spurious.
+#[derive(Debug, Clone, Copy)]
+struct Undo {
+    cwnd: Option<u32>,
+    ssthresh: u32,
+    /// The timestamp the retransmission carried.
+    tsval: u32,
+}
+
 /// One TCP connection endpoint.
 #[derive(Debug)]
 pub struct Tcb {
@@ -193,6 +211,20 @@ pub struct Tcb {
     rto_at: Option<Duration>,
     /// The timer runs as the zero-window probe timer.
     probing: bool,
+    /// Both ends send timestamps.
+    ts_ok: bool,
+    /// Timeouts the Eifel check found spurious.
+    spurious_timeouts: u32,
+    /// The peer's timestamp to echo (RFC 7323 TS.Recent).
+    ts_recent: u32,
+    /// The echoed timestamp of the segment being processed.
+    seg_echo: Option<u32>,
+    /// SYNs (or SYN-ACKs) resent before the connection opened.
+    syn_resends: u32,
+    /// What a timeout changed, kept until the first ACK after it says whether it was spurious.
+    undo: Option<Undo>,
+    /// The latest time this endpoint was given (the timestamp clock).
+    clock: Duration,
 
     // Receive side.
     rcv_nxt: u32,
@@ -254,6 +286,13 @@ impl Tcb {
             rtte: Rtte::new(cfg.rto, cfg.rtt_seed),
             rto_at: None,
             probing: false,
+            ts_ok: false,
+            spurious_timeouts: 0,
+            ts_recent: 0,
+            seg_echo: None,
+            syn_resends: 0,
+            undo: None,
+            clock: Duration::ZERO,
             rcv_nxt: 0,
             rx: VecDeque::new(),
             ooo: BTreeMap::new(),
@@ -275,6 +314,11 @@ impl Tcb {
     /// The congestion window, bytes (`None`: unlimited).
     pub fn cwnd(&self) -> Option<u32> {
         self.cwnd
+    }
+
+    /// Retransmission timeouts found spurious and undone (timestamps only).
+    pub fn spurious_timeouts(&self) -> u32 {
+        self.spurious_timeouts
     }
 
     /// The retransmission timeout the next (re)transmission would get.
@@ -436,10 +480,23 @@ impl Tcb {
             max_seg_size: syn.then_some(self.cfg.mss),
             sack_permitted: false,
             sack_ranges: [None; 3],
-            timestamp: None,
+            // A SYN offers timestamps; everything after, the SYN-ACK too, carries them only
+            // if both ends offered them.
+            timestamp: (if syn && !ack {
+                self.cfg.timestamps
+            } else {
+                self.ts_ok
+            })
+            .then(|| TcpTimestampRepr::new(self.tsval(), if ack { self.ts_recent } else { 0 })),
             payload: &payload,
         };
         self.push_datagram(remote, &repr);
+    }
+
+    /// The timestamp clock: milliseconds of simulated time (RFC 7323 allows 1 ms to 1 s ticks;
+    /// Linux's is 1 ms).
+    fn tsval(&self) -> u32 {
+        self.clock.as_millis() as u32
     }
 
     /// A reset answering `seg` (RFC 9293 3.10.7.1: acceptable to its sender whatever it
@@ -497,6 +554,7 @@ impl Tcb {
     /// A datagram from the link at `now`. Anything not for this endpoint, malformed or with a
     /// bad checksum is dropped, as a host drops it.
     pub fn deliver(&mut self, now: Duration, datagram: &[u8]) {
+        self.clock = self.clock.max(now);
         let caps = ChecksumCapabilities::default();
         let Ok(packet) = Ipv4Packet::new_checked(datagram) else {
             return;
@@ -527,6 +585,10 @@ impl Tcb {
     fn segment_arrives(&mut self, now: Duration, from: ([u8; 4], u16), seg: &TcpRepr<'_>) {
         let seq = seg.seq_number.0 as u32;
         let ack = seg.ack_number.map(|a| a.0 as u32);
+        self.seg_echo = seg
+            .timestamp
+            .map(|t| t.tsecr)
+            .filter(|&e| e != 0 && self.ts_ok);
         match self.state {
             State::TimeWait if seg.control == TcpControl::Syn => return,
             State::Closed => {
@@ -574,7 +636,7 @@ impl Tcb {
                 self.rcv_adv = self.rcv_nxt.wrapping_add(self.free_rx().min(65_535) as u32);
                 self.snd_wl1 = seq;
                 self.snd_wl2 = a;
-                self.state = State::Established;
+                self.opened();
                 self.process_ack(now, seq, a, seg.window_len, true, 0);
                 self.ack_now = true;
                 return;
@@ -605,6 +667,14 @@ impl Tcb {
             self.enter_closed();
             return;
         }
+        // RFC 7323 4.3: TS.Recent from a segment that starts at or before what we last
+        // acknowledged.
+        if let Some(ts) = seg.timestamp
+            && self.ts_ok
+            && at_or_after(self.rcv_nxt, seq)
+        {
+            self.ts_recent = ts.tsval;
+        }
         if seg.control == TcpControl::Syn {
             // A SYN inside the window of a synchronised connection: our SYN-ACK was lost
             // (SYN-RECEIVED) or the peer restarted; answer with an ACK, as RFC 5961 4.
@@ -618,7 +688,7 @@ impl Tcb {
             if !(after(ack, self.snd_una) && at_or_after(self.snd_max, ack)) {
                 return;
             }
-            self.state = State::Established;
+            self.opened();
         }
         self.process_ack(now, seq, ack, seg.window_len, false, seg_len);
         if self.state == State::Closed {
@@ -640,11 +710,22 @@ impl Tcb {
     }
 
     fn take_syn_options(&mut self, seg: &TcpRepr<'_>) {
+        if let Some(ts) = seg.timestamp
+            && self.cfg.timestamps
+        {
+            self.ts_ok = true;
+            self.ts_recent = ts.tsval;
+        }
         if let Some(mss) = seg.max_seg_size {
             self.mss = self.mss.min(usize::from(mss)).max(1);
         } else {
             // RFC 9293 3.7.1: 536 when the peer sends no MSS option.
             self.mss = self.mss.min(536);
+        }
+        if self.ts_ok {
+            // The 12 bytes of the option come out of every segment's payload, as Linux's
+            // `mss_cache` has it, so the datagram stays within the MTU.
+            self.mss = self.mss.saturating_sub(12).max(1);
         }
         match (seg.window_scale, self.cfg.rx_buffer > 65_535) {
             (Some(s), true) => self.snd_shift = s.min(14),
@@ -718,12 +799,30 @@ impl Tcb {
         }
         // New data acknowledged.
         let flight_before = self.snd_max.wrapping_sub(self.snd_una);
-        if let Some((timed, sent)) = self.rtte.timed
+        if let Some(echo) = self.seg_echo {
+            // RFC 7323: every ACK of new data is a sample, resent segments' too (the echo
+            // says which transmission it answers).
+            let rtt = self.tsval().wrapping_sub(echo);
+            self.rtte.sample(Duration::from_millis(u64::from(rtt)));
+            self.rtte.timed = None;
+            if let Some(undo) = self.undo.take()
+                && after(undo.tsval, echo)
+            {
+                // Eifel (RFC 3522 detection, RFC 4015 response, Linux's undo): the ACK
+                // answers the original transmission, so the timeout was spurious. Restore
+                // the window and go on with new data instead of resending the rest.
+                self.cwnd = undo.cwnd;
+                self.ssthresh = undo.ssthresh;
+                self.snd_nxt = self.snd_max;
+                self.spurious_timeouts += 1;
+            }
+        } else if let Some((timed, sent)) = self.rtte.timed
             && at_or_after(ack, timed)
         {
             self.rtte.sample(now.saturating_sub(sent));
             self.rtte.timed = None;
         }
+        self.undo = None;
         // The SYN and FIN take sequence space but no buffer space, nor do they open cwnd.
         let data_acked = if after(ack, self.buf_seq) {
             (ack.wrapping_sub(self.buf_seq) as usize).min(self.tx.len())
@@ -814,6 +913,19 @@ impl Tcb {
         {
             // Each further duplicate is a segment that left the network.
             *c = c.saturating_add(mss);
+        }
+    }
+
+    /// The handshake is done. Linux (`tcp_init_transfer`) starts from one segment if the SYN or
+    /// SYN-ACK went more than once, as RFC 5681 3.1 asks of any resent SYN (its 1 s initial RTO
+    /// makes one resend common, so Linux lets one pass).
+    fn opened(&mut self) {
+        self.state = State::Established;
+        if self.cfg.timestamps
+            && self.syn_resends > 1
+            && let Some(c) = self.cwnd.as_mut()
+        {
+            *c = self.mss as u32;
         }
     }
 
@@ -955,6 +1067,7 @@ impl Tcb {
 
     /// Runs the timers due at `now` and sends what the windows allow.
     pub fn poll(&mut self, now: Duration) {
+        self.clock = self.clock.max(now);
         if self.time_wait_at.is_some_and(|t| now >= t) {
             self.enter_closed();
             return;
@@ -1001,16 +1114,34 @@ impl Tcb {
             }
             self.probing = false;
         }
-        if matches!(self.cfg.congestion, Congestion::Reno { .. }) {
-            // RFC 5681 (4) and 3.1: half the flight (at least two segments), one segment
-            // after; a lost SYN leaves the first window at one segment too.
+        let opening = matches!(self.state, State::SynSent | State::SynReceived);
+        if opening {
+            self.syn_resends += 1;
+        } else if self.ts_ok && self.undo.is_none() {
+            self.undo = Some(Undo {
+                cwnd: self.cwnd,
+                ssthresh: self.ssthresh,
+                tsval: self.tsval(),
+            });
+        }
+        // Reno cuts on every timeout (RFC 5681 (4) and 3.1: half the flight, at least two
+        // segments, and one segment after; a lost SYN leaves the first window at one segment
+        // too). With timestamps any window is cut, as Linux enters its loss state, because the
+        // first ACK after shows whether to undo it; a lost SYN then follows Linux's rule
+        // (`opened`). The segment window without timestamps is never cut (see `tcp/gate.rs`).
+        let cut = match self.cfg.congestion {
+            Congestion::Reno { .. } => !(opening && self.cfg.timestamps),
+            Congestion::Segments { .. } => self.ts_ok && !opening,
+            Congestion::Unlimited | Congestion::SmoltcpReno => false,
+        };
+        if cut {
             let flight = self.snd_max.wrapping_sub(self.snd_una);
             self.ssthresh = (flight / 2).max(2 * mss);
             self.cwnd = Some(mss);
             self.recover = None;
             self.dup_acks = 0;
         }
-        if matches!(self.state, State::SynSent | State::SynReceived) {
+        if opening {
             let ack = self.state == State::SynReceived;
             self.emit(TcpControl::Syn, self.cfg.iss, ack, 0, 0);
             self.rto_at = Some(now + self.rtte.rto());
@@ -1169,7 +1300,19 @@ mod tests {
             congestion,
             nagle: Nagle::Classic,
             ack_delay: None,
+            timestamps: false,
         }
+    }
+
+    /// `cfg` with Linux's RFC 6298 timers: 1 s initial RTO, 200 ms minimum, 120 s maximum.
+    fn linux_timers(mut cfg: TcbConfig) -> TcbConfig {
+        cfg.rtt_seed = RttSeed::FirstSample;
+        cfg.rto = RtoTimers {
+            initial: secs(1.0),
+            min: secs(0.2),
+            max: secs(120.0),
+        };
+        cfg
     }
 
     /// A sent datagram: when, by which end, its payload length and flags.
@@ -1339,13 +1482,7 @@ mod tests {
 
     #[test]
     fn rfc6298_timers_start_at_one_second_and_take_the_first_sample_whole() {
-        let mut a = config(A, Congestion::Segments { initial: 10 });
-        a.rtt_seed = RttSeed::FirstSample;
-        a.rto = RtoTimers {
-            initial: secs(1.0),
-            min: secs(0.2),
-            max: secs(120.0),
-        };
+        let a = linux_timers(config(A, Congestion::Segments { initial: 10 }));
         let mut b = a;
         b.address = B;
         b.iss = 77;
@@ -1369,6 +1506,42 @@ mod tests {
         slow.run(20.0, &|_| false);
         let resent = slow.log.iter().filter(|s| s.syn && s.by == 0).count();
         assert_eq!(resent, 2, "SYN at 0 and 1 s, answered at 3 s");
+    }
+
+    /// Linux's timers on a link whose round trip grows from 0.4 s (handshake) to 6.4 s (data):
+    /// the 1.2 s RTO fires before any data is acknowledged. Without timestamps the timeout
+    /// cuts the window for good; with them the first ACK echoes the original transmission and
+    /// the timeout is undone (Eifel).
+    #[test]
+    fn timestamps_sample_every_ack_and_undo_a_spurious_timeout() {
+        let run = |timestamps: bool| {
+            let mut a = linux_timers(config(A, Congestion::Reno { initial: 4 }));
+            a.rx_buffer = 65_535;
+            a.timestamps = timestamps;
+            let mut b = a;
+            b.address = B;
+            b.iss = 3;
+            let mut p = Pair::new(a, b, 0.2);
+            let slow = |n: usize| Some(if n < 3 { 0.0 } else { 3.0 });
+            p.run_with(1.0, &slow);
+            assert_eq!(p.ends[0].ts_ok, timestamps);
+            let data = pattern(10 * 216);
+            p.ends[0].send_slice(&data);
+            p.run_with(500.0, &slow);
+            p.assert_read(&data);
+            // Timestamps take 12 bytes of every segment's 216.
+            let segments = data.len().div_ceil(if timestamps { 204 } else { 216 });
+            let resent = p.data_segments(0).len() - segments;
+            (resent, p.ends[0].spurious_timeouts(), p.ends[0].cwnd())
+        };
+        // With timestamps: the first segment went again at both timeouts (2.2 s and 4.6 s)
+        // before the first ACK (7.4 s) showed the first timeout spurious; the window was put
+        // back to its four 204-byte segments and grew from there by what each ACK acknowledged,
+        // a segment at most (816 + 3 × 204 + the 120-byte tail).
+        assert_eq!(run(true), (2, 1, Some(1548)));
+        // Without: the window was cut to one segment and ssthresh to two, and it grew from
+        // there in congestion avoidance; one segment more went twice.
+        assert_eq!(run(false), (3, 0, Some(626)));
     }
 
     #[test]
@@ -1509,6 +1682,7 @@ mod tests {
             congestion in 0usize..4,
             nagle in 0usize..3,
             delayed_ack in proptest::bool::ANY,
+            timestamps in proptest::bool::ANY,
             fates in proptest::collection::vec(proptest::option::weighted(0.8, 0.0f64..3.0), 300),
         ) {
             let congestion = [
@@ -1520,6 +1694,7 @@ mod tests {
             let mut a = config(A, congestion);
             a.nagle = [Nagle::Off, Nagle::Classic, Nagle::Minshall][nagle];
             a.ack_delay = delayed_ack.then_some(secs(0.2));
+            a.timestamps = timestamps;
             let mut b = a;
             b.address = B;
             b.iss = 0xFFFF_FFF0;
