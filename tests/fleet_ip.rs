@@ -240,7 +240,8 @@ async fn fleet_mail_over_ip_multicast_arrives_once_repaired_and_emcon_holds() {
     wait_all(&maildirs, "fleet order 1").await;
     fleet::assert_once_each(&maildirs, "fleet order 1");
     assert!(base_queue_empty(&base_cfg).await, "the base still waits");
-    let transfers = std::fs::read_to_string(dir(&base_cfg).join("state/transfers.jsonl")).unwrap();
+    let transfers =
+        fleet::transfer_log_when(&base_cfg, |l| l.contains("acknowledged by 3 of 3 ships")).await;
     assert!(transfers.contains("\"pmul-ip\""), "{transfers}");
     assert!(
         transfers.contains("acknowledged by 3 of 3 ships"),
@@ -299,6 +300,27 @@ async fn fleet_mail_over_ip_multicast_arrives_once_repaired_and_emcon_holds() {
     for m in &maildirs {
         assert!(subjects(m).values().all(|&n| n == 1), "{:?}", subjects(m));
     }
+    // One transfer per mail, each acknowledged by all its ships. The base is not told of ship
+    // 3's EMCON: if its ten repair rounds (about 56 s) run out before `emcon off` (a loaded
+    // machine can take that long over the steps above), it gives ship 3 up and sends the mail
+    // again once EMCON ends. That extra transfer must be the only kind there is.
+    let outgoing = |log: &str| -> Vec<String> {
+        log.lines()
+            .filter(|l| {
+                l.contains("\"protocol\":\"pmul-ip\"") && l.contains("\"direction\":\"out\"")
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    let transfers = fleet::transfer_log_when(&base_cfg, |log| {
+        outgoing(log)
+            .iter()
+            .filter(|l| l.contains("\"accepted\":1"))
+            .count()
+            >= 3
+    })
+    .await;
+    let out = outgoing(&transfers);
     // The transfers are in the metrics as for every bearer: three multicasts, and repairs.
     let page = support::metrics(base.metrics.expect("base metrics address")).await;
     let value = |name: &str| -> f64 {
@@ -312,17 +334,10 @@ async fn fleet_mail_over_ip_multicast_arrives_once_repaired_and_emcon_holds() {
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("no {name} for pmul-ip in:\n{page}"))
     };
-    // One transfer per mail, each acknowledged by all its ships. The base is not told of ship
-    // 3's EMCON: if its ten repair rounds (about 56 s) run out before `emcon off` (a loaded
-    // machine can take that long over the steps above), it gives ship 3 up and sends the mail
-    // again once EMCON ends. That extra transfer must be the only kind there is.
-    let transfers = std::fs::read_to_string(dir(&base_cfg).join("state/transfers.jsonl")).unwrap();
-    let out: Vec<&str> = transfers
-        .lines()
-        .filter(|l| l.contains("\"protocol\":\"pmul-ip\"") && l.contains("\"direction\":\"out\""))
-        .collect();
-    let (whole, given_up): (Vec<&str>, Vec<&str>) =
-        out.iter().partition(|l| l.contains("\"accepted\":1"));
+    let (whole, given_up): (Vec<&str>, Vec<&str>) = out
+        .iter()
+        .map(String::as_str)
+        .partition(|l| l.contains("\"accepted\":1"));
     assert_eq!(whole.len(), 3, "{transfers}");
     for l in &given_up {
         assert!(

@@ -156,8 +156,7 @@ async fn a_mail_to_three_ships_goes_once_by_multicast_and_emcon_holds_only_the_a
         "no multicast in the base's log"
     );
     // One transfer out of the base, by P_MUL; no HMTP session to any ship.
-    let transfers =
-        std::fs::read_to_string(base_cfg.parent().unwrap().join("state/transfers.jsonl")).unwrap();
+    let transfers = fleet::transfer_log_when(&base_cfg, |l| l.contains("\"pmul\"")).await;
     assert!(transfers.contains("\"pmul\""), "{transfers}");
     assert!(
         !transfers.contains("\"hmtp\""),

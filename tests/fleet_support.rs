@@ -176,6 +176,25 @@ pub async fn base_queue_empty(config: &Path) -> bool {
     false
 }
 
+/// The base's transfer log (`state/transfers.jsonl` beside `config`) once `ready` accepts it:
+/// the gateway writes a transfer's record just after it settles the spool, so a test that saw
+/// the queue empty may read the log a moment early. What the file holds at [`DELIVERY_LIMIT`]
+/// if `ready` never accepts it.
+pub async fn transfer_log_when(config: &Path, ready: impl Fn(&str) -> bool) -> String {
+    let path = config
+        .parent()
+        .map(|d| d.join("state/transfers.jsonl"))
+        .unwrap_or_default();
+    let end = Instant::now() + DELIVERY_LIMIT;
+    loop {
+        let log = std::fs::read_to_string(&path).unwrap_or_default();
+        if ready(&log) || Instant::now() >= end {
+            return log;
+        }
+        sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Wireshark's own P_MUL dissector is an implementation of ACP 142 independent of ours: in
 /// `pcap` (read with tshark's `decode_as` arguments, none for SIS captures) it must find every
 /// PDU type of `expected` (0 Data, 1 Ack, 2 Address, 4 Announce, 5 Request, 7 Release), every

@@ -378,9 +378,20 @@ async fn swaks_mail_crosses_between_two_gateway_processes_exactly_once() {
         "gw.ship.example",
         SHORE_NODE,
     );
-    // Each side kept a record of the sessions it took part in.
+    // Each side kept a record of the sessions it took part in (written just after the spool
+    // settles each one, so give a loaded machine a moment).
     for side in [&ship_side, &shore_side] {
-        let records = std::fs::read_to_string(side.dir.join("state/transfers.jsonl")).unwrap();
+        let path = side.dir.join("state/transfers.jsonl");
+        let both =
+            |r: &str| r.contains("\"direction\":\"out\"") && r.contains("\"direction\":\"in\"");
+        let mut records = String::new();
+        for _ in 0..300 {
+            records = std::fs::read_to_string(&path).unwrap_or_default();
+            if both(&records) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
         assert!(records.contains("\"direction\":\"out\""), "{records}");
         assert!(records.contains("\"direction\":\"in\""), "{records}");
     }
