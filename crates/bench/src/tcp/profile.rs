@@ -81,11 +81,11 @@
 //!   because the 1 s initial RTO resends the SYN, and the listener its SYN-ACK for each
 //!   duplicate SYN as Linux does, on a link whose round trip is 3-4 s, each resend a
 //!   transmission of its own.
-//! - `isode-stock` (Reno from ten segments as [`TcpSettings::on_engine`] gives it; `skywave-bench
-//!   calibrate --tcp-engine skywave`): 70 of 122 ratio rows in band against 70 of 128 on
-//!   smoltcp; the first flight of ten segments overflows the dropping IP client, and at
-//!   300 bit/s the stream stalls until Linux's 924.6 s rule drops it (0 bit/s where Isode
-//!   measured 137; 74.6 bit/s with the give-up rule off, 628 datagrams dropped).
+//! - `isode-stock` (Reno from ten segments as [`TcpSettings::on_engine`] gives it, timestamps;
+//!   `skywave-bench calibrate --tcp-engine skywave`): 70 of 122 ratio rows in band against 70
+//!   of 128 on smoltcp; the first flight of ten segments overflows the dropping IP client, and
+//!   at 300 bit/s (and 1200 bit/s with MTU 500 on the long interleaver) the stream stalls
+//!   until Linux's 924.6 s rule drops it: 0 bit/s where Isode measured 137 (748).
 //!
 //! # What smoltcp cannot express, and how the profiles get it anyway
 //!
