@@ -981,7 +981,12 @@ impl Tcb {
                         self.ack_now = true;
                     }
                 } else {
-                    self.ooo.entry(start).or_insert_with(|| data.to_vec());
+                    // Bounded: out-of-order data never holds more than the receive buffer,
+                    // however the peer overlaps its segments.
+                    let held: usize = self.ooo.values().map(Vec::len).sum();
+                    if held + data.len() <= self.cfg.rx_buffer {
+                        self.ooo.entry(start).or_insert_with(|| data.to_vec());
+                    }
                     self.ack_at_once();
                 }
             } else {
