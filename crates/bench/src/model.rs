@@ -137,6 +137,9 @@ pub struct TcpSettings {
     /// segments' too, and a spurious timeout detected and undone (Eifel, as Linux undoes it).
     /// smoltcp runs without them whatever this says.
     pub timestamps: bool,
+    /// A later connection of the run (the queue timer's) starts from the round-trip estimate
+    /// the host cached from the earlier ones, as JNOS's `RTTCACHE` (skywave's TCP only).
+    pub rtt_cache: bool,
     /// Congestion window.
     pub congestion: Congestion,
     /// Nagle's algorithm, and which.

@@ -163,6 +163,7 @@ mod tests {
             },
             rtt_seed: RttSeed::FirstSample,
             timestamps: false,
+            rtt_cache: false,
             ack_delay_sim: None,
         };
         let t = Instant::from_secs(1);

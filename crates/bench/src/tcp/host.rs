@@ -131,6 +131,8 @@ pub(crate) struct HostSettings {
     pub(crate) rto: RtoTimers,
     pub(crate) rtt_seed: RttSeed,
     pub(crate) timestamps: bool,
+    /// skywave's own TCP: a new connection starts from the host's cached round-trip estimate.
+    pub(crate) rtt_cache: bool,
     /// skywave's own TCP: the delayed-ACK time in simulated time.
     pub(crate) ack_delay_sim: Option<Duration>,
 }
@@ -376,6 +378,8 @@ pub(crate) struct Host {
     gave_up: bool,
     /// The application must look at the socket again before time moves on (it was aborted).
     poll_now: bool,
+    /// See [`HostSettings::rtt_cache`].
+    rtt_cache: bool,
 }
 
 /// smoltcp's clock reading as simulated time (skywave's TCP runs with a dilation of 1).
@@ -415,6 +419,7 @@ impl Host {
             stall: Stall::default(),
             gave_up: false,
             poll_now: false,
+            rtt_cache: settings.rtt_cache,
         })
     }
 
@@ -460,6 +465,22 @@ impl Host {
                 data
             }
             Stack::Skywave(tcb) => tcb.recv(),
+        }
+    }
+
+    /// The round-trip estimate this host caches for its peer (skywave's TCP with the
+    /// profile's `rtt_cache`; `None` otherwise or before any sample).
+    pub(crate) fn rtt_cache(&self) -> Option<(Duration, Duration)> {
+        match &self.stack {
+            Stack::Skywave(tcb) if self.rtt_cache => tcb.rtt_cache(),
+            _ => None,
+        }
+    }
+
+    /// Starts this host's estimator from `cached` (see [`Host::rtt_cache`]).
+    pub(crate) fn seed_rtt(&mut self, cached: Option<(Duration, Duration)>) {
+        if let (Stack::Skywave(tcb), Some((srtt, dev))) = (&mut self.stack, cached) {
+            tcb.seed_rtt(srtt, dev);
         }
     }
 

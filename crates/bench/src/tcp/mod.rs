@@ -84,8 +84,9 @@
 //! # Limits
 //!
 //! - On smoltcp, the RTO mismatch above. [`TcpRunReport::tcp_retransmissions`] shows its cost.
-//! - smoltcp keeps at most 4 out-of-order ranges. Neither engine has a per-destination RTT
-//!   cache (JNOS has one): a new connection always starts from the initial RTO.
+//! - smoltcp keeps at most 4 out-of-order ranges and has no per-destination RTT cache: a new
+//!   smoltcp connection starts from the initial RTO. On skywave's TCP `jnos-1998` keeps
+//!   JNOS's (`RTTCACHE`): a later connection of the run starts from what its host cached.
 //! - The raw-modem CSMA parameters (persistence 63, slot 100 ms) are the KISS defaults, not
 //!   NTIA's (unpublished).
 //! - IP over 5066: the IP datagram is the U_PDU (no Annex F encapsulation or header
@@ -399,6 +400,7 @@ fn host_settings(
         },
         rtt_seed: tcp.rtt_seed,
         timestamps: tcp.timestamps,
+        rtt_cache: tcp.rtt_cache,
         ack_delay_sim: tcp.ack_delay,
     }))
 }
@@ -485,9 +487,12 @@ struct Attempt {
 }
 
 impl Attempt {
-    /// A new connection from the ship (client port `port`) carrying `order`'s messages.
+    /// A new connection from the ship (client port `port`) carrying `order`'s messages, each
+    /// host starting from the round-trip estimate it cached (`cached`, ship then shore).
+    #[allow(clippy::too_many_arguments)]
     fn start(
         settings: &[HostSettings; 2],
+        cached: [Option<(Duration, Duration)>; 2],
         t0: smoltcp::time::Instant,
         port: u16,
         work: &Workload,
@@ -496,6 +501,9 @@ impl Attempt {
         compression: SmtpCompression,
     ) -> Result<Attempt, TcpBenchError> {
         let mut hosts = [Host::new(settings[0], t0)?, Host::new(settings[1], t0)?];
+        for (h, c) in hosts.iter_mut().zip(cached) {
+            h.seed_rtt(c);
+        }
         hosts[1].listen(SMTP_PORT)?;
         hosts[0].connect(ADDRESSES[1], SMTP_PORT, port)?;
         let messages = order
@@ -568,6 +576,7 @@ async fn drive(
     let settings = host_settings(tcp, cond.seed, dil)?;
     let mut a = Attempt::start(
         &settings,
+        [None, None],
         dil.tcp_time_of(start),
         CLIENT_PORT,
         work,
@@ -607,8 +616,11 @@ async fn drive(
             requeue_at = None;
             let order: Vec<usize> = (0..work.messages.len()).filter(|&i| !accepted[i]).collect();
             let port = CLIENT_PORT.wrapping_add(u16::try_from(attempts).unwrap_or(u16::MAX));
+            // Each host keeps what it learnt of the round trip (JNOS's RTTCACHE).
+            let cached = [a.hosts[0].rtt_cache(), a.hosts[1].rtt_cache()];
             let next = Attempt::start(
                 &settings,
+                cached,
                 dil.tcp_time_of(now),
                 port,
                 work,

@@ -17,7 +17,9 @@
 //!   (SRTT + 4·MDEV), at least `MIN_RTO` 0.5 s, at most maxwait; Karn's rule; the back-off
 //!   cleared by a valid sample; a timeout resends from the oldest byte with cwnd one segment
 //!   and ssthresh halved; cwnd starts at one segment (`proc_syn`); fast retransmit at three
-//!   duplicate ACKs; classic Nagle, no delayed ACK. Until this profile moved (issue 13) it ran
+//!   duplicate ACKs; classic Nagle, no delayed ACK; a later connection of the run (the queue
+//!   timer's) starts from the round trip its host cached (`RTTCACHE`, [`TcpSettings::rtt_cache`]).
+//!   Until this profile moved (issue 13) it ran
 //!   on smoltcp with the clock dilated to maxwait, which made its first RTO 1.5 s (6 s below
 //!   1200 bit/s) instead of IRTT's 60 s: at 75 bit/s the SYN alone went 9 times. `compare
 //!   --tcp-engine smoltcp` still runs it that way ([`TcpSettings::on_engine`]).
@@ -290,6 +292,7 @@ impl TcpProfile {
                 min_rto: Duration::from_millis(200),
                 rtt_seed: RttSeed::FirstSample,
                 timestamps: true,
+                rtt_cache: false,
                 congestion: Congestion::Segments { initial: 10 },
                 nagle: Nagle::Minshall,
                 ack_delay: Some(Duration::from_millis(40)),
@@ -314,6 +317,7 @@ impl TcpProfile {
                 min_rto: Duration::from_secs(600),
                 rtt_seed: RttSeed::FirstSample,
                 timestamps: true,
+                rtt_cache: false,
                 congestion: Congestion::Unlimited,
                 nagle: Nagle::Off,
                 ack_delay: Some(Duration::from_millis(40)),
@@ -336,6 +340,7 @@ impl TcpProfile {
                 min_rto: Duration::from_millis(200),
                 rtt_seed: RttSeed::FirstSample,
                 timestamps: true,
+                rtt_cache: false,
                 give_up: GiveUp::LINUX,
                 smtp_timer: None,
                 // Isode's measurements went through the NC3A IP client, which dropped what it
@@ -439,6 +444,7 @@ pub fn jnos_tcp(
         rtt_seed: RttSeed::Irtt,
         // RFC 1323 (1992) postdates JNOS's TCP, which never sends the option.
         timestamps: false,
+        rtt_cache: true,
         congestion: Congestion::Reno { initial: 1 },
         nagle: Nagle::Classic,
         ack_delay: None,

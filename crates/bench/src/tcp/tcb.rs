@@ -37,10 +37,12 @@
 //!   the window and sends new data instead of the rest of the go-back-N (Eifel detection and
 //!   response, RFC 3522 and 4015, as Linux's undo); with them a lost SYN leaves one segment as
 //!   the first window only after two resends (Linux's `tcp_init_transfer`);
-//! - a reset from a closed endpoint to whatever still arrives (a FIN resent after TIME-WAIT).
+//! - a reset from a closed endpoint to whatever still arrives (a FIN resent after TIME-WAIT);
+//! - JNOS's round-trip cache entry for the peer (`rtt_add`), to start a later connection from.
 //!
 //! Not done: SACK, F-RTO without timestamps, urgent data, slow-start restart after idle, path
-//! MTU discovery (the MTU is set), keep-alive, an RTT cache across connections.
+//! MTU discovery (the MTU is set), keep-alive. The RTT cache across connections is the host's:
+//! [`Tcb::rtt_cache`] keeps JNOS's entry and [`Tcb::seed_rtt`] starts a new connection from it.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -120,6 +122,10 @@ struct Rtte {
     backoff: u32,
     /// The timed segment: the sequence number that acknowledges it, and when it was sent.
     timed: Option<(u32, Duration)>,
+    /// The host's cached estimate for this destination, seconds, as JNOS's `rtt_add` keeps it
+    /// (the first sample with no deviation, later ones smoothed in): what the next
+    /// connection to the same host may start from ([`Tcb::seed_rtt`]).
+    cache: Option<(f64, f64)>,
 }
 
 impl Rtte {
@@ -133,6 +139,7 @@ impl Rtte {
             srtt,
             backoff: 0,
             timed: None,
+            cache: None,
         }
     }
 
@@ -151,13 +158,19 @@ impl Rtte {
         let r = r.as_secs_f64();
         self.srtt = Some(match self.srtt {
             None => (r, r / 2.0),
-            Some((srtt, dev)) => (
-                srtt + (r - srtt) / 8.0,
-                dev + ((r - srtt).abs() - dev) / 4.0,
-            ),
+            Some(old) => smoothed(old, r),
         });
+        self.cache = Some(self.cache.map_or((r, 0.0), |old| smoothed(old, r)));
         self.backoff = 0;
     }
+}
+
+/// `(srtt, mdev)` with the sample `r` smoothed in, gains 1/8 and 1/4 (RFC 6298, JNOS).
+fn smoothed((srtt, dev): (f64, f64), r: f64) -> (f64, f64) {
+    (
+        srtt + (r - srtt) / 8.0,
+        dev + ((r - srtt).abs() - dev) / 4.0,
+    )
 }
 
 /// The state a retransmission timeout replaced, for the Eifel response (RFC 4015) should the
@@ -314,6 +327,24 @@ impl Tcb {
     /// The congestion window, bytes (`None`: unlimited).
     pub fn cwnd(&self) -> Option<u32> {
         self.cwnd
+    }
+
+    /// The round-trip estimate (SRTT, mean deviation) a host would cache for the peer, as
+    /// JNOS's `rtt_add` does with every valid sample; `None` before the first.
+    pub fn rtt_cache(&self) -> Option<(Duration, Duration)> {
+        let (srtt, dev) = self.rtte.cache?;
+        Some((
+            Duration::try_from_secs_f64(srtt).ok()?,
+            Duration::try_from_secs_f64(dev).ok()?,
+        ))
+    }
+
+    /// Starts the estimator from a cached estimate instead of the initial RTO, as JNOS does
+    /// for a peer in its `RTTCACHE` (`proc_syn`, `set_irtt`); call before the connection opens.
+    pub fn seed_rtt(&mut self, srtt: Duration, dev: Duration) {
+        let e = (srtt.as_secs_f64(), dev.as_secs_f64());
+        self.rtte.srtt = Some(e);
+        self.rtte.cache = Some(e);
     }
 
     /// Retransmission timeouts found spurious and undone (timestamps only).
@@ -1483,6 +1514,24 @@ mod tests {
         assert_eq!(sent.len(), 2);
         assert!((sent[1].at - sent[0].at - 90.0).abs() < 1e-6, "{sent:?}");
         p.assert_read(&pattern(100));
+    }
+
+    #[test]
+    fn a_new_connection_starts_from_the_round_trip_its_host_cached() {
+        let reno = Congestion::Reno { initial: 1 };
+        let mut p = Pair::new(config(A, reno), config(B, reno), 1.0);
+        p.run(3.0, &|_| false);
+        // The SYN's 2 s round trip: JNOS's cache takes a first sample whole, deviation 0,
+        // where the connection's own estimator smoothed it from IRTT (RTO 90 s, maxwait).
+        assert_eq!(p.ends[0].rtt_cache(), Some((secs(2.0), Duration::ZERO)));
+        assert_eq!(p.ends[0].rto(), secs(90.0));
+        let mut next = Tcb::new(config(A, reno));
+        assert_eq!(next.rto(), secs(60.0), "IRTT without a cache");
+        next.seed_rtt(secs(2.0), Duration::ZERO);
+        assert_eq!(next.rto(), secs(2.0));
+        // Later samples are smoothed into the entry: 2 s and then 10 s give 3 s, 2 s.
+        next.rtte.sample(secs(10.0));
+        assert_eq!(next.rtt_cache(), Some((secs(3.0), secs(2.0))));
     }
 
     #[test]
