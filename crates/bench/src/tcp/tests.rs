@@ -176,6 +176,30 @@ async fn bad_settings_and_conditions_are_errors() {
         run_smtp_tcp_5066(&c, &big, &work, true).await,
         Err(TcpBenchError::Settings(_))
     ));
+    // skywave's TCP: RTO bounds that cannot hold, and an engine's congestion control on the
+    // other engine, are refused; a maxwait below IRTT is JNOS's clamp, and runs.
+    let settings_error = |tcp: TcpSettings| {
+        let (c, work) = (c.clone(), work.clone());
+        async move {
+            matches!(
+                run_smtp_tcp_modem(&c, &tcp, &work).await,
+                Err(TcpBenchError::Settings(_))
+            )
+        }
+    };
+    let mut zero = ntia_tcp(1024, 1200);
+    zero.min_rto = Duration::ZERO;
+    assert!(settings_error(zero).await);
+    let mut crossed = ntia_tcp(1024, 1200);
+    crossed.min_rto = Duration::from_secs(100);
+    assert!(settings_error(crossed).await);
+    let mut reno_on_smoltcp = ntia_tcp(1024, 1200);
+    reno_on_smoltcp.engine = crate::model::TcpEngine::Smoltcp;
+    assert!(settings_error(reno_on_smoltcp).await);
+    let mut short_wait = ntia_tcp(1024, 1200);
+    short_wait.max_wait = Duration::from_secs(30);
+    let r = run_smtp_tcp_modem(&c, &short_wait, &work).await.unwrap();
+    assert_eq!(r.delivered, 1);
 }
 
 #[tokio::test(start_paused = true)]
