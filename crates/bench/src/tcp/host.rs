@@ -1,9 +1,11 @@
-//! One emulated IP host: a smoltcp interface with one TCP socket on a queue device, its clock
-//! dilated from simulated time, the profile's socket settings (and, where smoltcp cannot
-//! express them, the [`Gate`] wrapper), and an inspector that counts what the host puts on the
-//! link: segments, resent segments and bytes, the largest payload, and the bursts of new-data
-//! segments sent between two received datagrams (what the profile tests read); and the
-//! profile's give-up rule ([`GiveUp`]), which smoltcp lacks: it retransmits forever.
+//! One emulated IP host with one TCP connection on a queue device, on either engine: a
+//! smoltcp interface and socket, its clock dilated from simulated time, with the profile's
+//! socket settings (and, where smoltcp cannot express them, the [`Gate`] wrapper); or
+//! skywave's own TCP ([`Tcb`]) on simulated time. For both, an inspector counts what the host
+//! puts on the link: segments, resent segments and bytes, the largest payload, and the bursts
+//! of new-data segments sent between two received datagrams (what the profile tests read); and
+//! the profile's give-up rule ([`GiveUp`]) drops the connection, which neither TCP does by
+//! itself (both retransmit forever).
 
 use std::collections::VecDeque;
 use std::time::Duration;
