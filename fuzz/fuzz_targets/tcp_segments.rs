@@ -11,40 +11,13 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use skywave_bench::model::{Congestion, Nagle, RttSeed};
-use skywave_bench::tcp::tcb::{RtoTimers, Tcb, TcbConfig};
-use smoltcp::phy::ChecksumCapabilities;
-use smoltcp::wire::{
-    IpAddress, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket, TcpRepr,
-    TcpSeqNumber,
-};
+use skywave_bench::tcp::tcb::{RtoTimers, Tcb, TcbConfig, datagram};
+use smoltcp::wire::{IpProtocol, Ipv4Packet, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber};
 
 const US: [u8; 4] = [10, 0, 0, 2];
 const PEER: [u8; 4] = [10, 0, 0, 1];
 const ISS: u32 = 0xFFFF_FF00;
 const PEER_ISS: u32 = 7;
-
-fn datagram(repr: &TcpRepr<'_>) -> Vec<u8> {
-    let (src, dst) = (Ipv4Address::from(PEER), Ipv4Address::from(US));
-    let ip = Ipv4Repr {
-        src_addr: src,
-        dst_addr: dst,
-        next_header: IpProtocol::Tcp,
-        payload_len: repr.buffer_len(),
-        hop_limit: 64,
-    };
-    let mut buf = vec![0u8; ip.buffer_len() + repr.buffer_len()];
-    let caps = ChecksumCapabilities::default();
-    let mut packet = Ipv4Packet::new_unchecked(&mut buf[..]);
-    ip.emit(&mut packet, &caps);
-    let mut tcp = TcpPacket::new_unchecked(packet.payload_mut());
-    repr.emit(
-        &mut tcp,
-        &IpAddress::Ipv4(src),
-        &IpAddress::Ipv4(dst),
-        &caps,
-    );
-    buf
-}
 
 fuzz_target!(|data: &[u8]| {
     let Some((&setup, mut rest)) = data.split_first() else {
@@ -114,7 +87,7 @@ fuzz_target!(|data: &[u8]| {
             },
         };
         arrived += repr.payload.len();
-        tcb.deliver(now, &datagram(&repr));
+        tcb.deliver(now, &datagram(PEER, US, &repr));
         match op % 8 {
             0 => {
                 tcb.send_slice(&payload);

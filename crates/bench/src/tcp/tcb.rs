@@ -103,6 +103,31 @@ pub struct TcbConfig {
     pub timestamps: bool,
 }
 
+/// `repr` from `src` to `dst` as an IPv4 datagram, both checksums set: what a host puts on
+/// the link (and what a test or fuzz target hands one).
+pub fn datagram(src: [u8; 4], dst: [u8; 4], repr: &TcpRepr<'_>) -> Vec<u8> {
+    let (src, dst) = (Ipv4Address::from(src), Ipv4Address::from(dst));
+    let ip = Ipv4Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header: IpProtocol::Tcp,
+        payload_len: repr.buffer_len(),
+        hop_limit: HOP_LIMIT,
+    };
+    let mut buf = vec![0u8; ip.buffer_len() + repr.buffer_len()];
+    let caps = ChecksumCapabilities::default();
+    let mut packet = Ipv4Packet::new_unchecked(&mut buf[..]);
+    ip.emit(&mut packet, &caps);
+    let mut tcp = TcpPacket::new_unchecked(packet.payload_mut());
+    repr.emit(
+        &mut tcp,
+        &IpAddress::Ipv4(src),
+        &IpAddress::Ipv4(dst),
+        &caps,
+    );
+    buf
+}
+
 /// `a` is after `b` in sequence space.
 fn after(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) > 0
@@ -557,29 +582,7 @@ impl Tcb {
 
     /// `repr` in an IPv4 datagram to `remote`, queued for the link.
     fn push_datagram(&mut self, remote: [u8; 4], repr: &TcpRepr<'_>) {
-        let [a, b, c, d] = self.cfg.address;
-        let [e, f, g, h] = remote;
-        let src = Ipv4Address::new(a, b, c, d);
-        let dst = Ipv4Address::new(e, f, g, h);
-        let ip = Ipv4Repr {
-            src_addr: src,
-            dst_addr: dst,
-            next_header: IpProtocol::Tcp,
-            payload_len: repr.buffer_len(),
-            hop_limit: HOP_LIMIT,
-        };
-        let mut buf = vec![0u8; ip.buffer_len() + repr.buffer_len()];
-        let caps = ChecksumCapabilities::default();
-        let mut packet = Ipv4Packet::new_unchecked(&mut buf[..]);
-        ip.emit(&mut packet, &caps);
-        let mut tcp = TcpPacket::new_unchecked(packet.payload_mut());
-        repr.emit(
-            &mut tcp,
-            &IpAddress::Ipv4(src),
-            &IpAddress::Ipv4(dst),
-            &caps,
-        );
-        self.out.push(buf);
+        self.out.push(datagram(self.cfg.address, remote, repr));
     }
 
     /// A datagram from the link at `now`. Anything not for this endpoint, malformed or with a
