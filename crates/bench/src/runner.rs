@@ -238,6 +238,28 @@ pub fn run_detailed(
     }
 }
 
+/// One `smtp-tcp-modem` run between hosts that have spoken before: each host's first
+/// connection starts from what it cached of the other's round trip (`cache`, ship then shore;
+/// JNOS's `RTTCACHE`, honoured where [`TcpSettings::rtt_cache`] is set), and the caches the
+/// run ends with come back for the next run between the same hosts.
+pub fn run_modem_with_cache(
+    cond: &Condition,
+    tcp: &TcpSettings,
+    work: &Workload,
+    cache: crate::tcp::HostRttCache,
+) -> Result<(RunDetail, crate::tcp::HostRttCache), BenchError> {
+    if work.messages.is_empty() {
+        return Err(BenchError::EmptyWorkload);
+    }
+    let opts = crate::tcp::TcpRunOptions {
+        rtt_cache: cache,
+        ..crate::tcp::TcpRunOptions::default()
+    };
+    let r = block_on_paused(crate::tcp::run_smtp_tcp_modem_with(cond, tcp, work, &opts))??;
+    let cache = r.rtt_cache;
+    Ok((tcp_detail(r), cache))
+}
+
 /// The detail of a TCP run: the session is the connection (first SYN to last ACK); the bytes
 /// handed to the bearer are not counted there.
 fn tcp_detail(r: crate::tcp::TcpRunReport) -> RunDetail {

@@ -163,7 +163,15 @@ pub struct TcpRunOptions {
     pub no_xlzw: bool,
     /// Compression of the SMTP stream over 5066 (the raw modem's is `no_xlzw`'s).
     pub compression: SmtpCompression,
+    /// What each host (ship, shore) had cached of the other's round trip from earlier
+    /// connections (JNOS's `RTTCACHE`, [`TcpSettings::rtt_cache`]): its first connection of
+    /// this run starts from it. `[None, None]`: hosts that never spoke to each other.
+    pub rtt_cache: HostRttCache,
 }
+
+/// Each host's cached round-trip estimate of its peer (smoothed RTT, mean deviation), ship
+/// then shore; `None` where the host has none.
+pub type HostRttCache = [Option<(Duration, Duration)>; 2];
 
 /// A run's [`RunResult`] and the figures behind it.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -221,6 +229,9 @@ pub struct TcpRunReport {
     /// Messages the server received intact again after a first time (a retry after a
     /// connection that died between the end of the message and the client hearing its 250).
     pub duplicate_deliveries: usize,
+    /// What each host has cached of the other's round trip when the run ends (ship, shore),
+    /// for a later run between the same hosts ([`TcpRunOptions::rtt_cache`]).
+    pub rtt_cache: HostRttCache,
 }
 
 /// Runs `smtp-tcp-modem`: SMTP (JNOS batching, XLZW 16) over smoltcp TCP over the raw modem.
@@ -491,7 +502,7 @@ impl Attempt {
     #[allow(clippy::too_many_arguments)]
     fn start(
         settings: &[HostSettings; 2],
-        cached: [Option<(Duration, Duration)>; 2],
+        cached: HostRttCache,
         t0: smoltcp::time::Instant,
         port: u16,
         work: &Workload,
@@ -575,7 +586,7 @@ async fn drive(
     let settings = host_settings(tcp, cond.seed, dil)?;
     let mut a = Attempt::start(
         &settings,
-        [None, None],
+        opts.rtt_cache,
         dil.tcp_time_of(start),
         CLIENT_PORT,
         work,
@@ -748,6 +759,7 @@ async fn drive(
     let (seconds, throughput_bps) = stack::measure(work, &delivered_at, session_time);
     retired.extend(a.hosts.iter_mut().map(Host::final_stats));
     let stats = retired;
+    let rtt_cache = [a.hosts[0].rtt_cache(), a.hosts[1].rtt_cache()];
     let mut report = TcpRunReport {
         result: RunResult {
             seconds,
@@ -775,6 +787,7 @@ async fn drive(
         link_lost: link.link_lost(),
         attempts,
         duplicate_deliveries: duplicates + a.server.duplicates,
+        rtt_cache,
         ..TcpRunReport::default()
     };
     report.client_confirmed = accepted.iter().filter(|&&x| x).count();

@@ -479,3 +479,62 @@ async fn a_bulk_stream_loses_datagrams_only_to_an_ip_client_that_drops() {
         "{dropping:?} {queueing:?}"
     );
 }
+
+/// NTIA's mails went one after the other between the same two JNOS hosts, so every connection
+/// after the first starts from the round trip its hosts cached (JNOS's `RTTCACHE`), which
+/// `calibrate` carries from run to run ([`TcpRunOptions::rtt_cache`]). One clean mail leaves
+/// both hosts with a cached round trip of a few seconds; a second mail whose SYN is lost (every
+/// block of the first 3 s lost) resends it after that round trip's RTO with the cache, and
+/// after IRTT (60 s) without it. Virtual time: exact for the seed.
+#[tokio::test(start_paused = true)]
+async fn a_later_run_between_the_same_hosts_starts_from_their_cached_round_trip() {
+    let tcp = ntia_tcp(1024, 1200);
+    let work = workload::ntia(1024, 1, 5).unwrap();
+    let first = run_smtp_tcp_modem_with(
+        &cond("awgn", 30.0, 1200, 5),
+        &tcp,
+        &work,
+        &TcpRunOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert!(first.completed, "{first:?}");
+    let [ship, shore] = first.rtt_cache.map(|c| c.expect("a cached round trip"));
+    for (srtt, _) in [ship, shore] {
+        assert!(
+            srtt > Duration::from_secs(1) && srtt < Duration::from_secs(20),
+            "{srtt:?}"
+        );
+    }
+    let mut lossy = cond("awgn", 30.0, 1200, 6);
+    lossy
+        .changes
+        .impairments
+        .push(skywave_emu::channel::ScheduledImpairment {
+            start: Duration::ZERO,
+            length: Duration::from_secs(3),
+            impairment: skywave_emu::channel::Impairment::BlockLoss,
+        });
+    let work = workload::ntia(1024, 1, 6).unwrap();
+    let mut connection = Vec::new();
+    for cache in [[None, None], first.rtt_cache] {
+        let opts = TcpRunOptions {
+            rtt_cache: cache,
+            ..TcpRunOptions::default()
+        };
+        let r = run_smtp_tcp_modem_with(&lossy, &tcp, &work, &opts)
+            .await
+            .unwrap();
+        assert!(r.completed && r.result.delivered == 1, "{r:?}");
+        assert!(r.tcp_retransmissions >= 1, "the SYN was resent: {r:?}");
+        connection.push(r.connection_seconds);
+    }
+    println!(
+        "cached {ship:?} {shore:?}; without the cache {:.1} s, with it {:.1} s",
+        connection[0], connection[1]
+    );
+    // The first SYN waited IRTT (60 s) for nothing; the cached RTO is seconds.
+    let near = |v: f64, want: f64| (v / want - 1.0).abs() <= 0.01;
+    assert!(near(connection[0], 121.5), "{connection:?}");
+    assert!(near(connection[1], 75.2), "{connection:?}");
+}
