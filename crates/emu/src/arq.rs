@@ -4,8 +4,8 @@
 //! [`ArqSender`] cuts C_PDUs into DATA-ONLY segments with 8-bit frame sequence numbers (FSNs),
 //! keeps at most `window` (≤ 128) of them unacknowledged, and retransmits whatever the peer's
 //! selective ACK did not confirm. [`ArqReceiver`] accepts segments inside its window, builds the
-//! ACK (RX LWE and the selective bitmap, [`crate::dpdu::Ack`]) and hands complete C_PDUs up in
-//! order. Neither touches time or I/O: the node that owns them decides when to transmit (one
+//! ACK (RX LWE and the selective bitmap, [`crate::dpdu::Ack`]) and hands complete C_PDUs up:
+//! in order, or as they arrive where their sender cleared DELIVER IN ORDER (below). Neither touches time or I/O: the node that owns them decides when to transmit (one
 //! transmission is at most 127.5 s, see [`crate::modem::Transmission::eot_at`]) and feeds them
 //! what the modem delivered.
 //!
@@ -27,12 +27,21 @@
 //! C_PDU ([`ArqReceiver::dropped`] counts them); the sender never reports the C_PDU as
 //! confirmed.
 //!
-//! Not here: expedited ARQ (the node runs it with one sender per C_PDU), out-of-order
-//! delivery. The TX-WIN-UWE/LWE flags are set on the frames they belong to but not acted on
-//! by the receiver.
+//! DELIVER IN ORDER ([ED3-C] §C.3.3 (7) and (8)): a C_PDU pushed in order
+//! ([`ArqSender::push`]) has the flag set on its frames and is delivered when it is complete
+//! and every C_PDU before it has been delivered; one pushed as it arrives
+//! ([`ArqSender::push_with`]) has it cleared and is delivered as soon as all of its frames,
+//! START to END, are in, even while an earlier one still has a frame missing. Its frames stay
+//! in the window (the ACK covers them, RX LWE moves over them later) but are not delivered
+//! again. Stricter than (7) in one case: an in-order C_PDU waits behind any missing frame
+//! before it, even one that can only belong to an as-they-arrive C_PDU, since a gap says
+//! nothing of what the frames in it carry.
+//!
+//! Not here: expedited ARQ (the node runs it with one sender per C_PDU). The TX-WIN-UWE/LWE
+//! flags are set on the frames they belong to but not acted on by the receiver.
 
 use crate::dpdu::{Ack, DataHeader, MAX_SEGMENT};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use thiserror::Error;
 
 /// Largest ARQ window [ED3-C] allows.
@@ -82,8 +91,8 @@ struct Outstanding {
 pub struct ArqSender {
     window: u8,
     segment_size: usize,
-    /// C_PDUs not yet segmented: (id, bytes).
-    queue: VecDeque<(u64, Vec<u8>)>,
+    /// C_PDUs not yet segmented: (id, bytes, DELIVER IN ORDER).
+    queue: VecDeque<(u64, Vec<u8>, bool)>,
     /// Frames sent or ready to send and not yet acknowledged, by FSN.
     outstanding: BTreeMap<u8, Outstanding>,
     /// Segments per C_PDU still unacknowledged.
@@ -119,9 +128,15 @@ impl ArqSender {
         })
     }
 
-    /// Queue a C_PDU; returns its id (used by [`ArqSender::take_confirmed`]). A C_PDU must fit
-    /// in one window of segments.
+    /// Queue a C_PDU for delivery in order; returns its id (used by
+    /// [`ArqSender::take_confirmed`]). A C_PDU must fit in one window of segments.
     pub fn push(&mut self, cpdu: Vec<u8>) -> Result<u64, ArqError> {
+        self.push_with(cpdu, true)
+    }
+
+    /// Queue a C_PDU with its frames' DELIVER IN ORDER flag `in_order` (false: the receiver
+    /// delivers it as soon as it is complete); otherwise as [`ArqSender::push`].
+    pub fn push_with(&mut self, cpdu: Vec<u8>, in_order: bool) -> Result<u64, ArqError> {
         if cpdu.len().div_ceil(self.segment_size) > usize::from(self.window) {
             return Err(ArqError::CpduTooLarge {
                 len: cpdu.len(),
@@ -130,7 +145,7 @@ impl ArqSender {
         }
         let id = self.next_id;
         self.next_id += 1;
-        self.queue.push_back((id, cpdu));
+        self.queue.push_back((id, cpdu, in_order));
         Ok(id)
     }
 
@@ -156,12 +171,12 @@ impl ArqSender {
 
     /// Segment queued C_PDUs into new frames while the window has room for a whole C_PDU.
     fn fill_window(&mut self) {
-        while let Some((_, cpdu)) = self.queue.front() {
+        while let Some((_, cpdu, _)) = self.queue.front() {
             let n = cpdu.len().div_ceil(self.segment_size).max(1);
             if self.outstanding.len() + n > usize::from(self.window) {
                 break;
             }
-            let Some((id, cpdu)) = self.queue.pop_front() else {
+            let Some((id, cpdu, in_order)) = self.queue.pop_front() else {
                 break;
             };
             let chunks: Vec<&[u8]> = if cpdu.is_empty() {
@@ -173,7 +188,7 @@ impl ArqSender {
                 let header = DataHeader {
                     start: i == 0,
                     end: i + 1 == n,
-                    deliver_in_order: true,
+                    deliver_in_order: in_order,
                     fsn: self.next_fsn,
                     ..DataHeader::default()
                 };
@@ -336,16 +351,19 @@ impl ArqSender {
                 lost.push(*id);
             }
         }
-        let mut unsent: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+        let mut unsent: BTreeMap<u64, (Vec<u8>, bool)> = BTreeMap::new();
         for fsn in order {
             if let Some(o) = self.outstanding.get(&fsn)
                 && !lost.contains(&o.cpdu)
             {
-                unsent.entry(o.cpdu).or_default().extend_from_slice(&o.data);
+                let e = unsent
+                    .entry(o.cpdu)
+                    .or_insert_with(|| (Vec::new(), o.header.deliver_in_order));
+                e.0.extend_from_slice(&o.data);
             }
         }
-        for (id, cpdu) in unsent.into_iter().rev() {
-            self.queue.push_front((id, cpdu));
+        for (id, (cpdu, in_order)) in unsent.into_iter().rev() {
+            self.queue.push_front((id, cpdu, in_order));
         }
         self.outstanding.clear();
         self.pending.clear();
@@ -367,7 +385,7 @@ impl ArqSender {
     /// window still moves once the peer acknowledges them. It is never reported confirmed.
     /// Returns what became of it.
     pub fn drop_cpdu(&mut self, id: u64) -> Dropped {
-        if let Some(pos) = self.queue.iter().position(|(q, _)| *q == id) {
+        if let Some(pos) = self.queue.iter().position(|(q, _, _)| *q == id) {
             self.queue.remove(pos);
             return Dropped::Unsent;
         }
@@ -422,6 +440,9 @@ pub struct ArqReceiver {
     rx_uwe: Option<u8>,
     /// Received frames at or beyond RX LWE, waiting for the gap below them to fill.
     held: BTreeMap<u8, (DataHeader, Vec<u8>)>,
+    /// Held frames whose C_PDU was delivered as it arrived (DELIVER IN ORDER clear): passed
+    /// over, not delivered again, when RX LWE reaches them.
+    early: BTreeSet<u8>,
     /// The C_PDU being reassembled from in-order segments.
     partial: Option<Vec<u8>>,
     /// The C_PDU being passed over has been dropped by its sender (a DROP frame came before its
@@ -442,6 +463,7 @@ impl ArqReceiver {
             rx_lwe: 0,
             rx_uwe: None,
             held: BTreeMap::new(),
+            early: BTreeSet::new(),
             partial: None,
             dropping: false,
             delivered: Vec::new(),
@@ -496,8 +518,19 @@ impl ArqReceiver {
         }
         // Move RX LWE over every frame now contiguous, reassembling C_PDUs in order.
         while let Some((h, seg)) = self.held.remove(&self.rx_lwe) {
+            let early = self.early.remove(&self.rx_lwe);
             self.rx_lwe = self.rx_lwe.wrapping_add(1);
-            self.reassemble(&h, seg);
+            if !early {
+                self.reassemble(&h, seg);
+            } else if h.start {
+                // A whole C_PDU already delivered: whatever was open before it had lost its
+                // END, as a START in `reassemble` would find.
+                self.partial = None;
+                self.dropping = false;
+            }
+        }
+        if !header.deliver_in_order && self.held.contains_key(&header.fsn) {
+            self.deliver_as_arrived(header.fsn);
         }
         if self
             .rx_uwe
@@ -507,6 +540,57 @@ impl ArqReceiver {
             self.rx_uwe = None;
         }
         true
+    }
+
+    /// The held frame `fsn` (beyond a gap, DELIVER IN ORDER clear) may have completed its
+    /// C_PDU: if every frame from its START to its END is held, none dropped, none in order,
+    /// none delivered before, deliver the C_PDU now and mark its frames.
+    fn deliver_as_arrived(&mut self, fsn: u8) {
+        let eligible = |f: u8| {
+            self.held
+                .get(&f)
+                .filter(|(h, _)| !h.deliver_in_order && !h.drop && !self.early.contains(&f))
+        };
+        // Back to the START (never below RX LWE: those frames are not held).
+        let mut first = fsn;
+        for _ in 0..MAX_WINDOW {
+            match eligible(first) {
+                Some((h, _)) if h.start => break,
+                Some(_) => first = first.wrapping_sub(1),
+                None => return,
+            }
+        }
+        let mut frames = Vec::new();
+        let mut f = first;
+        for _ in 0..MAX_WINDOW {
+            let Some((h, _)) = eligible(f) else {
+                return;
+            };
+            if f != first && h.start {
+                return;
+            }
+            frames.push(f);
+            if h.end {
+                let len: usize = frames
+                    .iter()
+                    .filter_map(|f| self.held.get(f))
+                    .map(|(_, s)| s.len())
+                    .sum();
+                if len > self.max_cpdu {
+                    return;
+                }
+                let mut done = Vec::with_capacity(len);
+                for f in &frames {
+                    if let Some((_, s)) = self.held.get(f) {
+                        done.extend_from_slice(s);
+                    }
+                }
+                self.delivered.push(done);
+                self.early.extend(frames);
+                return;
+            }
+            f = f.wrapping_add(1);
+        }
     }
 
     fn reassemble(&mut self, header: &DataHeader, seg: Vec<u8>) {
@@ -570,7 +654,8 @@ impl ArqReceiver {
         let mut run: Option<(u8, Vec<u8>)> = None;
         for (fsn, (h, seg)) in frames {
             let continues = run.as_ref().is_some_and(|(next, _)| *next == fsn);
-            if h.drop || (!h.start && !continues) {
+            if self.early.contains(&fsn) || h.drop || (!h.start && !continues) {
+                // Delivered already as it arrived, dropped, or part of an incomplete C_PDU.
                 run = None;
                 continue;
             }
@@ -599,11 +684,12 @@ impl ArqReceiver {
         self.rx_lwe = new_rx_lwe;
         self.rx_uwe = None;
         self.held.clear();
+        self.early.clear();
         self.partial = None;
         self.dropping = false;
     }
 
-    /// Complete C_PDUs received since the last call, in order.
+    /// Complete C_PDUs received since the last call, in the order they were delivered.
     pub fn take_delivered(&mut self) -> Vec<Vec<u8>> {
         std::mem::take(&mut self.delivered)
     }
@@ -680,6 +766,7 @@ mod tests {
             start,
             end,
             drop,
+            deliver_in_order: true,
             ..DataHeader::default()
         };
         let mut rx = ArqReceiver::new(1000);
@@ -810,13 +897,25 @@ mod tests {
     /// Run a link where each frame and each ACK is lost with probability `loss`, passing every
     /// frame through the real D_PDU codec. Returns (delivered C_PDUs, retransmissions, rounds).
     fn run(loss: f64, count: usize, window: u8, seed: u64) -> (Vec<Vec<u8>>, Vec<Vec<u8>>, u64) {
+        run_ordered(loss, &vec![true; count], window, seed)
+    }
+
+    /// [`run`] with each C_PDU's DELIVER IN ORDER flag given.
+    fn run_ordered(
+        loss: f64,
+        in_order: &[bool],
+        window: u8,
+        seed: u64,
+    ) -> (Vec<Vec<u8>>, Vec<Vec<u8>>, u64) {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut tx = ArqSender::new(window, 200).unwrap();
         let mut rx = ArqReceiver::new(4096);
-        let sent: Vec<Vec<u8>> = (0..count).map(|i| cpdu(i, 1 + (i * 97) % 700)).collect();
+        let sent: Vec<Vec<u8>> = (0..in_order.len())
+            .map(|i| cpdu(i, 1 + (i * 97) % 700))
+            .collect();
         let mut ids = Vec::new();
-        for c in &sent {
-            ids.push(tx.push(c.clone()).unwrap());
+        for (c, &o) in sent.iter().zip(in_order) {
+            ids.push(tx.push_with(c.clone(), o).unwrap());
         }
         let mut delivered = Vec::new();
         let mut confirmed = Vec::new();
@@ -1004,6 +1103,107 @@ mod tests {
             let (sent, delivered, _) = run(loss, 40, window, seed);
             proptest::prop_assert_eq!(delivered, sent);
         }
+
+        /// Any mix of DELIVER IN ORDER flags under any loss: every C_PDU is delivered exactly
+        /// once, and each in-order one after every C_PDU sent before it.
+        #[test]
+        fn any_mix_of_delivery_orders_delivers_each_cpdu_once(
+            seed in proptest::prelude::any::<u64>(),
+            loss in 0.0f64..0.6,
+            window in 4u8..=128,
+            in_order in proptest::collection::vec(proptest::prelude::any::<bool>(), 1..40),
+        ) {
+            let (sent, delivered, _) = run_ordered(loss, &in_order, window, seed);
+            let mut position = Vec::new();
+            for c in &sent {
+                let at: Vec<usize> = delivered
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, d)| *d == c)
+                    .map(|(i, _)| i)
+                    .collect();
+                proptest::prop_assert_eq!(at.len(), 1, "delivered once");
+                position.push(at[0]);
+            }
+            for (i, _) in in_order.iter().enumerate().filter(|(_, o)| **o) {
+                for j in 0..i {
+                    proptest::prop_assert!(position[j] < position[i], "{} before {}", j, i);
+                }
+            }
+        }
+    }
+
+    /// [ED3-C] §C.3.3 (7) and (8): three C_PDUs, A (two frames), B (two frames) and C (one
+    /// frame), A's second frame lost. With B sent as-they-arrive, B goes up as soon as its
+    /// frames are in, and C (in order) waits for A; with B in order, both wait. The frames of
+    /// B stay in the window until RX LWE passes them, and B never goes up twice.
+    #[test]
+    fn an_as_they_arrive_cpdu_overtakes_a_gap_and_an_in_order_one_waits() {
+        for b_in_order in [false, true] {
+            let mut tx = ArqSender::new(16, 10).unwrap();
+            let (a, b, c) = (cpdu(1, 20), cpdu(2, 15), cpdu(3, 5));
+            tx.push(a.clone()).unwrap();
+            tx.push_with(b.clone(), b_in_order).unwrap();
+            tx.push(c.clone()).unwrap();
+            let first = tx.next_segments(100);
+            assert_eq!(first.len(), 5);
+            assert_eq!(
+                first
+                    .iter()
+                    .map(|s| s.header.deliver_in_order)
+                    .collect::<Vec<_>>(),
+                [true, true, b_in_order, b_in_order, true]
+            );
+            let mut rx = ArqReceiver::new(100);
+            for s in first.iter().filter(|s| s.header.fsn != 1) {
+                rx.on_segment(&s.header, &s.data);
+            }
+            let now = rx.take_delivered();
+            if b_in_order {
+                assert!(now.is_empty());
+            } else {
+                assert_eq!(now, vec![b.clone()]);
+            }
+            // The ACK still shows the gap, and B's frames as received.
+            assert_eq!(
+                rx.ack(),
+                Ack {
+                    rx_lwe: 1,
+                    bitmap: vec![0b111]
+                }
+            );
+            assert!(!rx.is_idle());
+            tx.on_ack(&rx.ack());
+            let again = tx.next_segments(100);
+            assert_eq!(again.len(), 1);
+            rx.on_segment(&again[0].header, &again[0].data);
+            let later = rx.take_delivered();
+            if b_in_order {
+                assert_eq!(later, vec![a.clone(), b.clone(), c.clone()]);
+            } else {
+                assert_eq!(later, vec![a.clone(), c.clone()]);
+            }
+            assert_eq!(rx.rx_lwe(), 5);
+            assert!(rx.is_idle());
+        }
+    }
+
+    /// A reset delivers the whole C_PDUs held beyond a gap, but not one already delivered as it
+    /// arrived.
+    #[test]
+    fn a_reset_does_not_deliver_again_what_went_up_as_it_arrived() {
+        let mut tx = ArqSender::new(16, 10).unwrap();
+        tx.push(cpdu(1, 20)).unwrap();
+        tx.push_with(cpdu(2, 15), false).unwrap();
+        tx.push(cpdu(3, 5)).unwrap();
+        let mut rx = ArqReceiver::new(100);
+        for s in tx.next_segments(100).iter().filter(|s| s.header.fsn != 1) {
+            rx.on_segment(&s.header, &s.data);
+        }
+        assert_eq!(rx.take_delivered(), vec![cpdu(2, 15)]);
+        rx.reset(0);
+        assert_eq!(rx.take_delivered(), vec![cpdu(3, 5)]);
+        assert!(rx.is_idle());
     }
 
     #[test]

@@ -62,7 +62,12 @@
 //! earlier one from the same node is still being received (or held), until that one is
 //! delivered or its reception window closes. C_PDU IDs count per node, not per destination,
 //! so a gap in the IDs a node hears says nothing, and only C_PDUs it has begun to receive hold
-//! others back. ARQ data is always delivered in order.
+//! others back.
+//!
+//! ARQ order (Annex C, C.3.3 (7) and (8)): the client's delivery mode sets the DATA D_PDUs'
+//! DELIVER IN ORDER flag too; the receiving node delivers an AS-THEY-ARRIVE C_PDU as soon as
+//! all of its frames are in, ahead of earlier C_PDUs still missing a frame, and an IN-ORDER
+//! one only after every C_PDU before it ([`crate::arq`]).
 //!
 //! Nodes and groups are named by their index in the subnetwork's address list
 //! ([`NodeConfig::addresses`]); group `g` of [`NodeConfig::groups`] is destination
@@ -528,9 +533,10 @@ pub struct SendMode {
     pub expedited: bool,
     /// Non-ARQ: `Some(minimum retransmissions)`; `None` for ARQ.
     pub non_arq: Option<u8>,
-    /// The client asked for IN-ORDER delivery (not AS-THEY-ARRIVE). Non-ARQ: the D_PDUs say
-    /// so (DELIVER IN ORDER) and the receiving node holds a C_PDU back while an earlier one
-    /// from the same node is still being received. ARQ delivers in order whatever this says.
+    /// The client asked for IN-ORDER delivery (not AS-THEY-ARRIVE): the D_PDUs say so
+    /// (DELIVER IN ORDER). Non-ARQ: the receiving node holds a C_PDU back while an earlier one
+    /// from the same node is still being received. ARQ: it holds a complete C_PDU back until
+    /// every C_PDU before it has been delivered; one sent AS-THEY-ARRIVE goes up once whole.
     pub in_order: bool,
 }
 

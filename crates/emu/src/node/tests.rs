@@ -570,6 +570,51 @@ fn non_arq_in_order_holds_a_cpdu_back_behind_an_earlier_one_still_being_received
     }
 }
 
+/// ARQ honours the client's delivery order too (Annex C, C.3.3 (7) and (8)): two U_PDUs of
+/// two segments each, the first's second segment lost. Sent AS-THEY-ARRIVE, the second goes
+/// up at once and the first after its retransmission; sent IN-ORDER, the second waits for
+/// the first. Either way each goes up once.
+#[test]
+fn arq_as_they_arrive_delivers_a_whole_updu_ahead_of_an_earlier_incomplete_one() {
+    for in_order in [false, true] {
+        let (mut a, mut b) = pair();
+        let mode = SendMode { in_order, ..ARQ };
+        for k in 0..2u8 {
+            a.submit(
+                Duration::ZERO,
+                CONN[0],
+                sap(),
+                &request(B, &[k; 1500]),
+                mode,
+            )
+            .unwrap();
+        }
+        let tx = a.poll_transmit(Duration::ZERO).unwrap();
+        assert_eq!(types(&tx), [0, 0, 0, 0]);
+        for d in &tx.dpdus {
+            let Body::DataOnly { header, .. } = Dpdu::decode(&d.bytes).unwrap().0.body else {
+                panic!("not DATA-ONLY");
+            };
+            assert_eq!(header.deliver_in_order, in_order);
+        }
+        hear(&tx, 0, &mut b, 1, &[1]);
+        let which =
+            |b: &mut Node| -> Vec<u8> { indications(&events(b)).iter().map(|u| u[0]).collect() };
+        let first = which(&mut b);
+        let ack = b.poll_transmit(secs(30)).unwrap();
+        hear(&ack, 1, &mut a, 0, &[]);
+        let again = a.poll_transmit(secs(40)).unwrap();
+        assert_eq!((types(&again), again.retransmissions), (vec![0], 1));
+        hear(&again, 0, &mut b, 1, &[]);
+        let later = which(&mut b);
+        if in_order {
+            assert_eq!((first, later), (vec![], vec![0, 1]));
+        } else {
+            assert_eq!((first, later), (vec![1], vec![0]));
+        }
+    }
+}
+
 #[test]
 fn a_group_gets_non_arq_data_and_refuses_arq() {
     let mut config = node_config(vec![addr(A), addr(B), addr(C)]);

@@ -136,7 +136,7 @@ impl Node {
                 continue;
             }
             *free -= need;
-            match data_cpdu(&q).map(|c| link.sender.push(c)) {
+            match data_cpdu(&q).map(|c| link.sender.push_with(c, q.in_order)) {
                 Some(Ok(id)) => {
                     link.unconfirmed.insert(id, InArq { q, failed: false });
                 }
