@@ -163,6 +163,7 @@ fn scenario_run(case: &ScenarioCase) -> Duration {
         turnaround: None,
         cas1: false,
         link_idle: None,
+        default_ttl: None,
         changes: Default::default(),
     };
     let work = isode(size, messages, 1).expect("workload");

@@ -242,6 +242,11 @@ struct Compare {
     /// next data makes it again. Default: a made link stays.
     #[arg(long, value_name = "SECS", requires = "cas1")]
     link_idle: Option<f64>,
+    /// STANAG 5066 scenarios: the nodes' default maximum TTL, seconds (Annex A: the one a
+    /// U_PDU submitted with TTL 0 gets, as every U_PDU here is): one still in the subnetwork
+    /// that long after its submission is discarded. Default: none, they never expire.
+    #[arg(long, value_name = "SECS")]
+    default_ttl: Option<f64>,
     /// Initial RTT (JNOS IRTT), seconds, overriding the profile's.
     #[arg(long)]
     irtt: Option<f64>,
@@ -324,6 +329,11 @@ struct Calibrate {
     /// a made link stays.
     #[arg(long, value_name = "SECS", conflicts_with = "no_cas1")]
     link_idle: Option<f64>,
+    /// The STANAG 5066 stations of the Isode runs discard a U_PDU still in the subnetwork this
+    /// many seconds after its submission (their default maximum TTL, Annex A; Isode's is not
+    /// published). Default: none, they never expire.
+    #[arg(long, value_name = "SECS")]
+    default_ttl: Option<f64>,
     /// The TCP every host runs (NTIA's and Isode's): smoltcp or skywave, our own, whose RTO
     /// bounds are each profile's exactly (see `compare --tcp-engine`). Default: each
     /// profile's own (skywave for jnos-1998, smoltcp for the others).
@@ -542,6 +552,15 @@ fn seconds(s: Option<f64>, what: &str) -> Result<Option<Duration>> {
         .transpose()
 }
 
+/// `--default-ttl`: above zero (a TTL of 0 is what asks for the default).
+fn default_ttl(s: Option<f64>) -> Result<Option<Duration>> {
+    let t = seconds(s, "--default-ttl")?;
+    if t.is_some_and(|t| t.is_zero()) {
+        bail!("--default-ttl must be above 0 seconds");
+    }
+    Ok(t)
+}
+
 /// `--turnaround`, refused before any run when the modem would refuse it.
 fn turnaround(s: Option<f64>) -> Result<Option<Duration>> {
     let t = seconds(s, "--turnaround")?;
@@ -627,6 +646,7 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
         turnaround: turnaround(c.turnaround)?,
         cas1: c.cas1,
         link_idle: seconds(c.link_idle, "--link-idle")?,
+        default_ttl: default_ttl(c.default_ttl)?,
         changes: channel_changes(c)?,
     })
 }
@@ -736,6 +756,7 @@ fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
         turnaround: turnaround(c.turnaround)?,
         cas1: !c.no_cas1,
         link_idle: seconds(c.link_idle, "--link-idle")?,
+        default_ttl: default_ttl(c.default_ttl)?,
         tcp_engine: c.tcp_engine.as_deref().map(str::parse).transpose()?,
     };
     let bar = progress_bar(calibrate::run_count(&dir, seeds.len(), stations)?);
@@ -859,5 +880,18 @@ mod tests {
             compare_spec(&["--turnaround", "8.5"]).unwrap().turnaround,
             Some(std::time::Duration::from_millis(8500))
         );
+    }
+
+    #[test]
+    fn a_default_ttl_is_a_positive_number_of_seconds() {
+        assert_eq!(
+            compare_spec(&["--default-ttl", "120"]).unwrap().default_ttl,
+            Some(std::time::Duration::from_secs(120))
+        );
+        assert_eq!(compare_spec(&[]).unwrap().default_ttl, None);
+        for bad in ["--default-ttl=0", "--default-ttl=-3"] {
+            let e = compare_spec(&[bad]).unwrap_err();
+            assert!(e.to_string().contains("--default-ttl"), "{e}");
+        }
     }
 }

@@ -143,6 +143,12 @@ struct Cli {
     /// confirm of a TERMINATE, before it gives up ("remote node not responding").
     #[arg(long, value_name = "SECS", default_value_t = 600.0)]
     hard_link_timeout: f64,
+    /// The subnetwork's default maximum TTL, seconds (Annex A): what a U_PDU submitted with
+    /// TTL 0 gets; one still in the subnetwork that long after its submission is discarded
+    /// and its client told (S_UNIDATA_REQUEST_REJECTED, TTL expired). Default: none, such
+    /// U_PDUs never expire.
+    #[arg(long, value_name = "SECS")]
+    default_ttl: Option<f64>,
     /// Crash node ADDR at simulated second SECS and bring it back DOWN seconds later (at once
     /// without `+DOWN`), `ADDR@SECS[+DOWN]`, as a 5066 server that went down and restarted:
     /// its SIS clients are disconnected (they must connect and bind again), every U_PDU it
@@ -410,6 +416,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         bail!("--hard-link-timeout must be a positive number of seconds");
     }
     config.hard_link_timeout = Duration::from_secs_f64(cli.hard_link_timeout);
+    config.default_ttl = match cli.default_ttl {
+        Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
+        Some(_) => bail!("--default-ttl must be a positive number of seconds"),
+        None => None,
+    };
     if !(cli.max_transmission.is_finite() && cli.max_transmission > 0.0) {
         bail!("--max-transmission must be a positive number of seconds");
     }

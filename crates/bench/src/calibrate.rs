@@ -313,6 +313,7 @@ pub fn ntia_condition(row: &NtiaRow, seed: u64) -> Condition {
         turnaround: None,
         cas1: false,
         link_idle: None,
+        default_ttl: None,
         changes: ChannelChanges::default(),
     }
 }
@@ -341,6 +342,7 @@ pub fn clean_condition(rate_bps: u32, interleaver: &str, seed: u64) -> Condition
         turnaround: None,
         cas1: false,
         link_idle: None,
+        default_ttl: None,
         changes: ChannelChanges::default(),
     }
 }
@@ -355,6 +357,9 @@ pub struct Stations {
     pub cas1: bool,
     /// With `cas1`: idle links broken after this long ([`Condition::link_idle`]).
     pub link_idle: Option<Duration>,
+    /// A default maximum TTL for every U_PDU ([`Condition::default_ttl`]; Isode's servers'
+    /// is not published).
+    pub default_ttl: Option<Duration>,
     /// The TCP every host runs, NTIA's and Isode's alike ([`TcpSettings::on_engine`]);
     /// `None`: each profile's own.
     pub tcp_engine: Option<TcpEngine>,
@@ -370,6 +375,7 @@ pub const ISODE_STATIONS: Stations = Stations {
     turnaround: None,
     cas1: true,
     link_idle: None,
+    default_ttl: None,
     tcp_engine: None,
 };
 
@@ -388,6 +394,7 @@ impl Stations {
             turnaround: self.turnaround.or(cond.turnaround),
             cas1: self.cas1 || cond.cas1,
             link_idle: self.link_idle.or(cond.link_idle),
+            default_ttl: self.default_ttl.or(cond.default_ttl),
             ..cond
         }
     }

@@ -181,6 +181,7 @@ mod tests {
             turnaround: None,
             cas1: false,
             link_idle: None,
+            default_ttl: None,
             changes: Default::default(),
         };
         let work = isode(1867, 3, 1).unwrap();
@@ -215,6 +216,7 @@ mod tests {
                 turnaround: None,
                 cas1: false,
                 link_idle: None,
+                default_ttl: None,
                 changes: Default::default(),
             };
             let work = isode(size, 10, 1).unwrap();

@@ -202,6 +202,7 @@ mod tests {
             turnaround: None,
             cas1: false,
             link_idle: None,
+            default_ttl: None,
             changes: Default::default(),
         }
     }

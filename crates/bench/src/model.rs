@@ -97,6 +97,11 @@ pub struct Condition {
     /// long ([`skywave_emu::net::SubnetConfig::link_idle`]); the next data makes it again.
     /// `None` (the default): a made link stays.
     pub link_idle: Option<std::time::Duration>,
+    /// The STANAG 5066 nodes' default maximum TTL, which every U_PDU the scenarios submit
+    /// (all with TTL 0) gets ([`skywave_emu::net::SubnetConfig::default_ttl`]): one still in
+    /// the subnetwork that long after its submission is discarded. `None` (the default): they
+    /// never expire. Not used by the raw-modem scenario.
+    pub default_ttl: Option<std::time::Duration>,
     /// How the channel changes during the run (`compare --drift`, `--outage`, `--fade`,
     /// `--block-loss`); the default: it does not.
     pub changes: ChannelChanges,

@@ -77,6 +77,7 @@ pub fn run_survey(spec: &SurveySpec) -> Vec<SurveyRow> {
                                 turnaround: None,
                                 cas1: false,
                                 link_idle: None,
+                                default_ttl: None,
                                 changes: Default::default(),
                             };
                             rows.push(SurveyRow {

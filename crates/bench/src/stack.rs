@@ -4,8 +4,8 @@
 //! control, the watch on the link's loss that ends a run, the paused tokio runtime each run
 //! gets, and the counters a [`RunResult`] takes.
 //!
-//! A run is one contact. The U_PDUs carry no TTL (the node's default, which the emulator
-//! takes as infinite), so what ends a hopeless run is the emulated node giving up on its
+//! A run is one contact. The U_PDUs carry no TTL (TTL 0: the nodes' default maximum TTL,
+//! none unless the condition sets one, [`Condition::default_ttl`]), so what ends a hopeless run is the emulated node giving up on its
 //! link ([`skywave_emu::net::SubnetConfig::link_retries`], left at its default): it discards
 //! the session's U_PDUs, so the session cannot complete, and the scenario stops there
 //! (`LinkWatch`) and reports what was delivered, as a gateway's session would fail and its
@@ -142,6 +142,7 @@ pub fn subnet_config(cond: &Condition) -> Result<SubnetConfig, BenchError> {
     cfg.segment_size = cond.segment_size;
     cfg.cas1 = cond.cas1;
     cfg.link_idle = cond.link_idle;
+    cfg.default_ttl = cond.default_ttl;
     Ok(cfg)
 }
 
@@ -438,6 +439,7 @@ mod tests {
             turnaround: None,
             cas1: false,
             link_idle: None,
+            default_ttl: None,
             changes: Default::default(),
         }
     }

@@ -65,6 +65,8 @@ pub struct SweepSpec {
     pub cas1: bool,
     /// With `cas1`: idle links are broken after this long ([`Condition::link_idle`]).
     pub link_idle: Option<Duration>,
+    /// The 5066 nodes' default maximum TTL ([`Condition::default_ttl`]).
+    pub default_ttl: Option<Duration>,
     /// How the channel changes during every run ([`Condition::changes`]).
     pub changes: ChannelChanges,
 }
@@ -97,6 +99,7 @@ impl SweepSpec {
             turnaround: None,
             cas1: false,
             link_idle: None,
+            default_ttl: None,
             changes: ChannelChanges::default(),
         }
     }
@@ -131,6 +134,7 @@ impl SweepSpec {
                                             turnaround: self.turnaround,
                                             cas1: self.cas1,
                                             link_idle: self.link_idle,
+                                            default_ttl: self.default_ttl,
                                             changes: self.changes.clone(),
                                             tcp,
                                         });
@@ -230,6 +234,8 @@ pub struct Point {
     pub cas1: bool,
     /// With `cas1`: idle links are broken after this long ([`Condition::link_idle`]).
     pub link_idle: Option<Duration>,
+    /// The 5066 nodes' default maximum TTL ([`Condition::default_ttl`]).
+    pub default_ttl: Option<Duration>,
     /// How the channel changes during the run ([`Condition::changes`]).
     pub changes: ChannelChanges,
 }
@@ -248,6 +254,7 @@ impl Point {
             turnaround: self.turnaround,
             cas1: self.cas1,
             link_idle: self.link_idle,
+            default_ttl: self.default_ttl,
             changes: self.changes.clone(),
         }
     }

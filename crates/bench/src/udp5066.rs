@@ -359,6 +359,7 @@ mod flood_tests {
             turnaround: None,
             cas1: false,
             link_idle: None,
+            default_ttl: None,
             changes: Default::default(),
         }
     }

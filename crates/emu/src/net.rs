@@ -287,6 +287,9 @@ pub struct SubnetConfig {
     /// Hard links: the time-out of each wait ([`crate::node::NodeConfig::hard_link_timeout`],
     /// default [`crate::node::HARD_LINK_TIMEOUT`]).
     pub hard_link_timeout: Duration,
+    /// The default maximum TTL a node gives a U_PDU submitted with TTL 0
+    /// ([`crate::node::NodeConfig::default_ttl`]); `None` (the default): it never expires.
+    pub default_ttl: Option<Duration>,
 }
 
 /// A [`LinkEvent`] of one node, as the subnetwork reports it.
@@ -407,6 +410,7 @@ impl SubnetConfig {
             max_links: None,
             link_first_data: None,
             hard_link_timeout: crate::node::HARD_LINK_TIMEOUT,
+            default_ttl: None,
         }
     }
 }
@@ -890,6 +894,7 @@ impl Subnet {
             max_links: config.max_links,
             link_first_data: config.link_first_data,
             hard_link_timeout: config.hard_link_timeout,
+            default_ttl: config.default_ttl,
         })?;
         let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
         let n = config.addresses.len();

@@ -350,6 +350,13 @@ pub struct NodeConfig {
     /// TERMINATE CONFIRM (Annex A: "a configurable time-out period" for each, no value
     /// given). Default [`HARD_LINK_TIMEOUT`]; must be above zero.
     pub hard_link_timeout: Duration,
+    /// The subnetwork's default maximum TTL, given to a U_PDU submitted with TTL 0 (Annex A,
+    /// A.2.1.6: "the subnetwork shall have a default maximum TTL", configurable, and a node
+    /// computes the time to die "by adding the specified TTL (or the default maximum value if
+    /// the specified TTL is equal to 0)"); a U_PDU past it is discarded wherever it is, as one
+    /// with its own TTL. Annex A gives no value. `None` (the default): such U_PDUs never
+    /// expire.
+    pub default_ttl: Option<Duration>,
 }
 
 /// A node configuration could not be used.
@@ -1115,7 +1122,11 @@ impl Node {
             dest_sap: req.dest_sap,
             rank: req.priority.get(),
             priority: req.priority,
-            deadline: req.ttl.as_duration().map(|d| now + d),
+            deadline: req
+                .ttl
+                .as_duration()
+                .or(self.setup.config.default_ttl)
+                .map(|d| now + d),
             confirm,
             expedited,
             non_arq,

@@ -60,6 +60,7 @@ fn node_config(addresses: Vec<NodeAddress>) -> NodeConfig {
         max_links: None,
         link_first_data: None,
         hard_link_timeout: super::HARD_LINK_TIMEOUT,
+        default_ttl: None,
     }
 }
 
@@ -742,6 +743,45 @@ fn a_unidata_whose_ttl_runs_out_in_the_queue_is_rejected() {
     assert_eq!(a.counters().expired, 1);
     assert!(!a.has_work());
     assert_eq!(a.poll_timeout(), None);
+}
+
+/// Annex A, A.2.1.6: a U_PDU submitted with TTL 0 gets the subnetwork's default maximum TTL,
+/// where one is configured, and expires as one with its own TTL would; one with its own TTL
+/// keeps it. Without a default it never expires.
+#[test]
+fn a_unidata_with_ttl_zero_gets_the_default_maximum_ttl() {
+    for default_ttl in [Some(secs(30)), None] {
+        let mut config = node_config(vec![addr(A), addr(B)]);
+        config.default_ttl = default_ttl;
+        let mut v = nodes(config);
+        let a = &mut v[0];
+        a.submit(secs(5), CONN[0], sap(), &request(B, b"ttl 0"), ARQ)
+            .unwrap();
+        let own = UnidataRequest {
+            ttl: Ttl::from_secs(60).unwrap(),
+            ..request(B, b"ttl 60")
+        };
+        a.submit(secs(5), CONN[0], sap(), &own, ARQ).unwrap();
+        match default_ttl {
+            Some(_) => {
+                assert_eq!(a.poll_timeout(), Some(secs(35)));
+                a.handle_timeout(secs(35));
+                assert_eq!(
+                    rejections(&events(a)),
+                    [(UnidataRejectReason::TtlExpired, b"ttl 0".to_vec())]
+                );
+                assert_eq!(a.poll_timeout(), Some(secs(65)));
+            }
+            None => assert_eq!(a.poll_timeout(), Some(secs(65))),
+        }
+        a.handle_timeout(secs(65));
+        let expired = rejections(&events(a));
+        assert_eq!(
+            expired,
+            [(UnidataRejectReason::TtlExpired, b"ttl 60".to_vec())]
+        );
+        assert_eq!(a.has_work(), default_ttl.is_none(), "the TTL 0 one is left");
+    }
 }
 
 /// The client primitives of `events` that are rejections, as (reason, U_PDU bytes).
