@@ -32,12 +32,22 @@ fn config(rate: DataRate, channel: ChannelConfig, seed: u64) -> SubnetConfig {
 }
 
 async fn client(subnet: &Subnet, node: usize, sap: u8) -> (Client, Events) {
+    client_bound(subnet, node, sap, ServiceType::ARQ_NODE_CONFIRM).await
+}
+
+/// [`client`], bound with `mode`.
+async fn client_bound(
+    subnet: &Subnet,
+    node: usize,
+    sap: u8,
+    mode: ServiceType,
+) -> (Client, Events) {
     let s = subnet.clone();
     let connector = move || {
         let s = s.clone();
         async move { Ok::<_, std::io::Error>(s.connect_in_process(node)) }
     };
-    let mut cfg = ClientConfig::new(SapId::new(sap).unwrap(), ServiceType::ARQ_NODE_CONFIRM);
+    let mut cfg = ClientConfig::new(SapId::new(sap).unwrap(), mode);
     // The client's own duplicate filter is off: the server's is under test here.
     cfg.filter = skywave_sis::filter::FilterConfig::disabled();
     let (c, bound, events) = Client::connect(connector, cfg).await.unwrap();
@@ -2227,4 +2237,40 @@ async fn one_way_then_the_other(clients: [(&Client, &mut Events); 2], n: usize) 
         assert_eq!(got_b[i], (addr(A), payload(10 + i, 500)));
         assert_eq!(got_a[i], (addr(B), payload(110 + i, 500)));
     }
+}
+
+/// A client bound for ARQ AS-THEY-ARRIVE through the SIS server: on the lossy channel of
+/// `random_block_errors_still_exactly_once_in_order`, the receiving node hands a U_PDU up as
+/// soon as it is whole, ahead of earlier ones still missing a D_PDU (Annex C, C.3.3 (8)), so
+/// they arrive out of order; every one still arrives exactly once and is confirmed.
+#[tokio::test(start_paused = true)]
+async fn as_they_arrive_arq_overtakes_losses_and_still_delivers_exactly_once() {
+    let subnet = Subnet::start(config(DataRate::Bps1200, ChannelConfig::awgn(4.0), 3)).unwrap();
+    let mode = ServiceType {
+        order: skywave_sis::DeliveryOrder::AsTheyArrive,
+        ..ServiceType::ARQ_NODE_CONFIRM
+    };
+    let (ca, _ea) = client_bound(&subnet, 0, 3, mode).await;
+    let (_cb, mut eb) = client(&subnet, 1, 3).await;
+    let n = 40;
+    send_all(&ca, B, n, 1000, 0).await;
+    let got = receive(&mut eb, n).await;
+    let order: Vec<usize> = got
+        .iter()
+        .map(|(_, u)| {
+            (0..n)
+                .find(|&i| *u == payload(i, 1000))
+                .expect("a U_PDU as sent")
+        })
+        .collect();
+    let mut sorted = order.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "each exactly once");
+    assert!(
+        order.windows(2).any(|w| w[1] < w[0]),
+        "some overtook an earlier one: {order:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert!(eb_extra(&mut eb).is_empty());
+    assert!(subnet.counters().lost_dpdus > 0);
 }
