@@ -22,9 +22,10 @@
 //! - [`crc`], [`dpdu`]: the STANAG 5066 Annex C CRCs and D_PDU codec: the bytes on the air.
 //! - [`cpdu`], [`spdu`]: Annex B C_PDUs and Annex A S_PDUs, carried inside D_PDU segments.
 //! - [`arq`]: the sans-IO Annex C selective-repeat ARQ core for one link (sender and receiver),
-//!   with DROP C_PDU.
+//!   with DROP C_PDU and DELIVER IN ORDER (an as-they-arrive C_PDU goes up once whole).
 //! - [`node`]: one STANAG 5066 node, sans-IO: its clients' bindings and queues (priority,
-//!   TTL in the queue and in the ARQ, flow control, optional duplicate filter), an ARQ link
+//!   TTL in the queue and in the ARQ, the default maximum TTL for U_PDUs sent with TTL 0,
+//!   flow control, optional duplicate filter), an ARQ link
 //!   per peer with DATA-ACK, RESET/WIN-RESYNC and link loss, expedited ARQ, non-ARQ to
 //!   individual and group addresses, data-rate change and counters. SIS requests, received D_PDU bytes and time in; one transmission's
 //!   D_PDUs (planned on the modem) and the SIS primitives for its clients out.
