@@ -5,9 +5,10 @@
 //! keeps at most `window` (≤ 128) of them unacknowledged, and retransmits whatever the peer's
 //! selective ACK did not confirm. [`ArqReceiver`] accepts segments inside its window, builds the
 //! ACK (RX LWE and the selective bitmap, [`crate::dpdu::Ack`]) and hands complete C_PDUs up:
-//! in order, or as they arrive where their sender cleared DELIVER IN ORDER (below). Neither touches time or I/O: the node that owns them decides when to transmit (one
-//! transmission is at most 127.5 s, see [`crate::modem::Transmission::eot_at`]) and feeds them
-//! what the modem delivered.
+//! in order, or as they arrive where their sender cleared DELIVER IN ORDER (below). Neither
+//! touches time or I/O: the node that owns them decides when to transmit (one transmission is
+//! at most 127.5 s, see [`crate::modem::Transmission::eot_at`]) and feeds them what the modem
+//! delivered.
 //!
 //! Rules followed ([ED3-C] §C.6.2, `reference/s5066-sis.md` §4.3): FSNs mod 256; initial
 //! TX LWE = 0, TX UWE = 255, RX LWE = 0; an FSN is reused only after it is acknowledged; the
@@ -551,7 +552,8 @@ impl ArqReceiver {
                 .get(&f)
                 .filter(|(h, _)| !h.deliver_in_order && !h.drop && !self.early.contains(&f))
         };
-        // Back to the START (never below RX LWE: those frames are not held).
+        // Back to the START (never below RX LWE: those frames are not held, so the walk ends
+        // within the window).
         let mut first = fsn;
         for _ in 0..MAX_WINDOW {
             match eligible(first) {
@@ -559,6 +561,9 @@ impl ArqReceiver {
                 Some(_) => first = first.wrapping_sub(1),
                 None => return,
             }
+        }
+        if !eligible(first).is_some_and(|(h, _)| h.start) {
+            return;
         }
         let mut frames = Vec::new();
         let mut f = first;
