@@ -215,21 +215,20 @@ pub fn run_detailed(
     if work.messages.is_empty() {
         return Err(BenchError::EmptyWorkload);
     }
-    let mut opts = crate::tcp::TcpRunOptions::default();
     match scenario {
         Scenario::Hmtp5066 { compression } => {
             block_on_paused(crate::hmtp5066::run(cond, work, compression))?
         }
         Scenario::Cftp5066 => block_on_paused(crate::cftp5066::run(cond, work))?,
-        Scenario::SmtpTcpModem => {
-            let r = block_on_paused(crate::tcp::run_smtp_tcp_modem_with(cond, tcp, work, &opts))??;
-            Ok(tcp_detail(r))
-        }
+        Scenario::SmtpTcpModem => run_modem_with_cache(cond, tcp, work, [None, None]).map(|r| r.0),
         Scenario::SmtpTcp5066 {
             dup_filter,
             compression,
         } => {
-            opts.compression = compression;
+            let opts = crate::tcp::TcpRunOptions {
+                compression,
+                ..crate::tcp::TcpRunOptions::default()
+            };
             let r = block_on_paused(crate::tcp::run_smtp_tcp_5066_with(
                 cond, tcp, work, dup_filter, &opts,
             ))??;
