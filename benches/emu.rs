@@ -164,6 +164,7 @@ fn scenario_run(case: &ScenarioCase) -> Duration {
         cas1: false,
         link_idle: None,
         default_ttl: None,
+        ip_ttl: None,
         changes: Default::default(),
     };
     let work = isode(size, messages, 1).expect("workload");

@@ -247,6 +247,11 @@ struct Compare {
     /// that long after its submission is discarded. Default: none, they never expire.
     #[arg(long, value_name = "SECS")]
     default_ttl: Option<f64>,
+    /// STANAG 5066 scenarios over the IP client (SAP 9): the TTL, seconds, it asks for in
+    /// every S_UNIDATA_REQUEST (Annex F.12 does not say which). Default: 0, the nodes' default
+    /// maximum (--default-ttl).
+    #[arg(long, value_name = "SECS")]
+    ip_ttl: Option<f64>,
     /// Initial RTT (JNOS IRTT), seconds, overriding the profile's.
     #[arg(long)]
     irtt: Option<f64>,
@@ -334,6 +339,11 @@ struct Calibrate {
     /// published). Default: none, they never expire.
     #[arg(long, value_name = "SECS")]
     default_ttl: Option<f64>,
+    /// The IP clients of the Isode runs (UDP flood, TCP) ask for this TTL, seconds, in every
+    /// S_UNIDATA_REQUEST (Annex F.12 does not say which). Default: 0, the nodes' default
+    /// maximum.
+    #[arg(long, value_name = "SECS")]
+    ip_ttl: Option<f64>,
     /// The TCP every host runs (NTIA's and Isode's): smoltcp or skywave, our own, whose RTO
     /// bounds are each profile's exactly (see `compare --tcp-engine`). Default: each
     /// profile's own (skywave for jnos-1998, smoltcp for the others).
@@ -552,11 +562,16 @@ fn seconds(s: Option<f64>, what: &str) -> Result<Option<Duration>> {
         .transpose()
 }
 
-/// `--default-ttl`: above zero (a TTL of 0 is what asks for the default).
-fn default_ttl(s: Option<f64>) -> Result<Option<Duration>> {
-    let t = seconds(s, "--default-ttl")?;
+/// `--default-ttl`, `--ip-ttl`: above zero (a TTL of 0 is what asks for the default) and
+/// within what S_UNIDATA_REQUEST can carry.
+fn ttl(s: Option<f64>, what: &str) -> Result<Option<Duration>> {
+    let t = seconds(s, what)?;
     if t.is_some_and(|t| t.is_zero()) {
-        bail!("--default-ttl must be above 0 seconds");
+        bail!("{what} must be above 0 seconds");
+    }
+    let most = skywave_bench::stack::MAX_TTL;
+    if t.is_some_and(|t| t > most) {
+        bail!("{what} must be at most {} seconds", most.as_secs());
     }
     Ok(t)
 }
@@ -646,7 +661,8 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
         turnaround: turnaround(c.turnaround)?,
         cas1: c.cas1,
         link_idle: seconds(c.link_idle, "--link-idle")?,
-        default_ttl: default_ttl(c.default_ttl)?,
+        default_ttl: ttl(c.default_ttl, "--default-ttl")?,
+        ip_ttl: ttl(c.ip_ttl, "--ip-ttl")?,
         changes: channel_changes(c)?,
     })
 }
@@ -756,7 +772,8 @@ fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
         turnaround: turnaround(c.turnaround)?,
         cas1: !c.no_cas1,
         link_idle: seconds(c.link_idle, "--link-idle")?,
-        default_ttl: default_ttl(c.default_ttl)?,
+        default_ttl: ttl(c.default_ttl, "--default-ttl")?,
+        ip_ttl: ttl(c.ip_ttl, "--ip-ttl")?,
         tcp_engine: c.tcp_engine.as_deref().map(str::parse).transpose()?,
     };
     let bar = progress_bar(calibrate::run_count(&dir, seeds.len(), stations)?);
@@ -889,9 +906,18 @@ mod tests {
             Some(std::time::Duration::from_secs(120))
         );
         assert_eq!(compare_spec(&[]).unwrap().default_ttl, None);
-        for bad in ["--default-ttl=0", "--default-ttl=-3"] {
+        assert_eq!(
+            compare_spec(&["--ip-ttl", "110"]).unwrap().ip_ttl,
+            Some(std::time::Duration::from_secs(110))
+        );
+        for (bad, what) in [
+            ("--default-ttl=0", "--default-ttl"),
+            ("--default-ttl=-3", "--default-ttl"),
+            ("--ip-ttl=0", "--ip-ttl"),
+            ("--ip-ttl=3000000", "--ip-ttl"),
+        ] {
             let e = compare_spec(&[bad]).unwrap_err();
-            assert!(e.to_string().contains("--default-ttl"), "{e}");
+            assert!(e.to_string().contains(what), "{e}");
         }
     }
 }

@@ -314,6 +314,7 @@ pub fn ntia_condition(row: &NtiaRow, seed: u64) -> Condition {
         cas1: false,
         link_idle: None,
         default_ttl: None,
+        ip_ttl: None,
         changes: ChannelChanges::default(),
     }
 }
@@ -343,6 +344,7 @@ pub fn clean_condition(rate_bps: u32, interleaver: &str, seed: u64) -> Condition
         cas1: false,
         link_idle: None,
         default_ttl: None,
+        ip_ttl: None,
         changes: ChannelChanges::default(),
     }
 }
@@ -360,6 +362,8 @@ pub struct Stations {
     /// A default maximum TTL for every U_PDU ([`Condition::default_ttl`]; Isode's servers'
     /// is not published).
     pub default_ttl: Option<Duration>,
+    /// The TTL the IP clients ask for ([`Condition::ip_ttl`]; not published either).
+    pub ip_ttl: Option<Duration>,
     /// The TCP every host runs, NTIA's and Isode's alike ([`TcpSettings::on_engine`]);
     /// `None`: each profile's own.
     pub tcp_engine: Option<TcpEngine>,
@@ -376,6 +380,7 @@ pub const ISODE_STATIONS: Stations = Stations {
     cas1: true,
     link_idle: None,
     default_ttl: None,
+    ip_ttl: None,
     tcp_engine: None,
 };
 
@@ -395,6 +400,7 @@ impl Stations {
             cas1: self.cas1 || cond.cas1,
             link_idle: self.link_idle.or(cond.link_idle),
             default_ttl: self.default_ttl.or(cond.default_ttl),
+            ip_ttl: self.ip_ttl.or(cond.ip_ttl),
             ..cond
         }
     }

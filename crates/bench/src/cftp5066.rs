@@ -182,6 +182,7 @@ mod tests {
             cas1: false,
             link_idle: None,
             default_ttl: None,
+            ip_ttl: None,
             changes: Default::default(),
         };
         let work = isode(1867, 3, 1).unwrap();
@@ -217,6 +218,7 @@ mod tests {
                 cas1: false,
                 link_idle: None,
                 default_ttl: None,
+                ip_ttl: None,
                 changes: Default::default(),
             };
             let work = isode(size, 10, 1).unwrap();

@@ -203,6 +203,7 @@ mod tests {
             cas1: false,
             link_idle: None,
             default_ttl: None,
+            ip_ttl: None,
             changes: Default::default(),
         }
     }

@@ -102,6 +102,10 @@ pub struct Condition {
     /// the subnetwork that long after its submission is discarded. `None` (the default): they
     /// never expire. Not used by the raw-modem scenario.
     pub default_ttl: Option<std::time::Duration>,
+    /// The TTL the IP client (SAP 9: the UDP flood and the TCP scenarios over 5066) asks for in
+    /// every S_UNIDATA_REQUEST (Annex F.12 does not say which); `None`: TTL 0, the nodes'
+    /// default maximum ([`Condition::default_ttl`]).
+    pub ip_ttl: Option<std::time::Duration>,
     /// How the channel changes during the run (`compare --drift`, `--outage`, `--fade`,
     /// `--block-loss`); the default: it does not.
     pub changes: ChannelChanges,

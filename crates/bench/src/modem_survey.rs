@@ -78,6 +78,7 @@ pub fn run_survey(spec: &SurveySpec) -> Vec<SurveyRow> {
                                 cas1: false,
                                 link_idle: None,
                                 default_ttl: None,
+                                ip_ttl: None,
                                 changes: Default::default(),
                             };
                             rows.push(SurveyRow {

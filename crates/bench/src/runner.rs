@@ -295,6 +295,7 @@ mod tests {
             cas1: false,
             link_idle: None,
             default_ttl: None,
+            ip_ttl: None,
             changes: Default::default(),
         };
         let work = crate::workload::isode(14025, 1, 1).unwrap();

@@ -146,6 +146,26 @@ pub fn subnet_config(cond: &Condition) -> Result<SubnetConfig, BenchError> {
     Ok(cfg)
 }
 
+/// The longest TTL an S_UNIDATA_REQUEST can ask for (20 bits of 2-second units).
+pub const MAX_TTL: Duration = Duration::from_secs(Ttl::MAX_UNITS as u64 * 2);
+
+/// The TTL the IP client asks for under `cond` ([`Condition::ip_ttl`]; TTL 0, the nodes'
+/// default, without one), rounded up to whole 2-second units.
+pub fn ip_ttl(cond: &Condition) -> Result<Ttl, BenchError> {
+    let Some(t) = cond.ip_ttl else {
+        return Ok(Ttl::INFINITE);
+    };
+    if t.is_zero() || t > MAX_TTL {
+        return Err(BenchError::Condition(format!(
+            "IP client TTL {:.1} s is outside 0 (exclusive) to {} s",
+            t.as_secs_f64(),
+            MAX_TTL.as_secs()
+        )));
+    }
+    let secs = u32::try_from(t.as_secs() + u64::from(t.subsec_nanos() > 0)).unwrap_or(u32::MAX);
+    Ttl::from_secs(secs).map_err(|e| BenchError::Condition(format!("IP client TTL: {e}")))
+}
+
 fn address(bits: u32) -> Result<NodeAddress, BenchError> {
     NodeAddress::new(bits).map_err(|e| BenchError::Condition(format!("node address: {e}")))
 }
@@ -440,6 +460,7 @@ mod tests {
             cas1: false,
             link_idle: None,
             default_ttl: None,
+            ip_ttl: None,
             changes: Default::default(),
         }
     }

@@ -67,6 +67,8 @@ pub struct SweepSpec {
     pub link_idle: Option<Duration>,
     /// The 5066 nodes' default maximum TTL ([`Condition::default_ttl`]).
     pub default_ttl: Option<Duration>,
+    /// The TTL the IP client asks for ([`Condition::ip_ttl`]).
+    pub ip_ttl: Option<Duration>,
     /// How the channel changes during every run ([`Condition::changes`]).
     pub changes: ChannelChanges,
 }
@@ -100,6 +102,7 @@ impl SweepSpec {
             cas1: false,
             link_idle: None,
             default_ttl: None,
+            ip_ttl: None,
             changes: ChannelChanges::default(),
         }
     }
@@ -135,6 +138,7 @@ impl SweepSpec {
                                             cas1: self.cas1,
                                             link_idle: self.link_idle,
                                             default_ttl: self.default_ttl,
+                                            ip_ttl: self.ip_ttl,
                                             changes: self.changes.clone(),
                                             tcp,
                                         });
@@ -236,6 +240,8 @@ pub struct Point {
     pub link_idle: Option<Duration>,
     /// The 5066 nodes' default maximum TTL ([`Condition::default_ttl`]).
     pub default_ttl: Option<Duration>,
+    /// The TTL the IP client asks for ([`Condition::ip_ttl`]).
+    pub ip_ttl: Option<Duration>,
     /// How the channel changes during the run ([`Condition::changes`]).
     pub changes: ChannelChanges,
 }
@@ -255,6 +261,7 @@ impl Point {
             cas1: self.cas1,
             link_idle: self.link_idle,
             default_ttl: self.default_ttl,
+            ip_ttl: self.ip_ttl,
             changes: self.changes.clone(),
         }
     }

@@ -98,7 +98,8 @@ pub async fn run_bulk_tcp_5066(
             tcp.mtu, cfg.mtu
         )));
     }
-    let mut link = IpLink::s5066(Subnet::start(cfg)?, true, tcp.ip_client_hold).await?;
+    let ttl = stack::ip_ttl(cond).map_err(|e| TcpBenchError::Condition(e.to_string()))?;
+    let mut link = IpLink::s5066(Subnet::start(cfg)?, true, tcp.ip_client_hold, ttl).await?;
     let dil = dilation(tcp)?;
     let start = link.now();
     let [s0, s1] = host_settings(tcp, cond.seed, dil)?;

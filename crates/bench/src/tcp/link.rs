@@ -42,6 +42,8 @@ pub(crate) struct S5066Ip {
     clients: [Client; 2],
     addresses: [NodeAddress; 2],
     priority: Priority,
+    /// The TTL every datagram's S_UNIDATA_REQUEST asks for.
+    ttl: Ttl,
     arrivals: mpsc::UnboundedReceiver<Arrival>,
     _forwarders: [tokio::task::JoinHandle<()>; 2],
     links: LinkWatch,
@@ -96,11 +98,12 @@ impl IpLink {
 
     /// Binds a SIS client on SAP 9 at both nodes of `subnet` (node 0 and node 1), with the
     /// duplicate filter on SAP 9 on or off, each holding at most `hold` datagrams while its node
-    /// has flow off (`None`: the SIS client's own queue).
+    /// has flow off (`None`: the SIS client's own queue) and asking for `ttl` for each one.
     pub(crate) async fn s5066(
         subnet: Subnet,
         dup_filter: bool,
         hold: Option<usize>,
+        ttl: Ttl,
     ) -> Result<IpLink, TcpBenchError> {
         let (tx, arrivals) = mpsc::unbounded_channel();
         let mut clients = Vec::with_capacity(2);
@@ -165,6 +168,7 @@ impl IpLink {
             clients,
             addresses,
             priority,
+            ttl,
             arrivals,
             _forwarders: forwarders,
         })))
@@ -206,7 +210,7 @@ impl IpLink {
                     dest_sap: SapId::IP_CLIENT,
                     dest,
                     mode: ServiceType::DEFAULT,
-                    ttl: Ttl::INFINITE,
+                    ttl: s.ttl,
                     updu: Bytes::from(datagram),
                 };
                 // The IP client asks for no confirmation: the pending outcome resolves when

@@ -297,7 +297,8 @@ pub async fn run_smtp_tcp_5066_with(
         )));
     }
     let subnet = Subnet::start(cfg)?;
-    let mut link = IpLink::s5066(subnet, dup_filter, tcp.ip_client_hold).await?;
+    let ttl = stack::ip_ttl(cond).map_err(|e| TcpBenchError::Condition(e.to_string()))?;
+    let mut link = IpLink::s5066(subnet, dup_filter, tcp.ip_client_hold, ttl).await?;
     let mut client = ClientConfig::new("ship.example", ClientMode::Pipelining);
     if opts.compression == SmtpCompression::Xlzw {
         client.xlzw = Some(16);

@@ -21,6 +21,7 @@ fn cond(channel: &str, snr_db: f64, rate_bps: u32, seed: u64) -> Condition {
         cas1: false,
         link_idle: None,
         default_ttl: None,
+        ip_ttl: None,
         changes: Default::default(),
     }
 }
