@@ -5,7 +5,8 @@
 //! gets, and the counters a [`RunResult`] takes.
 //!
 //! A run is one contact. The U_PDUs carry no TTL (TTL 0: the nodes' default maximum TTL,
-//! none unless the condition sets one, [`Condition::default_ttl`]), so what ends a hopeless run is the emulated node giving up on its
+//! none unless the condition sets one, [`Condition::default_ttl`]), so what ends a hopeless
+//! run is the emulated node giving up on its
 //! link ([`skywave_emu::net::SubnetConfig::link_retries`], left at its default): it discards
 //! the session's U_PDUs, so the session cannot complete, and the scenario stops there
 //! (`LinkWatch`) and reports what was delivered, as a gateway's session would fail and its

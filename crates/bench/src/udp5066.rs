@@ -418,10 +418,11 @@ mod flood_tests {
         close(direct_overhead(1200, 64, None), 57.3);
     }
 
-    /// The TTL the IP client asks for cuts by size on a clean channel: at 75 bit/s, with
-    /// 110 s, no 1500-byte datagram (two fragments, the first about 160 s of airtime) arrives
-    /// while the 1024-byte ones (one packet) still do, as many as with no TTL; the U_PDU flood
-    /// (no IP client) ignores it. The README's reason why no IP client TTL gives Isode's 8 and
+    /// The TTL the IP client asks for only cuts what waits on a clean channel (a U_PDU on the
+    /// air when its TTL runs out still arrives): at 75 bit/s, with 110 s, no 1500-byte
+    /// datagram arrives (its second fragment waits behind a first that needs two
+    /// transmissions) while the 1024-byte ones (one packet) do, as many as with no TTL; the
+    /// U_PDU flood (no IP client) ignores it. The README's reason why no IP client TTL gives Isode's 8 and
     /// 4 bit/s for these two sizes (`calibrate --ip-ttl 110`).
     #[test]
     fn an_ip_client_ttl_cuts_by_size() {

@@ -353,8 +353,8 @@ pub struct NodeConfig {
     /// The subnetwork's default maximum TTL, given to a U_PDU submitted with TTL 0 (Annex A,
     /// A.2.1.6: "the subnetwork shall have a default maximum TTL", configurable, and a node
     /// computes the time to die "by adding the specified TTL (or the default maximum value if
-    /// the specified TTL is equal to 0)"); a U_PDU past it is discarded wherever it is, as one
-    /// with its own TTL. Annex A gives no value. `None` (the default): such U_PDUs never
+    /// the specified TTL is equal to 0)"); the node discards a U_PDU past it wherever it holds
+    /// it (queued, or in the ARQ with DROP C_PDU), as one with its own TTL. Annex A gives no value. `None` (the default): such U_PDUs never
     /// expire.
     pub default_ttl: Option<Duration>,
 }
