@@ -566,30 +566,21 @@ impl ArqReceiver {
             return;
         }
         let mut frames = Vec::new();
+        let mut done = Vec::new();
         let mut f = first;
         for _ in 0..MAX_WINDOW {
-            let Some((h, _)) = eligible(f) else {
+            let Some((h, seg)) = eligible(f) else {
                 return;
             };
             if f != first && h.start {
                 return;
             }
+            done.extend_from_slice(seg);
+            if done.len() > self.max_cpdu {
+                return;
+            }
             frames.push(f);
             if h.end {
-                let len: usize = frames
-                    .iter()
-                    .filter_map(|f| self.held.get(f))
-                    .map(|(_, s)| s.len())
-                    .sum();
-                if len > self.max_cpdu {
-                    return;
-                }
-                let mut done = Vec::with_capacity(len);
-                for f in &frames {
-                    if let Some((_, s)) = self.held.get(f) {
-                        done.extend_from_slice(s);
-                    }
-                }
                 self.delivered.push(done);
                 self.early.extend(frames);
                 return;

@@ -172,6 +172,23 @@ fn types(tx: &NodeTx) -> Vec<u8> {
     tx.dpdus.iter().map(|d| d.dpdu_type).collect()
 }
 
+/// The DELIVER IN ORDER flag of each D_PDU of `tx`, all DATA-ONLY or NON-ARQ DATA.
+fn in_order_flags(tx: &NodeTx) -> Vec<bool> {
+    tx.dpdus
+        .iter()
+        .map(|d| match Dpdu::decode(&d.bytes).unwrap().0.body {
+            Body::DataOnly { header, .. } => header.deliver_in_order,
+            Body::NonArqData { header, .. } => header.deliver_in_order,
+            other => panic!("not a data D_PDU: {other:?}"),
+        })
+        .collect()
+}
+
+/// The U_PDUs `node`'s client got, by their first byte.
+fn first_bytes(node: &mut Node) -> Vec<u8> {
+    indications(&events(node)).iter().map(|u| u[0]).collect()
+}
+
 const fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
@@ -540,20 +557,12 @@ fn non_arq_in_order_holds_a_cpdu_back_behind_an_earlier_one_still_being_received
         let tx = a.poll_transmit(Duration::ZERO).unwrap();
         // Two U_PDUs of two segments each, flagged as the client asked.
         assert_eq!(types(&tx), [7, 7, 7, 7]);
-        for d in &tx.dpdus {
-            let Body::NonArqData { header, .. } = Dpdu::decode(&d.bytes).unwrap().0.body else {
-                panic!("not NON-ARQ DATA");
-            };
-            assert_eq!(header.deliver_in_order, in_order);
-        }
+        assert_eq!(in_order_flags(&tx), [in_order; 4]);
         hear(&tx, 0, &mut b, 1, lost);
-        // Which U_PDUs (by their first byte) the client got.
-        let which =
-            |b: &mut Node| -> Vec<u8> { indications(&events(b)).iter().map(|u| u[0]).collect() };
-        let first = which(&mut b);
+        let first = first_bytes(&mut b);
         let wakes = b.poll_timeout().is_some();
         b.handle_timeout(tx.tx.end + secs(1));
-        (first, wakes, which(&mut b), b.counters())
+        (first, wakes, first_bytes(&mut b), b.counters())
     };
     // The first U_PDU's second segment lost: in order, the second waits until the first's
     // reception window closes (a time the node wakes at), then goes; the first is dropped.
@@ -592,22 +601,15 @@ fn arq_as_they_arrive_delivers_a_whole_updu_ahead_of_an_earlier_incomplete_one()
         }
         let tx = a.poll_transmit(Duration::ZERO).unwrap();
         assert_eq!(types(&tx), [0, 0, 0, 0]);
-        for d in &tx.dpdus {
-            let Body::DataOnly { header, .. } = Dpdu::decode(&d.bytes).unwrap().0.body else {
-                panic!("not DATA-ONLY");
-            };
-            assert_eq!(header.deliver_in_order, in_order);
-        }
+        assert_eq!(in_order_flags(&tx), [in_order; 4]);
         hear(&tx, 0, &mut b, 1, &[1]);
-        let which =
-            |b: &mut Node| -> Vec<u8> { indications(&events(b)).iter().map(|u| u[0]).collect() };
-        let first = which(&mut b);
+        let first = first_bytes(&mut b);
         let ack = b.poll_transmit(secs(30)).unwrap();
         hear(&ack, 1, &mut a, 0, &[]);
         let again = a.poll_transmit(secs(40)).unwrap();
         assert_eq!((types(&again), again.retransmissions), (vec![0], 1));
         hear(&again, 0, &mut b, 1, &[]);
-        let later = which(&mut b);
+        let later = first_bytes(&mut b);
         if in_order {
             assert_eq!((first, later), (vec![], vec![0, 1]));
         } else {
