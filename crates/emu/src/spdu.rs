@@ -2,7 +2,7 @@
 //! carried inside a DATA C_PDU ([ED3-A] §A.3.1, `reference/s5066-sis.md` §4.6).
 //!
 //! The emulated node wraps every U_PDU a client submits in a DATA S_PDU (3 bytes of S_PCI, 5
-//! with a time-to-die), answers client-delivery-confirm requests with DATA DELIVERY CONFIRM or
+//! with a time-to-die, which it sets for every U_PDU with a TTL: [`Ttd`]), answers client-delivery-confirm requests with DATA DELIVERY CONFIRM or
 //! FAIL, and runs the hard-link handshake with the HARD LINK S_PDUs.
 //!
 //! Sources of the layouts: DATA (Figure A-32) and DATA DELIVERY FAIL are given byte by byte in
@@ -13,6 +13,8 @@
 //! PRIORITY, then REQUESTING SAP and REMOTE SAP; REASON in the low nibble of byte 0), which is
 //! also how the open `rds-5066` implementation reads those figures. **Derived, not verified
 //! against the figure.**
+
+use std::time::Duration;
 
 use thiserror::Error;
 
@@ -43,6 +45,49 @@ pub struct Ttd {
     pub julian_day_mod16: u8,
     /// GMT seconds after midnight, shifted right by one (2 s resolution).
     pub gmt_seconds_half: u16,
+}
+
+/// Seconds in a day of GMT.
+const DAY_SECS: u64 = 86_400;
+
+impl Ttd {
+    /// The TTD field for the instant `t` of the emulator's clock, which nodes read as GMT
+    /// counted from 00:00 of Julian day 1 (every node shares it, as a subnetwork's nodes are
+    /// assumed to share GMT). The GMT seconds lose their least significant bit, as Annex A
+    /// has it, so the field says `t` rounded down to an even second.
+    pub fn at(t: Duration) -> Ttd {
+        let secs = t.as_secs();
+        let day = secs / DAY_SECS;
+        Ttd {
+            julian_day_mod16: u8::try_from((day + 1) % 16).unwrap_or(0),
+            gmt_seconds_half: u16::try_from((secs % DAY_SECS) >> 1).unwrap_or(u16::MAX),
+        }
+    }
+
+    /// The instant of the emulator's clock this field names, read near `now`: the field
+    /// repeats every 16 days, so of the instants it can name the one closest to `now` is
+    /// meant (a TTD more than 8 days away from the receiving node's clock cannot be told
+    /// apart from one 16 days the other way).
+    pub fn resolve(self, now: Duration) -> Duration {
+        let time_of_day = u64::from(self.gmt_seconds_half) << 1;
+        let now_secs = now.as_secs();
+        let today = now_secs / DAY_SECS;
+        // The latest day at or before today whose Julian day mod 16 is this field's.
+        let back = (today + 1 + 16 - u64::from(self.julian_day_mod16 & 0x0F)) % 16;
+        let on = |day: u64| day.checked_mul(DAY_SECS)?.checked_add(time_of_day);
+        let mut best = None::<u64>;
+        let days = [
+            today.checked_sub(back + 16),
+            today.checked_sub(back),
+            (today + 16).checked_sub(back),
+        ];
+        for t in days.into_iter().flatten().filter_map(on) {
+            if best.is_none_or(|b| t.abs_diff(now_secs) < b.abs_diff(now_secs)) {
+                best = Some(t);
+            }
+        }
+        Duration::from_secs(best.unwrap_or(time_of_day))
+    }
 }
 
 /// The S_PCI of a DATA (and DATA DELIVERY CONFIRM) S_PDU.
@@ -394,6 +439,50 @@ mod tests {
         // Inside a DATA C_PDU: 4 bytes of overhead per U_PDU, as the reference says.
         let cpdu = crate::cpdu::Cpdu::Data(wire).encode().unwrap();
         assert_eq!(cpdu.len() - 4, 4);
+    }
+
+    /// The emulator's clock as GMT from 00:00 of Julian day 1: day 1 is 1 mod 16, the
+    /// seconds lose their LSB, and the field reads back to the instant it names (rounded
+    /// down to an even second) from anywhere within 8 days of it, across the day and the
+    /// 16-day wrap.
+    #[test]
+    fn a_ttd_names_an_instant_of_the_shared_clock() {
+        let s = Duration::from_secs;
+        assert_eq!(
+            Ttd::at(s(3601)),
+            Ttd {
+                julian_day_mod16: 1,
+                gmt_seconds_half: 1800
+            }
+        );
+        assert_eq!(
+            Ttd::at(s(15 * 86_400 + 86_399)),
+            Ttd {
+                julian_day_mod16: 0,
+                gmt_seconds_half: 43_199
+            }
+        );
+        for t in [
+            0,
+            3601,
+            86_399,
+            86_400,
+            15 * 86_400 + 7,
+            16 * 86_400 + 5,
+            40 * 86_400 + 1,
+        ] {
+            let ttd = Ttd::at(s(t));
+            let named = s(t & !1);
+            for now in [
+                t.saturating_sub(8 * 86_400 - 10),
+                t.saturating_sub(60),
+                t,
+                t + 60,
+                t + 8 * 86_400 - 10,
+            ] {
+                assert_eq!(ttd.resolve(s(now)), named, "TTD for {t} read at {now}");
+            }
+        }
     }
 
     #[test]

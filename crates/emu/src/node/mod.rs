@@ -31,7 +31,11 @@
 //!   (indications, confirms, rejections, flow control), each addressed to a connection; and
 //!   [`Node::poll_link_event`]: links declared lost, or heard again.
 //!
-//! Built: TTL in the queue and in the ARQ (DROP C_PDU, [ED3-C] §C.3.3), link loss after
+//! Built: TTL in the queue and in the ARQ (DROP C_PDU, [ED3-C] §C.3.3) and beyond the
+//! sender: a U_PDU with a TTL travels with its time to die (VALID TTD in the DATA S_PDU,
+//! [ED3-A] §A.3.1.1), and the receiving node discards one that arrives whole after it, as
+//! one already on the air when the TTL ran out does (nodes read the emulator's clock as a
+//! shared GMT); link loss after
 //! unanswered retries (rejections with "destination node not responding", a RESET/WIN-RESYNC
 //! at the next contact), CAS-1 link making when [`NodeConfig::cas1`] is set (PHYSICAL LINK
 //! REQUEST and ACCEPTED before the first ARQ data to a peer, and again after the link was
@@ -101,6 +105,10 @@ pub use transmit::{NodeTx, SentDpdu};
 
 /// Bytes a U_PDU gains on the way into the ARQ: 1 (DATA C_PDU) + 3 (DATA S_PDU without TTD).
 pub const UPDU_OVERHEAD: usize = 4;
+
+/// Bytes the DATA S_PDU gains when it carries its U_PDU's time to die (VALID TTD: 16 more bits
+/// of GMT), as it does for every U_PDU that has one (a TTL, its client's or the default).
+pub const TTD_BYTES: usize = 2;
 
 /// Longest transmission STANAG 5066 can announce (EOT 255 × 0.5 s).
 pub const MAX_TRANSMISSION: Duration = Duration::from_millis(127_500);
@@ -194,6 +202,10 @@ pub struct NodeCounters {
     /// U_PDUs whose TTL expired once they were in the ARQ (normal or expedited): never sent
     /// again; the frames of theirs the peer had not acknowledged went with DROP C_PDU.
     pub expired_in_arq: u64,
+    /// U_PDUs this node received whole after the time to die their S_PDU carried, and
+    /// discarded instead of delivering (Annex A, A.3.1.1: a U_PDU past its TTD "must be
+    /// discarded if it has not yet been delivered to the client").
+    pub expired_on_arrival: u64,
     /// C_PDUs this node's ARQ receivers discarded because their sender set DROP C_PDU.
     pub cpdus_dropped: u64,
     /// Times this node declared its link to a peer lost ([`NodeConfig::link_retries`]).
@@ -438,7 +450,7 @@ impl NodeSetup {
         if config.hard_link_timeout.is_zero() {
             return Err(NodeError::ZeroHardLinkTimeout);
         }
-        let biggest = usize::from(config.mtu) + UPDU_OVERHEAD;
+        let biggest = usize::from(config.mtu) + UPDU_OVERHEAD + TTD_BYTES;
         if biggest.div_ceil(config.segment_size) > usize::from(config.window) {
             return Err(NodeError::MtuTooLarge {
                 mtu: config.mtu,
@@ -578,6 +590,20 @@ struct Queued {
     in_order: bool,
     conn: u64,
     updu: Bytes,
+}
+
+impl Queued {
+    /// Bytes the U_PDU takes in its DATA C_PDU: the U_PDU, the C_PDU and S_PDU headers, and
+    /// the TTD if it has one.
+    fn cpdu_len(&self) -> usize {
+        self.updu.len()
+            + UPDU_OVERHEAD
+            + if self.deadline.is_some() {
+                TTD_BYTES
+            } else {
+                0
+            }
+    }
 }
 
 /// A non-ARQ C_PDU on its way out: its NON-ARQ DATA D_PDUs not yet sent (all copies).
@@ -867,7 +893,7 @@ impl Node {
                 nodes: config.addresses.len(),
             });
         };
-        let biggest = usize::from(config.mtu) + UPDU_OVERHEAD;
+        let biggest = usize::from(config.mtu) + UPDU_OVERHEAD + TTD_BYTES;
         let mut links = BTreeMap::new();
         for peer in (0..config.addresses.len()).filter(|&p| p != index) {
             links.insert(

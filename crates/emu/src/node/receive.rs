@@ -17,7 +17,7 @@ use crate::spdu::{DataPci, Spdu};
 
 use super::{
     CompleteCpdu, Drc, ExpOut, InArq, Kind, Link, LinkEvent, Node, NodeCounters, NonArqIn, Queued,
-    STALE_ACKS_RESET, UPDU_OVERHEAD, cpdu_before,
+    STALE_ACKS_RESET, TTD_BYTES, UPDU_OVERHEAD, cpdu_before,
 };
 
 /// What one transmission from another node delivered to this one.
@@ -382,7 +382,7 @@ impl Node {
     /// EXPEDITED DATA-ONLY and EXPEDITED ACK-ONLY D_PDUs from `sender`: the stop-and-wait
     /// expedited ARQ of Annex C, apart from normal data.
     fn on_expedited(&mut self, sender: usize, frames: Vec<Dpdu>) {
-        let biggest = usize::from(self.setup.config.mtu) + UPDU_OVERHEAD + 16;
+        let biggest = usize::from(self.setup.config.mtu) + UPDU_OVERHEAD + TTD_BYTES + 16;
         let dest = self.peer_address(sender);
         let Some(link) = self.links.get_mut(&sender) else {
             return;
@@ -608,6 +608,9 @@ impl Node {
             let Some((ssap, dsap, prio)) = sis_ids(&pci) else {
                 continue;
             };
+            if self.past_ttd(&pci) {
+                continue;
+            }
             // No DATA DELIVERY FAIL in non-ARQ mode: an unbound SAP just drops it.
             if self.deliver(src, ssap, dsap, prio, &updu, kind, group, None) {
                 self.counters.non_arq_delivered += 1;
@@ -672,6 +675,9 @@ impl Node {
         let Some((ssap, dsap, prio)) = sis_ids(&pci) else {
             return false;
         };
+        if self.past_ttd(&pci) {
+            return false;
+        }
         // Runs of errored and of missing bytes, as U_PDU blocks (a U_PDU is at most the
         // MTU, 2048 bytes, so offsets and sizes fit the indication's 16 bits).
         let (mut errored, mut missing) = (Vec::new(), Vec::new());
@@ -913,6 +919,11 @@ impl Node {
                     let Some((ssap, dsap, prio)) = sis_ids(&pci) else {
                         continue;
                     };
+                    // Acknowledged all the same (its frames did arrive), so a client that
+                    // asked for a node delivery confirm gets one: the node did take it.
+                    if self.past_ttd(&pci) {
+                        continue;
+                    }
                     if !self.deliver(src, ssap, dsap, prio, &updu, kind, None, None) {
                         // Report back to the source node with a DATA DELIVERY FAIL S_PDU.
                         let fail = Spdu::DataDeliveryFail {
@@ -949,6 +960,30 @@ impl Node {
                 Err(e) => tracing::warn!("bad S_PDU: {e}"),
             }
         }
+    }
+
+    /// Whether a DATA S_PDU that arrived whole by now (the clock is at the decode of its last
+    /// interleaver block) is past the time to die its sender gave it; if so it is counted and
+    /// not delivered. Annex A, A.3.1.1: the TTD is the time "after which the S_PDU must be
+    /// discarded if it has not yet been delivered to the client", and VALID TTD is how "the
+    /// transmitting peer" tells "the receiving peer" to. This is what a sender cannot do once
+    /// a U_PDU is on the air: its own deadline drops only what it still holds.
+    fn past_ttd(&mut self, pci: &DataPci) -> bool {
+        let Some(ttd) = pci.ttd else {
+            return false;
+        };
+        let due = ttd.resolve(self.clock);
+        if self.clock <= due {
+            return false;
+        }
+        self.counters.expired_on_arrival += 1;
+        tracing::debug!(
+            node = self.index,
+            ?due,
+            now = ?self.clock,
+            "U_PDU past its time to die on arrival: discarded"
+        );
+        true
     }
 
     /// A DATA DELIVERY FAIL came back from `dest`: reject the matching U_PDU (reason 2) if it

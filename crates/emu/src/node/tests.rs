@@ -786,6 +786,63 @@ fn a_unidata_with_ttl_zero_gets_the_default_maximum_ttl() {
     }
 }
 
+/// Annex A, A.3.1.1: a U_PDU with a TTL travels in a DATA S_PDU with VALID TTD (two bytes
+/// more), and the receiving node discards one that arrives whole after that time, though it
+/// went on the air before it (the sender cannot call a transmission back); its frames are
+/// acknowledged all the same. One with a longer TTL is delivered; one without a TTL carries
+/// no TTD.
+#[test]
+fn a_unidata_arriving_after_its_time_to_die_is_discarded() {
+    // (S_PCI byte 2 of the first D_PDU, the U_PDU's C_PDU bytes in it, its last D_PDU's
+    // arrival, the U_PDUs B's client got, B's discards) for a 2000-byte U_PDU with `ttl`.
+    let run = |ttl: Ttl| {
+        let (mut a, mut b) = pair();
+        let updu = payload(2000);
+        let req = UnidataRequest {
+            ttl,
+            ..request(B, &updu)
+        };
+        a.submit(Duration::ZERO, CONN[0], sap(), &req, ARQ).unwrap();
+        let tx = a.poll_transmit(Duration::ZERO).unwrap();
+        assert_eq!(types(&tx), [0, 0]);
+        let segments: Vec<Vec<u8>> = tx
+            .dpdus
+            .iter()
+            .map(|d| match Dpdu::decode(&d.bytes).unwrap().0.body {
+                Body::DataOnly { segment, .. } => segment,
+                other => panic!("expected DATA-ONLY, got {other:?}"),
+            })
+            .collect();
+        let last = tx.dpdus.last().unwrap().at;
+        assert!(hear(&tx, 0, &mut b, 1, &[]));
+        let got = events(&mut b);
+        // The frames are acknowledged whether the U_PDU was delivered or not.
+        let ack = b.poll_transmit(tx.tx.peer_may_transmit_at()).unwrap();
+        assert_eq!(types(&ack), [1]);
+        let flags = segments[0][3];
+        let len: usize = segments.iter().map(Vec::len).sum();
+        (
+            flags,
+            len,
+            last,
+            delivered(&got, &updu),
+            b.counters().expired_on_arrival,
+        )
+    };
+    // The second D_PDU is decoded after 4 s.
+    let (flags, len, last, got, discarded) = run(Ttl::from_secs(4).unwrap());
+    assert!(last > secs(4), "{last:?}");
+    assert_eq!(flags & 0x40, 0x40, "VALID TTD");
+    assert_eq!(len, 2000 + super::UPDU_OVERHEAD + super::TTD_BYTES);
+    assert_eq!((got, discarded), (false, 1));
+    let (flags, _, _, got, discarded) = run(Ttl::from_secs(60).unwrap());
+    assert_eq!((flags & 0x40, got, discarded), (0x40, true, 0));
+    let (flags, len, _, got, discarded) = run(Ttl::INFINITE);
+    assert_eq!(flags & 0x40, 0, "no TTD without a TTL");
+    assert_eq!(len, 2000 + super::UPDU_OVERHEAD);
+    assert_eq!((got, discarded), (true, 0));
+}
+
 /// The client primitives of `events` that are rejections, as (reason, U_PDU bytes).
 fn rejections(events: &[ClientEvent]) -> Vec<(UnidataRejectReason, Vec<u8>)> {
     events

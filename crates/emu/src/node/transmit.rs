@@ -12,11 +12,9 @@ use crate::dpdu::{
     warning_reason,
 };
 use crate::modem::{DataRate, Interleaver, ModemConfig, Transmission};
-use crate::spdu::{DataPci, Spdu};
+use crate::spdu::{DataPci, Spdu, Ttd};
 
-use super::{
-    Drc, ExpOut, InArq, Node, NonArqOut, Queued, UNANSWERED_STEP_DOWN, UPDU_OVERHEAD, fair_shares,
-};
+use super::{Drc, ExpOut, InArq, Node, NonArqOut, Queued, UNANSWERED_STEP_DOWN, fair_shares};
 
 /// One D_PDU of a transmission, as encoded and placed on the modem's timeline.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,7 +85,7 @@ fn data_cpdu(q: &Queued) -> Option<Vec<u8>> {
             source_sap: q.src_sap.get(),
             destination_sap: q.dest_sap.get(),
             client_delivery_confirm: false,
-            ttd: None,
+            ttd: q.deadline.map(Ttd::at),
         },
         updu: q.updu.to_vec(),
     };
@@ -127,7 +125,7 @@ impl Node {
             let Some(link) = self.links.get_mut(&q.dest) else {
                 continue;
             };
-            let need = (q.updu.len() + UPDU_OVERHEAD).div_ceil(segment).max(1);
+            let need = q.cpdu_len().div_ceil(segment).max(1);
             let free = room.entry(q.dest).or_default();
             if blocked.contains(&q.dest) || need > *free {
                 // Keep the order: nothing overtakes a U_PDU waiting for room on its link.
