@@ -149,6 +149,12 @@ struct Cli {
     /// U_PDUs never expire.
     #[arg(long, value_name = "SECS")]
     default_ttl: Option<f64>,
+    /// How long a server waits for the node delivery confirmation of an ARQ U_PDU before it
+    /// tells the client S_UNIDATA_REQUEST_REJECTED, "destination node not responding"
+    /// (Annex A: "a configurable time"). The U_PDU itself goes on and may still be
+    /// delivered. Default: none, the client waits as long as the U_PDU lives.
+    #[arg(long, value_name = "SECS")]
+    confirm_wait: Option<f64>,
     /// Crash node ADDR at simulated second SECS and bring it back DOWN seconds later (at once
     /// without `+DOWN`), `ADDR@SECS[+DOWN]`, as a 5066 server that went down and restarted:
     /// its SIS clients are disconnected (they must connect and bind again), every U_PDU it
@@ -295,6 +301,15 @@ enum DrcArg {
     Matched,
 }
 
+/// An optional number of seconds that must be above zero, as `flag` takes it.
+fn positive_secs(v: Option<f64>, flag: &str) -> anyhow::Result<Option<Duration>> {
+    match v {
+        Some(s) if s.is_finite() && s > 0.0 => Ok(Some(Duration::from_secs_f64(s))),
+        Some(_) => bail!("{flag} must be a positive number of seconds"),
+        None => Ok(None),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
@@ -416,11 +431,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         bail!("--hard-link-timeout must be a positive number of seconds");
     }
     config.hard_link_timeout = Duration::from_secs_f64(cli.hard_link_timeout);
-    config.default_ttl = match cli.default_ttl {
-        Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
-        Some(_) => bail!("--default-ttl must be a positive number of seconds"),
-        None => None,
-    };
+    config.default_ttl = positive_secs(cli.default_ttl, "--default-ttl")?;
+    config.confirm_wait = positive_secs(cli.confirm_wait, "--confirm-wait")?;
     if !(cli.max_transmission.is_finite() && cli.max_transmission > 0.0) {
         bail!("--max-transmission must be a positive number of seconds");
     }

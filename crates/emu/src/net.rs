@@ -290,6 +290,10 @@ pub struct SubnetConfig {
     /// The default maximum TTL a node gives a U_PDU submitted with TTL 0
     /// ([`crate::node::NodeConfig::default_ttl`]); `None` (the default): it never expires.
     pub default_ttl: Option<Duration>,
+    /// How long a node waits for a node delivery confirmation before it tells the client
+    /// "destination node not responding" ([`crate::node::NodeConfig::confirm_wait`]); `None`
+    /// (the default): as long as the U_PDU lives.
+    pub confirm_wait: Option<Duration>,
 }
 
 /// A [`LinkEvent`] of one node, as the subnetwork reports it.
@@ -411,6 +415,7 @@ impl SubnetConfig {
             link_first_data: None,
             hard_link_timeout: crate::node::HARD_LINK_TIMEOUT,
             default_ttl: None,
+            confirm_wait: None,
         }
     }
 }
@@ -464,6 +469,9 @@ pub enum NetError {
     /// A hard-link time-out of zero.
     #[error("the hard-link time-out must be above zero")]
     ZeroHardLinkTimeout,
+    /// A wait for a delivery confirmation of zero.
+    #[error("the wait for a delivery confirmation must be above zero")]
+    ZeroConfirmWait,
 }
 
 impl From<NodeError> for NetError {
@@ -484,6 +492,7 @@ impl From<NodeError> for NetError {
             NodeError::BadMaxLinks => NetError::BadMaxLinks,
             NodeError::FirstDataWithoutCas1 => NetError::FirstDataWithoutCas1,
             NodeError::ZeroHardLinkTimeout => NetError::ZeroHardLinkTimeout,
+            NodeError::ZeroConfirmWait => NetError::ZeroConfirmWait,
             // `Subnet::start` makes one node per address, so this cannot happen; were it to,
             // the address list is what is wrong.
             NodeError::NoSuchNode { .. } => NetError::BadAddresses(Vec::new()),
@@ -895,6 +904,7 @@ impl Subnet {
             link_first_data: config.link_first_data,
             hard_link_timeout: config.hard_link_timeout,
             default_ttl: config.default_ttl,
+            confirm_wait: config.confirm_wait,
         })?;
         let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
         let n = config.addresses.len();

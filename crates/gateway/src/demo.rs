@@ -60,6 +60,10 @@ pub struct PairOptions {
     /// With `cas1`: the nodes break a link idle this long
     /// ([`skywave_emu::net::SubnetConfig::link_idle`]); `None`: a made link stays.
     pub link_idle: Option<Duration>,
+    /// How long the emulated 5066 servers wait for a node delivery confirmation before they
+    /// tell the gateway "destination node not responding", the U_PDU going on regardless
+    /// ([`skywave_emu::net::SubnetConfig::confirm_wait`]); `None`: as long as it lives.
+    pub confirm_wait: Option<Duration>,
     /// Seed of the emulator's random draws.
     pub seed: u64,
     /// Simulated seconds per second of tokio time (1 in virtual-time tests).
@@ -95,6 +99,7 @@ impl PairOptions {
             turnaround: DEFAULT_TURNAROUND,
             cas1: false,
             link_idle: None,
+            confirm_wait: None,
             seed: 1,
             time_scale: 1.0,
             protocol: "hmtp".into(),
@@ -182,6 +187,7 @@ impl Pair {
         sc.time_scale = opts.time_scale;
         sc.cas1 = opts.cas1;
         sc.link_idle = opts.link_idle;
+        sc.confirm_wait = opts.confirm_wait;
         let subnet = Subnet::start(sc).map_err(|e| PairError::Emulator(e.to_string()))?;
 
         let ship_config = write_side(opts, Side::Ship)?;

@@ -202,6 +202,9 @@ pub struct NodeCounters {
     /// U_PDUs whose TTL expired once they were in the ARQ (normal or expedited): never sent
     /// again; the frames of theirs the peer had not acknowledged went with DROP C_PDU.
     pub expired_in_arq: u64,
+    /// U_PDUs whose client was told "destination node not responding" because no node
+    /// delivery confirmation came within [`NodeConfig::confirm_wait`] (the U_PDU stayed).
+    pub confirms_overdue: u64,
     /// U_PDUs this node received whole after the time to die their S_PDU carried, and
     /// discarded instead of delivering (Annex A, A.3.1.1: a U_PDU past its TTD "must be
     /// discarded if it has not yet been delivered to the client").
@@ -369,6 +372,15 @@ pub struct NodeConfig {
     /// it (queued, or in the ARQ with DROP C_PDU), as one with its own TTL. Annex A gives no value. `None` (the default): such U_PDUs never
     /// expire.
     pub default_ttl: Option<Duration>,
+    /// How long the node waits for the node delivery confirmation of an ARQ U_PDU whose client
+    /// asked for one before it answers S_UNIDATA_REQUEST_REJECTED, "destination node not
+    /// responding" (Annex A, A.3.2.4: the sublayer "shall wait for a configurable time for a
+    /// response", counted here from the submission). The answer is the client's; the U_PDU
+    /// itself stays where it is, queued or in the ARQ, and may still be delivered (Annex A
+    /// ends only "the client data delivery protocol" for it), so a client that sends it again
+    /// can deliver it twice. No value is given. `None` (the default): the client waits as
+    /// long as the U_PDU lives.
+    pub confirm_wait: Option<Duration>,
 }
 
 /// A node configuration could not be used.
@@ -403,6 +415,9 @@ pub enum NodeError {
     /// [`NodeConfig::hard_link_timeout`] of zero.
     #[error("the hard-link time-out must be above zero")]
     ZeroHardLinkTimeout,
+    /// [`NodeConfig::confirm_wait`] of zero.
+    #[error("the wait for a delivery confirmation must be above zero")]
+    ZeroConfirmWait,
     /// [`NodeConfig::max_links`] of zero, or without CAS-1 and an idle time to break links.
     #[error(
         "a maximum number of links needs CAS-1 linking and an idle time after which links are broken, and must be at least 1"
@@ -449,6 +464,9 @@ impl NodeSetup {
         }
         if config.hard_link_timeout.is_zero() {
             return Err(NodeError::ZeroHardLinkTimeout);
+        }
+        if config.confirm_wait.is_some_and(|w| w.is_zero()) {
+            return Err(NodeError::ZeroConfirmWait);
         }
         let biggest = usize::from(config.mtu) + UPDU_OVERHEAD + TTD_BYTES;
         if biggest.div_ceil(config.segment_size) > usize::from(config.window) {
@@ -583,6 +601,9 @@ struct Queued {
     priority: Priority,
     deadline: Option<Duration>,
     confirm: bool,
+    /// When the client is told "destination node not responding" if no confirm came
+    /// ([`NodeConfig::confirm_wait`]); `confirm` goes false then, so it is answered once.
+    answer_by: Option<Duration>,
     expedited: bool,
     /// Non-ARQ: `Some(extra copies)`; `None` for ARQ.
     non_arq: Option<u8>,
@@ -1154,6 +1175,12 @@ impl Node {
                 .or(self.setup.config.default_ttl)
                 .map(|d| now + d),
             confirm,
+            answer_by: self
+                .setup
+                .config
+                .confirm_wait
+                .filter(|_| confirm)
+                .map(|w| now + w),
             expedited,
             non_arq,
             in_order,
@@ -1185,6 +1212,7 @@ impl Node {
     pub fn handle_timeout(&mut self, now: Duration) {
         self.clock = self.clock.max(now);
         self.expire_in_arq(now);
+        self.answer_overdue(now);
         self.expire_hard_link(now);
         let closed: Vec<_> = self
             .non_arq_in
@@ -1308,10 +1336,40 @@ impl Node {
         self.queue
             .iter()
             .chain(in_arq)
-            .filter_map(|q| q.deadline)
+            .flat_map(|q| [q.deadline, q.answer_by.filter(|_| q.confirm)])
+            .flatten()
             .chain(idle)
             .chain(non_arq)
             .min()
+    }
+
+    /// U_PDUs, queued or in the ARQ, whose client has waited [`NodeConfig::confirm_wait`] by
+    /// `now` for a confirm that has not come: the client is told "destination node not
+    /// responding" and hears nothing more of it; the U_PDU goes on (Annex A, A.3.2.4 (15)).
+    fn answer_overdue(&mut self, now: Duration) {
+        let mut overdue = Vec::new();
+        let mut answer = |q: &mut Queued| {
+            if q.confirm && q.answer_by.is_some_and(|t| t <= now) {
+                q.confirm = false;
+                overdue.push(q.clone());
+            }
+        };
+        self.queue.iter_mut().for_each(&mut answer);
+        for link in self.links.values_mut() {
+            link.unconfirmed.values_mut().for_each(|a| answer(&mut a.q));
+            if let Some(q) = link.exp_out.as_mut().and_then(|e| e.q.as_mut()) {
+                answer(q);
+            }
+        }
+        self.counters.confirms_overdue += overdue.len() as u64;
+        for q in overdue {
+            tracing::debug!(
+                node = self.index,
+                seq = q.seq,
+                "no delivery confirmation within the wait: destination node not responding"
+            );
+            self.reject(&q, UnidataRejectReason::DestinationNodeNotResponding);
+        }
     }
 
     /// U_PDUs in the ARQ whose TTL ran out by `now`: normal ones are dropped from their

@@ -61,6 +61,7 @@ fn node_config(addresses: Vec<NodeAddress>) -> NodeConfig {
         link_first_data: None,
         hard_link_timeout: super::HARD_LINK_TIMEOUT,
         default_ttl: None,
+        confirm_wait: None,
     }
 }
 
@@ -841,6 +842,65 @@ fn a_unidata_arriving_after_its_time_to_die_is_discarded() {
     assert_eq!(flags & 0x40, 0, "no TTD without a TTL");
     assert_eq!(len, 2000 + super::UPDU_OVERHEAD);
     assert_eq!((got, discarded), (true, 0));
+}
+
+/// Annex A, A.3.2.4 (12)-(15): a node that waits a configurable time for a node delivery
+/// confirmation tells the client "destination node not responding" when it runs out, once,
+/// and nothing more of that U_PDU: not the confirm when its ACK comes later, though the
+/// U_PDU went on and was delivered. A U_PDU whose client asked for no confirm is not
+/// answered; a zero wait is refused.
+#[test]
+fn a_confirm_that_does_not_come_in_time_is_answered_not_responding() {
+    let mut config = node_config(vec![addr(A), addr(B)]);
+    config.confirm_wait = Some(secs(20));
+    let mut v = nodes(config.clone());
+    let (a, b) = v.split_at_mut(1);
+    let (a, b) = (&mut a[0], &mut b[0]);
+    a.submit(Duration::ZERO, CONN[0], sap(), &request(B, b"waits"), ARQ)
+        .unwrap();
+    let quiet = SendMode {
+        confirm: false,
+        ..ARQ
+    };
+    a.submit(
+        Duration::ZERO,
+        CONN[0],
+        sap(),
+        &request(B, b"asks nothing"),
+        quiet,
+    )
+    .unwrap();
+    let tx = a.poll_transmit(Duration::ZERO).unwrap();
+    assert!(hear(&tx, 0, b, 1, &[]));
+    let got = events(b);
+    assert!(delivered(&got, b"waits") && delivered(&got, b"asks nothing"));
+    // The ACK is lost; the wait runs out.
+    b.poll_transmit(tx.tx.peer_may_transmit_at()).unwrap();
+    assert_eq!(a.poll_timeout(), Some(secs(20)));
+    a.handle_timeout(secs(20));
+    assert_eq!(
+        rejections(&events(a)),
+        [(
+            UnidataRejectReason::DestinationNodeNotResponding,
+            b"waits".to_vec()
+        )]
+    );
+    assert_eq!(a.counters().confirms_overdue, 1);
+    assert_eq!(a.poll_timeout(), None, "answered once");
+    // Still in the ARQ: sent again, acknowledged, and no confirm follows the rejection.
+    let again = a.poll_transmit(secs(30)).unwrap();
+    assert_eq!(types(&again), [0, 0]);
+    assert!(hear(&again, 0, b, 1, &[]));
+    assert!(events(b).is_empty(), "delivered once");
+    let ack = b.poll_transmit(again.tx.peer_may_transmit_at()).unwrap();
+    assert!(hear(&ack, 1, a, 0, &[]));
+    assert!(events(a).is_empty());
+    assert!(!a.has_work());
+    config.confirm_wait = Some(Duration::ZERO);
+    assert!(matches!(
+        NodeSetup::new(config),
+        Err(super::NodeError::ZeroConfirmWait)
+    ));
 }
 
 /// The client primitives of `events` that are rejections, as (reason, U_PDU bytes).
