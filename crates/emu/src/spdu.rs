@@ -2,8 +2,9 @@
 //! carried inside a DATA C_PDU ([ED3-A] §A.3.1, `reference/s5066-sis.md` §4.6).
 //!
 //! The emulated node wraps every U_PDU a client submits in a DATA S_PDU (3 bytes of S_PCI, 5
-//! with a time-to-die, which it sets for every U_PDU with a TTL: [`Ttd`]), answers client-delivery-confirm requests with DATA DELIVERY CONFIRM or
-//! FAIL, and runs the hard-link handshake with the HARD LINK S_PDUs.
+//! with a time-to-die, which it sets for every U_PDU with a TTL: [`Ttd`]), answers
+//! client-delivery-confirm requests with DATA DELIVERY CONFIRM or FAIL, and runs the
+//! hard-link handshake with the HARD LINK S_PDUs.
 //!
 //! Sources of the layouts: DATA (Figure A-32) and DATA DELIVERY FAIL are given byte by byte in
 //! the reference. DATA DELIVERY CONFIRM repeats the DATA S_PCI with TYPE 1 ([ED3-A]: "the

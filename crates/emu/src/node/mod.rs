@@ -369,8 +369,9 @@ pub struct NodeConfig {
     /// A.2.1.6: "the subnetwork shall have a default maximum TTL", configurable, and a node
     /// computes the time to die "by adding the specified TTL (or the default maximum value if
     /// the specified TTL is equal to 0)"); the node discards a U_PDU past it wherever it holds
-    /// it (queued, or in the ARQ with DROP C_PDU), as one with its own TTL. Annex A gives no value. `None` (the default): such U_PDUs never
-    /// expire.
+    /// it (queued, or in the ARQ with DROP C_PDU), and the receiving node one that arrives
+    /// after it, as for one with its own TTL. Annex A gives no value. `None` (the default):
+    /// such U_PDUs never expire.
     pub default_ttl: Option<Duration>,
     /// How long the node waits for the node delivery confirmation of an ARQ U_PDU whose client
     /// asked for one before it answers S_UNIDATA_REQUEST_REJECTED, "destination node not
