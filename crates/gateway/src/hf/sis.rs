@@ -348,10 +348,19 @@ impl Endpoint {
                 if let Err(e) = p.await {
                     let text = format!("U_PDU to {dest} not delivered: {e}");
                     debug!("{text}");
+                    let maybe_delivered = match &e {
+                        SendError::Rejected(r) => {
+                            r.reason == UnidataRejectReason::DestinationNodeNotResponding
+                        }
+                        SendError::ConnectionLost => true,
+                        SendError::TooLarge { .. }
+                        | SendError::QueueFull(_)
+                        | SendError::Closed => false,
+                    };
                     if let Some(r) = &report {
                         let _ = r.send(LinkInput::SendFailed {
                             reason: text,
-                            maybe_delivered: maybe_delivered(&e),
+                            maybe_delivered,
                         });
                     }
                     return;
@@ -359,15 +368,6 @@ impl Endpoint {
             }
         });
         Ok(())
-    }
-}
-
-/// Whether a U_PDU that failed with `e` may still reach the peer ([`LinkInput::SendFailed`]).
-fn maybe_delivered(e: &SendError) -> bool {
-    match e {
-        SendError::Rejected(r) => r.reason == UnidataRejectReason::DestinationNodeNotResponding,
-        SendError::ConnectionLost => true,
-        SendError::TooLarge { .. } | SendError::QueueFull(_) | SendError::Closed => false,
     }
 }
 
@@ -387,36 +387,6 @@ mod tests {
         assert_eq!(priority_5066(0).get(), 7);
         assert_eq!(priority_5066(9).get(), 15);
         assert_eq!(priority_5066(6).get(), 12);
-    }
-
-    /// Only "destination node not responding" and a lost SIS connection leave the U_PDU
-    /// possibly on its way; HMTP waits for the replies after those alone.
-    #[test]
-    fn only_an_ambiguous_failure_may_still_deliver() {
-        let rejected = |reason| {
-            SendError::Rejected(skywave_sis::UnidataRejected {
-                reason,
-                dest_sap: SapId::HMTP,
-                dest: NodeAddress::new(0x0102_0304).unwrap(),
-                updu_part: Bytes::new(),
-            })
-        };
-        assert!(maybe_delivered(&rejected(
-            UnidataRejectReason::DestinationNodeNotResponding
-        )));
-        assert!(maybe_delivered(&SendError::ConnectionLost));
-        for reason in [
-            UnidataRejectReason::DestinationSapNotBound,
-            UnidataRejectReason::TtlExpired,
-        ] {
-            assert!(!maybe_delivered(&rejected(reason)), "{reason:?}");
-        }
-        assert!(!maybe_delivered(&SendError::Closed));
-        assert!(!maybe_delivered(&SendError::QueueFull(3)));
-        assert!(!maybe_delivered(&SendError::TooLarge {
-            len: 3000,
-            mtu: 2048
-        }));
     }
 
     #[tokio::test(start_paused = true)]
