@@ -517,14 +517,17 @@ async fn servers_that_stop_waiting_for_confirms(protocol: &str) -> (Vec<Transfer
     (out, overdue)
 }
 
-/// HMTP takes "destination node not responding" as a maybe and waits for the replies: one
-/// session, its batch over the air once.
+/// HMTP ends its session on the first rejection and sends the batch again; the shore drops
+/// the copies it already has. Correct, and dear: the whole batch goes over the air again.
 #[tokio::test(start_paused = true)]
 async fn hmtp_loses_and_duplicates_nothing_when_servers_stop_waiting_for_confirms() {
     let (out, overdue) = servers_that_stop_waiting_for_confirms("hmtp").await;
     assert!(overdue > 0);
-    assert_eq!(out.len(), 1, "{out:?}");
-    assert_eq!(out[0].result, "completed");
+    assert!(
+        out.len() > 1 && out.iter().any(|r| r.result != "completed"),
+        "{out:?}"
+    );
+    assert_eq!(out.last().map(|r| r.result.as_str()), Some("completed"));
 }
 
 /// CFTP's own acknowledgement timer, not the rejection, decides what goes again.

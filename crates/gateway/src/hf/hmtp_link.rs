@@ -11,9 +11,7 @@
 //! submission goes to the SIS endpoint at once; the replies come back as one transmission
 //! and every recipient's outcome goes to the spool ([`Recorder`]). No reply within
 //! `reply_timeout` plus twice the submission's air time at `assumed_bps` (or a U_PDU the
-//! subnetwork says it will not deliver; not "destination node not responding", which may
-//! only mean the server stopped waiting for the confirm while the data goes on) ends the
-//! session: every recipient without an answer is
+//! subnetwork could not deliver) ends the session: every recipient without an answer is
 //! deferred and retried with the spool's backoff, or at once when the link comes back; the
 //! peer drops what it already had (de-duplication).
 //!
@@ -419,21 +417,7 @@ impl HmtpLink {
                     .link_up(target, self.ctx.clock.unix_now());
             }
             LinkInput::LinkDown(reason) => debug!(%reason, "link down"),
-            LinkInput::SendFailed {
-                reason,
-                maybe_delivered,
-            } => {
-                if own.is_none() {
-                    return;
-                }
-                if maybe_delivered {
-                    // The submission may still reach the peer, whose replies then come: ending
-                    // the session now would send the batch over the air again, and replies to
-                    // this submission could come during the next session and be taken for its
-                    // own. The session's deadline still ends it if nothing comes.
-                    debug!(%reason, "submission not confirmed; still waiting for the replies");
-                    return;
-                }
+            LinkInput::SendFailed(reason) => {
                 if let Some(mut o) = own.take() {
                     if matches!(current, Current::Replies) {
                         *current = Current::Idle;

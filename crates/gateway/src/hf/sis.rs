@@ -16,10 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use skywave_sis::client::SendError;
 use skywave_sis::{
     Client, ClientConfig, Connector, Event, NodeAddress, Priority, SapId, ServiceType,
-    SubnetStatus, Ttl, UnidataRejectReason, UnidataRequest,
+    SubnetStatus, Ttl, UnidataRequest,
 };
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch};
@@ -92,18 +91,8 @@ pub enum LinkInput {
     LinkUp,
     /// The SIS connection was lost (the client reconnects by itself).
     LinkDown(String),
-    /// A U_PDU of our own submission was not confirmed delivered (rejected, or its SIS
-    /// connection lost). `maybe_delivered`: the answer leaves it open whether the U_PDU still
-    /// reaches the peer: "destination node not responding" is what a server says both when
-    /// its node gave up on the link (the U_PDU discarded) and when it only stopped waiting for
-    /// the confirm (Annex A's configurable wait; the U_PDU goes on), and a lost SIS connection
-    /// says nothing of what the node already held. Every other rejection is final.
-    SendFailed {
-        /// What the server or the client said.
-        reason: String,
-        /// The U_PDU may still be delivered.
-        maybe_delivered: bool,
-    },
+    /// A U_PDU of our own submission could not be delivered (rejected or lost).
+    SendFailed(String),
 }
 
 /// The links an endpoint feeds, by the node of their peer; a reload may add to it.
@@ -348,20 +337,8 @@ impl Endpoint {
                 if let Err(e) = p.await {
                     let text = format!("U_PDU to {dest} not delivered: {e}");
                     debug!("{text}");
-                    let maybe_delivered = match &e {
-                        SendError::Rejected(r) => {
-                            r.reason == UnidataRejectReason::DestinationNodeNotResponding
-                        }
-                        SendError::ConnectionLost => true,
-                        SendError::TooLarge { .. }
-                        | SendError::QueueFull(_)
-                        | SendError::Closed => false,
-                    };
                     if let Some(r) = &report {
-                        let _ = r.send(LinkInput::SendFailed {
-                            reason: text,
-                            maybe_delivered,
-                        });
+                        let _ = r.send(LinkInput::SendFailed(text));
                     }
                     return;
                 }
