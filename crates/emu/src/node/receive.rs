@@ -1085,11 +1085,12 @@ impl Node {
 
     /// The U_PDUs a reset of this node's transmit window found on the air: sent, perhaps
     /// delivered, perhaps not, they are never sent again (that could deliver them twice), so
-    /// their clients hear they were not delivered as far as the node knows.
+    /// the clients that asked for a confirm, and have had no answer yet, hear they were not
+    /// delivered as far as the node knows.
     fn abandon_lost_at_reset(&mut self, lost: Vec<InArq>) {
         self.counters.reset_lost += lost.len() as u64;
         for a in &lost {
-            if !a.failed {
+            if a.q.confirm && !a.failed {
                 self.reject(&a.q, UnidataRejectReason::DestinationNodeNotResponding);
             }
             self.dequeued(&a.q);
