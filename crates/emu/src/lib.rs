@@ -24,11 +24,13 @@
 //! - [`arq`]: the sans-IO Annex C selective-repeat ARQ core for one link (sender and receiver),
 //!   with DROP C_PDU and DELIVER IN ORDER (an as-they-arrive C_PDU goes up once whole).
 //! - [`node`]: one STANAG 5066 node, sans-IO: its clients' bindings and queues (priority,
-//!   TTL in the queue and in the ARQ, the default maximum TTL for U_PDUs sent with TTL 0,
-//!   flow control, optional duplicate filter), an ARQ link
-//!   per peer with DATA-ACK, RESET/WIN-RESYNC and link loss, expedited ARQ, non-ARQ to
-//!   individual and group addresses, data-rate change and counters. SIS requests, received D_PDU bytes and time in; one transmission's
-//!   D_PDUs (planned on the modem) and the SIS primitives for its clients out.
+//!   TTL in the queue, in the ARQ and, as the DATA S_PDU's time to die, at the receiving
+//!   node; the default maximum TTL for U_PDUs sent with TTL 0; the wait for a node delivery
+//!   confirmation; flow control; optional duplicate filter), an ARQ link per peer with
+//!   DATA-ACK, RESET/WIN-RESYNC and link loss, expedited ARQ, non-ARQ to individual and group
+//!   addresses, data-rate change and counters. SIS requests, received D_PDU bytes and time
+//!   in; one transmission's D_PDUs (planned on the modem) and the SIS primitives for its
+//!   clients out.
 //! - [`net`]: the discrete-event scheduler that drives the nodes, as quinn drives
 //!   quinn-proto: tokio time (so virtual in paused tests), the shared half-duplex air and its
 //!   collisions, a channel per ordered pair of nodes and every block's fate from one seeded
@@ -61,7 +63,10 @@
 //!
 //! Giving up (built): a U_PDU whose TTL runs out in the ARQ is discarded, its unacknowledged
 //! frames sent with DROP C_PDU so that the receiver discards its part too, and rejected to a
-//! client that asked for a confirm (TTL expired); a node whose ARQ data to a peer goes
+//! client that asked for a confirm (TTL expired); one that arrives after its time to die is
+//! discarded by the receiving node; a node with [`net::SubnetConfig::confirm_wait`] tells a
+//! client whose confirm has not come in that time "destination node not responding" and lets
+//! the U_PDU go on; a node whose ARQ data to a peer goes
 //! unanswered for 1 + [`node::DEFAULT_LINK_RETRIES`] transmissions in a row (configurable,
 //! or off) declares the link lost, discards and rejects the ARQ U_PDUs for that peer, reports
 //! it ([`net::Subnet::watch_links`]) and starts the next contact with a RESET/WIN-RESYNC.
