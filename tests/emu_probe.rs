@@ -206,6 +206,39 @@ async fn with_cas1_an_arq_updu_goes_after_the_link_is_made_and_the_idle_link_is_
     );
 }
 
+/// `skywave-emu --confirm-wait 2` as an operator runs it: a 1500-byte U_PDU takes about 5 s
+/// of airtime at 2400 bit/s, so the ship's server tells its client "destination node not
+/// responding" after 2 s, and the U_PDU arrives at the shore all the same, once. The counters
+/// the emulator prints on SIGTERM show the one rejection.
+#[tokio::test]
+async fn a_server_that_stops_waiting_for_the_confirm_rejects_and_delivers_all_the_same() {
+    use skywave_sis::UnidataRejectReason;
+    use skywave_sis::client::SendError;
+    static LONG: [u8; 1500] = [b'w'; 1500];
+    let args = skywave_e2e::two_fast_nodes(&["--confirm-wait", "2"]);
+    let emu = skywave_e2e::start_emu(args, 2).await;
+    let (ship, _ship_events) = sap3_client(emu.servers[0].1.clone()).await;
+    let (_shore, mut shore_events) = sap3_client(emu.servers[1].1.clone()).await;
+    let sent = ship.send_unidata(to_1_0_0_2(&LONG)).unwrap();
+    let outcome = timeout(Duration::from_secs(60), sent)
+        .await
+        .expect("no outcome");
+    assert!(
+        matches!(&outcome, Err(SendError::Rejected(r)) if r.reason == UnidataRejectReason::DestinationNodeNotResponding),
+        "{outcome:?}"
+    );
+    arrives(&mut shore_events, &LONG).await;
+    let rest = emu.stop(Duration::from_secs(30)).await;
+    assert!(
+        node_counters(&rest, 0).contains(", 1 confirms overdue,"),
+        "{rest:?}"
+    );
+    assert!(
+        node_counters(&rest, 1).contains(", 1 U_PDUs delivered,"),
+        "{rest:?}"
+    );
+}
+
 /// `skywave-emu --restart 1.0.0.1@60+40` as an operator runs it: the ship's node goes down 60
 /// simulated seconds in (3 s of wall time at 20x) and is back 40 s later. Its SIS client is
 /// disconnected, refused while the node is down, and binds again by itself; a U_PDU it sends
@@ -365,6 +398,14 @@ async fn cas1_options_that_cannot_work_are_refused() {
         (
             &["--hard-link-timeout", "0"][..],
             "--hard-link-timeout must be a positive number of seconds",
+        ),
+        (
+            &["--confirm-wait", "0"][..],
+            "--confirm-wait must be a positive number of seconds",
+        ),
+        (
+            &["--default-ttl=-5"][..],
+            "--default-ttl must be a positive number of seconds",
         ),
         (
             &["--restart", "9.9.9.9@5"][..],
