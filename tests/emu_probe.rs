@@ -376,7 +376,8 @@ async fn the_impairments_are_announced_before_the_emulator_listens() {
 /// The CAS-1 options an operator can get wrong are refused with a message that says why,
 /// before the emulator listens: a maximum of links without an idle time to break them by,
 /// a maximum of zero, a wait for first data without CAS-1, and a hard-link time-out of 0;
-/// so is a restart of a node that does not exist, or at no time.
+/// so are a confirm wait of 0, a negative default TTL, a restart of a node that does not
+/// exist or at no time, and impairments that cannot be.
 #[tokio::test]
 async fn cas1_options_that_cannot_work_are_refused() {
     let emu = skywave_e2e::bin("skywave-emu");
