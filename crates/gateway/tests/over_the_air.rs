@@ -518,7 +518,9 @@ async fn servers_that_stop_waiting_for_confirms(protocol: &str) -> (Vec<Transfer
 }
 
 /// HMTP ends its session on the first rejection and sends the batch again; the shore drops
-/// the copies it already has. Correct, and dear: the whole batch goes over the air again.
+/// the copies it already has. Correct, and dear: the whole batch goes over the air again. HMTP
+/// cannot tell this rejection from a node's report of a lost link, where ending the session
+/// at once brings the mail soonest (the README's server paragraph).
 #[tokio::test(start_paused = true)]
 async fn hmtp_loses_and_duplicates_nothing_when_servers_stop_waiting_for_confirms() {
     let (out, overdue) = servers_that_stop_waiting_for_confirms("hmtp").await;
