@@ -1,5 +1,5 @@
 //! Fuzz a STANAG 5066 node's receive path (`skywave_emu::node::Node`) with what a peer could
-//! put on the air: well-formed D_PDUs of the data and control types (their CRCs right, so
+//! put on the air: well-formed D_PDUs of the data, acknowledgement and reset types (their CRCs right, so
 //! they get past the D_PDU decoder) with any field values and any bytes in their segments,
 //! DATA C_PDUs with DATA S_PDUs (a time to die among them) made to go further in, raw bytes,
 //! at times that only go forward, with ends of transmission, timeouts, the node's own
