@@ -1,10 +1,10 @@
 //! Fuzz a STANAG 5066 node's receive path (`skywave_emu::node::Node`) with what a peer could
-//! put on the air: well-formed D_PDUs of the data, acknowledgement and reset types (their CRCs right, so
-//! they get past the D_PDU decoder) with any field values and any bytes in their segments,
-//! DATA C_PDUs with DATA S_PDUs (a time to die among them) made to go further in, raw bytes,
-//! at times that only go forward, with ends of transmission, timeouts, the node's own
-//! transmissions and its client's submissions between. No input may panic, and no U_PDU
-//! longer than the MTU may reach a client.
+//! put on the air: well-formed D_PDUs of the data, acknowledgement and reset types (their
+//! CRCs right, so they get past the D_PDU decoder) with any field values and any bytes in
+//! their segments, DATA C_PDUs with DATA S_PDUs (a time to die among them) made to go
+//! further in, and raw bytes, at times that only go forward, with ends of transmission,
+//! timeouts, the node's own transmissions and its client's submissions between. No input may
+//! panic, and no U_PDU longer than the MTU may reach a client.
 #![no_main]
 
 use std::time::Duration;
