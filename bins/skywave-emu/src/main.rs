@@ -301,13 +301,17 @@ enum DrcArg {
     Matched,
 }
 
-/// An optional number of seconds that must be above zero, as `flag` takes it.
-fn positive_secs(v: Option<f64>, flag: &str) -> anyhow::Result<Option<Duration>> {
-    match v {
-        Some(s) if s.is_finite() && s > 0.0 => Ok(Some(Duration::from_secs_f64(s))),
-        Some(_) => bail!("{flag} must be a positive number of seconds"),
-        None => Ok(None),
+/// A number of seconds that must be above zero, as `flag` takes it.
+fn positive(s: f64, flag: &str) -> anyhow::Result<Duration> {
+    if !(s.is_finite() && s > 0.0) {
+        bail!("{flag} must be a positive number of seconds");
     }
+    Ok(Duration::from_secs_f64(s))
+}
+
+/// [`positive`], for an option that may be left out.
+fn positive_secs(v: Option<f64>, flag: &str) -> anyhow::Result<Option<Duration>> {
+    v.map(|s| positive(s, flag)).transpose()
 }
 
 fn main() -> ExitCode {
@@ -427,16 +431,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Some(_) => bail!("--link-first-data must be a number of seconds, 0 or more"),
         None => None,
     };
-    if !(cli.hard_link_timeout.is_finite() && cli.hard_link_timeout > 0.0) {
-        bail!("--hard-link-timeout must be a positive number of seconds");
-    }
-    config.hard_link_timeout = Duration::from_secs_f64(cli.hard_link_timeout);
+    config.hard_link_timeout = positive(cli.hard_link_timeout, "--hard-link-timeout")?;
     config.default_ttl = positive_secs(cli.default_ttl, "--default-ttl")?;
     config.confirm_wait = positive_secs(cli.confirm_wait, "--confirm-wait")?;
-    if !(cli.max_transmission.is_finite() && cli.max_transmission > 0.0) {
-        bail!("--max-transmission must be a positive number of seconds");
-    }
-    config.max_transmission = Duration::from_secs_f64(cli.max_transmission);
+    config.max_transmission = positive(cli.max_transmission, "--max-transmission")?;
     config.drc = match cli.drc {
         DrcArg::Fixed => Drc::Fixed,
         DrcArg::Adaptive => Drc::Adaptive,

@@ -110,6 +110,12 @@ pub const UPDU_OVERHEAD: usize = 4;
 /// of GMT), as it does for every U_PDU that has one (a TTL, its client's or the default).
 pub const TTD_BYTES: usize = 2;
 
+/// The longest C_PDU a U_PDU of at most `mtu` bytes makes: its C_PDU and S_PDU headers and
+/// a TTD.
+pub(crate) fn largest_cpdu(mtu: u16) -> usize {
+    usize::from(mtu) + UPDU_OVERHEAD + TTD_BYTES
+}
+
 /// Longest transmission STANAG 5066 can announce (EOT 255 × 0.5 s).
 pub const MAX_TRANSMISSION: Duration = Duration::from_millis(127_500);
 
@@ -469,7 +475,7 @@ impl NodeSetup {
         if config.confirm_wait.is_some_and(|w| w.is_zero()) {
             return Err(NodeError::ZeroConfirmWait);
         }
-        let biggest = usize::from(config.mtu) + UPDU_OVERHEAD + TTD_BYTES;
+        let biggest = largest_cpdu(config.mtu);
         if biggest.div_ceil(config.segment_size) > usize::from(config.window) {
             return Err(NodeError::MtuTooLarge {
                 mtu: config.mtu,
@@ -915,7 +921,7 @@ impl Node {
                 nodes: config.addresses.len(),
             });
         };
-        let biggest = usize::from(config.mtu) + UPDU_OVERHEAD + TTD_BYTES;
+        let biggest = largest_cpdu(config.mtu);
         let mut links = BTreeMap::new();
         for peer in (0..config.addresses.len()).filter(|&p| p != index) {
             links.insert(

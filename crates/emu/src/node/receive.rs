@@ -17,7 +17,7 @@ use crate::spdu::{DataPci, Spdu};
 
 use super::{
     CompleteCpdu, Drc, ExpOut, InArq, Kind, Link, LinkEvent, Node, NodeCounters, NonArqIn, Queued,
-    STALE_ACKS_RESET, TTD_BYTES, UPDU_OVERHEAD, cpdu_before,
+    STALE_ACKS_RESET, cpdu_before, largest_cpdu,
 };
 
 /// What one transmission from another node delivered to this one.
@@ -382,7 +382,7 @@ impl Node {
     /// EXPEDITED DATA-ONLY and EXPEDITED ACK-ONLY D_PDUs from `sender`: the stop-and-wait
     /// expedited ARQ of Annex C, apart from normal data.
     fn on_expedited(&mut self, sender: usize, frames: Vec<Dpdu>) {
-        let biggest = usize::from(self.setup.config.mtu) + UPDU_OVERHEAD + TTD_BYTES + 16;
+        let biggest = largest_cpdu(self.setup.config.mtu) + 16;
         let dest = self.peer_address(sender);
         let Some(link) = self.links.get_mut(&sender) else {
             return;
