@@ -160,6 +160,9 @@ pub struct BatchOutcome {
     /// The preset dictionaries the peer advertised (`XDICT` in its EHLO reply); empty when it
     /// advertised none or the reply did not arrive.
     pub peer_dictionaries: Vec<u32>,
+    /// Whole reply streams read and set aside because their 221 named another session's
+    /// checksum (`XSUM`): late replies to an earlier session of ours.
+    pub stale_reply_streams: usize,
 }
 
 /// The client side of one HMTP session (one batch).
@@ -175,6 +178,7 @@ pub struct HmtpClient {
     outcome: Option<BatchOutcome>,
     sent: DirectionStats,
     received: DirectionStats,
+    stale_reply_streams: usize,
 }
 
 impl HmtpClient {
@@ -233,6 +237,7 @@ impl HmtpClient {
             outcome: None,
             sent,
             received: DirectionStats::default(),
+            stale_reply_streams: 0,
         })
     }
 
@@ -284,6 +289,12 @@ impl HmtpClient {
         self.finish(SessionEnd::Collision, Some(Disposition::Collision));
     }
 
+    /// Reply streams set aside so far as answers to another session (see
+    /// [`BatchOutcome::stale_reply_streams`]). After one, the next U_PDU starts a new stream.
+    pub fn stale_reply_streams(&self) -> usize {
+        self.stale_reply_streams
+    }
+
     /// True once the session is over.
     pub fn is_finished(&self) -> bool {
         self.outcome.is_some()
@@ -314,6 +325,21 @@ impl HmtpClient {
                         });
                     }
                 }
+                ClientEvent::Finished {
+                    error: Some(stale @ ClientError::StaleReplies { .. }),
+                } => {
+                    // A whole stream answering another session's bytes (its data reached the
+                    // peer after that session had ended here): set it aside and wait for ours,
+                    // which starts a new stream. Forgets the replies read, clears the events.
+                    tracing::info!(%stale, "HMTP replies set aside");
+                    self.stale_reply_streams += 1;
+                    self.session.expect_replies_again();
+                    self.decoder = StreamDecoder::expecting(
+                        self.settings.compression.stream_kind(),
+                        self.settings.limits,
+                    );
+                    self.results = vec![None; self.ids.len()];
+                }
                 ClientEvent::Finished { error } => {
                     end = Some(match error {
                         None => SessionEnd::Completed,
@@ -330,7 +356,9 @@ impl HmtpClient {
             (forced, None) => forced,
         };
         if let Some(end) = end {
-            self.finish(end, None);
+            // Replies from a peer with XSUM count only once its 221 proved them ours.
+            let fill = (!self.session.replies_verified()).then_some(Disposition::NoAnswer);
+            self.finish(end, fill);
         }
     }
 
@@ -363,6 +391,7 @@ impl HmtpClient {
                 .server_extensions()
                 .map(|e| e.dictionaries.clone())
                 .unwrap_or_default(),
+            stale_reply_streams: self.stale_reply_streams,
         });
     }
 }

@@ -608,11 +608,7 @@ fn client_close_and_corrupt_replies_leave_mail_queued() {
     client.close();
     let o = client.outcome().unwrap();
     assert_eq!(o.end, SessionEnd::Closed);
-    assert!(o.messages.iter().all(|m| {
-        m.recipients
-            .iter()
-            .all(|(_, d)| *d == Disposition::NoAnswer)
-    }));
+    assert!(all_no_answer(o));
 
     let mut client = HmtpClient::new(
         ClientSettings::new("ship.example", 200, Compression::Deflate),
@@ -950,7 +946,16 @@ fn the_serving_mode_is_decided_on_the_first_line() {
     assert_eq!(t.len(), 1);
     let text = String::from_utf8(t[0].concat()).unwrap();
     assert!(text.starts_with("250-shore.example"));
-    assert!(text.ends_with("221 2.0.0 shore.example closing connection\r\n"));
+    // XSUM: the 221 names how much of the session the server read and its CRC-64.
+    let read = b"EHLO x\r\nMAIL FROM:<a@b>\r\nRSET\r\nQUIT\r\n";
+    let tag = format!("XSUM={}:{:016x}", read.len(), skywave_smtp::sum::of(read));
+    assert!(text.contains("\r\n250-XSUM\r\n"), "{text}");
+    assert!(
+        text.ends_with(&format!(
+            "221 2.0.0 shore.example closing connection {tag}\r\n"
+        )),
+        "{text}"
+    );
     // A first line that is not EHLO/HELO: HMTP-66.
     let mut server = HmtpServer::new(server_settings(200), AcceptAll, now).unwrap();
     assert!(
@@ -972,4 +977,158 @@ fn the_serving_mode_is_decided_on_the_first_line() {
     assert!(t.is_empty());
     assert!(server.is_closed());
     assert_eq!(owner.spooled.len(), 0);
+}
+
+/// Serves `batch` as a session of its own and returns the client (its replies not read yet) and
+/// the reply U_PDUs, in order.
+fn served<P: Policy>(
+    batch: Vec<BatchMessage>,
+    compression: Compression,
+    mtu: usize,
+    server: &mut HmtpServer<P>,
+    owner: &mut Owner,
+) -> (HmtpClient, Vec<Vec<u8>>) {
+    let mut client =
+        HmtpClient::new(ClientSettings::new("ship.example", mtu, compression), batch).unwrap();
+    let submission = client.transmission();
+    let replies = owner.serve(server, &submission, Instant::now()).concat();
+    (client, replies)
+}
+
+fn all_no_answer(o: &skywave_hmtp::BatchOutcome) -> bool {
+    o.messages.iter().all(|m| {
+        m.recipients
+            .iter()
+            .all(|(_, d)| *d == Disposition::NoAnswer)
+    })
+}
+
+fn all_delivered(o: &skywave_hmtp::BatchOutcome) -> bool {
+    o.messages.iter().all(|m| {
+        m.recipients
+            .iter()
+            .all(|(_, d)| matches!(d, Disposition::Delivered(_)))
+    })
+}
+
+#[test]
+fn a_late_reply_stream_to_an_earlier_session_is_set_aside() {
+    // Session A ended here without replies (deadline) while its data still reached the peer;
+    // A's replies then arrive while session B, of the same shape but other messages, waits.
+    for compression in SCHEMES {
+        let a_batch = messages(2, 7);
+        let b_batch: Vec<_> = messages(2, 8)
+            .into_iter()
+            .map(|mut m| {
+                m.id = format!("b-{}", m.id);
+                m
+            })
+            .collect();
+        let mut owner = Owner::new();
+        let mut server = HmtpServer::new(server_settings(512), AcceptAll, Instant::now()).unwrap();
+        let (mut a, a_replies) = served(a_batch.clone(), compression, 512, &mut server, &mut owner);
+        a.close();
+        assert!(all_no_answer(a.outcome().unwrap()));
+        // B's own data is lost on the way: only A's replies ever reach B.
+        let mut b = HmtpClient::new(
+            ClientSettings::new("ship.example", 512, compression),
+            b_batch.clone(),
+        )
+        .unwrap();
+        let _lost = b.transmission();
+        for u in &a_replies {
+            b.receive(u);
+        }
+        assert!(
+            !b.is_finished(),
+            "{compression:?}: A's 250s must not deliver B"
+        );
+        assert_eq!(b.stale_reply_streams(), 1);
+        // The deadline: nothing B sent is taken for delivered, so nothing is lost.
+        b.close();
+        let o = b.outcome().unwrap();
+        assert_eq!(o.end, SessionEnd::Closed);
+        assert_eq!(o.stale_reply_streams, 1);
+        assert!(all_no_answer(o));
+
+        // When B's data does arrive, its own replies follow A's and count.
+        let mut server = HmtpServer::new(server_settings(512), AcceptAll, Instant::now()).unwrap();
+        let (mut b, b_replies) = served(b_batch.clone(), compression, 512, &mut server, &mut owner);
+        for u in a_replies.iter().chain(&b_replies) {
+            b.receive(u);
+        }
+        let o = b.outcome().unwrap();
+        assert_eq!(o.end, SessionEnd::Completed, "{compression:?}");
+        assert_eq!(o.stale_reply_streams, 1);
+        assert!(all_delivered(o));
+
+        // A resent as it was: A's late replies answer exactly these octets, and are right.
+        let (mut again, _) = served(a_batch.clone(), compression, 512, &mut server, &mut owner);
+        for u in &a_replies {
+            again.receive(u);
+        }
+        let o = again.outcome().unwrap();
+        assert_eq!(
+            (o.end.clone(), o.stale_reply_streams),
+            (SessionEnd::Completed, 0)
+        );
+        assert!(all_delivered(o));
+    }
+}
+
+#[test]
+fn without_xsum_a_late_stream_is_read_by_position() {
+    // The hazard XSUM closes, on a server that does not offer it (a non-skywave HMTP peer):
+    // A's replies deliver B's messages, which the peer never had.
+    let mut settings = server_settings(2048);
+    settings.smtp.session_sum = false;
+    let mut owner = Owner::new();
+    let mut server = HmtpServer::new(settings, AcceptAll, Instant::now()).unwrap();
+    let (_, a_replies) = served(
+        messages(2, 7),
+        Compression::None,
+        2048,
+        &mut server,
+        &mut owner,
+    );
+    let mut b = HmtpClient::new(
+        ClientSettings::new("ship.example", 2048, Compression::None),
+        messages(2, 8),
+    )
+    .unwrap();
+    let _lost = b.transmission();
+    for u in &a_replies {
+        b.receive(u);
+    }
+    let o = b.outcome().unwrap();
+    assert_eq!(
+        (o.end.clone(), o.stale_reply_streams),
+        (SessionEnd::Completed, 0)
+    );
+    assert!(all_delivered(o));
+}
+
+#[test]
+fn replies_cut_short_from_a_peer_with_xsum_prove_nothing() {
+    // The first reply U_PDUs of a real session, then the deadline: without the 221 nothing
+    // shows they are this session's, so every message goes again (the peer drops duplicates).
+    for compression in SCHEMES {
+        let mut owner = Owner::new();
+        let mut server = HmtpServer::new(server_settings(128), AcceptAll, Instant::now()).unwrap();
+        let (mut c, replies) = served(messages(6, 3), compression, 128, &mut server, &mut owner);
+        assert!(
+            replies.len() > 1,
+            "{compression:?}: {} U_PDUs",
+            replies.len()
+        );
+        for u in &replies[..replies.len() - 1] {
+            c.receive(u);
+        }
+        assert!(!c.is_finished());
+        c.close();
+        let o = c.outcome().unwrap();
+        assert_eq!(o.end, SessionEnd::Closed);
+        assert!(all_no_answer(o));
+        assert_eq!(owner.spooled.len(), 6);
+    }
 }

@@ -37,6 +37,7 @@ use thiserror::Error;
 
 use crate::data::dot_stuff;
 use crate::reply::{Reply, ReplyError, ReplyParser};
+use crate::sum;
 
 /// How the client sends its commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +66,9 @@ pub struct Extensions {
     /// skywave's `XDICT id...`: the preset deflate dictionaries (RFC 1950 DICTIDs, hex) the
     /// server can decode, so that the next session may use one (see the hmtp crate).
     pub dictionaries: Vec<u32>,
+    /// skywave's `XSUM`: the server's 221 names the checksum of the session it read (see
+    /// [`crate::sum`]).
+    pub session_sum: bool,
 }
 
 impl Extensions {
@@ -80,6 +84,7 @@ impl Extensions {
                 "8BITMIME" => ext.eight_bit_mime = true,
                 "MT-PRIORITY" => ext.mt_priority = true,
                 "STARTTLS" => ext.starttls = true,
+                sum::KEYWORD => ext.session_sum = true,
                 "XDICT" => ext.dictionaries.extend(
                     words
                         .take(16)
@@ -208,6 +213,19 @@ pub enum ClientError {
     /// The server's XLZW-compressed stream could not be decoded.
     #[error("compressed reply stream from server cannot be decoded: {0}")]
     Compression(#[from] DecompressError),
+    /// Batch mode, a server with `XSUM`: the reply that closed the session names no sum, or
+    /// not the sum of as many of our first octets, so these replies answer another session
+    /// (see [`crate::sum`]).
+    #[error(
+        "the replies answer another session: the closing {code} names {}, not a sum of this session's first octets",
+        named.map_or_else(|| "no XSUM".to_owned(), |(n, s)| format!("XSUM={n}:{s:016x}"))
+    )]
+    StaleReplies {
+        /// The closing reply's code.
+        code: u16,
+        /// The (octets, sum) it named, if any.
+        named: Option<(u64, u64)>,
+    },
 }
 
 /// Something for the owner.
@@ -271,6 +289,10 @@ pub struct ClientSession {
     pipelining: bool,
     next_message: usize,
     finished: bool,
+    /// Batch mode: every octet written, before compression (for `XSUM`).
+    sent: Vec<u8>,
+    /// The closing reply named the sum of our first octets.
+    sum_matched: bool,
 }
 
 impl ClientSession {
@@ -319,6 +341,8 @@ impl ClientSession {
             extensions: None,
             next_message: 0,
             finished: false,
+            sent: Vec::new(),
+            sum_matched: false,
         };
         if session.config.expect_greeting {
             session.expect.push_back(Expect::Greeting);
@@ -353,6 +377,66 @@ impl ClientSession {
         self.extensions.as_ref()
     }
 
+    /// Whether the replies read can be taken as answers to this session. Always true outside
+    /// batch mode (one connection carries one session) and with a server that did not advertise
+    /// `XSUM` (position is all there is); otherwise true only once the reply that closed the
+    /// session (221 or 421) named the sum of this session's first octets (see [`crate::sum`]).
+    pub fn replies_verified(&self) -> bool {
+        !self.sum_expected() || self.sum_matched
+    }
+
+    /// Batch mode, after [`ClientError::StaleReplies`]: forgets every reply read and waits for a
+    /// reply stream from its beginning again (the one to this session may still come). Sends
+    /// nothing. Does nothing outside batch mode.
+    pub fn expect_replies_again(&mut self) {
+        if self.config.mode != ClientMode::Batch {
+            return;
+        }
+        self.parser = ReplyParser::new(self.config.max_reply_line, self.config.max_reply_lines);
+        self.progress = self
+            .messages
+            .iter()
+            .map(|m| Progress {
+                rcpt: vec![None; m.recipients.len()],
+                ..Progress::default()
+            })
+            .collect();
+        self.expect.clear();
+        self.events.clear();
+        self.extensions = None;
+        self.sum_matched = false;
+        self.finished = false;
+        if self.config.expect_greeting {
+            self.expect.push_back(Expect::Greeting);
+        }
+        // The same expectations as the first time; the commands themselves were sent then.
+        let output = std::mem::take(&mut self.output);
+        self.queue_batch();
+        self.output = output;
+    }
+
+    /// A batch session whose server advertised `XSUM`: its closing reply must name our sum.
+    fn sum_expected(&self) -> bool {
+        self.config.mode == ClientMode::Batch
+            && self.extensions.as_ref().is_some_and(|e| e.session_sum)
+    }
+
+    /// A reply that closes the session (221, 421): in a session that expects `XSUM`, it must
+    /// prove that the server read our own first octets, else the replies answer another session.
+    fn check_closing(&mut self, reply: &Reply) -> Result<(), ClientError> {
+        if !self.sum_expected() {
+            return Ok(());
+        }
+        if sum::proves(reply, &self.sent) {
+            self.sum_matched = true;
+            return Ok(());
+        }
+        Err(ClientError::StaleReplies {
+            code: reply.code,
+            named: sum::named_in(reply),
+        })
+    }
+
     /// Takes the bytes to send. With XLZW on, what was produced since the last call is one
     /// burst: compressed and ended with an encoder flush so that the server can decode all of it.
     pub fn take_output(&mut self) -> Vec<u8> {
@@ -371,6 +455,9 @@ impl ClientSession {
         }
         let plain = std::mem::take(&mut self.output);
         self.plain_written += plain.len() as u64;
+        if self.config.mode == ClientMode::Batch {
+            self.sent.extend_from_slice(&plain);
+        }
         match self.lzw.as_mut() {
             Some(lzw) => {
                 lzw.encoder.push(&plain);
@@ -449,8 +536,9 @@ impl ClientSession {
     /// The connection ended (EOF or error). Unfinished messages are reported with what is known.
     pub fn connection_closed(&mut self) {
         if !self.finished {
-            let error = if self.expect.front() == Some(&Expect::Quit) {
-                // QUIT was sent and everything before it answered: closing without 221 is fine.
+            let error = if self.expect.front() == Some(&Expect::Quit) && !self.sum_expected() {
+                // QUIT was sent and everything before it answered: closing without 221 is fine
+                // (unless the 221 is what ties the replies to this session).
                 None
             } else {
                 Some(ClientError::ConnectionClosed)
@@ -622,6 +710,9 @@ impl ClientSession {
         };
         let batch = self.config.mode == ClientMode::Batch;
         if reply.code == 421 && expect != Expect::Quit {
+            if let Err(stale) = self.check_closing(&reply) {
+                return self.finish(Some(stale));
+            }
             // The server is going away; whatever was in flight has no answer.
             self.record(expect, reply.clone());
             return self.finish(Some(ClientError::ServiceClosing(reply)));
@@ -723,7 +814,10 @@ impl ClientSession {
                     self.start_next();
                 }
             }
-            Expect::Quit => self.finish(None),
+            Expect::Quit => {
+                let stale = self.check_closing(&reply).err();
+                self.finish(stale);
+            }
         }
     }
 

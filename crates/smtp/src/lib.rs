@@ -10,6 +10,7 @@
 //! - [`server`]: the server session with its policy hook, limits and HMTP-66 reply buffering.
 //! - [`client`]: the client session.
 //! - [`received`]: the `Received:` trace header and RFC 5322 dates.
+//! - [`sum`]: skywave's `XSUM`, which ties a batch session's replies to the session they answer.
 //!
 //! ```
 //! use std::time::Instant;
@@ -23,7 +24,11 @@
 //! server.message_accepted("Q1").unwrap(); // once the spool has it on disk
 //! assert!(server.take_output().is_empty()); // HMTP-66: replies wait for QUIT
 //! server.feed(now, b"QUIT\r\n");
-//! assert!(server.take_output().ends_with(b"221 2.0.0 gw.example closing connection\r\n"));
+//! // The HMTP profile's 221 names how many octets it read and their CRC-64 (XSUM, see `sum`).
+//! let read = b"EHLO ship\r\nMAIL FROM:<a@ship>\r\nRCPT TO:<b@shore>\r\nDATA\r\nHi\r\n.\r\nQUIT\r\n";
+//! let tag = format!("XSUM={}:{:016x}", read.len(), skywave_smtp::sum::of(read));
+//! let out = String::from_utf8(server.take_output()).unwrap();
+//! assert!(out.ends_with(&format!("221 2.0.0 gw.example closing connection {tag}\r\n")));
 //! ```
 //!
 //! Both sessions speak the JNOS `XLZW` extension (LZW compression of both directions, codec in
@@ -40,6 +45,7 @@ pub mod data;
 pub mod received;
 pub mod reply;
 pub mod server;
+pub mod sum;
 
 pub use client::{
     ClientConfig, ClientError, ClientEvent, ClientMode, ClientSession, Extensions, MessageOutcome,

@@ -72,6 +72,7 @@ use crate::base64;
 use crate::data::{DataFault, DataLimits, DataReader};
 use crate::received::Protocol;
 use crate::reply::{EnhancedCode, Reply};
+use crate::sum::{self, SessionSum};
 
 /// When AUTH is offered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,6 +130,10 @@ pub struct ServerConfig {
     /// Further EHLO keywords to advertise (with their parameters), before HELP: the HMTP
     /// server's `XDICT`.
     pub extra_ehlo: Vec<String>,
+    /// Advertise skywave's `XSUM` and end the 221 with the checksum of every octet read in the
+    /// session (see [`crate::sum`]), so that a batch client can tell its replies from a late
+    /// stream answering an earlier session.
+    pub session_sum: bool,
 }
 
 impl ServerConfig {
@@ -156,15 +161,17 @@ impl ServerConfig {
             xlzw: true,
             immediate_hello: false,
             extra_ehlo: Vec::new(),
+            session_sum: false,
         }
     }
 
-    /// The HMTP-66 server profile: no greeting, replies held until QUIT, no XLZW.
+    /// The HMTP-66 server profile: no greeting, replies held until QUIT, no XLZW, `XSUM`.
     pub fn hmtp(hostname: impl Into<String>) -> Self {
         Self {
             send_greeting: false,
             reply_buffering: true,
             xlzw: false,
+            session_sum: true,
             ..Self::new(hostname)
         }
     }
@@ -387,6 +394,8 @@ pub struct ServerSession<P> {
     commands: usize,
     errors: usize,
     mail_refused: bool,
+    /// Every octet read so far, after decompression (for `XSUM`).
+    sum: SessionSum,
 }
 
 /// Compressed input decoded per step (see `pump`).
@@ -428,6 +437,7 @@ impl<P: Policy> ServerSession<P> {
             commands: 0,
             errors: 0,
             mail_refused: false,
+            sum: SessionSum::new(),
         };
         if session.config.send_greeting {
             let greeting = Reply::plain(220, format!("{} ESMTP skywave", session.config.hostname));
@@ -662,8 +672,21 @@ impl<P: Policy> ServerSession<P> {
         format!("{} {what}, closing connection", self.config.hostname)
     }
 
-    fn close(&mut self, reply: Reply, reason: CloseReason) {
+    fn close(&mut self, mut reply: Reply, reason: CloseReason) {
         tracing::debug!(?reason, code = reply.code, "SMTP server session closing");
+        if self.config.session_sum {
+            // XSUM: what was read up to here, so that a batch client knows these replies are
+            // its own (see `crate::sum`).
+            let tag = self.sum.tag();
+            match reply.lines.last_mut() {
+                Some(line) if !line.is_empty() => {
+                    line.push(' ');
+                    line.push_str(&tag);
+                }
+                Some(line) => *line = tag,
+                None => reply.lines.push(tag),
+            }
+        }
         self.reply(reply);
         self.flush_held();
         self.state = State::Closed;
@@ -747,6 +770,7 @@ impl<P: Policy> ServerSession<P> {
                 State::Closed | State::AwaitMessage | State::AwaitTls => break,
                 State::Data(reader) | State::Discard(reader) => {
                     let (n, done) = reader.feed(&self.input[pos..]);
+                    self.sum.update(&self.input[pos..pos + n]);
                     pos += n;
                     if done {
                         self.end_of_data();
@@ -762,6 +786,7 @@ impl<P: Policy> ServerSession<P> {
                         None => {
                             if self.skipping_long_line || rest.len() >= max {
                                 self.skipping_long_line = true;
+                                self.sum.update(rest);
                                 pos = self.input.len();
                             }
                             break;
@@ -778,6 +803,9 @@ impl<P: Policy> ServerSession<P> {
                             } else {
                                 content.to_vec()
                             };
+                            // Summed before the line is acted on: QUIT's 221 names a sum that
+                            // includes the QUIT line itself.
+                            self.sum.update(&rest[..=lf]);
                             pos += lf + 1;
                             self.skipping_long_line = false;
                             if too_long {
@@ -1036,6 +1064,9 @@ impl<P: Policy> ServerSession<P> {
         }
         if self.auth_offered() {
             lines.push("AUTH PLAIN LOGIN".to_owned());
+        }
+        if self.config.session_sum {
+            lines.push(sum::KEYWORD.to_owned());
         }
         lines.extend(self.config.extra_ehlo.iter().cloned());
         lines.push("HELP".to_owned());

@@ -102,6 +102,15 @@ impl Harness {
 const EHLO_REPLY: &str = "250-mx.test\r\n250-PIPELINING\r\n250-SIZE 10485760\r\n250-8BITMIME\r\n\
                           250-ENHANCEDSTATUSCODES\r\n250-MT-PRIORITY\r\n250 HELP\r\n";
 
+/// The HMTP profile's EHLO reply: skywave's XSUM too.
+const HMTP_EHLO_REPLY: &str = "250-mx.test\r\n250-PIPELINING\r\n250-SIZE 10485760\r\n\
+250-8BITMIME\r\n250-ENHANCEDSTATUSCODES\r\n250-MT-PRIORITY\r\n250-XSUM\r\n250 HELP\r\n";
+
+/// The word the HMTP profile's closing reply ends with, after a session that read `read`.
+fn xsum(read: &[u8]) -> String {
+    format!("XSUM={}:{:016x}", read.len(), skywave_smtp::sum::of(read))
+}
+
 #[test]
 fn full_session_lockstep() {
     let mut h = Harness::plain();
@@ -178,8 +187,13 @@ fn hmtp66_holds_every_reply_until_quit() {
         "messages are handed over as they complete"
     );
     let out = h.send(&SESSION[quit_at..]);
-    // HMTP EHLO reply has no STARTTLS/AUTH (none configured anyway).
-    assert_eq!(out, format!("{EHLO_REPLY}{SESSION_REPLIES}"));
+    // HMTP EHLO reply has no STARTTLS/AUTH (none configured anyway); the 221 names the sum of
+    // the whole session.
+    let replies = SESSION_REPLIES.replace(
+        "closing connection\r\n",
+        &format!("closing connection {}\r\n", xsum(SESSION)),
+    );
+    assert_eq!(out, format!("{HMTP_EHLO_REPLY}{replies}"));
     assert_eq!(h.closed, Some(CloseReason::Quit));
 }
 
@@ -193,9 +207,10 @@ MAIL FROM:<a@x>\r\nRCPT TO:<b@y>\r\nDATA\r\nreal\r\n.\r\nQUIT\r\n";
     assert_eq!(
         out,
         format!(
-            "{EHLO_REPLY}250 2.1.0 Ok\r\n550 5.1.1 No such user\r\n554 5.5.1 No valid recipients\r\n\
+            "{HMTP_EHLO_REPLY}250 2.1.0 Ok\r\n550 5.1.1 No such user\r\n554 5.5.1 No valid recipients\r\n\
 250 2.1.0 Ok\r\n250 2.1.5 Ok\r\n354 End data with <CR><LF>.<CR><LF>\r\n\
-250 2.0.0 Ok: queued as Q1\r\n221 2.0.0 mx.test closing connection\r\n"
+250 2.0.0 Ok: queued as Q1\r\n221 2.0.0 mx.test closing connection {}\r\n",
+            xsum(input)
         )
     );
     assert_eq!(h.messages.len(), 1);
@@ -584,7 +599,8 @@ fn hmtp_timeout_flushes_held_replies() {
     assert_eq!(
         h.out(),
         format!(
-            "{EHLO_REPLY}250 2.0.0 Ok\r\n421 4.4.2 mx.test Error: timeout exceeded, closing connection\r\n"
+            "{HMTP_EHLO_REPLY}250 2.0.0 Ok\r\n421 4.4.2 mx.test Error: timeout exceeded, closing connection {}\r\n",
+            xsum(b"EHLO c\r\nNOOP\r\n")
         )
     );
 }
@@ -843,11 +859,16 @@ MAIL FROM:<a@x>\r\nRCPT TO:<b@y>\r\nDATA\r\nbody\r\n.\r\n"
     );
     assert_eq!(h.messages.len(), 1);
     assert_eq!(h.messages[0].1, b"body\r\n");
+    let read: &[u8] = b"EHLO third-party\r\nMAIL FROM:<a@x>\r\nRCPT TO:<unknown@y>\r\n\
+DATA\r\nQUIT\r\n.\r\nMAIL FROM:<a@x>\r\nRCPT TO:<b@y>\r\nDATA\r\nbody\r\n.\r\nQUIT\r\n";
     assert_eq!(
         h.send(b"QUIT\r\n"),
-        "250 2.1.0 Ok\r\n550 5.1.1 No such user\r\n554 5.5.1 No valid recipients\r\n\
+        format!(
+            "250 2.1.0 Ok\r\n550 5.1.1 No such user\r\n554 5.5.1 No valid recipients\r\n\
 250 2.1.0 Ok\r\n250 2.1.5 Ok\r\n354 End data with <CR><LF>.<CR><LF>\r\n\
-250 2.0.0 Ok: queued as Q1\r\n221 2.0.0 mx.test closing connection\r\n"
+250 2.0.0 Ok: queued as Q1\r\n221 2.0.0 mx.test closing connection {}\r\n",
+            xsum(read)
+        )
     );
     assert_eq!(h.closed, Some(CloseReason::Quit));
 }
@@ -865,6 +886,9 @@ fn hmtp_release_held_sends_what_is_held_and_keeps_holding() {
     assert_eq!(h.send(b"MAIL FROM:<a@x>\r\nRSET\r\n"), "");
     assert_eq!(
         h.send(b"QUIT\r\n"),
-        "250 2.1.0 Ok\r\n250 2.0.0 Ok\r\n221 2.0.0 mx.test closing connection\r\n"
+        format!(
+            "250 2.1.0 Ok\r\n250 2.0.0 Ok\r\n221 2.0.0 mx.test closing connection {}\r\n",
+            xsum(b"NOOP\r\nEHLO c\r\nMAIL FROM:<a@x>\r\nRSET\r\nQUIT\r\n")
+        )
     );
 }

@@ -555,12 +555,17 @@ impl HmtpLink {
             *current = Current::Idle;
             return;
         };
+        let stale = o.client.stale_reply_streams();
         o.client.receive(b);
         if o.client.is_finished() {
             *current = Current::Idle;
             if let Some(o) = own.take() {
                 self.finish_own(o, arbiter).await;
             }
+        } else if o.client.stale_reply_streams() > stale {
+            // That stream answered an earlier session of ours (XSUM): ours may still come, but
+            // so may a session of the peer's, so the next stream is classified afresh.
+            *current = Current::Idle;
         }
     }
 
