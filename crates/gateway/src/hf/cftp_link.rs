@@ -33,7 +33,7 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::dedup_store::DedupStore;
-use super::sis::{Endpoint, LinkInput, priority_5066};
+use super::sis::{Endpoint, LinkInput, Report, priority_5066};
 use super::transfer::{Direction, TransferRecord};
 use super::{Classified, HfContext, MAX_SLEEP, classify, sleep_opt};
 use crate::intake::{GatewayPolicy, Source};
@@ -183,10 +183,19 @@ impl CftpLink {
                     .link_up(target, self.ctx.clock.unix_now());
             }
             LinkInput::LinkDown(reason) => debug!(%reason, "link down"),
-            LinkInput::SendFailed(reason) => {
+            LinkInput::SendFailed { reason, .. } => {
                 // The sender's ack timer resends what did not arrive.
                 debug!(%reason, "a U_PDU was not delivered; the file will be sent again");
             }
+        }
+    }
+
+    /// Where the endpoint reports a file's U_PDU that was not delivered. One tag for all: the
+    /// sender's acknowledgement timer, not the report, decides what goes again.
+    fn failure_report(&self) -> Report {
+        Report {
+            to: self.report.clone(),
+            submission: 0,
         }
     }
 
@@ -276,7 +285,7 @@ impl CftpLink {
             while let Some(u) = sender.poll_transmit(now) {
                 if let Err(e) =
                     self.endpoint
-                        .send(self.node, prio, vec![u], Some(self.report.clone()))
+                        .send(self.node, prio, vec![u], Some(self.failure_report()))
                 {
                     debug!(error = %e, "SIS not bound; the file goes again after its timeout");
                 }

@@ -10,14 +10,16 @@
 //! `batch_bytes` budget are marked in flight and handed to an [`HmtpClient`], whose whole
 //! submission goes to the SIS endpoint at once; the replies come back as one transmission
 //! and every recipient's outcome goes to the spool ([`Recorder`]). No reply within
-//! `reply_timeout` plus twice the submission's air time at `assumed_bps` (or a U_PDU the
-//! subnetwork could not deliver) ends the session: every recipient without an answer is
+//! `reply_timeout` plus twice the submission's air time at `assumed_bps` (or a U_PDU of this
+//! session the subnetwork could not deliver) ends the session: every recipient without an answer is
 //! deferred and retried with the spool's backoff, or at once when the link comes back; the
 //! peer drops what it already had (de-duplication).
 //!
 //! Streams from the peer share SAP 3 with our own replies; a stream is told apart by its first
 //! decoded byte ([`classify_stream_start`]) and runs until its consumer is done (our client at
-//! 221, a server at QUIT).
+//! 221, a server at QUIT). A reply stream whose 221 sums another session's octets (skywave's
+//! `XSUM`, see `skywave_smtp::sum`) answers an earlier session of ours whose data reached the
+//! peer late: the client sets it aside and the next stream is classified afresh.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,7 +38,7 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::dedup_store::DedupStore;
-use super::sis::{Endpoint, LinkInput, priority_5066};
+use super::sis::{Endpoint, LinkInput, Report, priority_5066};
 use super::transfer::{Direction, TransferRecord};
 use super::{HfContext, MAX_SLEEP, sleep_opt};
 use crate::intake::{GatewayPolicy, Source};
@@ -48,6 +50,8 @@ const MAX_UNCLASSIFIED: usize = 64 * 1024;
 /// Our session in progress.
 struct Own {
     client: HmtpClient,
+    /// The submission's tag in the SIS endpoint's reports.
+    submission: u64,
     batch: Vec<DueMessage>,
     start_unix: f64,
     deadline: Instant,
@@ -159,6 +163,8 @@ pub(super) struct HmtpLink {
     /// After new mail is announced or the link comes up, no session starts before this, so
     /// mail arriving in a burst goes in one batch.
     pub(super) gather_until: Option<Instant>,
+    /// Sessions of ours started so far: the tag of each one's submission.
+    pub(super) submissions: u64,
     /// The preset deflate dictionary this peer advertised (`XDICT`) in its last EHLO reply and
     /// that this gateway knows: deflate sessions start from it (a third fewer bytes for short
     /// mail). Learnt anew after a restart; dropped when a session with it gets no replies, in
@@ -361,16 +367,21 @@ impl HmtpLink {
         let airtime =
             Duration::from_secs_f64(wire as f64 * 8.0 / f64::from(self.ctx.config.assumed_bps));
         let deadline = Instant::now() + self.ctx.config.reply_timeout + airtime * 2;
-        if let Err(e) = self.endpoint.send(
-            self.node,
-            priority_5066(priority),
-            updus,
-            Some(self.report.clone()),
-        ) {
+        self.submissions += 1;
+        let submission = self.submissions;
+        let report = Report {
+            to: self.report.clone(),
+            submission,
+        };
+        if let Err(e) = self
+            .endpoint
+            .send(self.node, priority_5066(priority), updus, Some(report))
+        {
             warn!(error = %e, "cannot hand the submission to the SIS server");
             client.close();
             let o = Own {
                 client,
+                submission,
                 batch,
                 start_unix,
                 deadline,
@@ -381,6 +392,7 @@ impl HmtpLink {
         }
         Start::Started(Box::new(Own {
             client,
+            submission,
             batch,
             start_unix,
             deadline,
@@ -417,15 +429,20 @@ impl HmtpLink {
                     .link_up(target, self.ctx.clock.unix_now());
             }
             LinkInput::LinkDown(reason) => debug!(%reason, "link down"),
-            LinkInput::SendFailed(reason) => {
-                if let Some(mut o) = own.take() {
-                    if matches!(current, Current::Replies) {
-                        *current = Current::Idle;
-                    }
-                    warn!(%reason, "submission not delivered; ending the session");
-                    o.client.close();
-                    self.finish_own(o, arbiter).await;
+            LinkInput::SendFailed { reason, submission } => {
+                // Only a U_PDU of the session in progress ends it: a rejection of an earlier
+                // session's (a server's confirm wait can answer long after the session ended
+                // here) says nothing about this one.
+                let Some(mut o) = own.take_if(|o| o.submission == submission) else {
+                    debug!(%reason, "a U_PDU of an earlier session was not delivered");
+                    return;
+                };
+                if matches!(current, Current::Replies) {
+                    *current = Current::Idle;
                 }
+                warn!(%reason, "submission not delivered; ending the session");
+                o.client.close();
+                self.finish_own(o, arbiter).await;
             }
         }
     }

@@ -618,6 +618,7 @@ impl Links {
             dedup,
             shutdown,
             gather_until: None,
+            submissions: 0,
             dictionary: None,
         };
         self.tasks.push(tokio::spawn(link.run()));

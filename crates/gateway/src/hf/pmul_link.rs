@@ -368,7 +368,7 @@ impl Carrier {
                 LinkInput::Updu(b) => Input::Pdu(b, None),
                 LinkInput::LinkUp => Input::Up,
                 LinkInput::LinkDown(why) => Input::Down(why),
-                LinkInput::SendFailed(why) => Input::SendFailed(why),
+                LinkInput::SendFailed { reason, .. } => Input::SendFailed(reason),
             }),
             Carrier::Ip(ip) => ip.recv().await.map(|d| Input::Pdu(d.bytes, Some(d.from))),
         }

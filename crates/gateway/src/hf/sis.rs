@@ -92,7 +92,23 @@ pub enum LinkInput {
     /// The SIS connection was lost (the client reconnects by itself).
     LinkDown(String),
     /// A U_PDU of our own submission could not be delivered (rejected or lost).
-    SendFailed(String),
+    SendFailed {
+        /// What the server said.
+        reason: String,
+        /// The submission's tag, as given in its [`Report`].
+        submission: u64,
+    },
+}
+
+/// Where an endpoint reports that a U_PDU of a submission was not delivered, and the sender's tag
+/// for that submission: a rejection can come long after the U_PDU was handed over (a server's
+/// confirm wait, a TTL), when the sender has moved on to another submission.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The link to tell.
+    pub to: mpsc::UnboundedSender<LinkInput>,
+    /// The sender's tag for the submission.
+    pub submission: u64,
 }
 
 /// The links an endpoint feeds, by the node of their peer; a reload may add to it.
@@ -298,7 +314,7 @@ impl Endpoint {
         dest: NodeAddress,
         priority: Priority,
         updus: Vec<Vec<u8>>,
-        report: Option<mpsc::UnboundedSender<LinkInput>>,
+        report: Option<Report>,
     ) -> Result<(), String> {
         self.send_mode(dest, priority, ServiceType::DEFAULT, updus, report)
     }
@@ -311,7 +327,7 @@ impl Endpoint {
         priority: Priority,
         mode: ServiceType,
         updus: Vec<Vec<u8>>,
-        report: Option<mpsc::UnboundedSender<LinkInput>>,
+        report: Option<Report>,
     ) -> Result<(), String> {
         let client = self
             .client
@@ -338,7 +354,10 @@ impl Endpoint {
                     let text = format!("U_PDU to {dest} not delivered: {e}");
                     debug!("{text}");
                     if let Some(r) = &report {
-                        let _ = r.send(LinkInput::SendFailed(text));
+                        let _ = r.to.send(LinkInput::SendFailed {
+                            reason: text,
+                            submission: r.submission,
+                        });
                     }
                     return;
                 }
