@@ -219,6 +219,18 @@ async fn run(spec: &FleetSpec) -> Result<FleetResult, BenchError> {
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+    // A transmission still on the air when the run is done counts whole: the base takes a
+    // reply D_PDU as its interleaver block is decoded, so its spool can empty while the ship is
+    // still keyed (its trace record is written when it unkeys). Waiting for what has started to
+    // end is bounded by the longest transmission (a new one may start meanwhile and is counted
+    // too).
+    let settle = start.elapsed() + skywave_emu::node::MAX_TRANSMISSION;
+    while fleet.subnet.trace().len()
+        < usize::try_from(fleet.subnet.counters().transmissions).unwrap_or(usize::MAX)
+        && start.elapsed() < settle
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let delivered = (0..spec.ships)
         .map(|i| count(&fleet.ship_maildirs[i]).min(expected[i]))
         .sum();

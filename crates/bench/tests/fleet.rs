@@ -58,9 +58,9 @@ fn both(what: &str, spec: impl Fn(bool) -> FleetSpec) -> (FleetResult, FleetResu
 
 /// `fleet --ships 5 --workload all --outage 5@5+600`: the farthest ship hears nothing from
 /// the base for ten minutes from 5 s in, before any message has reached it. Every ship has
-/// its message after the outage either way, by HMTP 89 s after the channel is back and by
-/// P_MUL 62 s after. Both pay in airtime for sending into the dead channel meanwhile: 193.1 s
-/// for HMTP and 205.5 s for P_MUL, against 55.2 and 28.2 s.
+/// its message after the outage either way, by HMTP 92 s after the channel is back and by
+/// P_MUL 62 s after. Both pay in airtime for sending into the dead channel meanwhile: 196.1 s
+/// for HMTP and 206.1 s for P_MUL, against 58.2 and 28.2 s.
 #[test]
 fn a_ship_out_of_reach_for_ten_minutes_gets_its_mail_after_by_either_way() {
     use skywave_emu::channel::{ImpairmentKind, ScheduledImpairment};
@@ -89,12 +89,12 @@ fn a_ship_out_of_reach_for_ten_minutes_gets_its_mail_after_by_either_way() {
 fn a_message_for_five_ships_goes_once_by_multicast() {
     let (uni, multi) = both("plain", |multicast| spec(multicast, 0));
     let (ut, mt) = (uni.all_delivered_s.unwrap(), multi.all_delivered_s.unwrap());
-    // Deterministic (the same figures every run): 45 s / 55.2 s of airtime for HMTP to each
+    // Deterministic (the same figures every run): 45 s / 58.2 s of airtime for HMTP to each
     // ship against 11 s / 28.2 s for P_MUL. The bands only leave room for a change that
     // moves them a little; anything more is a change to look at.
     within("unicast: every ship has it, s", ut, 43.0, 47.0);
     within("multicast: every ship has it, s", mt, 10.0, 13.0);
-    within("unicast airtime, s", uni.airtime_s, 53.0, 58.0);
+    within("unicast airtime, s", uni.airtime_s, 56.0, 61.0);
     within("multicast airtime, s", multi.airtime_s, 26.0, 31.0);
     assert!(mt <= 0.3 * ut, "multicast {mt} s against unicast {ut} s");
     assert!(multi.airtime_s <= 0.55 * uni.airtime_s);
@@ -228,7 +228,7 @@ fn with_cas1_unicast_makes_every_ships_link_and_multicast_needs_none() {
         53.0,
         57.0,
     );
-    within("unicast airtime, s", uni.airtime_s, 62.0, 65.0);
+    within("unicast airtime, s", uni.airtime_s, 65.0, 68.0);
     assert_eq!(uni.transmissions, 12, "{uni:?}");
     assert_eq!(uni.collisions, 0, "{uni:?}");
     // Exactly the figures without CAS-1.
@@ -239,7 +239,7 @@ fn with_cas1_unicast_makes_every_ships_link_and_multicast_needs_none() {
 /// (`skywave-bench fleet --ships 5 --workload all --scenarios hmtp-unicast,pmul-multicast
 /// --emcon 0 --cas1 --link-idle 0 --max-links 1`): the base serves its ships' HMTP one after
 /// another, breaking each ship's link before it makes the next, so every ship has its mail
-/// after 89 s instead of 55 s with 28 transmissions instead of 12; the multicast needs no link
+/// after 91 s instead of 55 s with 28 transmissions instead of 12; the multicast needs no link
 /// and does not change.
 #[test]
 fn a_base_holding_one_link_at_a_time_serves_its_ships_in_turn() {
@@ -252,11 +252,11 @@ fn a_base_holding_one_link_at_a_time_serves_its_ships_in_turn() {
     within(
         "unicast: every ship has it, s",
         uni.all_delivered_s.unwrap(),
-        87.0,
-        91.0,
+        89.0,
+        93.0,
     );
-    within("unicast: all acked, s", uni.done_s.unwrap(), 90.0, 94.0);
-    within("unicast airtime, s", uni.airtime_s, 83.0, 86.0);
+    within("unicast: all acked, s", uni.done_s.unwrap(), 93.0, 97.0);
+    within("unicast airtime, s", uni.airtime_s, 86.0, 89.0);
     assert_eq!(uni.transmissions, 28, "{uni:?}");
     assert_eq!(uni.collisions, 0, "{uni:?}");
     same_as_plain_multicast(&multi);
