@@ -160,8 +160,8 @@ pub struct BatchOutcome {
     /// The preset dictionaries the peer advertised (`XDICT` in its EHLO reply); empty when it
     /// advertised none or the reply did not arrive.
     pub peer_dictionaries: Vec<u32>,
-    /// Whole reply streams read and set aside because their 221 named another session's
-    /// checksum (`XSUM`): late replies to an earlier session of ours.
+    /// Whole reply streams read and set aside because their closing reply (221 or 421) did not
+    /// name a checksum of this session's octets (`XSUM`): late replies to an earlier session.
     pub stale_reply_streams: usize,
 }
 

@@ -66,8 +66,8 @@ pub struct Extensions {
     /// skywave's `XDICT id...`: the preset deflate dictionaries (RFC 1950 DICTIDs, hex) the
     /// server can decode, so that the next session may use one (see the hmtp crate).
     pub dictionaries: Vec<u32>,
-    /// skywave's `XSUM`: the server's 221 names the checksum of the session it read (see
-    /// [`crate::sum`]).
+    /// skywave's `XSUM`: the reply that closes the session (221 or 421) names how many octets
+    /// of it the server read and their checksum (see [`crate::sum`]).
     pub session_sum: bool,
 }
 
