@@ -82,6 +82,8 @@ pub struct PairOptions {
     /// Each side's routing table says the other is a skywave gateway (`skywave = true`: CFTP
     /// files in flight, compression); false makes each treat the other as a standard peer.
     pub skywave_peer: bool,
+    /// Both gateways' `[hf] reply_timeout` (whole seconds); `None`: the configuration's default.
+    pub reply_timeout: Option<Duration>,
 }
 
 impl PairOptions {
@@ -108,6 +110,7 @@ impl PairOptions {
             min_backoff: 30,
             batch_bytes: 64 * 1024,
             skywave_peer: true,
+            reply_timeout: None,
         }
     }
 }
@@ -424,6 +427,7 @@ fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
             rate_bps: opts.rate_bps,
             turnaround: opts.turnaround,
             emcon: false,
+            reply_timeout: opts.reply_timeout,
         },
     );
     let routes = format!(
@@ -469,6 +473,8 @@ pub(crate) struct HfToml {
     pub(crate) turnaround: Duration,
     /// `emcon`.
     pub(crate) emcon: bool,
+    /// `reply_timeout`, whole seconds, when not the default.
+    pub(crate) reply_timeout: Option<Duration>,
 }
 
 /// A gateway's `skywave.toml` as the demos write it: state beside the file, Maildir delivery,
@@ -502,11 +508,15 @@ pub(crate) fn gateway_toml(
          assumed_bps = {bps}\n\
          # The emulated radios' turnaround: P_MUL spaces the ships' acknowledgements by it.\n\
          turnaround_ms = {turnaround_ms}\n\
-         emcon = {emcon}\n",
+         emcon = {emcon}\n{reply_timeout}",
         max_backoff = (min_backoff * 8).max(60),
         bps = hf.rate_bps.clamp(50, 64_000),
         turnaround_ms = hf.turnaround.as_millis(),
         emcon = hf.emcon,
+        reply_timeout = hf
+            .reply_timeout
+            .map(|t| format!("reply_timeout = {}\n", t.as_secs()))
+            .unwrap_or_default(),
     )
 }
 

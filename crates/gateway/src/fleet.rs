@@ -372,6 +372,7 @@ fn write_base(opts: &FleetOptions) -> Result<PathBuf, PairError> {
             rate_bps: opts.rate_bps,
             turnaround: opts.turnaround,
             emcon: false,
+            reply_timeout: None,
         },
     );
     if opts.ip.is_some() {
@@ -458,6 +459,7 @@ fn write_ship(opts: &FleetOptions, i: usize) -> Result<PathBuf, PairError> {
             rate_bps: opts.rate_bps,
             turnaround: opts.turnaround,
             emcon: opts.emcon.contains(&i),
+            reply_timeout: None,
         },
     );
     let mut base_ip = String::new();

@@ -737,3 +737,47 @@ async fn delivery_times_on_a_clean_link() {
         }
     }
 }
+
+/// A session that ends here before its replies come (its data held up by an outage past its
+/// deadline) still reaches the shore, whose replies then arrive while the next session, with
+/// other mail, waits for its own. Read by position they would answer that session's message
+/// too; `XSUM` shows they answer other octets, so they are set aside (the transfer record says
+/// so), the next session ends on its own replies, and every message arrives once.
+#[tokio::test(start_paused = true)]
+async fn late_replies_to_an_earlier_session_are_set_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), "none");
+    o.reply_timeout = Some(Duration::from_secs(1));
+    o.min_backoff = 5;
+    o.outages = vec![(Duration::from_secs(6), Duration::from_secs(60))];
+    let pair = Pair::start(&o).await.unwrap();
+    // A: one short message, whose session's deadline (1 s plus twice its airtime) passes
+    // during the outage.
+    let mut sent = from_the_ship(&pair, 1, 1500).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    // B: one long message, queued behind A, whose deadline outlasts the outage.
+    let m = message("bob@ship.example", "ops@shore.example", 1, 20_000);
+    pair.ship
+        .submit("bob@ship.example", &["ops@shore.example"], &m)
+        .await
+        .unwrap();
+    sent.push(("<1.bob@ship.example>".into(), m));
+    all_arrive_once(&pair, &sent).await;
+    let out: Vec<_> = outgoing(&pair.ship.hf().transfers())
+        .into_iter()
+        .map(|r| (r.messages, r.result.clone()))
+        .collect();
+    pair.stop().await;
+    assert_eq!(
+        out,
+        vec![
+            (1, "no reply (timeout or link lost)".to_owned()),
+            (
+                1,
+                "completed; set aside 1 late reply stream(s) to an earlier session (XSUM)"
+                    .to_owned()
+            ),
+            (1, "completed".to_owned()),
+        ]
+    );
+}

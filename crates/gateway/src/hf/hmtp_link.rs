@@ -728,13 +728,19 @@ impl HmtpLink {
                     .await;
             }
         }
-        let result = match &outcome.end {
+        let mut result = match &outcome.end {
             SessionEnd::Completed => "completed".to_owned(),
             SessionEnd::ServiceClosing(r) => format!("peer closed: {} {}", r.code, r.text()),
             SessionEnd::Closed => "no reply (timeout or link lost)".to_owned(),
             SessionEnd::BadReplies(e) => format!("bad replies: {e}"),
             SessionEnd::Collision => "yielded (collision)".to_owned(),
         };
+        if outcome.stale_reply_streams > 0 {
+            result.push_str(&format!(
+                "; set aside {} late reply stream(s) to an earlier session (XSUM)",
+                outcome.stale_reply_streams
+            ));
+        }
         self.ctx.transfers.record(TransferRecord {
             peer: self.name.clone(),
             protocol: "hmtp".into(),
