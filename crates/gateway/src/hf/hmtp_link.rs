@@ -11,15 +11,16 @@
 //! submission goes to the SIS endpoint at once; the replies come back as one transmission
 //! and every recipient's outcome goes to the spool ([`Recorder`]). No reply within
 //! `reply_timeout` plus twice the submission's air time at `assumed_bps` (or a U_PDU of this
-//! session the subnetwork could not deliver) ends the session: every recipient without an answer is
-//! deferred and retried with the spool's backoff, or at once when the link comes back; the
-//! peer drops what it already had (de-duplication).
+//! session the subnetwork could not deliver) ends the session: every recipient without an
+//! answer is deferred and retried with the spool's backoff, or at once when the link comes
+//! back; the peer drops what it already had (de-duplication).
 //!
 //! Streams from the peer share SAP 3 with our own replies; a stream is told apart by its first
 //! decoded byte ([`classify_stream_start`]) and runs until its consumer is done (our client at
-//! 221, a server at QUIT). A reply stream whose 221 sums another session's octets (skywave's
-//! `XSUM`, see `skywave_smtp::sum`) answers an earlier session of ours whose data reached the
-//! peer late: the client sets it aside and the next stream is classified afresh.
+//! 221, a server at QUIT). A reply stream whose closing reply does not sum this session's
+//! octets (skywave's `XSUM`, see `skywave_smtp::sum`) answers an earlier session of ours whose
+//! data reached the peer late: the client sets it aside and the next stream is classified
+//! afresh.
 
 use std::sync::Arc;
 use std::time::Duration;
