@@ -6,9 +6,12 @@
 //! always encodes; after a forget nothing is held.
 #![no_main]
 
+#[path = "shared/data_header.rs"]
+mod shared;
+
 use libfuzzer_sys::fuzz_target;
 use skywave_emu::arq::ArqReceiver;
-use skywave_emu::dpdu::{Address, Body, DataHeader, Dpdu, Eow};
+use skywave_emu::dpdu::{Address, Body, Dpdu, Eow};
 
 const MAX_CPDU: usize = 300;
 
@@ -26,15 +29,7 @@ fuzz_target!(|data: &[u8]| {
                 else {
                     break;
                 };
-                let header = DataHeader {
-                    start: flags & 1 != 0,
-                    end: flags & 2 != 0,
-                    deliver_in_order: flags & 4 != 0,
-                    drop: flags & 8 != 0,
-                    tx_uwe: flags & 16 != 0,
-                    tx_lwe: flags & 32 != 0,
-                    fsn,
-                };
+                let header = shared::data_header(flags, fsn);
                 let segment = vec![fsn; usize::from(len % 128)];
                 let duplicates = rx.duplicates();
                 // Only a frame taken in for the first time brings new bytes.

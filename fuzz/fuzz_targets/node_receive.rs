@@ -7,13 +7,14 @@
 //! panic, and no U_PDU longer than the MTU may reach a client.
 #![no_main]
 
+#[path = "shared/data_header.rs"]
+mod shared;
+
 use std::time::Duration;
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use skywave_emu::dpdu::{
-    Ack, Address, Body, DataHeader, Dpdu, Eow, ExpDataHeader, NonArqHeader, Reset,
-};
+use skywave_emu::dpdu::{Ack, Address, Body, Dpdu, Eow, ExpDataHeader, NonArqHeader, Reset};
 use skywave_emu::modem::{DataRate, Interleaver, ModemConfig};
 use skywave_emu::node::{
     DEFAULT_LINK_RETRIES, Drc, HARD_LINK_TIMEOUT, Node, NodeConfig, NodeSetup, SendMode,
@@ -79,18 +80,6 @@ fn segment(bytes: &mut impl Iterator<Item = u8>) -> Vec<u8> {
     s
 }
 
-fn data_header(b: u8, fsn: u8) -> DataHeader {
-    DataHeader {
-        start: b & 1 != 0,
-        end: b & 2 != 0,
-        deliver_in_order: b & 4 != 0,
-        drop: b & 8 != 0,
-        tx_uwe: b & 16 != 0,
-        tx_lwe: b & 32 != 0,
-        fsn,
-    }
-}
-
 fuzz_target!(|data: &[u8]| {
     let Some(mut node) = node() else {
         return;
@@ -106,11 +95,11 @@ fuzz_target!(|data: &[u8]| {
         let b = bytes.next().unwrap_or(0);
         let body = match op % 12 {
             0 | 1 => Some(Body::DataOnly {
-                header: data_header(a, b),
+                header: shared::data_header(a, b),
                 segment: segment(&mut bytes),
             }),
             2 => Some(Body::DataAck {
-                header: data_header(a, b),
+                header: shared::data_header(a, b),
                 ack: Ack {
                     rx_lwe: bytes.next().unwrap_or(0),
                     bitmap: take(&mut bytes, 16),
