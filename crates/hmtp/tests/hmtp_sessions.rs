@@ -979,6 +979,18 @@ fn the_serving_mode_is_decided_on_the_first_line() {
     assert_eq!(owner.spooled.len(), 0);
 }
 
+/// A client for `batch` that has sent its submission (returned; dropped, it is lost on the way).
+fn submitted(
+    batch: Vec<BatchMessage>,
+    compression: Compression,
+    mtu: usize,
+) -> (HmtpClient, Vec<Vec<u8>>) {
+    let mut client =
+        HmtpClient::new(ClientSettings::new("ship.example", mtu, compression), batch).unwrap();
+    let submission = client.transmission();
+    (client, submission)
+}
+
 /// Serves `batch` as a session of its own and returns the client (its replies not read yet) and
 /// the reply U_PDUs, in order.
 fn served<P: Policy>(
@@ -988,9 +1000,7 @@ fn served<P: Policy>(
     server: &mut HmtpServer<P>,
     owner: &mut Owner,
 ) -> (HmtpClient, Vec<Vec<u8>>) {
-    let mut client =
-        HmtpClient::new(ClientSettings::new("ship.example", mtu, compression), batch).unwrap();
-    let submission = client.transmission();
+    let (client, submission) = submitted(batch, compression, mtu);
     let replies = owner.serve(server, &submission, Instant::now()).concat();
     (client, replies)
 }
@@ -1030,12 +1040,7 @@ fn a_late_reply_stream_to_an_earlier_session_is_set_aside() {
         a.close();
         assert!(all_no_answer(a.outcome().unwrap()));
         // B's own data is lost on the way: only A's replies ever reach B.
-        let mut b = HmtpClient::new(
-            ClientSettings::new("ship.example", 512, compression),
-            b_batch.clone(),
-        )
-        .unwrap();
-        let _lost = b.transmission();
+        let (mut b, _lost) = submitted(b_batch.clone(), compression, 512);
         for u in &a_replies {
             b.receive(u);
         }
@@ -1091,12 +1096,7 @@ fn without_xsum_a_late_stream_is_read_by_position() {
         &mut server,
         &mut owner,
     );
-    let mut b = HmtpClient::new(
-        ClientSettings::new("ship.example", 2048, Compression::None),
-        messages(2, 8),
-    )
-    .unwrap();
-    let _lost = b.transmission();
+    let (mut b, _lost) = submitted(messages(2, 8), Compression::None, 2048);
     for u in &a_replies {
         b.receive(u);
     }
