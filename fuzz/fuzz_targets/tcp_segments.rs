@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use skywave_bench::model::{Congestion, Nagle, RttSeed};
+use skywave_bench::model::{Congestion, Nagle, RttSeed, WindowRules};
 use skywave_bench::tcp::tcb::{RtoTimers, Tcb, TcbConfig, datagram};
 use smoltcp::wire::{IpProtocol, Ipv4Packet, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber};
 
@@ -47,6 +47,11 @@ fuzz_target!(|data: &[u8]| {
         nagle: [Nagle::Off, Nagle::Classic, Nagle::Minshall][usize::from(setup >> 7)],
         ack_delay: (setup & 8 != 0).then_some(Duration::from_millis(40)),
         timestamps: setup & 4 != 0,
+        window_rules: if setup.count_ones() % 2 == 0 {
+            WindowRules::Jnos
+        } else {
+            WindowRules::Linux
+        },
     });
     if tcb.listen(25).is_err() {
         return;

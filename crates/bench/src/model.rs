@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-pub use crate::tcp::profile::{Congestion, GiveUp, Nagle, RtoFit, RttSeed, TcpEngine, TcpProfile};
+pub use crate::tcp::profile::{
+    Congestion, GiveUp, Nagle, RtoFit, RttSeed, TcpEngine, TcpProfile, WindowRules,
+};
 
 /// The protocol stack under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -153,6 +155,9 @@ pub struct TcpSettings {
     pub congestion: Congestion,
     /// Nagle's algorithm, and which.
     pub nagle: Nagle,
+    /// Small-window rules of skywave's TCP: when a read sends a window update of its own, and
+    /// whether a short segment the window cut waits (smoltcp has its own, Linux-like).
+    pub window_rules: WindowRules,
     /// Delayed-ACK timer, simulated time (`None`: acknowledge at once).
     pub ack_delay: Option<Duration>,
     /// When the TCP stops retransmitting and drops the connection.

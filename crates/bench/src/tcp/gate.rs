@@ -137,7 +137,7 @@ mod tests {
     use smoltcp::time::Instant;
 
     use super::super::host::{Host, HostSettings};
-    use super::super::profile::{GiveUp, RttSeed, TcpEngine};
+    use super::super::profile::{GiveUp, RttSeed, TcpEngine, WindowRules};
     use super::super::tcb::RtoTimers;
     use super::*;
     use std::time::Duration;
@@ -163,6 +163,7 @@ mod tests {
             },
             rtt_seed: RttSeed::FirstSample,
             timestamps: false,
+            window_rules: WindowRules::Linux,
             rtt_cache: false,
             ack_delay_sim: None,
         };

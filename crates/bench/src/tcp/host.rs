@@ -18,7 +18,7 @@ use smoltcp::wire::{HardwareAddress, IpAddress, IpCidr, Ipv4Packet, TcpPacket};
 
 use super::TcpBenchError;
 use super::gate::Gate;
-use super::profile::{Congestion, GiveUp, Nagle, RttSeed, TcpEngine};
+use super::profile::{Congestion, GiveUp, Nagle, RttSeed, TcpEngine, WindowRules};
 use super::tcb::{RtoTimers, Tcb, TcbConfig};
 
 /// Simulated time ↔ smoltcp time: smoltcp's clock runs `factor` times slower than the
@@ -133,6 +133,8 @@ pub(crate) struct HostSettings {
     pub(crate) rto: RtoTimers,
     pub(crate) rtt_seed: RttSeed,
     pub(crate) timestamps: bool,
+    /// skywave's own TCP: its small-window rules (window updates, sender SWS avoidance).
+    pub(crate) window_rules: WindowRules,
     /// skywave's own TCP: a new connection starts from the host's cached round-trip estimate.
     pub(crate) rtt_cache: bool,
     /// skywave's own TCP: the delayed-ACK time in simulated time.
@@ -189,7 +191,7 @@ struct Stall {
     /// Unacknowledged segments in sequence order: (start, end, last sent, simulated time).
     unacked: VecDeque<(u32, u32, Duration)>,
     /// Timeouts of the oldest unacknowledged segment since data was last acknowledged (JNOS's
-    /// back-off count).
+    /// back-off count, Linux's `icsk_retransmits`).
     timeouts: u32,
     /// Linux's `retrans_stamp`: when the oldest segment was last sent before the first
     /// retransmission still unacknowledged, and the end of the resent data.
@@ -262,13 +264,20 @@ impl Stall {
                 syn_ack,
                 established,
             } => {
+                // Linux decides only at a timeout that finds the oldest segment already
+                // resent since data was last acknowledged (`retransmits_timed_out` answers
+                // no while `icsk_retransmits` is 0, and every ACK of new data clears it): the
+                // first timeout after progress never drops the connection, however long the
+                // segment waited in a deep queue before it.
+                let resent_before = self.timeouts > 0;
+                self.timeouts += 1;
                 let (since, _) = *self.episode.get_or_insert((last_sent, end));
                 let bound = match (seg.syn, seg.ack) {
                     (true, false) => syn,
                     (true, true) => syn_ack,
                     _ => established,
                 };
-                now.saturating_sub(since) >= bound
+                resent_before && now.saturating_sub(since) >= bound
             }
         };
         if let Some((_, high)) = self.episode.as_mut()
@@ -411,6 +420,7 @@ impl Host {
                 nagle: settings.nagle,
                 ack_delay: settings.ack_delay_sim,
                 timestamps: settings.timestamps,
+                window_rules: settings.window_rules,
             }))),
         };
         Ok(Host {
@@ -827,5 +837,20 @@ mod tests {
         st.acknowledged(108);
         assert!(!st.gives_up(&seg(108, 100, false), secs(1000), rule)); // 500 s old
         assert!(st.gives_up(&seg(108, 100, false), secs(1425), rule)); // 925 s old
+        // A segment that waited longer than that in a queue before its first timeout is
+        // resent, not dropped: the verdict needs a resend already unanswered.
+        let mut st = Stall::default();
+        st.acknowledged(8);
+        assert!(!st.gives_up(&seg(8, 100, false), secs(0), rule));
+        assert!(!st.gives_up(&seg(8, 100, false), secs(950), rule));
+        assert!(st.gives_up(&seg(8, 100, false), secs(1100), rule));
+        // An ACK of new data in between starts the count again.
+        let mut st = Stall::default();
+        st.acknowledged(8);
+        assert!(!st.gives_up(&seg(8, 100, false), secs(0), rule)); // 8..108
+        assert!(!st.gives_up(&seg(108, 100, false), secs(10), rule)); // 108..208
+        assert!(!st.gives_up(&seg(8, 100, false), secs(950), rule));
+        st.acknowledged(108);
+        assert!(!st.gives_up(&seg(108, 100, false), secs(960), rule)); // 950 s old, first
     }
 }

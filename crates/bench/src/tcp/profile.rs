@@ -225,6 +225,26 @@ impl GiveUp {
     pub const JNOS: GiveUp = GiveUp::Retries(10);
 }
 
+/// How skywave's TCP handles small windows, as the stack it models does: when a receiver whose
+/// application has read data sends an ACK of its own to say the window opened (otherwise the
+/// next ACK carries it), and whether a sender holds back a segment the peer's window cuts
+/// short. smoltcp runs its own rules (its window updates are Linux's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowRules {
+    /// JNOS (KA9Q NOS): a read sends a window update only when it reopens a window that was
+    /// closed (`recv_tcp`: "Do a window update if it was closed"); every ACK advertises the
+    /// buffer less what the application has not read yet. A short segment goes whenever
+    /// nothing is in flight, whether the data or the window made it short (`tcp_output`:
+    /// Nagle's "single outstanding segment" rule is its only test).
+    Jnos,
+    /// Linux: a read sends a window update when it at least doubles the window the peer was
+    /// last told (`tcp_cleanup_rbuf`: "Lots" means "at least twice"; smoltcp 0.14 has the
+    /// same test). A short segment the window cuts short waits, unless it is half the
+    /// largest window offered, for the window to open or the persist timer (RFC 9293's
+    /// sender SWS avoidance, 3.8.6.2.1).
+    Linux,
+}
+
 /// Whether a host holds back a segment smaller than the MSS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Nagle {
@@ -295,6 +315,7 @@ impl TcpProfile {
                 rtt_cache: false,
                 congestion: Congestion::Segments { initial: 10 },
                 nagle: Nagle::Minshall,
+                window_rules: WindowRules::Linux,
                 ack_delay: Some(Duration::from_millis(40)),
                 // Not Linux's timers: this profile resends go-back-N after every spurious
                 // timeout where Linux (F-RTO, SACK) resends one segment, so on a 1200 bit/s
@@ -320,6 +341,7 @@ impl TcpProfile {
                 rtt_cache: false,
                 congestion: Congestion::Unlimited,
                 nagle: Nagle::Off,
+                window_rules: WindowRules::Linux,
                 ack_delay: Some(Duration::from_millis(40)),
                 // The ideal of the baseline: the ARQ below repairs every loss, so this
                 // TCP never drops a connection.
@@ -342,6 +364,7 @@ impl TcpProfile {
                 timestamps: true,
                 rtt_cache: false,
                 give_up: GiveUp::LINUX,
+                window_rules: WindowRules::Linux,
                 smtp_timer: None,
                 // Isode's measurements went through the NC3A IP client, which dropped what it
                 // could not hand to a flow-controlled node (isode-ip-over-5066.csv).
@@ -447,6 +470,7 @@ pub fn jnos_tcp(
         rtt_cache: true,
         congestion: Congestion::Reno { initial: 1 },
         nagle: Nagle::Classic,
+        window_rules: WindowRules::Jnos,
         ack_delay: None,
         give_up: GiveUp::JNOS,
         smtp_timer: None,

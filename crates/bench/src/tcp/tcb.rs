@@ -27,8 +27,12 @@
 //! - Nagle: off, classic (RFC 896) or Minshall's;
 //! - receiving: out-of-order segments kept within the window and an immediate ACK for them;
 //!   in order, an ACK at once or after the delayed-ACK time, at once when two full segments
-//!   are unacknowledged (RFC 5681 4.2); window updates when reading opens the window by an MSS
-//!   or half the buffer (receiver SWS avoidance, RFC 1122 4.2.3.3);
+//!   are unacknowledged (RFC 5681 4.2); a window update of its own when reading opens the
+//!   window as the stack modelled would send one ([`WindowRules`]: JNOS only for a window
+//!   that was closed, Linux when the window at least doubles), the next ACK carrying it
+//!   otherwise;
+//! - sending a segment shorter than the MSS: Nagle's rule ([`Nagle`]), and for the Linux
+//!   rules RFC 9293's sender SWS avoidance for one the window cut short ([`WindowRules`]);
 //! - persist timer: a one-byte probe into a closed window, or what fits a window too small to
 //!   use (which also recovers a lost window update), backed off as a retransmission;
 //! - timestamps (RFC 7323) when both ends offer them, as Linux does: 12 bytes of every
@@ -54,7 +58,7 @@ use smoltcp::wire::{
     TcpSeqNumber, TcpTimestampRepr,
 };
 
-use super::profile::{Congestion, Nagle, RttSeed};
+use super::profile::{Congestion, Nagle, RttSeed, WindowRules};
 
 /// TIME-WAIT's length (2 MSL; Linux's `TCP_TIMEWAIT_LEN`).
 const TIME_WAIT: Duration = Duration::from_secs(60);
@@ -101,6 +105,9 @@ pub struct TcbConfig {
     pub ack_delay: Option<Duration>,
     /// Offer the timestamp option (RFC 7323), as Linux does; used if the peer offers it too.
     pub timestamps: bool,
+    /// When reading sends a window update of its own, and whether a window-limited short
+    /// segment waits.
+    pub window_rules: WindowRules,
 }
 
 /// `repr` from `src` to `dst` as an IPv4 datagram, both checksums set: what a host puts on
@@ -501,8 +508,19 @@ impl Tcb {
             return false;
         }
         let (_, edge) = self.advertise();
-        let grown = edge.wrapping_sub(self.rcv_adv) as usize;
-        after(edge, self.rcv_adv) && grown >= self.mss.min(self.cfg.rx_buffer / 2)
+        if !after(edge, self.rcv_adv) {
+            return false;
+        }
+        // The window the peer was last told (none left if it sent up to the edge or past it).
+        let told = if after(self.rcv_adv, self.rcv_nxt) {
+            self.rcv_adv.wrapping_sub(self.rcv_nxt) as usize
+        } else {
+            0
+        };
+        match self.cfg.window_rules {
+            WindowRules::Jnos => told == 0,
+            WindowRules::Linux => edge.wrapping_sub(self.rcv_nxt) as usize >= 2 * told,
+        }
     }
 
     /// Builds one datagram and queues it.
@@ -1240,15 +1258,26 @@ impl Tcb {
             }
             let resend = after(self.snd_max, self.snd_nxt);
             if len > 0 && len < self.mss && !fin_due && !resend {
-                // Sender SWS avoidance (RFC 9293 3.8.6.2.1): a window-limited short segment
-                // waits unless it is half the largest window offered.
                 let window_limited = len < unsent;
-                if window_limited && (len as u32) < self.max_snd_wnd / 2 {
-                    self.persist(now, flight);
-                    break;
-                }
-                if !window_limited && self.nagle_holds() {
-                    break;
+                match self.cfg.window_rules {
+                    // Sender SWS avoidance (RFC 9293 3.8.6.2.1): a window-limited short
+                    // segment waits unless it is half the largest window offered.
+                    WindowRules::Linux => {
+                        if window_limited && (len as u32) < self.max_snd_wnd / 2 {
+                            self.persist(now, flight);
+                            break;
+                        }
+                        if !window_limited && self.nagle_holds() {
+                            break;
+                        }
+                    }
+                    // JNOS: Nagle's rule alone, for any short segment; one the window cut
+                    // short goes at once if nothing is in flight.
+                    WindowRules::Jnos => {
+                        if self.nagle_holds() {
+                            break;
+                        }
+                    }
                 }
             }
             let control = if fin_due {
@@ -1340,6 +1369,7 @@ mod tests {
             nagle: Nagle::Classic,
             ack_delay: None,
             timestamps: false,
+            window_rules: WindowRules::Jnos,
         }
     }
 
@@ -1466,6 +1496,61 @@ mod tests {
 
     fn pattern(n: usize) -> Vec<u8> {
         (0..n).map(|i| (i % 251) as u8).collect()
+    }
+
+    /// The small-window rules of JNOS and Linux (`WindowRules`), end to end: which reads send a
+    /// window update, and whether a segment the window cuts short waits.
+    #[test]
+    fn small_windows_are_handled_as_the_modelled_stack_does() {
+        let acks_by_receiver = |p: &Pair| p.log.iter().filter(|s| s.by == 1 && s.len == 0).count();
+        for rules in [WindowRules::Jnos, WindowRules::Linux] {
+            let mut cfg = config(A, Congestion::Unlimited);
+            cfg.nagle = Nagle::Off;
+            cfg.window_rules = rules;
+            let mut b = cfg;
+            b.address = B;
+            b.iss = 0xFFFF_FF00;
+            let mut p = Pair::new(cfg, b, 1.0);
+            p.run(5.0, &|_| false);
+            // 1200 bytes into a 1024-byte window, the receiver not reading: four full
+            // segments, then 160 bytes the window cuts short with data in flight. JNOS sends
+            // them (Nagle is its only test); Linux's sender waits for the window to open.
+            p.reading = false;
+            p.ends[0].send_slice(&pattern(1200));
+            p.run(5.5, &|_| false);
+            let first_flight: Vec<usize> = p.data_segments(0).iter().map(|s| s.len).collect();
+            match rules {
+                WindowRules::Jnos => assert_eq!(first_flight, [216, 216, 216, 216, 160]),
+                WindowRules::Linux => assert_eq!(first_flight, [216; 4]),
+            }
+            p.run(10.0, &|_| false);
+            let before = acks_by_receiver(&p);
+            // Reading 216 of the 864 or 1024 bytes held: the window the sender was told (160,
+            // or 0 for JNOS's full window) grows to at least 376. JNOS: an update only for a
+            // window that was closed, as JNOS's filled one was; Linux: for one that at least
+            // doubled, as 160 to 376 did.
+            let got = p.ends[1].recv();
+            assert_eq!(
+                got.len(),
+                if rules == WindowRules::Jnos {
+                    1024
+                } else {
+                    864
+                }
+            );
+            p.run(10.5, &|_| false);
+            assert_eq!(acks_by_receiver(&p), before + 1, "{rules:?}");
+            // JNOS, a window that was not closed: its reader's bytes make no update of their
+            // own; the next ACK carries them.
+            if rules == WindowRules::Jnos {
+                p.run(20.0, &|_| false);
+                let before = acks_by_receiver(&p);
+                let held = p.ends[1].recv();
+                assert!(!held.is_empty() && held.len() < 1024, "{}", held.len());
+                p.run(20.5, &|_| false);
+                assert_eq!(acks_by_receiver(&p), before, "no update for an open window");
+            }
+        }
     }
 
     #[test]
@@ -1614,11 +1699,11 @@ mod tests {
         p.run(3000.0, &|n| n == first);
         p.assert_read(&data);
         let sent = p.data_segments(0);
-        assert_eq!(
-            sent.len(),
-            3000usize.div_ceil(216) + 1,
-            "exactly one resend"
-        );
+        // Exactly one resend (JNOS sends the short segments a shrunken window leaves when
+        // nothing is in flight, so the count of segments says less than their bytes).
+        let bytes: usize = sent.iter().map(|s| s.len).sum();
+        assert_eq!(bytes, 3000 + 216, "{sent:?}");
+        assert_eq!(sent.iter().filter(|s| s.len == 216).count(), 3000 / 216 + 1);
         // The resend went a round trip after the loss, long before the 90 s RTO.
         assert!(sent[4].at - sent[0].at < 3.0, "{sent:?}");
         // ssthresh = 864 / 2 = 432: after recovery the window grows from there linearly.

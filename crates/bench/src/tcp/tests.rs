@@ -245,7 +245,7 @@ fn lzw_ratio_of_the_ntia_workload() {
 }
 
 /// One NTIA run of the 51200-byte attachment in detail; the README quotes the 300 bit/s one
-/// ("keyed 877 s of 914 s"), asserted here to 1 % (virtual time, seeded channel).
+/// ("keyed 927 s of 974 s"), asserted here to 1 % (virtual time, seeded channel).
 #[tokio::test(start_paused = true)]
 async fn ntia_one_run_in_detail() {
     for (rate, window) in [(300u32, 1024u32), (1200, 1024)] {
@@ -263,8 +263,8 @@ async fn ntia_one_run_in_detail() {
         assert!(r.completed, "{r:?}");
         if rate == 300 {
             let near = |v: f64, want: f64| (v / want - 1.0).abs() <= 0.01;
-            assert!(near(r.result.seconds, 913.7), "{}", r.result.seconds);
-            assert!(near(r.air_seconds, 876.7), "{}", r.air_seconds);
+            assert!(near(r.result.seconds, 974.4), "{}", r.result.seconds);
+            assert!(near(r.air_seconds, 926.5), "{}", r.air_seconds);
         }
     }
 }
@@ -390,15 +390,15 @@ async fn jnos_gives_up_after_ten_timeouts_where_nothing_gets_through() {
 }
 
 /// JNOS re-queueing (`smtp timer`): three 14025-byte messages over the 1998 modem on ITU-R Poor
-/// at 6.5 dB. Run once, the connection's TCP gives up (ten timeouts) with nothing delivered.
+/// at 7.25 dB. Run once, the connection's TCP gives up (ten timeouts) with nothing delivered.
 /// With the queue timer at 600 s the mail goes again at each tick after a failed connection,
-/// each new one starting from the round trip its hosts cached (JNOS's `RTTCACHE`): two more
-/// connections, and one message gets through; nothing arrives twice. Virtual time, so the
+/// each new one starting from the round trip its hosts cached (JNOS's `RTTCACHE`): one more
+/// connection, and one message gets through; nothing arrives twice. Virtual time, so the
 /// figures are exact for the seed.
 #[tokio::test(start_paused = true)]
 async fn a_failed_jnos_job_goes_again_at_the_queue_timers_next_tick() {
     let work = workload::isode(14025, 3, 1).unwrap();
-    let c = cond("poor", 6.5, 1200, 2);
+    let c = cond("poor", 7.25, 1200, 2);
     let mut tcp = ntia_tcp(1024, 1200);
     let once = run_smtp_tcp_modem_with(&c, &tcp, &work, &TcpRunOptions::default())
         .await
@@ -415,7 +415,7 @@ async fn a_failed_jnos_job_goes_again_at_the_queue_timers_next_tick() {
             requeued.attempts,
             requeued.duplicate_deliveries
         ),
-        (1, 3, 0),
+        (1, 2, 0),
         "{requeued:?}"
     );
     assert_eq!(requeued.client_confirmed, 1);
@@ -537,6 +537,6 @@ async fn a_later_run_between_the_same_hosts_starts_from_their_cached_round_trip(
     );
     // The first SYN waited IRTT (60 s) for nothing; the cached RTO is seconds.
     let near = |v: f64, want: f64| (v / want - 1.0).abs() <= 0.01;
-    assert!(near(connection[0], 121.5), "{connection:?}");
-    assert!(near(connection[1], 75.2), "{connection:?}");
+    assert!(near(connection[0], 120.0), "{connection:?}");
+    assert!(near(connection[1], 72.1), "{connection:?}");
 }
