@@ -84,10 +84,11 @@
 //!   duplicate SYN as Linux does, on a link whose round trip is 3-4 s, each resend a
 //!   transmission of its own.
 //! - `isode-stock` (Reno from ten segments as [`TcpSettings::on_engine`] gives it, timestamps;
-//!   `skywave-bench calibrate --tcp-engine skywave`): 70 of 122 ratio rows in band against 70
-//!   of 128 on smoltcp; the first flight of ten segments overflows the dropping IP client, and
-//!   at 300 bit/s (and 1200 bit/s with MTU 500 on the long interleaver) the stream stalls
-//!   until Linux's 924.6 s rule drops it: 0 bit/s where Isode measured 137 (748).
+//!   `skywave-bench calibrate --tcp-engine skywave`): 72 of 124 ratio rows in band against 70
+//!   of 128 on smoltcp; at 300 bit/s with MTU 500 a segment the dropping IP client lost is
+//!   resent behind the node's queue of some 850 s of airtime, two timeouts (120 s at most)
+//!   pass without an answer, and Linux's 924.6 s rule drops the stream: 0 bit/s where Isode
+//!   measured 137.
 //!
 //! # What smoltcp cannot express, and how the profiles get it anyway
 //!
