@@ -47,6 +47,7 @@ fuzz_target!(|data: &[u8]| {
         nagle: [Nagle::Off, Nagle::Classic, Nagle::Minshall][usize::from(setup >> 7)],
         ack_delay: (setup & 8 != 0).then_some(Duration::from_millis(40)),
         timestamps: setup & 4 != 0,
+        spurious_syn_undo: setup & 2 != 0,
         window_rules: if setup.count_ones() % 2 == 0 {
             WindowRules::Jnos
         } else {

@@ -78,6 +78,9 @@ pub(crate) async fn run(cond: &Condition, work: &Workload) -> Result<RunDetail, 
             .map(Instant::from_std)
             .fold(limit, Instant::min);
         tokio::select! {
+            // A fixed order keeps runs repeatable (select! otherwise polls at random): what
+            // the stations heard first, the deadline last.
+            biased;
             ev = shore_events.recv() => match ev {
                 Some(Event::Unidata(ind)) => receiver.receive(std_now(), &ind.updu, &mut dedup),
                 Some(_) => {}

@@ -98,6 +98,9 @@ pub(crate) async fn run(
             .unwrap_or(limit)
             .min(limit);
         tokio::select! {
+            // A fixed order keeps runs repeatable (select! otherwise polls at random): what
+            // the stations heard first, the deadline last.
+            biased;
             ev = shore_events.recv() => match ev {
                 Some(Event::Unidata(ind)) => {
                     server.receive(std_now(), &ind.updu, &mut dedup);

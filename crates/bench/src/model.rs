@@ -148,6 +148,10 @@ pub struct TcpSettings {
     /// segments' too, and a spurious timeout detected and undone (Eifel, as Linux undoes it).
     /// smoltcp runs without them whatever this says.
     pub timestamps: bool,
+    /// skywave's own TCP, with timestamps: a SYN-ACK (or handshake ACK) that echoes the first
+    /// SYN's timestamp shows its resends spurious, and the first window stays whole (Linux
+    /// 5.2's `tcp_try_undo_spurious_syn`); without, two resends leave it at one segment.
+    pub spurious_syn_undo: bool,
     /// A later connection of the run (the queue timer's) starts from the round-trip estimate
     /// the host cached from the earlier ones, as JNOS's `RTTCACHE` (skywave's TCP only).
     pub rtt_cache: bool,

@@ -298,6 +298,8 @@ impl Outbox {
                         Err(mpsc::error::TryRecvError::Disconnected) => break,
                         Err(mpsc::error::TryRecvError::Empty) => {
                             tokio::select! {
+                                // A fixed order keeps runs repeatable (select! otherwise polls at random).
+                                biased;
                                 u = rx.recv() => match u {
                                     Some(u) => Some(u),
                                     None => break,

@@ -272,6 +272,9 @@ async fn flood_async(cond: &Condition, flood: &UdpFlood) -> Result<UdpFloodResul
         }
         let wake = next_offer.min(flood.duration);
         tokio::select! {
+            // A fixed order keeps runs repeatable (select! otherwise polls at random): what
+            // the shore heard first, the generator's next offer last.
+            biased;
             ev = shore_events.recv() => {
                 let Some(ev) = ev else {
                     return Err(BenchError::Sis("the shore's IP client ended".into()));

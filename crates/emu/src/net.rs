@@ -1123,6 +1123,8 @@ async fn run(shared: Arc<Shared>) {
             None => shared.notify.notified().await,
             Some(t) if t > now => {
                 tokio::select! {
+                    // A fixed order keeps runs repeatable (select! otherwise polls at random).
+                    biased;
                     () = shared.sleep_until(t) => {}
                     () = shared.notify.notified() => {}
                 }

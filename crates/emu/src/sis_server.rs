@@ -103,6 +103,9 @@ where
     let mut bound: Option<(skywave_sis::SapId, skywave_sis::ServiceType)> = None;
     loop {
         tokio::select! {
+            // A fixed order keeps emulated runs repeatable (select! otherwise polls at
+            // random): what the node has for the client goes out before the next request.
+            biased;
             out = rx.recv() => {
                 let Some(p) = out else { break };
                 if let Err(e) = stream.send(&p).await {

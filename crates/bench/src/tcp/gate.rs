@@ -163,6 +163,7 @@ mod tests {
             },
             rtt_seed: RttSeed::FirstSample,
             timestamps: false,
+            spurious_syn_undo: false,
             window_rules: WindowRules::Linux,
             rtt_cache: false,
             ack_delay_sim: None,

@@ -133,6 +133,8 @@ pub(crate) struct HostSettings {
     pub(crate) rto: RtoTimers,
     pub(crate) rtt_seed: RttSeed,
     pub(crate) timestamps: bool,
+    /// skywave's own TCP: resent SYNs shown spurious leave the first window whole.
+    pub(crate) spurious_syn_undo: bool,
     /// skywave's own TCP: its small-window rules (window updates, sender SWS avoidance).
     pub(crate) window_rules: WindowRules,
     /// skywave's own TCP: a new connection starts from the host's cached round-trip estimate.
@@ -420,6 +422,7 @@ impl Host {
                 nagle: settings.nagle,
                 ack_delay: settings.ack_delay_sim,
                 timestamps: settings.timestamps,
+                spurious_syn_undo: settings.spurious_syn_undo,
                 window_rules: settings.window_rules,
             }))),
         };

@@ -240,6 +240,9 @@ impl IpLink {
                 let mut got = Vec::new();
                 let wait = deadline.saturating_sub(s.subnet.now());
                 tokio::select! {
+                    // A fixed order keeps runs repeatable (select! otherwise polls at random); what
+                    // arrived is collected below whichever branch wins.
+                    biased;
                     a = s.arrivals.recv() => got.extend(a),
                     _ = s.links.lost() => s.losses += 1,
                     () = tokio::time::sleep(wait) => {}

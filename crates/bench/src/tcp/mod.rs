@@ -411,6 +411,7 @@ fn host_settings(
         },
         rtt_seed: tcp.rtt_seed,
         timestamps: tcp.timestamps,
+        spurious_syn_undo: tcp.spurious_syn_undo,
         window_rules: tcp.window_rules,
         rtt_cache: tcp.rtt_cache,
         ack_delay_sim: tcp.ack_delay,

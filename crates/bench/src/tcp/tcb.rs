@@ -40,7 +40,8 @@
 //!   found spurious undone: the first ACK after it echoing the original transmission restores
 //!   the window and sends new data instead of the rest of the go-back-N (Eifel detection and
 //!   response, RFC 3522 and 4015, as Linux's undo); with them a lost SYN leaves one segment as
-//!   the first window only after two resends (Linux's `tcp_init_transfer`);
+//!   the first window only after two resends that were not spurious (Linux's
+//!   `tcp_init_transfer` and `tcp_try_undo_spurious_syn`);
 //! - a reset from a closed endpoint to whatever still arrives (a FIN resent after TIME-WAIT);
 //! - JNOS's round-trip cache entry for the peer (`rtt_add`), to start a later connection from.
 //!
@@ -105,6 +106,9 @@ pub struct TcbConfig {
     pub ack_delay: Option<Duration>,
     /// Offer the timestamp option (RFC 7323), as Linux does; used if the peer offers it too.
     pub timestamps: bool,
+    /// With timestamps, resent SYNs whose answer echoes the first one's timestamp leave the
+    /// first window whole (Linux 5.2 on); otherwise two resends cut it to one segment.
+    pub spurious_syn_undo: bool,
     /// When reading sends a window update of its own, and whether a window-limited short
     /// segment waits.
     pub window_rules: WindowRules,
@@ -266,6 +270,10 @@ pub struct Tcb {
     seg_echo: Option<u32>,
     /// SYNs (or SYN-ACKs) resent before the connection opened.
     syn_resends: u32,
+    /// The timestamp our first SYN (or SYN-ACK) carried, and whether the segment that
+    /// completed the handshake echoed it: then every resend was spurious.
+    syn_tsval: Option<u32>,
+    syn_echoed: bool,
     /// What a timeout changed, kept until the first ACK after it says whether it was spurious.
     undo: Option<Undo>,
     /// The latest time this endpoint was given (the timestamp clock).
@@ -336,6 +344,8 @@ impl Tcb {
             ts_recent: 0,
             seg_echo: None,
             syn_resends: 0,
+            syn_tsval: None,
+            syn_echoed: false,
             undo: None,
             clock: Duration::ZERO,
             rcv_nxt: 0,
@@ -637,6 +647,12 @@ impl Tcb {
     fn segment_arrives(&mut self, now: Duration, from: ([u8; 4], u16), seg: &TcpRepr<'_>) {
         let seq = seg.seq_number.0 as u32;
         let ack = seg.ack_number.map(|a| a.0 as u32);
+        if matches!(self.state, State::SynSent | State::SynReceived) {
+            // Read before the options are taken: the SYN-ACK is the first segment that says
+            // whether the peer does timestamps at all.
+            self.syn_echoed =
+                self.syn_tsval.is_some() && seg.timestamp.map(|t| t.tsecr) == self.syn_tsval;
+        }
         self.seg_echo = seg
             .timestamp
             .map(|t| t.tsecr)
@@ -970,11 +986,15 @@ impl Tcb {
 
     /// The handshake is done. Linux (`tcp_init_transfer`) starts from one segment if the SYN or
     /// SYN-ACK went more than once, as RFC 5681 3.1 asks of any resent SYN (its 1 s initial RTO
-    /// makes one resend common, so Linux lets one pass).
+    /// makes one resend common, so Linux lets one pass), unless the segment that completed the
+    /// handshake echoed the first one's timestamp, which shows every resend spurious
+    /// (`tcp_try_undo_spurious_syn`, Linux 5.2 on, [`TcbConfig::spurious_syn_undo`]): on a
+    /// 5066 link, whose round trip is seconds, the usual case.
     fn opened(&mut self) {
         self.state = State::Established;
         if self.cfg.timestamps
             && self.syn_resends > 1
+            && !(self.cfg.spurious_syn_undo && self.syn_echoed)
             && let Some(c) = self.cwnd.as_mut()
         {
             *c = self.mss as u32;
@@ -1112,6 +1132,9 @@ impl Tcb {
     fn send_syn(&mut self, now: Duration) {
         let control = TcpControl::Syn;
         let ack = self.state == State::SynReceived;
+        if self.syn_tsval.is_none() && self.cfg.timestamps {
+            self.syn_tsval = Some(self.tsval());
+        }
         self.emit(control, self.cfg.iss, ack, 0, 0);
         let first = self.snd_max == self.cfg.iss;
         self.snd_nxt = self.cfg.iss.wrapping_add(1);
@@ -1369,6 +1392,7 @@ mod tests {
             nagle: Nagle::Classic,
             ack_delay: None,
             timestamps: false,
+            spurious_syn_undo: false,
             window_rules: WindowRules::Jnos,
         }
     }
@@ -1648,6 +1672,32 @@ mod tests {
         slow.run(20.0, &|_| false);
         let resent = slow.log.iter().filter(|s| s.syn && s.by == 0).count();
         assert_eq!(resent, 2, "SYN at 0 and 1 s, answered at 3 s");
+    }
+
+    /// A 5 s round trip under a 1 s initial RTO: the SYN goes at 0, 1 and 3 s and the SYN-ACK
+    /// answers the first. Linux before 5.2 starts from one segment after two resends whatever
+    /// they were; from 5.2 the SYN-ACK's echo of the first SYN's timestamp shows them spurious
+    /// and the initial window stays whole.
+    #[test]
+    fn resent_syns_shown_spurious_keep_the_initial_window() {
+        let first_window = |undo: bool| {
+            let mut a = linux_timers(config(A, Congestion::Reno { initial: 10 }));
+            a.rx_buffer = 65_535;
+            a.mss = 1000;
+            a.timestamps = true;
+            a.spurious_syn_undo = undo;
+            let mut b = a;
+            b.address = B;
+            b.iss = 3;
+            let mut p = Pair::new(a, b, 2.5);
+            p.run(20.0, &|_| false);
+            let syns = p.log.iter().filter(|s| s.syn && s.by == 0).count();
+            assert_eq!(syns, 3, "SYN at 0, 1 and 3 s");
+            // Segments of 988 bytes: the timestamp option takes 12.
+            p.ends[0].cwnd().map(|c| c / 988)
+        };
+        assert_eq!(first_window(true), Some(10));
+        assert_eq!(first_window(false), Some(1));
     }
 
     /// Linux's timers on a link whose round trip grows from 0.4 s (handshake) to 6.4 s (data):

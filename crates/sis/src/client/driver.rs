@@ -252,6 +252,8 @@ impl<C: Connector> Driver<C> {
             // Bounded: each iteration either handles a command or reaches the deadline.
             loop {
                 tokio::select! {
+                    // A fixed order keeps runs repeatable (select! otherwise polls at random).
+                    biased;
                     () = tokio::time::sleep_until(wake) => break,
                     cmd = self.commands.recv() => match cmd {
                         None => return None,
@@ -325,6 +327,23 @@ impl<C: Connector> Driver<C> {
                 return End::Lost(reason);
             }
             tokio::select! {
+                // Biased, server first: a primitive already in (flow off, a confirmation)
+                // happened before the sends behind it, and handling sends first could let a
+                // burst through that flow control had stopped. It also keeps runs under the
+                // paused clock repeatable (unbiased, select! picks at random).
+                biased;
+                msg = conn.incoming.recv() => match msg {
+                    None => return End::Lost("the SIS server closed the connection".into()),
+                    Some(Err(e)) => {
+                        tracing::warn!(error = %e, "closing SIS connection");
+                        return End::Lost(e.to_string());
+                    }
+                    Some(Ok(p)) => {
+                        if let Err(reason) = self.handle(conn, p).await {
+                            return End::Lost(reason);
+                        }
+                    }
+                },
                 cmd = self.commands.recv() => match cmd {
                     None => {
                         let _ = conn.writer.send(&Primitive::UnbindRequest).await;
@@ -339,18 +358,6 @@ impl<C: Connector> Driver<C> {
                         return End::Exit;
                     }
                     Some(Command::Send { expedited, req, reply }) => self.submit(expedited, req, reply),
-                },
-                msg = conn.incoming.recv() => match msg {
-                    None => return End::Lost("the SIS server closed the connection".into()),
-                    Some(Err(e)) => {
-                        tracing::warn!(error = %e, "closing SIS connection");
-                        return End::Lost(e.to_string());
-                    }
-                    Some(Ok(p)) => {
-                        if let Err(reason) = self.handle(conn, p).await {
-                            return End::Lost(reason);
-                        }
-                    }
                 },
             }
         }
