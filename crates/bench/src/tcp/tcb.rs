@@ -1549,10 +1549,10 @@ mod tests {
             }
             p.run(10.0, &|_| false);
             let before = acks_by_receiver(&p);
-            // Reading 216 of the 864 or 1024 bytes held: the window the sender was told (160,
-            // or 0 for JNOS's full window) grows to at least 376. JNOS: an update only for a
-            // window that was closed, as JNOS's filled one was; Linux: for one that at least
-            // doubled, as 160 to 376 did.
+            // Reading all it holds (1024 bytes for JNOS, whose short segment filled the
+            // window; 864 for Linux) reopens the window the sender was told (0, or 160) to
+            // 1024. JNOS: an update because the window was closed; Linux: because 1024 is at
+            // least twice 160.
             let got = p.ends[1].recv();
             assert_eq!(
                 got.len(),
