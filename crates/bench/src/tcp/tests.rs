@@ -544,7 +544,7 @@ async fn a_later_run_between_the_same_hosts_starts_from_their_cached_round_trip(
 /// Runs under the paused clock repeat exactly: the same bulk stream twice gives the same trace,
 /// resends and drops. Skywave's TCP through the dropping IP client at 9600 bit/s is where
 /// tokio's `select!`, picking its branches at random, once made the SIS client submit before
-/// or after the flow control already in, and the result moved from run to run (6089 to 6151
+/// or after the flow control already in, and the result moved from run to run (6063 to 6151
 /// bit/s, 65-73 drops).
 #[tokio::test(start_paused = true)]
 async fn a_run_repeats_exactly() {
