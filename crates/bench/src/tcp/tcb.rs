@@ -1397,6 +1397,15 @@ mod tests {
         }
     }
 
+    /// End B's settings: `a`'s, with B's address and its own initial sequence number.
+    fn peer(a: TcbConfig, iss: u32) -> TcbConfig {
+        TcbConfig {
+            address: B,
+            iss,
+            ..a
+        }
+    }
+
     /// `cfg` with Linux's RFC 6298 timers: 1 s initial RTO, 200 ms minimum, 120 s maximum.
     fn linux_timers(mut cfg: TcbConfig) -> TcbConfig {
         cfg.rtt_seed = RttSeed::FirstSample;
@@ -1531,9 +1540,7 @@ mod tests {
             let mut cfg = config(A, Congestion::Unlimited);
             cfg.nagle = Nagle::Off;
             cfg.window_rules = rules;
-            let mut b = cfg;
-            b.address = B;
-            b.iss = 0xFFFF_FF00;
+            let b = peer(cfg, 0xFFFF_FF00);
             let mut p = Pair::new(cfg, b, 1.0);
             p.run(5.0, &|_| false);
             // 1200 bytes into a 1024-byte window, the receiver not reading: four full
@@ -1649,9 +1656,7 @@ mod tests {
     #[test]
     fn rfc6298_timers_start_at_one_second_and_take_the_first_sample_whole() {
         let a = linux_timers(config(A, Congestion::Segments { initial: 10 }));
-        let mut b = a;
-        b.address = B;
-        b.iss = 77;
+        let b = peer(a, 77);
         // The first SYN is lost: resent at 1 s; the SYN-ACK leaves B at 1.2 s and is
         // acknowledged at 1.6 s.
         let mut p = Pair::new(a, b, 0.2);
@@ -1686,9 +1691,7 @@ mod tests {
             a.mss = 1000;
             a.timestamps = true;
             a.spurious_syn_undo = undo;
-            let mut b = a;
-            b.address = B;
-            b.iss = 3;
+            let b = peer(a, 3);
             let mut p = Pair::new(a, b, 2.5);
             p.run(20.0, &|_| false);
             let syns = p.log.iter().filter(|s| s.syn && s.by == 0).count();
@@ -1710,9 +1713,7 @@ mod tests {
             let mut a = linux_timers(config(A, Congestion::Reno { initial: 4 }));
             a.rx_buffer = 65_535;
             a.timestamps = timestamps;
-            let mut b = a;
-            b.address = B;
-            b.iss = 3;
+            let b = peer(a, 3);
             let mut p = Pair::new(a, b, 0.2);
             let slow = |n: usize| Some(if n < 3 { 0.0 } else { 3.0 });
             p.run_with(1.0, &slow);
@@ -1813,9 +1814,7 @@ mod tests {
         a.tx_buffer = 1 << 20;
         a.mss = 2008;
         a.nagle = Nagle::Off;
-        let mut b = a;
-        b.address = B;
-        b.iss = 5;
+        let b = peer(a, 5);
         let mut p = Pair::new(a, b, 1.0);
         p.run(3.0, &|_| false);
         let data = pattern(200_000);
@@ -1887,9 +1886,7 @@ mod tests {
             a.nagle = [Nagle::Off, Nagle::Classic, Nagle::Minshall][nagle];
             a.ack_delay = delayed_ack.then_some(secs(0.2));
             a.timestamps = timestamps;
-            let mut b = a;
-            b.address = B;
-            b.iss = 0xFFFF_FFF0;
+            let b = peer(a, 0xFFFF_FFF0);
             let mut p = Pair::new(a, b, 1.0);
             let data = pattern(len);
             let fate = |n: usize| fates.get(n).copied().unwrap_or(Some(0.0));
