@@ -2,10 +2,12 @@
 //! client (datagrams as U_PDUs on SAP 9 through real SIS clients on an emulated
 //! [`Subnet`]). Station 0 is the ship (SMTP client), station 1 the shore (SMTP server).
 //!
-//! The 5066 link also says when one of its nodes declared the link lost
-//! ([`IpLink::link_lost`]): the run ends there, as the HMTP runs do (see [`crate::stack`]).
-//! TCP would retransmit into a new contact; the benchmark counts one contact per run, and
-//! leaves later contacts to the gateway's spool retries (or the SMTP client's queue timer).
+//! The 5066 link also counts the times one of its nodes declared the link lost
+//! ([`IpLink::losses`]). That ends no TCP run: the node rejects the U_PDUs it held for the
+//! peer (the IP client drops them, as Annex F.12 leaves IP best-effort), TCP resends when its
+//! timer says, and the next datagram makes the link again (CAS-1), until a TCP gives up by its
+//! own rule. (The HMTP runs end at the loss instead, see [`crate::stack`]: their session is the
+//! gateway's, whose spool retries it later.)
 //! An IP client with a hold ([`crate::model::TcpSettings::ip_client_hold`]) drops what it
 //! cannot hold while its node has flow off, and the link counts those datagrams.
 

@@ -218,9 +218,12 @@ pub struct TcpRunReport {
     pub completed: bool,
     /// A host's TCP gave up on the connection ([`crate::model::GiveUp`]).
     pub tcp_gave_up: bool,
-    /// A node of the 5066 link declared the link lost, which ended the run (never on the raw
-    /// modem).
+    /// A node of the 5066 link declared the link lost at least once (never on the raw modem).
+    /// That ends no connection: the node rejected the datagrams it held, TCP resends, and the
+    /// next datagram makes the link again, until a TCP gives up.
     pub link_lost: bool,
+    /// How many times a node of the 5066 link declared it lost.
+    pub link_losses: usize,
     /// Messages the SMTP client saw accepted for every recipient.
     pub client_confirmed: usize,
     /// Connections the ship opened: 1, or more when its queue timer
@@ -566,8 +569,9 @@ impl Attempt {
 
 /// One run: both hosts, both SMTP sessions, over `link`, until the connection has closed or
 /// the time limit. With the sending host's queue timer ([`TcpSettings::smtp_timer`]), a
-/// connection that ends with mail not accepted (its TCP gave up, the link was lost) is followed
-/// at the timer's next tick by a new one for that mail, as JNOS re-queues a failed job.
+/// connection that ends with mail not accepted (a TCP gave up) is followed at the timer's next
+/// tick by a new one for that mail, as JNOS re-queues a failed job. A 5066 node declaring the
+/// link lost ends nothing here: TCP resends into the next link, as over a real IP client.
 async fn drive(
     link: &mut IpLink,
     cond: &Condition,
@@ -618,7 +622,6 @@ async fn drive(
         let ticks = (now.saturating_sub(start).as_secs_f64() / every.as_secs_f64()).floor() + 1.0;
         Some(start + every.mul_f64(ticks))
     };
-    let mut losses_before = link.losses();
 
     for _ in 0..MAX_STEPS {
         let now = link.now();
@@ -645,7 +648,6 @@ async fn drive(
             retired.extend(old.hosts.iter_mut().map(Host::final_stats));
             duplicates += old.server.duplicates;
             attempts += 1;
-            losses_before = link.losses();
         }
         let tnow = dil.tcp_time_of(now);
         let snow = base + now;
@@ -738,13 +740,6 @@ async fn drive(
         }
         gave_up |= a.hosts.iter().any(Host::gave_up);
         xlzw = a.client.session.compression().or(xlzw);
-        if link.losses() > losses_before && requeue_at.is_none() {
-            // The ARQ gave up and discarded the datagrams it held: this contact is over.
-            match requeue_tick(link.now(), queued) {
-                Some(t) => requeue_at = Some(t),
-                None => break,
-            }
-        }
     }
     gave_up |= a.hosts.iter().any(Host::gave_up);
     xlzw = a.client.session.compression().or(xlzw);
@@ -788,6 +783,7 @@ async fn drive(
         completed,
         tcp_gave_up: gave_up,
         link_lost: link.link_lost(),
+        link_losses: link.losses(),
         attempts,
         duplicate_deliveries: duplicates + a.server.duplicates,
         rtt_cache,
