@@ -6,8 +6,12 @@
 //! client bound on SAP 3 of node 0; the shore's SIS client (node 1, SAP 3) feeds them to the
 //! server session, which hands each complete message over (checked byte-identical here, with its
 //! envelope, then accepted as a spool would) and holds its replies until QUIT, then sends them
-//! back in one go. The run ends when the client has every outcome, when a node declares the
-//! link lost (the session's U_PDUs are gone with it), or at the time limit.
+//! back in one go. When a node declares the link lost, the session's U_PDUs are gone with it
+//! and the session ends with its mail unconfirmed; as a skywave gateway does, the ship tries
+//! again after its spool's backoff (300 s, doubling up to 4000 s) with the messages that have
+//! no 250 yet, in a new session (the shore drops a copy it already has). The run ends when
+//! every message is confirmed, or at the time limit (a retry that would start after it is not
+//! made).
 //!
 //! The server's SMTP idle and DATA timeouts are raised to an hour: a 300 s idle timer belongs to
 //! a LAN, and a real HF gateway configures its own; the benchmark measures the protocol.
@@ -15,8 +19,8 @@
 use std::time::Duration;
 
 use skywave_hmtp::{
-    BatchMessage, ClientSettings, Compression, DedupCache, HmtpClient, HmtpServer, ServerEvent,
-    ServerSettings,
+    BatchMessage, ClientSettings, Compression, DedupCache, Disposition, HmtpClient, HmtpServer,
+    ServerEvent, ServerSettings,
 };
 use skywave_sis::SapId;
 use skywave_sis::client::Event;
@@ -57,6 +61,28 @@ pub(crate) fn batch(work: &Workload) -> Vec<BatchMessage> {
         .collect()
 }
 
+/// The ship's retry delay after its `attempts`-th session failed: the gateway's spool backoff
+/// at its defaults (300 s, doubling up to 4000 s), as a skywave gateway retries a batch whose
+/// session a link loss ended.
+fn retry_delay(attempts: u32) -> Duration {
+    Duration::from_secs(skywave_spool::SpoolConfig::default().backoff(attempts))
+}
+
+/// The HMTP client for one session: `messages` (indices into the workload) under their
+/// workload ids, so the shore's de-duplication knows a message sent again.
+fn session_client(
+    settings: &ClientSettings,
+    all: &[BatchMessage],
+    messages: &[usize],
+) -> Result<HmtpClient, BenchError> {
+    let batch = messages
+        .iter()
+        .filter_map(|&i| all.get(i).cloned())
+        .collect();
+    HmtpClient::new(settings.clone(), batch)
+        .map_err(|e| BenchError::Session(format!("HMTP client: {e}")))
+}
+
 /// Runs the scenario (inside a paused runtime, see [`crate::runner::run`]).
 pub(crate) async fn run(
     cond: &Condition,
@@ -74,13 +100,17 @@ pub(crate) async fn run(
     if comp == HmtpCompression::DeflateDict {
         client_settings.dictionary = Some(skywave_compress::dictionary::mail_v1_id());
     }
-    let mut client = HmtpClient::new(client_settings, batch(work))
-        .map_err(|e| BenchError::Session(format!("HMTP client: {e}")))?;
+    let all = batch(work);
+    let n = work.messages.len();
+    let mut client = session_client(&client_settings, &all, &(0..n).collect::<Vec<_>>())?;
     let mut settings = ServerSettings::new("shore.example", shore_mtu);
     settings.smtp.idle_timeout = HF_SMTP_TIMEOUT;
     settings.smtp.data_timeout = HF_SMTP_TIMEOUT;
-    let mut server = HmtpServer::new(settings, AcceptAll, std_now())
-        .map_err(|e| BenchError::Session(format!("HMTP server: {e}")))?;
+    let new_server = || {
+        HmtpServer::new(settings.clone(), AcceptAll, std_now())
+            .map_err(|e| BenchError::Session(format!("HMTP server: {e}")))
+    };
+    let mut server = new_server()?;
     let mut dedup = DedupCache::new(Duration::from_secs(86_400), 100_000);
 
     let start = Instant::now();
@@ -88,15 +118,34 @@ pub(crate) async fn run(
     for updu in client.transmission() {
         to_shore.send(updu)?;
     }
-    let n = work.messages.len();
     let mut deliveries: Vec<Option<Duration>> = vec![None; n];
-    let mut next = 0usize;
-    while !client.is_finished() {
+    // Messages the ship has a 250 for, and what the sessions so far sent and received.
+    let mut confirmed = vec![false; n];
+    let (mut sent, mut received) = (0u64, 0u64);
+    let mut sessions = 1u32;
+    // The ship's next session, once a link loss ended one with mail unconfirmed.
+    let mut retry_at: Option<Instant> = None;
+    loop {
+        if retry_at.is_some_and(|at| Instant::now() >= at) {
+            // The gateway retries what has no 250 yet. The shore's server for the cut session
+            // has timed out by now (a skywave gateway's waits 180 or 300 s after the last data,
+            // less than the spool's first backoff after the loss verdict), so the new stream
+            // gets a server of its own.
+            retry_at = None;
+            let unconfirmed: Vec<usize> = (0..n).filter(|&i| !confirmed[i]).collect();
+            client = session_client(&client_settings, &all, &unconfirmed)?;
+            server = new_server()?;
+            sessions += 1;
+            for updu in client.transmission() {
+                to_shore.send(updu)?;
+            }
+        }
         let server_deadline = server
             .poll_timeout()
             .map(Instant::from_std)
             .unwrap_or(limit)
-            .min(limit);
+            .min(limit)
+            .min(retry_at.unwrap_or(limit));
         tokio::select! {
             // A fixed order keeps runs repeatable (select! otherwise polls at random): what
             // the stations heard first, the deadline last.
@@ -114,12 +163,21 @@ pub(crate) async fn run(
                 None => return Err(BenchError::Sis("the ship's SIS client ended".into())),
             },
             _ = links.lost() => {
-                client.close();
-                break;
+                // The ship's node rejected the session's U_PDUs: the gateway ends the session
+                // and retries its mail after the spool's backoff.
+                if !client.is_finished() {
+                    client.close();
+                }
             }
             () = tokio::time::sleep_until(server_deadline) => {
                 if Instant::now() >= limit {
-                    client.close();
+                    if retry_at.is_none() {
+                        client.close();
+                        if let Some(o) = client.outcome() {
+                            sent += o.sent.wire_bytes;
+                            received += o.received.wire_bytes;
+                        }
+                    }
                     break;
                 }
                 server.handle_timeout(std_now(), &mut dedup);
@@ -129,17 +187,20 @@ pub(crate) async fn run(
         while let Some(ev) = server.poll_event() {
             if let ServerEvent::Message(m) = ev {
                 let now = Instant::now();
-                if let Some(expected) = work.messages.get(next)
-                    && m.body == expected.body
-                    && m.envelope.reverse_path == expected.from
-                    && m.envelope.recipients == expected.to
-                    && let Some(slot) = deliveries.get_mut(next)
+                let matching = work.messages.iter().enumerate().find(|(i, expected)| {
+                    deliveries.get(*i).is_some_and(Option::is_none)
+                        && m.body == expected.body
+                        && m.envelope.reverse_path == expected.from
+                        && m.envelope.recipients == expected.to
+                });
+                if let Some((i, _)) = matching
+                    && let Some(slot) = deliveries.get_mut(i)
                 {
                     *slot = Some(now - start);
                 }
-                next += 1;
+                let queue_id = format!("S{}", deliveries.iter().flatten().count());
                 server
-                    .accepted(m.ticket, &format!("S{next}"), std_now(), &mut dedup)
+                    .accepted(m.ticket, &queue_id, std_now(), &mut dedup)
                     .map_err(|e| BenchError::Session(format!("HMTP server: {e}")))?;
             }
         }
@@ -147,6 +208,29 @@ pub(crate) async fn run(
             for updu in t {
                 to_ship.send(updu)?;
             }
+        }
+        if retry_at.is_none()
+            && let Some(o) = client.outcome()
+        {
+            for m in &o.messages {
+                let done = m
+                    .recipients
+                    .iter()
+                    .all(|(_, d)| matches!(d, Disposition::Delivered(_)));
+                let index = m.id.strip_prefix('m').and_then(|i| i.parse::<usize>().ok());
+                if let Some(c) = index.and_then(|i| confirmed.get_mut(i)) {
+                    *c |= done;
+                }
+            }
+            sent += o.sent.wire_bytes;
+            received += o.received.wire_bytes;
+            // A session that ended with mail unconfirmed (a link loss, or a 4xx) is tried again
+            // after the spool's backoff, as the gateway does, within the run's time limit.
+            let at = Instant::now() + retry_delay(sessions);
+            if confirmed.iter().all(|&c| c) || at >= limit {
+                break;
+            }
+            retry_at = Some(at);
         }
     }
     let session = Instant::now() - start;
@@ -162,9 +246,6 @@ pub(crate) async fn run(
         subnet.counters()
     };
 
-    let (sent, received) = client
-        .outcome()
-        .map_or((0, 0), |o| (o.sent.wire_bytes, o.received.wire_bytes));
     let (seconds, throughput_bps) = measure(work, &deliveries, session);
     let delivered = deliveries.iter().filter(|d| d.is_some()).count();
     let mut result = RunResult {
@@ -278,6 +359,28 @@ mod tests {
         let delay = r.seconds - p.seconds;
         // 69.5 s: the minute, and the wait for the response the outage swallowed.
         assert!((66.0..=73.0).contains(&delay), "{delay} s later: {cut:?}");
+    }
+
+    /// `compare --outage 20+600`: ten minutes of dead channel make the ship's node declare the
+    /// link lost, which ends the session with the message unconfirmed; the ship tries again
+    /// after the spool's first backoff (300 s), once the channel is back, and that session
+    /// delivers it (847.4 s, deterministic for the seed), where a run that ended at the loss
+    /// delivered nothing.
+    #[test]
+    fn after_a_link_loss_the_gateways_retry_delivers() {
+        use skywave_emu::channel::{ImpairmentKind, ScheduledImpairment};
+        let work = isode(14025, 1, 1).unwrap();
+        let mut c = clean(1);
+        c.changes.impairments =
+            vec![ScheduledImpairment::parse(ImpairmentKind::Outage, "20+600").unwrap()];
+        let d = block_on_paused(run(&c, &work, HmtpCompression::Deflate))
+            .unwrap()
+            .unwrap();
+        let r = &d.result;
+        assert_eq!(r.delivered, 1, "{d:?}");
+        assert!((r.seconds - 847.4).abs() < 0.1, "{d:?}");
+        // Two sessions' submissions went out, the second after the outage and the backoff.
+        assert!(d.bytes_sent > 2 * 6000, "{d:?}");
     }
 
     #[test]

@@ -1,16 +1,16 @@
 //! The emulated STANAG 5066 link the HF-native scenarios run over, and the plumbing they share:
 //! a two-node [`Subnet`] (ship = node 0, shore = node 1) built from a [`Condition`], real SIS
 //! clients bound on in-process connections, an outbox per client that respects the node's flow
-//! control, the watch on the link's loss that ends a run, the paused tokio runtime each run
-//! gets, and the counters a [`RunResult`] takes.
+//! control, the watch on the link's loss, the paused tokio runtime each run gets, and the
+//! counters a [`RunResult`] takes.
 //!
-//! A run is one contact. The U_PDUs carry no TTL (TTL 0: the nodes' default maximum TTL,
-//! none unless the condition sets one, [`Condition::default_ttl`]), so what ends a hopeless
-//! run is the emulated node giving up on its
-//! link ([`skywave_emu::net::SubnetConfig::link_retries`], left at its default): it discards
-//! the session's U_PDUs, so the session cannot complete, and the scenario stops there
-//! (`LinkWatch`) and reports what was delivered, as a gateway's session would fail and its
-//! spool retry later, instead of running to [`time_limit`].
+//! The U_PDUs carry no TTL (TTL 0: the nodes' default maximum TTL, none unless the condition
+//! sets one, [`Condition::default_ttl`]). Where nothing gets through, the emulated node gives up
+//! on its link ([`skywave_emu::net::SubnetConfig::link_retries`], left at its default) and
+//! discards the U_PDUs it held for the peer. The HMTP scenario's session then fails, and the
+//! ship tries again after its spool's backoff, as a gateway does; the TCP scenarios go on as a
+//! real TCP would; CFTP resends by its own timer. A run stops when its stack gives up or at
+//! [`time_limit`].
 //!
 //! Sits between the scenario runners ([`crate::hmtp5066`], [`crate::cftp5066`]) and the emulator
 //! crate: nothing here knows about mail.
@@ -172,7 +172,8 @@ fn address(bits: u32) -> Result<NodeAddress, BenchError> {
 }
 
 /// Tells a scenario when a node of its subnetwork declared the link lost: from then on the
-/// session's U_PDUs that were in the ARQ are gone (see the module docs).
+/// session's U_PDUs that were in the ARQ are gone (the HMTP scenario ends its session there and
+/// retries later).
 pub(crate) struct LinkWatch {
     rx: mpsc::UnboundedReceiver<NodeLinkEvent>,
 }

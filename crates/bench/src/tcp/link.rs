@@ -6,8 +6,8 @@
 //! ([`IpLink::losses`]). That ends no TCP run: the node rejects the U_PDUs it held for the
 //! peer (the IP client drops them, as Annex F.12 leaves IP best-effort), TCP resends when its
 //! timer says, and the next datagram makes the link again (CAS-1), until a TCP gives up by its
-//! own rule. (The HMTP runs end at the loss instead, see [`crate::stack`]: their session is the
-//! gateway's, whose spool retries it later.)
+//! own rule. (An HMTP session ends at the loss, and the ship's spool tries again later: see
+//! [`crate::hmtp5066`].)
 //! An IP client with a hold ([`crate::model::TcpSettings::ip_client_hold`]) drops what it
 //! cannot hold while its node has flow off, and the link counts those datagrams.
 
