@@ -145,6 +145,14 @@ pub struct HfConfig {
     pub reply_timeout: Duration,
     /// The slowest data rate the link is expected to run at, bit/s: sizes the reply timeout.
     pub assumed_bps: u32,
+    /// How long a peer's SMTP server may wait for the rest of a session before it gives the
+    /// session up (RFC 5321 4.5.3.2.7: at least 5 minutes; a skywave gateway's HMTP server waits
+    /// 300 s for a command, 180 s within a message). After the 5066 server refused a U_PDU of
+    /// ours (the node gave up on the link and discarded what it held), the peer may hold the
+    /// first part of that session, mid-message; an uncompressed session of ours reaching it
+    /// before it gives up would be read as the rest and accepted. So no HMTP session starts to
+    /// that peer until this long after the refusal.
+    pub peer_session_timeout: Duration,
     /// How long a station on this channel takes, after the end of a transmission it received,
     /// before it can transmit: the radios' switching and the 5066 servers' processing
     /// (`turnaround_ms`). P_MUL spaces the ships' acknowledgements by it, so that they do not
@@ -217,6 +225,7 @@ impl Default for HfConfig {
             sis_server: "127.0.0.1:5066".into(),
             reply_timeout: Duration::from_secs(300),
             assumed_bps: 300,
+            peer_session_timeout: Duration::from_secs(300),
             turnaround: DEFAULT_TURNAROUND,
             cftp_files_in_flight: skywave_hmtp::DEFAULT_SKYWAVE_IN_FLIGHT,
             cftp_bundle: skywave_hmtp::DEFAULT_SKYWAVE_BUNDLE,
@@ -371,6 +380,7 @@ struct RawHf {
     node: Option<Spanned<String>>,
     sis_server: Option<Spanned<String>>,
     reply_timeout: Option<Secs>,
+    peer_session_timeout: Option<Secs>,
     assumed_bps: Option<Spanned<i64>>,
     turnaround_ms: Option<Spanned<i64>>,
     cftp_files_in_flight: Option<Spanned<i64>>,
@@ -813,6 +823,9 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
     if let Some(t) = raw.hf.reply_timeout {
         hf.reply_timeout = Duration::from_secs(t.0);
     }
+    if let Some(t) = raw.hf.peer_session_timeout {
+        hf.peer_session_timeout = Duration::from_secs(t.0);
+    }
     if let Some(t) = raw.hf.dedup_window {
         hf.dedup_window = Duration::from_secs(t.0);
     }
@@ -1169,6 +1182,16 @@ mod tests {
         assert_eq!(modem.switching_time, DEFAULT_TURNAROUND);
         let c = parse("skywave.toml", &hf("turnaround_ms = 5000"), Path::new("")).unwrap();
         assert_eq!(c.hf.turnaround, Duration::from_secs(5));
+        // A peer's server that waits longer than RFC 5321's 5 minutes needs a longer hold.
+        let c = parse("skywave.toml", GOOD, Path::new("")).unwrap();
+        assert_eq!(c.hf.peer_session_timeout, Duration::from_secs(300));
+        let c = parse(
+            "skywave.toml",
+            &hf("peer_session_timeout = \"10m\""),
+            Path::new(""),
+        )
+        .unwrap();
+        assert_eq!(c.hf.peer_session_timeout, Duration::from_secs(600));
         for (line, says) in [
             (
                 "turnaround_ms = 200000",

@@ -64,6 +64,10 @@ pub struct PairOptions {
     /// tell the gateway "destination node not responding", the U_PDU going on regardless
     /// ([`skywave_emu::net::SubnetConfig::confirm_wait`]); `None`: as long as it lives.
     pub confirm_wait: Option<Duration>,
+    /// How many unanswered retries of ARQ data the emulated nodes make before they declare the
+    /// link lost ([`skywave_emu::net::SubnetConfig::link_retries`]); `None`: the emulator's
+    /// default.
+    pub link_retries: Option<u8>,
     /// Seed of the emulator's random draws.
     pub seed: u64,
     /// Simulated seconds per second of tokio time (1 in virtual-time tests).
@@ -102,6 +106,7 @@ impl PairOptions {
             cas1: false,
             link_idle: None,
             confirm_wait: None,
+            link_retries: None,
             seed: 1,
             time_scale: 1.0,
             protocol: "hmtp".into(),
@@ -191,6 +196,9 @@ impl Pair {
         sc.cas1 = opts.cas1;
         sc.link_idle = opts.link_idle;
         sc.confirm_wait = opts.confirm_wait;
+        if let Some(r) = opts.link_retries {
+            sc.link_retries = Some(r);
+        }
         let subnet = Subnet::start(sc).map_err(|e| PairError::Emulator(e.to_string()))?;
 
         let ship_config = write_side(opts, Side::Ship)?;

@@ -98,6 +98,15 @@ fn check_delivered_over(
             .replace("\r\n", "\n");
         assert!(!text.contains('\r'), "{id}: CR in the Maildir file");
         assert!(text.ends_with(&original), "{id}: body changed");
+        // Before the original only the trace headers the gateways added: a message spliced
+        // with another session's text would end with the original too.
+        let added = &text[..text.len() - original.len()];
+        assert!(
+            added.lines().all(|l| l.starts_with("Return-Path: ")
+                || l.starts_with("Received: ")
+                || l.starts_with('\t')),
+            "{id}: more than trace headers before the original text:\n{added}"
+        );
         // The receiving gateway's Received header names the peer, its 5066 address and the
         // queue id.
         assert!(
@@ -780,4 +789,73 @@ async fn late_replies_to_an_earlier_session_are_set_aside() {
             (1, "completed".to_owned()),
         ]
     );
+}
+
+/// A session cut mid-message: the ship's node, quick to give up (one unanswered retry), declares
+/// the link lost in two minutes of outage while the shore's server holds the first part of a
+/// session, mid-text. The ship's spool would retry after 5 s.
+/// - Uncompressed, had the next session reached that server, its text (the envelope, the first
+///   message) would have been read as the rest of the cut message and accepted (it was, before
+///   the hold: one copy with both texts in it). The ship holds its next session until the
+///   peer's server must have given the cut one up (`[hf] peer_session_timeout`, 300 s).
+/// - Deflate: no hold; a second stream's header cannot continue the first, so the shore's
+///   decoder fails on it and the batch goes again.
+///
+/// Either way every message arrives once, intact.
+async fn a_session_cut_by_link_loss(compression: &str) -> Vec<TransferRecord> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), compression);
+    o.min_backoff = 5;
+    o.link_retries = Some(1);
+    o.outages = vec![(Duration::from_secs(20), Duration::from_secs(120))];
+    let pair = Pair::start(&o).await.unwrap();
+    // Text that deflate halves at best (hex of a pseudo-random sequence), so that a session of
+    // two messages is several U_PDUs either way and the outage cuts it in the middle.
+    let mut sent = Vec::new();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for i in 0..2 {
+        let mut m = format!(
+            "From: <alice@ship.example>\r\nTo: <ops@shore.example>\r\nSubject: log {i}\r\nMessage-ID: <{i}.alice@ship.example>\r\n\r\n"
+        );
+        while m.len() < 3000 {
+            for _ in 0..8 {
+                x = x
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                m.push_str(&format!("{:08x}", x >> 32));
+            }
+            m.push_str("\r\n");
+        }
+        let m = m.into_bytes();
+        pair.ship
+            .submit("alice@ship.example", &["ops@shore.example"], &m)
+            .await
+            .unwrap();
+        sent.push((format!("<{i}.alice@ship.example>"), m));
+    }
+    all_arrive_once(&pair, &sent).await;
+    let records = pair.ship.hf().transfers();
+    pair.stop().await;
+    let out: Vec<TransferRecord> = outgoing(&records).into_iter().cloned().collect();
+    // The first session was cut.
+    assert!(out.len() >= 2, "{out:?}");
+    assert_eq!(out[0].result, "no reply (timeout or link lost)", "{out:?}");
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_uncompressed_session_cut_by_link_loss_is_not_continued_by_the_next() {
+    let out = a_session_cut_by_link_loss("none").await;
+    let gap = out[1].start - out[0].end;
+    assert!(
+        gap >= 299.9,
+        "the next session started {gap} s after the cut: {out:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_compressed_session_cut_by_link_loss_is_not_misread() {
+    let out = a_session_cut_by_link_loss("deflate").await;
+    let gap = out[1].start - out[0].end;
+    assert!(gap < 60.0, "a compressed session was held {gap} s: {out:?}");
 }

@@ -123,6 +123,16 @@ fn plausible_start(bytes: &[u8]) -> Plausible {
     }
 }
 
+/// The compression of our sessions to `peer`: its route's, towards a skywave gateway; none
+/// towards any other (a standard HMTP server reads plain SMTP).
+fn session_compression(peer: &skywave_route::Peer) -> Compression {
+    match (peer.skywave, peer.compression) {
+        (false, _) | (_, RouteCompression::None) => Compression::None,
+        (true, RouteCompression::Lzw { bits }) => Compression::Lzw(bits),
+        (true, RouteCompression::Deflate) => Compression::Deflate,
+    }
+}
+
 /// What an attempt to start a session came to.
 enum Start {
     Started(Box<Own>),
@@ -164,6 +174,10 @@ pub(super) struct HmtpLink {
     /// After new mail is announced or the link comes up, no session starts before this, so
     /// mail arriving in a burst goes in one batch.
     pub(super) gather_until: Option<Instant>,
+    /// After the 5066 server refused a U_PDU of ours, no session starts before this: the
+    /// peer's server must first have given up what it holds of the cut session
+    /// ([`crate::config::HfConfig::peer_session_timeout`]).
+    pub(super) peer_hold: Option<Instant>,
     /// Sessions of ours started so far: the tag of each one's submission.
     pub(super) submissions: u64,
     /// The preset deflate dictionary this peer advertised (`XDICT`) in its last EHLO reply and
@@ -226,12 +240,17 @@ impl HmtpLink {
             if self.gather_until.is_some_and(|g| Instant::now() >= g) {
                 self.gather_until = None;
             }
+            if self.peer_hold.is_some_and(|h| Instant::now() >= h) {
+                info!("the peer has given up any session of ours that was cut; sessions resume");
+                self.peer_hold = None;
+            }
             // Only when a session could have started does the spool's next due time matter;
             // otherwise (link down, peer held, a stream in progress) the next event is an
             // input or the periodic look, and waking for mail already due would spin.
             let mut could_start = false;
             if own.is_none()
                 && self.gather_until.is_none()
+                && self.peer_hold.is_none()
                 && matches!(current, Current::Idle)
                 && unclassified.is_empty()
                 && arbiter.can_start()
@@ -249,7 +268,7 @@ impl HmtpLink {
             let notified = wake.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let next_look = if let Some(g) = self.gather_until {
+            let next_look = if let Some(g) = self.gather_until.or(self.peer_hold) {
                 g
             } else if could_start {
                 self.ctx.next_due(&target, Instant::now() + MAX_SLEEP).await
@@ -299,6 +318,14 @@ impl HmtpLink {
         }
     }
 
+    /// Whether our sessions to this peer go uncompressed (as the routing table says now).
+    fn sends_plain(&self) -> bool {
+        let table = self.ctx.routes.current();
+        table
+            .peer(&self.name)
+            .is_none_or(|peer| session_compression(peer) == Compression::None)
+    }
+
     /// Forms a batch and sends the submission.
     async fn start_session(&mut self, target: &Target) -> Start {
         let Some(mtu) = self.endpoint.mtu() else {
@@ -311,11 +338,7 @@ impl HmtpLink {
         if self.ctx.must_not_send(peer) {
             return Start::Blocked;
         }
-        let compression = match (peer.skywave, peer.compression) {
-            (false, _) | (_, RouteCompression::None) => Compression::None,
-            (true, RouteCompression::Lzw { bits }) => Compression::Lzw(bits),
-            (true, RouteCompression::Deflate) => Compression::Deflate,
-        };
+        let compression = session_compression(peer);
         let budget = peer.batch_bytes;
         let loaded = match self.ctx.take_due(target, budget, Vec::new()).await {
             Some(l) if !l.is_empty() => l,
@@ -431,6 +454,24 @@ impl HmtpLink {
             }
             LinkInput::LinkDown(reason) => debug!(%reason, "link down"),
             LinkInput::SendFailed { reason, submission } => {
+                // Whichever session it was, the peer may now hold the first part of it: the
+                // node gave up on the link and discarded the rest. (Which U_PDUs got there
+                // cannot be told: one delivered just before the link failed has no
+                // confirmation either, and a server's confirm wait refuses U_PDUs that go
+                // on.) An uncompressed session of ours reaching the peer's server before it
+                // gives that part up would be read as its rest and accepted, so none starts
+                // until then. A compressed one cannot be read so: the peer's decoder fails on
+                // a second stream's header, it drops the rest, and the batch goes again.
+                if self.sends_plain() {
+                    let until = Instant::now() + self.ctx.config.peer_session_timeout;
+                    if self.peer_hold.is_none_or(|h| h < until) {
+                        warn!(
+                            hold_s = self.ctx.config.peer_session_timeout.as_secs(),
+                            "part of an uncompressed session may be at the peer; no session starts until its server has given it up"
+                        );
+                        self.peer_hold = Some(until);
+                    }
+                }
                 // Only a U_PDU of the session in progress ends it: a rejection of an earlier
                 // session's (a server's confirm wait can answer long after the session ended
                 // here) says nothing about this one.

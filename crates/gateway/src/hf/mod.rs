@@ -618,6 +618,7 @@ impl Links {
             dedup,
             shutdown,
             gather_until: None,
+            peer_hold: None,
             submissions: 0,
             dictionary: None,
         };
