@@ -150,8 +150,9 @@ pub struct HfConfig {
     /// 300 s for a command, 180 s within a message). After the 5066 server refused a U_PDU of
     /// ours (the node gave up on the link and discarded what it held), the peer may hold the
     /// first part of that session, mid-message; an uncompressed session of ours reaching it
-    /// before it gives up would be read as the rest and accepted. So no HMTP session starts to
-    /// that peer until this long after the refusal.
+    /// before it gives up would be read as the rest and accepted. So, where our sessions to
+    /// that peer go uncompressed, none starts until this long after the refusal (a compressed
+    /// one cannot be so read: the peer's decoder fails on a second stream's header).
     pub peer_session_timeout: Duration,
     /// How long a station on this channel takes, after the end of a transmission it received,
     /// before it can transmit: the radios' switching and the 5066 servers' processing

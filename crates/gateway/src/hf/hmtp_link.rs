@@ -174,9 +174,9 @@ pub(super) struct HmtpLink {
     /// After new mail is announced or the link comes up, no session starts before this, so
     /// mail arriving in a burst goes in one batch.
     pub(super) gather_until: Option<Instant>,
-    /// After the 5066 server refused a U_PDU of ours, no session starts before this: the
-    /// peer's server must first have given up what it holds of the cut session
-    /// ([`crate::config::HfConfig::peer_session_timeout`]).
+    /// After the 5066 server refused a U_PDU of ours while our sessions to this peer go
+    /// uncompressed, no session starts before this: the peer's server must first have given
+    /// up what it holds of the cut session ([`crate::config::HfConfig::peer_session_timeout`]).
     pub(super) peer_hold: Option<Instant>,
     /// Sessions of ours started so far: the tag of each one's submission.
     pub(super) submissions: u64,
@@ -460,8 +460,10 @@ impl HmtpLink {
                 // confirmation either, and a server's confirm wait refuses U_PDUs that go
                 // on.) An uncompressed session of ours reaching the peer's server before it
                 // gives that part up would be read as its rest and accepted, so none starts
-                // until then. A compressed one cannot be read so: the peer's decoder fails on
-                // a second stream's header, it drops the rest, and the batch goes again.
+                // until then. A compressed one is all but never read so: the peer's decoder
+                // fails on a second stream's header (for deflate, after a flush, the zlib
+                // header reads as a stored block whose length check passes once in 65536),
+                // it drops the rest, and the batch goes again.
                 if self.sends_plain() {
                     let until = Instant::now() + self.ctx.config.peer_session_timeout;
                     if self.peer_hold.is_none_or(|h| h < until) {
