@@ -14,7 +14,8 @@
 //! made).
 //!
 //! The server's SMTP idle and DATA timeouts are raised to an hour: a 300 s idle timer belongs to
-//! a LAN, and a real HF gateway configures its own; the benchmark measures the protocol.
+//! a LAN (a skywave gateway waits `reply_timeout` plus two U_PDUs' air time at its assumed rate,
+//! at least 5 minutes: `HfConfig::session_wait`); the benchmark measures the protocol.
 
 use std::time::Duration;
 

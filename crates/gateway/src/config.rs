@@ -146,14 +146,15 @@ pub struct HfConfig {
     /// The slowest data rate the link is expected to run at, bit/s: sizes the reply timeout.
     pub assumed_bps: u32,
     /// How long a peer's SMTP server may wait for the rest of a session before it gives the
-    /// session up (RFC 5321 4.5.3.2.7: at least 5 minutes; a skywave gateway's HMTP server waits
-    /// 300 s for a command, 180 s within a message). After the 5066 server refused a U_PDU of
-    /// ours (the node gave up on the link and discarded what it held), the peer may hold the
-    /// first part of that session, mid-message; an uncompressed session of ours reaching it
-    /// before it gives up would be read as the rest and accepted. So, where our sessions to
-    /// that peer go uncompressed, none starts until this long after the refusal (a compressed
-    /// one cannot be so read: the peer's decoder fails on a second stream's header).
-    pub peer_session_timeout: Duration,
+    /// session up. After the 5066 server refused a U_PDU of ours (the node gave up on the link
+    /// and discarded what it held), the peer may hold the first part of that session,
+    /// mid-message; an uncompressed session of ours reaching it before it gives up would be
+    /// read as the rest and accepted. So, where our sessions to that peer go uncompressed, none
+    /// starts until this long after the refusal (a compressed one cannot be so read: the
+    /// peer's decoder fails on a second stream's header). `None`: as long as a gateway
+    /// configured like this one waits ([`HfConfig::session_wait`]), and at least RFC 5321's
+    /// 5 minutes (4.5.3.2.7), what a standard server waits at least.
+    pub peer_session_timeout: Option<Duration>,
     /// How long a station on this channel takes, after the end of a transmission it received,
     /// before it can transmit: the radios' switching and the 5066 servers' processing
     /// (`turnaround_ms`). P_MUL spaces the ships' acknowledgements by it, so that they do not
@@ -219,6 +220,29 @@ pub const DEFAULT_TURNAROUND: Duration = Duration::from_millis(150);
 /// repair of half a kilobyte, not of a whole 2 kB U_PDU.
 pub const DEFAULT_PMUL_PDU_SIZE: usize = 512;
 
+/// RFC 5321 4.5.3.2.7: an SMTP server waits at least this long for the next command.
+const RFC5321_SERVER_WAIT: Duration = Duration::from_secs(300);
+
+impl HfConfig {
+    /// How long this gateway's HMTP server waits for the rest of a peer's session (the next
+    /// command, or more of a message) before it gives the session up: `reply_timeout` plus the
+    /// air time of two U_PDUs of `mtu` bytes at `assumed_bps` (a U_PDU longer than one
+    /// transmission comes in two, with the link's turn between), and never less than RFC 5321's
+    /// 5 minutes. At 75 bit/s a 2048-byte U_PDU is 218 s of air, so a LAN's 3 minutes within a
+    /// message would end every session of more than one U_PDU.
+    pub fn session_wait(&self, mtu: usize) -> Duration {
+        let airtime = mtu as f64 * 8.0 / f64::from(self.assumed_bps.max(1));
+        (self.reply_timeout + Duration::from_secs_f64(2.0 * airtime)).max(RFC5321_SERVER_WAIT)
+    }
+
+    /// How long after a refused U_PDU no uncompressed session starts to a peer: the configured
+    /// `peer_session_timeout`, or the wait of a gateway configured like this one.
+    pub fn peer_session_wait(&self, mtu: usize) -> Duration {
+        self.peer_session_timeout
+            .unwrap_or_else(|| self.session_wait(mtu))
+    }
+}
+
 impl Default for HfConfig {
     fn default() -> Self {
         HfConfig {
@@ -226,7 +250,7 @@ impl Default for HfConfig {
             sis_server: "127.0.0.1:5066".into(),
             reply_timeout: Duration::from_secs(300),
             assumed_bps: 300,
-            peer_session_timeout: Duration::from_secs(300),
+            peer_session_timeout: None,
             turnaround: DEFAULT_TURNAROUND,
             cftp_files_in_flight: skywave_hmtp::DEFAULT_SKYWAVE_IN_FLIGHT,
             cftp_bundle: skywave_hmtp::DEFAULT_SKYWAVE_BUNDLE,
@@ -825,7 +849,7 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
         hf.reply_timeout = Duration::from_secs(t.0);
     }
     if let Some(t) = raw.hf.peer_session_timeout {
-        hf.peer_session_timeout = Duration::from_secs(t.0);
+        hf.peer_session_timeout = Some(Duration::from_secs(t.0));
     }
     if let Some(t) = raw.hf.dedup_window {
         hf.dedup_window = Duration::from_secs(t.0);
@@ -1183,16 +1207,25 @@ mod tests {
         assert_eq!(modem.switching_time, DEFAULT_TURNAROUND);
         let c = parse("skywave.toml", &hf("turnaround_ms = 5000"), Path::new("")).unwrap();
         assert_eq!(c.hf.turnaround, Duration::from_secs(5));
-        // A peer's server that waits longer than RFC 5321's 5 minutes needs a longer hold.
+        // The server's wait and the hold after a refusal: 5 minutes plus two 2048-byte U_PDUs
+        // at the assumed 300 bit/s (54.6 s each); never under RFC 5321's 5 minutes.
         let c = parse("skywave.toml", GOOD, Path::new("")).unwrap();
-        assert_eq!(c.hf.peer_session_timeout, Duration::from_secs(300));
+        assert_eq!(c.hf.peer_session_timeout, None);
+        let wait = c.hf.session_wait(2048).as_secs_f64();
+        assert!((wait - 409.23).abs() < 0.01, "{wait}");
+        assert_eq!(c.hf.peer_session_wait(2048), c.hf.session_wait(2048));
+        let c = parse("skywave.toml", &hf("reply_timeout = \"1s\""), Path::new("")).unwrap();
+        assert_eq!(c.hf.session_wait(2048), Duration::from_secs(300));
+        let c = parse("skywave.toml", &hf("assumed_bps = 75"), Path::new("")).unwrap();
+        let wait = c.hf.session_wait(2048).as_secs_f64();
+        assert!((wait - 736.91).abs() < 0.01, "{wait}");
         let c = parse(
             "skywave.toml",
             &hf("peer_session_timeout = \"10m\""),
             Path::new(""),
         )
         .unwrap();
-        assert_eq!(c.hf.peer_session_timeout, Duration::from_secs(600));
+        assert_eq!(c.hf.peer_session_wait(2048), Duration::from_secs(600));
         for (line, says) in [
             (
                 "turnaround_ms = 200000",

@@ -859,3 +859,24 @@ async fn a_compressed_session_cut_by_link_loss_is_not_misread() {
     let gap = out[1].start - out[0].end;
     assert!(gap < 60.0, "a compressed session was held {gap} s: {out:?}");
 }
+
+/// At 75 bit/s a 2048-byte U_PDU is 218 s of air, so the U_PDUs of one message reach the shore
+/// minutes apart. With a LAN's timeouts (3 minutes within a message) the shore's server gave
+/// every such session up (421, "timeout exceeded") and the batch went again for ever; the
+/// server now waits `reply_timeout` plus two U_PDUs' air time at `assumed_bps`, and two
+/// uncompressed 5 kB messages arrive in one session.
+#[tokio::test(start_paused = true)]
+async fn at_75_bits_a_session_of_several_updus_is_not_timed_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), "none");
+    o.rate_bps = 75;
+    let pair = Pair::start(&o).await.unwrap();
+    let sent = from_the_ship(&pair, 2, 5000).await;
+    all_arrive_once(&pair, &sent).await;
+    let records = pair.ship.hf().transfers();
+    pair.stop().await;
+    let out = outgoing(&records);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0].result, "completed", "{out:?}");
+    assert!(out[0].updus >= 6, "several U_PDUs each way: {out:?}");
+}

@@ -465,10 +465,12 @@ impl HmtpLink {
                 // header reads as a stored block whose length check passes once in 65536),
                 // it drops the rest, and the batch goes again.
                 if self.sends_plain() {
-                    let until = Instant::now() + self.ctx.config.peer_session_timeout;
+                    let mtu = self.endpoint.mtu().unwrap_or(2048);
+                    let hold = self.ctx.config.peer_session_wait(mtu);
+                    let until = Instant::now() + hold;
                     if self.peer_hold.is_none_or(|h| h < until) {
                         warn!(
-                            hold_s = self.ctx.config.peer_session_timeout.as_secs(),
+                            hold_s = hold.as_secs(),
                             "part of an uncompressed session may be at the peer; no session starts until its server has given it up"
                         );
                         self.peer_hold = Some(until);
@@ -578,7 +580,12 @@ impl HmtpLink {
                     },
                     Arc::clone(&self.ctx.routes),
                 );
-                let settings = ServerSettings::new(self.ctx.hostname.clone(), mtu);
+                let mut settings = ServerSettings::new(self.ctx.hostname.clone(), mtu);
+                // A LAN's 5 and 3 minutes would end a session whose next U_PDU is still on
+                // the air at a slow rate.
+                let wait = self.ctx.config.session_wait(mtu);
+                settings.smtp.idle_timeout = wait;
+                settings.smtp.data_timeout = wait;
                 let now = Instant::now().into_std();
                 let server = if discarding {
                     HmtpServer::discarding(settings, policy, now)
