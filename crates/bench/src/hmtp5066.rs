@@ -129,9 +129,10 @@ pub(crate) async fn run(
     loop {
         if retry_at.is_some_and(|at| Instant::now() >= at) {
             // The gateway retries what has no 250 yet. The shore's server for the cut session
-            // has timed out by now (a skywave gateway's waits 180 or 300 s after the last data,
-            // less than the spool's first backoff after the loss verdict), so the new stream
-            // gets a server of its own.
+            // has given it up by now (a skywave gateway's waits `reply_timeout` plus two
+            // U_PDUs' air time after the last data, 327 s at 1200 bit/s; the retry comes the
+            // spool's 300 s after a loss verdict that itself took ten unanswered retries), so
+            // the new stream gets a server of its own.
             retry_at = None;
             let unconfirmed: Vec<usize> = (0..n).filter(|&i| !confirmed[i]).collect();
             client = session_client(&client_settings, &all, &unconfirmed)?;
