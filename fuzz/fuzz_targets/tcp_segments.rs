@@ -53,6 +53,7 @@ fuzz_target!(|data: &[u8]| {
         } else {
             WindowRules::Linux
         },
+        initial_ssthresh: (setup & 1 != 0).then_some(2),
     });
     if tcb.listen(25).is_err() {
         return;

@@ -20,7 +20,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use skywave_bench::calibrate::{self, ISODE_FILE, ISODE_IP_FILE, ISODE_TCP_FILE, NTIA_FILE};
-use skywave_bench::model::{ChannelChanges, Scenario, TcpProfile};
+use skywave_bench::model::{ChannelChanges, Scenario, TcpEngine, TcpProfile};
 use skywave_bench::sweep::{SweepSpec, run_sweep};
 use skywave_bench::workload::{ISODE_SIZES, Shape};
 use skywave_bench::{plot, report};
@@ -268,6 +268,12 @@ struct Compare {
     /// fixed at its clock dilation).
     #[arg(long, value_name = "SECS")]
     min_rto: Option<f64>,
+    /// Slow-start threshold, segments (at least 2), every connection starts with once its
+    /// handshake is done, as a Linux host sets it from the ssthresh an earlier connection left
+    /// in its metrics cache (skywave's TCP only: --tcp-engine skywave). Default: none, slow
+    /// start until the first loss.
+    #[arg(long, value_name = "SEGMENTS")]
+    ssthresh: Option<u16>,
     /// The ship's mail-queue timer (JNOS `smtp timer`), seconds: after a connection that ended
     /// with mail not accepted (its TCP gave up, the 5066 link was lost), the mail goes again in
     /// a new connection at the timer's next tick, until the run's time limit. Default: none, as
@@ -349,6 +355,11 @@ struct Calibrate {
     /// profile's own (skywave for jnos-1998, smoltcp for the others).
     #[arg(long, value_name = "ENGINE")]
     tcp_engine: Option<String>,
+    /// The slow-start threshold, segments (at least 2), every connection of Isode's hosts
+    /// starts with, as a Linux metrics cache would set it from an earlier connection (not
+    /// published; skywave's TCP only: with --tcp-engine skywave). NTIA's rows keep theirs.
+    #[arg(long, value_name = "SEGMENTS")]
+    ssthresh: Option<u16>,
 }
 
 fn main() -> ExitCode {
@@ -647,6 +658,7 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
         max_wait: seconds(c.max_wait, "--max-wait")?,
         min_rto: seconds(c.min_rto, "--min-rto")?,
         tcp_engine: c.tcp_engine.as_deref().map(str::parse).transpose()?,
+        ssthresh: ssthresh(c.ssthresh)?,
         smtp_timer: seconds(c.smtp_timer, "--smtp-timer")?,
         seeds: seeds(c.seeds.unwrap_or(if c.quick { 1 } else { 3 }))?,
         segment_size: match c.segment_size {
@@ -765,6 +777,14 @@ fn calibration_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
         })
 }
 
+/// A `--ssthresh` value: Linux's smallest is two segments.
+fn ssthresh(segments: Option<u16>) -> Result<Option<u16>> {
+    match segments {
+        Some(n) if n < 2 => bail!("--ssthresh must be at least 2 segments (got {n})"),
+        n => Ok(n),
+    }
+}
+
 fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
     let dir = calibration_dir(c.calibration)?;
     let seeds = seeds(c.seeds)?;
@@ -775,7 +795,11 @@ fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
         default_ttl: ttl(c.default_ttl, "--default-ttl")?,
         ip_ttl: ttl(c.ip_ttl, "--ip-ttl")?,
         tcp_engine: c.tcp_engine.as_deref().map(str::parse).transpose()?,
+        ssthresh: ssthresh(c.ssthresh)?,
     };
+    if stations.ssthresh.is_some() && stations.tcp_engine != Some(TcpEngine::Skywave) {
+        bail!("--ssthresh needs --tcp-engine skywave: Isode's hosts run smoltcp by default");
+    }
     let bar = progress_bar(calibrate::run_count(&dir, seeds.len(), stations)?);
     let cal = calibrate::calibrate(&dir, &seeds, stations, &mut |name| {
         bar.inc(1);

@@ -367,6 +367,10 @@ pub struct Stations {
     /// The TCP every host runs, NTIA's and Isode's alike ([`TcpSettings::on_engine`]);
     /// `None`: each profile's own.
     pub tcp_engine: Option<TcpEngine>,
+    /// The slow-start threshold, segments, every connection of Isode's hosts starts with
+    /// ([`TcpSettings::initial_ssthresh`]: what a Linux metrics cache would hold; skywave's
+    /// TCP only). NTIA's JNOS caches none, so its rows keep their own.
+    pub ssthresh: Option<u16>,
 }
 
 /// The stations Isode measured, as far as the publications say: RapidM RM6 modems and their
@@ -382,6 +386,7 @@ pub const ISODE_STATIONS: Stations = Stations {
     default_ttl: None,
     ip_ttl: None,
     tcp_engine: None,
+    ssthresh: None,
 };
 
 impl Stations {
@@ -390,6 +395,14 @@ impl Stations {
         match self.tcp_engine {
             Some(e) => tcp.on_engine(e),
             None => tcp,
+        }
+    }
+
+    /// `tcp` on these hosts' TCP, for one of Isode's hosts (its cached slow-start threshold too).
+    fn isode_tcp(&self, tcp: TcpSettings) -> TcpSettings {
+        TcpSettings {
+            initial_ssthresh: self.ssthresh.or(tcp.initial_ssthresh),
+            ..self.tcp(tcp)
         }
     }
 
@@ -856,7 +869,7 @@ pub fn calibrate(
             dup_filter: true,
             compression: SmtpCompression::None,
         };
-        let tcp = stations.tcp(isode_tcp(row.link_bps));
+        let tcp = stations.isode_tcp(isode_tcp(row.link_bps));
         let smtp = runs(smtp_scenario, cond, &tcp, work, seeds, progress);
         let hmtp = runs(HMTP_DEFLATE, cond, &tcp, work, seeds, progress);
         let cftp = runs(Scenario::Cftp5066, cond, &tcp, work, seeds, progress);
@@ -1076,7 +1089,7 @@ fn bulk_tcp_comparisons(
     stations: Stations,
     progress: &mut dyn FnMut(&str),
 ) -> Vec<Comparison> {
-    let tcp = stations.tcp(bulk_tcp(row));
+    let tcp = stations.isode_tcp(bulk_tcp(row));
     let mut reports = Vec::new();
     let mut error = None;
     for &seed in seeds {

@@ -155,6 +155,12 @@ pub struct TcpSettings {
     /// A later connection of the run (the queue timer's) starts from the round-trip estimate
     /// the host cached from the earlier ones, as JNOS's `RTTCACHE` (skywave's TCP only).
     pub rtt_cache: bool,
+    /// The slow-start threshold every connection starts with once its handshake is done, in
+    /// segments (`None`: RFC 5681's "arbitrarily high"), as a Linux host sets it from the
+    /// ssthresh an earlier connection to the same destination left in its metrics cache
+    /// (`tcp_init_metrics`); skywave's TCP only. Not published for any measured host: a what-if
+    /// (`compare --ssthresh`, `calibrate --ssthresh`).
+    pub initial_ssthresh: Option<u16>,
     /// Congestion window.
     pub congestion: Congestion,
     /// Nagle's algorithm, and which.

@@ -50,6 +50,9 @@ pub struct SweepSpec {
     /// The TCP implementation of every TCP run ([`TcpSettings::on_engine`]); `None`: the
     /// profile's (smoltcp).
     pub tcp_engine: Option<TcpEngine>,
+    /// The slow-start threshold, segments, every TCP connection starts with
+    /// ([`TcpSettings::initial_ssthresh`]; skywave's TCP only); `None`: the profile's.
+    pub ssthresh: Option<u16>,
     /// The ship's mail-queue timer (JNOS `smtp timer`) for the TCP scenarios; `None`: the
     /// profile's (none: the queue runs once).
     pub smtp_timer: Option<Duration>,
@@ -94,6 +97,7 @@ impl SweepSpec {
             max_wait: None,
             min_rto: None,
             tcp_engine: None,
+            ssthresh: None,
             smtp_timer: None,
             seeds: vec![1],
             segment_size: DEFAULT_SEGMENT,
@@ -178,6 +182,9 @@ impl SweepSpec {
                     let mut t = p.settings(rate_bps).with_overrides(m, w);
                     if let Some(e) = self.tcp_engine {
                         t = t.on_engine(e);
+                    }
+                    if self.ssthresh.is_some() {
+                        t.initial_ssthresh = self.ssthresh;
                     }
                     if let Some(min_rto) = self.min_rto {
                         t.min_rto = min_rto;

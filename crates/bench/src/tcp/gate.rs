@@ -166,6 +166,7 @@ mod tests {
             spurious_syn_undo: false,
             window_rules: WindowRules::Linux,
             rtt_cache: false,
+            initial_ssthresh: None,
             ack_delay_sim: None,
         };
         let t = Instant::from_secs(1);

@@ -139,6 +139,8 @@ pub(crate) struct HostSettings {
     pub(crate) window_rules: WindowRules,
     /// skywave's own TCP: a new connection starts from the host's cached round-trip estimate.
     pub(crate) rtt_cache: bool,
+    /// skywave's own TCP: the slow-start threshold, segments, once the handshake is done.
+    pub(crate) initial_ssthresh: Option<u16>,
     /// skywave's own TCP: the delayed-ACK time in simulated time.
     pub(crate) ack_delay_sim: Option<Duration>,
 }
@@ -424,6 +426,7 @@ impl Host {
                 timestamps: settings.timestamps,
                 spurious_syn_undo: settings.spurious_syn_undo,
                 window_rules: settings.window_rules,
+                initial_ssthresh: settings.initial_ssthresh,
             }))),
         };
         Ok(Host {

@@ -365,6 +365,11 @@ fn host_settings(
         }
         _ => {}
     }
+    if tcp.engine == TcpEngine::Smoltcp && tcp.initial_ssthresh.is_some() {
+        return Err(TcpBenchError::Settings(
+            "smoltcp cannot be given a slow-start threshold (--tcp-engine skywave)".into(),
+        ));
+    }
     // The initial RTO is clamped between them, as JNOS clamps its first one to maxwait.
     if tcp.engine == TcpEngine::Skywave && (tcp.min_rto.is_zero() || tcp.min_rto > tcp.max_wait) {
         return Err(TcpBenchError::Settings(format!(
@@ -417,6 +422,7 @@ fn host_settings(
         spurious_syn_undo: tcp.spurious_syn_undo,
         window_rules: tcp.window_rules,
         rtt_cache: tcp.rtt_cache,
+        initial_ssthresh: tcp.initial_ssthresh,
         ack_delay_sim: tcp.ack_delay,
     }))
 }

@@ -112,6 +112,10 @@ pub struct TcbConfig {
     /// When reading sends a window update of its own, and whether a window-limited short
     /// segment waits.
     pub window_rules: WindowRules,
+    /// The slow-start threshold once the handshake is done, segments of the MSS in use (at
+    /// least two); `None`: RFC 5681's "arbitrarily high". What Linux's `tcp_init_metrics`
+    /// sets from the ssthresh an earlier connection left in its metrics cache.
+    pub initial_ssthresh: Option<u16>,
 }
 
 /// `repr` from `src` to `dst` as an IPv4 datagram, both checksums set: what a host puts on
@@ -642,6 +646,17 @@ impl Tcb {
             return;
         }
         self.segment_arrives(now, from, &seg);
+        // A stack answers each segment as it processes it: new data the ACK let out first
+        // (carrying the ACK), then a bare ACK if one is still owed (Linux's
+        // `tcp_data_snd_check` then `tcp_ack_snd_check`; JNOS's `tcp_output` after every
+        // segment). Left to the next poll, the segments of one burst would share one ACK.
+        if self.ack_now {
+            self.output(now);
+            if self.ack_now {
+                self.ack_now = false;
+                self.ack_at_once();
+            }
+        }
     }
 
     fn segment_arrives(&mut self, now: Duration, from: ([u8; 4], u16), seg: &TcpRepr<'_>) {
@@ -992,6 +1007,12 @@ impl Tcb {
     /// 5066 link, whose round trip is seconds, the usual case.
     fn opened(&mut self) {
         self.state = State::Established;
+        // Linux sets it here too, after the handshake, in segments of the MSS agreed.
+        if let Some(n) = self.cfg.initial_ssthresh
+            && self.cwnd.is_some()
+        {
+            self.ssthresh = u32::from(n.max(2)).saturating_mul(self.mss as u32);
+        }
         if self.cfg.timestamps
             && self.syn_resends > 1
             && !(self.cfg.spurious_syn_undo && self.syn_echoed)
@@ -1394,6 +1415,7 @@ mod tests {
             timestamps: false,
             spurious_syn_undo: false,
             window_rules: WindowRules::Jnos,
+            initial_ssthresh: None,
         }
     }
 
@@ -1730,11 +1752,45 @@ mod tests {
         // With timestamps: the first segment went again at both timeouts (2.2 s and 4.6 s)
         // before the first ACK (7.4 s) showed the first timeout spurious; the window was put
         // back to its four 204-byte segments and grew from there by what each ACK acknowledged,
-        // a segment at most (816 + 3 × 204 + the 120-byte tail).
-        assert_eq!(run(true), (2, 1, Some(1548)));
+        // a segment at most, every segment acknowledged by itself (816 + 10 × 204 + the
+        // 120-byte tail).
+        assert_eq!(run(true), (2, 1, Some(2976)));
         // Without: the window was cut to one segment and ssthresh to two, and it grew from
         // there in congestion avoidance; one segment more went twice.
-        assert_eq!(run(false), (3, 0, Some(626)));
+        assert_eq!(run(false), (3, 0, Some(826)));
+    }
+
+    /// A threshold set at the handshake (as Linux's metrics cache sets one) puts the first
+    /// round trip past it in congestion avoidance: about one segment more per round trip
+    /// instead of doubling. Two segments initially, then 8 round trips of a lossless 2 s link
+    /// that spaces datagrams 1 ms apart (so every segment is acknowledged by itself).
+    #[test]
+    fn a_cached_ssthresh_starts_congestion_avoidance_early() {
+        let after = |ssthresh: Option<u16>| {
+            let mut a = config(A, Congestion::Reno { initial: 2 });
+            a.rx_buffer = 65_535;
+            a.initial_ssthresh = ssthresh;
+            let b = peer(a, 3);
+            let mut p = Pair::new(a, b, 1.0);
+            let spaced = |n: usize| Some(n as f64 * 1e-3);
+            p.run_with(2.5, &spaced);
+            assert_eq!(p.ends[0].state(), State::Established);
+            p.ends[0].send_slice(&pattern(60_000));
+            p.run_with(2.5 + 8.0 * 2.0, &spaced);
+            (p.ends[0].ssthresh / 216, p.ends[0].cwnd().map(|c| c / 216))
+        };
+        // Slow start doubles every round trip: 2 · 2^7 segments after 8 (the 60000 bytes
+        // are 278 segments, nearly all sent).
+        let (threshold, cwnd) = after(None);
+        assert_eq!(threshold, u32::MAX / 216);
+        assert!(matches!(cwnd, Some(200..=303)), "{cwnd:?}");
+        // From two: MSS²/cwnd per ACK (rounded down), at most one segment per round trip:
+        // 7 after 8.
+        let (threshold, cwnd) = after(Some(2));
+        assert_eq!(threshold, 2);
+        assert_eq!(cwnd, Some(7));
+        // Below two the threshold is Linux's floor of two.
+        assert_eq!(after(Some(1)).0, 2);
     }
 
     #[test]
