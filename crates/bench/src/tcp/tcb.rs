@@ -21,13 +21,15 @@
 //!   from there ([`RttSeed`]); a timeout resends go-back-N from the oldest unacknowledged byte;
 //! - congestion ([`Congestion`]): Reno (RFC 5681: initial window in segments, slow start by
 //!   `min(acked, MSS)`, congestion avoidance by MSS²/cwnd, on a timeout ssthresh = max(flight/2,
-//!   2·MSS) and cwnd = 1 MSS, fast retransmit and recovery at three duplicate ACKs); a segment
+//!   2·MSS) and cwnd = 1 MSS, fast retransmit and recovery at three duplicate ACKs; a slow-start
+//!   threshold set at the handshake if asked, as from Linux's metrics cache); a segment
 //!   window that only grows (Linux with F-RTO undoing spurious timeouts, see `tcp/gate.rs`); or
 //!   none;
 //! - Nagle: off, classic (RFC 896) or Minshall's;
 //! - receiving: out-of-order segments kept within the window and an immediate ACK for them;
 //!   in order, an ACK at once or after the delayed-ACK time, at once when two full segments
-//!   are unacknowledged (RFC 5681 4.2); a window update of its own when reading opens the
+//!   are unacknowledged (RFC 5681 4.2); each segment is answered as it is processed, so the
+//!   segments of one burst get their own ACKs, as from JNOS and Linux; a window update of its own when reading opens the
 //!   window as the stack modelled would send one ([`WindowRules`]: JNOS only for a window
 //!   that was closed, Linux when the window at least doubles), the next ACK carrying it
 //!   otherwise;
