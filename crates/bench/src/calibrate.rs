@@ -1458,8 +1458,8 @@ mod tests {
             ("best-case", 14025, "short", BEST_14025_SHORT, 1.35),
             ("best-case", 386, "long", BEST_386_LONG, 1.0),
             ("best-case", 14025, "long", BEST_14025_LONG, 1.0),
-            ("isode-stock", 386, "short", 7.3, 5.0),
-            ("isode-stock", 14025, "short", 3.4, 2.0),
+            ("isode-stock", 386, "short", 6.9, 5.0),
+            ("isode-stock", 14025, "short", 3.3, 2.0),
             ("isode-stock", 386, "long", 9.1, 5.0),
             ("isode-stock", 14025, "long", 5.8, 2.0),
         ] {

@@ -145,6 +145,16 @@ mod tests {
     /// Two hosts wired back to back, connected, at a frozen clock (so nothing is acknowledged
     /// unless a test delivers it).
     fn pair(engine: TcpEngine, congestion: Congestion, nagle: Nagle) -> [Host; 2] {
+        pair_acking(engine, congestion, nagle, None)
+    }
+
+    /// [`pair`] with a delayed-ACK time (simulated time; smoltcp's clock is not dilated here).
+    fn pair_acking(
+        engine: TcpEngine,
+        congestion: Congestion,
+        nagle: Nagle,
+        ack_delay: Option<Duration>,
+    ) -> [Host; 2] {
         let settings = |i: u8| HostSettings {
             mtu: 1500,
             rx_buffer: 65_535,
@@ -153,7 +163,7 @@ mod tests {
             address: [10, 0, 0, i + 1],
             congestion,
             nagle,
-            ack_delay: None,
+            ack_delay: ack_delay.map(smoltcp::time::Duration::from),
             give_up: GiveUp::Never,
             engine,
             rto: RtoTimers {
@@ -167,7 +177,7 @@ mod tests {
             window_rules: WindowRules::Linux,
             rtt_cache: false,
             initial_ssthresh: None,
-            ack_delay_sim: None,
+            ack_delay_sim: ack_delay,
         };
         let t = Instant::from_secs(1);
         let mut hosts = [
@@ -181,6 +191,31 @@ mod tests {
         }
         assert_eq!(hosts[0].state(), tcp::State::Established);
         hosts
+    }
+
+    /// Segments that arrive at one instant (one interleaver block) are answered one by one, as
+    /// a kernel's input path does: an ACK each without a delayed ACK (JNOS), one for every
+    /// second full segment with one (Linux). Both engines; smoltcp's `Interface::poll` alone
+    /// would take the four in before sending anything and answer with one stretch ACK.
+    #[test]
+    fn a_burst_is_answered_segment_by_segment() {
+        let t = Instant::from_secs(1);
+        for engine in ENGINES {
+            for (delay, acks) in [(None, 4), (Some(Duration::from_millis(40)), 2)] {
+                let mut hosts = pair_acking(engine, Congestion::Unlimited, Nagle::Off, delay);
+                let mut data = vec![7u8; 4 * 1460];
+                hosts[0].send(&mut data, false);
+                hosts[0].poll(t);
+                let burst = hosts[0].take_tx(Duration::ZERO);
+                assert_eq!(payloads(&burst), vec![1460; 4], "{engine:?}");
+                burst.into_iter().for_each(|d| hosts[1].deliver(d));
+                hosts[1].poll(t);
+                let answers = hosts[1].take_tx(Duration::ZERO);
+                // Bare ACKs, as many as the rule says.
+                let bare = (answers.len(), payloads(&answers).len());
+                assert_eq!(bare, (acks, 0), "{engine:?} {delay:?}");
+            }
+        }
     }
 
     /// Polls both hosts and delivers what each sent to the other; returns the client's data

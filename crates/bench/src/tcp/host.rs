@@ -10,7 +10,9 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
+use smoltcp::iface::{
+    Config, Interface, PollIngressSingleResult, PollResult, SocketHandle, SocketSet,
+};
 use smoltcp::phy::{self, Device, DeviceCapabilities, Medium};
 use smoltcp::socket::tcp;
 use smoltcp::time::Instant as TcpInstant;
@@ -602,7 +604,18 @@ impl Host {
         self.poll_now = false;
         match &mut self.stack {
             Stack::Smoltcp { iface, sockets, .. } => {
-                iface.poll(now, &mut self.device, sockets);
+                // One datagram at a time, each followed by egress: a host answers every
+                // segment as it processes it (Linux's `tcp_ack_snd_check` per segment, JNOS's
+                // `tcp_output` at the end of each `tcp_input`). `Interface::poll` takes in every
+                // queued datagram before any egress, so a burst (the segments of one
+                // interleaver block) would share one stretch ACK.
+                iface.poll_maintenance(now);
+                while iface.poll_ingress_single(now, &mut self.device, sockets)
+                    != PollIngressSingleResult::None
+                {
+                    while iface.poll_egress(now, &mut self.device, sockets) != PollResult::None {}
+                }
+                while iface.poll_egress(now, &mut self.device, sockets) != PollResult::None {}
             }
             Stack::Skywave(tcb) => {
                 let now = undilated(now);

@@ -81,6 +81,13 @@
 //! Reno, as JNOS does slow start and congestion avoidance, and classic Nagle). smoltcp ignores
 //! received SACK blocks, as JNOS (no SACK) would.
 //!
+//! Both engines take in one datagram at a time and send whatever it makes them send before
+//! the next one, as a kernel runs its input path per segment (JNOS's `tcp_input` ends with
+//! `tcp_output`; Linux's checks what to send and whether to ACK per segment). The segments of
+//! one interleaver block, or of one raw-modem transmission, arrive at the same instant; taken
+//! in together they would share one stretch ACK, and a sender's window, which grows per ACK,
+//! would grow by far less than the stack it stands for lets it.
+//!
 //! # Limits
 //!
 //! - On smoltcp, the RTO mismatch above. [`TcpRunReport::tcp_retransmissions`] shows its cost.

@@ -6,7 +6,7 @@
 //! | `jnos-1998` | skywave's | 216 / 256 | 1024 | 60 / 0.5 / 90 s (1200 bit/s; 60 / 0.5 / 360 s below), SRTT from IRTT | Reno from 1 segment | classic | none | after 10 timeouts |
 //! | `linux` | smoltcp | 1460 / 1500 | 65535 | 1 / 1 / 60 s | IW 10 segments, slow start, never cut | Minshall | 40 ms, every full segment | never (see below) |
 //! | `best-case` | smoltcp | 2008 / 2048 | 1 MiB | 600 / 600 / 36000 s | none (receive window only) | off | 40 ms, every full segment | never |
-//! | `isode-stock` | smoltcp | 1460 / 1500 (460 / 500 at 300 bit/s and below) | 65535 | 2 / 2 / 120 s | smoltcp Reno (cwnd from 2048 B) | classic | none | SYN 127 s, data 924.6 s |
+//! | `isode-stock` | smoltcp | 1460 / 1500 (460 / 500 at 300 bit/s and below) | 65535 | 2 / 2 / 120 s | smoltcp Reno (cwnd from 2048 B) | classic | 40 ms, every second full segment | SYN 127 s, data 924.6 s |
 //!
 //! - **`jnos-1998`**: the TCP NTIA configured for JNOS in 1998 (MSS 216, MTU 256, IRTT 60 s,
 //!   maxwait 90 s at 1200 bit/s and above, 360 s below, window 1024 unless the table row says
@@ -46,7 +46,8 @@
 //! - **`isode-stock`**: the stock host TCP assumed for Isode's published SMTP-over-5066 figures
 //!   (`calibrate`'s Isode column and its historical goal lines): MSS 1460 (460 at 300 bit/s and
 //!   below, where Isode ran SMTP with MTU 500: [`isode_mtu`]), window 65535, smoltcp's
-//!   Reno and Nagle as they come, longest back-off 120 s (so initial and minimum RTO 2 s),
+//!   Reno and Nagle as they come, Linux's delayed ACK (40 ms, `TCP_DELACK_MIN`; at once for a
+//!   second full segment), longest back-off 120 s (so initial and minimum RTO 2 s),
 //!   through the IP client Isode measured, which holds one datagram while its node has flow off
 //!   and drops the rest ([`crate::stack::IP_CLIENT_HOLD`], as the UDP flood); the other profiles
 //!   go through one that queues.
@@ -382,6 +383,9 @@ impl TcpProfile {
                 // Isode's measurements went through the NC3A IP client, which dropped what it
                 // could not hand to a flow-controlled node (isode-ip-over-5066.csv).
                 ip_client_hold: Some(crate::stack::IP_CLIENT_HOLD),
+                // Linux's delayed ACK (TCP_DELACK_MIN, 40 ms), an ACK at once for every second
+                // full segment.
+                ack_delay: Some(Duration::from_millis(40)),
                 profile: Some(self),
                 ..jnos_tcp(1460, 65_535, rate_bps, None, None)
             },

@@ -782,10 +782,9 @@ impl Tcb {
         self.process_data(now, seq, payload, fin);
     }
 
-    /// Sends an ACK now, not at the next poll: each out-of-order or duplicate segment gets its
-    /// own (RFC 5681 4.2), as the sender's duplicate-ACK count needs. An ACK for in-order
-    /// data waits for the poll, so one ACK answers the datagrams that arrived together, and
-    /// data the application writes meanwhile carries it.
+    /// Sends an ACK now: each out-of-order or duplicate segment gets its own (RFC 5681 4.2),
+    /// as the sender's duplicate-ACK count needs, and [`Tcb::deliver`] calls it for an ACK
+    /// still owed once the data the segment let out has gone (which carries the ACK).
     fn ack_at_once(&mut self) {
         match self.state {
             State::SynReceived => self.emit(TcpControl::Syn, self.cfg.iss, true, 0, 0),
