@@ -42,6 +42,7 @@ fuzz_target!(|data: &[u8]| {
         congestion: match setup >> 5 & 3 {
             0 => Congestion::Reno { initial: 1 },
             1 => Congestion::Segments { initial: 10 },
+            2 => Congestion::LinuxReno { initial: 10 },
             _ => Congestion::Unlimited,
         },
         nagle: [Nagle::Off, Nagle::Classic, Nagle::Minshall][usize::from(setup >> 7)],

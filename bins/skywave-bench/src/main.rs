@@ -260,8 +260,8 @@ struct Compare {
     max_wait: Option<f64>,
     /// The TCP the hosts run: smoltcp (its clock dilated so one RTO constant fits) or skywave
     /// (our own, whose initial, minimum and maximum RTO are the profile's or --irtt, --min-rto
-    /// and --max-wait exactly). Default: each profile's own (skywave for jnos-1998, smoltcp for
-    /// the others).
+    /// and --max-wait exactly). Default: each profile's own (skywave for jnos-1998 and
+    /// isode-stock, smoltcp for best-case and linux).
     #[arg(long, value_name = "ENGINE")]
     tcp_engine: Option<String>,
     /// Smallest RTO, seconds, overriding the profile's (skywave's TCP only; smoltcp's is
@@ -270,8 +270,8 @@ struct Compare {
     min_rto: Option<f64>,
     /// Slow-start threshold, segments (at least 2), every connection starts with once its
     /// handshake is done, as a Linux host sets it from the ssthresh an earlier connection left
-    /// in its metrics cache (skywave's TCP only: --tcp-engine skywave). Default: none, slow
-    /// start until the first loss.
+    /// in its metrics cache (skywave's TCP only: jnos-1998, isode-stock, or any profile with
+    /// --tcp-engine skywave). Default: none, slow start until the first loss.
     #[arg(long, value_name = "SEGMENTS")]
     ssthresh: Option<u16>,
     /// The ship's mail-queue timer (JNOS `smtp timer`), seconds: after a connection that ended
@@ -352,12 +352,13 @@ struct Calibrate {
     ip_ttl: Option<f64>,
     /// The TCP every host runs (NTIA's and Isode's): smoltcp or skywave, our own, whose RTO
     /// bounds are each profile's exactly (see `compare --tcp-engine`). Default: each
-    /// profile's own (skywave for jnos-1998, smoltcp for the others).
+    /// profile's own (skywave for jnos-1998 and isode-stock, smoltcp for best-case and linux).
     #[arg(long, value_name = "ENGINE")]
     tcp_engine: Option<String>,
     /// The slow-start threshold, segments (at least 2), every connection of Isode's hosts
     /// starts with, as a Linux metrics cache would set it from an earlier connection (not
-    /// published; skywave's TCP only: with --tcp-engine skywave). NTIA's rows keep theirs.
+    /// published; skywave's TCP only, so not with --tcp-engine smoltcp). NTIA's rows keep
+    /// theirs.
     #[arg(long, value_name = "SEGMENTS")]
     ssthresh: Option<u16>,
 }
@@ -797,8 +798,8 @@ fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
         tcp_engine: c.tcp_engine.as_deref().map(str::parse).transpose()?,
         ssthresh: ssthresh(c.ssthresh)?,
     };
-    if stations.ssthresh.is_some() && stations.tcp_engine != Some(TcpEngine::Skywave) {
-        bail!("--ssthresh needs --tcp-engine skywave: Isode's hosts run smoltcp by default");
+    if stations.ssthresh.is_some() && stations.tcp_engine == Some(TcpEngine::Smoltcp) {
+        bail!("--ssthresh needs skywave's TCP: smoltcp cannot be given a slow-start threshold");
     }
     let bar = progress_bar(calibrate::run_count(&dir, seeds.len(), stations)?);
     let cal = calibrate::calibrate(&dir, &seeds, stations, &mut |name| {

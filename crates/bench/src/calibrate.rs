@@ -1458,10 +1458,10 @@ mod tests {
             ("best-case", 14025, "short", BEST_14025_SHORT, 1.35),
             ("best-case", 386, "long", BEST_386_LONG, 1.0),
             ("best-case", 14025, "long", BEST_14025_LONG, 1.0),
-            ("isode-stock", 386, "short", 6.9, 5.0),
-            ("isode-stock", 14025, "short", 3.3, 2.0),
+            ("isode-stock", 386, "short", 9.4, 5.0),
+            ("isode-stock", 14025, "short", 3.8, 2.0),
             ("isode-stock", 386, "long", 9.1, 5.0),
-            ("isode-stock", 14025, "long", 5.8, 2.0),
+            ("isode-stock", 14025, "long", 5.4, 2.0),
         ] {
             let g = cal
                 .goals
@@ -1511,7 +1511,8 @@ mod tests {
 
     /// Isode's stations make their link with CAS-1 before the first ARQ data: one exchange
     /// more in every published Isode row (3.1 s at 1200 bit/s on the short interleaver, 19.8 s
-    /// on the long), while the goal lines stay the benchmark's own, on its default stations.
+    /// on the long; SMTP on the short one below), while the goal lines stay the benchmark's
+    /// own, on its default stations.
     #[test]
     fn isode_stations_make_their_link_and_the_goal_lines_do_not() {
         let dir = calibration_dir("cas1", ["h\n", ISODE, "h\n", "h\n"]);
@@ -1527,8 +1528,17 @@ mod tests {
         };
         for (il, setup) in [("short", 3.1), ("long", 19.8)] {
             for scenario in [HMTP_DEFLATE.to_string(), "smtp-tcp-5066".to_string()] {
+                let smtp = scenario.starts_with("smtp");
                 let extra = seconds(&linked, scenario.clone(), il) - seconds(&plain, scenario, il);
-                assert!((extra - setup).abs() < 0.2, "{il}: {extra}");
+                if smtp && il == "short" {
+                    // Linux's TCP resends spuriously from its 1 s initial RTO, within a 3-4 s
+                    // round trip (8 segments here without CAS-1, 9 with), and those resends
+                    // fall differently once the link is made first: two transmissions more,
+                    // 2.4 s net rather than the exchange's 3.1 s.
+                    assert!((extra - 2.4).abs() < 0.2, "{il}: {extra}");
+                } else {
+                    assert!((extra - setup).abs() < 0.2, "{il}: {extra}");
+                }
             }
         }
         assert_eq!(plain.goals, linked.goals);

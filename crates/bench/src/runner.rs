@@ -281,9 +281,9 @@ mod tests {
     /// transmission and 10 retries unanswered), and the ship tries again after its spool's
     /// backoff (300, 600, 1200 s) until the next retry would start after the time limit (at
     /// 2487.2 s, four sessions). TCP's connection outlives the losses: each resent SYN makes
-    /// the link again, until the TCP gives up by its own rule (`isode-stock`: Linux's `tcp_syn_retries`,
-    /// its sixth resend unanswered; 246 s rather than 127 because smoltcp's dilated clock makes
-    /// the first RTO 2 s) or, never giving up (`best-case`), at the time limit (4535 s). Virtual time
+    /// the link again, until the TCP gives up by its own rule (`isode-stock`: Linux's
+    /// `tcp_syn_retries`, its sixth resend unanswered 127 s after the first SYN) or, never
+    /// giving up (`best-case`), at the time limit (4535 s). Virtual time
     /// is deterministic, so the figures are pinned: what `compare --scenarios
     /// hmtp-5066-deflate,smtp-tcp-5066 --snr 0 --rate 2400 --channel good --sizes 14025 --seeds
     /// 1` prints (with `--tcp-profile isode-stock` for the second TCP row).
@@ -317,7 +317,7 @@ mod tests {
         for (scenario, profile, seconds, transmissions) in [
             (hmtp, hmtp.default_profile(), 2487.2, 44),
             (tcp_5066, TcpProfile::BestCase, 4535.0, 44),
-            (tcp_5066, TcpProfile::IsodeStock, 246.0, 22),
+            (tcp_5066, TcpProfile::IsodeStock, 127.0, 22),
         ] {
             let tcp = profile.settings(cond.rate_bps);
             let r = run(scenario, &cond, &tcp, &work).unwrap();

@@ -46,7 +46,9 @@ impl Gate {
     pub(crate) fn new(mss: usize, congestion: Congestion, nagle: Nagle) -> Option<Gate> {
         let cwnd = match congestion {
             // Reno is skywave's own TCP's (the settings check refuses it on smoltcp).
-            Congestion::SmoltcpReno | Congestion::Reno { .. } => return None,
+            Congestion::SmoltcpReno | Congestion::Reno { .. } | Congestion::LinuxReno { .. } => {
+                return None;
+            }
             Congestion::Unlimited => None,
             Congestion::Segments { initial } => Some(u32::from(initial.max(1))),
         };

@@ -171,6 +171,17 @@ pub enum Congestion {
         /// Initial window, segments.
         initial: u16,
     },
+    /// Reno as Linux grows it (`tcp_reno_cong_avoid` in `tcp_cong.c`), on skywave's own TCP
+    /// only: everything as [`Congestion::Reno`] but the growth, which counts what was
+    /// acknowledged rather than ACKs. Slow start adds every byte acknowledged up to ssthresh
+    /// (`tcp_slow_start`), the rest goes to congestion avoidance, which adds one segment per
+    /// window's worth acknowledged (`tcp_cong_avoid_ai`); neither grows a window not in use
+    /// (`tcp_is_cwnd_limited`). So a receiver that ACKs every second segment, as Linux does,
+    /// slows neither phase, where RFC 5681's per-ACK rule halves them.
+    LinuxReno {
+        /// Initial window, segments (RFC 6928: 10).
+        initial: u16,
+    },
 }
 
 /// Where the RTT estimator of skywave's own TCP starts (smoltcp's is RFC 6298's).
@@ -364,12 +375,14 @@ impl TcpProfile {
             TcpProfile::IsodeStock => TcpSettings {
                 mss: isode_mtu(rate_bps) - 40,
                 window: 65_535,
-                irtt: Duration::from_secs(2),
+                // Linux's own constants (TCP_TIMEOUT_INIT, TCP_RTO_MIN, TCP_RTO_MAX); on
+                // smoltcp the clock fit makes them 2 / 2 / 120 s.
+                irtt: Duration::from_secs(1),
                 max_wait: Duration::from_secs(120),
                 mtu: isode_mtu(rate_bps),
                 rto_fit: RtoFit::MaxWait,
-                engine: TcpEngine::Smoltcp,
-                congestion: Congestion::SmoltcpReno,
+                engine: TcpEngine::Skywave,
+                congestion: Congestion::LinuxReno { initial: 10 },
                 min_rto: Duration::from_millis(200),
                 rtt_seed: RttSeed::FirstSample,
                 timestamps: true,
@@ -515,30 +528,34 @@ impl TcpSettings {
     /// The settings on `engine`. smoltcp's Reno and skywave's Reno are the same algorithm
     /// with different starts, so a profile's Reno moves to the other engine's: on skywave's
     /// TCP `jnos-1998` starts from one segment, as JNOS (`proc_syn` sets cwnd to the MSS),
-    /// and every other profile from ten, stock Linux's window since 2.6.39 (RFC 6928); on
-    /// smoltcp, Reno starts at smoltcp's 2048 bytes. `linux` on skywave's TCP becomes the
-    /// Linux its smoltcp form stands in for: Reno from ten segments instead of the gate's
+    /// growing per ACK as JNOS does, and every other profile from ten, stock Linux's window
+    /// since 2.6.39 (RFC 6928), growing by what is acknowledged as Linux does
+    /// ([`Congestion::LinuxReno`]); on smoltcp, Reno starts at smoltcp's 2048 bytes. `linux`
+    /// on skywave's TCP becomes the Linux its smoltcp form stands in for: Linux's Reno from
+    /// ten segments instead of the gate's
     /// window that never cuts (skywave's TCP undoes spurious timeouts itself), Linux's 120 s
     /// maximum RTO and its give-up. Everything else stays, and on skywave's TCP `irtt`,
     /// `min_rto` and `max_wait` are used as they are.
     pub fn on_engine(mut self, engine: TcpEngine) -> TcpSettings {
         self.engine = engine;
         self.congestion = match (engine, self.congestion) {
-            (TcpEngine::Skywave, Congestion::SmoltcpReno) => Congestion::Reno {
-                initial: if self.profile == Some(TcpProfile::Jnos1998) {
-                    1
+            (TcpEngine::Skywave, Congestion::SmoltcpReno) => {
+                if self.profile == Some(TcpProfile::Jnos1998) {
+                    Congestion::Reno { initial: 1 }
                 } else {
-                    10
-                },
-            },
+                    Congestion::LinuxReno { initial: 10 }
+                }
+            }
             // `linux` on skywave's TCP, which undoes spurious timeouts as Linux does, needs no
             // never-cutting window as a stand-in: Reno from the same ten segments.
             (TcpEngine::Skywave, Congestion::Segments { initial })
                 if self.profile == Some(TcpProfile::Linux) =>
             {
-                Congestion::Reno { initial }
+                Congestion::LinuxReno { initial }
             }
-            (TcpEngine::Smoltcp, Congestion::Reno { .. }) => Congestion::SmoltcpReno,
+            (TcpEngine::Smoltcp, Congestion::Reno { .. } | Congestion::LinuxReno { .. }) => {
+                Congestion::SmoltcpReno
+            }
             (_, c) => c,
         };
         if engine == TcpEngine::Skywave && self.profile == Some(TcpProfile::Linux) {
@@ -588,13 +605,13 @@ mod tests {
         assert_eq!(linux.rto_constants(), (s(1), s(1), s(60)));
         assert_eq!(linux.congestion, Congestion::Segments { initial: 10 });
         assert_eq!(linux.nagle, Nagle::Minshall);
-        // On skywave's TCP: Linux's RTO bounds, Reno from ten segments, Linux's give-up.
+        // On skywave's TCP: Linux's RTO bounds, Linux's Reno from ten segments, its give-up.
         let sky = linux.on_engine(TcpEngine::Skywave);
         assert_eq!(
             sky.rto_constants(),
             (s(1), Duration::from_millis(200), s(120))
         );
-        assert_eq!(sky.congestion, Congestion::Reno { initial: 10 });
+        assert_eq!(sky.congestion, Congestion::LinuxReno { initial: 10 });
         assert_eq!(sky.give_up, GiveUp::LINUX);
         assert_eq!(sky.window_rules, WindowRules::Linux);
         let best = TcpProfile::BestCase.settings(1200);
@@ -621,17 +638,21 @@ mod tests {
                 s(90)
             )
         );
-        assert_eq!(
-            TcpProfile::IsodeStock
-                .settings(1200)
-                .on_engine(TcpEngine::Skywave)
-                .congestion,
-            Congestion::Reno { initial: 10 }
-        );
         assert_eq!("skywave".parse::<TcpEngine>(), Ok(TcpEngine::Skywave));
         assert!("bsd".parse::<TcpEngine>().is_err());
+        // Linux on skywave's TCP: its own RTO constants, its Reno from ten segments; on
+        // smoltcp, smoltcp's Reno on the clock fitted to the 120 s maximum.
         let stock = TcpProfile::IsodeStock.settings(1200);
-        assert_eq!(stock.rto_constants(), (s(2), s(2), s(120)));
+        assert_eq!(stock.engine, TcpEngine::Skywave);
+        assert_eq!(stock.congestion, Congestion::LinuxReno { initial: 10 });
+        assert_eq!(
+            stock.rto_constants(),
+            (s(1), Duration::from_millis(200), s(120))
+        );
+        let stock_smoltcp = stock.on_engine(TcpEngine::Smoltcp);
+        assert_eq!(stock_smoltcp.congestion, Congestion::SmoltcpReno);
+        assert_eq!(stock_smoltcp.rto_constants(), (s(2), s(2), s(120)));
+        assert_eq!(stock.ack_delay, Some(Duration::from_millis(40)));
         assert_eq!((stock.mss, stock.mtu), (1460, 1500));
         // Isode's SMTP runs used MTU 500 at 300 bit/s.
         let slow = TcpProfile::IsodeStock.settings(300);

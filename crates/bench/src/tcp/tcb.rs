@@ -22,7 +22,8 @@
 //! - congestion ([`Congestion`]): Reno (RFC 5681: initial window in segments, slow start by
 //!   `min(acked, MSS)`, congestion avoidance by MSS²/cwnd, on a timeout ssthresh = max(flight/2,
 //!   2·MSS) and cwnd = 1 MSS, fast retransmit and recovery at three duplicate ACKs; a slow-start
-//!   threshold set at the handshake if asked, as from Linux's metrics cache); a segment
+//!   threshold set at the handshake if asked, as from Linux's metrics cache); the same Reno
+//!   growing as Linux grows it, by what was acknowledged rather than per ACK; a segment
 //!   window that only grows (Linux with F-RTO undoing spurious timeouts, see `tcp/gate.rs`); or
 //!   none;
 //! - Nagle: off, classic (RFC 896) or Minshall's;
@@ -256,6 +257,9 @@ pub struct Tcb {
     /// Sequence number of our FIN once sent.
     fin_seq: Option<u32>,
     cwnd: Option<u32>,
+    /// Bytes acknowledged towards the next segment of congestion avoidance
+    /// ([`Congestion::LinuxReno`]; Linux's `snd_cwnd_cnt`).
+    cwnd_cnt: u32,
     ssthresh: u32,
     dup_acks: u32,
     /// In fast recovery until this sequence number is acknowledged.
@@ -313,7 +317,9 @@ impl Tcb {
         };
         let cwnd = match cfg.congestion {
             Congestion::Unlimited => None,
-            Congestion::Segments { initial } | Congestion::Reno { initial } => {
+            Congestion::Segments { initial }
+            | Congestion::Reno { initial }
+            | Congestion::LinuxReno { initial } => {
                 Some(u32::from(initial.max(1)) * u32::from(cfg.mss))
             }
             // Refused by the settings check; smoltcp's own Reno starts at 2048 bytes.
@@ -338,6 +344,7 @@ impl Tcb {
             fin_queued: false,
             fin_seq: None,
             cwnd,
+            cwnd_cnt: 0,
             ssthresh: u32::MAX,
             dup_acks: 0,
             recover: None,
@@ -820,8 +827,9 @@ impl Tcb {
             }
         }
         if let Some(c) = self.cwnd.as_mut()
-            && let Congestion::Segments { initial } | Congestion::Reno { initial } =
-                self.cfg.congestion
+            && let Congestion::Segments { initial }
+            | Congestion::Reno { initial }
+            | Congestion::LinuxReno { initial } = self.cfg.congestion
         {
             *c = u32::from(initial.max(1)) * self.mss as u32;
         }
@@ -975,13 +983,33 @@ impl Tcb {
             // Linux counts segments and grows only while the window is in use
             // (`tcp_is_cwnd_limited`), as `tcp/gate.rs` does on smoltcp.
             _ if flight_before.saturating_add(mss) < cwnd => cwnd,
+            // Linux's Reno: slow start by what was acknowledged, up to ssthresh; the rest
+            // counted towards avoidance's one segment per window acknowledged.
+            Congestion::LinuxReno { .. } => {
+                let slow = if cwnd < self.ssthresh {
+                    acked.min(self.ssthresh - cwnd)
+                } else {
+                    0
+                };
+                let mut grown = cwnd.saturating_add(slow);
+                self.cwnd_cnt = self.cwnd_cnt.saturating_add(acked - slow);
+                if self.cwnd_cnt >= grown {
+                    let steps = self.cwnd_cnt / grown.max(1);
+                    self.cwnd_cnt -= steps * grown.max(1);
+                    grown = grown.saturating_add(steps.saturating_mul(mss));
+                }
+                grown
+            }
             _ => cwnd.saturating_add(acked.min(mss)),
         };
         self.cwnd = Some(grown);
     }
 
     fn duplicate_ack(&mut self, now: Duration) {
-        if !matches!(self.cfg.congestion, Congestion::Reno { .. }) {
+        if !matches!(
+            self.cfg.congestion,
+            Congestion::Reno { .. } | Congestion::LinuxReno { .. }
+        ) {
             return;
         }
         self.dup_acks += 1;
@@ -990,6 +1018,7 @@ impl Tcb {
             let flight = self.snd_max.wrapping_sub(self.snd_una);
             self.ssthresh = (flight / 2).max(2 * mss);
             self.cwnd = Some(self.ssthresh + DUP_ACKS * mss);
+            self.cwnd_cnt = 0;
             self.recover = Some(self.snd_max);
             self.retransmit_first(now);
         } else if self.dup_acks > DUP_ACKS
@@ -1232,7 +1261,9 @@ impl Tcb {
         // first ACK after shows whether to undo it; a lost SYN then follows Linux's rule
         // (`opened`). The segment window without timestamps is never cut (see `tcp/gate.rs`).
         let cut = match self.cfg.congestion {
-            Congestion::Reno { .. } => !(opening && self.cfg.timestamps),
+            Congestion::Reno { .. } | Congestion::LinuxReno { .. } => {
+                !(opening && self.cfg.timestamps)
+            }
             Congestion::Segments { .. } => self.ts_ok && !opening,
             Congestion::Unlimited | Congestion::SmoltcpReno => false,
         };
@@ -1240,6 +1271,7 @@ impl Tcb {
             let flight = self.snd_max.wrapping_sub(self.snd_una);
             self.ssthresh = (flight / 2).max(2 * mss);
             self.cwnd = Some(mss);
+            self.cwnd_cnt = 0;
             self.recover = None;
             self.dup_acks = 0;
         }
@@ -1792,6 +1824,36 @@ mod tests {
         assert_eq!(cwnd, Some(7));
         // Below two the threshold is Linux's floor of two.
         assert_eq!(after(Some(1)).0, 2);
+    }
+
+    /// Behind a receiver that acknowledges every second segment (a delayed ACK), RFC 5681's
+    /// per-ACK growth halves; Linux's, which counts what was acknowledged, does not. From two
+    /// segments (ssthresh two, so avoidance from the start), 8 round trips of the lossless 2 s
+    /// link above; the sender's own ACKs are prompt.
+    #[test]
+    fn linux_reno_grows_by_what_was_acknowledged_not_per_ack() {
+        let after = |congestion: Congestion, delayed: bool| {
+            let mut a = config(A, congestion);
+            a.rx_buffer = 65_535;
+            a.initial_ssthresh = Some(2);
+            let mut b = peer(a, 3);
+            b.ack_delay = delayed.then_some(secs(0.2));
+            let mut p = Pair::new(a, b, 1.0);
+            let spaced = |n: usize| Some(n as f64 * 1e-3);
+            p.run_with(2.5, &spaced);
+            p.ends[0].send_slice(&pattern(60_000));
+            p.run_with(2.5 + 8.0 * 2.0, &spaced);
+            p.ends[0].cwnd().map(|c| c / 216)
+        };
+        let (rfc, linux) = (
+            Congestion::Reno { initial: 2 },
+            Congestion::LinuxReno { initial: 2 },
+        );
+        // Every segment acknowledged: RFC 5681 five segments more (MSS²/cwnd per ACK, rounded
+        // down), Linux seven, one per round trip but the first.
+        assert_eq!((after(rfc, false), after(linux, false)), (Some(7), Some(9)));
+        // Every second one: RFC 5681 three more, Linux still seven.
+        assert_eq!((after(rfc, true), after(linux, true)), (Some(5), Some(9)));
     }
 
     #[test]
