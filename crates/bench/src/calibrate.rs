@@ -12,8 +12,9 @@
 //!   30 dB), once with the short and once with the long interleaver (Isode did not say which
 //!   its modems used); seconds from submission to delivery. The `smtp` column is run
 //!   as `smtp-tcp-5066` with the `isode-stock` TCP profile (MSS 1460, MTU 1500, window 65535,
-//!   smoltcp's Reno and classic Nagle, initial and minimum RTO 2 s, longest back-off 120 s: our
-//!   assumption for the hosts Isode used; see [`crate::tcp::profile`]); the `co_acp142` column
+//!   a stock Linux on skywave's TCP: Reno from ten segments, classic Nagle, delayed ACK,
+//!   timestamps, RTO 1 s initially and 200 ms to 120 s: our assumption for the hosts Isode
+//!   used; see [`crate::tcp::profile`]); the `co_acp142` column
 //!   (an HF-native protocol with compression) is set against `hmtp-5066-deflate` and
 //!   `cftp-5066`.
 //!

@@ -3,9 +3,8 @@
 //! takes bytes, the shore's reads everything; the run records how many bytes the shore had read
 //! when, and derives the publication's four figures from that trace ([`BulkTcpReport`]).
 //!
-//! The same hosts (smoltcp with the profile's congestion window, Nagle and delayed ACKs, its
-//! clock dilated to the profile's RTO constant) and the same IP link as `smtp-tcp-5066`; only the
-//! application differs.
+//! The same hosts (the profile's TCP, its congestion window, Nagle, delayed ACKs and RTO
+//! constants) and the same IP link as `smtp-tcp-5066`; only the application differs.
 
 use std::time::Duration;
 

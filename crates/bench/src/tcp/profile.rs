@@ -6,7 +6,7 @@
 //! | `jnos-1998` | skywave's | 216 / 256 | 1024 | 60 / 0.5 / 90 s (1200 bit/s; 60 / 0.5 / 360 s below), SRTT from IRTT | Reno from 1 segment | classic | none | after 10 timeouts |
 //! | `linux` | smoltcp | 1460 / 1500 | 65535 | 1 / 1 / 60 s | IW 10 segments, slow start, never cut | Minshall | 40 ms, every full segment | never (see below) |
 //! | `best-case` | smoltcp | 2008 / 2048 | 1 MiB | 600 / 600 / 36000 s | none (receive window only) | off | 40 ms, every full segment | never |
-//! | `isode-stock` | smoltcp | 1460 / 1500 (460 / 500 at 300 bit/s and below) | 65535 | 2 / 2 / 120 s | smoltcp Reno (cwnd from 2048 B) | classic | 40 ms, every second full segment | SYN 127 s, data 924.6 s |
+//! | `isode-stock` | skywave's | 1460 / 1500 (460 / 500 at 300 bit/s and below) | 65535 | 1 / 0.2 / 120 s, timestamps | Linux's Reno from 10 segments | classic | 40 ms, every second full segment | SYN 127 s, data 924.6 s |
 //!
 //! - **`jnos-1998`**: the TCP NTIA configured for JNOS in 1998 (MSS 216, MTU 256, IRTT 60 s,
 //!   maxwait 90 s at 1200 bit/s and above, 360 s below, window 1024 unless the table row says
@@ -45,10 +45,14 @@
 //!   at 386 B, with it 21.8 s; so "no delayed ACK" would not be the best case.
 //! - **`isode-stock`**: the stock host TCP assumed for Isode's published SMTP-over-5066 figures
 //!   (`calibrate`'s Isode column and its historical goal lines): MSS 1460 (460 at 300 bit/s and
-//!   below, where Isode ran SMTP with MTU 500: [`isode_mtu`]), window 65535, smoltcp's
-//!   Reno and Nagle as they come, Linux's delayed ACK (40 ms, `TCP_DELACK_MIN`; at once for a
-//!   second full segment), longest back-off 120 s (so initial and minimum RTO 2 s),
-//!   through the IP client Isode measured, which holds one datagram while its node has flow off
+//!   below, where Isode ran SMTP with MTU 500: [`isode_mtu`]), window 65535, on skywave's TCP
+//!   as a stock Linux has it: RTO 1 s initially (`TCP_TIMEOUT_INIT`), 200 ms to 120 s
+//!   (`TCP_RTO_MIN`, `TCP_RTO_MAX`), timestamps with an RTT sample from every ACK and the
+//!   undo of a spurious timeout, Reno from ten segments growing by what is acknowledged
+//!   ([`Congestion::LinuxReno`]: Linux's default CUBIC differs only after a loss, and grows no
+//!   slower), classic Nagle, delayed ACK (40 ms, `TCP_DELACK_MIN`; at once for a second full
+//!   segment), Linux's window rules and give-up; no SACK. Through the IP client Isode
+//!   measured, which holds one datagram while its node has flow off
 //!   and drops the rest ([`crate::stack::IP_CLIENT_HOLD`], as the UDP flood); the other profiles
 //!   go through one that queues.
 //!
@@ -68,13 +72,19 @@
 //! connection at the timer's next tick carries the mail not yet accepted. The SMTP client has
 //! no reply timeout, as JNOS's `smtp t4` defaults to 0.
 //!
-//! # Why the other profiles stay on smoltcp
+//! # Which profiles run on skywave's TCP, and why `linux` and `best-case` stay on smoltcp
 //!
 //! skywave's TCP (`--tcp-engine skywave`) runs every profile with its RTO constants exact,
 //! and the Linux-like ones with timestamps and Linux's undo of a spurious timeout
 //! ([`TcpSettings::timestamps`]). For `jnos-1998` that is the better model: JNOS had no
-//! timestamps, SACK or F-RTO, and runs without them. For the others it is mixed, so they keep
-//! smoltcp (and the send-side gate's never-cut window as the stand-in for the undo) for now:
+//! timestamps, SACK or F-RTO, and runs without them. So it is for `isode-stock`, the stock
+//! Linux of Isode's measurements: on smoltcp, with no timestamps or F-RTO, every spurious
+//! timeout on the 5066 link's long round trips resent the whole window go-back-N once each
+//! segment drew its own ACK (Isode's 135604-byte message on the long interleaver: 81
+//! segments resent, 2098 s against Isode's 1442), where skywave's TCP resends 15 and takes
+//! 1389 s. For `linux` the result is mixed, and `best-case` needs no congestion control at
+//! all, so they keep smoltcp (and the send-side gate's never-cut window as the stand-in for
+//! the undo) for now:
 //!
 //! - `linux` over 5066, 1200 bit/s, clean channel, one seed (`skywave-bench compare --scenarios
 //!   smtp-tcp-5066,smtp-tcp-5066-deflate --tcp-profile linux --snr 30 --sizes
@@ -88,13 +98,15 @@
 //!   (`--outage 20+300`, 14025 bytes) its resends, each a U_PDU its node sends at once, run
 //!   the ship's node through its ten unanswered retries after 110 s and the node declares the
 //!   link lost (five times in all); the connection goes on, as a real one would, its next
-//!   segment makes the link again, and it delivers after 446.1 s (smoltcp: 445.9 s).
-//! - `isode-stock` (Reno from ten segments as [`TcpSettings::on_engine`] gives it, timestamps;
-//!   `skywave-bench calibrate --tcp-engine skywave`): 72 of 124 ratio rows in band against 70
-//!   of 128 on smoltcp; at 300 bit/s with MTU 500 a segment the dropping IP client lost is
-//!   resent behind the node's queue of some 850 s of airtime, two timeouts (120 s at most)
-//!   pass without an answer, and Linux's 924.6 s rule drops the stream: 0 bit/s where Isode
-//!   measured 137.
+//!   segment makes the link again, and it delivers after 442.6 s (smoltcp: 445.9 s).
+//!
+//! What `isode-stock` on skywave's TCP costs: at 300 bit/s with MTU 500 (`calibrate`'s bulk
+//! rows) a segment the dropping IP client lost is resent behind the node's queue of some 850 s
+//! of airtime (64 U_PDUs of 500 bytes), two timeouts (120 s at most) pass without an answer,
+//! and Linux's 924.6 s rule drops the stream: 0 bit/s where Isode measured 137. A real Linux
+//! behind a queue that deep would do the same; the queue's depth is the emulator's, not
+//! published (`--tcp-engine smoltcp` runs the profile as it was, smoltcp's Reno from 2048
+//! bytes on the clock fitted to 120 s, on which that stream survives at 104 and 66 bit/s).
 //!
 //! # What smoltcp cannot express, and how the profiles get it anyway
 //!
