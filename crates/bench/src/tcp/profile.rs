@@ -88,8 +88,8 @@
 //!
 //! - `linux` over 5066, 1200 bit/s, clean channel, one seed (`skywave-bench compare --scenarios
 //!   smtp-tcp-5066,smtp-tcp-5066-deflate --tcp-profile linux --snr 30 --sizes
-//!   386,1867,14025,135604 --seeds 1 --tcp-engine skywave`; there Reno from ten segments,
-//!   Linux's 120 s maximum RTO and its give-up, [`TcpSettings::on_engine`]): 135604 bytes
+//!   386,1867,14025,135604 --seeds 1 --tcp-engine skywave`; there Linux's Reno from ten
+//!   segments, Linux's 120 s maximum RTO and its give-up, [`TcpSettings::on_engine`]): 135604 bytes
 //!   plain in 1155.8 s with 18 segments resent, against 2927 s and 977 on smoltcp
 //!   (best-case: 1018 s), the go-back-N storms gone as on a real Linux; but 386 bytes in
 //!   29.6 s against 21.8 s, because the 1 s initial RTO resends the SYN, and the listener its
