@@ -4,7 +4,7 @@
 //! | profile | TCP | MSS / MTU | window | RTO initial / min / max | congestion | Nagle | delayed ACK | gives up |
 //! |---|---|---|---|---|---|---|---|---|
 //! | `jnos-1998` | skywave's | 216 / 256 | 1024 | 60 / 0.5 / 90 s (1200 bit/s; 60 / 0.5 / 360 s below), SRTT from IRTT | Reno from 1 segment | classic | none | after 10 timeouts |
-//! | `linux` | smoltcp | 1460 / 1500 | 65535 | 1 / 1 / 60 s | IW 10 segments, slow start, never cut | Minshall | 40 ms, every full segment | never (see below) |
+//! | `linux` | skywave's | 1460 / 1500 | 65535 | 1 / 0.2 / 120 s, timestamps | Linux's Reno from 10 segments | Minshall | 40 ms, every second full segment | SYN 127 s, data 924.6 s |
 //! | `best-case` | smoltcp | 2008 / 2048 | 1 MiB | 600 / 600 / 36000 s | none (receive window only) | off | 40 ms, every full segment | never |
 //! | `isode-stock` | skywave's | 1460 / 1500 (460 / 500 at 300 bit/s and below) | 65535 | 1 / 0.2 / 120 s, timestamps | Linux's Reno from 10 segments | classic | 40 ms, every second full segment | SYN 127 s, data 924.6 s |
 //!
@@ -24,15 +24,16 @@
 //!   1200 bit/s) instead of IRTT's 60 s: at 75 bit/s the SYN alone went 9 times. `compare
 //!   --tcp-engine smoltcp` still runs it that way ([`TcpSettings::on_engine`]).
 //! - **`linux`**: a current Linux host behind the 5066 IP client on an Ethernet LAN (MSS 1460,
-//!   the 5066 IP client takes U_PDUs up to 2048 bytes so 1500-byte datagrams pass whole):
-//!   initial window 10 segments (RFC 6928), slow start counting segments as Linux does, Nagle
-//!   with Minshall's variant (a sub-MSS segment may go whenever no other sub-MSS segment is
-//!   unacknowledged), delayed ACK 40 ms (`TCP_DELACK_MIN`) with an immediate ACK once a full
-//!   segment is unacknowledged, RTO 1 s initial (RFC 6298, Linux's `TCP_TIMEOUT_INIT`), receive
-//!   window 65535 (what a Linux receiver opens with before autotuning). Congestion control:
-//!   slow start from IW10 with the window never cut (see below), neither CUBIC (Linux's
-//!   default) nor Reno; they differ only after a loss, and over the 5066 ARQ the clean-channel
-//!   runs lose no datagram.
+//!   the 5066 IP client takes U_PDUs up to 2048 bytes so 1500-byte datagrams pass whole), on
+//!   skywave's TCP: initial window 10 segments (RFC 6928), Reno growing by what is acknowledged
+//!   as Linux's does ([`Congestion::LinuxReno`]; Linux's default CUBIC differs only after a
+//!   loss, and grows no slower), Nagle with Minshall's variant (a sub-MSS segment may go
+//!   whenever no other sub-MSS segment is unacknowledged), delayed ACK 40 ms (`TCP_DELACK_MIN`)
+//!   with an immediate ACK for every second full segment, RTO 1 s initially, 200 ms to 120 s
+//!   (`TCP_TIMEOUT_INIT`, `TCP_RTO_MIN`, `TCP_RTO_MAX`), timestamps with an RTT sample from
+//!   every ACK and the undo of a spurious timeout (and of resent SYNs the SYN-ACK shows
+//!   spurious, Linux 5.2 on), Linux's window rules, receive window 65535 (what a Linux receiver
+//!   opens with before autotuning), Linux's give-up; no SACK.
 //! - **`best-case`**: the most TCP could do on this link, the baseline the headline speed-ups
 //!   are quoted against: the largest MSS a U_PDU holds (2008 = 2048 − 40), a 1 MiB window (every
 //!   benchmark message fits in one flight), no congestion window, no Nagle hold, and an RTO so
@@ -72,33 +73,32 @@
 //! connection at the timer's next tick carries the mail not yet accepted. The SMTP client has
 //! no reply timeout, as JNOS's `smtp t4` defaults to 0.
 //!
-//! # Which profiles run on skywave's TCP, and why `linux` and `best-case` stay on smoltcp
+//! # Which profiles run on skywave's TCP, and why
 //!
-//! skywave's TCP (`--tcp-engine skywave`) runs every profile with its RTO constants exact,
-//! and the Linux-like ones with timestamps and Linux's undo of a spurious timeout
-//! ([`TcpSettings::timestamps`]). For `jnos-1998` that is the better model: JNOS had no
-//! timestamps, SACK or F-RTO, and runs without them. So it is for `isode-stock`, the stock
-//! Linux of Isode's measurements: on smoltcp, with no timestamps or F-RTO, every spurious
-//! timeout on the 5066 link's long round trips resent the whole window go-back-N once each
-//! segment drew its own ACK (Isode's 135604-byte message on the long interleaver: 81
-//! segments resent, 2098 s against Isode's 1442), where skywave's TCP resends 15 and takes
-//! 1389 s. For `linux` the result is mixed, and `best-case` needs no congestion control at
-//! all, so they keep smoltcp (and the send-side gate's never-cut window as the stand-in for
-//! the undo) for now:
-//!
-//! - `linux` over 5066, 1200 bit/s, clean channel, one seed (`skywave-bench compare --scenarios
+//! skywave's TCP runs every profile but `best-case` by default (`--tcp-engine smoltcp|skywave`
+//! moves any profile), with its RTO constants exact, and the Linux-like ones with timestamps
+//! and Linux's undo of a spurious timeout ([`TcpSettings::timestamps`]). For `jnos-1998` that
+//! is the better model: JNOS had no timestamps, SACK or F-RTO, and runs without them. So it
+//! is for the two Linux profiles: on smoltcp, with no timestamps or F-RTO, every spurious
+//! timeout on the 5066 link's long round trips resends the whole window go-back-N.
+//! - `isode-stock`, once each segment drew its own ACK (Isode's 135604-byte message on the long
+//!   interleaver): 81 segments resent and 2098 s against Isode's 1442 on smoltcp; 15 and 1389 s
+//!   on skywave's TCP.
+//! - `linux` over 5066, 1200 bit/s, clean channel (`skywave-bench compare --scenarios
 //!   smtp-tcp-5066,smtp-tcp-5066-deflate --tcp-profile linux --snr 30 --sizes
-//!   386,1867,14025,135604 --seeds 1 --tcp-engine skywave`; there Linux's Reno from ten
-//!   segments, Linux's 120 s maximum RTO and its give-up, [`TcpSettings::on_engine`]): 135604 bytes
-//!   plain in 1155.8 s with 18 segments resent, against 2927 s and 977 on smoltcp
-//!   (best-case: 1018 s), the go-back-N storms gone as on a real Linux; but 386 bytes in
-//!   29.6 s against 21.8 s, because the 1 s initial RTO resends the SYN, and the listener its
-//!   SYN-ACK for each duplicate SYN as Linux does, on a link whose round trip is 3-4 s, each
-//!   resend a transmission of its own. With five minutes of outage 20 s into the session
-//!   (`--outage 20+300`, 14025 bytes) its resends, each a U_PDU its node sends at once, run
-//!   the ship's node through its ten unanswered retries after 110 s and the node declares the
-//!   link lost (five times in all); the connection goes on, as a real one would, its next
-//!   segment makes the link again, and it delivers after 442.6 s (smoltcp: 445.9 s).
+//!   386,1867,14025,135604 --seeds 1`, and the same with `--tcp-engine smoltcp`): 135604 bytes
+//!   plain in 1155.8 s with 18 segments resent, against 2927 s and 977 on smoltcp (best-case:
+//!   1018 s), the go-back-N storms gone as on a real Linux. What a real Linux pays instead shows
+//!   on short messages: 386 bytes in 29.6 s against 21.8 s on smoltcp and `best-case`, because
+//!   the 1 s initial RTO resends the SYN, and the listener its SYN-ACK for each duplicate SYN
+//!   as Linux does, on a link whose round trip is 3-4 s, each resend a transmission of its own.
+//!   With five minutes of outage 20 s into the session (`--outage 20+300`, 14025 bytes) its
+//!   resends, each a U_PDU its node sends at once, run the ship's node through its ten
+//!   unanswered retries after 110 s and the node declares the link lost (five times in all);
+//!   the connection goes on, as a real one would, its next segment makes the link again, and
+//!   it delivers after 442.6 s (smoltcp: 445.9 s).
+//!
+//! `best-case` needs no congestion window at all and stays on smoltcp.
 //!
 //! What `isode-stock` on skywave's TCP costs: at 300 bit/s with MTU 500 (`calibrate`'s bulk
 //! rows) a segment the dropping IP client lost is resent behind the node's queue of some 850 s
@@ -122,10 +122,10 @@
 //!   sends each write as one segment at once. The wrapper learns of acknowledgements from the
 //!   socket's send queue draining. It never cuts the window: over the ARQ a resend is a
 //!   spurious timeout, whose reduction Linux with timestamps undoes (F-RTO, Eifel).
-//! - **RTO constants**: the clock dilation of the module docs ([`RtoFit`]). `linux` uses k = 1:
-//!   initial RTO 1 s (exact), minimum 1 s instead of 200 ms, maximum 60 s instead of 120 s. On
-//!   this link every round trip is several seconds, so the minimum never binds; the maximum
-//!   only matters after five consecutive timeouts of one segment.
+//! - **RTO constants**: the clock dilation of the module docs ([`RtoFit`]). `linux` on smoltcp
+//!   uses k = 1: initial RTO 1 s (exact), minimum 1 s instead of 200 ms, maximum 60 s instead
+//!   of 120 s. On this link every round trip is several seconds, so the minimum never binds;
+//!   the maximum only matters after five consecutive timeouts of one segment.
 //! - **Missing, not emulated**: TCP timestamps, so smoltcp takes no RTT sample from a
 //!   retransmitted SYN (Karn) and keeps timing out spuriously on the first data with its 1 s
 //!   RTO, where Linux measures the RTT from the SYN-ACK's echoed timestamp; F-RTO: smoltcp
@@ -133,14 +133,13 @@
 //!   goes on with new data once the ACKs show the timeout was spurious; SACK-based recovery
 //!   (smoltcp sends SACK blocks as a receiver but ignores them as a sender); CUBIC or Reno
 //!   reduction after a real loss (the wrapper never cuts: optimistic on a lossy channel);
-//!   slow-start restart after idle; receive-window autotuning; Linux's ACK of every second
-//!   full segment after its quick-ACK start (smoltcp acknowledges every full segment, so
-//!   `linux` and `best-case` receivers send somewhat more bare ACKs). What this costs is measured by
-//!   `best-case`, which has none of these limits (README, Benchmark): on the clean channel the
-//!   `linux` rows are within 0.6 s of `best-case` up to 14025 bytes, but at 135604 bytes of
-//!   plain SMTP the spurious go-back-N resends (897 kB) make `linux` 2.5x slower (2485 s
-//!   against 993 s), a cost a real Linux host would mostly not pay; so the headline quotes
-//!   speed-ups against `best-case`, not `linux`.
+//!   slow-start restart after idle; receive-window autotuning; Linux's quick-ACK start (an ACK
+//!   for every segment at first; smoltcp, as skywave's TCP, acknowledges every second full
+//!   segment from the start). `best-case` needs none of it. Run on
+//!   smoltcp (`--tcp-engine smoltcp`), `linux` was within 0.6 s of `best-case` up to 14025 bytes
+//!   on the clean channel, but at 135604 bytes of plain SMTP the spurious go-back-N resends
+//!   (1.37 MB) made it 2.9x slower (2927 s against 1018 s), a cost a real Linux host would not
+//!   pay: one reason `linux` moved to skywave's TCP.
 
 use std::fmt;
 use std::str::FromStr;
@@ -334,27 +333,23 @@ impl TcpProfile {
             TcpProfile::Linux => TcpSettings {
                 mss: 1460,
                 window: 65_535,
+                // Linux's TCP_TIMEOUT_INIT, TCP_RTO_MIN and TCP_RTO_MAX.
                 irtt: Duration::from_secs(1),
-                max_wait: Duration::from_secs(60),
+                max_wait: Duration::from_secs(120),
                 mtu: 1500,
                 rto_fit: RtoFit::Irtt,
-                engine: TcpEngine::Smoltcp,
+                engine: TcpEngine::Skywave,
                 min_rto: Duration::from_millis(200),
                 rtt_seed: RttSeed::FirstSample,
                 timestamps: true,
                 spurious_syn_undo: true,
                 rtt_cache: false,
                 initial_ssthresh: None,
-                congestion: Congestion::Segments { initial: 10 },
+                congestion: Congestion::LinuxReno { initial: 10 },
                 nagle: Nagle::Minshall,
                 window_rules: WindowRules::Linux,
                 ack_delay: Some(Duration::from_millis(40)),
-                // Not Linux's timers: this profile resends go-back-N after every spurious
-                // timeout where Linux (F-RTO, SACK) resends one segment, so on a 1200 bit/s
-                // link its own resends queue in front of the oldest segment for longer than
-                // tcp_retries2's 924.6 s and Linux's rule would drop a connection whose data is
-                // flowing (135604 bytes plain: dropped at 1442 s, delivered at 2485 s without).
-                give_up: GiveUp::Never,
+                give_up: GiveUp::LINUX,
                 smtp_timer: None,
                 ip_client_hold: None,
                 profile: Some(self),
@@ -565,16 +560,33 @@ impl TcpSettings {
             {
                 Congestion::LinuxReno { initial }
             }
+            // `linux` on smoltcp: the gate's segment window that never cuts, the stand-in
+            // for Linux's undo of a spurious timeout, which smoltcp lacks.
+            (TcpEngine::Smoltcp, Congestion::LinuxReno { initial })
+                if self.profile == Some(TcpProfile::Linux) =>
+            {
+                Congestion::Segments { initial }
+            }
             (TcpEngine::Smoltcp, Congestion::Reno { .. } | Congestion::LinuxReno { .. }) => {
                 Congestion::SmoltcpReno
             }
             (_, c) => c,
         };
-        if engine == TcpEngine::Skywave && self.profile == Some(TcpProfile::Linux) {
-            // The bounds smoltcp could not have (its maximum is 60 s), and Linux's give-up,
-            // which smoltcp's go-back-N storms made impossible to apply.
-            self.max_wait = Duration::from_secs(120);
-            self.give_up = GiveUp::LINUX;
+        if self.profile == Some(TcpProfile::Linux) {
+            if engine == TcpEngine::Skywave {
+                // Linux's maximum RTO and its give-up.
+                self.max_wait = Duration::from_secs(120);
+                self.give_up = GiveUp::LINUX;
+            } else {
+                // smoltcp's maximum RTO is 60 s (at the clock fit k = 1). It resends
+                // go-back-N after every spurious timeout where Linux (F-RTO, SACK) resends one
+                // segment, so on a 1200 bit/s link its own resends queue in front of the oldest
+                // segment for longer than tcp_retries2's 924.6 s, and Linux's rule would drop a
+                // connection whose data is flowing (135604 bytes plain: dropped at 1442 s,
+                // delivered at 2485 s without): on smoltcp it never gives up.
+                self.max_wait = Duration::from_secs(60);
+                self.give_up = GiveUp::Never;
+            }
         }
         self
     }
@@ -614,18 +626,24 @@ mod tests {
         let s = |secs| Duration::from_secs(secs);
         let linux = TcpProfile::Linux.settings(1200);
         assert_eq!((linux.mss, linux.mtu, linux.window), (1460, 1500, 65_535));
-        assert_eq!(linux.rto_constants(), (s(1), s(1), s(60)));
-        assert_eq!(linux.congestion, Congestion::Segments { initial: 10 });
         assert_eq!(linux.nagle, Nagle::Minshall);
         // On skywave's TCP: Linux's RTO bounds, Linux's Reno from ten segments, its give-up.
-        let sky = linux.on_engine(TcpEngine::Skywave);
+        assert_eq!(linux.engine, TcpEngine::Skywave);
         assert_eq!(
-            sky.rto_constants(),
+            linux.rto_constants(),
             (s(1), Duration::from_millis(200), s(120))
         );
-        assert_eq!(sky.congestion, Congestion::LinuxReno { initial: 10 });
-        assert_eq!(sky.give_up, GiveUp::LINUX);
-        assert_eq!(sky.window_rules, WindowRules::Linux);
+        assert_eq!(linux.congestion, Congestion::LinuxReno { initial: 10 });
+        assert_eq!(linux.give_up, GiveUp::LINUX);
+        assert_eq!(linux.window_rules, WindowRules::Linux);
+        assert_eq!(linux.on_engine(TcpEngine::Skywave), linux);
+        // On smoltcp: the gate's segment window that never cuts, smoltcp's 1 / 1 / 60 s on the
+        // clock fitted to IRTT, and no give-up (its go-back-N storms would trip Linux's).
+        let smol = linux.on_engine(TcpEngine::Smoltcp);
+        assert_eq!(smol.rto_constants(), (s(1), s(1), s(60)));
+        assert_eq!(smol.congestion, Congestion::Segments { initial: 10 });
+        assert_eq!(smol.give_up, GiveUp::Never);
+        assert_eq!(smol.on_engine(TcpEngine::Skywave), linux);
         let best = TcpProfile::BestCase.settings(1200);
         assert_eq!((best.mss, best.mtu, best.window), (2008, 2048, 1 << 20));
         assert_eq!(best.rto_constants(), (s(600), s(600), s(36_000)));
