@@ -18,7 +18,8 @@
 //! a TCP resend there is a timeout on queueing delay, i.e. spurious, and Linux (timestamps on)
 //! undoes the reduction of a spurious timeout (F-RTO, RFC 5682; Eifel, RFC 3522) and of a
 //! spuriously retransmitted SYN. On a channel where datagrams are really lost (TTL expiry) this
-//! makes the `linux` profile optimistic, never pessimistic.
+//! makes `linux --tcp-engine smoltcp` optimistic, never pessimistic (the `linux` profile itself
+//! runs on skywave's TCP, which cuts and undoes as Linux does).
 
 use std::collections::VecDeque;
 

@@ -441,7 +441,7 @@ async fn a_failed_jnos_job_goes_again_at_the_queue_timers_next_tick() {
 
 /// A node declaring the 5066 link lost ends no TCP connection: the node rejects what it held,
 /// TCP resends when its timer says, and the next datagram makes the link again. Five minutes of
-/// outage 20 s into a 14025-byte message over `linux` on skywave's TCP (whose resends run the
+/// outage 20 s into a 14025-byte message over `linux` (on skywave's TCP; its resends run the
 /// ship's node through its retries and make it declare the link lost) delay the message, and
 /// the same connection delivers it once the channel is back.
 #[tokio::test(start_paused = true)]
