@@ -41,10 +41,10 @@
 //!
 //! Each profile names its engine ([`TcpEngine`]). On skywave's TCP the initial, minimum and
 //! maximum RTO are the profile's ([`TcpSettings::irtt`], [`TcpSettings::min_rto`],
-//! [`TcpSettings::max_wait`]) on simulated time, the dilation is 1, and `jnos-1998` runs
-//! there (see [`profile`]). On smoltcp the clock is dilated, as follows (written when
-//! `jnos-1998` ran on smoltcp, as `--tcp-engine smoltcp` still runs it; the other smoltcp
-//! profiles pick k the same way).
+//! [`TcpSettings::max_wait`]) on simulated time, the dilation is 1, and `jnos-1998`, `linux`
+//! and `isode-stock` run there (see [`profile`]). On smoltcp the clock is dilated, as follows
+//! (written when `jnos-1998` ran on smoltcp, as `--tcp-engine smoltcp` still runs it; the
+//! other profiles pick k the same way on smoltcp).
 //!
 //! smoltcp's RTO constants are fixed at build time: 1 s initial, 1 s minimum, 60 s maximum,
 //! RFC 6298 estimator (SRTT gain 1/8, RTTVAR gain 1/4, RTO = SRTT + 4·RTTVAR), doubling on
