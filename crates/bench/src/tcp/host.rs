@@ -610,12 +610,14 @@ impl Host {
                 // queued datagram before any egress, so a burst (the segments of one
                 // interleaver block) would share one stretch ACK.
                 iface.poll_maintenance(now);
-                while iface.poll_ingress_single(now, &mut self.device, sockets)
-                    != PollIngressSingleResult::None
-                {
+                loop {
+                    let took = iface.poll_ingress_single(now, &mut self.device, sockets)
+                        != PollIngressSingleResult::None;
                     while iface.poll_egress(now, &mut self.device, sockets) != PollResult::None {}
+                    if !took {
+                        break;
+                    }
                 }
-                while iface.poll_egress(now, &mut self.device, sockets) != PollResult::None {}
             }
             Stack::Skywave(tcb) => {
                 let now = undilated(now);

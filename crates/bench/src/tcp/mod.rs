@@ -359,7 +359,7 @@ fn host_settings(
                 "Minshall's Nagle needs the segment-counting window (smoltcp's Reno has classic Nagle only)".into(),
             ));
         }
-        (TcpEngine::Smoltcp, Congestion::Reno { .. } | Congestion::LinuxReno { .. }) => {
+        (TcpEngine::Smoltcp, c) if c.is_skywave_reno() => {
             return Err(TcpBenchError::Settings(
                 "Reno with an initial window in segments needs skywave's TCP (--tcp-engine skywave)"
                     .into(),

@@ -195,6 +195,27 @@ pub enum Congestion {
     },
 }
 
+impl Congestion {
+    /// skywave's own Reno, whichever way it grows ([`Congestion::Reno`],
+    /// [`Congestion::LinuxReno`]): cut on a timeout, fast retransmit and recovery.
+    pub fn is_skywave_reno(self) -> bool {
+        matches!(self, Congestion::Reno { .. } | Congestion::LinuxReno { .. })
+    }
+
+    /// The initial window for segments of `mss` bytes, where it is counted in segments
+    /// (`None` for smoltcp's Reno, which starts at 2048 bytes, and for no window).
+    pub fn initial_window(self, mss: u32) -> Option<u32> {
+        match self {
+            Congestion::Segments { initial }
+            | Congestion::Reno { initial }
+            | Congestion::LinuxReno { initial } => {
+                Some(u32::from(initial.max(1)).saturating_mul(mss))
+            }
+            Congestion::SmoltcpReno | Congestion::Unlimited => None,
+        }
+    }
+}
+
 /// Where the RTT estimator of skywave's own TCP starts (smoltcp's is RFC 6298's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RttSeed {

@@ -316,14 +316,9 @@ impl Tcb {
             s
         };
         let cwnd = match cfg.congestion {
-            Congestion::Unlimited => None,
-            Congestion::Segments { initial }
-            | Congestion::Reno { initial }
-            | Congestion::LinuxReno { initial } => {
-                Some(u32::from(initial.max(1)) * u32::from(cfg.mss))
-            }
             // Refused by the settings check; smoltcp's own Reno starts at 2048 bytes.
             Congestion::SmoltcpReno => Some(2048),
+            c => c.initial_window(u32::from(cfg.mss)),
         };
         Tcb {
             state: State::Closed,
@@ -827,11 +822,9 @@ impl Tcb {
             }
         }
         if let Some(c) = self.cwnd.as_mut()
-            && let Congestion::Segments { initial }
-            | Congestion::Reno { initial }
-            | Congestion::LinuxReno { initial } = self.cfg.congestion
+            && let Some(initial) = self.cfg.congestion.initial_window(self.mss as u32)
         {
-            *c = u32::from(initial.max(1)) * self.mss as u32;
+            *c = initial;
         }
     }
 
@@ -991,14 +984,11 @@ impl Tcb {
                 } else {
                     0
                 };
-                let mut grown = cwnd.saturating_add(slow);
+                let window = cwnd.saturating_add(slow).max(1);
                 self.cwnd_cnt = self.cwnd_cnt.saturating_add(acked - slow);
-                if self.cwnd_cnt >= grown {
-                    let steps = self.cwnd_cnt / grown.max(1);
-                    self.cwnd_cnt -= steps * grown.max(1);
-                    grown = grown.saturating_add(steps.saturating_mul(mss));
-                }
-                grown
+                let steps = self.cwnd_cnt / window;
+                self.cwnd_cnt -= steps * window;
+                window.saturating_add(steps.saturating_mul(mss))
             }
             _ => cwnd.saturating_add(acked.min(mss)),
         };
@@ -1006,10 +996,7 @@ impl Tcb {
     }
 
     fn duplicate_ack(&mut self, now: Duration) {
-        if !matches!(
-            self.cfg.congestion,
-            Congestion::Reno { .. } | Congestion::LinuxReno { .. }
-        ) {
+        if !self.cfg.congestion.is_skywave_reno() {
             return;
         }
         self.dup_acks += 1;
@@ -1793,25 +1780,37 @@ mod tests {
         assert_eq!(run(false), (3, 0, Some(826)));
     }
 
+    /// Eight round trips of a lossless 2 s link that spaces datagrams 1 ms apart, a 60000-byte
+    /// send from a host with `congestion` and `ssthresh` set at the handshake, towards a
+    /// receiver that ACKs at once or, with `delayed`, every second full segment: the sender's
+    /// (ssthresh, cwnd) afterwards, in 216-byte segments.
+    fn after_eight_round_trips(
+        congestion: Congestion,
+        ssthresh: Option<u16>,
+        delayed: bool,
+    ) -> (u32, Option<u32>) {
+        let mut a = config(A, congestion);
+        a.rx_buffer = 65_535;
+        a.initial_ssthresh = ssthresh;
+        let mut b = peer(a, 3);
+        b.ack_delay = delayed.then_some(secs(0.2));
+        let mut p = Pair::new(a, b, 1.0);
+        let spaced = |n: usize| Some(n as f64 * 1e-3);
+        p.run_with(2.5, &spaced);
+        assert_eq!(p.ends[0].state(), State::Established);
+        p.ends[0].send_slice(&pattern(60_000));
+        p.run_with(2.5 + 8.0 * 2.0, &spaced);
+        (p.ends[0].ssthresh / 216, p.ends[0].cwnd().map(|c| c / 216))
+    }
+
     /// A threshold set at the handshake (as Linux's metrics cache sets one) puts the first
     /// round trip past it in congestion avoidance: about one segment more per round trip
     /// instead of doubling. Two segments initially, then 8 round trips of a lossless 2 s link
     /// that spaces datagrams 1 ms apart (so every segment is acknowledged by itself).
     #[test]
     fn a_cached_ssthresh_starts_congestion_avoidance_early() {
-        let after = |ssthresh: Option<u16>| {
-            let mut a = config(A, Congestion::Reno { initial: 2 });
-            a.rx_buffer = 65_535;
-            a.initial_ssthresh = ssthresh;
-            let b = peer(a, 3);
-            let mut p = Pair::new(a, b, 1.0);
-            let spaced = |n: usize| Some(n as f64 * 1e-3);
-            p.run_with(2.5, &spaced);
-            assert_eq!(p.ends[0].state(), State::Established);
-            p.ends[0].send_slice(&pattern(60_000));
-            p.run_with(2.5 + 8.0 * 2.0, &spaced);
-            (p.ends[0].ssthresh / 216, p.ends[0].cwnd().map(|c| c / 216))
-        };
+        let after =
+            |ssthresh| after_eight_round_trips(Congestion::Reno { initial: 2 }, ssthresh, false);
         // Slow start doubles every round trip: 2 · 2^7 segments after 8 (the 60000 bytes
         // are 278 segments, nearly all sent).
         let (threshold, cwnd) = after(None);
@@ -1832,19 +1831,7 @@ mod tests {
     /// link above; the sender's own ACKs are prompt.
     #[test]
     fn linux_reno_grows_by_what_was_acknowledged_not_per_ack() {
-        let after = |congestion: Congestion, delayed: bool| {
-            let mut a = config(A, congestion);
-            a.rx_buffer = 65_535;
-            a.initial_ssthresh = Some(2);
-            let mut b = peer(a, 3);
-            b.ack_delay = delayed.then_some(secs(0.2));
-            let mut p = Pair::new(a, b, 1.0);
-            let spaced = |n: usize| Some(n as f64 * 1e-3);
-            p.run_with(2.5, &spaced);
-            p.ends[0].send_slice(&pattern(60_000));
-            p.run_with(2.5 + 8.0 * 2.0, &spaced);
-            p.ends[0].cwnd().map(|c| c / 216)
-        };
+        let after = |congestion, delayed| after_eight_round_trips(congestion, Some(2), delayed).1;
         let (rfc, linux) = (
             Congestion::Reno { initial: 2 },
             Congestion::LinuxReno { initial: 2 },
