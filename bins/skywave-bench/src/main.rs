@@ -260,8 +260,8 @@ struct Compare {
     max_wait: Option<f64>,
     /// The TCP the hosts run: smoltcp (its clock dilated so one RTO constant fits) or skywave
     /// (our own, whose initial, minimum and maximum RTO are the profile's or --irtt, --min-rto
-    /// and --max-wait exactly). Default: each profile's own (skywave for jnos-1998 and
-    /// isode-stock, smoltcp for best-case and linux).
+    /// and --max-wait exactly). Default: each profile's own (skywave for jnos-1998, linux and
+    /// isode-stock, smoltcp for best-case).
     #[arg(long, value_name = "ENGINE")]
     tcp_engine: Option<String>,
     /// Smallest RTO, seconds, overriding the profile's (skywave's TCP only; smoltcp's is
@@ -352,7 +352,7 @@ struct Calibrate {
     ip_ttl: Option<f64>,
     /// The TCP every host runs (NTIA's and Isode's): smoltcp or skywave, our own, whose RTO
     /// bounds are each profile's exactly (see `compare --tcp-engine`). Default: each
-    /// profile's own (skywave for jnos-1998 and isode-stock, smoltcp for best-case and linux).
+    /// profile's own (skywave for jnos-1998, linux and isode-stock, smoltcp for best-case).
     #[arg(long, value_name = "ENGINE")]
     tcp_engine: Option<String>,
     /// The slow-start threshold, segments (at least 2), every connection of Isode's hosts

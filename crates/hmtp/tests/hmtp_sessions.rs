@@ -1132,3 +1132,59 @@ fn replies_cut_short_from_a_peer_with_xsum_prove_nothing() {
         assert_eq!(owner.spooled.len(), 6);
     }
 }
+
+/// Serves `submission` less its U_PDU `hole` to a fresh server and returns the bodies the owner
+/// spooled.
+fn spooled_with_a_hole(submission: &[Vec<u8>], hole: usize, mtu: usize) -> Vec<Vec<u8>> {
+    let mut owner = Owner::new();
+    let mut server = HmtpServer::new(server_settings(mtu), AcceptAll, Instant::now()).unwrap();
+    let holed: Vec<Vec<u8>> = submission
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != hole)
+        .map(|(_, u)| u.clone())
+        .collect();
+    owner.serve(&mut server, &holed, Instant::now());
+    owner.spooled.into_iter().map(|(_, body)| body).collect()
+}
+
+#[test]
+fn a_compressed_session_with_a_hole_never_spools_a_damaged_message() {
+    // A U_PDU can go missing in the middle of a session's stream while later ones arrive: a
+    // 5066 node rejects the U_PDUs it had on the air when it resets its transmit window, and a
+    // server with a maximum TTL discards a late one. SMTP has nothing to tell a hole from text:
+    // in a plain stream most holes inside a message's text splice it into a shorter message that
+    // ends at the next CRLF "." CRLF, and the server takes it. An LZW or deflate stream cannot be
+    // decoded past a hole, so the session ends there, and whatever was spooled before it is whole.
+    // That is why skywave peers compress; plain sessions (non-skywave peers) carry this risk.
+    let mtu = 512;
+    for compression in SCHEMES {
+        let batch = messages(8, 7);
+        let originals: Vec<Vec<u8>> = batch.iter().map(|m| m.body.clone()).collect();
+        let (_client, submission) = submitted(batch, compression, mtu);
+        let (mut whole, mut damaged) = (0, 0);
+        for hole in 0..submission.len() {
+            for body in spooled_with_a_hole(&submission, hole, mtu) {
+                if originals.contains(&body) {
+                    whole += 1;
+                } else {
+                    damaged += 1;
+                }
+            }
+        }
+        if compression == Compression::None {
+            // Every hole inside a message's text (most of the stream) damages that message.
+            assert!(
+                damaged * 2 > submission.len(),
+                "{damaged} damaged of {} holes",
+                submission.len()
+            );
+        } else {
+            assert_eq!(damaged, 0, "{compression:?}: {whole} whole spooled");
+            assert!(
+                whole > 0,
+                "{compression:?}: messages before the hole are kept"
+            );
+        }
+    }
+}
