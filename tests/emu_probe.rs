@@ -276,13 +276,13 @@ async fn a_restarted_node_drops_its_clients_resets_its_peer_and_carries_on() {
     let rest = emu.stop(Duration::from_secs(30)).await;
     assert!(
         rest.iter().any(|l| l
-            .contains("1 resets (1 full, 0 U_PDUs lost), 0 full resets obeyed, 1 restarts")
+            .contains("1 resets (1 full, 0 U_PDUs lost), 0 full resets obeyed, 0 RESET TX WIN RQSTs, 1 restarts")
             && l.starts_with("node 0: ")),
         "{rest:?}"
     );
     assert!(
         node_counters(&rest, 1)
-            .contains(", 0 resets (0 full, 0 U_PDUs lost), 1 full resets obeyed, 0 restarts,"),
+            .contains(", 0 resets (0 full, 0 U_PDUs lost), 1 full resets obeyed, 0 RESET TX WIN RQSTs, 0 restarts,"),
         "{rest:?}"
     );
 }

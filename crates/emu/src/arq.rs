@@ -38,8 +38,12 @@
 //! before it, even one that can only belong to an as-they-arrive C_PDU, since a gap says
 //! nothing of what the frames in it carry.
 //!
-//! Not here: expedited ARQ (the node runs it with one sender per C_PDU). The TX-WIN-UWE/LWE
-//! flags are set on the frames they belong to but not acted on by the receiver.
+//! Synchronisation ([ED3-C] §C.6.3.2): the sender sets TX WIN UWE and TX WIN LWE on the frames
+//! whose FSN is its window's upper and lower edge when they go out, and the receiver runs the
+//! three destination-node tests on every frame ([`ArqReceiver::in_sync`]); what to do when one
+//! fails (ask the peer for a RESET/WIN-RESYNC) is the node's.
+//!
+//! Not here: expedited ARQ (the node runs it with one sender per C_PDU).
 
 use crate::dpdu::{Ack, DataHeader, MAX_SEGMENT};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -496,6 +500,36 @@ impl ArqReceiver {
         self.dropped
     }
 
+    /// [ED3-C] §C.6.3.2's synchronisation tests at the destination node, (3) to (5): whether a
+    /// frame with `header` can come from a sender whose transmit window agrees with this
+    /// receive window. Every frame must lie within a window's reach of both edges
+    /// (`RX UWE - 127 <= TX FSN <= RX LWE + 127`); a frame flagged TX WIN UWE names the
+    /// sender's newest frame, which cannot be behind the newest one received here
+    /// (`RX UWE <= TX UWE <= RX LWE + 127`); one flagged TX WIN LWE names its oldest
+    /// unacknowledged frame, which cannot be ahead of the oldest one missing here
+    /// (`RX UWE - 127 <= TX LWE <= RX LWE`): a sender whose lower edge is ahead counts as
+    /// acknowledged frames this receiver never had.
+    ///
+    /// The standard writes the tests on integers; on FSNs mod 256 each is taken relative to
+    /// RX LWE, frames up to 127 ahead of it being ahead and the others behind, as
+    /// [`ArqReceiver::on_segment`] reads them. RX UWE with nothing held beyond RX LWE is the
+    /// frame before it.
+    pub fn in_sync(&self, header: &DataHeader) -> bool {
+        let edge = i16::from(MAX_WINDOW) - 1;
+        // Signed distance from RX LWE: 0..=127 ahead, -128..=-1 behind.
+        let from_lwe = |f: u8| i16::from(f.wrapping_sub(self.rx_lwe) as i8);
+        let uwe = self.rx_uwe.map_or(-1, from_lwe);
+        let fsn = from_lwe(header.fsn);
+        let mut ok = fsn >= uwe - edge && fsn <= edge;
+        if header.tx_uwe {
+            ok &= fsn >= uwe;
+        }
+        if header.tx_lwe {
+            ok &= fsn <= 0;
+        }
+        ok
+    }
+
     /// Accept a data segment whose segment CRC was good. Returns whether its FSN was inside the
     /// receive window (a frame behind RX LWE is a duplicate, already covered by RX LWE; one
     /// further ahead is neither accepted nor acknowledged).
@@ -789,6 +823,54 @@ mod tests {
         rx.on_segment(&frame(3, true, true, false), b"H");
         rx.forget(0);
         assert!(rx.take_delivered().is_empty() && rx.is_idle());
+    }
+
+    #[test]
+    fn the_destination_synchronisation_tests_catch_windows_that_disagree() {
+        let frame = |fsn: u8, tx_lwe: bool, tx_uwe: bool| DataHeader {
+            start: true,
+            end: true,
+            deliver_in_order: true,
+            drop: false,
+            tx_uwe,
+            tx_lwe,
+            fsn,
+        };
+        let mut rx = ArqReceiver::new(4096);
+        // Fresh (RX LWE 0, nothing beyond): a sender at its start is in step.
+        assert!(rx.in_sync(&frame(0, true, true)));
+        // A sender whose lower edge is 5 counts frames 0-4 as acknowledged: out of step.
+        assert!(!rx.in_sync(&frame(5, true, false)));
+        assert!(rx.in_sync(&frame(5, false, true)), "5 may be its newest");
+        for f in 0..10 {
+            assert!(rx.on_segment(&frame(f, false, false), b"x"));
+        }
+        // RX LWE 10, everything before it held: a retransmitted copy of the sender's oldest
+        // frame (its ACK lost) is in step, and so is its newest one, 9.
+        assert!(rx.in_sync(&frame(3, true, false)));
+        assert!(rx.in_sync(&frame(9, false, true)));
+        // A sender whose newest frame is 3 never sent 4-9, which arrived here: out of step.
+        assert!(!rx.in_sync(&frame(3, false, true)));
+        // Its lower edge may not be beyond RX LWE.
+        assert!(rx.in_sync(&frame(10, true, true)));
+        assert!(!rx.in_sync(&frame(12, true, false)));
+        // A gap at 10 with 11-20 held: RX UWE 20. Its window reaches back to 20 - 127 = 149
+        // (mod 256) at most: a frame at 148 cannot share a 128-frame window with 20.
+        for f in 11..=20 {
+            assert!(rx.on_segment(&frame(f, false, false), b"x"));
+        }
+        assert!(rx.in_sync(&frame(149, false, false)));
+        assert!(!rx.in_sync(&frame(148, false, false)));
+        assert!(rx.in_sync(&frame(10, true, false)));
+        assert!(
+            !rx.in_sync(&frame(15, false, true)),
+            "20 arrived, so 15 is not its newest"
+        );
+        assert!(
+            rx.in_sync(&frame(137, false, true)),
+            "137 = 10 + 127 is in reach"
+        );
+        assert!(rx.in_sync(&frame(20, false, true)));
     }
 
     #[test]

@@ -57,9 +57,12 @@
 //! peer answers RESET ACK. A node that restarted ([`net::Subnet::restart_node`]: its clients
 //! disconnected, everything it held lost, deaf and refusing clients while down) sends FULL
 //! RESET CMD before its first ARQ exchange with each peer, which puts both of the peer's ARQ
-//! machines for it back at FSN 0 and is answered RESET ACK. A RESET TX WIN RQST (no emulated
-//! node sends one; a real peer may) is answered with a reset of the transmit window and RESET
-//! RX WIN CMND, as Annex C says.
+//! machines for it back at FSN 0 and is answered RESET ACK. A receiver runs Annex C's
+//! synchronisation tests (§C.6.3.2, on the TX WIN UWE and LWE flags and every FSN) on each
+//! DATA frame; a frame that fails shows the peer's transmit window out of step with its
+//! receive window: it discards the peer's data unacknowledged and sends RESET TX WIN RQST,
+//! which the peer answers, as Annex C says, with a reset of its transmit window and RESET RX
+//! WIN CMND.
 //!
 //! Giving up (built): a U_PDU whose TTL runs out in the ARQ is discarded, its unacknowledged
 //! frames sent with DROP C_PDU so that the receiver discards its part too, and rejected to a

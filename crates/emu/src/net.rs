@@ -543,7 +543,7 @@ impl fmt::Display for Counters {
         for (i, n) in self.nodes.iter().enumerate() {
             writeln!(
                 f,
-                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired ({} in the ARQ, {} on arrival), {} confirms overdue, {} C_PDUs dropped on DROP, {} duplicates dropped, non-ARQ {} sent {} delivered {} incomplete {} with errors, {} rate changes, {} DATA-ACK, {} resets ({} full, {} U_PDUs lost), {} full resets obeyed, {} restarts, {} links lost ({} U_PDUs discarded), {} link requests, {} links made, {} links broken, {} link requests refused, {} of its own rejected, {} links aborted, {} not-linked warnings, hard links {} requested {} made {} ended",
+                "node {i}: {} transmissions, {} bytes on air, {} D_PDUs sent, {} retransmissions, {} collisions, {} D_PDUs lost, {} U_PDUs delivered, {} expired ({} in the ARQ, {} on arrival), {} confirms overdue, {} C_PDUs dropped on DROP, {} duplicates dropped, non-ARQ {} sent {} delivered {} incomplete {} with errors, {} rate changes, {} DATA-ACK, {} resets ({} full, {} U_PDUs lost), {} full resets obeyed, {} RESET TX WIN RQSTs, {} restarts, {} links lost ({} U_PDUs discarded), {} link requests, {} links made, {} links broken, {} link requests refused, {} of its own rejected, {} links aborted, {} not-linked warnings, hard links {} requested {} made {} ended",
                 n.transmissions,
                 n.bytes_on_air,
                 n.dpdus_sent,
@@ -567,6 +567,7 @@ impl fmt::Display for Counters {
                 n.full_resets,
                 n.reset_lost,
                 n.full_resets_obeyed,
+                n.tx_win_requests,
                 n.restarts,
                 n.links_lost,
                 n.link_lost_updus,

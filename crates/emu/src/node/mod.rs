@@ -49,9 +49,12 @@
 //! restart ([`Node::restart`]: all volatile state lost, then a FULL RESET CMD to each peer
 //! before the first ARQ exchange with it, obeyed by the peer). Not built: a
 //! BREAK on link loss (declaring a link lost is this node's verdict only, and no BREAK is
-//! needed to make another), REJECTED for a broadcast-only node (this node is none), sending
-//! RESET TX WIN RQST (one received is answered), a DROP flag for expedited data (Annex C has
-//! none: an expedited U_PDU whose TTL ran out is just abandoned).
+//! needed to make another), REJECTED for a broadcast-only node (this node is none), a DROP flag for expedited data
+//! (Annex C has none: an expedited U_PDU whose TTL ran out is just abandoned). Annex C's
+//! synchronisation tests run at the destination node only (§C.6.3.2 (3)-(5)): a frame that
+//! fails them brings a RESET TX WIN RQST (`receive.rs`); at the originating node, ACKs that
+//! keep falling outside the transmit window (§C.6.3.2 (6)) start this node's own RESET RX WIN
+//! CMND.
 //!
 //! Non-ARQ delivery with errors (Annex C, C.4.2): a NON-ARQ DATA D_PDU whose header decoded
 //! but whose segment failed its CRC is kept as received until an intact copy replaces it; a
@@ -245,6 +248,11 @@ pub struct NodeCounters {
     /// U_PDUs this node had on the air when it reset its transmit window: their delivery is
     /// unknown, so they were rejected to their clients instead of being sent again.
     pub reset_lost: u64,
+    /// RESET TX WIN RQSTs this node started ([ED3-C] §C.3.6 (8)): a DATA frame from a peer
+    /// failed the destination synchronisation tests of §C.6.3.2
+    /// ([`crate::arq::ArqReceiver::in_sync`]). The peer's regular data was then discarded
+    /// unacknowledged until it realigned the windows (RESET RX WIN CMND or FULL RESET CMD).
+    pub tx_win_requests: u64,
     /// PHYSICAL LINK REQUESTs this node sent (CAS-1, [`NodeConfig::cas1`]), repeats
     /// included.
     pub link_requests: u64,
@@ -774,6 +782,14 @@ struct Link {
     next_reset_id: u8,
     /// The peer commanded a reset with this RESET FRAME ID: answer RESET ACK.
     reset_ack_owed: Option<u8>,
+    /// This node asked the peer, under this RESET FRAME ID, to realign its transmit window
+    /// (RESET TX WIN RQST): the peer's data failed the synchronisation tests. Its regular data
+    /// is discarded unacknowledged until its RESET RX WIN CMND or FULL RESET CMD comes.
+    tx_win_request: Option<u8>,
+    /// Send that RESET TX WIN RQST in the next transmission to the peer. Owed when the tests
+    /// first fail and again after each transmission of the peer that still brings data, so a
+    /// lost request is repeated, but only while the peer is still sending.
+    tx_win_request_owed: bool,
     /// Transmissions in a row that carried ARQ data or a RESET command to the peer since this
     /// node last decoded anything from it (link loss, [`NodeConfig::link_retries`]).
     silent: u8,
@@ -947,6 +963,8 @@ impl Node {
                     reset_out: None,
                     next_reset_id: 0,
                     reset_ack_owed: None,
+                    tx_win_request: None,
+                    tx_win_request_owed: false,
                     silent: 0,
                     resync: false,
                     down: false,
@@ -1530,6 +1548,7 @@ impl Node {
                         && !blocked.contains(p))
                     || l.reset_out.is_some()
                     || l.reset_ack_owed.is_some()
+                    || (l.tx_win_request_owed && l.linked)
                     || l.link_request_out
                     || l.link_accept_owed
                     || l.break_due
@@ -1555,6 +1574,7 @@ impl Node {
             && !l.owes_exp_ack
             && l.reset_out.is_none()
             && l.reset_ack_owed.is_none()
+            && l.tx_win_request.is_none()
             && !l.drc_response_owed
             && !l.link_request_out
             && !l.link_accept_owed

@@ -178,6 +178,13 @@ impl Node {
         self.on_resets(sender, &resets);
         if let Some(l) = self.links.get_mut(&sender) {
             let regular = |d: &Dpdu| matches!(d.body, Body::DataOnly { .. } | Body::DataAck { .. });
+            if l.tx_win_request.is_some() && data.iter().any(regular) {
+                // This node asked the peer to realign its windows and the peer's data still
+                // comes: about windows that disagree with ours, taken and acknowledged
+                // nowhere. The request (or its answer) was lost: ask again.
+                l.tx_win_request_owed = true;
+                data.retain(|d| !regular(d));
+            }
             if l.full_reset_due || l.reset_full {
                 // This node restarted: the peer's regular ARQ data and ACKs are about windows
                 // it no longer has. Discarded unanswered; data from the peer starts the FULL
@@ -195,7 +202,8 @@ impl Node {
         self.on_non_arq(sender, non_arq, damaged);
         self.on_data(sender, data);
         if let Some(l) = self.links.get_mut(&sender) {
-            l.owes_ack |= had_data;
+            // No ACK of a window found out of step (see `on_data`).
+            l.owes_ack |= had_data && l.tx_win_request.is_none();
             l.acks_heard.extend(acks);
         }
         got_any
@@ -306,9 +314,9 @@ impl Node {
     /// the peer back at 0, its transmit window as a reset of its own would (the U_PDUs it had
     /// on the air are rejected, not sent again), ends a hard link with it, and is answered
     /// with a RESET ACK (a repeat too, obeyed again); a RESET ACK for this node's own pending
-    /// command ends it, and data flows again. A RESET TX WIN RQST (which no emulated node
-    /// sends, but a real peer may) is answered as Annex C says, with this node's own RESET RX
-    /// WIN CMND after resetting its transmit window.
+    /// command ends it, and data flows again. A RESET TX WIN RQST (a peer's data failed this
+    /// node's synchronisation tests, see `on_data`) is answered as Annex C says, with this
+    /// node's own RESET RX WIN CMND after resetting its transmit window.
     fn on_resets(&mut self, sender: usize, resets: &[Reset]) {
         let mut lost: Vec<InArq> = Vec::new();
         let mut peer_restarted = false;
@@ -331,6 +339,8 @@ impl Node {
                 link.hard_tc_awaited = 0;
                 link.receiver.reset(0);
                 link.owes_ack = false;
+                link.tx_win_request = None;
+                link.tx_win_request_owed = false;
                 link.exp_in = None;
                 link.owes_exp_ack = false;
                 // Whatever this node was resetting itself, both windows are at 0 now.
@@ -344,6 +354,9 @@ impl Node {
                 link.receiver.reset(rs.new_rx_lwe);
                 link.reset_ack_owed = Some(rs.reset_frame_id);
                 link.owes_ack = false;
+                // Our RESET TX WIN RQST, if any, is answered: the windows agree again.
+                link.tx_win_request = None;
+                link.tx_win_request_owed = false;
                 if link.full_reset_due {
                     // This node restarted, and the peer (which declared the link lost while
                     // it was down) has just realigned this direction itself. Only the other
@@ -879,8 +892,15 @@ impl Node {
     }
 
     /// DATA-ONLY and DATA-ACK D_PDUs from `sender`: its ARQ receiver, and the C_PDUs it
-    /// completes.
+    /// completes. Each frame first passes the destination synchronisation tests ([ED3-C]
+    /// §C.6.3.2, [`crate::arq::ArqReceiver::in_sync`]); the first that fails shows the peer's
+    /// transmit window and this receive window out of step (a frame read against the wrong
+    /// window would be taken for a duplicate, or held for a gap that never fills): it and the
+    /// rest of the transmission are discarded unacknowledged, and this node asks the peer to
+    /// realign them with a RESET TX WIN RQST ([ED3-C] §C.3.6 (8)), which the peer answers
+    /// with a RESET RX WIN CMND (see `on_resets`).
     fn on_data(&mut self, sender: usize, data: Vec<Dpdu>) {
+        let r = self.index;
         let Some(link) = self.links.get_mut(&sender) else {
             return;
         };
@@ -891,6 +911,21 @@ impl Node {
                 header, segment, ..
             } = &d.body
             {
+                if !link.receiver.in_sync(header) {
+                    tracing::debug!(
+                        r,
+                        sender,
+                        fsn = header.fsn,
+                        rx_lwe = link.receiver.rx_lwe(),
+                        "ARQ windows out of step: RESET TX WIN RQST"
+                    );
+                    link.tx_win_request = Some(link.next_reset_id);
+                    link.next_reset_id = link.next_reset_id.wrapping_add(1);
+                    link.tx_win_request_owed = true;
+                    link.owes_ack = false;
+                    self.counters.tx_win_requests += 1;
+                    break;
+                }
                 link.receiver.on_segment(header, segment);
             }
         }

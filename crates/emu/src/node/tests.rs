@@ -1423,6 +1423,62 @@ fn a_reset_tx_win_request_is_answered_by_a_reset_of_the_transmit_window() {
     assert!(delivered(&events(&mut b), b"a3"));
 }
 
+#[test]
+fn a_receive_window_out_of_step_asks_the_peer_to_realign_its_transmit_window() {
+    let (mut a, mut b) = pair();
+    let t = both_windows_moved(&mut a, &mut b);
+    // B's receive window for A falls back to FSN 0 (its state went astray without a restart),
+    // while A counts frame 0 as acknowledged: A's next frame, FSN 1, is its TX LWE, ahead of
+    // B's RX LWE. Read against B's window it would wait behind a gap that never fills.
+    b.links.get_mut(&0).unwrap().receiver.forget(0);
+    a.submit(t, CONN[0], sap(), &request(B, b"a2"), ARQ)
+        .unwrap();
+    let data = a.poll_transmit(t).unwrap();
+    assert_eq!(data.dpdus[0].fsn, Some(1));
+    hear(&data, 0, &mut b, 1, &[]);
+    assert_eq!(b.counters().tx_win_requests, 1);
+    let ask = b.poll_transmit(t + secs(10)).unwrap();
+    assert_eq!(
+        types(&ask),
+        [3],
+        "the request alone: no ACK of a window out of step"
+    );
+    let rs = resets_in(&ask);
+    assert!(rs[0].reset_tx_win_request && !rs[0].reset_rx_win_command && !rs[0].full_reset);
+    // The request is lost; A sends a2 again, and B asks again (without counting a new one).
+    let again = a.poll_transmit(t + secs(60)).unwrap();
+    assert_eq!(again.dpdus[0].fsn, Some(1));
+    hear(&again, 0, &mut b, 1, &[]);
+    assert_eq!(b.counters().tx_win_requests, 1);
+    let ask = b.poll_transmit(t + secs(70)).unwrap();
+    assert_eq!(types(&ask), [3]);
+    assert!(
+        b.poll_transmit(t + secs(75)).is_none(),
+        "asked once per transmission of A"
+    );
+    hear(&ask, 1, &mut a, 0, &[]);
+    // A resets its transmit window (a2 was on the air: rejected to its client, as for any
+    // reset) and commands B's receive window to 0.
+    assert!(rejected_not_responding(&events(&mut a)));
+    let command = a.poll_transmit(t + secs(80)).unwrap();
+    let rs = resets_in(&command);
+    assert!(rs[0].reset_rx_win_command && rs[0].new_rx_lwe == 0);
+    hear(&command, 0, &mut b, 1, &[]);
+    assert!(b.links[&0].tx_win_request.is_none());
+    hear(&b.poll_transmit(t + secs(90)).unwrap(), 1, &mut a, 0, &[]);
+    // In step again: A's data goes from FSN 0 and is delivered once.
+    a.submit(t + secs(100), CONN[0], sap(), &request(B, b"a3"), ARQ)
+        .unwrap();
+    let data = a.poll_transmit(t + secs(100)).unwrap();
+    assert_eq!(data.dpdus[0].fsn, Some(0));
+    hear(&data, 0, &mut b, 1, &[]);
+    let got = events(&mut b);
+    assert!(delivered(&got, b"a3") && !delivered(&got, b"a2"));
+    hear(&b.poll_transmit(t + secs(110)).unwrap(), 1, &mut a, 0, &[]);
+    assert!(!a.has_work() && !b.has_work());
+    assert_eq!(b.counters().tx_win_requests, 1);
+}
+
 /// Every node of `v` in turn handles its timers at `t` and keys up if it has something to
 /// send; each other node hears its transmission with every D_PDU lost one time in ten. The
 /// time one second after the last transmission ends.

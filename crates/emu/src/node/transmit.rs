@@ -413,6 +413,7 @@ impl Node {
                     || l.drc_response_owed
                     || l.reset_out.is_some()
                     || l.reset_ack_owed.is_some()
+                    || (l.tx_win_request_owed && l.linked)
                     || l.link_request_out
                     || l.link_accept_owed
                     || l.reject_owed.is_some()
@@ -543,36 +544,46 @@ impl Node {
                 frames.push((peer, d, false));
                 self.counters.not_linked_warnings += 1;
             }
+            // The RESET/WIN-RESYNC frames owed to the peer, in this order.
+            let mut resets = Vec::new();
             if let Some(id) = link.reset_ack_owed.take() {
-                let d = Dpdu::new(
-                    dest,
-                    src,
-                    Body::ResetWinResync(Reset {
-                        reset_ack: true,
-                        reset_frame_id: id,
-                        ..Reset::default()
-                    }),
-                );
-                budget = budget.saturating_sub(d.encoded_len());
-                frames.push((peer, d, false));
+                resets.push(Reset {
+                    reset_ack: true,
+                    reset_frame_id: id,
+                    ..Reset::default()
+                });
             }
-            if let Some(id) = link.reset_out.filter(|_| link.linked) {
+            if link.linked
+                && std::mem::take(&mut link.tx_win_request_owed)
+                && let Some(id) = link.tx_win_request
+            {
+                // The peer's windows disagree with this node's receive window: ask it to
+                // realign them ([ED3-C] §C.3.6 (8)); it answers with a RESET RX WIN CMND.
+                resets.push(Reset {
+                    reset_tx_win_request: true,
+                    reset_frame_id: id,
+                    ..Reset::default()
+                });
+            }
+            let command = link.reset_out.filter(|_| link.linked);
+            if let Some(id) = command {
                 // Command the peer's RX window back to 0, where this node's TX window now
                 // starts (or, after a restart, both of the peer's ARQ machines); resent in
                 // every transmission until the RESET ACK comes.
-                let d = Dpdu::new(
-                    dest,
-                    src,
-                    Body::ResetWinResync(Reset {
-                        full_reset: link.reset_full,
-                        reset_rx_win_command: !link.reset_full,
-                        new_rx_lwe: 0,
-                        reset_frame_id: id,
-                        ..Reset::default()
-                    }),
-                );
+                resets.push(Reset {
+                    full_reset: link.reset_full,
+                    reset_rx_win_command: !link.reset_full,
+                    new_rx_lwe: 0,
+                    reset_frame_id: id,
+                    ..Reset::default()
+                });
+            }
+            for rs in resets {
+                let d = Dpdu::new(dest, src, Body::ResetWinResync(rs));
                 budget = budget.saturating_sub(d.encoded_len());
                 frames.push((peer, d, false));
+            }
+            if command.is_some() {
                 // It expects an answer, like data.
                 sent_data = true;
                 asking.insert(peer);
@@ -901,9 +912,13 @@ impl Node {
                     3 => {
                         if let Ok((d, _)) = Dpdu::decode(&sd.bytes)
                             && let Body::ResetWinResync(rs) = d.body
-                            && rs.reset_ack
                         {
-                            l.reset_ack_owed = Some(rs.reset_frame_id);
+                            if rs.reset_ack {
+                                l.reset_ack_owed = Some(rs.reset_frame_id);
+                            }
+                            if rs.reset_tx_win_request && l.tx_win_request.is_some() {
+                                l.tx_win_request_owed = true;
+                            }
                         }
                     }
                     _ => {}
