@@ -3,7 +3,8 @@
 //! duplicates, frames far outside the window, with receive-window resets and forgets between.
 //! No input may panic; no C_PDU longer than the receiver's bound may come out; no frame's bytes
 //! may be delivered twice (what comes out is never more than what went in); the ACK it builds
-//! always encodes; after a forget nothing is held.
+//! always encodes; after a forget nothing is held; a frame out of a window's reach
+//! (§C.6.3.2's test (5), `ArqReceiver::in_sync`) is never taken in.
 #![no_main]
 
 #[path = "shared/data_header.rs"]
@@ -32,8 +33,16 @@ fuzz_target!(|data: &[u8]| {
                 let header = shared::data_header(flags, fsn);
                 let segment = vec![fsn; usize::from(len % 128)];
                 let duplicates = rx.duplicates();
+                // Test (5) alone: the edge flags cleared.
+                let mut plain = header;
+                (plain.tx_lwe, plain.tx_uwe) = (false, false);
+                let reachable = rx.in_sync(&plain);
+                // Its edge flags can only add to what it rules out.
+                assert!(reachable || !rx.in_sync(&header));
+                let taken = rx.on_segment(&header, &segment);
+                assert!(reachable || !taken, "a frame out of the window's reach was taken");
                 // Only a frame taken in for the first time brings new bytes.
-                if rx.on_segment(&header, &segment) && rx.duplicates() == duplicates {
+                if taken && rx.duplicates() == duplicates {
                     fed += segment.len();
                 }
             }
