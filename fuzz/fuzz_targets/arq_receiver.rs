@@ -40,7 +40,10 @@ fuzz_target!(|data: &[u8]| {
                 // Its edge flags can only add to what it rules out.
                 assert!(reachable || !rx.in_sync(&header));
                 let taken = rx.on_segment(&header, &segment);
-                assert!(reachable || !taken, "a frame out of the window's reach was taken");
+                assert!(
+                    reachable || !taken,
+                    "a frame out of the window's reach was taken"
+                );
                 // Only a frame taken in for the first time brings new bytes.
                 if taken && rx.duplicates() == duplicates {
                     fed += segment.len();

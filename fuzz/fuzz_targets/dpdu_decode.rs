@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use skywave_emu::dpdu::{scan, DecodeError, Dpdu};
+use skywave_emu::dpdu::{DecodeError, Dpdu, scan};
 
 fuzz_target!(|data: &[u8]| {
     let strict = Dpdu::decode(data);
