@@ -1562,7 +1562,8 @@ impl Node {
     /// Whether the link to `peer` carries nothing now: no ARQ U_PDU queued for the peer, none
     /// unacknowledged, none of the peer's half received, nothing owed to it (ACKs, resets, DRC,
     /// CAS-1 answers) and no CAS-1 exchange under way (what [`NodeConfig::link_idle`] waits
-    /// for).
+    /// for). An open RESET TX WIN RQST does not keep a link up: it is asked again only when the
+    /// peer's data comes.
     fn link_is_idle(&self, peer: usize) -> bool {
         let Some(l) = self.links.get(&peer) else {
             return false;
@@ -1574,7 +1575,6 @@ impl Node {
             && !l.owes_exp_ack
             && l.reset_out.is_none()
             && l.reset_ack_owed.is_none()
-            && l.tx_win_request.is_none()
             && !l.drc_response_owed
             && !l.link_request_out
             && !l.link_accept_owed
