@@ -49,12 +49,12 @@
 //! restart ([`Node::restart`]: all volatile state lost, then a FULL RESET CMD to each peer
 //! before the first ARQ exchange with it, obeyed by the peer). Not built: a
 //! BREAK on link loss (declaring a link lost is this node's verdict only, and no BREAK is
-//! needed to make another), REJECTED for a broadcast-only node (this node is none), a DROP flag for expedited data
-//! (Annex C has none: an expedited U_PDU whose TTL ran out is just abandoned). Annex C's
-//! synchronisation tests run at the destination node only (§C.6.3.2 (3)-(5)): a frame that
-//! fails them brings a RESET TX WIN RQST (`receive.rs`); at the originating node, ACKs that
-//! keep falling outside the transmit window (§C.6.3.2 (6)) start this node's own RESET RX WIN
-//! CMND.
+//! needed to make another), REJECTED for a broadcast-only node (this node is none), a DROP
+//! flag for expedited data (Annex C has none: an expedited U_PDU whose TTL ran out is just
+//! abandoned). Annex C's synchronisation tests (§C.6.3.2): at the destination node, (3)-(5) on
+//! every DATA frame, a frame that fails them bringing a RESET TX WIN RQST (`receive.rs`); at
+//! the originating node, ACKs that keep falling outside the transmit window ((6)) start this
+//! node's own RESET RX WIN CMND.
 //!
 //! Non-ARQ delivery with errors (Annex C, C.4.2): a NON-ARQ DATA D_PDU whose header decoded
 //! but whose segment failed its CRC is kept as received until an intact copy replaces it; a
