@@ -1501,7 +1501,7 @@ fn lossy_round(v: &mut [Node], mut t: Duration, rng: &mut impl rand::Rng) -> Dur
 
 /// One seeded run of three nodes on air that loses a tenth of the D_PDUs: their clients send
 /// each other U_PDUs (confirm asked) while nodes restart at random, each binding its client
-/// again at once; at the end each node sends each other one more. No U_PDU may be delivered
+/// again at once, or lose their receive state for one peer without restarting; at the end each node sends each other one more. No U_PDU may be delivered
 /// twice; delivered ones arrive in the order sent; every one whose sender did not restart
 /// while holding it is confirmed or rejected, never silently lost; and a confirmed one was
 /// delivered, unless its receiver restarted before delivering it (a node confirms what the
@@ -1527,8 +1527,14 @@ fn random_restarts(seed: u64) {
         to: usize,
         updu: Vec<u8>,
         fate: Fate,
-        /// Its receiver restarted before it was delivered.
+        /// Its receiver restarted, or lost its receive state for the sender, before it was
+        /// delivered.
         receiver_restarted: bool,
+        /// Delivered, and its receiver lost its receive state for the sender before the
+        /// sender heard the ACK: nothing is left to tell the copy the sender sends again from
+        /// the first (a restart is different: its FULL RESET makes the sender give up what
+        /// it had on the air), so it may be delivered twice.
+        may_repeat: bool,
     }
     struct Run {
         t: Duration,
@@ -1557,6 +1563,7 @@ fn random_restarts(seed: u64) {
             updu,
             fate: Fate::Pending,
             receiver_restarted: false,
+            may_repeat: false,
         });
     };
     // Every node keys up in turn; then what the clients heard.
@@ -1599,7 +1606,25 @@ fn random_restarts(seed: u64) {
     };
     for k in 0..80u32 {
         let i = rng.random_range(0..3);
-        if rng.random_range(0..12) == 0 {
+        let event = rng.random_range(0..12);
+        if event == 1 {
+            // Node i's receive window for j goes astray without a restart (RX LWE back to 0,
+            // held frames gone): the windows are out of step until the synchronisation tests
+            // or the stale ACKs realign them.
+            let j = (i + rng.random_range(1..3)) % 3;
+            assert!(v[i].forget_arq_receive_state(j));
+            let got = &run.got;
+            for u in &mut run.sent {
+                if (u.from, u.to) != (j, i) {
+                    continue;
+                }
+                if !got.iter().any(|g| g.0 == i && g.1 == u.updu) {
+                    u.receiver_restarted = true;
+                } else if u.fate == Fate::Pending {
+                    u.may_repeat = true;
+                }
+            }
+        } else if event == 0 {
             v[i].restart(run.t).unwrap();
             assert!(v[i].bind(sap(), 0, CONN[i], false));
             let got = &run.got;
@@ -1648,10 +1673,11 @@ fn random_restarts(seed: u64) {
             .iter()
             .filter(|g| g.0 == u.to && g.1 == u.updu)
             .count();
-        assert!(times <= 1, "seed {seed}: {u:?} delivered {times} times");
+        let most = if u.may_repeat { 2 } else { 1 };
+        assert!(times <= most, "seed {seed}: {u:?} delivered {times} times");
         match u.fate {
             Fate::Confirmed if !u.receiver_restarted => {
-                assert_eq!(times, 1, "seed {seed}: {u:?} confirmed, never delivered");
+                assert!(times >= 1, "seed {seed}: {u:?} confirmed, never delivered");
             }
             Fate::Pending => panic!("seed {seed}: {u:?}: no confirm, no rejection"),
             _ => {}
@@ -1671,6 +1697,9 @@ fn random_restarts(seed: u64) {
             .filter(|g| g.0 == j)
             .filter_map(|g| order.iter().position(|o| **o == g.1))
             .collect();
+        // A copy delivered again (`may_repeat`) is not a reordering: the first arrivals count.
+        let mut seen = std::collections::BTreeSet::new();
+        let arrived: Vec<usize> = arrived.into_iter().filter(|p| seen.insert(*p)).collect();
         assert!(
             arrived.windows(2).all(|w| w[0] < w[1]),
             "seed {seed}: {i}>{j} out of order: {arrived:?}"
