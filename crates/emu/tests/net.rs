@@ -1845,7 +1845,9 @@ async fn data_ack_and_reset_dpdus_decode_in_wireshark() {
         receive(&mut eb, 8),
         receive(&mut ea, 8),
     );
-    // A restart of node 1's receive side forces a RESET/WIN-RESYNC exchange.
+    // Node 1 loses its receive state for node 0 (without a restart): node 0's next frame
+    // fails node 1's synchronisation tests, so node 1 asks (RESET TX WIN RQST) and node 0
+    // commands (RESET RX WIN CMND), each answered.
     assert!(subnet.forget_arq_receive_state(1, 0));
     let pending: Vec<_> = (0..6)
         .map(|i| {
@@ -1860,8 +1862,29 @@ async fn data_ack_and_reset_dpdus_decode_in_wireshark() {
     tokio::time::sleep(Duration::from_secs(60)).await;
     let recorded = subnet.finish_capture().unwrap();
     assert_eq!(subnet.counters().nodes[0].resets, 1);
+    assert_eq!(subnet.counters().nodes[1].tx_win_requests, 1);
     let Some(_) = tshark() else { return };
     let p = path.to_str().unwrap();
+    // Wireshark reads the request and the command from their flags.
+    let flags = run_tshark(&[
+        "-r",
+        p,
+        "-Y",
+        "s5066dts.type == 3",
+        "-T",
+        "fields",
+        "-e",
+        "s5066dts.reset_win_resync.reset_tx_win",
+        "-e",
+        "s5066dts.reset_win_resync.reset_rx_win",
+    ]);
+    let flags: Vec<&str> = flags.lines().collect();
+    for want in ["1\t0", "0\t1"] {
+        assert!(
+            flags.contains(&want),
+            "no RESET/WIN-RESYNC with {want:?}: {flags:?}"
+        );
+    }
     let types = run_tshark(&["-r", p, "-T", "fields", "-e", "s5066dts.type"]);
     let types: Vec<&str> = types.lines().collect();
     assert_eq!(types.len() as u64, recorded);
