@@ -1752,7 +1752,8 @@ async fn reset_win_resync_recovers_from_a_receiver_that_lost_its_state() {
             .collect::<Vec<_>>()
     );
 
-    // Node 1 restarts: its ARQ receive state for node 0 is gone (RX LWE 0, node 0 at 10).
+    // Node 1 loses its ARQ receive state for node 0 (RX LWE 0, node 0 at 10), without the
+    // FULL RESET a restart would send.
     assert!(subnet.forget_arq_receive_state(1, 0));
     assert!(!subnet.forget_arq_receive_state(1, 1));
     let pending: Vec<_> = (10..20)

@@ -1501,8 +1501,10 @@ fn lossy_round(v: &mut [Node], mut t: Duration, rng: &mut impl rand::Rng) -> Dur
 
 /// One seeded run of three nodes on air that loses a tenth of the D_PDUs: their clients send
 /// each other U_PDUs (confirm asked) while nodes restart at random, each binding its client
-/// again at once, or lose their receive state for one peer without restarting; at the end each node sends each other one more. No U_PDU may be delivered
-/// twice; delivered ones arrive in the order sent; every one whose sender did not restart
+/// again at once, or lose their receive state for one peer without restarting; at the end
+/// each node sends each other one more. No U_PDU may be delivered twice (but one delivered
+/// before its receiver lost its state, its ACK not yet heard, see `may_repeat`); delivered
+/// ones arrive in the order sent; every one whose sender did not restart
 /// while holding it is confirmed or rejected, never silently lost; and a confirmed one was
 /// delivered, unless its receiver restarted before delivering it (a node confirms what the
 /// peer node acknowledged: a frame held there behind a gap, waiting to be delivered in order,
