@@ -1430,7 +1430,7 @@ fn a_receive_window_out_of_step_asks_the_peer_to_realign_its_transmit_window() {
     // B's receive window for A falls back to FSN 0 (its state went astray without a restart),
     // while A counts frame 0 as acknowledged: A's next frame, FSN 1, is its TX LWE, ahead of
     // B's RX LWE. Read against B's window it would wait behind a gap that never fills.
-    b.links.get_mut(&0).unwrap().receiver.forget(0);
+    assert!(b.forget_arq_receive_state(0));
     a.submit(t, CONN[0], sap(), &request(B, b"a2"), ARQ)
         .unwrap();
     let data = a.poll_transmit(t).unwrap();
