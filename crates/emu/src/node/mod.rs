@@ -858,6 +858,29 @@ impl Link {
         counters.resets += 1;
     }
 
+    /// Whether this node owes the peer an answer or a control C_PDU: an ACK, a RESET/WIN-RESYNC
+    /// command or its ACK, a CAS-1 request, acceptance, rejection, break or confirmation, or a
+    /// WARNING. An open RESET TX WIN RQST is not counted: it is asked again only when the peer's
+    /// data comes, so it neither keeps a link up nor wakes the node by itself (the callers that
+    /// send it add [`Link::asks_tx_win`]).
+    fn owes(&self) -> bool {
+        self.owes_ack
+            || self.owes_exp_ack
+            || self.reset_out.is_some()
+            || self.reset_ack_owed.is_some()
+            || self.link_request_out
+            || self.link_accept_owed
+            || self.break_out
+            || self.break_confirm_owed
+            || self.reject_owed.is_some()
+            || self.warning_owed.is_some()
+    }
+
+    /// The RESET TX WIN RQST goes in this transmission: one is open and the link is made.
+    fn asks_tx_win(&self) -> bool {
+        self.tx_win_request_owed && self.linked
+    }
+
     /// Resets the transmit window to FSN 0 for a RESET/WIN-RESYNC (this node's, or a peer's
     /// FULL RESET CMD): C_PDUs not yet on the air go again from scratch; the U_PDUs with a
     /// segment on the air are returned, their fate unknown ([`ArqSender::reset`]).
@@ -1542,20 +1565,11 @@ impl Node {
             .any(|q| (q.non_arq.is_some() || !blocked.contains(&q.dest)) && self.hard_allows(q))
             || !self.non_arq_out.is_empty()
             || self.links.iter().any(|(p, l)| {
-                l.owes_ack
-                    || l.owes_exp_ack
+                l.owes()
+                    || l.asks_tx_win()
+                    || l.break_due
                     || ((l.exp_out.is_some() || !l.sender.is_idle() || !l.exp_control.is_empty())
                         && !blocked.contains(p))
-                    || l.reset_out.is_some()
-                    || l.reset_ack_owed.is_some()
-                    || (l.tx_win_request_owed && l.linked)
-                    || l.link_request_out
-                    || l.link_accept_owed
-                    || l.break_due
-                    || l.break_out
-                    || l.break_confirm_owed
-                    || l.reject_owed.is_some()
-                    || l.warning_owed.is_some()
             })
     }
 
@@ -1571,17 +1585,8 @@ impl Node {
         l.sender.is_idle()
             && l.receiver.is_idle()
             && l.exp_out.is_none()
-            && !l.owes_ack
-            && !l.owes_exp_ack
-            && l.reset_out.is_none()
-            && l.reset_ack_owed.is_none()
+            && !l.owes()
             && !l.drc_response_owed
-            && !l.link_request_out
-            && !l.link_accept_owed
-            && !l.break_out
-            && !l.break_confirm_owed
-            && l.reject_owed.is_none()
-            && l.warning_owed.is_none()
             && l.exp_control.is_empty()
             && !self
                 .queue

@@ -406,20 +406,11 @@ impl Node {
             .links
             .iter()
             .filter(|(p, l)| {
-                l.owes_ack
-                    || l.owes_exp_ack
+                l.owes()
+                    || l.asks_tx_win()
                     || l.exp_out.is_some()
                     || !l.sender.is_idle()
                     || l.drc_response_owed
-                    || l.reset_out.is_some()
-                    || l.reset_ack_owed.is_some()
-                    || (l.tx_win_request_owed && l.linked)
-                    || l.link_request_out
-                    || l.link_accept_owed
-                    || l.reject_owed.is_some()
-                    || l.warning_owed.is_some()
-                    || l.break_out
-                    || l.break_confirm_owed
                     || self.non_arq_out.iter().any(|o| o.dest == **p)
                     || self.queue.iter().any(|q| q.dest == **p)
             })
