@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use skywave_bench::model::{Congestion, Nagle, RttSeed, WindowRules};
+use skywave_bench::model::{Congestion, Nagle, RttEstimator, WindowRules};
 use skywave_bench::tcp::tcb::{RtoTimers, Tcb, TcbConfig, datagram};
 use smoltcp::wire::{IpProtocol, Ipv4Packet, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber};
 
@@ -34,10 +34,10 @@ fuzz_target!(|data: &[u8]| {
             min: Duration::from_millis(200),
             max: Duration::from_secs(60),
         },
-        rtt_seed: if setup & 0x10 == 0 {
-            RttSeed::FirstSample
-        } else {
-            RttSeed::Irtt
+        rtt_estimator: match (setup & 0x10 == 0, setup & 2 == 0) {
+            (true, _) => RttEstimator::Rfc6298,
+            (false, true) => RttEstimator::Jnos,
+            (false, false) => RttEstimator::Linux,
         },
         congestion: match setup >> 5 & 3 {
             0 => Congestion::Reno { initial: 1 },

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 pub use crate::tcp::profile::{
-    Congestion, GiveUp, Nagle, RtoFit, RttSeed, TcpEngine, TcpProfile, WindowRules,
+    Congestion, GiveUp, Nagle, RtoFit, RttEstimator, TcpEngine, TcpProfile, WindowRules,
 };
 
 /// The protocol stack under test.
@@ -143,7 +143,7 @@ pub struct TcpSettings {
     /// Smallest RTO on skywave's own TCP (JNOS 0.5 s, Linux 200 ms; smoltcp's is fixed).
     pub min_rto: Duration,
     /// How skywave's own TCP starts its RTT estimate.
-    pub rtt_seed: RttSeed,
+    pub rtt_estimator: RttEstimator,
     /// skywave's own TCP offers timestamps (RFC 7323): an RTT sample from every ACK, resent
     /// segments' too, and a spurious timeout detected and undone (Eifel, as Linux undoes it).
     /// smoltcp runs without them whatever this says.

@@ -140,7 +140,7 @@ mod tests {
     use smoltcp::time::Instant;
 
     use super::super::host::{Host, HostSettings};
-    use super::super::profile::{GiveUp, RttSeed, TcpEngine, WindowRules};
+    use super::super::profile::{GiveUp, RttEstimator, TcpEngine, WindowRules};
     use super::super::tcb::RtoTimers;
     use super::*;
     use std::time::Duration;
@@ -174,7 +174,7 @@ mod tests {
                 min: Duration::from_millis(200),
                 max: Duration::from_secs(120),
             },
-            rtt_seed: RttSeed::FirstSample,
+            rtt_estimator: RttEstimator::Rfc6298,
             timestamps: false,
             spurious_syn_undo: false,
             window_rules: WindowRules::Linux,

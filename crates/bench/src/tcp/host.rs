@@ -20,7 +20,7 @@ use smoltcp::wire::{HardwareAddress, IpAddress, IpCidr, Ipv4Packet, TcpPacket};
 
 use super::TcpBenchError;
 use super::gate::Gate;
-use super::profile::{Congestion, GiveUp, Nagle, RttSeed, TcpEngine, WindowRules};
+use super::profile::{Congestion, GiveUp, Nagle, RttEstimator, TcpEngine, WindowRules};
 use super::tcb::{RtoTimers, Tcb, TcbConfig};
 
 /// Simulated time ↔ smoltcp time: smoltcp's clock runs `factor` times slower than the
@@ -133,7 +133,7 @@ pub(crate) struct HostSettings {
     pub(crate) engine: TcpEngine,
     /// skywave's own TCP: its RTO bounds (simulated time), estimator start and timestamps.
     pub(crate) rto: RtoTimers,
-    pub(crate) rtt_seed: RttSeed,
+    pub(crate) rtt_estimator: RttEstimator,
     pub(crate) timestamps: bool,
     /// skywave's own TCP: resent SYNs shown spurious leave the first window whole.
     pub(crate) spurious_syn_undo: bool,
@@ -421,7 +421,7 @@ impl Host {
                 // The seed picks the initial sequence number, as smoltcp's random one.
                 iss: (settings.seed ^ (settings.seed >> 32)) as u32,
                 rto: settings.rto,
-                rtt_seed: settings.rtt_seed,
+                rtt_estimator: settings.rtt_estimator,
                 congestion: settings.congestion,
                 nagle: settings.nagle,
                 ack_delay: settings.ack_delay_sim,

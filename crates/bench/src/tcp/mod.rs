@@ -424,7 +424,7 @@ fn host_settings(
             min: tcp.min_rto,
             max: tcp.max_wait,
         },
-        rtt_seed: tcp.rtt_seed,
+        rtt_estimator: tcp.rtt_estimator,
         timestamps: tcp.timestamps,
         spurious_syn_undo: tcp.spurious_syn_undo,
         window_rules: tcp.window_rules,

@@ -4,16 +4,16 @@
 //! | profile | TCP | MSS / MTU | window | RTO initial / min / max | congestion | Nagle | delayed ACK | gives up |
 //! |---|---|---|---|---|---|---|---|---|
 //! | `jnos-1998` | skywave's | 216 / 256 | 1024 | 60 / 0.5 / 90 s (1200 bit/s; 60 / 0.5 / 360 s below), SRTT from IRTT | Reno from 1 segment | classic | none | after 10 timeouts |
-//! | `linux` | skywave's | 1460 / 1500 | 65535 | 1 / 0.2 / 120 s, timestamps | Linux's Reno from 10 segments | Minshall | 40 ms, every second full segment | SYN 127 s, data 924.6 s |
+//! | `linux` | skywave's | 1460 / 1500 | 65535 | 1 / 0.2 / 120 s, Linux's estimator, timestamps | Linux's Reno from 10 segments | Minshall | 40 ms, every second full segment | SYN 127 s, data 924.6 s |
 //! | `best-case` | smoltcp | 2008 / 2048 | 1 MiB | 600 / 600 / 36000 s | none (receive window only) | off | 40 ms, every full segment | never |
-//! | `isode-stock` | skywave's | 1460 / 1500 (460 / 500 at 300 bit/s and below) | 65535 | 1 / 0.2 / 120 s, timestamps | Linux's Reno from 10 segments | classic | 40 ms, every second full segment | SYN 127 s, data 924.6 s |
+//! | `isode-stock` | skywave's | 1460 / 1500 (460 / 500 at 300 bit/s and below) | 65535 | 1 / 0.2 / 120 s, Linux's estimator, timestamps | Linux's Reno from 10 segments | classic | 40 ms, every second full segment | SYN 127 s, data 924.6 s |
 //!
 //! - **`jnos-1998`**: the TCP NTIA configured for JNOS in 1998 (MSS 216, MTU 256, IRTT 60 s,
 //!   maxwait 90 s at 1200 bit/s and above, 360 s below, window 1024 unless the table row says
 //!   3072), on skywave's own TCP (`tcp/tcb.rs`, [`TcpEngine::Skywave`]) with JNOS's timer
 //!   rules as its source has them (`tcpin.c`, `tcpout.c`, `tcptimer.c` of JNOS 2): SRTT starts
 //!   at IRTT with a zero deviation and every sample is smoothed in (gains 1/8 and 1/4), so the
-//!   first RTO is IRTT and later ones come down slowly ([`RttSeed::Irtt`]); RTO = 2^backoff ×
+//!   first RTO is IRTT and later ones come down slowly ([`RttEstimator::Jnos`]); RTO = 2^backoff ×
 //!   (SRTT + 4·MDEV), at least `MIN_RTO` 0.5 s, at most maxwait; Karn's rule; the back-off
 //!   cleared by a valid sample; a timeout resends from the oldest byte with cwnd one segment
 //!   and ssthresh halved; cwnd starts at one segment (`proc_syn`); fast retransmit at three
@@ -30,7 +30,8 @@
 //!   loss, and grows no slower), Nagle with Minshall's variant (a sub-MSS segment may go
 //!   whenever no other sub-MSS segment is unacknowledged), delayed ACK 40 ms (`TCP_DELACK_MIN`)
 //!   with an immediate ACK for every second full segment, RTO 1 s initially, 200 ms to 120 s
-//!   (`TCP_TIMEOUT_INIT`, `TCP_RTO_MIN`, `TCP_RTO_MAX`), timestamps with an RTT sample from
+//!   (`TCP_TIMEOUT_INIT`, `TCP_RTO_MIN`, `TCP_RTO_MAX`) from Linux's estimator
+//!   ([`RttEstimator::Linux`]), timestamps with an RTT sample from
 //!   every ACK and the undo of a spurious timeout (and of resent SYNs the SYN-ACK shows
 //!   spurious, Linux 5.2 on), Linux's window rules, receive window 65535 (what a Linux receiver
 //!   opens with before autotuning), Linux's give-up; no SACK.
@@ -48,8 +49,9 @@
 //!   (`calibrate`'s Isode column and its historical goal lines): MSS 1460 (460 at 300 bit/s and
 //!   below, where Isode ran SMTP with MTU 500: [`isode_mtu`]), window 65535, on skywave's TCP
 //!   as a stock Linux has it: RTO 1 s initially (`TCP_TIMEOUT_INIT`), 200 ms to 120 s
-//!   (`TCP_RTO_MIN`, `TCP_RTO_MAX`), timestamps with an RTT sample from every ACK and the
-//!   undo of a spurious timeout, Reno from ten segments growing by what is acknowledged
+//!   (`TCP_RTO_MIN`, `TCP_RTO_MAX`) from Linux's estimator ([`RttEstimator::Linux`]),
+//!   timestamps with an RTT sample from every ACK and the undo of a spurious timeout, Reno
+//!   from ten segments growing by what is acknowledged
 //!   ([`Congestion::LinuxReno`]: Linux's default CUBIC differs only after a loss, and grows no
 //!   slower), classic Nagle, delayed ACK (40 ms, `TCP_DELACK_MIN`; at once for a second full
 //!   segment), Linux's window rules and give-up; no SACK. Through the IP client Isode
@@ -216,14 +218,22 @@ impl Congestion {
     }
 }
 
-/// Where the RTT estimator of skywave's own TCP starts (smoltcp's is RFC 6298's).
+/// The RTT estimator of skywave's own TCP (smoltcp's is RFC 6298's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RttSeed {
-    /// RFC 6298: the initial RTO until the first sample R, then SRTT = R, RTTVAR = R/2.
-    FirstSample,
+pub enum RttEstimator {
+    /// RFC 6298: the initial RTO until the first sample R, then SRTT = R, RTTVAR = R/2, each
+    /// later sample smoothed in with gains 1/8 and 1/4; RTO = SRTT + 4·RTTVAR, at least the
+    /// minimum.
+    Rfc6298,
     /// JNOS (`tcpin.c`: SRTT starts at IRTT, the deviation at 0, and every sample, the first
     /// too, is smoothed in with gains 1/8 and 1/4), so the first RTOs stay near IRTT.
-    Irtt,
+    Jnos,
+    /// Linux (`tcp_rtt_estimator`, `__tcp_set_rto` in `net/ipv4/tcp_input.c`): RFC 6298's
+    /// first step; then a sample below SRTT raises the deviation by a gain of 1/32 instead of
+    /// 1/4, and RTO = SRTT + the largest 4·deviation of the last round trip, at least
+    /// TCP_RTO_MIN, which falls back by a quarter of the gap once per round trip (not per
+    /// sample).
+    Linux,
 }
 
 /// Which TCP implementation a host runs.
@@ -361,7 +371,7 @@ impl TcpProfile {
                 rto_fit: RtoFit::Irtt,
                 engine: TcpEngine::Skywave,
                 min_rto: Duration::from_millis(200),
-                rtt_seed: RttSeed::FirstSample,
+                rtt_estimator: RttEstimator::Linux,
                 timestamps: true,
                 spurious_syn_undo: true,
                 rtt_cache: false,
@@ -384,7 +394,7 @@ impl TcpProfile {
                 rto_fit: RtoFit::Irtt,
                 engine: TcpEngine::Smoltcp,
                 min_rto: Duration::from_secs(600),
-                rtt_seed: RttSeed::FirstSample,
+                rtt_estimator: RttEstimator::Rfc6298,
                 timestamps: true,
                 spurious_syn_undo: true,
                 rtt_cache: false,
@@ -412,7 +422,7 @@ impl TcpProfile {
                 engine: TcpEngine::Skywave,
                 congestion: Congestion::LinuxReno { initial: 10 },
                 min_rto: Duration::from_millis(200),
-                rtt_seed: RttSeed::FirstSample,
+                rtt_estimator: RttEstimator::Linux,
                 timestamps: true,
                 // The Linux of Isode's measurements predates the undo (5.2, 2019).
                 spurious_syn_undo: false,
@@ -522,7 +532,7 @@ pub fn jnos_tcp(
         engine: TcpEngine::Skywave,
         // JNOS's MIN_RTO (tcp.h).
         min_rto: Duration::from_millis(500),
-        rtt_seed: RttSeed::Irtt,
+        rtt_estimator: RttEstimator::Jnos,
         // RFC 1323 (1992) postdates JNOS's TCP, which never sends the option.
         timestamps: false,
         spurious_syn_undo: false,

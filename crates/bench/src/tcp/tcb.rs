@@ -15,10 +15,12 @@
 //!   the receive window exceeds 65535;
 //! - retransmission: one timer, RTO = (SRTT + 4·RTTVAR) × 2^backoff clamped to
 //!   [`RtoTimers`]'s minimum and maximum; one segment timed at a time, no sample from a
-//!   resent segment (Karn), the back-off cleared by the next valid sample (JNOS and RFC 6298
-//!   alike); the estimator seeded either from the first sample (RFC 6298: SRTT = R,
-//!   RTTVAR = R/2, RTO 1 s before it) or, as JNOS, from IRTT with a zero deviation, smoothed
-//!   from there ([`RttSeed`]); a timeout resends go-back-N from the oldest unacknowledged byte;
+//!   resent segment (Karn), the back-off cleared by the next valid sample (JNOS, RFC 6298 and
+//!   Linux alike); the estimator ([`RttEstimator`]) RFC 6298's (SRTT = R, RTTVAR = R/2 from
+//!   the first sample, RTO 1 s before it), JNOS's (from IRTT with a zero deviation, smoothed
+//!   from there) or Linux's (RFC 6298's first step, then the deviation term of the RTO held
+//!   at the worst of the last round trip, at least TCP_RTO_MIN); a timeout resends go-back-N
+//!   from the oldest unacknowledged byte;
 //! - congestion ([`Congestion`]): Reno (RFC 5681: initial window in segments, slow start by
 //!   `min(acked, MSS)`, congestion avoidance by MSS²/cwnd, on a timeout ssthresh = max(flight/2,
 //!   2·MSS) and cwnd = 1 MSS, fast retransmit and recovery at three duplicate ACKs; a slow-start
@@ -62,7 +64,7 @@ use smoltcp::wire::{
     TcpSeqNumber, TcpTimestampRepr,
 };
 
-use super::profile::{Congestion, Nagle, RttSeed, WindowRules};
+use super::profile::{Congestion, Nagle, RttEstimator, WindowRules};
 
 /// TIME-WAIT's length (2 MSL; Linux's `TCP_TIMEWAIT_LEN`).
 const TIME_WAIT: Duration = Duration::from_secs(60);
@@ -100,7 +102,7 @@ pub struct TcbConfig {
     /// Retransmission timer bounds.
     pub rto: RtoTimers,
     /// How the estimator starts.
-    pub rtt_seed: RttSeed,
+    pub rtt_estimator: RttEstimator,
     /// Congestion control.
     pub congestion: Congestion,
     /// Nagle's algorithm.
@@ -160,8 +162,13 @@ fn at_or_after(a: u32, b: u32) -> bool {
 #[derive(Debug, Clone)]
 struct Rtte {
     timers: RtoTimers,
+    estimator: RttEstimator,
     /// Smoothed RTT and its mean deviation, seconds (`None`: no estimate yet).
     srtt: Option<(f64, f64)>,
+    /// [`RttEstimator::Linux`] only: what the RTO adds to SRTT, seconds (Linux's `rttvar_us`);
+    /// the largest 4 × deviation of the round trip under way (`mdev_max_us`); and the
+    /// sequence number whose acknowledgement ends that round trip (`rtt_seq`).
+    linux: LinuxVar,
     backoff: u32,
     /// The timed segment: the sequence number that acknowledges it, and when it was sent.
     timed: Option<(u32, Duration)>,
@@ -171,15 +178,25 @@ struct Rtte {
     cache: Option<(f64, f64)>,
 }
 
+/// Linux's RTO variance state (`tcp_rtt_estimator` in `net/ipv4/tcp_input.c`), seconds.
+#[derive(Debug, Clone, Copy, Default)]
+struct LinuxVar {
+    rttvar: f64,
+    mdev_max: f64,
+    rtt_seq: u32,
+}
+
 impl Rtte {
-    fn new(timers: RtoTimers, seed: RttSeed) -> Rtte {
-        let srtt = match seed {
-            RttSeed::FirstSample => None,
-            RttSeed::Irtt => Some((timers.initial.as_secs_f64(), 0.0)),
+    fn new(timers: RtoTimers, estimator: RttEstimator) -> Rtte {
+        let srtt = match estimator {
+            RttEstimator::Rfc6298 | RttEstimator::Linux => None,
+            RttEstimator::Jnos => Some((timers.initial.as_secs_f64(), 0.0)),
         };
         Rtte {
             timers,
+            estimator,
             srtt,
+            linux: LinuxVar::default(),
             backoff: 0,
             timed: None,
             cache: None,
@@ -187,9 +204,10 @@ impl Rtte {
     }
 
     fn rto(&self) -> Duration {
-        let base = match self.srtt {
-            None => self.timers.initial.as_secs_f64(),
-            Some((srtt, dev)) => srtt + 4.0 * dev,
+        let base = match (self.srtt, self.estimator) {
+            (None, _) => self.timers.initial.as_secs_f64(),
+            (Some((srtt, _)), RttEstimator::Linux) => srtt + self.linux.rttvar,
+            (Some((srtt, dev)), _) => srtt + 4.0 * dev,
         };
         let backed = base * f64::from(1u32 << self.backoff.min(MAX_BACKOFF));
         let max = self.timers.max.as_secs_f64();
@@ -197,14 +215,63 @@ impl Rtte {
         Duration::try_from_secs_f64(secs).unwrap_or(self.timers.max)
     }
 
-    fn sample(&mut self, r: Duration) {
+    /// Takes the sample `r` from an ACK that moved the left edge to `snd_una` while
+    /// `snd_nxt` was the next sequence number to send (Linux's once-a-round-trip step needs
+    /// both).
+    fn sample(&mut self, r: Duration, snd_una: u32, snd_nxt: u32) {
         let r = r.as_secs_f64();
-        self.srtt = Some(match self.srtt {
-            None => (r, r / 2.0),
-            Some(old) => smoothed(old, r),
+        self.srtt = Some(match (self.srtt, self.estimator) {
+            (None, RttEstimator::Linux) => {
+                // RFC 6298's first step, with the deviation term at least TCP_RTO_MIN.
+                let min = self.timers.min.as_secs_f64();
+                self.linux.rttvar = (2.0 * r).max(min);
+                self.linux.mdev_max = self.linux.rttvar;
+                self.linux.rtt_seq = snd_nxt;
+                (r, r / 2.0)
+            }
+            (Some(old), RttEstimator::Linux) => self.linux_smoothed(old, r, snd_una, snd_nxt),
+            (None, _) => (r, r / 2.0),
+            (Some(old), _) => smoothed(old, r),
         });
         self.cache = Some(self.cache.map_or((r, 0.0), |old| smoothed(old, r)));
         self.backoff = 0;
+    }
+
+    /// Linux's `tcp_rtt_estimator`, in seconds (Linux keeps SRTT × 8 and the deviation × 4
+    /// in microseconds). SRTT moves by 1/8 of the error as RFC 6298's. The deviation moves by
+    /// 1/4, except that a sample below SRTT that would raise it counts only 1/32 (so an RTT
+    /// that falls does not raise the RTO). The RTO then adds to SRTT not the deviation of
+    /// the moment but `rttvar`: the largest 4 × deviation seen in the round trip under way,
+    /// at least TCP_RTO_MIN, let down by a quarter of the gap once per round trip. On an HF
+    /// link, where every ACK is a sample and the samples of one round trip range widely, the
+    /// RTO so stays near the worst of the last round trip where RFC 6298's, smoothed per
+    /// sample, shrinks within one flight.
+    fn linux_smoothed(
+        &mut self,
+        (srtt, dev): (f64, f64),
+        r: f64,
+        snd_una: u32,
+        snd_nxt: u32,
+    ) -> (f64, f64) {
+        let err = r - srtt;
+        let mut step = err.abs() - dev;
+        if err < 0.0 && step > 0.0 {
+            step /= 8.0;
+        }
+        let dev = dev + step / 4.0;
+        let lv = &mut self.linux;
+        if 4.0 * dev > lv.mdev_max {
+            lv.mdev_max = 4.0 * dev;
+            lv.rttvar = lv.rttvar.max(lv.mdev_max);
+        }
+        if after(snd_una, lv.rtt_seq) {
+            if lv.mdev_max < lv.rttvar {
+                lv.rttvar -= (lv.rttvar - lv.mdev_max) / 4.0;
+            }
+            lv.rtt_seq = snd_nxt;
+            lv.mdev_max = self.timers.min.as_secs_f64();
+        }
+        (srtt + err / 8.0, dev)
     }
 }
 
@@ -344,7 +411,7 @@ impl Tcb {
             dup_acks: 0,
             recover: None,
             snd_sml: cfg.iss,
-            rtte: Rtte::new(cfg.rto, cfg.rtt_seed),
+            rtte: Rtte::new(cfg.rto, cfg.rtt_estimator),
             rto_at: None,
             probing: false,
             ts_ok: false,
@@ -888,7 +955,8 @@ impl Tcb {
             // RFC 7323: every ACK of new data is a sample, resent segments' too (the echo
             // says which transmission it answers).
             let rtt = self.tsval().wrapping_sub(echo);
-            self.rtte.sample(Duration::from_millis(u64::from(rtt)));
+            self.rtte
+                .sample(Duration::from_millis(u64::from(rtt)), ack, self.snd_nxt);
             self.rtte.timed = None;
             if let Some(undo) = self.undo.take()
                 && after(undo.tsval, echo)
@@ -904,7 +972,8 @@ impl Tcb {
         } else if let Some((timed, sent)) = self.rtte.timed
             && at_or_after(ack, timed)
         {
-            self.rtte.sample(now.saturating_sub(sent));
+            self.rtte
+                .sample(now.saturating_sub(sent), ack, self.snd_nxt);
             self.rtte.timed = None;
         }
         self.undo = None;
@@ -1428,7 +1497,7 @@ mod tests {
                 min: secs(0.5),
                 max: secs(90.0),
             },
-            rtt_seed: RttSeed::Irtt,
+            rtt_estimator: RttEstimator::Jnos,
             congestion,
             nagle: Nagle::Classic,
             ack_delay: None,
@@ -1450,7 +1519,7 @@ mod tests {
 
     /// `cfg` with Linux's RFC 6298 timers: 1 s initial RTO, 200 ms minimum, 120 s maximum.
     fn linux_timers(mut cfg: TcbConfig) -> TcbConfig {
-        cfg.rtt_seed = RttSeed::FirstSample;
+        cfg.rtt_estimator = RttEstimator::Rfc6298;
         cfg.rto = RtoTimers {
             initial: secs(1.0),
             min: secs(0.2),
@@ -1691,8 +1760,67 @@ mod tests {
         next.seed_rtt(secs(2.0), Duration::ZERO);
         assert_eq!(next.rto(), secs(2.0));
         // Later samples are smoothed into the entry: 2 s and then 10 s give 3 s, 2 s.
-        next.rtte.sample(secs(10.0));
+        next.rtte.sample(secs(10.0), 0, 0);
         assert_eq!(next.rtt_cache(), Some((secs(3.0), secs(2.0))));
+    }
+
+    /// Linux's estimator against RFC 6298's on the samples an HF link gives: one flight's
+    /// ACKs all 4 s after their segments, then an RTT that falls. Figures worked by hand from
+    /// `tcp_rtt_estimator` and `__tcp_set_rto`.
+    #[test]
+    fn linux_holds_the_rto_at_the_worst_deviation_of_the_last_round_trip() {
+        let timers = RtoTimers {
+            initial: secs(1.0),
+            min: secs(0.2),
+            max: secs(120.0),
+        };
+        let close = |rtte: &Rtte, want: f64| {
+            let got = rtte.rto().as_secs_f64();
+            assert!((got - want).abs() < 1e-9, "RTO {got} s, want {want} s");
+        };
+        let mut rfc = Rtte::new(timers, RttEstimator::Rfc6298);
+        let mut linux = Rtte::new(timers, RttEstimator::Linux);
+        // The first sample: SRTT 4 s, deviation 2 s, RTO 12 s for both; the round trip under
+        // way ends when data sent after sequence number 200 is acknowledged.
+        for e in [&mut rfc, &mut linux] {
+            e.sample(secs(4.0), 100, 200);
+            close(e, 12.0);
+        }
+        // Eight more ACKs of the same flight, each 4 s: RFC 6298 lets the deviation fall by a
+        // quarter per sample (2 × 0.75^8 s), Linux keeps the round trip's worst.
+        for una in (110..=180).step_by(10) {
+            rfc.sample(secs(4.0), una, 200);
+            linux.sample(secs(4.0), una, 200);
+        }
+        close(&rfc, 4.0 + 8.0 * 0.75f64.powi(8));
+        close(&linux, 12.0);
+        // The round trip ends with no new worst: nothing falls yet (the worst was its own
+        // 8 s); the next one, whose worst is 4 × 2 × 0.75^10 s, lets 8 s down by a quarter of
+        // the gap.
+        linux.sample(secs(4.0), 201, 400);
+        close(&linux, 12.0);
+        linux.sample(secs(4.0), 401, 600);
+        let worst = 8.0 * 0.75f64.powi(10);
+        close(&linux, 4.0 + 8.0 - (8.0 - worst) / 4.0);
+        // A sample well below SRTT moves the deviation by 1/32 of the error less the deviation
+        // where RFC 6298 moves it by 1/4: from SRTT 4 s and deviation 2 s, a 0.5 s sample
+        // gives SRTT 3.5625 s and a deviation of 2.046875 s (2.375 s).
+        let mut rfc = Rtte::new(timers, RttEstimator::Rfc6298);
+        let mut linux = Rtte::new(timers, RttEstimator::Linux);
+        for e in [&mut rfc, &mut linux] {
+            e.sample(secs(4.0), 100, 200);
+            e.sample(secs(0.5), 150, 200);
+        }
+        close(&rfc, 3.5625 + 4.0 * 2.375);
+        close(&linux, 3.5625 + 4.0 * 2.046875);
+        // The deviation term is at least TCP_RTO_MIN: a 10 ms round trip gives 0.21 s, where
+        // RFC 6298 clamps the whole RTO to 0.2 s.
+        let mut rfc = Rtte::new(timers, RttEstimator::Rfc6298);
+        let mut linux = Rtte::new(timers, RttEstimator::Linux);
+        rfc.sample(secs(0.01), 1, 2);
+        linux.sample(secs(0.01), 1, 2);
+        close(&rfc, 0.2);
+        close(&linux, 0.21);
     }
 
     #[test]
