@@ -13,10 +13,10 @@
 //!   TIME-WAIT (60 s), RST on abort, RST received;
 //! - MSS option (the segment size is the smaller of both MSSs), window scaling (RFC 7323) when
 //!   the receive window exceeds 65535;
-//! - retransmission: one timer, RTO = (SRTT + 4·RTTVAR) × 2^backoff clamped to
-//!   [`RtoTimers`]'s minimum and maximum; one segment timed at a time, no sample from a
-//!   resent segment (Karn), the back-off cleared by the next valid sample (JNOS, RFC 6298 and
-//!   Linux alike); the estimator ([`RttEstimator`]) RFC 6298's (SRTT = R, RTTVAR = R/2 from
+//! - retransmission: one timer, RTO = (SRTT + 4·RTTVAR, or Linux's deviation term) ×
+//!   2^backoff clamped to [`RtoTimers`]'s minimum and maximum; one segment timed at a time, no
+//!   sample from a resent segment (Karn), the back-off cleared by the next valid sample (JNOS,
+//!   RFC 6298 and Linux alike); the estimator ([`RttEstimator`]) RFC 6298's (SRTT = R, RTTVAR = R/2 from
 //!   the first sample, RTO 1 s before it), JNOS's (from IRTT with a zero deviation, smoothed
 //!   from there) or Linux's (RFC 6298's first step, then the deviation term of the RTO held
 //!   at the worst of the last round trip, at least TCP_RTO_MIN); a timeout resends go-back-N
@@ -101,7 +101,7 @@ pub struct TcbConfig {
     pub iss: u32,
     /// Retransmission timer bounds.
     pub rto: RtoTimers,
-    /// How the estimator starts.
+    /// The RTT estimator.
     pub rtt_estimator: RttEstimator,
     /// Congestion control.
     pub congestion: Congestion,
@@ -216,8 +216,8 @@ impl Rtte {
     }
 
     /// Takes the sample `r` from an ACK that moved the left edge to `snd_una` while
-    /// `snd_nxt` was the next sequence number to send (Linux's once-a-round-trip step needs
-    /// both).
+    /// `snd_nxt` was the highest sequence number sent plus one (Linux's `snd_nxt`, which a
+    /// go-back-N resend does not move back: its once-a-round-trip step needs both).
     fn sample(&mut self, r: Duration, snd_una: u32, snd_nxt: u32) {
         let r = r.as_secs_f64();
         self.srtt = Some(match (self.srtt, self.estimator) {
@@ -956,7 +956,7 @@ impl Tcb {
             // says which transmission it answers).
             let rtt = self.tsval().wrapping_sub(echo);
             self.rtte
-                .sample(Duration::from_millis(u64::from(rtt)), ack, self.snd_nxt);
+                .sample(Duration::from_millis(u64::from(rtt)), ack, self.snd_max);
             self.rtte.timed = None;
             if let Some(undo) = self.undo.take()
                 && after(undo.tsval, echo)
@@ -973,7 +973,7 @@ impl Tcb {
             && at_or_after(ack, timed)
         {
             self.rtte
-                .sample(now.saturating_sub(sent), ack, self.snd_nxt);
+                .sample(now.saturating_sub(sent), ack, self.snd_max);
             self.rtte.timed = None;
         }
         self.undo = None;
