@@ -1517,7 +1517,8 @@ mod tests {
         }
     }
 
-    /// `cfg` with Linux's RFC 6298 timers: 1 s initial RTO, 200 ms minimum, 120 s maximum.
+    /// `cfg` with Linux's RTO bounds (1 s initial, 200 ms minimum, 120 s maximum) and RFC 6298's
+    /// estimator, which the Linux profiles ran until they had Linux's own.
     fn linux_timers(mut cfg: TcbConfig) -> TcbConfig {
         cfg.rtt_estimator = RttEstimator::Rfc6298;
         cfg.rto = RtoTimers {
