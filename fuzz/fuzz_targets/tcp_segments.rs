@@ -1,7 +1,7 @@
 //! Fuzz skywave's own TCP (`skywave_bench::tcp::tcb`): a connected endpoint is fed well-formed
 //! TCP/IP datagrams built from the input (any flags, sequence and acknowledgement numbers near
-//! or far from the connection's, any window, payloads, checksums right so the state machine
-//! sees them), interleaved with the application writing, reading and closing and with time
+//! or far from the connection's, any window, SACK offers and blocks, payloads, checksums right
+//! so the state machine sees them), interleaved with the application writing, reading and closing and with time
 //! passing. No input may panic or hang it; what it sends must parse as TCP/IP from its own
 //! address; it never hands the application more bytes than arrived in segments, and its timers
 //! never lie in the past.
@@ -49,6 +49,7 @@ fuzz_target!(|data: &[u8]| {
         ack_delay: (setup & 8 != 0).then_some(Duration::from_millis(40)),
         timestamps: setup & 4 != 0,
         spurious_syn_undo: setup & 2 != 0,
+        sack: setup % 3 != 1,
         window_rules: if setup.count_ones() % 2 == 0 {
             WindowRules::Jnos
         } else {
@@ -85,8 +86,16 @@ fuzz_target!(|data: &[u8]| {
             window_len: u16::from_le_bytes([w0, w1]),
             window_scale: (flags & 0x40 != 0).then_some(flags & 0x0f),
             max_seg_size: (flags & 0x20 != 0).then_some(u16::from(len)),
-            sack_permitted: false,
-            sack_ranges: [None; 3],
+            // The SYN offers SACK, and later segments carry a block near the ACK, any width.
+            sack_permitted: flags & 0x10 != 0 && control == TcpControl::Syn,
+            sack_ranges: [
+                (flags & 0x10 != 0 && control != TcpControl::Syn).then(|| {
+                    let left = ack.wrapping_add(u32::from(len));
+                    (left, left.wrapping_add(u32::from(w0) * 8))
+                }),
+                None,
+                None,
+            ],
             timestamp: None,
             payload: if control == TcpControl::Syn {
                 &[]

@@ -274,6 +274,11 @@ struct Compare {
     /// --tcp-engine skywave). Default: none, slow start until the first loss.
     #[arg(long, value_name = "SEGMENTS")]
     ssthresh: Option<u16>,
+    /// Run skywave's TCP without selective acknowledgements (RFC 2018), which the linux and
+    /// isode-stock profiles offer and recover by (RFC 6675) as Linux does by default; without
+    /// them a loss is repaired by NewReno and a timeout resends go-back-N.
+    #[arg(long)]
+    no_sack: bool,
     /// The ship's mail-queue timer (JNOS `smtp timer`), seconds: after a connection that ended
     /// with mail not accepted (its TCP gave up, the 5066 link was lost), the mail goes again in
     /// a new connection at the timer's next tick, until the run's time limit. Default: none, as
@@ -361,6 +366,10 @@ struct Calibrate {
     /// theirs.
     #[arg(long, value_name = "SEGMENTS")]
     ssthresh: Option<u16>,
+    /// Every host without selective acknowledgements (see `compare --no-sack`): Isode's
+    /// Linux hosts as with `tcp_sack` off.
+    #[arg(long)]
+    no_sack: bool,
 }
 
 fn main() -> ExitCode {
@@ -660,6 +669,7 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
         min_rto: seconds(c.min_rto, "--min-rto")?,
         tcp_engine: c.tcp_engine.as_deref().map(str::parse).transpose()?,
         ssthresh: ssthresh(c.ssthresh)?,
+        no_sack: c.no_sack,
         smtp_timer: seconds(c.smtp_timer, "--smtp-timer")?,
         seeds: seeds(c.seeds.unwrap_or(if c.quick { 1 } else { 3 }))?,
         segment_size: match c.segment_size {
@@ -797,6 +807,7 @@ fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
         ip_ttl: ttl(c.ip_ttl, "--ip-ttl")?,
         tcp_engine: c.tcp_engine.as_deref().map(str::parse).transpose()?,
         ssthresh: ssthresh(c.ssthresh)?,
+        no_sack: c.no_sack,
     };
     if stations.ssthresh.is_some() && stations.tcp_engine == Some(TcpEngine::Smoltcp) {
         bail!("--ssthresh needs skywave's TCP: smoltcp cannot be given a slow-start threshold");

@@ -152,6 +152,10 @@ pub struct TcpSettings {
     /// SYN's timestamp shows its resends spurious, and the first window stays whole (Linux
     /// 5.2's `tcp_try_undo_spurious_syn`); without, two resends leave it at one segment.
     pub spurious_syn_undo: bool,
+    /// skywave's own TCP offers selective acknowledgements (RFC 2018) and, with its Reno,
+    /// recovers by them (RFC 6675), as Linux does by default (`tcp_sack`); smoltcp sends
+    /// blocks but ignores them as a sender, whatever this says.
+    pub sack: bool,
     /// A later connection of the run (the queue timer's) starts from the round-trip estimate
     /// the host cached from the earlier ones, as JNOS's `RTTCACHE` (skywave's TCP only).
     pub rtt_cache: bool,

@@ -53,6 +53,8 @@ pub struct SweepSpec {
     /// The slow-start threshold, segments, every TCP connection starts with
     /// ([`TcpSettings::initial_ssthresh`]; skywave's TCP only); `None`: the profile's.
     pub ssthresh: Option<u16>,
+    /// Every TCP run without selective acknowledgements ([`TcpSettings::sack`]).
+    pub no_sack: bool,
     /// The ship's mail-queue timer (JNOS `smtp timer`) for the TCP scenarios; `None`: the
     /// profile's (none: the queue runs once).
     pub smtp_timer: Option<Duration>,
@@ -98,6 +100,7 @@ impl SweepSpec {
             min_rto: None,
             tcp_engine: None,
             ssthresh: None,
+            no_sack: false,
             smtp_timer: None,
             seeds: vec![1],
             segment_size: DEFAULT_SEGMENT,
@@ -186,6 +189,7 @@ impl SweepSpec {
                     if self.ssthresh.is_some() {
                         t.initial_ssthresh = self.ssthresh;
                     }
+                    t.sack &= !self.no_sack;
                     if let Some(min_rto) = self.min_rto {
                         t.min_rto = min_rto;
                     }

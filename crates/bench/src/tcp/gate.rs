@@ -177,6 +177,7 @@ mod tests {
             rtt_estimator: RttEstimator::Rfc6298,
             timestamps: false,
             spurious_syn_undo: false,
+            sack: false,
             window_rules: WindowRules::Linux,
             rtt_cache: false,
             initial_ssthresh: None,

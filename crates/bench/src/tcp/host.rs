@@ -137,6 +137,8 @@ pub(crate) struct HostSettings {
     pub(crate) timestamps: bool,
     /// skywave's own TCP: resent SYNs shown spurious leave the first window whole.
     pub(crate) spurious_syn_undo: bool,
+    /// skywave's own TCP: selective acknowledgements offered (and used if both offer them).
+    pub(crate) sack: bool,
     /// skywave's own TCP: its small-window rules (window updates, sender SWS avoidance).
     pub(crate) window_rules: WindowRules,
     /// skywave's own TCP: a new connection starts from the host's cached round-trip estimate.
@@ -427,6 +429,7 @@ impl Host {
                 ack_delay: settings.ack_delay_sim,
                 timestamps: settings.timestamps,
                 spurious_syn_undo: settings.spurious_syn_undo,
+                sack: settings.sack,
                 window_rules: settings.window_rules,
                 initial_ssthresh: settings.initial_ssthresh,
             }))),

@@ -110,6 +110,7 @@ mod gate;
 mod host;
 mod link;
 pub mod profile;
+mod sack;
 pub mod tcb;
 
 #[cfg(test)]
@@ -427,6 +428,7 @@ fn host_settings(
         rtt_estimator: tcp.rtt_estimator,
         timestamps: tcp.timestamps,
         spurious_syn_undo: tcp.spurious_syn_undo,
+        sack: tcp.sack,
         window_rules: tcp.window_rules,
         rtt_cache: tcp.rtt_cache,
         initial_ssthresh: tcp.initial_ssthresh,

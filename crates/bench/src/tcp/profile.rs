@@ -4,9 +4,9 @@
 //! | profile | TCP | MSS / MTU | window | RTO initial / min / max | congestion | Nagle | delayed ACK | gives up |
 //! |---|---|---|---|---|---|---|---|---|
 //! | `jnos-1998` | skywave's | 216 / 256 | 1024 | 60 / 0.5 / 90 s (1200 bit/s; 60 / 0.5 / 360 s below), SRTT from IRTT | Reno from 1 segment | classic | none | after 10 timeouts |
-//! | `linux` | skywave's | 1460 / 1500 | 65535 | 1 / 0.2 / 120 s, Linux's estimator, timestamps | Linux's Reno from 10 segments | Minshall | 40 ms, every second full segment | SYN 127 s, data 924.6 s |
+//! | `linux` | skywave's | 1460 / 1500 | 65535 | 1 / 0.2 / 120 s, Linux's estimator, timestamps | Linux's Reno from 10 segments, SACK | Minshall | 40 ms, every second full segment | SYN 127 s, data 924.6 s |
 //! | `best-case` | smoltcp | 2008 / 2048 | 1 MiB | 600 / 600 / 36000 s | none (receive window only) | off | 40 ms, every full segment | never |
-//! | `isode-stock` | skywave's | 1460 / 1500 (460 / 500 at 300 bit/s and below) | 65535 | 1 / 0.2 / 120 s, Linux's estimator, timestamps | Linux's Reno from 10 segments | classic | 40 ms, every second full segment | SYN 127 s, data 924.6 s |
+//! | `isode-stock` | skywave's | 1460 / 1500 (460 / 500 at 300 bit/s and below) | 65535 | 1 / 0.2 / 120 s, Linux's estimator, timestamps | Linux's Reno from 10 segments, SACK | classic | 40 ms, every second full segment | SYN 127 s, data 924.6 s |
 //!
 //! - **`jnos-1998`**: the TCP NTIA configured for JNOS in 1998 (MSS 216, MTU 256, IRTT 60 s,
 //!   maxwait 90 s at 1200 bit/s and above, 360 s below, window 1024 unless the table row says
@@ -34,7 +34,9 @@
 //!   ([`RttEstimator::Linux`]), timestamps with an RTT sample from
 //!   every ACK and the undo of a spurious timeout (and of resent SYNs the SYN-ACK shows
 //!   spurious, Linux 5.2 on), Linux's window rules, receive window 65535 (what a Linux receiver
-//!   opens with before autotuning), Linux's give-up; no SACK.
+//!   opens with before autotuning), Linux's give-up; SACK (RFC 2018) with RFC 6675's loss
+//!   recovery ([`TcpSettings::sack`], Linux's default `tcp_sack`; `tcp/sack.rs` says what of
+//!   Linux's it leaves out, D-SACK and RACK among it).
 //! - **`best-case`**: the most TCP could do on this link, the baseline the headline speed-ups
 //!   are quoted against: the largest MSS a U_PDU holds (2008 = 2048 − 40), a 1 MiB window (every
 //!   benchmark message fits in one flight), no congestion window, no Nagle hold, and an RTO so
@@ -54,7 +56,7 @@
 //!   from ten segments growing by what is acknowledged
 //!   ([`Congestion::LinuxReno`]: Linux's default CUBIC differs only after a loss, and grows no
 //!   slower), classic Nagle, delayed ACK (40 ms, `TCP_DELACK_MIN`; at once for a second full
-//!   segment), Linux's window rules and give-up; no SACK. Through the IP client Isode
+//!   segment), Linux's window rules and give-up; SACK as `linux`. Through the IP client Isode
 //!   measured, which holds one datagram while its node has flow off
 //!   and drops the rest ([`crate::stack::IP_CLIENT_HOLD`], as the UDP flood); the other profiles
 //!   go through one that queues.
@@ -89,16 +91,16 @@
 //! - `linux` over 5066, 1200 bit/s, clean channel (`skywave-bench compare --scenarios
 //!   smtp-tcp-5066,smtp-tcp-5066-deflate --tcp-profile linux --snr 30 --sizes
 //!   386,1867,14025,135604 --seeds 1`, and the same with `--tcp-engine smoltcp`): 135604 bytes
-//!   plain in 1155.8 s with 18 segments resent, against 2927 s and 977 on smoltcp (best-case:
+//!   plain in 1154.5 s with 16 segments resent, against 2927 s and 977 on smoltcp (best-case:
 //!   1018 s), the go-back-N storms gone as on a real Linux. What a real Linux pays instead shows
-//!   on short messages: 386 bytes in 29.6 s against 21.8 s on smoltcp and `best-case`, because
+//!   on short messages: 386 bytes in 28.4 s against 21.8 s on smoltcp and `best-case`, because
 //!   the 1 s initial RTO resends the SYN, and the listener its SYN-ACK for each duplicate SYN
 //!   as Linux does, on a link whose round trip is 3-4 s, each resend a transmission of its own.
 //!   With five minutes of outage 20 s into the session (`--outage 20+300`, 14025 bytes) its
 //!   resends, each a U_PDU its node sends at once, run the ship's node through its ten
 //!   unanswered retries after 110 s and the node declares the link lost (five times in all);
 //!   the connection goes on, as a real one would, its next segment makes the link again, and
-//!   it delivers after 442.6 s (smoltcp: 445.9 s).
+//!   it delivers after 444.6 s (smoltcp: 445.9 s).
 //!
 //! `best-case` needs no congestion window at all and stays on smoltcp.
 //!
@@ -133,7 +135,8 @@
 //!   RTO, where Linux measures the RTT from the SYN-ACK's echoed timestamp; F-RTO: smoltcp
 //!   resends go-back-N after a timeout, the whole window, where Linux resends one segment and
 //!   goes on with new data once the ACKs show the timeout was spurious; SACK-based recovery
-//!   (smoltcp sends SACK blocks as a receiver but ignores them as a sender); CUBIC or Reno
+//!   (smoltcp sends SACK blocks as a receiver but ignores them as a sender; skywave's TCP
+//!   recovers by them); CUBIC or Reno
 //!   reduction after a real loss (the wrapper never cuts: optimistic on a lossy channel);
 //!   slow-start restart after idle; receive-window autotuning; Linux's quick-ACK start (an ACK
 //!   for every segment at first; smoltcp, as skywave's TCP, acknowledges every second full
@@ -374,6 +377,7 @@ impl TcpProfile {
                 rtt_estimator: RttEstimator::Linux,
                 timestamps: true,
                 spurious_syn_undo: true,
+                sack: true,
                 rtt_cache: false,
                 initial_ssthresh: None,
                 congestion: Congestion::LinuxReno { initial: 10 },
@@ -397,6 +401,7 @@ impl TcpProfile {
                 rtt_estimator: RttEstimator::Rfc6298,
                 timestamps: true,
                 spurious_syn_undo: true,
+                sack: true,
                 rtt_cache: false,
                 initial_ssthresh: None,
                 congestion: Congestion::Unlimited,
@@ -426,6 +431,7 @@ impl TcpProfile {
                 timestamps: true,
                 // The Linux of Isode's measurements predates the undo (5.2, 2019).
                 spurious_syn_undo: false,
+                sack: true,
                 rtt_cache: false,
                 initial_ssthresh: None,
                 give_up: GiveUp::LINUX,
@@ -536,6 +542,8 @@ pub fn jnos_tcp(
         // RFC 1323 (1992) postdates JNOS's TCP, which never sends the option.
         timestamps: false,
         spurious_syn_undo: false,
+        // JNOS never offers SACK (RFC 2018 came in 1996, after its TCP).
+        sack: false,
         rtt_cache: true,
         initial_ssthresh: None,
         congestion: Congestion::Reno { initial: 1 },

@@ -48,10 +48,17 @@
 //!   the first window only after two resends that were not spurious (Linux's
 //!   `tcp_init_transfer` and `tcp_try_undo_spurious_syn`);
 //! - a reset from a closed endpoint to whatever still arrives (a FIN resent after TIME-WAIT);
-//! - JNOS's round-trip cache entry for the peer (`rtt_add`), to start a later connection from.
+//! - JNOS's round-trip cache entry for the peer (`rtt_add`), to start a later connection from;
+//! - selective acknowledgements (RFC 2018) when both ends offer them: blocks on every ACK while
+//!   data is out of order, the latest first; with skywave's Reno, RFC 6675's recovery (a
+//!   duplicate ACK is one with new SACK information; recovery at the third, or once the first
+//!   hole is lost by what is SACKed above it; cwnd = ssthresh and RFC 6675's pipe held within
+//!   it; lost holes resent before new data) and, after a timeout, every hole resent and
+//!   nothing SACKed resent (Linux's loss state); see `tcp/sack.rs`.
 //!
-//! Not done: SACK, F-RTO without timestamps, urgent data, slow-start restart after idle, path
-//! MTU discovery (the MTU is set), keep-alive. The RTT cache across connections is the host's:
+//! Not done: D-SACK, RACK, proportional rate reduction and the tail-loss probe, F-RTO without
+//! timestamps, urgent data, slow-start restart after idle, path MTU discovery (the MTU is
+//! set), keep-alive. The RTT cache across connections is the host's:
 //! [`Tcb::rtt_cache`] keeps JNOS's entry and [`Tcb::seed_rtt`] starts a new connection from it.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -65,6 +72,7 @@ use smoltcp::wire::{
 };
 
 use super::profile::{Congestion, Nagle, RttEstimator, WindowRules};
+use super::sack::{self, Blocks, Scoreboard};
 
 /// TIME-WAIT's length (2 MSL; Linux's `TCP_TIMEWAIT_LEN`).
 const TIME_WAIT: Duration = Duration::from_secs(60);
@@ -117,6 +125,10 @@ pub struct TcbConfig {
     /// When reading sends a window update of its own, and whether a window-limited short
     /// segment waits.
     pub window_rules: WindowRules,
+    /// Offer selective acknowledgements (RFC 2018), as Linux does; used if the peer offers
+    /// them too: blocks on every ACK while data is out of order, and, with skywave's Reno,
+    /// RFC 6675's loss recovery (`tcp/sack.rs`).
+    pub sack: bool,
     /// The slow-start threshold once the handshake is done, segments of the MSS in use (at
     /// least two); `None`: RFC 5681's "arbitrarily high". What Linux's `tcp_init_metrics`
     /// sets from the ssthresh an earlier connection left in its metrics cache.
@@ -353,6 +365,12 @@ pub struct Tcb {
     syn_echoed: bool,
     /// What a timeout changed, kept until the first ACK after it says whether it was spurious.
     undo: Option<Undo>,
+    /// Both ends offered SACK.
+    sack_ok: bool,
+    /// What the peer SACKed, and the recovery under way ([`Tcb::sacking`] only).
+    board: Scoreboard,
+    /// The SACK blocks of the segment being processed.
+    seg_sack: Blocks,
     /// The latest time this endpoint was given (the timestamp clock).
     clock: Duration,
 
@@ -361,6 +379,9 @@ pub struct Tcb {
     rx: VecDeque<u8>,
     /// Out-of-order data by sequence number.
     ooo: BTreeMap<u32, Vec<u8>>,
+    /// Where the latest out-of-order segments started, most recent first: the order of the
+    /// SACK blocks (RFC 2018 4).
+    sack_recent: Vec<u32>,
     /// Right edge of the window last advertised.
     rcv_adv: u32,
     /// In-order bytes received and not yet acknowledged.
@@ -422,10 +443,14 @@ impl Tcb {
             syn_tsval: None,
             syn_echoed: false,
             undo: None,
+            sack_ok: false,
+            board: Scoreboard::new(cfg.iss),
+            seg_sack: [None; sack::MAX_BLOCKS],
             clock: Duration::ZERO,
             rcv_nxt: 0,
             rx: VecDeque::new(),
             ooo: BTreeMap::new(),
+            sack_recent: Vec::new(),
             rcv_adv: 0,
             unacked_rx: 0,
             ack_at: None,
@@ -637,8 +662,17 @@ impl Tcb {
             window_len: window,
             window_scale: (syn && self.cfg.rx_buffer > 65_535).then_some(self.rcv_shift),
             max_seg_size: syn.then_some(self.cfg.mss),
-            sack_permitted: false,
-            sack_ranges: [None; 3],
+            // A SYN offers SACK; a SYN-ACK only answers an offer (RFC 2018 2).
+            sack_permitted: syn && if ack { self.sack_ok } else { self.cfg.sack },
+            sack_ranges: if ack && !syn && self.sack_ok {
+                sack::receiver_blocks(
+                    self.rcv_nxt,
+                    self.ooo.iter().map(|(&s, d)| (s, d.len())),
+                    &self.sack_recent,
+                )
+            } else {
+                [None; sack::MAX_BLOCKS]
+            },
             // A SYN offers timestamps; everything after, the SYN-ACK too, carries them only
             // if both ends offered them.
             timestamp: (if syn && !ack {
@@ -743,6 +777,11 @@ impl Tcb {
             .timestamp
             .map(|t| t.tsecr)
             .filter(|&e| e != 0 && self.ts_ok);
+        self.seg_sack = if self.sack_ok {
+            seg.sack_ranges
+        } else {
+            [None; sack::MAX_BLOCKS]
+        };
         match self.state {
             State::TimeWait if seg.control == TcpControl::Syn => return,
             State::Closed => {
@@ -863,6 +902,7 @@ impl Tcb {
     }
 
     fn take_syn_options(&mut self, seg: &TcpRepr<'_>) {
+        self.sack_ok = self.cfg.sack && seg.sack_permitted;
         if let Some(ts) = seg.timestamp
             && self.cfg.timestamps
         {
@@ -924,6 +964,18 @@ impl Tcb {
             self.ack_now = true;
             return;
         }
+        // The scoreboard first, so that an ACK bringing new SACK information counts as a
+        // duplicate (RFC 6675 2) and the holes are known before anything is sent.
+        let newly_sacked = if self.sacking() {
+            let edge = if after(ack, self.snd_una) {
+                ack
+            } else {
+                self.snd_una
+            };
+            self.board.update(edge, self.snd_max, &self.seg_sack)
+        } else {
+            0
+        };
         let shift = if syn { 0 } else { self.snd_shift };
         let wnd = u32::from(window) << shift;
         let same_window = wnd == self.snd_wnd;
@@ -942,7 +994,13 @@ impl Tcb {
             // RFC 5681 2: a duplicate ACK acknowledges nothing new, carries no data and the
             // same window, while data is outstanding.
             let in_flight = self.snd_max != self.snd_una;
-            if ack == self.snd_una && seg_len == 0 && in_flight && same_window && !syn {
+            // With SACK the test is new SACK information, whatever the window (RFC 6675 2).
+            let duplicate = if self.sacking() {
+                newly_sacked > 0
+            } else {
+                same_window
+            };
+            if ack == self.snd_una && seg_len == 0 && in_flight && duplicate && !syn {
                 self.duplicate_ack(now);
             } else {
                 self.dup_acks = 0;
@@ -967,6 +1025,7 @@ impl Tcb {
                 self.cwnd = undo.cwnd;
                 self.ssthresh = undo.ssthresh;
                 self.snd_nxt = self.snd_max;
+                self.board.undo_loss();
                 self.spurious_timeouts += 1;
             }
         } else if let Some((timed, sent)) = self.rtte.timed
@@ -1015,6 +1074,17 @@ impl Tcb {
             return;
         };
         if acked == 0 {
+            return;
+        }
+        if let Some(recover) = self.recover
+            && self.sacking()
+        {
+            // SACK recovery: the window stays at ssthresh and the scoreboard says what to
+            // resend (RFC 6675 5); it ends once everything sent before it is acknowledged.
+            if at_or_after(ack, recover) {
+                self.recover = None;
+                self.cwnd = Some(self.ssthresh);
+            }
             return;
         }
         if let Some(recover) = self.recover {
@@ -1070,6 +1140,23 @@ impl Tcb {
         }
         self.dup_acks += 1;
         let mss = self.mss as u32;
+        if self.sacking() {
+            // RFC 6675 5: recovery on the third duplicate, or once the first hole is lost by
+            // what is SACKed above it; not while a timeout's loss is being repaired (Linux
+            // stays in its loss state).
+            let lost = self.dup_acks >= DUP_ACKS || self.board.is_lost(self.snd_una, mss);
+            if lost && self.recover.is_none() && !self.board.in_loss() {
+                let flight = self.snd_max.wrapping_sub(self.snd_una);
+                self.ssthresh = (flight / 2).max(2 * mss);
+                self.cwnd = Some(self.ssthresh);
+                self.cwnd_cnt = 0;
+                self.recover = Some(self.snd_max);
+                self.board.enter_recovery();
+                // (4.3): the first hole goes at once, whatever the pipe.
+                self.resend_lost(now, true);
+            }
+            return;
+        }
         if self.dup_acks == DUP_ACKS && self.recover.is_none() {
             let flight = self.snd_max.wrapping_sub(self.snd_una);
             self.ssthresh = (flight / 2).max(2 * mss);
@@ -1165,6 +1252,9 @@ impl Tcb {
                     let held: usize = self.ooo.values().map(Vec::len).sum();
                     if held + data.len() <= self.cfg.rx_buffer {
                         self.ooo.entry(start).or_insert_with(|| data.to_vec());
+                        self.sack_recent.retain(|&s| s != start);
+                        self.sack_recent.insert(0, start);
+                        self.sack_recent.truncate(2 * sack::MAX_BLOCKS);
                     }
                     self.ack_at_once();
                 }
@@ -1337,6 +1427,12 @@ impl Tcb {
             self.rto_at = Some(now + self.rtte.rto());
             return;
         }
+        if self.sacking() && self.snd_wnd > 0 {
+            // Every hole is lost and is resent as the window allows, what the peer SACKed
+            // is not (Linux's `tcp_enter_loss`; RFC 6675 5.1).
+            self.board.enter_loss(self.snd_max);
+            return;
+        }
         // Go-back-N from the oldest unacknowledged byte (JNOS, BSD, smoltcp).
         self.snd_nxt = self.snd_una;
         if self.snd_wnd == 0 && self.snd_una != self.snd_max {
@@ -1366,13 +1462,24 @@ impl Tcb {
         ) {
             return;
         }
+        if self.sacking() {
+            self.resend_lost(now, false);
+        }
         loop {
             let flight = self.snd_nxt.wrapping_sub(self.snd_una);
-            let window = match self.cwnd {
-                Some(c) => c.min(self.snd_wnd),
-                None => self.snd_wnd,
+            // With SACK the congestion window limits RFC 6675's pipe, the bytes still in the
+            // network; the peer's window limits the sequence space as always.
+            let pipe = if self.sacking() {
+                self.board.pipe(self.snd_max, self.mss as u32)
+            } else {
+                flight
             };
-            let usable = window.saturating_sub(flight) as usize;
+            let usable = match self.cwnd {
+                Some(c) => c
+                    .saturating_sub(pipe)
+                    .min(self.snd_wnd.saturating_sub(flight)),
+                None => self.snd_wnd.saturating_sub(flight),
+            } as usize;
             let offset = self.snd_nxt.wrapping_sub(self.buf_seq) as usize;
             let unsent = self.tx.len().saturating_sub(offset);
             let len = unsent.min(self.mss).min(usable);
@@ -1454,6 +1561,49 @@ impl Tcb {
         }
     }
 
+    /// SACK recovery: resends the lost holes (RFC 6675's NextSeg rule 1) while the congestion
+    /// window has room beside the pipe, a segment at most each; `first`: the first goes
+    /// whatever the pipe (entering fast recovery, RFC 6675 5 (4.3)). The timer restarts for
+    /// a resend of the oldest byte, as Linux restarts it for the head of its queue.
+    fn resend_lost(&mut self, now: Duration, mut first: bool) {
+        let mss = self.mss as u32;
+        while let Some((start, end)) = self.board.next_lost(self.snd_max, mss) {
+            // The FIN takes the last sequence number and no buffer byte.
+            let data_end = match self.fin_seq {
+                Some(f) if after(end, f) => f,
+                _ => end,
+            };
+            let len = data_end.wrapping_sub(start).min(mss);
+            let fin = self.fin_seq == Some(start.wrapping_add(len));
+            let room = self
+                .cwnd
+                .unwrap_or(u32::MAX)
+                .saturating_sub(self.board.pipe(self.snd_max, mss));
+            if !first && room < len.max(1) {
+                break;
+            }
+            first = false;
+            let control = if fin {
+                TcpControl::Fin
+            } else {
+                TcpControl::None
+            };
+            let offset = start.wrapping_sub(self.buf_seq) as usize;
+            self.emit(control, start, true, offset, len as usize);
+            self.board.resent(start.wrapping_add(len + u32::from(fin)));
+            self.rtte.timed = None;
+            if start == self.snd_una || self.rto_at.is_none() {
+                self.rto_at = Some(now + self.rtte.rto());
+            }
+        }
+    }
+
+    /// Selective acknowledgements drive loss recovery: both ends offered them and the
+    /// congestion control is skywave's Reno (whose window the pipe is held to).
+    fn sacking(&self) -> bool {
+        self.sack_ok && self.cfg.congestion.is_skywave_reno() && self.cwnd.is_some()
+    }
+
     /// Data waits for the peer's window with nothing in flight, so no ACK will come to move
     /// it: run the persist timer.
     fn persist(&mut self, now: Duration, flight: u32) {
@@ -1504,6 +1654,7 @@ mod tests {
             timestamps: false,
             spurious_syn_undo: false,
             window_rules: WindowRules::Jnos,
+            sack: false,
             initial_ssthresh: None,
         }
     }
@@ -1536,6 +1687,7 @@ mod tests {
         by: usize,
         len: usize,
         syn: bool,
+        seq: u32,
     }
 
     /// Two endpoints joined by a link with a fixed one-way delay that loses the datagrams
@@ -1577,6 +1729,12 @@ mod tests {
         /// [`Pair::run`] where `fate(n)` is `None` for a lost datagram, else the seconds it is
         /// delayed beyond the link's delay (so datagrams can overtake each other).
         fn run_with(&mut self, until: f64, fate: &dyn Fn(usize) -> Option<f64>) {
+            self.run_judging(until, &|n, _| fate(n));
+        }
+
+        /// [`Pair::run_with`] where the fate of the `n`-th datagram may also depend on the
+        /// datagram and on the ones before it (`log`, which ends with it).
+        fn run_judging(&mut self, until: f64, fate: &dyn Fn(usize, &[Sent]) -> Option<f64>) {
             for _ in 0..1_000_000 {
                 for i in 0..2 {
                     self.ends[i].poll(self.now);
@@ -1588,8 +1746,9 @@ mod tests {
                             by: i,
                             len: tcp.payload().len(),
                             syn: tcp.syn(),
+                            seq: tcp.seq_number().0 as u32,
                         });
-                        if let Some(extra) = fate(n) {
+                        if let Some(extra) = fate(n, &self.log) {
                             self.in_flight
                                 .push((self.now + self.delay + secs(extra), 1 - i, d));
                         }
@@ -1994,6 +2153,119 @@ mod tests {
         assert!(sent[4].at - sent[0].at < 3.0, "{sent:?}");
         // ssthresh = 864 / 2 = 432: after recovery the window grows from there linearly.
         assert_eq!(p.ends[0].ssthresh, 432);
+    }
+
+    /// Linux-like ends (Reno growing by what is acknowledged, ten segments first, a window
+    /// that never binds) that offer SACK or not, with JNOS's long timers so that no timeout
+    /// interferes unless a test makes one.
+    fn sack_pair(sack: bool) -> Pair {
+        let mut a = config(A, Congestion::LinuxReno { initial: 10 });
+        a.rx_buffer = 64 * 1024;
+        a.nagle = Nagle::Off;
+        a.sack = sack;
+        let mut p = Pair::new(a, peer(a, 0xFFFF_FF00), 1.0);
+        p.run(3.0, &|_| false);
+        assert_eq!(p.ends[0].sack_ok, sack);
+        p
+    }
+
+    /// The data segments end 0 sent, as (offset in the stream / 216, how many times it was
+    /// sent before, when).
+    fn segment_log(p: &Pair) -> Vec<(u32, usize, f64)> {
+        let sent = p.data_segments(0);
+        sent.iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let before = sent[..i].iter().filter(|e| e.seq == s.seq).count();
+                (s.seq.wrapping_sub(1001) / 216, before, s.at)
+            })
+            .collect()
+    }
+
+    /// Drops end 0's first transmission of the data segments whose offset / 216 is in `which`.
+    fn lose_first(which: &'static [u32]) -> impl Fn(usize, &[Sent]) -> Option<f64> {
+        move |_, log| {
+            let (last, before) = log.split_last()?;
+            let first = !before.iter().any(|e| e.by == 0 && e.seq == last.seq);
+            let drop = last.by == 0
+                && last.len > 0
+                && first
+                && which.contains(&(last.seq.wrapping_sub(1001) / 216));
+            (!drop).then_some(0.0)
+        }
+    }
+
+    /// Three segments of the first ten lost: with SACK the sender learns every hole from the
+    /// first duplicate ACKs and resends all three at once, each once (RFC 6675: each has
+    /// three segments SACKed above it, so each is lost); without, NewReno finds one hole per
+    /// round trip (2 s here) from the partial ACKs.
+    #[test]
+    fn sack_repairs_every_hole_of_a_flight_in_one_round_trip() {
+        let data = pattern(20 * 216);
+        let mut spans = Vec::new();
+        for sack in [true, false] {
+            let mut p = sack_pair(sack);
+            p.ends[0].send_slice(&data);
+            p.run_judging(3000.0, &lose_first(&[1, 3, 5]));
+            p.assert_read(&data);
+            let resent: Vec<(u32, f64)> = segment_log(&p)
+                .into_iter()
+                .filter(|&(_, before, _)| before > 0)
+                .map(|(i, _, at)| (i, at))
+                .collect();
+            assert_eq!(
+                resent.iter().map(|r| r.0).collect::<Vec<_>>(),
+                vec![1, 3, 5],
+                "sack {sack}: {resent:?}"
+            );
+            spans.push(resent[2].1 - resent[0].1);
+        }
+        assert_eq!(spans, vec![0.0, 4.0]);
+    }
+
+    /// A timeout after SACKs: every hole is resent (the first at once, the others as the
+    /// window opens again), and nothing the receiver SACKed is sent twice. Segments 1 and 2
+    /// are lost, then their fast retransmissions too, so only the timeout (JNOS's maxwait,
+    /// 90 s) repairs them.
+    #[test]
+    fn after_a_timeout_sack_resends_only_the_holes() {
+        let mut p = sack_pair(true);
+        let data = pattern(12 * 216);
+        p.ends[0].send_slice(&data);
+        p.run_judging(3000.0, &|_, log| {
+            let (last, before) = log.split_last()?;
+            let sends = before
+                .iter()
+                .filter(|e| e.by == 0 && e.seq == last.seq)
+                .count();
+            let which = last.seq.wrapping_sub(1001) / 216;
+            let drop = last.by == 0 && last.len > 0 && sends < 2 && (which == 1 || which == 2);
+            (!drop).then_some(0.0)
+        });
+        p.assert_read(&data);
+        let log = segment_log(&p);
+        for (i, before, at) in &log {
+            assert!(
+                *before == 0 || (*i == 1 || *i == 2) && *before <= 2,
+                "segment {i} sent again at {at} s: {log:?}"
+            );
+        }
+        assert_eq!(log.len(), 12 + 2 + 2, "{log:?}");
+        assert!(log.iter().any(|&(_, _, at)| at > 90.0), "{log:?}");
+    }
+
+    /// SACK is used only if both ends offer it (RFC 2018 2).
+    #[test]
+    fn sack_needs_both_ends() {
+        let mut a = config(A, Congestion::LinuxReno { initial: 10 });
+        a.sack = true;
+        for b_offers in [true, false] {
+            let mut b = peer(a, 7);
+            b.sack = b_offers;
+            let mut p = Pair::new(a, b, 1.0);
+            p.run(3.0, &|_| false);
+            assert_eq!((p.ends[0].sack_ok, p.ends[1].sack_ok), (b_offers, b_offers));
+        }
     }
 
     #[test]
