@@ -50,6 +50,7 @@ fuzz_target!(|data: &[u8]| {
         timestamps: setup & 4 != 0,
         spurious_syn_undo: setup & 2 != 0,
         sack: setup % 3 != 1,
+        tlp: setup & 0x20 != 0,
         window_rules: if setup.count_ones() % 2 == 0 {
             WindowRules::Jnos
         } else {

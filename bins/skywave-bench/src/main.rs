@@ -279,6 +279,10 @@ struct Compare {
     /// them a loss is repaired by NewReno and a timeout resends go-back-N.
     #[arg(long)]
     no_sack: bool,
+    /// Linux's tail-loss probe on skywave's TCP, `on` or `off` for every profile with SACK
+    /// (default: each profile's own, on for linux, off for isode-stock).
+    #[arg(long, value_name = "on|off", value_parser = on_off)]
+    tlp: Option<bool>,
     /// The ship's mail-queue timer (JNOS `smtp timer`), seconds: after a connection that ended
     /// with mail not accepted (its TCP gave up, the 5066 link was lost), the mail goes again in
     /// a new connection at the timer's next tick, until the run's time limit. Default: none, as
@@ -370,6 +374,19 @@ struct Calibrate {
     /// Linux hosts as with `tcp_sack` off.
     #[arg(long)]
     no_sack: bool,
+    /// Linux's tail-loss probe for Isode's hosts, `on` or `off` (default off: their Linux
+    /// likely predates it; see `compare --tlp`).
+    #[arg(long, value_name = "on|off", value_parser = on_off)]
+    tlp: Option<bool>,
+}
+
+/// An `on|off` switch.
+fn on_off(s: &str) -> std::result::Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        other => Err(format!("expected on or off, got {other:?}")),
+    }
 }
 
 fn main() -> ExitCode {
@@ -670,6 +687,7 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
         tcp_engine: c.tcp_engine.as_deref().map(str::parse).transpose()?,
         ssthresh: ssthresh(c.ssthresh)?,
         no_sack: c.no_sack,
+        tlp: c.tlp,
         smtp_timer: seconds(c.smtp_timer, "--smtp-timer")?,
         seeds: seeds(c.seeds.unwrap_or(if c.quick { 1 } else { 3 }))?,
         segment_size: match c.segment_size {
@@ -808,6 +826,7 @@ fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
         tcp_engine: c.tcp_engine.as_deref().map(str::parse).transpose()?,
         ssthresh: ssthresh(c.ssthresh)?,
         no_sack: c.no_sack,
+        tlp: c.tlp,
     };
     if stations.ssthresh.is_some() && stations.tcp_engine == Some(TcpEngine::Smoltcp) {
         bail!("--ssthresh needs skywave's TCP: smoltcp cannot be given a slow-start threshold");

@@ -375,6 +375,9 @@ pub struct Stations {
     /// Every host runs without selective acknowledgements ([`TcpSettings::sack`]; JNOS has
     /// none anyway), as Isode's Linux hosts would have with `tcp_sack` off.
     pub no_sack: bool,
+    /// The tail-loss probe on or off for Isode's hosts ([`TcpSettings::tlp`]); `None`: the
+    /// profile's (off).
+    pub tlp: Option<bool>,
 }
 
 /// The stations Isode measured, as far as the publications say: RapidM RM6 modems and their
@@ -392,6 +395,7 @@ pub const ISODE_STATIONS: Stations = Stations {
     tcp_engine: None,
     ssthresh: None,
     no_sack: false,
+    tlp: None,
 };
 
 impl Stations {
@@ -411,6 +415,7 @@ impl Stations {
     fn isode_tcp(&self, tcp: TcpSettings) -> TcpSettings {
         TcpSettings {
             initial_ssthresh: self.ssthresh.or(tcp.initial_ssthresh),
+            tlp: self.tlp.unwrap_or(tcp.tlp),
             ..self.tcp(tcp)
         }
     }
@@ -1467,7 +1472,7 @@ mod tests {
             ("best-case", 14025, "short", BEST_14025_SHORT, 1.35),
             ("best-case", 386, "long", BEST_386_LONG, 1.0),
             ("best-case", 14025, "long", BEST_14025_LONG, 1.0),
-            ("isode-stock", 386, "short", 9.0, 5.0),
+            ("isode-stock", 386, "short", 8.6, 5.0),
             ("isode-stock", 14025, "short", 3.7, 2.0),
             ("isode-stock", 386, "long", 9.1, 5.0),
             ("isode-stock", 14025, "long", 5.4, 2.0),
@@ -1540,11 +1545,16 @@ mod tests {
                 let extra =
                     seconds(&linked, scenario.clone(), il) - seconds(&plain, scenario.clone(), il);
                 // SMTP on the short interleaver: Linux's TCP resends spuriously from its 1 s
-                // initial RTO within a 3-4 s round trip (7 segments here without CAS-1, 8
-                // with), and those resends fall differently once the link is made first: 3.0 s
-                // net. (2.4 s until the hosts had SACK, with which duplicate ACKs that carry no
-                // new SACK block no longer bring a spurious fast retransmit.)
-                assert!((extra - setup).abs() < 0.2, "{il} {scenario}: {extra}");
+                // initial RTO within a 3-4 s round trip, and those resends fall differently once
+                // the link is made first: 4.2 s net, not the exchange's 3.1 s. (2.4 s until the
+                // hosts had SACK, 3.0 s until the client took its first round-trip sample from
+                // the SYN-ACK's timestamp echo.)
+                let want = if scenario.starts_with("smtp") && il == "short" {
+                    4.2
+                } else {
+                    setup
+                };
+                assert!((extra - want).abs() < 0.2, "{il} {scenario}: {extra}");
             }
         }
         assert_eq!(plain.goals, linked.goals);

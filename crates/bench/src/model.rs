@@ -156,6 +156,10 @@ pub struct TcpSettings {
     /// recovers by them (RFC 6675), as Linux does by default (`tcp_sack`); smoltcp sends
     /// blocks but ignores them as a sender, whatever this says.
     pub sack: bool,
+    /// With SACK, skywave's own TCP sends Linux's tail-loss probe (RFC 8985 7, Linux 3.10 on,
+    /// `tcp_early_retrans` 3): one segment after about two round trips without an ACK, before
+    /// the retransmission timeout.
+    pub tlp: bool,
     /// A later connection of the run (the queue timer's) starts from the round-trip estimate
     /// the host cached from the earlier ones, as JNOS's `RTTCACHE` (skywave's TCP only).
     pub rtt_cache: bool,

@@ -55,6 +55,9 @@ pub struct SweepSpec {
     pub ssthresh: Option<u16>,
     /// Every TCP run without selective acknowledgements ([`TcpSettings::sack`]).
     pub no_sack: bool,
+    /// The tail-loss probe on or off for every TCP run ([`TcpSettings::tlp`]); `None`: the
+    /// profile's.
+    pub tlp: Option<bool>,
     /// The ship's mail-queue timer (JNOS `smtp timer`) for the TCP scenarios; `None`: the
     /// profile's (none: the queue runs once).
     pub smtp_timer: Option<Duration>,
@@ -101,6 +104,7 @@ impl SweepSpec {
             tcp_engine: None,
             ssthresh: None,
             no_sack: false,
+            tlp: None,
             smtp_timer: None,
             seeds: vec![1],
             segment_size: DEFAULT_SEGMENT,
@@ -190,6 +194,7 @@ impl SweepSpec {
                         t.initial_ssthresh = self.ssthresh;
                     }
                     t.sack &= !self.no_sack;
+                    t.tlp = self.tlp.unwrap_or(t.tlp);
                     if let Some(min_rto) = self.min_rto {
                         t.min_rto = min_rto;
                     }

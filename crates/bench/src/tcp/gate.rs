@@ -178,6 +178,7 @@ mod tests {
             timestamps: false,
             spurious_syn_undo: false,
             sack: false,
+            tlp: false,
             window_rules: WindowRules::Linux,
             rtt_cache: false,
             initial_ssthresh: None,

@@ -139,6 +139,8 @@ pub(crate) struct HostSettings {
     pub(crate) spurious_syn_undo: bool,
     /// skywave's own TCP: selective acknowledgements offered (and used if both offer them).
     pub(crate) sack: bool,
+    /// skywave's own TCP: the tail-loss probe, with SACK.
+    pub(crate) tlp: bool,
     /// skywave's own TCP: its small-window rules (window updates, sender SWS avoidance).
     pub(crate) window_rules: WindowRules,
     /// skywave's own TCP: a new connection starts from the host's cached round-trip estimate.
@@ -430,6 +432,7 @@ impl Host {
                 timestamps: settings.timestamps,
                 spurious_syn_undo: settings.spurious_syn_undo,
                 sack: settings.sack,
+                tlp: settings.tlp,
                 window_rules: settings.window_rules,
                 initial_ssthresh: settings.initial_ssthresh,
             }))),

@@ -429,6 +429,7 @@ fn host_settings(
         timestamps: tcp.timestamps,
         spurious_syn_undo: tcp.spurious_syn_undo,
         sack: tcp.sack,
+        tlp: tcp.tlp,
         window_rules: tcp.window_rules,
         rtt_cache: tcp.rtt_cache,
         initial_ssthresh: tcp.initial_ssthresh,

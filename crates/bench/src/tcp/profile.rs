@@ -4,7 +4,7 @@
 //! | profile | TCP | MSS / MTU | window | RTO initial / min / max | congestion | Nagle | delayed ACK | gives up |
 //! |---|---|---|---|---|---|---|---|---|
 //! | `jnos-1998` | skywave's | 216 / 256 | 1024 | 60 / 0.5 / 90 s (1200 bit/s; 60 / 0.5 / 360 s below), SRTT from IRTT | Reno from 1 segment | classic | none | after 10 timeouts |
-//! | `linux` | skywave's | 1460 / 1500 | 65535 | 1 / 0.2 / 120 s, Linux's estimator, timestamps | Linux's Reno from 10 segments, SACK | Minshall | 40 ms, every second full segment | SYN 127 s, data 924.6 s |
+//! | `linux` | skywave's | 1460 / 1500 | 65535 | 1 / 0.2 / 120 s, Linux's estimator, timestamps | Linux's Reno from 10 segments, SACK, tail-loss probe | Minshall | 40 ms, every second full segment | SYN 127 s, data 924.6 s |
 //! | `best-case` | smoltcp | 2008 / 2048 | 1 MiB | 600 / 600 / 36000 s | none (receive window only) | off | 40 ms, every full segment | never |
 //! | `isode-stock` | skywave's | 1460 / 1500 (460 / 500 at 300 bit/s and below) | 65535 | 1 / 0.2 / 120 s, Linux's estimator, timestamps | Linux's Reno from 10 segments, SACK | classic | 40 ms, every second full segment | SYN 127 s, data 924.6 s |
 //!
@@ -35,8 +35,12 @@
 //!   every ACK and the undo of a spurious timeout (and of resent SYNs the SYN-ACK shows
 //!   spurious, Linux 5.2 on), Linux's window rules, receive window 65535 (what a Linux receiver
 //!   opens with before autotuning), Linux's give-up; SACK (RFC 2018) with RFC 6675's loss
-//!   recovery ([`TcpSettings::sack`], Linux's default `tcp_sack`; `tcp/sack.rs` says what of
-//!   Linux's it leaves out, D-SACK and RACK among it).
+//!   recovery and D-SACK ([`TcpSettings::sack`], Linux's default `tcp_sack` and `tcp_dsack`;
+//!   `tcp/sack.rs` says what of Linux's it leaves out, RACK among it), and the tail-loss probe
+//!   ([`TcpSettings::tlp`], Linux 3.10 on). On the 5066 link the probe's timer, two round trips
+//!   of the short handshake segments, runs out while a first flight of 14.5 kB still queues
+//!   for some 100 s of air at 1200 bit/s, so a real Linux sends a segment beyond its window
+//!   there, and resends a lone SMTP command whose reply is slow.
 //! - **`best-case`**: the most TCP could do on this link, the baseline the headline speed-ups
 //!   are quoted against: the largest MSS a U_PDU holds (2008 = 2048 − 40), a 1 MiB window (every
 //!   benchmark message fits in one flight), no congestion window, no Nagle hold, and an RTO so
@@ -56,9 +60,11 @@
 //!   from ten segments growing by what is acknowledged
 //!   ([`Congestion::LinuxReno`]: Linux's default CUBIC differs only after a loss, and grows no
 //!   slower), classic Nagle, delayed ACK (40 ms, `TCP_DELACK_MIN`; at once for a second full
-//!   segment), Linux's window rules and give-up; SACK as `linux`. Through the IP client Isode
-//!   measured, which holds one datagram while its node has flow off
-//!   and drops the rest ([`crate::stack::IP_CLIENT_HOLD`], as the UDP flood); the other profiles
+//!   segment), Linux's window rules and give-up; SACK and D-SACK as `linux`, but no tail-loss
+//!   probe (the paper names the NC3A IP client, and the NC3A became part of the NCIA in July
+//!   2012, so its hosts likely ran a Linux before 3.10, the first with it). Through the IP
+//!   client Isode measured, which holds one datagram while its node has flow off and drops
+//!   the rest ([`crate::stack::IP_CLIENT_HOLD`], as the UDP flood); the other profiles
 //!   go through one that queues.
 //!
 //! Giving up ([`GiveUp`]): smoltcp retransmits forever, so the host wrapper (`tcp/host.rs`)
@@ -91,7 +97,7 @@
 //! - `linux` over 5066, 1200 bit/s, clean channel (`skywave-bench compare --scenarios
 //!   smtp-tcp-5066,smtp-tcp-5066-deflate --tcp-profile linux --snr 30 --sizes
 //!   386,1867,14025,135604 --seeds 1`, and the same with `--tcp-engine smoltcp`): 135604 bytes
-//!   plain in 1154.5 s with 16 segments resent, against 2927 s and 977 on smoltcp (best-case:
+//!   plain in 1094.5 s with 11 segments resent, against 2927 s and 977 on smoltcp (best-case:
 //!   1018 s), the go-back-N storms gone as on a real Linux. What a real Linux pays instead shows
 //!   on short messages: 386 bytes in 28.4 s against 21.8 s on smoltcp and `best-case`, because
 //!   the 1 s initial RTO resends the SYN, and the listener its SYN-ACK for each duplicate SYN
@@ -100,7 +106,7 @@
 //!   resends, each a U_PDU its node sends at once, run the ship's node through its ten
 //!   unanswered retries after 110 s and the node declares the link lost (five times in all);
 //!   the connection goes on, as a real one would, its next segment makes the link again, and
-//!   it delivers after 444.6 s (smoltcp: 445.9 s).
+//!   it delivers after 462.9 s (smoltcp: 445.9 s).
 //!
 //! `best-case` needs no congestion window at all and stays on smoltcp.
 //!
@@ -378,6 +384,8 @@ impl TcpProfile {
                 timestamps: true,
                 spurious_syn_undo: true,
                 sack: true,
+                // Linux 3.10 on (2013).
+                tlp: true,
                 rtt_cache: false,
                 initial_ssthresh: None,
                 congestion: Congestion::LinuxReno { initial: 10 },
@@ -402,6 +410,7 @@ impl TcpProfile {
                 timestamps: true,
                 spurious_syn_undo: true,
                 sack: true,
+                tlp: false,
                 rtt_cache: false,
                 initial_ssthresh: None,
                 congestion: Congestion::Unlimited,
@@ -432,6 +441,10 @@ impl TcpProfile {
                 // The Linux of Isode's measurements predates the undo (5.2, 2019).
                 spurious_syn_undo: false,
                 sack: true,
+                // Isode's paper names the NC3A IP client, and the NC3A became part of the NCIA
+                // in July 2012: its hosts likely ran a Linux before 3.10 (June 2013), the first
+                // with the tail-loss probe.
+                tlp: false,
                 rtt_cache: false,
                 initial_ssthresh: None,
                 give_up: GiveUp::LINUX,
@@ -544,6 +557,7 @@ pub fn jnos_tcp(
         spurious_syn_undo: false,
         // JNOS never offers SACK (RFC 2018 came in 1996, after its TCP).
         sack: false,
+        tlp: false,
         rtt_cache: true,
         initial_ssthresh: None,
         congestion: Congestion::Reno { initial: 1 },

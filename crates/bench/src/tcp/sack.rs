@@ -7,9 +7,12 @@
 //! and clock-free. Sequence numbers are compared as offsets from the left edge, so the
 //! 2^32 wrap needs no special case.
 //!
-//! What Linux does that is not here: D-SACK (RFC 2883, a block reporting a duplicate, which
-//! Linux also uses to undo), RACK's time-based loss marking (Linux 4.18 on; before it, as
-//! here, a hole is lost once three segments' worth of data above it is SACKed), forward
+//! D-SACK (RFC 2883) is here too: the receiver reports a duplicate in the first block, and the
+//! sender tells one apart ([`duplicate_reported`]), which the tail-loss probe needs to know
+//! whether its resend repaired anything. What Linux does that is not here: its undo of a
+//! fast recovery that D-SACKs show needless, RACK's time-based loss marking (Linux 4.18 on;
+//! before it, as here, a hole is lost once three segments' worth of data above it is SACKed),
+//! forward
 //! retransmission of holes not yet lost (RFC 6675's NextSeg rule 3, which Linux dropped in
 //! 4.13), the rescue retransmission (rule 4, a MAY) and the detection of a receiver that
 //! reneges on what it SACKed (skywave's receiver never does).
@@ -212,41 +215,57 @@ impl Scoreboard {
     }
 }
 
-/// The blocks a receiver reports on an ACK (RFC 2018 4): the out-of-order data it `held`
-/// (`(start, length)` each, any order, overlaps allowed) above `rcv_nxt`, merged into
-/// contiguous blocks. First the block holding the most recent segment, then those holding
-/// the other `recent` segment starts (most recent first), then the rest from the highest
-/// down, at most [`MAX_BLOCKS`].
+/// The blocks a receiver reports on an ACK (RFC 2018 4, RFC 2883): first a D-SACK block for
+/// the `duplicate` data the segment being answered brought, if any; then the out-of-order
+/// data it `held` (`(start, length)` each, any order, overlaps allowed) above `rcv_nxt`,
+/// merged into contiguous blocks: the one holding the duplicate, if it lies there (RFC 2883
+/// 4), the one holding the most recent segment, those holding the other `recent` segment
+/// starts (most recent first), then the rest from the highest down; at most [`MAX_BLOCKS`].
 pub(super) fn receiver_blocks(
     rcv_nxt: u32,
     held: impl Iterator<Item = (u32, usize)>,
     recent: &[u32],
+    duplicate: Option<(u32, u32)>,
 ) -> Blocks {
     let spans: Vec<(i64, i64)> = held
         .map(|(s, len)| (off(s, rcv_nxt), off(s, rcv_nxt) + len as i64))
         .filter(|&(s, e)| s > 0 && s < e)
         .collect();
     let merged = merged(spans);
+    let holding = |seq: u32| {
+        let o = off(seq, rcv_nxt);
+        merged.iter().position(|&(s, e)| s <= o && o < e)
+    };
+    let room = MAX_BLOCKS - usize::from(duplicate.is_some());
     let mut order: Vec<usize> = Vec::with_capacity(MAX_BLOCKS);
-    let recent_blocks = recent.iter().filter_map(|&r| {
-        let r = off(r, rcv_nxt);
-        merged.iter().position(|&(s, e)| s <= r && r < e)
-    });
-    for i in recent_blocks.chain((0..merged.len()).rev()) {
-        if order.len() == MAX_BLOCKS {
+    let firsts = duplicate.iter().map(|d| d.0).chain(recent.iter().copied());
+    for i in firsts.filter_map(holding).chain((0..merged.len()).rev()) {
+        if order.len() == room {
             break;
         }
         if !order.contains(&i) {
             order.push(i);
         }
     }
-    let mut blocks: Blocks = [None; MAX_BLOCKS];
     let at = |o: i64| rcv_nxt.wrapping_add(o as u32);
-    for (slot, i) in blocks.iter_mut().zip(order) {
-        let (s, e) = merged[i];
-        *slot = Some((at(s), at(e)));
+    let list = duplicate.into_iter().chain(
+        order
+            .into_iter()
+            .map(|i| (at(merged[i].0), at(merged[i].1))),
+    );
+    let mut blocks: Blocks = [None; MAX_BLOCKS];
+    for (slot, b) in blocks.iter_mut().zip(list) {
+        *slot = Some(b);
     }
     blocks
+}
+
+/// The D-SACK block an ACK carries (RFC 2883 4): its first block, if that lies at or below the
+/// cumulative acknowledgement `ack` or within the second block.
+pub(super) fn duplicate_reported(blocks: &Blocks, ack: u32) -> Option<(u32, u32)> {
+    let (s0, e0) = blocks[0]?;
+    let within_second = blocks[1].is_some_and(|(s1, e1)| off(s0, s1) >= 0 && off(e1, e0) >= 0);
+    (off(e0, ack) <= 0 || within_second).then_some((s0, e0))
 }
 
 #[cfg(test)]
@@ -305,7 +324,7 @@ mod tests {
         assert_eq!(sb.update(una, max, &blocks(&[b])), 100);
         assert_eq!(sb.holes(max), vec![(una, b.0), (b.1, max)]);
         assert_eq!(
-            receiver_blocks(una, [(b.0, 100usize)].into_iter(), &[b.0]),
+            receiver_blocks(una, [(b.0, 100usize)].into_iter(), &[b.0], None),
             blocks(&[b])
         );
     }
@@ -374,6 +393,25 @@ mod tests {
     }
 
     #[test]
+    fn a_duplicate_is_told_from_its_place() {
+        // Below the cumulative ACK, or inside the second block: D-SACK.
+        assert_eq!(
+            duplicate_reported(&blocks(&[(900, 1000), (1500, 1600)]), 1000),
+            Some((900, 1000))
+        );
+        assert_eq!(
+            duplicate_reported(&blocks(&[(1300, 1400), (1200, 1400)]), 1000),
+            Some((1300, 1400))
+        );
+        // An ordinary first block, or none.
+        assert_eq!(
+            duplicate_reported(&blocks(&[(1500, 1600), (1200, 1400)]), 1000),
+            None
+        );
+        assert_eq!(duplicate_reported(&blocks(&[]), 1000), None);
+    }
+
+    #[test]
     fn the_receiver_reports_the_latest_block_first() {
         let held = [
             (1200u32, 100usize),
@@ -384,14 +422,20 @@ mod tests {
         ];
         // Five segments in four blocks; the most recent segment (1500) first, then 1200's
         // block, then the highest of the rest.
-        let got = receiver_blocks(1000, held.into_iter(), &[1500, 1250]);
+        let got = receiver_blocks(1000, held.into_iter(), &[1500, 1250], None);
         assert_eq!(got, blocks(&[(1500, 1600), (1200, 1400), (1900, 1910)]));
         // Nothing recent: the highest three.
-        let got = receiver_blocks(1000, held.into_iter(), &[]);
+        let got = receiver_blocks(1000, held.into_iter(), &[], None);
         assert_eq!(got, blocks(&[(1900, 1910), (1700, 1750), (1500, 1600)]));
+        // A duplicate first (RFC 2883): below rcv_nxt, then the latest block; one inside a
+        // held block, then that block.
+        let got = receiver_blocks(1000, held.into_iter(), &[1500], Some((900, 1000)));
+        assert_eq!(got, blocks(&[(900, 1000), (1500, 1600), (1900, 1910)]));
+        let got = receiver_blocks(1000, held.into_iter(), &[1500], Some((1300, 1400)));
+        assert_eq!(got, blocks(&[(1300, 1400), (1200, 1400), (1500, 1600)]));
         // Data at or below rcv_nxt is not out of order.
         assert_eq!(
-            receiver_blocks(1300, [(1200, 100)].into_iter(), &[1200]),
+            receiver_blocks(1300, [(1200, 100)].into_iter(), &[1200], None),
             [None; MAX_BLOCKS]
         );
     }

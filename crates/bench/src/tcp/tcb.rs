@@ -54,11 +54,18 @@
 //!   duplicate ACK is one with new SACK information; recovery at the third, or once the first
 //!   hole is lost by what is SACKed above it; cwnd = ssthresh and RFC 6675's pipe held within
 //!   it; lost holes resent before new data) and, after a timeout, every hole resent and
-//!   nothing SACKed resent (Linux's loss state); see `tcp/sack.rs`.
+//!   nothing SACKed resent (Linux's loss state); see `tcp/sack.rs`. With them, D-SACK (RFC
+//!   2883): a duplicate is reported first on the ACK that answers it;
+//! - with SACK and if asked ([`TcbConfig::tlp`]), Linux's tail-loss probe (RFC 8985 7, Linux's
+//!   `tcp_schedule_loss_probe`, `tcp_send_loss_probe` and `tcp_process_tlp_ack`): two smoothed
+//!   round trips (and 200 ms with one segment in flight) after the last ACK or new data, never
+//!   after the RTO would fire, one segment whatever the congestion window, new data if the
+//!   peer's window takes it, else the last segment again; one probe until an ACK settles it,
+//!   and a resend that the ACKs show repaired a loss halves the window.
 //!
-//! Not done: D-SACK, RACK, proportional rate reduction and the tail-loss probe, F-RTO without
-//! timestamps, urgent data, slow-start restart after idle, path MTU discovery (the MTU is
-//! set), keep-alive. The RTT cache across connections is the host's:
+//! Not done: RACK, proportional rate reduction, the undo of a fast recovery by D-SACK or
+//! timestamps, F-RTO without timestamps, urgent data, slow-start restart after idle, path MTU
+//! discovery (the MTU is set), keep-alive. The RTT cache across connections is the host's:
 //! [`Tcb::rtt_cache`] keeps JNOS's entry and [`Tcb::seed_rtt`] starts a new connection from it.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -129,6 +136,10 @@ pub struct TcbConfig {
     /// them too: blocks on every ACK while data is out of order, and, with skywave's Reno,
     /// RFC 6675's loss recovery (`tcp/sack.rs`).
     pub sack: bool,
+    /// With SACK, Linux's tail-loss probe (RFC 8985 7, Linux 3.10 on): when no ACK has come
+    /// for about two round trips, one segment goes, new data if the peer's window takes it,
+    /// else the last one sent again, before the retransmission timeout would fire.
+    pub tlp: bool,
     /// The slow-start threshold once the handshake is done, segments of the MSS in use (at
     /// least two); `None`: RFC 5681's "arbitrarily high". What Linux's `tcp_init_metrics`
     /// sets from the ssthresh an earlier connection left in its metrics cache.
@@ -371,6 +382,14 @@ pub struct Tcb {
     board: Scoreboard,
     /// The SACK blocks of the segment being processed.
     seg_sack: Blocks,
+    /// When the tail-loss probe fires (it runs in the RTO timer's place: never later).
+    probe_at: Option<Duration>,
+    /// The probe sent and not yet settled: `snd_max` when it went (Linux's `tlp_high_seq`),
+    /// and whether it was a resend (else new data).
+    tlp_high: Option<(u32, bool)>,
+    /// Tail-loss probes sent, and losses a resent probe repaired.
+    tlp_probes: u32,
+    tlp_repairs: u32,
     /// The latest time this endpoint was given (the timestamp clock).
     clock: Duration,
 
@@ -382,6 +401,8 @@ pub struct Tcb {
     /// Where the latest out-of-order segments started, most recent first: the order of the
     /// SACK blocks (RFC 2018 4).
     sack_recent: Vec<u32>,
+    /// Duplicate data the next ACK reports first (D-SACK, RFC 2883).
+    dsack_next: Option<(u32, u32)>,
     /// Right edge of the window last advertised.
     rcv_adv: u32,
     /// In-order bytes received and not yet acknowledged.
@@ -446,11 +467,16 @@ impl Tcb {
             sack_ok: false,
             board: Scoreboard::new(cfg.iss),
             seg_sack: [None; sack::MAX_BLOCKS],
+            probe_at: None,
+            tlp_high: None,
+            tlp_probes: 0,
+            tlp_repairs: 0,
             clock: Duration::ZERO,
             rcv_nxt: 0,
             rx: VecDeque::new(),
             ooo: BTreeMap::new(),
             sack_recent: Vec::new(),
+            dsack_next: None,
             rcv_adv: 0,
             unacked_rx: 0,
             ack_at: None,
@@ -575,6 +601,7 @@ impl Tcb {
     fn enter_closed(&mut self) {
         self.state = State::Closed;
         self.rto_at = None;
+        self.probe_at = None;
         self.ack_at = None;
         self.ack_now = false;
         self.time_wait_at = None;
@@ -587,7 +614,7 @@ impl Tcb {
 
     /// When [`Tcb::poll`] has something to do next (a timer), if anything.
     pub fn poll_at(&self) -> Option<Duration> {
-        [self.rto_at, self.ack_at, self.time_wait_at]
+        [self.rto_at, self.probe_at, self.ack_at, self.time_wait_at]
             .into_iter()
             .flatten()
             .min()
@@ -669,6 +696,7 @@ impl Tcb {
                     self.rcv_nxt,
                     self.ooo.iter().map(|(&s, d)| (s, d.len())),
                     &self.sack_recent,
+                    self.dsack_next.take(),
                 )
             } else {
                 [None; sack::MAX_BLOCKS]
@@ -687,9 +715,11 @@ impl Tcb {
     }
 
     /// The timestamp clock: milliseconds of simulated time (RFC 7323 allows 1 ms to 1 s ticks;
-    /// Linux's is 1 ms).
+    /// Linux's is 1 ms), from 1: a segment sent at the start of a run must not carry 0, which
+    /// an echo of it would make read as no echo at all (Linux starts each connection's clock
+    /// at a random offset, `tsoffset`, and ignores a zero TSecr).
     fn tsval(&self) -> u32 {
-        self.clock.as_millis() as u32
+        (self.clock.as_millis() as u32).wrapping_add(1)
     }
 
     /// A reset answering `seg` (RFC 9293 3.10.7.1: acceptable to its sender whatever it
@@ -825,6 +855,14 @@ impl Tcb {
                     return;
                 };
                 self.take_syn_options(seg);
+                // The SYN-ACK's echo is a round-trip sample once it shows both ends do
+                // timestamps, even for a SYN sent more than once (Linux's
+                // `tcp_ack_update_rtt` from the SYN-ACK's TSecr; Karn forbids only the timing
+                // of a resent segment).
+                self.seg_echo = seg
+                    .timestamp
+                    .map(|t| t.tsecr)
+                    .filter(|&e| e != 0 && self.ts_ok);
                 self.rcv_nxt = seq.wrapping_add(1);
                 self.rcv_adv = self.rcv_nxt.wrapping_add(self.free_rx().min(65_535) as u32);
                 self.snd_wl1 = seq;
@@ -844,6 +882,17 @@ impl Tcb {
         if !self.acceptable(seq, seg_len) {
             if seg.control == TcpControl::Rst {
                 return;
+            }
+            if self.sack_ok && !payload.is_empty() && after(self.rcv_nxt, seq) {
+                // Old data again: the duplicate ACK reports it first (D-SACK, RFC 2883; Linux's
+                // `tcp_send_dupack`).
+                let end = seq.wrapping_add(payload.len() as u32);
+                let end = if after(end, self.rcv_nxt) {
+                    self.rcv_nxt
+                } else {
+                    end
+                };
+                self.dsack_next = Some((seq, end));
             }
             self.ack_at_once();
             // A closed window refuses the data, not the ACK it carries (RFC 9293 3.10.7.4).
@@ -966,6 +1015,7 @@ impl Tcb {
         }
         // The scoreboard first, so that an ACK bringing new SACK information counts as a
         // duplicate (RFC 6675 2) and the holes are known before anything is sent.
+        let dsack = sack::duplicate_reported(&self.seg_sack, ack);
         let newly_sacked = if self.sacking() {
             let edge = if after(ack, self.snd_una) {
                 ack
@@ -1005,6 +1055,8 @@ impl Tcb {
             } else {
                 self.dup_acks = 0;
             }
+            let pure = seg_len == 0 && newly_sacked == 0;
+            self.settle_probe(ack, pure, dsack);
             return;
         }
         // New data acknowledged.
@@ -1050,10 +1102,13 @@ impl Tcb {
         if after(self.snd_una, self.snd_nxt) {
             self.snd_nxt = self.snd_una;
         }
+        self.settle_probe(ack, false, dsack);
         if self.snd_una == self.snd_max {
             self.rto_at = None;
+            self.probe_at = None;
         } else {
             self.rto_at = Some(now + self.rtte.rto());
+            self.schedule_probe(now, true);
         }
         let fin_acked = self
             .fin_seq
@@ -1151,6 +1206,7 @@ impl Tcb {
                 self.cwnd = Some(self.ssthresh);
                 self.cwnd_cnt = 0;
                 self.recover = Some(self.snd_max);
+                self.probe_at = None;
                 self.board.enter_recovery();
                 // (4.3): the first hole goes at once, whatever the pipe.
                 self.resend_lost(now, true);
@@ -1195,10 +1251,15 @@ impl Tcb {
         }
     }
 
-    /// Resends the oldest unacknowledged segment alone (fast retransmit).
+    /// Resends the oldest unacknowledged segment alone (fast retransmit): at most a segment,
+    /// and never beyond what was sent (a head the window had cut short goes again as short as
+    /// it went; more would be new data the peer acknowledges past `snd_max`).
     fn retransmit_first(&mut self, now: Duration) {
         let offset = self.snd_una.wrapping_sub(self.buf_seq) as usize;
-        let len = self.tx.len().saturating_sub(offset).min(self.mss);
+        let fin_sent = self.fin_seq.is_some_and(|f| after(self.snd_max, f));
+        let sent = (self.snd_max.wrapping_sub(self.snd_una) as usize)
+            .saturating_sub(usize::from(fin_sent));
+        let len = self.tx.len().saturating_sub(offset).min(self.mss).min(sent);
         let fin = self.fin_seq == Some(self.snd_una.wrapping_add(len as u32));
         if len == 0 && !fin {
             return;
@@ -1232,6 +1293,11 @@ impl Tcb {
             } else {
                 0
             };
+            if skip > 0 && self.sack_ok {
+                // Data received before: the next ACK says so first (D-SACK, RFC 2883).
+                let dup = skip.min(payload.len()) as u32;
+                self.dsack_next = Some((seq, seq.wrapping_add(dup)));
+            }
             let start = seq.wrapping_add(skip as u32);
             let room = self.rcv_adv.wrapping_sub(start) as usize;
             let end = payload.len().min(skip + room.min(self.free_rx()));
@@ -1250,8 +1316,13 @@ impl Tcb {
                     // Bounded: out-of-order data never holds more than the receive buffer,
                     // however the peer overlaps its segments.
                     let held: usize = self.ooo.values().map(Vec::len).sum();
-                    if held + data.len() <= self.cfg.rx_buffer {
-                        self.ooo.entry(start).or_insert_with(|| data.to_vec());
+                    if let Some(have) = self.ooo.get(&start) {
+                        if self.sack_ok {
+                            let dup = have.len().min(data.len()) as u32;
+                            self.dsack_next = Some((start, start.wrapping_add(dup)));
+                        }
+                    } else if held + data.len() <= self.cfg.rx_buffer {
+                        self.ooo.insert(start, data.to_vec());
                         self.sack_recent.retain(|&s| s != start);
                         self.sack_recent.insert(0, start);
                         self.sack_recent.truncate(2 * sack::MAX_BLOCKS);
@@ -1323,6 +1394,7 @@ impl Tcb {
     fn enter_time_wait(&mut self, now: Duration) {
         self.state = State::TimeWait;
         self.rto_at = None;
+        self.probe_at = None;
         self.time_wait_at = Some(now + TIME_WAIT);
     }
 
@@ -1352,6 +1424,9 @@ impl Tcb {
         if self.state == State::SynSent && self.snd_max == self.cfg.iss {
             self.send_syn(now);
         }
+        if self.probe_at.is_some_and(|t| now >= t) {
+            self.send_probe(now);
+        }
         if self.rto_at.is_some_and(|t| now >= t) {
             self.timeout(now);
         }
@@ -1367,6 +1442,7 @@ impl Tcb {
 
     fn timeout(&mut self, now: Duration) {
         self.rto_at = None;
+        self.probe_at = None;
         self.rtte.backoff = (self.rtte.backoff + 1).min(MAX_BACKOFF);
         self.rtte.timed = None;
         if matches!(self.state, State::Closed | State::Listen | State::TimeWait) {
@@ -1452,19 +1528,13 @@ impl Tcb {
 
     /// Sends new or resent segments as far as the windows and Nagle allow.
     fn output(&mut self, now: Duration) {
-        if !matches!(
-            self.state,
-            State::Established
-                | State::CloseWait
-                | State::FinWait1
-                | State::Closing
-                | State::LastAck
-        ) {
+        if !self.may_send_data() {
             return;
         }
         if self.sacking() {
             self.resend_lost(now, false);
         }
+        let sent_before = self.snd_max;
         loop {
             let flight = self.snd_nxt.wrapping_sub(self.snd_una);
             // With SACK the congestion window limits RFC 6675's pipe, the bytes still in the
@@ -1558,6 +1628,139 @@ impl Tcb {
             if fin_due {
                 break;
             }
+        }
+        if after(self.snd_max, sent_before) {
+            // New data went: Linux's `tcp_write_xmit` schedules the probe from now.
+            self.schedule_probe(now, false);
+        }
+    }
+
+    /// The state lets this end send data (or resend it, or its FIN).
+    fn may_send_data(&self) -> bool {
+        matches!(
+            self.state,
+            State::Established
+                | State::CloseWait
+                | State::FinWait1
+                | State::Closing
+                | State::LastAck
+        )
+    }
+
+    /// Arms the tail-loss probe (Linux's `tcp_schedule_loss_probe`, RFC 8985 7.2) while data
+    /// is in flight and no recovery is under way: two smoothed round trips from now, and the
+    /// delayed-ACK allowance (Linux's TCP_RTO_MIN, 200 ms) more with one segment in flight, or
+    /// 2 ms with more; 1 s before any RTT sample. Never after the retransmission timeout:
+    /// `advancing`, a whole RTO from now (an ACK just moved the timer), else when the running
+    /// RTO fires.
+    fn schedule_probe(&mut self, now: Duration, advancing: bool) {
+        self.probe_at = None;
+        let open = self.recover.is_none() && !self.board.in_loss() && !self.probing;
+        if !(self.cfg.tlp && self.sacking() && open && self.snd_una != self.snd_max) {
+            return;
+        }
+        let flight = self.snd_max.wrapping_sub(self.snd_una) as usize;
+        let pto = match self.rtte.srtt {
+            Some((srtt, _)) => {
+                let allowance = if flight <= self.mss { 0.2 } else { 0.002 };
+                Duration::try_from_secs_f64(2.0 * srtt + allowance).unwrap_or(self.cfg.rto.max)
+            }
+            None => Duration::from_secs(1),
+        };
+        let rto_left = if advancing {
+            Some(self.rtte.rto())
+        } else {
+            self.rto_at.map(|t| t.saturating_sub(now))
+        };
+        let wait = rto_left
+            .filter(|d| !d.is_zero())
+            .map_or(pto, |d| pto.min(d));
+        self.probe_at = Some(now + wait);
+    }
+
+    /// The probe (Linux's `tcp_send_loss_probe`, RFC 8985 7.3): one segment whatever the
+    /// congestion window, new data if the peer's window takes some, else the last segment
+    /// sent again (the last MSS of it, and the FIN if that went); one per episode, until an
+    /// ACK settles it ([`Tcb::settle_probe`]). The retransmission timer then runs afresh.
+    fn send_probe(&mut self, now: Duration) {
+        self.probe_at = None;
+        if !self.may_send_data() {
+            return;
+        }
+        if self.tlp_high.is_none() && self.snd_una != self.snd_max {
+            let offset = self.snd_max.wrapping_sub(self.buf_seq) as usize;
+            let unsent = self.tx.len().saturating_sub(offset);
+            let window_left = self
+                .snd_una
+                .wrapping_add(self.snd_wnd)
+                .wrapping_sub(self.snd_max);
+            let room = if after(self.snd_una.wrapping_add(self.snd_wnd), self.snd_max) {
+                window_left as usize
+            } else {
+                0
+            };
+            let new = unsent.min(self.mss).min(room);
+            let resent = if new > 0 && self.fin_seq.is_none() {
+                let seq = self.snd_max;
+                let control = if new == unsent {
+                    TcpControl::Psh
+                } else {
+                    TcpControl::None
+                };
+                self.emit(control, seq, true, offset, new);
+                self.snd_max = seq.wrapping_add(new as u32);
+                self.snd_nxt = self.snd_max;
+                if self.rtte.timed.is_none() {
+                    self.rtte.timed = Some((self.snd_max, now));
+                }
+                false
+            } else {
+                let fin = self.fin_seq.is_some_and(|f| after(self.snd_max, f));
+                let data_end = self.snd_max.wrapping_sub(u32::from(fin));
+                let len = (data_end.wrapping_sub(self.snd_una) as usize).min(self.mss);
+                let start = data_end.wrapping_sub(len as u32);
+                let control = if fin {
+                    TcpControl::Fin
+                } else {
+                    TcpControl::None
+                };
+                let offset = start.wrapping_sub(self.buf_seq) as usize;
+                self.emit(control, start, true, offset, len);
+                self.rtte.timed = None;
+                true
+            };
+            self.tlp_high = Some((self.snd_max, resent));
+            self.tlp_probes += 1;
+        }
+        self.rto_at = Some(now + self.rtte.rto());
+    }
+
+    /// What an ACK says of the probe in flight (Linux's `tcp_process_tlp_ack`, RFC 8985 7.4):
+    /// nothing until it reaches the probe's `snd_max`; a probe of new data is then done; a
+    /// resend is done if a D-SACK reports it (the original arrived too) or a pure duplicate
+    /// ACK (`pure`) answers it; an ACK beyond shows the resend repaired a loss, and the window
+    /// is halved as for a fast recovery (Linux's CWR).
+    fn settle_probe(&mut self, ack: u32, pure: bool, dsack: Option<(u32, u32)>) {
+        let Some((high, resent)) = self.tlp_high else {
+            return;
+        };
+        if after(high, ack) {
+            return;
+        }
+        let reported = dsack.is_some_and(|(_, end)| at_or_after(end, high));
+        if !resent || reported {
+            self.tlp_high = None;
+        } else if after(ack, high) {
+            let mss = self.mss as u32;
+            if let Some(c) = self.cwnd {
+                self.ssthresh = (c / 2).max(2 * mss);
+                self.cwnd = Some(self.ssthresh);
+                self.cwnd_cnt = 0;
+            }
+            self.tlp_high = None;
+            self.tlp_repairs += 1;
+        } else if pure {
+            self.tlp_high = None;
         }
     }
 
@@ -1655,6 +1858,7 @@ mod tests {
             spurious_syn_undo: false,
             window_rules: WindowRules::Jnos,
             sack: false,
+            tlp: false,
             initial_ssthresh: None,
         }
     }
@@ -1688,6 +1892,9 @@ mod tests {
         len: usize,
         syn: bool,
         seq: u32,
+        ack: u32,
+        /// Its SACK blocks.
+        sack: Blocks,
     }
 
     /// Two endpoints joined by a link with a fixed one-way delay that loses the datagrams
@@ -1741,13 +1948,29 @@ mod tests {
                     for d in self.ends[i].take_tx() {
                         let n = self.log.len();
                         let tcp = TcpPacket::new_checked(&d[20..]).expect("a TCP segment");
+                        let ends = [IpAddress::Ipv4(A.into()), IpAddress::Ipv4(B.into())];
+                        let sack = TcpRepr::parse(
+                            &tcp,
+                            &ends[i],
+                            &ends[1 - i],
+                            &ChecksumCapabilities::ignored(),
+                        )
+                        .map_or([None; sack::MAX_BLOCKS], |r| r.sack_ranges);
                         self.log.push(Sent {
                             at: self.now.as_secs_f64(),
                             by: i,
                             len: tcp.payload().len(),
                             syn: tcp.syn(),
                             seq: tcp.seq_number().0 as u32,
+                            ack: tcp.ack_number().0 as u32,
+                            sack,
                         });
+                        // Bounded: a storm of segments fails here rather than filling memory.
+                        assert!(
+                            n < 200_000,
+                            "a storm of datagrams: {:?}",
+                            &self.log[n - 4..]
+                        );
                         if let Some(extra) = fate(n, &self.log) {
                             self.in_flight
                                 .push((self.now + self.delay + secs(extra), 1 - i, d));
@@ -2026,6 +2249,10 @@ mod tests {
             p.run(20.0, &|_| false);
             let syns = p.log.iter().filter(|s| s.syn && s.by == 0).count();
             assert_eq!(syns, 3, "SYN at 0, 1 and 3 s");
+            // The SYN-ACK echoes the first SYN's timestamp: a 5 s round trip measured,
+            // although the SYN went three times.
+            let srtt = p.ends[0].rtte.srtt.map(|(s, _)| s);
+            assert!(srtt.is_some_and(|s| (s - 5.0).abs() < 1e-3), "{srtt:?}");
             // Segments of 988 bytes: the timestamp option takes 12.
             p.ends[0].cwnd().map(|c| c / 988)
         };
@@ -2182,6 +2409,20 @@ mod tests {
             .collect()
     }
 
+    /// End 0 sends `data` and the pair runs until `until`, losing the first transmission of
+    /// the segments `lost` (offset / 216); all of it must arrive. What was sent again, as
+    /// (offset / 216, when).
+    fn send_losing(p: &mut Pair, data: &[u8], until: f64, lost: &'static [u32]) -> Vec<(u32, f64)> {
+        p.ends[0].send_slice(data);
+        p.run_judging(until, &lose_first(lost));
+        p.assert_read(data);
+        segment_log(p)
+            .into_iter()
+            .filter(|&(_, before, _)| before > 0)
+            .map(|(i, _, at)| (i, at))
+            .collect()
+    }
+
     /// Drops end 0's first transmission of the data segments whose offset / 216 is in `which`.
     fn lose_first(which: &'static [u32]) -> impl Fn(usize, &[Sent]) -> Option<f64> {
         move |_, log| {
@@ -2205,14 +2446,7 @@ mod tests {
         let mut spans = Vec::new();
         for sack in [true, false] {
             let mut p = sack_pair(sack);
-            p.ends[0].send_slice(&data);
-            p.run_judging(3000.0, &lose_first(&[1, 3, 5]));
-            p.assert_read(&data);
-            let resent: Vec<(u32, f64)> = segment_log(&p)
-                .into_iter()
-                .filter(|&(_, before, _)| before > 0)
-                .map(|(i, _, at)| (i, at))
-                .collect();
+            let resent = send_losing(&mut p, &data, 3000.0, &[1, 3, 5]);
             assert_eq!(
                 resent.iter().map(|r| r.0).collect::<Vec<_>>(),
                 vec![1, 3, 5],
@@ -2252,6 +2486,82 @@ mod tests {
         }
         assert_eq!(log.len(), 12 + 2 + 2, "{log:?}");
         assert!(log.iter().any(|&(_, _, at)| at > 90.0), "{log:?}");
+    }
+
+    /// Linux-like ends with SACK, and the tail-loss probe or not: Linux's estimator with a
+    /// 10 s minimum RTO, so the timeout comes well after the probe (a round trip is 2 s).
+    fn tlp_pair(tlp: bool) -> Pair {
+        let mut a = config(A, Congestion::LinuxReno { initial: 10 });
+        a.rx_buffer = 64 * 1024;
+        a.nagle = Nagle::Off;
+        a.sack = true;
+        a.tlp = tlp;
+        a.rtt_estimator = RttEstimator::Linux;
+        a.rto = RtoTimers {
+            initial: secs(10.0),
+            min: secs(10.0),
+            max: secs(120.0),
+        };
+        let mut p = Pair::new(a, peer(a, 0xFFFF_FF00), 1.0);
+        p.run(3.0, &|_| false);
+        p
+    }
+
+    /// The last segment of a flight lost, so no duplicate ACK can announce it: the probe
+    /// resends it two round trips and 200 ms (one segment in flight) after the ACK of the
+    /// rest, where without it the timeout waits its 12 s. The probe repaired a loss, which the
+    /// next ACK beyond it shows: the window is halved as for a fast recovery.
+    #[test]
+    fn the_tail_loss_probe_resends_a_lost_last_segment_before_the_timeout() {
+        let data = pattern(5 * 216);
+        let mut resends = Vec::new();
+        for tlp in [true, false] {
+            let mut p = tlp_pair(tlp);
+            let again = send_losing(&mut p, &data, 60.0, &[4]);
+            assert_eq!(again.len(), 1, "tlp {tlp}: {again:?}");
+            resends.push(again[0]);
+            assert_eq!(p.ends[0].tlp_probes, u32::from(tlp));
+        }
+        // Sent at 3 s, the rest acknowledged at 5 s: the probe at 5 + 2·2 + 0.2 s, the
+        // timeout at 5 + SRTT 2 + the 10 s floor of its deviation term.
+        assert_eq!(resends[0].0, 4);
+        assert!((resends[0].1 - 9.2).abs() < 1e-6, "{resends:?}");
+        assert!((resends[1].1 - 17.0).abs() < 1e-6, "{resends:?}");
+        // More data: its ACK goes beyond the probe, which so repaired a loss.
+        let mut p = tlp_pair(true);
+        p.ends[0].send_slice(&data);
+        p.run_judging(60.0, &lose_first(&[4]));
+        let cwnd = p.ends[0].cwnd().unwrap_or(0);
+        p.ends[0].send_slice(&data);
+        p.run(120.0, &|_| false);
+        assert_eq!(p.ends[0].tlp_repairs, 1);
+        assert_eq!(p.ends[0].ssthresh, cwnd / 2);
+    }
+
+    /// The last segment only late, not lost: the probe's resend arrives as a duplicate, the
+    /// receiver reports it by D-SACK (RFC 2883), and the sender leaves its window alone.
+    #[test]
+    fn a_probe_the_peer_reports_as_a_duplicate_costs_no_window() {
+        let data = pattern(5 * 216);
+        let mut p = tlp_pair(true);
+        p.ends[0].send_slice(&data);
+        let first = p.log.len();
+        p.run_with(60.0, &|n| Some(if n == first + 4 { 6.0 } else { 0.0 }));
+        p.assert_read(&data);
+        assert_eq!(p.ends[0].tlp_probes, 1);
+        assert!(p.ends[0].tlp_high.is_none());
+        let reported: Vec<(u32, u32)> = p
+            .log
+            .iter()
+            .filter(|s| s.by == 1)
+            .filter_map(|s| sack::duplicate_reported(&s.sack, s.ack))
+            .collect();
+        assert_eq!(reported, vec![(1001 + 4 * 216, 1001 + 5 * 216)]);
+        let (cwnd, ssthresh) = (p.ends[0].cwnd(), p.ends[0].ssthresh);
+        p.ends[0].send_slice(&data);
+        p.run(120.0, &|_| false);
+        assert_eq!(p.ends[0].tlp_repairs, 0);
+        assert_eq!((p.ends[0].cwnd(), p.ends[0].ssthresh), (cwnd, ssthresh));
     }
 
     /// SACK is used only if both ends offer it (RFC 2018 2).
@@ -2377,10 +2687,12 @@ mod tests {
         #[test]
         fn a_stream_survives_loss_and_reordering(
             len in 1usize..12_000,
-            congestion in 0usize..4,
+            congestion in 0usize..5,
             nagle in 0usize..3,
             delayed_ack in proptest::bool::ANY,
             timestamps in proptest::bool::ANY,
+            sack in proptest::bool::ANY,
+            tlp in proptest::bool::ANY,
             fates in proptest::collection::vec(proptest::option::weighted(0.8, 0.0f64..3.0), 300),
         ) {
             let congestion = [
@@ -2388,11 +2700,14 @@ mod tests {
                 Congestion::Reno { initial: 4 },
                 Congestion::Segments { initial: 10 },
                 Congestion::Unlimited,
+                Congestion::LinuxReno { initial: 10 },
             ][congestion];
             let mut a = config(A, congestion);
             a.nagle = [Nagle::Off, Nagle::Classic, Nagle::Minshall][nagle];
             a.ack_delay = delayed_ack.then_some(secs(0.2));
             a.timestamps = timestamps;
+            a.sack = sack;
+            a.tlp = tlp;
             let b = peer(a, 0xFFFF_FFF0);
             let mut p = Pair::new(a, b, 1.0);
             let data = pattern(len);
