@@ -12,9 +12,8 @@
 //! whether its resend repaired anything. What Linux does that is not here: its undo of a
 //! fast recovery that D-SACKs show needless, RACK's time-based loss marking (Linux 4.18 on;
 //! before it, as here, a hole is lost once three segments' worth of data above it is SACKed),
-//! forward
-//! retransmission of holes not yet lost (RFC 6675's NextSeg rule 3, which Linux dropped in
-//! 4.13), the rescue retransmission (rule 4, a MAY) and the detection of a receiver that
+//! forward retransmission of holes not yet lost (RFC 6675's NextSeg rule 3, which Linux later
+//! dropped), the rescue retransmission (rule 4, a MAY) and the detection of a receiver that
 //! reneges on what it SACKed (skywave's receiver never does).
 
 /// RFC 6675's DupThresh, Linux's default `tcp_reordering`.
