@@ -1201,8 +1201,7 @@ impl Tcb {
             // stays in its loss state).
             let lost = self.dup_acks >= DUP_ACKS || self.board.is_lost(self.snd_una, mss);
             if lost && self.recover.is_none() && !self.board.in_loss() {
-                let flight = self.snd_max.wrapping_sub(self.snd_una);
-                self.ssthresh = (flight / 2).max(2 * mss);
+                self.ssthresh = self.halved_flight();
                 self.cwnd = Some(self.ssthresh);
                 self.cwnd_cnt = 0;
                 self.recover = Some(self.snd_max);
@@ -1214,8 +1213,7 @@ impl Tcb {
             return;
         }
         if self.dup_acks == DUP_ACKS && self.recover.is_none() {
-            let flight = self.snd_max.wrapping_sub(self.snd_una);
-            self.ssthresh = (flight / 2).max(2 * mss);
+            self.ssthresh = self.halved_flight();
             self.cwnd = Some(self.ssthresh + DUP_ACKS * mss);
             self.cwnd_cnt = 0;
             self.recover = Some(self.snd_max);
@@ -1255,23 +1253,39 @@ impl Tcb {
     /// and never beyond what was sent (a head the window had cut short goes again as short as
     /// it went; more would be new data the peer acknowledges past `snd_max`).
     fn retransmit_first(&mut self, now: Duration) {
-        let offset = self.snd_una.wrapping_sub(self.buf_seq) as usize;
-        let fin_sent = self.fin_seq.is_some_and(|f| after(self.snd_max, f));
-        let sent = (self.snd_max.wrapping_sub(self.snd_una) as usize)
-            .saturating_sub(usize::from(fin_sent));
-        let len = self.tx.len().saturating_sub(offset).min(self.mss).min(sent);
-        let fin = self.fin_seq == Some(self.snd_una.wrapping_add(len as u32));
-        if len == 0 && !fin {
+        if self.snd_una == self.snd_max {
             return;
         }
+        self.resend(self.snd_una, self.snd_max);
+        self.rto_at = Some(now + self.rtte.rto());
+    }
+
+    /// Resends from `start` what was sent up to `end`, a segment at most: its data, and the
+    /// FIN if that falls at the segment's end (the FIN takes the last sequence number and no
+    /// buffer byte). Nothing resent is timed (Karn). Returns where the resend ends, the FIN
+    /// counted.
+    fn resend(&mut self, start: u32, end: u32) -> u32 {
+        let data_end = match self.fin_seq {
+            Some(f) if after(end, f) => f,
+            _ => end,
+        };
+        let len = data_end.wrapping_sub(start).min(self.mss as u32);
+        let fin = self.fin_seq == Some(start.wrapping_add(len));
         let control = if fin {
             TcpControl::Fin
         } else {
             TcpControl::None
         };
-        self.emit(control, self.snd_una, true, offset, len);
+        let offset = start.wrapping_sub(self.buf_seq) as usize;
+        self.emit(control, start, true, offset, len as usize);
         self.rtte.timed = None;
-        self.rto_at = Some(now + self.rtte.rto());
+        start.wrapping_add(len + u32::from(fin))
+    }
+
+    /// `ssthresh` after a loss: half the flight, at least two segments (RFC 5681 (4)).
+    fn halved_flight(&self) -> u32 {
+        let flight = self.snd_max.wrapping_sub(self.snd_una);
+        (flight / 2).max(2 * self.mss as u32)
     }
 
     fn process_data(&mut self, now: Duration, seq: u32, payload: &[u8], fin: bool) {
@@ -1490,8 +1504,7 @@ impl Tcb {
             Congestion::Unlimited | Congestion::SmoltcpReno => false,
         };
         if cut {
-            let flight = self.snd_max.wrapping_sub(self.snd_una);
-            self.ssthresh = (flight / 2).max(2 * mss);
+            self.ssthresh = self.halved_flight();
             self.cwnd = Some(mss);
             self.cwnd_cnt = 0;
             self.recover = None;
@@ -1690,12 +1703,9 @@ impl Tcb {
         if self.tlp_high.is_none() && self.snd_una != self.snd_max {
             let offset = self.snd_max.wrapping_sub(self.buf_seq) as usize;
             let unsent = self.tx.len().saturating_sub(offset);
-            let window_left = self
-                .snd_una
-                .wrapping_add(self.snd_wnd)
-                .wrapping_sub(self.snd_max);
-            let room = if after(self.snd_una.wrapping_add(self.snd_wnd), self.snd_max) {
-                window_left as usize
+            let window_end = self.snd_una.wrapping_add(self.snd_wnd);
+            let room = if after(window_end, self.snd_max) {
+                window_end.wrapping_sub(self.snd_max) as usize
             } else {
                 0
             };
@@ -1715,18 +1725,11 @@ impl Tcb {
                 }
                 false
             } else {
+                // The last segment: the last MSS of the data sent, and the FIN if it went.
                 let fin = self.fin_seq.is_some_and(|f| after(self.snd_max, f));
                 let data_end = self.snd_max.wrapping_sub(u32::from(fin));
-                let len = (data_end.wrapping_sub(self.snd_una) as usize).min(self.mss);
-                let start = data_end.wrapping_sub(len as u32);
-                let control = if fin {
-                    TcpControl::Fin
-                } else {
-                    TcpControl::None
-                };
-                let offset = start.wrapping_sub(self.buf_seq) as usize;
-                self.emit(control, start, true, offset, len);
-                self.rtte.timed = None;
+                let len = data_end.wrapping_sub(self.snd_una).min(self.mss as u32);
+                self.resend(data_end.wrapping_sub(len), self.snd_max);
                 true
             };
             self.tlp_high = Some((self.snd_max, resent));
@@ -1771,13 +1774,12 @@ impl Tcb {
     fn resend_lost(&mut self, now: Duration, mut first: bool) {
         let mss = self.mss as u32;
         while let Some((start, end)) = self.board.next_lost(self.snd_max, mss) {
-            // The FIN takes the last sequence number and no buffer byte.
+            // What `resend` will send of the hole, for the window test.
             let data_end = match self.fin_seq {
                 Some(f) if after(end, f) => f,
                 _ => end,
             };
             let len = data_end.wrapping_sub(start).min(mss);
-            let fin = self.fin_seq == Some(start.wrapping_add(len));
             let room = self
                 .cwnd
                 .unwrap_or(u32::MAX)
@@ -1786,15 +1788,8 @@ impl Tcb {
                 break;
             }
             first = false;
-            let control = if fin {
-                TcpControl::Fin
-            } else {
-                TcpControl::None
-            };
-            let offset = start.wrapping_sub(self.buf_seq) as usize;
-            self.emit(control, start, true, offset, len as usize);
-            self.board.resent(start.wrapping_add(len + u32::from(fin)));
-            self.rtte.timed = None;
+            let resent_to = self.resend(start, end);
+            self.board.resent(resent_to);
             if start == self.snd_una || self.rto_at.is_none() {
                 self.rto_at = Some(now + self.rtte.rto());
             }
