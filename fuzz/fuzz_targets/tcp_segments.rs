@@ -51,6 +51,7 @@ fuzz_target!(|data: &[u8]| {
         spurious_syn_undo: setup & 2 != 0,
         sack: setup % 3 != 1,
         tlp: setup & 0x20 != 0,
+        linux_acks: setup & 0x40 != 0,
         window_rules: if setup.count_ones() % 2 == 0 {
             WindowRules::Jnos
         } else {

@@ -283,6 +283,12 @@ struct Compare {
     /// (default: each profile's own, on for linux, off for isode-stock).
     #[arg(long, value_name = "on|off", value_parser = on_off)]
     tlp: Option<bool>,
+    /// Linux's delayed-ACK engine on skywave's TCP (quick ACKs at the start, interactive
+    /// mode, a delay that follows the arrivals), `on` or `off` for every profile; off: a
+    /// fixed 40 ms delay and an ACK for every second full segment (default: each profile's
+    /// own, on for linux and isode-stock).
+    #[arg(long, value_name = "on|off", value_parser = on_off)]
+    linux_acks: Option<bool>,
     /// The ship's mail-queue timer (JNOS `smtp timer`), seconds: after a connection that ended
     /// with mail not accepted (its TCP gave up, the 5066 link was lost), the mail goes again in
     /// a new connection at the timer's next tick, until the run's time limit. Default: none, as
@@ -378,6 +384,10 @@ struct Calibrate {
     /// likely predates it; see `compare --tlp`).
     #[arg(long, value_name = "on|off", value_parser = on_off)]
     tlp: Option<bool>,
+    /// Linux's delayed-ACK engine for Isode's hosts, `on` or `off` (default on; see
+    /// `compare --linux-acks`).
+    #[arg(long, value_name = "on|off", value_parser = on_off)]
+    linux_acks: Option<bool>,
 }
 
 /// An `on|off` switch.
@@ -688,6 +698,7 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
         ssthresh: ssthresh(c.ssthresh)?,
         no_sack: c.no_sack,
         tlp: c.tlp,
+        linux_acks: c.linux_acks,
         smtp_timer: seconds(c.smtp_timer, "--smtp-timer")?,
         seeds: seeds(c.seeds.unwrap_or(if c.quick { 1 } else { 3 }))?,
         segment_size: match c.segment_size {
@@ -827,6 +838,7 @@ fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
         ssthresh: ssthresh(c.ssthresh)?,
         no_sack: c.no_sack,
         tlp: c.tlp,
+        linux_acks: c.linux_acks,
     };
     if stations.ssthresh.is_some() && stations.tcp_engine == Some(TcpEngine::Smoltcp) {
         bail!("--ssthresh needs skywave's TCP: smoltcp cannot be given a slow-start threshold");

@@ -160,6 +160,10 @@ pub struct TcpSettings {
     /// `tcp_early_retrans` 3): one segment after about two round trips without an ACK, before
     /// the retransmission timeout.
     pub tlp: bool,
+    /// skywave's own TCP acknowledges as Linux does (`tcp/delack.rs`): quick ACKs at the
+    /// start, interactive mode, a delay that follows the arrivals and the timer, instead of
+    /// [`TcpSettings::ack_delay`]'s fixed one.
+    pub linux_acks: bool,
     /// A later connection of the run (the queue timer's) starts from the round-trip estimate
     /// the host cached from the earlier ones, as JNOS's `RTTCACHE` (skywave's TCP only).
     pub rtt_cache: bool,

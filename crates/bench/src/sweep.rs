@@ -58,6 +58,9 @@ pub struct SweepSpec {
     /// The tail-loss probe on or off for every TCP run ([`TcpSettings::tlp`]); `None`: the
     /// profile's.
     pub tlp: Option<bool>,
+    /// Linux's delayed-ACK engine on or off for every TCP run ([`TcpSettings::linux_acks`]);
+    /// `None`: the profile's.
+    pub linux_acks: Option<bool>,
     /// The ship's mail-queue timer (JNOS `smtp timer`) for the TCP scenarios; `None`: the
     /// profile's (none: the queue runs once).
     pub smtp_timer: Option<Duration>,
@@ -105,6 +108,7 @@ impl SweepSpec {
             ssthresh: None,
             no_sack: false,
             tlp: None,
+            linux_acks: None,
             smtp_timer: None,
             seeds: vec![1],
             segment_size: DEFAULT_SEGMENT,
@@ -195,6 +199,7 @@ impl SweepSpec {
                     }
                     t.sack &= !self.no_sack;
                     t.tlp = self.tlp.unwrap_or(t.tlp);
+                    t.linux_acks = self.linux_acks.unwrap_or(t.linux_acks);
                     if let Some(min_rto) = self.min_rto {
                         t.min_rto = min_rto;
                     }

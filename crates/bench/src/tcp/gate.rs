@@ -179,6 +179,7 @@ mod tests {
             spurious_syn_undo: false,
             sack: false,
             tlp: false,
+            linux_acks: false,
             window_rules: WindowRules::Linux,
             rtt_cache: false,
             initial_ssthresh: None,

@@ -141,6 +141,8 @@ pub(crate) struct HostSettings {
     pub(crate) sack: bool,
     /// skywave's own TCP: the tail-loss probe, with SACK.
     pub(crate) tlp: bool,
+    /// skywave's own TCP: Linux's delayed-ACK engine instead of the fixed delay.
+    pub(crate) linux_acks: bool,
     /// skywave's own TCP: its small-window rules (window updates, sender SWS avoidance).
     pub(crate) window_rules: WindowRules,
     /// skywave's own TCP: a new connection starts from the host's cached round-trip estimate.
@@ -433,6 +435,7 @@ impl Host {
                 spurious_syn_undo: settings.spurious_syn_undo,
                 sack: settings.sack,
                 tlp: settings.tlp,
+                linux_acks: settings.linux_acks,
                 window_rules: settings.window_rules,
                 initial_ssthresh: settings.initial_ssthresh,
             }))),

@@ -106,6 +106,7 @@
 //! [`tcp::Socket::set_ack_delay`]: smoltcp::socket::tcp::Socket::set_ack_delay
 
 pub mod bulk;
+mod delack;
 mod gate;
 mod host;
 mod link;
@@ -430,6 +431,7 @@ fn host_settings(
         spurious_syn_undo: tcp.spurious_syn_undo,
         sack: tcp.sack,
         tlp: tcp.tlp,
+        linux_acks: tcp.linux_acks,
         window_rules: tcp.window_rules,
         rtt_cache: tcp.rtt_cache,
         initial_ssthresh: tcp.initial_ssthresh,

@@ -78,6 +78,7 @@ use smoltcp::wire::{
     TcpSeqNumber, TcpTimestampRepr,
 };
 
+use super::delack::LinuxAcks;
 use super::profile::{Congestion, Nagle, RttEstimator, WindowRules};
 use super::sack::{self, Blocks, Scoreboard};
 
@@ -122,8 +123,12 @@ pub struct TcbConfig {
     pub congestion: Congestion,
     /// Nagle's algorithm.
     pub nagle: Nagle,
-    /// Delayed-ACK time (`None`: every in-order segment acknowledged at once).
+    /// Delayed-ACK time (`None`: every in-order segment acknowledged at once), unless
+    /// `linux_acks`.
     pub ack_delay: Option<Duration>,
+    /// Linux's delayed-ACK engine instead of `ack_delay`: quick ACKs at the start, interactive
+    /// mode, a delay that follows the arrivals and the timer (`tcp/delack.rs`).
+    pub linux_acks: bool,
     /// Offer the timestamp option (RFC 7323), as Linux does; used if the peer offers it too.
     pub timestamps: bool,
     /// With timestamps, resent SYNs whose answer echoes the first one's timestamp leave the
@@ -409,6 +414,8 @@ pub struct Tcb {
     unacked_rx: usize,
     ack_at: Option<Duration>,
     ack_now: bool,
+    /// Linux's delayed-ACK engine, once the connection is open (`cfg.linux_acks` only).
+    acks: Option<LinuxAcks>,
     time_wait_at: Option<Duration>,
 
     out: Vec<Vec<u8>>,
@@ -481,6 +488,7 @@ impl Tcb {
             unacked_rx: 0,
             ack_at: None,
             ack_now: false,
+            acks: None,
             time_wait_at: None,
             out: Vec::new(),
             cfg,
@@ -572,6 +580,14 @@ impl Tcb {
     pub fn recv(&mut self) -> Vec<u8> {
         let data: Vec<u8> = self.rx.drain(..).collect();
         if !data.is_empty() && self.window_update_due() {
+            self.ack_now = true;
+        }
+        // Linux's `tcp_cleanup_rbuf`: the read may owe the peer its ACK now.
+        if self
+            .acks
+            .as_ref()
+            .is_some_and(|a| a.ack_on_read(data.len(), self.unacked_rx))
+        {
             self.ack_now = true;
         }
         data
@@ -673,6 +689,15 @@ impl Tcb {
         } else {
             self.advertise()
         };
+        if let Some(a) = self.acks.as_mut() {
+            if ack {
+                let owed = self.unacked_rx > 0 || self.ack_at.is_some() || self.ack_now;
+                a.ack_sent(owed);
+            }
+            if len > 0 {
+                a.data_sent(self.clock);
+            }
+        }
         if ack {
             self.rcv_adv = edge;
             self.unacked_rx = 0;
@@ -883,6 +908,14 @@ impl Tcb {
             if seg.control == TcpControl::Rst {
                 return;
             }
+            if !payload.is_empty() {
+                // Data again, or beyond the window: Linux answers at once and goes on in
+                // quick-ACK mode (`tcp_enter_quickack_mode`).
+                let window = self.rcv_adv.wrapping_sub(self.rcv_nxt) as usize;
+                if let Some(a) = self.acks.as_mut() {
+                    a.enter_quickack(window);
+                }
+            }
             if self.sack_ok && !payload.is_empty() && after(self.rcv_nxt, seq) {
                 // Old data again: the duplicate ACK reports it first (D-SACK, RFC 2883; Linux's
                 // `tcp_send_dupack`).
@@ -936,7 +969,8 @@ impl Tcb {
         if self.state == State::Closed {
             return;
         }
-        self.process_data(now, seq, payload, fin);
+        let header = (seg.header_len(), seg.control == TcpControl::Psh);
+        self.process_data(now, seq, payload, fin, header);
     }
 
     /// Sends an ACK now: each out-of-order or duplicate segment gets its own (RFC 5681 4.2),
@@ -1234,6 +1268,15 @@ impl Tcb {
     /// 5066 link, whose round trip is seconds, the usual case.
     fn opened(&mut self) {
         self.state = State::Established;
+        if self.cfg.linux_acks {
+            let window = self.rcv_adv.wrapping_sub(self.rcv_nxt) as usize;
+            self.acks = Some(LinuxAcks::new(
+                self.clock,
+                usize::from(self.cfg.mss),
+                window.max(self.free_rx().min(65_535)),
+                self.ts_ok,
+            ));
+        }
         // Linux sets it here too, after the handshake, in segments of the MSS agreed.
         if let Some(n) = self.cfg.initial_ssthresh
             && self.cwnd.is_some()
@@ -1288,7 +1331,16 @@ impl Tcb {
         (flight / 2).max(2 * self.mss as u32)
     }
 
-    fn process_data(&mut self, now: Duration, seq: u32, payload: &[u8], fin: bool) {
+    /// The data (and FIN) of an acceptable segment; `(header, psh)`: its TCP header's length
+    /// and whether it was pushed, which Linux's delayed-ACK engine reads.
+    fn process_data(
+        &mut self,
+        now: Duration,
+        seq: u32,
+        payload: &[u8],
+        fin: bool,
+        (header, psh): (usize, bool),
+    ) {
         let receiving = matches!(
             self.state,
             State::Established | State::FinWait1 | State::FinWait2
@@ -1318,6 +1370,13 @@ impl Tcb {
             if skip < end {
                 let data = &payload[skip..end];
                 if start == self.rcv_nxt {
+                    // The window last advertised, from the last acknowledged byte (Linux's
+                    // `rcv_wnd`, which sizes the quick-ACK budget).
+                    let window = self.rcv_adv.wrapping_sub(self.rcv_nxt) as usize + self.unacked_rx;
+                    let rto = self.rtte.rto();
+                    if let Some(a) = self.acks.as_mut() {
+                        a.data_received(now, data.len(), header, psh, window, rto);
+                    }
                     self.rx.extend(data);
                     self.rcv_nxt = self.rcv_nxt.wrapping_add(data.len() as u32);
                     self.unacked_rx += data.len();
@@ -1370,7 +1429,23 @@ impl Tcb {
         } else if fin {
             self.ack_now = true;
         }
-        if in_order && !self.ack_now {
+        if in_order
+            && !self.ack_now
+            && let Some(a) = self.acks.as_ref()
+        {
+            if a.ack_at_once(self.unacked_rx) {
+                self.ack_now = true;
+            } else {
+                let srtt = self
+                    .rtte
+                    .srtt
+                    .and_then(|(s, _)| Duration::try_from_secs_f64(s).ok());
+                match a.delayed_ack_at(now, self.ack_at, srtt) {
+                    Some(t) => self.ack_at = Some(t),
+                    None => self.ack_now = true,
+                }
+            }
+        } else if in_order && !self.ack_now {
             match self.cfg.ack_delay {
                 None => self.ack_now = true,
                 Some(_) if self.unacked_rx >= 2 * self.mss => self.ack_now = true,
@@ -1446,6 +1521,10 @@ impl Tcb {
         }
         self.output(now);
         if self.ack_at.is_some_and(|t| now >= t) {
+            let rto = self.rtte.rto();
+            if let Some(a) = self.acks.as_mut() {
+                a.timer_fired(rto);
+            }
             self.ack_now = true;
         }
         if self.ack_now {
@@ -1849,6 +1928,7 @@ mod tests {
             congestion,
             nagle: Nagle::Classic,
             ack_delay: None,
+            linux_acks: false,
             timestamps: false,
             spurious_syn_undo: false,
             window_rules: WindowRules::Jnos,
@@ -1904,6 +1984,9 @@ mod tests {
         read: Vec<u8>,
         /// The application at end 1 reads what arrives.
         reading: bool,
+        /// What the application at end 1 writes back at once for each read, if anything (a
+        /// server answering requests).
+        reply: Option<Vec<u8>>,
     }
 
     impl Pair {
@@ -1919,6 +2002,7 @@ mod tests {
                 log: Vec::new(),
                 read: Vec::new(),
                 reading: true,
+                reply: None,
             }
         }
 
@@ -1939,41 +2023,18 @@ mod tests {
         fn run_judging(&mut self, until: f64, fate: &dyn Fn(usize, &[Sent]) -> Option<f64>) {
             for _ in 0..1_000_000 {
                 for i in 0..2 {
-                    self.ends[i].poll(self.now);
-                    for d in self.ends[i].take_tx() {
-                        let n = self.log.len();
-                        let tcp = TcpPacket::new_checked(&d[20..]).expect("a TCP segment");
-                        let ends = [IpAddress::Ipv4(A.into()), IpAddress::Ipv4(B.into())];
-                        let sack = TcpRepr::parse(
-                            &tcp,
-                            &ends[i],
-                            &ends[1 - i],
-                            &ChecksumCapabilities::ignored(),
-                        )
-                        .map_or([None; sack::MAX_BLOCKS], |r| r.sack_ranges);
-                        self.log.push(Sent {
-                            at: self.now.as_secs_f64(),
-                            by: i,
-                            len: tcp.payload().len(),
-                            syn: tcp.syn(),
-                            seq: tcp.seq_number().0 as u32,
-                            ack: tcp.ack_number().0 as u32,
-                            sack,
-                        });
-                        // Bounded: a storm of segments fails here rather than filling memory.
-                        assert!(
-                            n < 200_000,
-                            "a storm of datagrams: {:?}",
-                            &self.log[n - 4..]
-                        );
-                        if let Some(extra) = fate(n, &self.log) {
-                            self.in_flight
-                                .push((self.now + self.delay + secs(extra), 1 - i, d));
-                        }
-                    }
+                    self.transmit(i, fate);
                 }
                 if self.reading {
                     let got = self.ends[1].recv();
+                    if !got.is_empty()
+                        && let Some(reply) = self.reply.clone()
+                    {
+                        // The answer goes in the same instant, as a server's write after its
+                        // read.
+                        self.ends[1].send_slice(&reply);
+                        self.transmit(1, fate);
+                    }
                     self.read.extend(got);
                 }
                 let next_arrival = self.in_flight.iter().map(|x| x.0).min();
@@ -1995,6 +2056,42 @@ mod tests {
                 }
             }
             panic!("the pair did not settle");
+        }
+
+        /// Polls end `i` and puts what it sends on the link, logged, as `fate` decides.
+        fn transmit(&mut self, i: usize, fate: &dyn Fn(usize, &[Sent]) -> Option<f64>) {
+            self.ends[i].poll(self.now);
+            for d in self.ends[i].take_tx() {
+                let n = self.log.len();
+                let tcp = TcpPacket::new_checked(&d[20..]).expect("a TCP segment");
+                let ends = [IpAddress::Ipv4(A.into()), IpAddress::Ipv4(B.into())];
+                let sack = TcpRepr::parse(
+                    &tcp,
+                    &ends[i],
+                    &ends[1 - i],
+                    &ChecksumCapabilities::ignored(),
+                )
+                .map_or([None; sack::MAX_BLOCKS], |r| r.sack_ranges);
+                self.log.push(Sent {
+                    at: self.now.as_secs_f64(),
+                    by: i,
+                    len: tcp.payload().len(),
+                    syn: tcp.syn(),
+                    seq: tcp.seq_number().0 as u32,
+                    ack: tcp.ack_number().0 as u32,
+                    sack,
+                });
+                // Bounded: a storm of segments fails here rather than filling memory.
+                assert!(
+                    n < 200_000,
+                    "a storm of datagrams: {:?}",
+                    &self.log[n - 4..]
+                );
+                if let Some(extra) = fate(n, &self.log) {
+                    self.in_flight
+                        .push((self.now + self.delay + secs(extra), 1 - i, d));
+                }
+            }
         }
 
         /// The application at end 1 read exactly `data` (not printed whole: it is long).
@@ -2674,6 +2771,91 @@ mod tests {
         assert_eq!(p.ends[1].state(), State::Established);
     }
 
+    /// Two Linux hosts as the `linux` profile has them (MSS 1460, timestamps, a 65535-byte
+    /// window, Linux's RTO bounds), Nagle off so each write goes at once; `linux_acks` picks
+    /// Linux's delayed-ACK engine or the fixed 40 ms delay.
+    fn linux_pair(linux_acks: bool) -> Pair {
+        let mut a = linux_timers(config(A, Congestion::LinuxReno { initial: 10 }));
+        a.rtt_estimator = RttEstimator::Linux;
+        a.mss = 1460;
+        a.rx_buffer = 65_535;
+        a.timestamps = true;
+        a.nagle = Nagle::Off;
+        a.window_rules = WindowRules::Linux;
+        a.ack_delay = Some(secs(0.04));
+        a.linux_acks = linux_acks;
+        let b = peer(a, 0xFFFF_FF00);
+        let mut p = Pair::new(a, b, 1.0);
+        p.run(3.0, &|_| false);
+        assert_eq!(p.ends[1].state(), State::Established);
+        p
+    }
+
+    /// The seconds end 1 took to acknowledge each data segment end 0 sent (one way 1 s): from
+    /// its arrival to the first segment from end 1 acknowledging it.
+    fn ack_delays(p: &Pair) -> Vec<f64> {
+        p.data_segments(0)
+            .iter()
+            .map(|d| {
+                let end = d.seq.wrapping_add(d.len as u32);
+                let acked = p
+                    .log
+                    .iter()
+                    .find(|s| s.by == 1 && at_or_after(s.ack, end))
+                    .expect("every segment acknowledged");
+                ((acked.at - d.at - 1.0) * 1000.0).round() / 1000.0
+            })
+            .collect()
+    }
+
+    /// A Linux receiver answers the first data at once, sixteen times (quick-ACK mode, sized
+    /// by the window), then delays: 40 ms, and each time the timer fires the delay doubles,
+    /// here up to 200 ms because the segments were pushed. The fixed engine waits 40 ms
+    /// every time.
+    #[test]
+    fn linux_acks_at_once_at_first_then_after_a_growing_delay() {
+        let delays = |linux_acks: bool| {
+            let mut p = linux_pair(linux_acks);
+            // The application does not read: no ACK comes from a read.
+            p.reading = false;
+            for k in 0..20 {
+                assert_eq!(p.ends[0].send_slice(&[b'x'; 100]), 100);
+                p.run(5.0 + 2.0 * f64::from(k), &|_| false);
+            }
+            ack_delays(&p)
+        };
+        let mut want = vec![0.0; 16];
+        want.extend([0.04, 0.08, 0.16, 0.2]);
+        assert_eq!(delays(true), want);
+        assert_eq!(delays(false), vec![0.04; 20]);
+    }
+
+    /// A server that answers each request: Linux acknowledges the first at once with a bare
+    /// ACK (quick-ACK mode), then the reply within `ato` makes the connection interactive and
+    /// every later ACK rides on the reply. The fixed 40 ms delay lets the first reply carry
+    /// its ACK too.
+    #[test]
+    fn an_answering_linux_host_sends_one_bare_ack_then_lets_replies_carry_them() {
+        let bare_acks = |linux_acks: bool| {
+            let mut p = linux_pair(linux_acks);
+            p.reply = Some(b"250 OK\r\n".to_vec());
+            let start = p.log.len();
+            for k in 0..5 {
+                assert_eq!(p.ends[0].send_slice(b"NOOP\r\n"), 6);
+                p.run(6.0 + 3.0 * f64::from(k), &|_| false);
+            }
+            assert_eq!(p.read.len(), 30);
+            let replies = p.data_segments(1).len();
+            assert_eq!(replies, 5);
+            p.log[start..]
+                .iter()
+                .filter(|s| s.by == 1 && s.len == 0 && !s.syn)
+                .count()
+        };
+        assert_eq!(bare_acks(true), 1);
+        assert_eq!(bare_acks(false), 0);
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
 
@@ -2684,7 +2866,7 @@ mod tests {
             len in 1usize..12_000,
             congestion in 0usize..5,
             nagle in 0usize..3,
-            delayed_ack in proptest::bool::ANY,
+            delayed_ack in 0usize..3,
             timestamps in proptest::bool::ANY,
             sack in proptest::bool::ANY,
             tlp in proptest::bool::ANY,
@@ -2699,7 +2881,9 @@ mod tests {
             ][congestion];
             let mut a = config(A, congestion);
             a.nagle = [Nagle::Off, Nagle::Classic, Nagle::Minshall][nagle];
-            a.ack_delay = delayed_ack.then_some(secs(0.2));
+            // None, a fixed delay, or Linux's engine.
+            a.ack_delay = (delayed_ack > 0).then_some(secs(0.2));
+            a.linux_acks = delayed_ack == 2;
             a.timestamps = timestamps;
             a.sack = sack;
             a.tlp = tlp;
