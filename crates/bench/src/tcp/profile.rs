@@ -39,7 +39,10 @@
 //!   every ACK and the undo of a spurious timeout (and of resent SYNs the SYN-ACK shows
 //!   spurious, Linux 5.2 on), Linux's window rules, receive window 65535 (what a Linux receiver
 //!   opens with before autotuning), Linux's give-up; SACK (RFC 2018) with RFC 6675's loss
-//!   recovery and D-SACK ([`TcpSettings::sack`], Linux's default `tcp_sack` and `tcp_dsack`;
+//!   recovery, its window set by proportional rate reduction (RFC 6937, Linux 3.2 on, so
+//!   `isode-stock` too: of the kernels with IW10 and the 1 s initial RTO, 3.1 alone lacks it,
+//!   current from October 2011 to January 2012), and D-SACK ([`TcpSettings::sack`], Linux's
+//!   default `tcp_sack` and `tcp_dsack`;
 //!   `tcp/sack.rs` says what of Linux's it leaves out, RACK among it), and the tail-loss probe
 //!   ([`TcpSettings::tlp`], Linux 3.10 on). On the 5066 link the probe's timer, two round trips
 //!   of the short handshake segments, runs out while a first flight of 14.5 kB still queues

@@ -107,6 +107,15 @@ impl Scoreboard {
         u32::try_from(after - before).unwrap_or(0)
     }
 
+    /// The bytes SACKed above the left edge (RFC 6937's "SACKed" total, whose change with the
+    /// cumulative acknowledgement's is the data an ACK delivered).
+    pub(super) fn sacked(&self) -> u32 {
+        self.ranges
+            .iter()
+            .map(|&(s, e)| e.wrapping_sub(s))
+            .fold(0u32, u32::saturating_add)
+    }
+
     /// RFC 6675's IsLost for `seq`: three SACKed ranges above it, or more than two segments'
     /// worth of SACKed bytes; or a timeout marked it.
     pub(super) fn is_lost(&self, seq: u32, mss: u32) -> bool {

@@ -53,7 +53,11 @@
 //!   data is out of order, the latest first; with skywave's Reno, RFC 6675's recovery (a
 //!   duplicate ACK is one with new SACK information; recovery at the third, or once the first
 //!   hole is lost by what is SACKed above it; cwnd = ssthresh and RFC 6675's pipe held within
-//!   it; lost holes resent before new data) and, after a timeout, every hole resent and
+//!   it; lost holes resent before new data), with Linux's Reno the window set on every ACK of
+//!   the recovery by proportional rate reduction instead (RFC 6937, Linux's
+//!   `tcp_cwnd_reduction`: in proportion to what left the network while the pipe is above
+//!   ssthresh, at most what left plus a segment below it), and, after a timeout, every hole
+//!   resent and
 //!   nothing SACKed resent (Linux's loss state); see `tcp/sack.rs`. With them, D-SACK (RFC
 //!   2883): a duplicate is reported first on the ACK that answers it;
 //! - with SACK and if asked ([`TcbConfig::tlp`]), Linux's tail-loss probe (RFC 8985 7, Linux's
@@ -63,7 +67,11 @@
 //!   peer's window takes it, else the last segment again; one probe until an ACK settles it,
 //!   and a resend that the ACKs show repaired a loss halves the window.
 //!
-//! Not done: RACK, proportional rate reduction, the undo of a fast recovery by D-SACK or
+//! - when to acknowledge, as Linux does if asked ([`TcbConfig::linux_acks`], `tcp/delack.rs`):
+//!   quick ACKs at the start, interactive mode, a delay that follows the arrivals; otherwise a
+//!   fixed delay with an ACK for every second full segment, or none.
+//!
+//! Not done: RACK, SACK compression, the undo of a fast recovery by D-SACK or
 //! timestamps, F-RTO without timestamps, urgent data, slow-start restart after idle, path MTU
 //! discovery (the MTU is set), keep-alive. The RTT cache across connections is the host's:
 //! [`Tcb::rtt_cache`] keeps JNOS's entry and [`Tcb::seed_rtt`] starts a new connection from it.
@@ -311,6 +319,17 @@ fn smoothed((srtt, dev): (f64, f64), r: f64) -> (f64, f64) {
     )
 }
 
+/// RFC 6937's state for one recovery, in bytes.
+#[derive(Debug, Clone, Copy)]
+struct Prr {
+    /// Data the peer received since recovery began (cumulatively acknowledged or SACKed).
+    delivered: u32,
+    /// Data sent since recovery began, resent or new.
+    out: u32,
+    /// The congestion window before the cut (Linux's `prior_cwnd`, RFC 6937's RecoverFS).
+    prior_cwnd: u32,
+}
+
 /// The state a retransmission timeout replaced, for the Eifel response (RFC 4015) should the
 /// timeout prove spurious.
 #[derive(Debug, Clone, Copy)]
@@ -359,6 +378,10 @@ pub struct Tcb {
     dup_acks: u32,
     /// In fast recovery until this sequence number is acknowledged.
     recover: Option<u32>,
+    /// Proportional rate reduction during a SACK recovery (RFC 6937, Linux's
+    /// `tcp_cwnd_reduction`, 3.2 on): what was delivered and sent since it began, and the window
+    /// before the cut.
+    prr: Option<Prr>,
     /// End of the last sub-MSS segment sent (Minshall).
     snd_sml: u32,
     rtte: Rtte,
@@ -459,6 +482,7 @@ impl Tcb {
             ssthresh: u32::MAX,
             dup_acks: 0,
             recover: None,
+            prr: None,
             snd_sml: cfg.iss,
             rtte: Rtte::new(cfg.rto, cfg.rtt_estimator),
             rto_at: None,
@@ -689,6 +713,9 @@ impl Tcb {
         } else {
             self.advertise()
         };
+        if let Some(prr) = self.prr.as_mut() {
+            prr.out = prr.out.saturating_add(len as u32);
+        }
         if let Some(a) = self.acks.as_mut() {
             if ack {
                 let owed = self.unacked_rx > 0 || self.ack_at.is_some() || self.ack_now;
@@ -1050,6 +1077,14 @@ impl Tcb {
         // The scoreboard first, so that an ACK bringing new SACK information counts as a
         // duplicate (RFC 6675 2) and the holes are known before anything is sent.
         let dsack = sack::duplicate_reported(&self.seg_sack, ack);
+        // RFC 6937's DeliveredData: the change in the cumulative acknowledgement plus the
+        // change in the SACKed bytes.
+        let sacked_before = self.board.sacked();
+        let advance = if after(ack, self.snd_una) {
+            ack.wrapping_sub(self.snd_una)
+        } else {
+            0
+        };
         let newly_sacked = if self.sacking() {
             let edge = if after(ack, self.snd_una) {
                 ack
@@ -1057,6 +1092,14 @@ impl Tcb {
                 self.snd_una
             };
             self.board.update(edge, self.snd_max, &self.seg_sack)
+        } else {
+            0
+        };
+        let delivered = if self.sacking() {
+            u32::try_from(
+                i64::from(advance) + i64::from(self.board.sacked()) - i64::from(sacked_before),
+            )
+            .unwrap_or(0)
         } else {
             0
         };
@@ -1091,6 +1134,7 @@ impl Tcb {
             }
             let pure = seg_len == 0 && newly_sacked == 0;
             self.settle_probe(ack, pure, dsack);
+            self.reduce_by_prr(delivered);
             return;
         }
         // New data acknowledged.
@@ -1144,6 +1188,7 @@ impl Tcb {
             self.rto_at = Some(now + self.rtte.rto());
             self.schedule_probe(now, true);
         }
+        self.reduce_by_prr(delivered);
         let fin_acked = self
             .fin_seq
             .is_some_and(|f| at_or_after(ack, f.wrapping_add(1)));
@@ -1172,6 +1217,7 @@ impl Tcb {
             // resend (RFC 6675 5); it ends once everything sent before it is acknowledged.
             if at_or_after(ack, recover) {
                 self.recover = None;
+                self.prr = None;
                 self.cwnd = Some(self.ssthresh);
             }
             return;
@@ -1223,6 +1269,43 @@ impl Tcb {
         self.cwnd = Some(grown);
     }
 
+    /// Linux's SACK recovery sets the window on every ACK by proportional rate reduction
+    /// (RFC 6937, `tcp_cwnd_reduction`): while more than ssthresh is in the network, as much
+    /// goes out as ssthresh / the window before the cut of what was `delivered` since recovery
+    /// began; below it, no more than what was delivered plus a segment (the slow-start
+    /// reduction bound), up to ssthresh. RFC 6675 alone would send nothing until half the
+    /// window had left the network, then everything at once.
+    fn reduce_by_prr(&mut self, delivered: u32) {
+        let Some(mut prr) = self.prr else {
+            return;
+        };
+        if self.recover.is_none() {
+            self.prr = None;
+            return;
+        }
+        if delivered == 0 {
+            // An ACK that delivered nothing leaves the window as it was (Linux returns early).
+            return;
+        }
+        let mss = self.mss as u32;
+        prr.delivered = prr.delivered.saturating_add(delivered);
+        self.prr = Some(prr);
+        // In segments, as Linux counts (a share of a segment would go as a short one).
+        let segs = |bytes: u32| u64::from(bytes.div_ceil(mss));
+        let pipe = self.board.pipe(self.snd_max, mss);
+        let (in_flight, ssthresh) = (segs(pipe), u64::from(self.ssthresh / mss));
+        let (done, out) = (segs(prr.delivered), segs(prr.out));
+        let sndcnt = if in_flight > ssthresh {
+            (done * ssthresh)
+                .div_ceil(segs(prr.prior_cwnd).max(1))
+                .saturating_sub(out)
+        } else {
+            (ssthresh - in_flight).min(done.saturating_sub(out).max(segs(delivered)) + 1)
+        };
+        let sndcnt = u32::try_from(sndcnt).unwrap_or(u32::MAX);
+        self.cwnd = Some(pipe.saturating_add(sndcnt.saturating_mul(mss)));
+    }
+
     fn duplicate_ack(&mut self, now: Duration) {
         if !self.cfg.congestion.is_skywave_reno() {
             return;
@@ -1235,8 +1318,19 @@ impl Tcb {
             // stays in its loss state).
             let lost = self.dup_acks >= DUP_ACKS || self.board.is_lost(self.snd_una, mss);
             if lost && self.recover.is_none() && !self.board.in_loss() {
+                let prior_cwnd = self.cwnd.unwrap_or(mss);
                 self.ssthresh = self.halved_flight();
                 self.cwnd = Some(self.ssthresh);
+                if matches!(self.cfg.congestion, Congestion::LinuxReno { .. }) {
+                    // Linux: only the first hole now; the rest as proportional rate reduction
+                    // lets them go ([`Tcb::reduce_by_prr`], once this ACK is counted).
+                    self.prr = Some(Prr {
+                        delivered: 0,
+                        out: 0,
+                        prior_cwnd,
+                    });
+                    self.cwnd = Some(self.board.pipe(self.snd_max, mss));
+                }
                 self.cwnd_cnt = 0;
                 self.recover = Some(self.snd_max);
                 self.probe_at = None;
@@ -1587,6 +1681,7 @@ impl Tcb {
             self.cwnd = Some(mss);
             self.cwnd_cnt = 0;
             self.recover = None;
+            self.prr = None;
             self.dup_acks = 0;
         }
         if opening {
@@ -2547,6 +2642,56 @@ mod tests {
             spans.push(resent[2].1 - resent[0].1);
         }
         assert_eq!(spans, vec![0.0, 4.0]);
+    }
+
+    /// The second segment of a 20-segment flight lost, the rest arriving 0.1 s apart, so their
+    /// duplicate ACKs do too. Linux's recovery (proportional rate reduction, RFC 6937) sends
+    /// new data from the first duplicate after the fast retransmit, one segment for every two
+    /// that left the network; RFC 6675 alone holds everything until the pipe has fallen below
+    /// ssthresh (half the flight), then sends one per ACK. Both deliver everything.
+    #[test]
+    fn linux_recovery_sends_in_proportion_to_what_left_the_network() {
+        let recovery = |congestion: Congestion| {
+            let mut a = config(A, congestion);
+            a.rx_buffer = 64 * 1024;
+            a.nagle = Nagle::Off;
+            a.sack = true;
+            let mut p = Pair::new(a, peer(a, 0xFFFF_FF00), 1.0);
+            p.run(3.0, &|_| false);
+            let data = pattern(40 * 216);
+            p.ends[0].send_slice(&data);
+            p.run_judging(3000.0, &|_, log| {
+                let (last, before) = log.split_last()?;
+                let k = last.seq.wrapping_sub(1001) / 216;
+                let first = !before.iter().any(|e| e.by == 0 && e.seq == last.seq);
+                if last.by != 0 || last.len == 0 || !first {
+                    return Some(0.0);
+                }
+                (k != 1).then_some(0.1 * f64::from(k.min(20)))
+            });
+            p.assert_read(&data);
+            let log = segment_log(&p);
+            let fast_retransmit = log
+                .iter()
+                .find(|&&(k, before, _)| k == 1 && before == 1)
+                .map(|&(_, _, at)| at)
+                .expect("segment 1 resent");
+            // New segments sent within 1 s of the fast retransmit (while the rest of the
+            // duplicates come in).
+            log.iter()
+                .filter(|&&(k, before, at)| {
+                    k >= 20 && before == 0 && at >= fast_retransmit && at < fast_retransmit + 1.0
+                })
+                .map(|&(k, _, at)| (k, ((at - fast_retransmit) * 10.0).round() / 10.0))
+                .collect::<Vec<_>>()
+        };
+        let prr = recovery(Congestion::LinuxReno { initial: 20 });
+        let rfc6675 = recovery(Congestion::Reno { initial: 20 });
+        assert_eq!(
+            prr,
+            vec![(24, 0.1), (25, 0.3), (26, 0.5), (27, 0.7), (28, 0.9)]
+        );
+        assert_eq!(rfc6675, vec![(24, 0.9)]);
     }
 
     /// A timeout after SACKs: every hole is resent (the first at once, the others as the
