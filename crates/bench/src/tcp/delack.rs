@@ -37,10 +37,13 @@
 //! acknowledged at once here, as before it), and ECN's quick ACKs.
 //!
 //! Versions: `linux` is a current kernel, `isode-stock` one from about 2012. Their engines
-//! differ in details this model does not reach: from 5.1 to 6.5 interactive mode needed three
-//! quick replies (`TCP_PINGPONG_THRESH` 3, then reverted to one); since 6.6 only ACKs of new
-//! data count down the quick-ACK budget; 4.11 fixed the server side's first `lrcvtime`. The
-//! model keeps one reply and the counting of ACKs that acknowledged data, which both had.
+//! differ in details this model does not follow: for a while between the two, interactive
+//! mode took three quick replies instead of one (`TCP_PINGPONG_THRESH`, later back to one);
+//! older kernels count every segment carrying an ACK against the quick-ACK budget, recent ones
+//! only ACKs of data not acknowledged before (here: the recent rule, so a host sending data
+//! while in quick-ACK mode keeps its budget longer than a 2012 kernel would); and a passive
+//! open's first `lrcvtime` was set at the handshake only from 2017 on. The model takes one
+//! reply, as both ends of that span do.
 
 use std::time::Duration;
 
