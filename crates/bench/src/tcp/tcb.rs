@@ -1086,11 +1086,7 @@ impl Tcb {
             0
         };
         let newly_sacked = if self.sacking() {
-            let edge = if after(ack, self.snd_una) {
-                ack
-            } else {
-                self.snd_una
-            };
+            let edge = self.snd_una.wrapping_add(advance);
             self.board.update(edge, self.snd_max, &self.seg_sack)
         } else {
             0
