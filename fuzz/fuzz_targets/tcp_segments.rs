@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use skywave_bench::model::{Congestion, Nagle, RttEstimator, WindowRules};
+use skywave_bench::model::{Congestion, CubicEra, Nagle, RttEstimator, WindowRules};
 use skywave_bench::tcp::tcb::{RtoTimers, Tcb, TcbConfig, datagram};
 use smoltcp::wire::{IpProtocol, Ipv4Packet, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber};
 
@@ -42,7 +42,15 @@ fuzz_target!(|data: &[u8]| {
         congestion: match setup >> 5 & 3 {
             0 => Congestion::Reno { initial: 1 },
             1 => Congestion::Segments { initial: 10 },
-            2 => Congestion::LinuxReno { initial: 10 },
+            2 if setup & 1 == 0 => Congestion::LinuxReno { initial: 10 },
+            2 => Congestion::Cubic {
+                initial: 10,
+                era: if setup & 2 == 0 {
+                    CubicEra::Linux2639
+                } else {
+                    CubicEra::Linux41
+                },
+            },
             _ => Congestion::Unlimited,
         },
         nagle: [Nagle::Off, Nagle::Classic, Nagle::Minshall][usize::from(setup >> 7)],

@@ -289,6 +289,12 @@ struct Compare {
     /// own, on for linux and isode-stock).
     #[arg(long, value_name = "on|off", value_parser = on_off)]
     linux_acks: Option<bool>,
+    /// The congestion control of the Linux profiles on skywave's TCP: `cubic` (Linux's
+    /// default, CUBIC with HyStart, counting ACKs as each profile's kernel does: isode-stock's
+    /// 2.6.39-4.0, linux's 4.1 on; the profiles' own) or `reno` (Linux's Reno, which they ran
+    /// until 2026-11-28).
+    #[arg(long, value_name = "reno|cubic", value_parser = reno_cubic)]
+    congestion: Option<bool>,
     /// The ship's mail-queue timer (JNOS `smtp timer`), seconds: after a connection that ended
     /// with mail not accepted (its TCP gave up, the 5066 link was lost), the mail goes again in
     /// a new connection at the timer's next tick, until the run's time limit. Default: none, as
@@ -388,6 +394,20 @@ struct Calibrate {
     /// `compare --linux-acks`).
     #[arg(long, value_name = "on|off", value_parser = on_off)]
     linux_acks: Option<bool>,
+    /// The congestion control of Isode's hosts: `cubic` (Linux's default, CUBIC with HyStart,
+    /// as Linux 2.6.39-4.0 counts ACKs; the default) or `reno` (Linux's Reno; see `compare
+    /// --congestion`).
+    #[arg(long, value_name = "reno|cubic", value_parser = reno_cubic)]
+    congestion: Option<bool>,
+}
+
+/// A `reno|cubic` choice: `true` for CUBIC.
+fn reno_cubic(s: &str) -> std::result::Result<bool, String> {
+    match s {
+        "reno" => Ok(false),
+        "cubic" => Ok(true),
+        _ => Err(format!("expected reno or cubic, got {s:?}")),
+    }
 }
 
 /// An `on|off` switch.
@@ -699,6 +719,7 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
         no_sack: c.no_sack,
         tlp: c.tlp,
         linux_acks: c.linux_acks,
+        cubic: c.congestion,
         smtp_timer: seconds(c.smtp_timer, "--smtp-timer")?,
         seeds: seeds(c.seeds.unwrap_or(if c.quick { 1 } else { 3 }))?,
         segment_size: match c.segment_size {
@@ -839,6 +860,7 @@ fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
         no_sack: c.no_sack,
         tlp: c.tlp,
         linux_acks: c.linux_acks,
+        cubic: c.congestion,
     };
     if stations.ssthresh.is_some() && stations.tcp_engine == Some(TcpEngine::Smoltcp) {
         bail!("--ssthresh needs skywave's TCP: smoltcp cannot be given a slow-start threshold");

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 pub use crate::tcp::profile::{
-    Congestion, GiveUp, Nagle, RtoFit, RttEstimator, TcpEngine, TcpProfile, WindowRules,
+    Congestion, CubicEra, GiveUp, Nagle, RtoFit, RttEstimator, TcpEngine, TcpProfile, WindowRules,
 };
 
 /// The protocol stack under test.

@@ -61,6 +61,9 @@ pub struct SweepSpec {
     /// Linux's delayed-ACK engine on or off for every TCP run ([`TcpSettings::linux_acks`]);
     /// `None`: the profile's.
     pub linux_acks: Option<bool>,
+    /// Linux's CUBIC (`true`) or Linux's Reno (`false`) for every Linux profile on skywave's
+    /// TCP ([`TcpSettings::with_cubic`]); `None`: the profile's.
+    pub cubic: Option<bool>,
     /// The ship's mail-queue timer (JNOS `smtp timer`) for the TCP scenarios; `None`: the
     /// profile's (none: the queue runs once).
     pub smtp_timer: Option<Duration>,
@@ -109,6 +112,7 @@ impl SweepSpec {
             no_sack: false,
             tlp: None,
             linux_acks: None,
+            cubic: None,
             smtp_timer: None,
             seeds: vec![1],
             segment_size: DEFAULT_SEGMENT,
@@ -200,6 +204,9 @@ impl SweepSpec {
                     t.sack &= !self.no_sack;
                     t.tlp = self.tlp.unwrap_or(t.tlp);
                     t.linux_acks = self.linux_acks.unwrap_or(t.linux_acks);
+                    if let Some(cubic) = self.cubic {
+                        t = t.with_cubic(cubic);
+                    }
                     if let Some(min_rto) = self.min_rto {
                         t.min_rto = min_rto;
                     }

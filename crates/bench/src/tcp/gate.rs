@@ -47,7 +47,10 @@ impl Gate {
     pub(crate) fn new(mss: usize, congestion: Congestion, nagle: Nagle) -> Option<Gate> {
         let cwnd = match congestion {
             // Reno is skywave's own TCP's (the settings check refuses it on smoltcp).
-            Congestion::SmoltcpReno | Congestion::Reno { .. } | Congestion::LinuxReno { .. } => {
+            Congestion::SmoltcpReno
+            | Congestion::Reno { .. }
+            | Congestion::LinuxReno { .. }
+            | Congestion::Cubic { .. } => {
                 return None;
             }
             Congestion::Unlimited => None,

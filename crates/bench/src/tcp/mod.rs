@@ -106,6 +106,7 @@
 //! [`tcp::Socket::set_ack_delay`]: smoltcp::socket::tcp::Socket::set_ack_delay
 
 pub mod bulk;
+pub mod cubic;
 mod delack;
 mod gate;
 mod host;

@@ -167,6 +167,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+pub use super::cubic::CubicEra;
 use crate::model::TcpSettings;
 
 /// Which JNOS constant the dilated smoltcp clock reproduces exactly (see the module docs of
@@ -213,13 +214,38 @@ pub enum Congestion {
         /// Initial window, segments (RFC 6928: 10).
         initial: u16,
     },
+    /// Linux's default congestion control, CUBIC with HyStart (`tcp/cubic.rs`), on skywave's
+    /// own TCP only: loss detection and recovery as [`Congestion::LinuxReno`] (SACK, PRR, the
+    /// timeout and its undo), but the window grows by the cubic function with Reno's rate as
+    /// a floor, slow start may end early on a rising round trip, and a loss keeps 0.7 of the
+    /// window instead of half the flight.
+    Cubic {
+        /// Initial window, segments (RFC 6928: 10).
+        initial: u16,
+        /// How the generation of Linux counts ACKs.
+        era: CubicEra,
+    },
 }
 
 impl Congestion {
-    /// skywave's own Reno, whichever way it grows ([`Congestion::Reno`],
-    /// [`Congestion::LinuxReno`]): cut on a timeout, fast retransmit and recovery.
+    /// skywave's own loss-based window, whichever way it grows ([`Congestion::Reno`],
+    /// [`Congestion::LinuxReno`], [`Congestion::Cubic`]): cut on a timeout, fast retransmit
+    /// and recovery.
     pub fn is_skywave_reno(self) -> bool {
-        matches!(self, Congestion::Reno { .. } | Congestion::LinuxReno { .. })
+        matches!(
+            self,
+            Congestion::Reno { .. } | Congestion::LinuxReno { .. } | Congestion::Cubic { .. }
+        )
+    }
+
+    /// Linux's ways of counting on skywave's TCP ([`Congestion::LinuxReno`],
+    /// [`Congestion::Cubic`]): growth in segments only while the window is in use, and
+    /// proportional rate reduction in a SACK recovery.
+    pub fn is_linux(self) -> bool {
+        matches!(
+            self,
+            Congestion::LinuxReno { .. } | Congestion::Cubic { .. }
+        )
     }
 
     /// The initial window for segments of `mss` bytes, where it is counted in segments
@@ -228,7 +254,8 @@ impl Congestion {
         match self {
             Congestion::Segments { initial }
             | Congestion::Reno { initial }
-            | Congestion::LinuxReno { initial } => {
+            | Congestion::LinuxReno { initial }
+            | Congestion::Cubic { initial, .. } => {
                 Some(u32::from(initial.max(1)).saturating_mul(mss))
             }
             Congestion::SmoltcpReno | Congestion::Unlimited => None,
@@ -398,7 +425,11 @@ impl TcpProfile {
                 linux_acks: true,
                 rtt_cache: false,
                 initial_ssthresh: None,
-                congestion: Congestion::LinuxReno { initial: 10 },
+                // Linux's default since 2.6.19; a current kernel counts what is acknowledged.
+                congestion: Congestion::Cubic {
+                    initial: 10,
+                    era: CubicEra::Linux41,
+                },
                 nagle: Nagle::Minshall,
                 window_rules: WindowRules::Linux,
                 ack_delay: Some(Duration::from_millis(40)),
@@ -446,7 +477,11 @@ impl TcpProfile {
                 mtu: isode_mtu(rate_bps),
                 rto_fit: RtoFit::MaxWait,
                 engine: TcpEngine::Skywave,
-                congestion: Congestion::LinuxReno { initial: 10 },
+                // Linux's default since 2.6.19, counting ACKs as the 3.x kernels did.
+                congestion: Congestion::Cubic {
+                    initial: 10,
+                    era: CubicEra::Linux2639,
+                },
                 min_rto: Duration::from_millis(200),
                 rtt_estimator: RttEstimator::Linux,
                 timestamps: true,
@@ -600,17 +635,40 @@ impl TcpSettings {
         self
     }
 
+    /// The settings with Linux's CUBIC (`cubic`) or Linux's Reno in place of the other, on
+    /// skywave's TCP: a Linux profile's window keeps its initial size and takes CUBIC's ACK
+    /// counting from the profile's kernel (`isode-stock`: 2.6.39 to 4.0, [`CubicEra::Linux2639`];
+    /// `linux`, a current host: [`CubicEra::Linux41`]). Other windows stay as they are.
+    pub fn with_cubic(mut self, cubic: bool) -> TcpSettings {
+        let era = self.cubic_era();
+        self.congestion = match (cubic, self.congestion) {
+            (true, Congestion::LinuxReno { initial }) => Congestion::Cubic { initial, era },
+            (false, Congestion::Cubic { initial, .. }) => Congestion::LinuxReno { initial },
+            (_, c) => c,
+        };
+        self
+    }
+
+    /// How the kernel this profile stands for counts ACKs for CUBIC: `isode-stock`'s Linux of
+    /// 2012 as 2.6.39-4.0 did, any other as a current Linux.
+    fn cubic_era(&self) -> CubicEra {
+        match self.profile {
+            Some(TcpProfile::IsodeStock) => CubicEra::Linux2639,
+            _ => CubicEra::Linux41,
+        }
+    }
+
     /// The settings on `engine`. smoltcp's Reno and skywave's Reno are the same algorithm
     /// with different starts, so a profile's Reno moves to the other engine's: on skywave's
     /// TCP `jnos-1998` starts from one segment, as JNOS (`proc_syn` sets cwnd to the MSS),
-    /// growing per ACK as JNOS does, and every other profile from ten, stock Linux's window
-    /// since 2.6.39 (RFC 6928), growing by what is acknowledged as Linux does
-    /// ([`Congestion::LinuxReno`]); on smoltcp, Reno starts at smoltcp's 2048 bytes. `linux`
-    /// on skywave's TCP becomes the Linux its smoltcp form stands in for: Linux's Reno from
-    /// ten segments instead of the gate's
-    /// window that never cuts (skywave's TCP undoes spurious timeouts itself), Linux's 120 s
-    /// maximum RTO and its give-up. Everything else stays, and on skywave's TCP `irtt`,
-    /// `min_rto` and `max_wait` are used as they are.
+    /// growing per ACK as JNOS does, and every other profile runs Linux's CUBIC from ten
+    /// segments, stock Linux's window since 2.6.39 (RFC 6928; [`Congestion::Cubic`], counting
+    /// ACKs as the profile's kernel does); on smoltcp, Reno starts at smoltcp's 2048 bytes
+    /// (smoltcp has no CUBIC). `linux` on skywave's TCP becomes the Linux its smoltcp form
+    /// stands in for: CUBIC from ten segments instead of the gate's window that never cuts
+    /// (skywave's TCP undoes spurious timeouts itself), Linux's 120 s maximum RTO and its
+    /// give-up. Everything else stays, and on skywave's TCP `irtt`, `min_rto` and `max_wait`
+    /// are used as they are.
     pub fn on_engine(mut self, engine: TcpEngine) -> TcpSettings {
         self.engine = engine;
         self.congestion = match (engine, self.congestion) {
@@ -618,15 +676,21 @@ impl TcpSettings {
                 if self.profile == Some(TcpProfile::Jnos1998) {
                     Congestion::Reno { initial: 1 }
                 } else {
-                    Congestion::LinuxReno { initial: 10 }
+                    Congestion::Cubic {
+                        initial: 10,
+                        era: self.cubic_era(),
+                    }
                 }
             }
             // `linux` on skywave's TCP, which undoes spurious timeouts as Linux does, needs no
-            // never-cutting window as a stand-in: Reno from the same ten segments.
+            // never-cutting window as a stand-in: CUBIC from the same ten segments.
             (TcpEngine::Skywave, Congestion::Segments { initial })
                 if self.profile == Some(TcpProfile::Linux) =>
             {
-                Congestion::LinuxReno { initial }
+                Congestion::Cubic {
+                    initial,
+                    era: CubicEra::Linux41,
+                }
             }
             // `linux` on smoltcp: the gate's segment window that never cuts, the stand-in
             // for Linux's undo of a spurious timeout, which smoltcp lacks.
@@ -635,9 +699,15 @@ impl TcpSettings {
             {
                 Congestion::Segments { initial }
             }
-            (TcpEngine::Smoltcp, Congestion::Reno { .. } | Congestion::LinuxReno { .. }) => {
-                Congestion::SmoltcpReno
+            (TcpEngine::Smoltcp, Congestion::Cubic { initial, .. })
+                if self.profile == Some(TcpProfile::Linux) =>
+            {
+                Congestion::Segments { initial }
             }
+            (
+                TcpEngine::Smoltcp,
+                Congestion::Reno { .. } | Congestion::LinuxReno { .. } | Congestion::Cubic { .. },
+            ) => Congestion::SmoltcpReno,
             (_, c) => c,
         };
         if self.profile == Some(TcpProfile::Linux) {
@@ -695,13 +765,23 @@ mod tests {
         let linux = TcpProfile::Linux.settings(1200);
         assert_eq!((linux.mss, linux.mtu, linux.window), (1460, 1500, 65_535));
         assert_eq!(linux.nagle, Nagle::Minshall);
-        // On skywave's TCP: Linux's RTO bounds, Linux's Reno from ten segments, its give-up.
+        // On skywave's TCP: Linux's RTO bounds, CUBIC from ten segments, its give-up.
         assert_eq!(linux.engine, TcpEngine::Skywave);
         assert_eq!(
             linux.rto_constants(),
             (s(1), Duration::from_millis(200), s(120))
         );
-        assert_eq!(linux.congestion, Congestion::LinuxReno { initial: 10 });
+        assert_eq!(
+            linux.congestion,
+            Congestion::Cubic {
+                initial: 10,
+                era: CubicEra::Linux41
+            }
+        );
+        // `--congestion reno` and back.
+        let reno = linux.with_cubic(false);
+        assert_eq!(reno.congestion, Congestion::LinuxReno { initial: 10 });
+        assert_eq!(reno.with_cubic(true), linux);
         assert_eq!(linux.give_up, GiveUp::LINUX);
         assert_eq!(linux.window_rules, WindowRules::Linux);
         assert_eq!(linux.on_engine(TcpEngine::Skywave), linux);
@@ -742,7 +822,13 @@ mod tests {
         // smoltcp, smoltcp's Reno on the clock fitted to the 120 s maximum.
         let stock = TcpProfile::IsodeStock.settings(1200);
         assert_eq!(stock.engine, TcpEngine::Skywave);
-        assert_eq!(stock.congestion, Congestion::LinuxReno { initial: 10 });
+        assert_eq!(
+            stock.congestion,
+            Congestion::Cubic {
+                initial: 10,
+                era: CubicEra::Linux2639
+            }
+        );
         assert_eq!(
             stock.rto_constants(),
             (s(1), Duration::from_millis(200), s(120))

@@ -86,6 +86,7 @@ use smoltcp::wire::{
     TcpSeqNumber, TcpTimestampRepr,
 };
 
+use super::cubic::Cubic;
 use super::delack::LinuxAcks;
 use super::profile::{Congestion, Nagle, RttEstimator, WindowRules};
 use super::sack::{self, Blocks, Scoreboard};
@@ -439,6 +440,8 @@ pub struct Tcb {
     ack_now: bool,
     /// Linux's delayed-ACK engine, once the connection is open (`cfg.linux_acks` only).
     acks: Option<LinuxAcks>,
+    /// CUBIC's state, once the connection is open ([`Congestion::Cubic`] only).
+    cubic: Option<Cubic>,
     time_wait_at: Option<Duration>,
 
     out: Vec<Vec<u8>>,
@@ -513,6 +516,7 @@ impl Tcb {
             ack_at: None,
             ack_now: false,
             acks: None,
+            cubic: None,
             time_wait_at: None,
             out: Vec::new(),
             cfg,
@@ -1135,12 +1139,13 @@ impl Tcb {
         }
         // New data acknowledged.
         let flight_before = self.snd_max.wrapping_sub(self.snd_una);
+        let mut rtt_sample = None;
         if let Some(echo) = self.seg_echo {
             // RFC 7323: every ACK of new data is a sample, resent segments' too (the echo
             // says which transmission it answers).
-            let rtt = self.tsval().wrapping_sub(echo);
-            self.rtte
-                .sample(Duration::from_millis(u64::from(rtt)), ack, self.snd_max);
+            let rtt = Duration::from_millis(u64::from(self.tsval().wrapping_sub(echo)));
+            rtt_sample = Some(rtt);
+            self.rtte.sample(rtt, ack, self.snd_max);
             self.rtte.timed = None;
             if let Some(undo) = self.undo.take()
                 && after(undo.tsval, echo)
@@ -1157,11 +1162,16 @@ impl Tcb {
         } else if let Some((timed, sent)) = self.rtte.timed
             && at_or_after(ack, timed)
         {
+            rtt_sample = Some(now.saturating_sub(sent));
             self.rtte
                 .sample(now.saturating_sub(sent), ack, self.snd_max);
             self.rtte.timed = None;
         }
         self.undo = None;
+        if let Some(rtt) = rtt_sample {
+            // Linux hands CUBIC the sample before it grows the window (`pkts_acked`).
+            self.cubic_sample(now, rtt, ack.wrapping_sub(self.snd_una));
+        }
         // The SYN and FIN take sequence space but no buffer space, nor do they open cwnd.
         let data_acked = if after(ack, self.buf_seq) {
             (ack.wrapping_sub(self.buf_seq) as usize).min(self.tx.len())
@@ -1248,6 +1258,7 @@ impl Tcb {
             _ if flight_before.saturating_add(mss) < cwnd => cwnd,
             // Linux's Reno: slow start by what was acknowledged, up to ssthresh; the rest
             // counted towards avoidance's one segment per window acknowledged.
+            Congestion::Cubic { .. } => self.grow_cubic(now, ack, cwnd, acked),
             Congestion::LinuxReno { .. } => {
                 let slow = if cwnd < self.ssthresh {
                     acked.min(self.ssthresh - cwnd)
@@ -1263,6 +1274,47 @@ impl Tcb {
             _ => cwnd.saturating_add(acked.min(mss)),
         };
         self.cwnd = Some(grown);
+    }
+
+    /// CUBIC's growth for an ACK of `acked` new bytes (`tcp/cubic.rs`), in whole segments as
+    /// Linux counts the window.
+    fn grow_cubic(&mut self, now: Duration, ack: u32, cwnd: u32, acked: u32) -> u32 {
+        let mss = self.mss as u32;
+        let (ssthresh, snd_nxt) = (self.ssthresh / mss, self.snd_nxt);
+        let Some(c) = self.cubic.as_mut() else {
+            return cwnd.saturating_add(acked.min(mss));
+        };
+        let grown = c.grow(
+            now,
+            (ack, snd_nxt),
+            ((cwnd / mss).max(1), ssthresh),
+            acked.div_ceil(mss),
+            &mut self.cwnd_cnt,
+        );
+        grown.saturating_mul(mss)
+    }
+
+    /// An RTT sample of an ACK of `acked` new bytes for CUBIC: its smallest RTT, and HyStart,
+    /// which may end slow start here (ssthresh set to the window, as Linux does).
+    fn cubic_sample(&mut self, now: Duration, rtt: Duration, acked: u32) {
+        let mss = self.mss as u32;
+        let open = self.recover.is_none() && !self.board.in_loss();
+        let (Some(c), Some(cwnd)) = (self.cubic.as_mut(), self.cwnd) else {
+            return;
+        };
+        let window = ((cwnd / mss).max(1), self.ssthresh / mss);
+        if c.sample(now, rtt, window, acked.div_ceil(mss), open) {
+            self.ssthresh = cwnd;
+        }
+    }
+
+    /// CUBIC's slow-start threshold after a loss seen now (`None` for the Reno family, whose
+    /// callers keep their own rule): 0.7 of the window.
+    fn cubic_loss(&mut self) -> Option<u32> {
+        let mss = self.mss as u32;
+        let cwnd = self.cwnd?;
+        let c = self.cubic.as_mut()?;
+        Some(c.loss((cwnd / mss).max(1)).saturating_mul(mss))
     }
 
     /// Linux's SACK recovery sets the window on every ACK by proportional rate reduction
@@ -1315,9 +1367,9 @@ impl Tcb {
             let lost = self.dup_acks >= DUP_ACKS || self.board.is_lost(self.snd_una, mss);
             if lost && self.recover.is_none() && !self.board.in_loss() {
                 let prior_cwnd = self.cwnd.unwrap_or(mss);
-                self.ssthresh = self.halved_flight();
+                self.ssthresh = self.cubic_loss().unwrap_or_else(|| self.halved_flight());
                 self.cwnd = Some(self.ssthresh);
-                if matches!(self.cfg.congestion, Congestion::LinuxReno { .. }) {
+                if self.cfg.congestion.is_linux() {
                     // Linux: only the first hole now; the rest as proportional rate reduction
                     // lets them go ([`Tcb::reduce_by_prr`], once this ACK is counted).
                     self.prr = Some(Prr {
@@ -1337,7 +1389,7 @@ impl Tcb {
             return;
         }
         if self.dup_acks == DUP_ACKS && self.recover.is_none() {
-            self.ssthresh = self.halved_flight();
+            self.ssthresh = self.cubic_loss().unwrap_or_else(|| self.halved_flight());
             self.cwnd = Some(self.ssthresh + DUP_ACKS * mss);
             self.cwnd_cnt = 0;
             self.recover = Some(self.snd_max);
@@ -1358,6 +1410,9 @@ impl Tcb {
     /// 5066 link, whose round trip is seconds, the usual case.
     fn opened(&mut self) {
         self.state = State::Established;
+        if let Congestion::Cubic { era, .. } = self.cfg.congestion {
+            self.cubic = Some(Cubic::new(era, self.clock, self.snd_nxt));
+        }
         if self.cfg.linux_acks {
             let window = self.rcv_adv.wrapping_sub(self.rcv_nxt) as usize;
             self.acks = Some(LinuxAcks::new(
@@ -1666,14 +1721,29 @@ impl Tcb {
         // first ACK after shows whether to undo it; a lost SYN then follows Linux's rule
         // (`opened`). The segment window without timestamps is never cut (see `tcp/gate.rs`).
         let cut = match self.cfg.congestion {
-            Congestion::Reno { .. } | Congestion::LinuxReno { .. } => {
+            Congestion::Reno { .. } | Congestion::LinuxReno { .. } | Congestion::Cubic { .. } => {
                 !(opening && self.cfg.timestamps)
             }
             Congestion::Segments { .. } => self.ts_ok && !opening,
             Congestion::Unlimited | Congestion::SmoltcpReno => false,
         };
         if cut {
-            self.ssthresh = self.halved_flight();
+            self.ssthresh = if self.cubic.is_some() {
+                // Linux recomputes it on the first timeout of an episode outside a recovery
+                // (`tcp_enter_loss`), not on each back-off, and starts CUBIC afresh each time.
+                let first = self.rtte.backoff == 1 && self.recover.is_none();
+                let s = match first {
+                    true => self.cubic_loss(),
+                    false => None,
+                };
+                let snd_nxt = self.snd_nxt;
+                if let Some(c) = self.cubic.as_mut() {
+                    c.timeout(now, snd_nxt);
+                }
+                s.unwrap_or(self.ssthresh)
+            } else {
+                self.halved_flight()
+            };
             self.cwnd = Some(mss);
             self.cwnd_cnt = 0;
             self.recover = None;
@@ -1926,7 +1996,7 @@ impl Tcb {
         } else if after(ack, high) {
             let mss = self.mss as u32;
             if let Some(c) = self.cwnd {
-                self.ssthresh = (c / 2).max(2 * mss);
+                self.ssthresh = self.cubic_loss().unwrap_or((c / 2).max(2 * mss));
                 self.cwnd = Some(self.ssthresh);
                 self.cwnd_cnt = 0;
             }
@@ -1994,6 +2064,7 @@ impl Tcb {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tcp::cubic::CubicEra;
 
     const A: [u8; 4] = [10, 0, 0, 1];
     const B: [u8; 4] = [10, 0, 0, 2];
@@ -2488,8 +2559,13 @@ mod tests {
         delayed: bool,
     ) -> (u32, Option<u32>) {
         let mut a = config(A, congestion);
-        a.rx_buffer = 65_535;
         a.initial_ssthresh = ssthresh;
+        after_eight_round_trips_of(a, delayed)
+    }
+
+    /// [`after_eight_round_trips`] from a host with the settings `a`.
+    fn after_eight_round_trips_of(mut a: TcbConfig, delayed: bool) -> (u32, Option<u32>) {
+        a.rx_buffer = 65_535;
         let mut b = peer(a, 3);
         b.ack_delay = delayed.then_some(secs(0.2));
         let mut p = Pair::new(a, b, 1.0);
@@ -2541,6 +2617,46 @@ mod tests {
         assert_eq!((after(rfc, true), after(linux, true)), (Some(5), Some(9)));
     }
 
+    /// CUBIC's hybrid slow start on the lossless 2 s link above, whose 1 ms spacing makes a
+    /// queue, and so a rising round trip, once more than a few segments go at once: slow start
+    /// ends at HyStart's low window of 16 segments or soon after, with no loss, where Linux's
+    /// Reno doubles on until the data runs out. Both counting generations.
+    #[test]
+    fn cubic_leaves_slow_start_when_the_round_trip_rises() {
+        let reno = after_eight_round_trips(Congestion::LinuxReno { initial: 10 }, None, false);
+        assert_eq!(reno.0, u32::MAX / 216);
+        for era in [CubicEra::Linux2639, CubicEra::Linux41] {
+            // With timestamps, as Linux hosts have them: an RTT sample from every ACK.
+            let mut a = config(A, Congestion::Cubic { initial: 10, era });
+            a.timestamps = true;
+            let (ssthresh, cwnd) = after_eight_round_trips_of(a, false);
+            assert!((16..=32).contains(&ssthresh), "{era:?}: {ssthresh}");
+            // Then the cubic function: on a 2 s round trip it grows faster than Reno's one a
+            // round trip, and the 60000 bytes are 278 segments.
+            assert!(cwnd.is_some_and(|c| c > ssthresh + 6), "{era:?}: {cwnd:?}");
+        }
+    }
+
+    /// One segment of a 20-segment flight lost and repaired by SACK recovery: Linux's Reno
+    /// leaves recovery at half the flight (17 segments were out when the third duplicate ACK
+    /// came: 8), CUBIC at 0.7 of its 20-segment window (`β` = 717/1024: 14 segments).
+    #[test]
+    fn cubic_keeps_seven_tenths_of_its_window_after_a_loss() {
+        let after_loss = |congestion| {
+            let mut p = sack_sender(congestion, true);
+            let data = pattern(20 * 216);
+            let resent = send_losing(&mut p, &data, 3000.0, &[3]);
+            assert_eq!(resent.len(), 1, "{resent:?}");
+            p.ends[0].ssthresh / 216
+        };
+        assert_eq!(after_loss(Congestion::LinuxReno { initial: 20 }), 8);
+        let cubic = Congestion::Cubic {
+            initial: 20,
+            era: CubicEra::Linux41,
+        };
+        assert_eq!(after_loss(cubic), 20 * 717 / 1024);
+    }
+
     #[test]
     fn reno_repairs_one_loss_by_fast_retransmit_and_halves_its_window() {
         let reno = Congestion::Reno { initial: 4 };
@@ -2569,7 +2685,12 @@ mod tests {
     /// that never binds) that offer SACK or not, with JNOS's long timers so that no timeout
     /// interferes unless a test makes one.
     fn sack_pair(sack: bool) -> Pair {
-        let mut a = config(A, Congestion::LinuxReno { initial: 10 });
+        sack_sender(Congestion::LinuxReno { initial: 10 }, sack)
+    }
+
+    /// [`sack_pair`] with `congestion`, the connection open.
+    fn sack_sender(congestion: Congestion, sack: bool) -> Pair {
+        let mut a = config(A, congestion);
         a.rx_buffer = 64 * 1024;
         a.nagle = Nagle::Off;
         a.sack = sack;
@@ -2648,12 +2769,7 @@ mod tests {
     #[test]
     fn linux_recovery_sends_in_proportion_to_what_left_the_network() {
         let recovery = |congestion: Congestion| {
-            let mut a = config(A, congestion);
-            a.rx_buffer = 64 * 1024;
-            a.nagle = Nagle::Off;
-            a.sack = true;
-            let mut p = Pair::new(a, peer(a, 0xFFFF_FF00), 1.0);
-            p.run(3.0, &|_| false);
+            let mut p = sack_sender(congestion, true);
             let data = pattern(40 * 216);
             p.ends[0].send_slice(&data);
             p.run_judging(3000.0, &|_, log| {
@@ -3005,7 +3121,7 @@ mod tests {
         #[test]
         fn a_stream_survives_loss_and_reordering(
             len in 1usize..12_000,
-            congestion in 0usize..5,
+            congestion in 0usize..7,
             nagle in 0usize..3,
             delayed_ack in 0usize..3,
             timestamps in proptest::bool::ANY,
@@ -3019,6 +3135,8 @@ mod tests {
                 Congestion::Segments { initial: 10 },
                 Congestion::Unlimited,
                 Congestion::LinuxReno { initial: 10 },
+                Congestion::Cubic { initial: 10, era: CubicEra::Linux2639 },
+                Congestion::Cubic { initial: 10, era: CubicEra::Linux41 },
             ][congestion];
             let mut a = config(A, congestion);
             a.nagle = [Nagle::Off, Nagle::Classic, Nagle::Minshall][nagle];

@@ -502,10 +502,12 @@ async fn a_bulk_stream_loses_datagrams_only_to_an_ip_client_that_drops() {
     assert_eq!(tcp.ip_client_hold, Some(crate::stack::IP_CLIENT_HOLD));
     let run = Duration::from_secs(7200);
     let dropping = super::bulk::run_bulk_tcp_5066(&c, &tcp, run).await.unwrap();
-    // The README's figures (deterministic for the seed): 57 dropped, 63 resent.
+    // The README's figures (deterministic for the seed): 379 dropped, 385 resent (57 and 63
+    // while the hosts ran Linux's Reno, which halved its window at each loss where CUBIC keeps
+    // 0.7 of it and is back at it within seconds).
     assert_eq!(
         (dropping.ip_client_drops, dropping.tcp_resent_segments),
-        (57, 63),
+        (379, 385),
         "final {} bit/s, first data {:?} s",
         dropping.final_bps,
         dropping.first_data_s
@@ -587,7 +589,7 @@ async fn a_later_run_between_the_same_hosts_starts_from_their_cached_round_trip(
 #[tokio::test(start_paused = true)]
 async fn a_run_repeats_exactly() {
     let c =
-        crate::calibrate::ISODE_STATIONS.apply(crate::calibrate::clean_condition(9600, "long", 1));
+        crate::calibrate::ISODE_STATIONS.apply(crate::calibrate::clean_condition(9600, "short", 1));
     let mut tcp = crate::calibrate::isode_tcp(9600).on_engine(crate::model::TcpEngine::Skywave);
     (tcp.mtu, tcp.mss) = (500, 460);
     let run = Duration::from_secs(1800);
