@@ -4,9 +4,9 @@
 //! | profile | TCP | MSS / MTU | window | RTO initial / min / max | congestion | Nagle | delayed ACK | gives up |
 //! |---|---|---|---|---|---|---|---|---|
 //! | `jnos-1998` | skywave's | 216 / 256 | 1024 | 60 / 0.5 / 90 s (1200 bit/s; 60 / 0.5 / 360 s below), SRTT from IRTT | Reno from 1 segment | classic | none | after 10 timeouts |
-//! | `linux` | skywave's | 1460 / 1500 | 65535 | 1 / 0.2 / 120 s, Linux's estimator, timestamps | Linux's Reno from 10 segments, SACK, tail-loss probe | Minshall | Linux's: quick ACKs first, then 40-500 ms, interactive mode | SYN 127 s, data 924.6 s |
+//! | `linux` | skywave's | 1460 / 1500 | 65535 | 1 / 0.2 / 120 s, Linux's estimator, timestamps | CUBIC with HyStart from 10 segments, SACK, tail-loss probe | Minshall | Linux's: quick ACKs first, then 40-500 ms, interactive mode | SYN 127 s, data 924.6 s |
 //! | `best-case` | smoltcp | 2008 / 2048 | 1 MiB | 600 / 600 / 36000 s | none (receive window only) | off | 40 ms, every full segment | never |
-//! | `isode-stock` | skywave's | 1460 / 1500 (460 / 500 at 300 bit/s and below) | 65535 | 1 / 0.2 / 120 s, Linux's estimator, timestamps | Linux's Reno from 10 segments, SACK | classic | Linux's, as `linux` | SYN 127 s, data 924.6 s |
+//! | `isode-stock` | skywave's | 1460 / 1500 (460 / 500 at 300 bit/s and below) | 65535 | 1 / 0.2 / 120 s, Linux's estimator, timestamps | CUBIC with HyStart from 10 segments (2.6.39-4.0's counting), SACK | classic | Linux's, as `linux` | SYN 127 s, data 924.6 s |
 //!
 //! - **`jnos-1998`**: the TCP NTIA configured for JNOS in 1998 (MSS 216, MTU 256, IRTT 60 s,
 //!   maxwait 90 s at 1200 bit/s and above, 360 s below, window 1024 unless the table row says
@@ -25,10 +25,12 @@
 //!   --tcp-engine smoltcp` still runs it that way ([`TcpSettings::on_engine`]).
 //! - **`linux`**: a current Linux host behind the 5066 IP client on an Ethernet LAN (MSS 1460,
 //!   the 5066 IP client takes U_PDUs up to 2048 bytes so 1500-byte datagrams pass whole), on
-//!   skywave's TCP: initial window 10 segments (RFC 6928), Reno growing by what is acknowledged
-//!   as Linux's does ([`Congestion::LinuxReno`]; Linux's default CUBIC differs only after a
-//!   loss, and grows no slower), Nagle with Minshall's variant (a sub-MSS segment may go
-//!   whenever no other sub-MSS segment is unacknowledged), Linux's delayed-ACK engine
+//!   skywave's TCP: initial window 10 segments (RFC 6928), Linux's default congestion control,
+//!   CUBIC with HyStart, counting what is acknowledged as Linux 4.1 on does
+//!   ([`Congestion::Cubic`], `tcp/cubic.rs`; until 2026-11-28 Linux's Reno,
+//!   [`Congestion::LinuxReno`], still `--congestion reno`), Nagle with Minshall's variant (a
+//!   sub-MSS segment may go whenever no other sub-MSS segment is unacknowledged), Linux's
+//!   delayed-ACK engine
 //!   ([`TcpSettings::linux_acks`], `tcp/delack.rs`: up to 16 ACKs at once when the first data
 //!   arrives, then a delay from 40 ms that follows the arrivals and doubles when its timer
 //!   fires, up to 500 ms, 200 ms once the host is answering requests, when its ACKs wait to
@@ -63,11 +65,12 @@
 //!   below, where Isode ran SMTP with MTU 500: [`isode_mtu`]), window 65535, on skywave's TCP
 //!   as a stock Linux has it: RTO 1 s initially (`TCP_TIMEOUT_INIT`), 200 ms to 120 s
 //!   (`TCP_RTO_MIN`, `TCP_RTO_MAX`) from Linux's estimator ([`RttEstimator::Linux`]),
-//!   timestamps with an RTT sample from every ACK and the undo of a spurious timeout, Reno
-//!   from ten segments growing by what is acknowledged
-//!   ([`Congestion::LinuxReno`]: Linux's default CUBIC differs only after a loss, and grows no
-//!   slower), classic Nagle, Linux's delayed-ACK engine as `linux` (the engine's details that
-//!   changed since 2012 are below what the model reaches, `tcp/delack.rs`), Linux's window
+//!   timestamps with an RTT sample from every ACK and the undo of a spurious timeout, CUBIC
+//!   with HyStart from ten segments counting ACKs as the kernels of 2012 did (2.6.39 to 4.0:
+//!   one segment per ACK in slow start, `tcp_cong_avoid_ai`'s one per `cnt` ACKs after;
+//!   [`Congestion::Cubic`]; Linux's Reno until 2026-11-28), classic Nagle, Linux's
+//!   delayed-ACK engine as `linux` (the engine's details that changed since 2012 are below
+//!   what the model reaches, `tcp/delack.rs`), Linux's window
 //!   rules and give-up; SACK and D-SACK as `linux`, but no tail-loss
 //!   probe (the paper names the NC3A IP client, and the NC3A became part of the NCIA in July
 //!   2012, so its hosts likely ran a Linux before 3.10, the first with it). Through the IP
@@ -150,7 +153,7 @@
 //!   resends go-back-N after a timeout, the whole window, where Linux resends one segment and
 //!   goes on with new data once the ACKs show the timeout was spurious; SACK-based recovery
 //!   (smoltcp sends SACK blocks as a receiver but ignores them as a sender; skywave's TCP
-//!   recovers by them); CUBIC or Reno
+//!   recovers by them); CUBIC's or Reno's
 //!   reduction after a real loss (the wrapper never cuts: optimistic on a lossy channel);
 //!   slow-start restart after idle; receive-window autotuning; Linux's delayed-ACK engine
 //!   (quick ACKs at first, interactive mode, a delay that adapts; smoltcp acknowledges every

@@ -25,9 +25,11 @@
 //!   `min(acked, MSS)`, congestion avoidance by MSS²/cwnd, on a timeout ssthresh = max(flight/2,
 //!   2·MSS) and cwnd = 1 MSS, fast retransmit and recovery at three duplicate ACKs; a slow-start
 //!   threshold set at the handshake if asked, as from Linux's metrics cache); the same Reno
-//!   growing as Linux grows it, by what was acknowledged rather than per ACK; a segment
-//!   window that only grows (Linux with F-RTO undoing spurious timeouts, see `tcp/gate.rs`); or
-//!   none;
+//!   growing as Linux grows it, by what was acknowledged rather than per ACK; Linux's CUBIC
+//!   with HyStart (`tcp/cubic.rs`: the same loss detection and recovery, but the window grows
+//!   by the cubic function, slow start may end on a rising round trip, and a loss keeps 0.7
+//!   of the window); a segment window that only grows (Linux with F-RTO undoing spurious
+//!   timeouts, see `tcp/gate.rs`); or none;
 //! - Nagle: off, classic (RFC 896) or Minshall's;
 //! - receiving: out-of-order segments kept within the window and an immediate ACK for them;
 //!   in order, an ACK at once or after the delayed-ACK time, at once when two full segments
@@ -53,8 +55,8 @@
 //!   data is out of order, the latest first; with skywave's Reno, RFC 6675's recovery (a
 //!   duplicate ACK is one with new SACK information; recovery at the third, or once the first
 //!   hole is lost by what is SACKed above it; cwnd = ssthresh and RFC 6675's pipe held within
-//!   it; lost holes resent before new data), with Linux's Reno the window set on every ACK of
-//!   the recovery by proportional rate reduction instead (RFC 6937, Linux's
+//!   it; lost holes resent before new data), with Linux's Reno or CUBIC the window set on
+//!   every ACK of the recovery by proportional rate reduction instead (RFC 6937, Linux's
 //!   `tcp_cwnd_reduction`: in proportion to what left the network while the pipe is above
 //!   ssthresh, at most what left plus a segment below it), and, after a timeout, every hole
 //!   resent and
