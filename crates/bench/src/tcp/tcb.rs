@@ -1258,9 +1258,9 @@ impl Tcb {
             // Linux counts segments and grows only while the window is in use
             // (`tcp_is_cwnd_limited`), as `tcp/gate.rs` does on smoltcp.
             _ if flight_before.saturating_add(mss) < cwnd => cwnd,
+            Congestion::Cubic { .. } => self.grow_cubic(now, ack, cwnd, acked),
             // Linux's Reno: slow start by what was acknowledged, up to ssthresh; the rest
             // counted towards avoidance's one segment per window acknowledged.
-            Congestion::Cubic { .. } => self.grow_cubic(now, ack, cwnd, acked),
             Congestion::LinuxReno { .. } => {
                 let slow = if cwnd < self.ssthresh {
                     acked.min(self.ssthresh - cwnd)
@@ -1734,10 +1734,7 @@ impl Tcb {
                 // Linux recomputes it on the first timeout of an episode outside a recovery
                 // (`tcp_enter_loss`), not on each back-off, and starts CUBIC afresh each time.
                 let first = self.rtte.backoff == 1 && self.recover.is_none();
-                let s = match first {
-                    true => self.cubic_loss(),
-                    false => None,
-                };
+                let s = if first { self.cubic_loss() } else { None };
                 let snd_nxt = self.snd_nxt;
                 if let Some(c) = self.cubic.as_mut() {
                     c.timeout(now, snd_nxt);
