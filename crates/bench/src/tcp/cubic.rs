@@ -138,11 +138,6 @@ impl Cubic {
         c
     }
 
-    /// The generation this state follows.
-    pub fn era(&self) -> CubicEra {
-        self.era
-    }
-
     /// Whether `cwnd` is still in slow start (Linux before 3.10 grows a window equal to
     /// ssthresh by slow start too).
     pub fn in_slow_start(&self, cwnd: u32, ssthresh: u32) -> bool {

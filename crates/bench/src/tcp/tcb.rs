@@ -1164,9 +1164,9 @@ impl Tcb {
         } else if let Some((timed, sent)) = self.rtte.timed
             && at_or_after(ack, timed)
         {
-            rtt_sample = Some(now.saturating_sub(sent));
-            self.rtte
-                .sample(now.saturating_sub(sent), ack, self.snd_max);
+            let rtt = now.saturating_sub(sent);
+            rtt_sample = Some(rtt);
+            self.rtte.sample(rtt, ack, self.snd_max);
             self.rtte.timed = None;
         }
         self.undo = None;
@@ -1310,6 +1310,12 @@ impl Tcb {
         }
     }
 
+    /// The slow-start threshold after a loss seen now: CUBIC's 0.7 of the window, or half the
+    /// flight for the Reno family (RFC 5681 (4)).
+    fn loss_ssthresh(&mut self) -> u32 {
+        self.cubic_loss().unwrap_or_else(|| self.halved_flight())
+    }
+
     /// CUBIC's slow-start threshold after a loss seen now (`None` for the Reno family, whose
     /// callers keep their own rule): 0.7 of the window.
     fn cubic_loss(&mut self) -> Option<u32> {
@@ -1369,7 +1375,7 @@ impl Tcb {
             let lost = self.dup_acks >= DUP_ACKS || self.board.is_lost(self.snd_una, mss);
             if lost && self.recover.is_none() && !self.board.in_loss() {
                 let prior_cwnd = self.cwnd.unwrap_or(mss);
-                self.ssthresh = self.cubic_loss().unwrap_or_else(|| self.halved_flight());
+                self.ssthresh = self.loss_ssthresh();
                 self.cwnd = Some(self.ssthresh);
                 if self.cfg.congestion.is_linux() {
                     // Linux: only the first hole now; the rest as proportional rate reduction
@@ -1391,7 +1397,7 @@ impl Tcb {
             return;
         }
         if self.dup_acks == DUP_ACKS && self.recover.is_none() {
-            self.ssthresh = self.cubic_loss().unwrap_or_else(|| self.halved_flight());
+            self.ssthresh = self.loss_ssthresh();
             self.cwnd = Some(self.ssthresh + DUP_ACKS * mss);
             self.cwnd_cnt = 0;
             self.recover = Some(self.snd_max);
@@ -1730,19 +1736,18 @@ impl Tcb {
             Congestion::Unlimited | Congestion::SmoltcpReno => false,
         };
         if cut {
-            self.ssthresh = if self.cubic.is_some() {
+            if self.cubic.is_none() {
+                self.ssthresh = self.halved_flight();
+            } else if self.rtte.backoff == 1 && self.recover.is_none() {
                 // Linux recomputes it on the first timeout of an episode outside a recovery
-                // (`tcp_enter_loss`), not on each back-off, and starts CUBIC afresh each time.
-                let first = self.rtte.backoff == 1 && self.recover.is_none();
-                let s = if first { self.cubic_loss() } else { None };
-                let snd_nxt = self.snd_nxt;
-                if let Some(c) = self.cubic.as_mut() {
-                    c.timeout(now, snd_nxt);
-                }
-                s.unwrap_or(self.ssthresh)
-            } else {
-                self.halved_flight()
-            };
+                // (`tcp_enter_loss`), not on each back-off.
+                self.ssthresh = self.loss_ssthresh();
+            }
+            // And starts CUBIC afresh on every timeout.
+            let snd_nxt = self.snd_nxt;
+            if let Some(c) = self.cubic.as_mut() {
+                c.timeout(now, snd_nxt);
+            }
             self.cwnd = Some(mss);
             self.cwnd_cnt = 0;
             self.recover = None;
