@@ -205,8 +205,13 @@ struct Stall {
     /// Timeouts of the oldest unacknowledged segment since data was last acknowledged (JNOS's
     /// back-off count, Linux's `icsk_retransmits`).
     timeouts: u32,
-    /// Linux's `retrans_stamp`: when the oldest segment was last sent before the first
-    /// retransmission still unacknowledged, and the end of the resent data.
+    /// Linux's `retrans_stamp` and the end of the resent data. For data and FIN it is the
+    /// time of the first retransmission still unacknowledged: `tcp_retransmit_skb` stamps
+    /// the resent segment with its new sending time and saves that (the comment of
+    /// `tcp_packet_delayed`, "timestamp of the first retransmission", and the undo of a
+    /// spurious timeout rely on it being later than the original). For a SYN it is the
+    /// first SYN's: `tcp_connect` sets it when it sends the SYN, and a SYN-ACK's count runs
+    /// from the first SYN-ACK as the listener counts its resends.
     episode: Option<(Duration, u32)>,
 }
 
@@ -283,7 +288,8 @@ impl Stall {
                 // segment waited in a deep queue before it.
                 let resent_before = self.timeouts > 0;
                 self.timeouts += 1;
-                let (since, _) = *self.episode.get_or_insert((last_sent, end));
+                let stamp = if seg.syn { last_sent } else { now };
+                let (since, _) = *self.episode.get_or_insert((stamp, end));
                 let bound = match (seg.syn, seg.ack) {
                     (true, false) => syn,
                     (true, true) => syn_ack,
@@ -850,30 +856,41 @@ mod tests {
     }
 
     #[test]
-    fn linux_gives_up_by_the_age_of_the_oldest_unacknowledged_segment() {
+    fn linux_gives_up_counting_from_the_first_resend() {
         let rule = GiveUp::LINUX;
         let mut st = Stall::default();
         assert!(!st.gives_up(&seg(7, 0, true), secs(0), rule));
         assert!(!st.gives_up(&seg(7, 0, true), secs(63), rule));
         assert!(!st.gives_up(&seg(7, 0, true), secs(126), rule));
         assert!(st.gives_up(&seg(7, 0, true), secs(127), rule));
-        // Established: 924.6 s from the first sending of the oldest unacknowledged segment,
-        // whatever the number of resends; a partial ACK moves "oldest" to the next segment.
+        // Established: 924.6 s from the first retransmission (not the first sending),
+        // whatever the number of resends after it.
+        let mut st = Stall::default();
+        st.acknowledged(8);
+        assert!(!st.gives_up(&seg(8, 100, false), secs(0), rule)); // 8..108
+        assert!(!st.gives_up(&seg(8, 100, false), secs(300), rule)); // first resend
+        assert!(!st.gives_up(&seg(8, 100, false), secs(1224), rule)); // 924 s after it
+        assert!(st.gives_up(&seg(8, 100, false), secs(1225), rule)); // 925 s
+        // An ACK of everything resent ends the episode (Linux: the undo of a spurious
+        // timeout, or the end of the recovery, clears `retrans_stamp`) and clears the
+        // back-off count; the next resend starts the clock again.
         let mut st = Stall::default();
         st.acknowledged(8);
         assert!(!st.gives_up(&seg(8, 100, false), secs(0), rule)); // 8..108
         assert!(!st.gives_up(&seg(108, 100, false), secs(500), rule)); // 108..208
-        assert!(!st.gives_up(&seg(8, 100, false), secs(900), rule));
+        assert!(!st.gives_up(&seg(8, 100, false), secs(900), rule)); // first resend
         st.acknowledged(108);
-        assert!(!st.gives_up(&seg(108, 100, false), secs(1000), rule)); // 500 s old
-        assert!(st.gives_up(&seg(108, 100, false), secs(1425), rule)); // 925 s old
-        // A segment that waited longer than that in a queue before its first timeout is
-        // resent, not dropped: the verdict needs a resend already unanswered.
+        assert!(!st.gives_up(&seg(108, 100, false), secs(1000), rule)); // a new episode
+        assert!(!st.gives_up(&seg(108, 100, false), secs(1924), rule)); // 924 s
+        assert!(st.gives_up(&seg(108, 100, false), secs(1925), rule)); // 925 s
+        // However long a segment waited in a queue before its first timeout, the clock starts
+        // at that resend: the verdict needs a resend already unanswered, 924.6 s old.
         let mut st = Stall::default();
         st.acknowledged(8);
         assert!(!st.gives_up(&seg(8, 100, false), secs(0), rule));
         assert!(!st.gives_up(&seg(8, 100, false), secs(950), rule));
-        assert!(st.gives_up(&seg(8, 100, false), secs(1100), rule));
+        assert!(!st.gives_up(&seg(8, 100, false), secs(1100), rule));
+        assert!(st.gives_up(&seg(8, 100, false), secs(1875), rule));
         // An ACK of new data in between starts the count again.
         let mut st = Stall::default();
         st.acknowledged(8);

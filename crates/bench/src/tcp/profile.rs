@@ -80,8 +80,9 @@
 //!
 //! Giving up ([`GiveUp`]): smoltcp retransmits forever, so the host wrapper (`tcp/host.rs`)
 //! does what the profile's stack does when nothing comes back: JNOS resets after `tcp retries`
-//! (10) consecutive timeouts, Linux when a timeout finds the oldest unacknowledged segment
-//! older than its `tcp_syn_retries` / `tcp_synack_retries` / `tcp_retries2` time. The
+//! (10) consecutive timeouts, Linux when a timeout comes longer than its `tcp_syn_retries` /
+//! `tcp_synack_retries` / `tcp_retries2` time after the first SYN or the data's first resend
+//! (`retrans_stamp`). The
 //! retransmission that timeout would have sent is withheld and the connection is reset; the
 //! SMTP session then fails and the run reports the messages it did not deliver. A timeout
 //! is recognised as a resend of the oldest unacknowledged sequence number; a fast retransmit
@@ -123,11 +124,13 @@
 //!
 //! What `isode-stock` on skywave's TCP costs: at 300 bit/s with MTU 500 (`calibrate`'s bulk
 //! rows) a segment the dropping IP client lost is resent behind the node's queue of some 850 s
-//! of airtime (64 U_PDUs of 500 bytes), two timeouts (120 s at most) pass without an answer,
-//! and Linux's 924.6 s rule drops the stream: 0 bit/s where Isode measured 137. A real Linux
-//! behind a queue that deep would do the same; the queue's depth is the emulator's, not
-//! published (`--tcp-engine smoltcp` runs the profile as it was, smoltcp's Reno from 2048
-//! bytes on the clock fitted to 120 s, on which that stream survives at 104 and 66 bit/s).
+//! of airtime (64 U_PDUs of 500 bytes), and timeouts (120 s at most) pass without an answer.
+//! Linux's 924.6 s counts from the first resend, so the stream lives, stalling at each loss
+//! (189 and 76 bit/s on the short and long interleaver, where Isode measured 137), until a
+//! turnaround of 3 s or more pushes the resend's answer past it and the stream is dropped. A
+//! real Linux behind a queue that deep would do the same; the queue's depth is the emulator's,
+//! not published (`--tcp-engine smoltcp` runs the profile as it was, smoltcp's Reno from 2048
+//! bytes on the clock fitted to 120 s, at 104 and 66 bit/s).
 //!
 //! # What smoltcp cannot express, and how the profiles get it anyway
 //!
@@ -307,8 +310,11 @@ pub enum GiveUp {
     /// this limit resets the connection instead of retransmitting. The SYN counts the same way.
     Retries(u32),
     /// Linux (`Documentation/networking/ip-sysctl.rst`, `tcp_write_timeout`): a timeout that
-    /// fires when the oldest unacknowledged segment was first sent at least this long ago
-    /// drops the connection instead of retransmitting. Linux turns its retry counts into these
+    /// fires at least this long after `retrans_stamp` drops the connection instead of
+    /// retransmitting. For a SYN that is when the first SYN went (`tcp_connect` sets it); for
+    /// data and FIN it is the first retransmission of the episode (`tcp_retransmit_skb` saves
+    /// the resent segment's new sending time), so however long a segment waited in a queue
+    /// before its first resend, the count starts there. Linux turns its retry counts into these
     /// times with its exponential model from a 1 s (SYN) or 200 ms (data) base RTO capped at
     /// 120 s: `tcp_syn_retries` 6 gives 127 s, `tcp_synack_retries` 5 gives 63 s,
     /// `tcp_retries2` 15 gives 924.6 s.
@@ -722,9 +728,11 @@ impl TcpSettings {
                 // smoltcp's maximum RTO is 60 s (at the clock fit k = 1). It resends
                 // go-back-N after every spurious timeout where Linux (F-RTO, SACK) resends one
                 // segment, so on a 1200 bit/s link its own resends queue in front of the oldest
-                // segment for longer than tcp_retries2's 924.6 s, and Linux's rule would drop a
-                // connection whose data is flowing (135604 bytes plain: dropped at 1442 s,
-                // delivered at 2485 s without): on smoltcp it never gives up.
+                // segment for a long time. Linux's rule, while it was modelled from the oldest
+                // segment's first sending, dropped a connection whose data was flowing
+                // (135604 bytes plain at 1442 s, delivered at 2485 s without); from the first
+                // resend, as Linux counts, that run delivers either way (2926.9 s). smoltcp's
+                // form of the profile stays as it was, never giving up.
                 self.max_wait = Duration::from_secs(60);
                 self.give_up = GiveUp::Never;
             }

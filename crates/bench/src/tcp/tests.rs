@@ -522,6 +522,39 @@ async fn a_bulk_stream_loses_datagrams_only_to_an_ip_client_that_drops() {
     );
 }
 
+/// At 300 bit/s with MTU 500 the node's queue of 64 U_PDUs is some 850 s of airtime, so a
+/// segment the IP client dropped is resent behind it and the RTO (120 s at most) fires again
+/// and again before the answer. Linux drops the connection 924.6 s after the episode's first
+/// resend (`retrans_stamp`), not after the segment's first sending: counted so, `calibrate`'s
+/// stream lives at the default turnaround and dies at 3 s, where the queue and the turnarounds
+/// pass that. The README's figures; virtual time, exact for the seed.
+#[tokio::test(start_paused = true)]
+async fn a_bulk_stream_behind_a_deep_queue_lives_by_linuxs_count_from_the_first_resend() {
+    let tcp = crate::calibrate::isode_tcp(300);
+    assert_eq!((tcp.mtu, tcp.mss), (500, 460));
+    assert_eq!(tcp.give_up, crate::model::GiveUp::LINUX);
+    let run = Duration::from_secs(7200);
+    let stations = crate::calibrate::ISODE_STATIONS;
+    let lives =
+        super::bulk::run_bulk_tcp_5066(&stations.apply(cond("awgn", 30.0, 300, 1)), &tcp, run)
+            .await
+            .unwrap();
+    assert!((lives.final_bps - 189.2).abs() < 0.1, "{}", lives.final_bps);
+    assert_eq!(
+        (lives.ip_client_drops, lives.tcp_resent_segments),
+        (237, 264)
+    );
+    let slow = crate::calibrate::Stations {
+        turnaround: Some(Duration::from_secs(3)),
+        ..stations
+    };
+    let dies = super::bulk::run_bulk_tcp_5066(&slow.apply(cond("awgn", 30.0, 300, 1)), &tcp, run)
+        .await
+        .unwrap();
+    assert_eq!(dies.final_bps, 0.0, "{:?}", dies.trace.last());
+    assert!(dies.first_data_s.is_some());
+}
+
 /// NTIA's mails went one after the other between the same two JNOS hosts, so every connection
 /// after the first starts from the round trip its hosts cached (JNOS's `RTTCACHE`), which
 /// `calibrate` carries from run to run ([`TcpRunOptions::rtt_cache`]). One clean mail leaves
