@@ -213,9 +213,32 @@ struct Stall {
     /// first SYN's: `tcp_connect` sets it when it sends the SYN, and a SYN-ACK's count runs
     /// from the first SYN-ACK as the listener counts its resends.
     episode: Option<(Duration, u32)>,
+    /// Retransmission timeouts the TCP has fired, where it says (skywave's TCP), and how many
+    /// of them a resend has been matched to. `None` (smoltcp): every resend of the oldest
+    /// segment counts as a timeout's.
+    fired: Option<u64>,
+    matched: u64,
 }
 
 impl Stall {
+    /// The TCP has fired `fired` retransmission timeouts in all.
+    fn timeouts_fired(&mut self, fired: u64) {
+        self.fired = Some(fired);
+    }
+
+    /// Whether a resend of the oldest segment is a timeout's (else a fast retransmission,
+    /// which looks the same on the wire): the first such resend after a timeout fired is.
+    fn resend_is_timeout(&mut self) -> bool {
+        match self.fired {
+            None => true,
+            Some(fired) if fired > self.matched => {
+                self.matched = fired;
+                true
+            }
+            Some(_) => false,
+        }
+    }
+
     /// An acknowledgement arrived: forget what it covers; new data acknowledged clears the
     /// back-off count, and once every resent byte is acknowledged the retransmission episode
     /// is over.
@@ -270,8 +293,12 @@ impl Stall {
             }
             return false;
         }
+        // Either stack decides only at a timeout; a fast retransmission neither counts nor
+        // drops the connection, though in Linux it starts the episode's clock.
+        let timeout = self.resend_is_timeout();
         let give_up = match rule {
             GiveUp::Never => false,
+            GiveUp::Retries(_) if !timeout => false,
             GiveUp::Retries(limit) => {
                 self.timeouts += 1;
                 self.timeouts > limit
@@ -281,21 +308,23 @@ impl Stall {
                 syn_ack,
                 established,
             } => {
-                // Linux decides only at a timeout that finds the oldest segment already
-                // resent since data was last acknowledged (`retransmits_timed_out` answers
-                // no while `icsk_retransmits` is 0, and every ACK of new data clears it): the
-                // first timeout after progress never drops the connection, however long the
-                // segment waited in a deep queue before it.
-                let resent_before = self.timeouts > 0;
-                self.timeouts += 1;
                 let stamp = if seg.syn { last_sent } else { now };
                 let (since, _) = *self.episode.get_or_insert((stamp, end));
+                // Linux decides only at a timeout that finds the oldest segment already
+                // resent by a timeout since data was last acknowledged
+                // (`retransmits_timed_out` answers no while `icsk_retransmits` is 0, and
+                // every ACK of new data clears it): the first timeout after progress never
+                // drops the connection, however long the segment waited in a deep queue.
+                let resent_before = self.timeouts > 0;
+                if timeout {
+                    self.timeouts += 1;
+                }
                 let bound = match (seg.syn, seg.ack) {
                     (true, false) => syn,
                     (true, true) => syn_ack,
                     _ => established,
                 };
-                resent_before && now.saturating_sub(since) >= bound
+                timeout && resent_before && now.saturating_sub(since) >= bound
             }
         };
         if let Some((_, high)) = self.episode.as_mut()
@@ -640,6 +669,7 @@ impl Host {
                     tcb.deliver(now, &d);
                 }
                 tcb.poll(now);
+                self.stall.timeouts_fired(tcb.timeouts());
                 self.device.tx.extend(tcb.take_tx());
             }
         }
@@ -853,6 +883,42 @@ mod tests {
             assert!(!st.gives_up(&seg(100, 10, false), secs(t * 100), GiveUp::Never));
             assert!(!st.gives_up(&seg(110, 0, false), secs(t), GiveUp::Retries(0)));
         }
+    }
+
+    #[test]
+    fn a_fast_retransmission_starts_the_clock_but_is_no_timeout() {
+        // Where the TCP says which resends its timeouts sent (skywave's TCP), a fast
+        // retransmission starts Linux's clock but counts as no timeout: the first timeout
+        // after it never drops the connection.
+        let rule = GiveUp::LINUX;
+        let mut st = Stall::default();
+        st.timeouts_fired(0);
+        st.acknowledged(8);
+        assert!(!st.gives_up(&seg(8, 100, false), secs(0), rule)); // 8..108
+        assert!(!st.gives_up(&seg(8, 100, false), secs(10), rule)); // fast retransmission
+        st.timeouts_fired(1);
+        assert!(!st.gives_up(&seg(8, 100, false), secs(1000), rule)); // the first timeout
+        st.timeouts_fired(2);
+        assert!(st.gives_up(&seg(8, 100, false), secs(1100), rule)); // 1090 s after 10 s
+        // Without the hint (smoltcp) the fast retransmission counts as the first timeout.
+        let mut st = Stall::default();
+        st.acknowledged(8);
+        assert!(!st.gives_up(&seg(8, 100, false), secs(0), rule));
+        assert!(!st.gives_up(&seg(8, 100, false), secs(10), rule));
+        assert!(st.gives_up(&seg(8, 100, false), secs(1000), rule));
+        // JNOS counts its timeouts alone too.
+        let rule = GiveUp::Retries(1);
+        let mut st = Stall::default();
+        st.timeouts_fired(0);
+        st.acknowledged(8);
+        assert!(!st.gives_up(&seg(8, 100, false), secs(0), rule));
+        for t in 1..5 {
+            assert!(!st.gives_up(&seg(8, 100, false), secs(t), rule)); // fast retransmissions
+        }
+        st.timeouts_fired(1);
+        assert!(!st.gives_up(&seg(8, 100, false), secs(10), rule)); // timeout 1
+        st.timeouts_fired(2);
+        assert!(st.gives_up(&seg(8, 100, false), secs(20), rule)); // timeout 2: reset
     }
 
     #[test]

@@ -84,10 +84,11 @@
 //! `tcp_synack_retries` / `tcp_retries2` time after the first SYN or the data's first resend
 //! (`retrans_stamp`). The
 //! retransmission that timeout would have sent is withheld and the connection is reset; the
-//! SMTP session then fails and the run reports the messages it did not deliver. A timeout
-//! is recognised as a resend of the oldest unacknowledged sequence number; a fast retransmit
-//! (three duplicate ACKs) looks the same and counts too, which on these links (a few segments
-//! in flight) is rare.
+//! SMTP session then fails and the run reports the messages it did not deliver. Only a
+//! timeout counts and decides, as in both stacks: skywave's TCP says which resend a timeout
+//! sent, and a fast retransmission (which starts Linux's clock) is told from it; on smoltcp a
+//! timeout is recognised as a resend of the oldest unacknowledged sequence number, and a fast
+//! retransmission looks the same and counts too.
 //!
 //! After the failure: no profile runs its mail queue again by itself, as JNOS until its
 //! `smtp timer` is set (smtpserv.c: a failed job is processed "later, in due course [provided

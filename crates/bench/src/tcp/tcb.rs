@@ -395,6 +395,9 @@ pub struct Tcb {
     ts_ok: bool,
     /// Timeouts the Eifel check found spurious.
     spurious_timeouts: u32,
+    /// Retransmission timeouts that fired on an open or opening connection (persist-timer
+    /// probes not counted).
+    timeouts: u64,
     /// The peer's timestamp to echo (RFC 7323 TS.Recent).
     ts_recent: u32,
     /// The echoed timestamp of the segment being processed.
@@ -494,6 +497,7 @@ impl Tcb {
             probing: false,
             ts_ok: false,
             spurious_timeouts: 0,
+            timeouts: 0,
             ts_recent: 0,
             seg_echo: None,
             syn_resends: 0,
@@ -556,6 +560,13 @@ impl Tcb {
     /// Retransmission timeouts found spurious and undone (timestamps only).
     pub fn spurious_timeouts(&self) -> u32 {
         self.spurious_timeouts
+    }
+
+    /// Retransmission timeouts so far (not the persist timer's probes): a host's give-up rule
+    /// tells by it a timeout's resend from a fast retransmission, which looks the same on
+    /// the wire.
+    pub fn timeouts(&self) -> u64 {
+        self.timeouts
     }
 
     /// The retransmission timeout the next (re)transmission would get.
@@ -1713,6 +1724,7 @@ impl Tcb {
             }
             self.probing = false;
         }
+        self.timeouts += 1;
         let opening = matches!(self.state, State::SynSent | State::SynReceived);
         if opening {
             self.syn_resends += 1;
