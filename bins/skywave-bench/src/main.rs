@@ -20,7 +20,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use skywave_bench::calibrate::{self, ISODE_FILE, ISODE_IP_FILE, ISODE_TCP_FILE, NTIA_FILE};
-use skywave_bench::model::{ChannelChanges, Scenario, TcpEngine, TcpProfile};
+use skywave_bench::model::{ChannelChanges, Scenario, TcpEngine, TcpOverrides, TcpProfile};
 use skywave_bench::sweep::{SweepSpec, run_sweep};
 use skywave_bench::workload::{ISODE_SIZES, Shape};
 use skywave_bench::{plot, report};
@@ -714,12 +714,14 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
         irtt: seconds(c.irtt, "--irtt")?,
         max_wait: seconds(c.max_wait, "--max-wait")?,
         min_rto: seconds(c.min_rto, "--min-rto")?,
-        tcp_engine: c.tcp_engine.as_deref().map(str::parse).transpose()?,
-        ssthresh: ssthresh(c.ssthresh)?,
-        no_sack: c.no_sack,
-        tlp: c.tlp,
-        linux_acks: c.linux_acks,
-        cubic: c.congestion,
+        tcp: tcp_overrides(
+            c.tcp_engine.as_deref(),
+            c.ssthresh,
+            c.no_sack,
+            c.tlp,
+            c.linux_acks,
+            c.congestion,
+        )?,
         smtp_timer: seconds(c.smtp_timer, "--smtp-timer")?,
         seeds: seeds(c.seeds.unwrap_or(if c.quick { 1 } else { 3 }))?,
         segment_size: match c.segment_size {
@@ -838,12 +840,34 @@ fn calibration_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
         })
 }
 
-/// A `--ssthresh` value: Linux's smallest is two segments.
-fn ssthresh(segments: Option<u16>) -> Result<Option<u16>> {
-    match segments {
-        Some(n) if n < 2 => bail!("--ssthresh must be at least 2 segments (got {n})"),
-        n => Ok(n),
+/// The TCP switches `compare` and `calibrate` share (`--tcp-engine`, `--ssthresh`,
+/// `--no-sack`, `--tlp`, `--linux-acks`, `--congestion`), checked: Linux's smallest
+/// slow-start threshold is two segments, and smoltcp cannot be given one.
+fn tcp_overrides(
+    engine: Option<&str>,
+    ssthresh: Option<u16>,
+    no_sack: bool,
+    tlp: Option<bool>,
+    linux_acks: Option<bool>,
+    cubic: Option<bool>,
+) -> Result<TcpOverrides> {
+    let engine: Option<TcpEngine> = engine.map(str::parse).transpose()?;
+    if let Some(n) = ssthresh {
+        if n < 2 {
+            bail!("--ssthresh must be at least 2 segments (got {n})");
+        }
+        if engine == Some(TcpEngine::Smoltcp) {
+            bail!("--ssthresh needs skywave's TCP: smoltcp cannot be given a slow-start threshold");
+        }
     }
+    Ok(TcpOverrides {
+        engine,
+        ssthresh,
+        no_sack,
+        tlp,
+        linux_acks,
+        cubic,
+    })
 }
 
 fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
@@ -855,16 +879,15 @@ fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
         link_idle: seconds(c.link_idle, "--link-idle")?,
         default_ttl: ttl(c.default_ttl, "--default-ttl")?,
         ip_ttl: ttl(c.ip_ttl, "--ip-ttl")?,
-        tcp_engine: c.tcp_engine.as_deref().map(str::parse).transpose()?,
-        ssthresh: ssthresh(c.ssthresh)?,
-        no_sack: c.no_sack,
-        tlp: c.tlp,
-        linux_acks: c.linux_acks,
-        cubic: c.congestion,
+        tcp: tcp_overrides(
+            c.tcp_engine.as_deref(),
+            c.ssthresh,
+            c.no_sack,
+            c.tlp,
+            c.linux_acks,
+            c.congestion,
+        )?,
     };
-    if stations.ssthresh.is_some() && stations.tcp_engine == Some(TcpEngine::Smoltcp) {
-        bail!("--ssthresh needs skywave's TCP: smoltcp cannot be given a slow-start threshold");
-    }
     let bar = progress_bar(calibrate::run_count(&dir, seeds.len(), stations)?);
     let cal = calibrate::calibrate(&dir, &seeds, stations, &mut |name| {
         bar.inc(1);
@@ -966,6 +989,45 @@ mod tests {
         assert!(compare_spec(&["--tcp-profile", "bsd"]).is_err());
         assert!(compare_spec(&["--scenarios", "smtp"]).is_err());
         assert!(seeds(0).is_err());
+    }
+
+    /// The TCP switches reach every run's settings in one place, and bad ones are refused
+    /// before anything runs.
+    #[test]
+    fn tcp_switches_change_the_profile() {
+        let s = compare_spec(&[
+            "--tcp-profile",
+            "linux",
+            "--ssthresh",
+            "4",
+            "--no-sack",
+            "--tlp",
+            "off",
+            "--linux-acks",
+            "off",
+            "--congestion",
+            "reno",
+        ])
+        .unwrap();
+        let t = s.tcp_settings(
+            Scenario::SmtpTcp5066 {
+                dup_filter: true,
+                compression: skywave_bench::model::SmtpCompression::None,
+            },
+            1200,
+        )[0];
+        assert_eq!(t.initial_ssthresh, Some(4));
+        assert!(!t.sack && !t.tlp && !t.linux_acks);
+        assert!(matches!(
+            t.congestion,
+            skywave_bench::model::Congestion::LinuxReno { initial: 10 }
+        ));
+        assert_eq!(compare_spec(&[]).unwrap().tcp, TcpOverrides::NONE);
+        let e = compare_spec(&["--ssthresh", "1"]).unwrap_err();
+        assert!(e.to_string().contains("at least 2 segments"), "{e}");
+        let e = compare_spec(&["--ssthresh", "4", "--tcp-engine", "smoltcp"]).unwrap_err();
+        assert!(e.to_string().contains("skywave's TCP"), "{e}");
+        assert!(compare_spec(&["--tcp-engine", "bsd"]).is_err());
     }
 
     /// `--turnaround` (compare, fleet, calibrate): seconds up to the longest 5066

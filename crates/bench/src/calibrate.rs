@@ -57,8 +57,8 @@ use skywave_emu::modem::ModemConfig;
 use thiserror::Error;
 
 use crate::model::{
-    ChannelChanges, Condition, HmtpCompression, Scenario, SmtpCompression, TcpEngine, TcpProfile,
-    TcpSettings, Workload,
+    ChannelChanges, Condition, HmtpCompression, Scenario, SmtpCompression, TcpOverrides,
+    TcpProfile, TcpSettings, Workload,
 };
 use crate::runner::{BenchError, RunDetail, run_detailed, run_modem_with_cache};
 use crate::stack::modem_config;
@@ -365,25 +365,11 @@ pub struct Stations {
     pub default_ttl: Option<Duration>,
     /// The TTL the IP clients ask for ([`Condition::ip_ttl`]; not published either).
     pub ip_ttl: Option<Duration>,
-    /// The TCP every host runs, NTIA's and Isode's alike ([`TcpSettings::on_engine`]);
-    /// `None`: each profile's own.
-    pub tcp_engine: Option<TcpEngine>,
-    /// The slow-start threshold, segments, every connection of Isode's hosts starts with
-    /// ([`TcpSettings::initial_ssthresh`]: what a Linux metrics cache would hold; skywave's
-    /// TCP only). NTIA's JNOS caches none, so its rows keep their own.
-    pub ssthresh: Option<u16>,
-    /// Every host runs without selective acknowledgements ([`TcpSettings::sack`]; JNOS has
-    /// none anyway), as Isode's Linux hosts would have with `tcp_sack` off.
-    pub no_sack: bool,
-    /// The tail-loss probe on or off for Isode's hosts ([`TcpSettings::tlp`]); `None`: the
-    /// profile's (off).
-    pub tlp: Option<bool>,
-    /// Linux's delayed-ACK engine on or off for Isode's hosts ([`TcpSettings::linux_acks`]);
-    /// `None`: the profile's (on).
-    pub linux_acks: Option<bool>,
-    /// Linux's CUBIC (`true`) or Linux's Reno (`false`) for Isode's hosts
-    /// ([`TcpSettings::with_cubic`]); `None`: the profile's (CUBIC).
-    pub cubic: Option<bool>,
+    /// Changes to the hosts' TCP. The engine and SACK apply to every host, NTIA's and
+    /// Isode's alike (JNOS has no SACK anyway); the slow-start threshold, the tail-loss probe,
+    /// the delayed-ACK engine and the congestion control to Isode's Linux hosts alone (NTIA's
+    /// JNOS caches no threshold, and has none of the others).
+    pub tcp: TcpOverrides,
 }
 
 /// The stations Isode measured, as far as the publications say: RapidM RM6 modems and their
@@ -398,39 +384,18 @@ pub const ISODE_STATIONS: Stations = Stations {
     link_idle: None,
     default_ttl: None,
     ip_ttl: None,
-    tcp_engine: None,
-    ssthresh: None,
-    no_sack: false,
-    tlp: None,
-    linux_acks: None,
-    cubic: None,
+    tcp: TcpOverrides::NONE,
 };
 
 impl Stations {
     /// `tcp` on these hosts' TCP.
     fn tcp(&self, tcp: TcpSettings) -> TcpSettings {
-        let tcp = TcpSettings {
-            sack: tcp.sack && !self.no_sack,
-            ..tcp
-        };
-        match self.tcp_engine {
-            Some(e) => tcp.on_engine(e),
-            None => tcp,
-        }
+        self.tcp.engine_and_sack().apply(tcp)
     }
 
     /// `tcp` on these hosts' TCP, for one of Isode's hosts (its cached slow-start threshold too).
     fn isode_tcp(&self, tcp: TcpSettings) -> TcpSettings {
-        let tcp = TcpSettings {
-            initial_ssthresh: self.ssthresh.or(tcp.initial_ssthresh),
-            tlp: self.tlp.unwrap_or(tcp.tlp),
-            linux_acks: self.linux_acks.unwrap_or(tcp.linux_acks),
-            ..self.tcp(tcp)
-        };
-        match self.cubic {
-            Some(cubic) => tcp.with_cubic(cubic),
-            None => tcp,
-        }
+        self.tcp.apply(tcp)
     }
 
     /// `cond` with these stations.

@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 pub use crate::tcp::profile::{
-    Congestion, CubicEra, GiveUp, Nagle, RtoFit, RttEstimator, TcpEngine, TcpProfile, WindowRules,
+    Congestion, CubicEra, GiveUp, Nagle, RtoFit, RttEstimator, TcpEngine, TcpOverrides, TcpProfile,
+    WindowRules,
 };
 
 /// The protocol stack under test.

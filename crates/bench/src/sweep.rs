@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::model::{
-    ChannelChanges, Condition, RunResult, Scenario, TcpEngine, TcpProfile, TcpSettings, Workload,
+    ChannelChanges, Condition, RunResult, Scenario, TcpOverrides, TcpProfile, TcpSettings, Workload,
 };
 use crate::runner::{BenchError, run};
 use crate::workload::Shape;
@@ -47,23 +47,9 @@ pub struct SweepSpec {
     pub max_wait: Option<Duration>,
     /// Smallest RTO override (skywave's TCP only); `None`: the profile's.
     pub min_rto: Option<Duration>,
-    /// The TCP implementation of every TCP run ([`TcpSettings::on_engine`]); `None`: the
-    /// profile's (smoltcp).
-    pub tcp_engine: Option<TcpEngine>,
-    /// The slow-start threshold, segments, every TCP connection starts with
-    /// ([`TcpSettings::initial_ssthresh`]; skywave's TCP only); `None`: the profile's.
-    pub ssthresh: Option<u16>,
-    /// Every TCP run without selective acknowledgements ([`TcpSettings::sack`]).
-    pub no_sack: bool,
-    /// The tail-loss probe on or off for every TCP run ([`TcpSettings::tlp`]); `None`: the
-    /// profile's.
-    pub tlp: Option<bool>,
-    /// Linux's delayed-ACK engine on or off for every TCP run ([`TcpSettings::linux_acks`]);
-    /// `None`: the profile's.
-    pub linux_acks: Option<bool>,
-    /// Linux's CUBIC (`true`) or Linux's Reno (`false`) for every Linux profile on skywave's
-    /// TCP ([`TcpSettings::with_cubic`]); `None`: the profile's.
-    pub cubic: Option<bool>,
+    /// Changes to every TCP run's profile: its engine, slow-start threshold, SACK, tail-loss
+    /// probe, delayed-ACK engine and congestion control.
+    pub tcp: TcpOverrides,
     /// The ship's mail-queue timer (JNOS `smtp timer`) for the TCP scenarios; `None`: the
     /// profile's (none: the queue runs once).
     pub smtp_timer: Option<Duration>,
@@ -107,12 +93,7 @@ impl SweepSpec {
             irtt: None,
             max_wait: None,
             min_rto: None,
-            tcp_engine: None,
-            ssthresh: None,
-            no_sack: false,
-            tlp: None,
-            linux_acks: None,
-            cubic: None,
+            tcp: TcpOverrides::NONE,
             smtp_timer: None,
             seeds: vec![1],
             segment_size: DEFAULT_SEGMENT,
@@ -194,19 +175,7 @@ impl SweepSpec {
         for p in profiles {
             for &m in &mss {
                 for &w in &windows {
-                    let mut t = p.settings(rate_bps).with_overrides(m, w);
-                    if let Some(e) = self.tcp_engine {
-                        t = t.on_engine(e);
-                    }
-                    if self.ssthresh.is_some() {
-                        t.initial_ssthresh = self.ssthresh;
-                    }
-                    t.sack &= !self.no_sack;
-                    t.tlp = self.tlp.unwrap_or(t.tlp);
-                    t.linux_acks = self.linux_acks.unwrap_or(t.linux_acks);
-                    if let Some(cubic) = self.cubic {
-                        t = t.with_cubic(cubic);
-                    }
+                    let mut t = self.tcp.apply(p.settings(rate_bps).with_overrides(m, w));
                     if let Some(min_rto) = self.min_rto {
                         t.min_rto = min_rto;
                     }

@@ -631,6 +631,69 @@ pub fn jnos_tcp(
     }
 }
 
+/// The switches that change a profile's TCP for a run, as `compare` and `calibrate` take them
+/// (`--tcp-engine`, `--ssthresh`, `--no-sack`, `--tlp`, `--linux-acks`, `--congestion`);
+/// [`TcpOverrides::NONE`] changes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TcpOverrides {
+    /// The TCP implementation ([`TcpSettings::on_engine`]); `None`: the profile's.
+    pub engine: Option<TcpEngine>,
+    /// The slow-start threshold, segments, every connection starts with
+    /// ([`TcpSettings::initial_ssthresh`]: what a Linux metrics cache would hold; skywave's
+    /// TCP only); `None`: the profile's.
+    pub ssthresh: Option<u16>,
+    /// Without selective acknowledgements ([`TcpSettings::sack`]), as a Linux host with
+    /// `tcp_sack` off.
+    pub no_sack: bool,
+    /// The tail-loss probe on or off ([`TcpSettings::tlp`]); `None`: the profile's.
+    pub tlp: Option<bool>,
+    /// Linux's delayed-ACK engine on or off ([`TcpSettings::linux_acks`]); `None`: the
+    /// profile's.
+    pub linux_acks: Option<bool>,
+    /// Linux's CUBIC (`true`) or Linux's Reno (`false`) for the Linux profiles on skywave's
+    /// TCP ([`TcpSettings::with_cubic`]); `None`: the profile's.
+    pub cubic: Option<bool>,
+}
+
+impl TcpOverrides {
+    /// No change.
+    pub const NONE: TcpOverrides = TcpOverrides {
+        engine: None,
+        ssthresh: None,
+        no_sack: false,
+        tlp: None,
+        linux_acks: None,
+        cubic: None,
+    };
+
+    /// `tcp` with these changes: the engine first, which maps the congestion control, then
+    /// the others.
+    pub fn apply(&self, tcp: TcpSettings) -> TcpSettings {
+        let mut t = match self.engine {
+            Some(e) => tcp.on_engine(e),
+            None => tcp,
+        };
+        t.initial_ssthresh = self.ssthresh.or(t.initial_ssthresh);
+        t.sack &= !self.no_sack;
+        t.tlp = self.tlp.unwrap_or(t.tlp);
+        t.linux_acks = self.linux_acks.unwrap_or(t.linux_acks);
+        match self.cubic {
+            Some(cubic) => t.with_cubic(cubic),
+            None => t,
+        }
+    }
+
+    /// Only the engine and SACK: what `calibrate` changes on every host, NTIA's JNOS
+    /// included (the others are for Isode's Linux hosts).
+    pub fn engine_and_sack(&self) -> TcpOverrides {
+        TcpOverrides {
+            engine: self.engine,
+            no_sack: self.no_sack,
+            ..TcpOverrides::NONE
+        }
+    }
+}
+
 impl TcpSettings {
     /// The settings with MSS and/or window overridden (`--mss`, `--window`): the MTU follows
     /// the MSS (MSS + 40, at most the 5066 IP MTU); everything else stays the profile's.
