@@ -39,6 +39,9 @@ enum Command {
     /// Run scenarios under conditions and print one row per scenario and condition.
     Compare(Box<Compare>),
     /// Re-run the published conditions and print emulated against published, with ratios.
+    ///
+    /// Of the TCP switches, --tcp-engine and --no-sack apply to every host, NTIA's and
+    /// Isode's; --ssthresh, --tlp, --linux-acks and --congestion to Isode's Linux hosts alone.
     Calibrate(Calibrate),
     /// One base and N ships on one channel: HMTP unicast to each ship against P_MUL multicast.
     Fleet(Fleet),
@@ -258,43 +261,12 @@ struct Compare {
     /// Longest back-off (JNOS maxwait), seconds, overriding the profile's.
     #[arg(long)]
     max_wait: Option<f64>,
-    /// The TCP the hosts run: smoltcp (its clock dilated so one RTO constant fits) or skywave
-    /// (our own, whose initial, minimum and maximum RTO are the profile's or --irtt, --min-rto
-    /// and --max-wait exactly). Default: each profile's own (skywave for jnos-1998, linux and
-    /// isode-stock, smoltcp for best-case).
-    #[arg(long, value_name = "ENGINE")]
-    tcp_engine: Option<String>,
+    #[command(flatten)]
+    tcp: TcpArgs,
     /// Smallest RTO, seconds, overriding the profile's (skywave's TCP only; smoltcp's is
     /// fixed at its clock dilation).
     #[arg(long, value_name = "SECS")]
     min_rto: Option<f64>,
-    /// Slow-start threshold, segments (at least 2), every connection starts with once its
-    /// handshake is done, as a Linux host sets it from the ssthresh an earlier connection left
-    /// in its metrics cache (skywave's TCP only: jnos-1998, isode-stock, or any profile with
-    /// --tcp-engine skywave). Default: none, slow start until the first loss.
-    #[arg(long, value_name = "SEGMENTS")]
-    ssthresh: Option<u16>,
-    /// Run skywave's TCP without selective acknowledgements (RFC 2018), which the linux and
-    /// isode-stock profiles offer and recover by (RFC 6675) as Linux does by default; without
-    /// them a loss is repaired by NewReno and a timeout resends go-back-N.
-    #[arg(long)]
-    no_sack: bool,
-    /// Linux's tail-loss probe on skywave's TCP, `on` or `off` for every profile with SACK
-    /// (default: each profile's own, on for linux, off for isode-stock).
-    #[arg(long, value_name = "on|off", value_parser = on_off)]
-    tlp: Option<bool>,
-    /// Linux's delayed-ACK engine on skywave's TCP (quick ACKs at the start, interactive
-    /// mode, a delay that follows the arrivals), `on` or `off` for every profile; off: a
-    /// fixed 40 ms delay and an ACK for every second full segment (default: each profile's
-    /// own, on for linux and isode-stock).
-    #[arg(long, value_name = "on|off", value_parser = on_off)]
-    linux_acks: Option<bool>,
-    /// The congestion control of the Linux profiles on skywave's TCP: `cubic` (Linux's
-    /// default, CUBIC with HyStart, counting ACKs as each profile's kernel does: isode-stock's
-    /// 2.6.39-4.0, linux's 4.1 on; the profiles' own) or `reno` (Linux's Reno, which they ran
-    /// until 2026-11-28).
-    #[arg(long, value_name = "reno|cubic", value_parser = reno_cubic)]
-    congestion: Option<bool>,
     /// The ship's mail-queue timer (JNOS `smtp timer`), seconds: after a connection that ended
     /// with mail not accepted (its TCP gave up, the 5066 link was lost), the mail goes again in
     /// a new connection at the timer's next tick, until the run's time limit. Default: none, as
@@ -371,34 +343,76 @@ struct Calibrate {
     /// maximum.
     #[arg(long, value_name = "SECS")]
     ip_ttl: Option<f64>,
-    /// The TCP every host runs (NTIA's and Isode's): smoltcp or skywave, our own, whose RTO
-    /// bounds are each profile's exactly (see `compare --tcp-engine`). Default: each
-    /// profile's own (skywave for jnos-1998, linux and isode-stock, smoltcp for best-case).
+    #[command(flatten)]
+    tcp: TcpArgs,
+}
+
+/// The TCP switches `compare` and `calibrate` share. `compare` applies them to every TCP
+/// run; `calibrate` applies the engine and `--no-sack` to every host, NTIA's and Isode's, and
+/// the others to Isode's Linux hosts alone (NTIA's JNOS has none of them).
+#[derive(Debug, clap::Args)]
+struct TcpArgs {
+    /// The TCP the hosts run: smoltcp (its clock dilated so one RTO constant fits) or skywave
+    /// (our own, whose initial, minimum and maximum RTO are the profile's or --irtt, --min-rto
+    /// and --max-wait exactly). Default: each profile's own (skywave for jnos-1998, linux and
+    /// isode-stock, smoltcp for best-case).
     #[arg(long, value_name = "ENGINE")]
     tcp_engine: Option<String>,
-    /// The slow-start threshold, segments (at least 2), every connection of Isode's hosts
-    /// starts with, as a Linux metrics cache would set it from an earlier connection (not
-    /// published; skywave's TCP only, so not with --tcp-engine smoltcp). NTIA's rows keep
-    /// theirs.
+    /// Slow-start threshold, segments (at least 2), every connection starts with once its
+    /// handshake is done, as a Linux host sets it from the ssthresh an earlier connection left
+    /// in its metrics cache (skywave's TCP only: jnos-1998, linux, isode-stock, or any profile
+    /// with --tcp-engine skywave; not published for Isode's hosts). Default: none, slow start
+    /// until the first loss.
     #[arg(long, value_name = "SEGMENTS")]
     ssthresh: Option<u16>,
-    /// Every host without selective acknowledgements (see `compare --no-sack`): Isode's
-    /// Linux hosts as with `tcp_sack` off.
+    /// Run skywave's TCP without selective acknowledgements (RFC 2018), which the linux and
+    /// isode-stock profiles offer and recover by (RFC 6675) as Linux does by default; without
+    /// them a loss is repaired by NewReno and a timeout resends go-back-N.
     #[arg(long)]
     no_sack: bool,
-    /// Linux's tail-loss probe for Isode's hosts, `on` or `off` (default off: their Linux
-    /// likely predates it; see `compare --tlp`).
+    /// Linux's tail-loss probe on skywave's TCP, `on` or `off` for every profile with SACK
+    /// (default: each profile's own, on for linux, off for isode-stock, whose Linux likely
+    /// predates it).
     #[arg(long, value_name = "on|off", value_parser = on_off)]
     tlp: Option<bool>,
-    /// Linux's delayed-ACK engine for Isode's hosts, `on` or `off` (default on; see
-    /// `compare --linux-acks`).
+    /// Linux's delayed-ACK engine on skywave's TCP (quick ACKs at the start, interactive
+    /// mode, a delay that follows the arrivals), `on` or `off`; off: a fixed 40 ms delay and
+    /// an ACK for every second full segment (default: each profile's own, on for linux and
+    /// isode-stock).
     #[arg(long, value_name = "on|off", value_parser = on_off)]
     linux_acks: Option<bool>,
-    /// The congestion control of Isode's hosts: `cubic` (Linux's default, CUBIC with HyStart,
-    /// as Linux 2.6.39-4.0 counts ACKs; the default) or `reno` (Linux's Reno; see `compare
-    /// --congestion`).
+    /// The congestion control of the Linux profiles on skywave's TCP: `cubic` (Linux's
+    /// default, CUBIC with HyStart, counting ACKs as each profile's kernel does: isode-stock's
+    /// 2.6.39-4.0, linux's 4.1 on; the profiles' own) or `reno` (Linux's Reno, which they ran
+    /// until 2026-11-28).
     #[arg(long, value_name = "reno|cubic", value_parser = reno_cubic)]
     congestion: Option<bool>,
+}
+
+impl TcpArgs {
+    /// The switches, checked: Linux's smallest slow-start threshold is two segments, and
+    /// smoltcp cannot be given one.
+    fn overrides(&self) -> Result<TcpOverrides> {
+        let engine: Option<TcpEngine> = self.tcp_engine.as_deref().map(str::parse).transpose()?;
+        if let Some(n) = self.ssthresh {
+            if n < 2 {
+                bail!("--ssthresh must be at least 2 segments (got {n})");
+            }
+            if engine == Some(TcpEngine::Smoltcp) {
+                bail!(
+                    "--ssthresh needs skywave's TCP: smoltcp cannot be given a slow-start threshold"
+                );
+            }
+        }
+        Ok(TcpOverrides {
+            engine,
+            ssthresh: self.ssthresh,
+            no_sack: self.no_sack,
+            tlp: self.tlp,
+            linux_acks: self.linux_acks,
+            cubic: self.congestion,
+        })
+    }
 }
 
 /// A `reno|cubic` choice: `true` for CUBIC.
@@ -714,14 +728,7 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
         irtt: seconds(c.irtt, "--irtt")?,
         max_wait: seconds(c.max_wait, "--max-wait")?,
         min_rto: seconds(c.min_rto, "--min-rto")?,
-        tcp: tcp_overrides(
-            c.tcp_engine.as_deref(),
-            c.ssthresh,
-            c.no_sack,
-            c.tlp,
-            c.linux_acks,
-            c.congestion,
-        )?,
+        tcp: c.tcp.overrides()?,
         smtp_timer: seconds(c.smtp_timer, "--smtp-timer")?,
         seeds: seeds(c.seeds.unwrap_or(if c.quick { 1 } else { 3 }))?,
         segment_size: match c.segment_size {
@@ -840,36 +847,6 @@ fn calibration_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
         })
 }
 
-/// The TCP switches `compare` and `calibrate` share (`--tcp-engine`, `--ssthresh`,
-/// `--no-sack`, `--tlp`, `--linux-acks`, `--congestion`), checked: Linux's smallest
-/// slow-start threshold is two segments, and smoltcp cannot be given one.
-fn tcp_overrides(
-    engine: Option<&str>,
-    ssthresh: Option<u16>,
-    no_sack: bool,
-    tlp: Option<bool>,
-    linux_acks: Option<bool>,
-    cubic: Option<bool>,
-) -> Result<TcpOverrides> {
-    let engine: Option<TcpEngine> = engine.map(str::parse).transpose()?;
-    if let Some(n) = ssthresh {
-        if n < 2 {
-            bail!("--ssthresh must be at least 2 segments (got {n})");
-        }
-        if engine == Some(TcpEngine::Smoltcp) {
-            bail!("--ssthresh needs skywave's TCP: smoltcp cannot be given a slow-start threshold");
-        }
-    }
-    Ok(TcpOverrides {
-        engine,
-        ssthresh,
-        no_sack,
-        tlp,
-        linux_acks,
-        cubic,
-    })
-}
-
 fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
     let dir = calibration_dir(c.calibration)?;
     let seeds = seeds(c.seeds)?;
@@ -879,14 +856,7 @@ fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
         link_idle: seconds(c.link_idle, "--link-idle")?,
         default_ttl: ttl(c.default_ttl, "--default-ttl")?,
         ip_ttl: ttl(c.ip_ttl, "--ip-ttl")?,
-        tcp: tcp_overrides(
-            c.tcp_engine.as_deref(),
-            c.ssthresh,
-            c.no_sack,
-            c.tlp,
-            c.linux_acks,
-            c.congestion,
-        )?,
+        tcp: c.tcp.overrides()?,
     };
     let bar = progress_bar(calibrate::run_count(&dir, seeds.len(), stations)?);
     let cal = calibrate::calibrate(&dir, &seeds, stations, &mut |name| {
