@@ -448,7 +448,8 @@ pub struct Comparison {
     pub published: f64,
     /// The emulated figure (mean over the seeds), or why there is none.
     pub emulated: Result<f64, String>,
-    /// Messages delivered / carried over all seeds.
+    /// Messages delivered / carried over all seeds (datagrams for the UDP flood, and for the
+    /// bulk stream runs that kept their connection to the end / runs).
     pub delivered: (usize, usize),
 }
 
@@ -1097,10 +1098,21 @@ fn bulk_tcp_comparisons(
             }
         }
     }
-    let condition = format!(
+    let mut condition = format!(
         "{} bit/s clean, {il} interleaver, MTU {}, one bulk stream",
         row.link_bps, row.mtu
     );
+    // A stream whose connection a host's give-up rule dropped says so: it is not delivering.
+    let dropped: Vec<f64> = reports.iter().filter_map(|r| r.dropped_at_s).collect();
+    if !dropped.is_empty() {
+        let first = dropped.iter().copied().fold(f64::INFINITY, f64::min);
+        let _ = write!(
+            condition,
+            " (the connection dropped after {first:.0} s in {} of {} runs)",
+            dropped.len(),
+            reports.len()
+        );
+    }
     let mean = |f: &dyn Fn(&BulkTcpReport) -> Option<f64>| -> Result<f64, String> {
         if let Some(e) = &error {
             return Err(e.clone());
@@ -1148,7 +1160,7 @@ fn bulk_tcp_comparisons(
                 unit,
                 published: published?,
                 emulated,
-                delivered: (reports.len(), seeds.len()),
+                delivered: (reports.len() - dropped.len(), seeds.len()),
             })
         })
         .collect()

@@ -43,6 +43,9 @@ pub struct BulkTcpReport {
     pub tcp_resent_segments: u64,
     /// Datagrams the IP clients dropped while their node had flow off (with a hold).
     pub ip_client_drops: u64,
+    /// Seconds from the start to when a host's give-up rule dropped the connection (the
+    /// profile's `tcp_retries2`, say), if it did; the stream carries nothing after it.
+    pub dropped_at_s: Option<f64>,
 }
 
 /// Bytes the shore had read at `t` seconds, from a trace in time order.
@@ -80,6 +83,7 @@ pub fn analyse(trace: Vec<(f64, u64)>, duration: Duration) -> BulkTcpReport {
         trace,
         tcp_resent_segments: 0,
         ip_client_drops: 0,
+        dropped_at_s: None,
     }
 }
 
@@ -111,6 +115,7 @@ pub async fn run_bulk_tcp_5066(
     let fill = [0x5a_u8; 4096];
     let mut read: u64 = 0;
     let mut trace = Vec::new();
+    let mut dropped_at = None;
     for _ in 0..MAX_STEPS {
         let now = link.now();
         let elapsed = now.saturating_sub(start);
@@ -140,6 +145,9 @@ pub async fn run_bulk_tcp_5066(
             for d in host.take_tx(now) {
                 link.send(station, d, &mut arrivals)?;
             }
+            if host.gave_up() && dropped_at.is_none() {
+                dropped_at = Some(elapsed.as_secs_f64());
+            }
         }
         if arrivals.is_empty() {
             let mut next = start + duration;
@@ -157,6 +165,7 @@ pub async fn run_bulk_tcp_5066(
         }
     }
     let mut report = analyse(trace, duration);
+    report.dropped_at_s = dropped_at;
     report.tcp_resent_segments = hosts.iter_mut().map(|h| h.final_stats().resent).sum();
     if let super::link::LinkCounters::S5066 { overflow, .. } = link.counters() {
         report.ip_client_drops = overflow;

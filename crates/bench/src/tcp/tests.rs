@@ -540,6 +540,7 @@ async fn a_bulk_stream_behind_a_deep_queue_lives_by_linuxs_count_from_the_first_
             .await
             .unwrap();
     assert!((lives.final_bps - 189.2).abs() < 0.1, "{}", lives.final_bps);
+    assert_eq!(lives.dropped_at_s, None);
     assert_eq!(
         (lives.ip_client_drops, lives.tcp_resent_segments),
         (237, 264)
@@ -553,6 +554,8 @@ async fn a_bulk_stream_behind_a_deep_queue_lives_by_linuxs_count_from_the_first_
         .unwrap();
     assert_eq!(dies.final_bps, 0.0, "{:?}", dies.trace.last());
     assert!(dies.first_data_s.is_some());
+    let dropped = dies.dropped_at_s.expect("the give-up rule dropped it");
+    assert!((dropped - 3247.0).abs() < 1.0, "{dropped}");
 }
 
 /// NTIA's mails went one after the other between the same two JNOS hosts, so every connection
