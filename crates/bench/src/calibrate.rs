@@ -448,8 +448,8 @@ pub struct Comparison {
     pub published: f64,
     /// The emulated figure (mean over the seeds), or why there is none.
     pub emulated: Result<f64, String>,
-    /// Messages delivered / carried over all seeds (datagrams for the UDP flood, and for the
-    /// bulk stream runs that kept their connection to the end / runs).
+    /// Delivered / offered over all seeds: messages; datagrams for the UDP flood; for the bulk
+    /// stream, runs whose connection lasted to the end / runs.
     pub delivered: (usize, usize),
 }
 
