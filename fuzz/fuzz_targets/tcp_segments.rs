@@ -27,6 +27,7 @@ fuzz_target!(|data: &[u8]| {
         address: US,
         mss: [48, 216, 1460][usize::from(setup % 3)],
         rx_buffer: [64, 1024, 70_000][usize::from(setup / 3 % 3)],
+        rcv_tuning: setup % 5 == 0,
         tx_buffer: 4096,
         iss: ISS,
         rto: RtoTimers {

@@ -41,7 +41,8 @@ enum Command {
     /// Re-run the published conditions and print emulated against published, with ratios.
     ///
     /// Of the TCP switches, --tcp-engine and --no-sack apply to every host, NTIA's and
-    /// Isode's; --ssthresh, --tlp, --linux-acks and --congestion to Isode's Linux hosts alone.
+    /// Isode's; --ssthresh, --tlp, --linux-acks, --congestion and --rcv-tuning to Isode's Linux
+    /// hosts alone.
     Calibrate(Calibrate),
     /// One base and N ships on one channel: HMTP unicast to each ship against P_MUL multicast.
     Fleet(Fleet),
@@ -387,13 +388,23 @@ struct TcpArgs {
     /// until 2026-11-28).
     #[arg(long, value_name = "reno|cubic", value_parser = reno_cubic)]
     congestion: Option<bool>,
+    /// Linux's receive window on skywave's TCP, `on` or `off`: on, a 3.4-3.9 kernel's (ten
+    /// segments in the SYN, grown as data arrives, the buffer autotuned to twice what the
+    /// application reads in a round trip, window scale 7); off, the profile's fixed window
+    /// (65535 bytes for isode-stock, as until 2026-11-29). Default: each profile's own, on for
+    /// isode-stock.
+    #[arg(long, value_name = "on|off", value_parser = on_off)]
+    rcv_tuning: Option<bool>,
 }
 
 impl TcpArgs {
     /// The switches, checked: Linux's smallest slow-start threshold is two segments, and
-    /// smoltcp cannot be given one.
+    /// smoltcp can be given neither one nor Linux's receive window.
     fn overrides(&self) -> Result<TcpOverrides> {
         let engine: Option<TcpEngine> = self.tcp_engine.as_deref().map(str::parse).transpose()?;
+        if self.rcv_tuning == Some(true) && engine == Some(TcpEngine::Smoltcp) {
+            bail!("--rcv-tuning on needs skywave's TCP: smoltcp's receive buffer is fixed");
+        }
         if let Some(n) = self.ssthresh {
             if n < 2 {
                 bail!("--ssthresh must be at least 2 segments (got {n})");
@@ -411,6 +422,7 @@ impl TcpArgs {
             tlp: self.tlp,
             linux_acks: self.linux_acks,
             cubic: self.congestion,
+            rcv_tuning: self.rcv_tuning,
         })
     }
 }
@@ -977,6 +989,8 @@ mod tests {
             "off",
             "--congestion",
             "reno",
+            "--rcv-tuning",
+            "on",
         ])
         .unwrap();
         let t = s.tcp_settings(
@@ -987,7 +1001,7 @@ mod tests {
             1200,
         )[0];
         assert_eq!(t.initial_ssthresh, Some(4));
-        assert!(!t.sack && !t.tlp && !t.linux_acks);
+        assert!(!t.sack && !t.tlp && !t.linux_acks && t.rcv_tuning);
         assert!(matches!(
             t.congestion,
             skywave_bench::model::Congestion::LinuxReno { initial: 10 }
@@ -996,6 +1010,8 @@ mod tests {
         let e = compare_spec(&["--ssthresh", "1"]).unwrap_err();
         assert!(e.to_string().contains("at least 2 segments"), "{e}");
         let e = compare_spec(&["--ssthresh", "4", "--tcp-engine", "smoltcp"]).unwrap_err();
+        assert!(e.to_string().contains("skywave's TCP"), "{e}");
+        let e = compare_spec(&["--rcv-tuning", "on", "--tcp-engine", "smoltcp"]).unwrap_err();
         assert!(e.to_string().contains("skywave's TCP"), "{e}");
         assert!(compare_spec(&["--tcp-engine", "bsd"]).is_err());
     }

@@ -1462,7 +1462,7 @@ mod tests {
             ("best-case", 14025, "short", BEST_14025_SHORT, 1.35),
             ("best-case", 386, "long", BEST_386_LONG, 1.0),
             ("best-case", 14025, "long", BEST_14025_LONG, 1.0),
-            ("isode-stock", 386, "short", 9.0, 5.0),
+            ("isode-stock", 386, "short", 9.2, 5.0),
             ("isode-stock", 14025, "short", 3.7, 2.0),
             ("isode-stock", 386, "long", 9.1, 5.0),
             ("isode-stock", 14025, "long", 5.0, 2.0),
@@ -1535,12 +1535,15 @@ mod tests {
                 let extra =
                     seconds(&linked, scenario.clone(), il) - seconds(&plain, scenario.clone(), il);
                 // SMTP on the short interleaver: Linux's TCP resends spuriously from its 1 s
-                // initial RTO within a 3-4 s round trip, and those resends fall differently once
-                // the link is made first: 3.6 s net, not the exchange's 3.1 s. (2.4 s until the
-                // hosts had SACK, 3.0 s until the client took its first round-trip sample from
-                // the SYN-ACK's timestamp echo, 4.2 s until they acknowledged as Linux does.)
+                // initial RTO within a 3-4 s round trip, and those resends and the delayed
+                // ACKs fall differently once the link is made first: 5.4 s net, not the
+                // exchange's 3.1 s. (2.4 s until the hosts had SACK, 3.0 s until the client
+                // took its first round-trip sample from the SYN-ACK's timestamp echo, 4.2 s
+                // until they acknowledged as Linux does, 3.6 s while their receive window was a
+                // fixed 65535 bytes, whose quick-ACK budget was 16 ACKs where ten segments'
+                // window gives 13.)
                 let want = if scenario.starts_with("smtp") && il == "short" {
-                    3.6
+                    5.4
                 } else {
                     setup
                 };

@@ -149,6 +149,8 @@ pub(crate) struct HostSettings {
     pub(crate) rtt_cache: bool,
     /// skywave's own TCP: the slow-start threshold, segments, once the handshake is done.
     pub(crate) initial_ssthresh: Option<u16>,
+    /// skywave's own TCP: Linux's receive window instead of the fixed `rx_buffer`.
+    pub(crate) rcv_tuning: bool,
     /// skywave's own TCP: the delayed-ACK time in simulated time.
     pub(crate) ack_delay_sim: Option<Duration>,
 }
@@ -458,6 +460,7 @@ impl Host {
                 address: settings.address,
                 mss: u16::try_from(settings.mtu - 40).unwrap_or(u16::MAX),
                 rx_buffer: settings.rx_buffer,
+                rcv_tuning: settings.rcv_tuning,
                 tx_buffer: settings.tx_buffer,
                 // The seed picks the initial sequence number, as smoltcp's random one.
                 iss: (settings.seed ^ (settings.seed >> 32)) as u32,

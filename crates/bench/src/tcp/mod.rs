@@ -112,6 +112,7 @@ mod gate;
 mod host;
 mod link;
 pub mod profile;
+mod rcvbuf;
 mod sack;
 pub mod tcb;
 
@@ -436,6 +437,7 @@ fn host_settings(
         window_rules: tcp.window_rules,
         rtt_cache: tcp.rtt_cache,
         initial_ssthresh: tcp.initial_ssthresh,
+        rcv_tuning: tcp.rcv_tuning,
         ack_delay_sim: tcp.ack_delay,
     }))
 }

@@ -13,6 +13,10 @@
 //!   TIME-WAIT (60 s), RST on abort, RST received;
 //! - MSS option (the segment size is the smaller of both MSSs), window scaling (RFC 7323) when
 //!   the receive window exceeds 65535;
+//! - the receive window: a fixed buffer, or Linux's if asked ([`TcbConfig::rcv_tuning`],
+//!   `tcp/rcvbuf.rs`): ten segments at first, raised as data arrives, and the buffer
+//!   autotuned once per receiver round trip (timed by the timestamps' echo) to twice what the
+//!   application read in the last one;
 //! - retransmission: one timer, RTO = (SRTT + 4·RTTVAR, or Linux's deviation term) ×
 //!   2^backoff clamped to [`RtoTimers`]'s minimum and maximum; one segment timed at a time, no
 //!   sample from a resent segment (Karn), the back-off cleared by the next valid sample (JNOS,
@@ -91,6 +95,7 @@ use smoltcp::wire::{
 use super::cubic::Cubic;
 use super::delack::LinuxAcks;
 use super::profile::{Congestion, Nagle, RttEstimator, WindowRules};
+use super::rcvbuf::{self, RcvBuf};
 use super::sack::{self, Blocks, Scoreboard};
 
 /// TIME-WAIT's length (2 MSL; Linux's `TCP_TIMEWAIT_LEN`).
@@ -120,8 +125,12 @@ pub struct TcbConfig {
     pub address: [u8; 4],
     /// The MSS this host advertises and sends with at most (MTU − 40).
     pub mss: u16,
-    /// Receive buffer, bytes: the most this host advertises.
+    /// Receive buffer, bytes: the most this host advertises (unless `rcv_tuning`).
     pub rx_buffer: usize,
+    /// Linux's receive window instead of `rx_buffer`: ten segments at first, growing as data
+    /// arrives, and a buffer autotuned to twice what the application reads in a round trip
+    /// (`tcp/rcvbuf.rs`, a 3.4-3.9 kernel's defaults), with the window scale that fits it.
+    pub rcv_tuning: bool,
     /// Send buffer, bytes: the most the application may have queued.
     pub tx_buffer: usize,
     /// Initial sequence number.
@@ -447,6 +456,8 @@ pub struct Tcb {
     acks: Option<LinuxAcks>,
     /// CUBIC's state, once the connection is open ([`Congestion::Cubic`] only).
     cubic: Option<Cubic>,
+    /// Linux's receive window (`cfg.rcv_tuning` only).
+    rcvbuf: Option<RcvBuf>,
     time_wait_at: Option<Duration>,
 
     out: Vec<Vec<u8>>,
@@ -455,7 +466,9 @@ pub struct Tcb {
 impl Tcb {
     /// A closed endpoint.
     pub fn new(cfg: TcbConfig) -> Tcb {
-        let rcv_shift = {
+        let rcv_shift = if cfg.rcv_tuning {
+            rcvbuf::window_scale()
+        } else {
             let mut s = 0u8;
             while s < 14 && (cfg.rx_buffer >> s) > 65_535 {
                 s += 1;
@@ -523,6 +536,7 @@ impl Tcb {
             ack_now: false,
             acks: None,
             cubic: None,
+            rcvbuf: cfg.rcv_tuning.then(|| RcvBuf::new(cfg.mss)),
             time_wait_at: None,
             out: Vec::new(),
             cfg,
@@ -620,6 +634,11 @@ impl Tcb {
     /// Takes every byte received in order.
     pub fn recv(&mut self) -> Vec<u8> {
         let data: Vec<u8> = self.rx.drain(..).collect();
+        if let Some(r) = self.rcvbuf.as_mut()
+            && !data.is_empty()
+        {
+            r.read(self.clock, data.len());
+        }
         if !data.is_empty() && self.window_update_due() {
             self.ack_now = true;
         }
@@ -677,14 +696,35 @@ impl Tcb {
             .min()
     }
 
-    /// The peer's advertised window scaled, as a byte count.
+    /// Bytes of data the receive buffer holds.
+    fn rx_capacity(&self) -> usize {
+        self.rcvbuf
+            .as_ref()
+            .map_or(self.cfg.rx_buffer, RcvBuf::capacity)
+    }
+
+    /// Room left in the receive buffer.
     fn free_rx(&self) -> usize {
-        self.cfg.rx_buffer.saturating_sub(self.rx.len())
+        self.rx_capacity().saturating_sub(self.rx.len())
+    }
+
+    /// The window to offer: the room left, and with Linux's receive window no more than its
+    /// current ceiling.
+    fn offer_rx(&self) -> usize {
+        match &self.rcvbuf {
+            Some(r) => r.window(self.rx.len()),
+            None => self.free_rx(),
+        }
+    }
+
+    /// This host offers the window-scale option.
+    fn offers_scale(&self) -> bool {
+        self.cfg.rcv_tuning || self.cfg.rx_buffer > 65_535
     }
 
     /// The window field to advertise now (scaled down), and the right edge it stands for.
     fn advertise(&self) -> (u16, u32) {
-        let field = (self.free_rx() >> self.rcv_shift).min(65_535);
+        let field = (self.offer_rx() >> self.rcv_shift).min(65_535);
         let edge = self.rcv_nxt.wrapping_add((field << self.rcv_shift) as u32);
         // Never move the right edge back (RFC 9293 3.8.6.2.2: do not shrink the window).
         if after(self.rcv_adv, edge) {
@@ -725,7 +765,7 @@ impl Tcb {
         let syn = control == TcpControl::Syn;
         let (window, edge) = if syn {
             // The window field of a SYN is never scaled.
-            let w = self.free_rx().min(65_535);
+            let w = self.offer_rx().min(65_535);
             (w as u16, self.rcv_nxt.wrapping_add(w as u32))
         } else {
             self.advertise()
@@ -756,7 +796,7 @@ impl Tcb {
             seq_number: TcpSeqNumber(seq as i32),
             ack_number: ack.then_some(TcpSeqNumber(self.rcv_nxt as i32)),
             window_len: window,
-            window_scale: (syn && self.cfg.rx_buffer > 65_535).then_some(self.rcv_shift),
+            window_scale: (syn && self.offers_scale()).then_some(self.rcv_shift),
             max_seg_size: syn.then_some(self.cfg.mss),
             // A SYN offers SACK; a SYN-ACK only answers an offer (RFC 2018 2).
             sack_permitted: syn && if ack { self.sack_ok } else { self.cfg.sack },
@@ -933,7 +973,9 @@ impl Tcb {
                     .map(|t| t.tsecr)
                     .filter(|&e| e != 0 && self.ts_ok);
                 self.rcv_nxt = seq.wrapping_add(1);
-                self.rcv_adv = self.rcv_nxt.wrapping_add(self.free_rx().min(65_535) as u32);
+                self.rcv_adv = self
+                    .rcv_nxt
+                    .wrapping_add(self.offer_rx().min(65_535) as u32);
                 self.snd_wl1 = seq;
                 self.snd_wl2 = a;
                 self.opened();
@@ -1047,7 +1089,7 @@ impl Tcb {
             // `mss_cache` has it, so the datagram stays within the MTU.
             self.mss = self.mss.saturating_sub(12).max(1);
         }
-        match (seg.window_scale, self.cfg.rx_buffer > 65_535) {
+        match (seg.window_scale, self.offers_scale()) {
             (Some(s), true) => self.snd_shift = s.min(14),
             _ => {
                 // Scaling is on only if both sides offered it.
@@ -1437,7 +1479,7 @@ impl Tcb {
             self.acks = Some(LinuxAcks::new(
                 self.clock,
                 usize::from(self.cfg.mss),
-                window.max(self.free_rx().min(65_535)),
+                window.max(self.offer_rx().min(65_535)),
                 self.ts_ok,
             ));
         }
@@ -1516,6 +1558,16 @@ impl Tcb {
             return;
         }
         let mut in_order = false;
+        // Linux's `tcp_rcv_rtt_measure_ts`: a full-sized segment's echo is the receiver's
+        // round-trip sample, which paces its buffer's autotuning.
+        if payload.len() >= self.mss
+            && let Some(echo) = self.seg_echo
+        {
+            let ms = self.tsval().wrapping_sub(echo);
+            if let Some(r) = self.rcvbuf.as_mut() {
+                r.rtt_sample(Duration::from_millis(u64::from(ms)));
+            }
+        }
         if !payload.is_empty() {
             // Trim what was already received and what lies beyond the window.
             let skip = if after(self.rcv_nxt, seq) {
@@ -1544,6 +1596,9 @@ impl Tcb {
                     self.rx.extend(data);
                     self.rcv_nxt = self.rcv_nxt.wrapping_add(data.len() as u32);
                     self.unacked_rx += data.len();
+                    if let Some(r) = self.rcvbuf.as_mut() {
+                        r.data_received(data.len(), self.rx.len());
+                    }
                     in_order = true;
                     let filled = self.pull_out_of_order();
                     if filled {
@@ -1558,7 +1613,7 @@ impl Tcb {
                             let dup = have.len().min(data.len()) as u32;
                             self.dsack_next = Some((start, start.wrapping_add(dup)));
                         }
-                    } else if held + data.len() <= self.cfg.rx_buffer {
+                    } else if held + data.len() <= self.rx_capacity() {
                         self.ooo.insert(start, data.to_vec());
                         self.sack_recent.retain(|&s| s != start);
                         self.sack_recent.insert(0, start);
@@ -2095,6 +2150,7 @@ mod tests {
             address,
             mss: 216,
             rx_buffer: 1024,
+            rcv_tuning: false,
             tx_buffer: 64 * 1024,
             iss: if address == A { 1000 } else { 0xFFFF_FF00 },
             rto: RtoTimers {
@@ -3009,6 +3065,44 @@ mod tests {
         let flight = |at: f64| -> usize { sent.iter().filter(|s| s.at == at).map(|s| s.len).sum() };
         assert!(flight(sent[0].at) <= 65_535);
         assert_eq!(flight(sent[0].at) + flight(sent[0].at + 2.0), data.len());
+    }
+
+    /// Linux's receive window end to end (`tcp/rcvbuf.rs`): the SYN-ACK offers ten segments,
+    /// the window-scale option goes both ways, and with the application reading as the data
+    /// comes, autotuning takes the window far past 65535 bytes within a few round trips,
+    /// flight by flight, for a sender the window alone limits.
+    #[test]
+    fn a_linux_receiver_opens_at_ten_segments_and_autotunes_past_65535() {
+        let mut a = linux_timers(config(A, Congestion::Unlimited));
+        a.mss = 1460;
+        a.timestamps = true;
+        a.nagle = Nagle::Off;
+        a.window_rules = WindowRules::Linux;
+        a.rcv_tuning = true;
+        a.tx_buffer = 4 << 20;
+        let b = peer(a, 5);
+        let mut p = Pair::new(a, b, 1.0);
+        p.run(3.0, &|_| false);
+        assert_eq!(p.ends[0].snd_wnd, 14_600);
+        assert_eq!((p.ends[0].snd_shift, p.ends[1].rcv_shift), (7, 7));
+        let data = pattern(3_000_000);
+        assert_eq!(p.ends[0].send_slice(&data), data.len());
+        p.run(200.0, &|_| false);
+        p.assert_read(&data);
+        let sent = p.data_segments(0);
+        let mut flights: Vec<(f64, usize)> = Vec::new();
+        for s in &sent {
+            match flights.last_mut() {
+                Some((at, n)) if *at == s.at => *n += s.len,
+                _ => flights.push((s.at, s.len)),
+            }
+        }
+        let sizes: Vec<usize> = flights.iter().map(|f| f.1).collect();
+        // Ten segments of 1448 bytes (the MSS less the timestamps) at first.
+        assert_eq!(sizes[0], 14_480, "{sizes:?}");
+        // Then the window grows with what arrived and with what was read, each round trip
+        // offering about twice the last: one flight carried more than 8 × 65535 bytes.
+        assert!(sizes.iter().any(|&n| n > 8 * 65_535), "{sizes:?}");
     }
 
     #[test]

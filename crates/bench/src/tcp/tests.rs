@@ -502,7 +502,7 @@ async fn a_bulk_stream_loses_datagrams_only_to_an_ip_client_that_drops() {
     assert_eq!(tcp.ip_client_hold, Some(crate::stack::IP_CLIENT_HOLD));
     let run = Duration::from_secs(7200);
     let dropping = super::bulk::run_bulk_tcp_5066(&c, &tcp, run).await.unwrap();
-    // The README's figures (deterministic for the seed): 379 dropped, 385 resent (57 and 63
+    // The README's figures (deterministic for the seed): 379 dropped, 385 resent (56 and 62
     // while the hosts ran Linux's Reno, which halved its window at each loss where CUBIC keeps
     // 0.7 of it and is back at it within seconds).
     assert_eq!(
@@ -526,36 +526,38 @@ async fn a_bulk_stream_loses_datagrams_only_to_an_ip_client_that_drops() {
 /// segment the IP client dropped is resent behind it and the RTO (120 s at most) fires again
 /// and again before the answer. Linux drops the connection 924.6 s after the episode's first
 /// resend (`retrans_stamp`), not after the segment's first sending: counted so, `calibrate`'s
-/// stream lives at the default turnaround and dies at 3 s, where the queue and the turnarounds
-/// pass that. The README's figures; virtual time, exact for the seed.
+/// stream lives at the default turnaround (and up to 4 s) and dies at 5 s, where the queue and
+/// the turnarounds pass that. The README's figures; virtual time, exact for the seed.
 #[tokio::test(start_paused = true)]
 async fn a_bulk_stream_behind_a_deep_queue_lives_by_linuxs_count_from_the_first_resend() {
     let tcp = crate::calibrate::isode_tcp(300);
     assert_eq!((tcp.mtu, tcp.mss), (500, 460));
     assert_eq!(tcp.give_up, crate::model::GiveUp::LINUX);
+    assert!(tcp.rcv_tuning);
     let run = Duration::from_secs(7200);
     let stations = crate::calibrate::ISODE_STATIONS;
     let lives =
         super::bulk::run_bulk_tcp_5066(&stations.apply(cond("awgn", 30.0, 300, 1)), &tcp, run)
             .await
             .unwrap();
-    assert!((lives.final_bps - 189.2).abs() < 0.1, "{}", lives.final_bps);
+    assert!((lives.final_bps - 217.0).abs() < 0.1, "{}", lives.final_bps);
     assert_eq!(lives.dropped_at_s, None);
     assert_eq!(
         (lives.ip_client_drops, lives.tcp_resent_segments),
-        (237, 264)
+        (190, 230)
     );
     let slow = crate::calibrate::Stations {
-        turnaround: Some(Duration::from_secs(3)),
+        turnaround: Some(Duration::from_secs(5)),
         ..stations
     };
     let dies = super::bulk::run_bulk_tcp_5066(&slow.apply(cond("awgn", 30.0, 300, 1)), &tcp, run)
         .await
         .unwrap();
-    assert_eq!(dies.final_bps, 0.0, "{:?}", dies.trace.last());
     assert!(dies.first_data_s.is_some());
     let dropped = dies.dropped_at_s.expect("the give-up rule dropped it");
-    assert!((dropped - 3247.0).abs() < 1.0, "{dropped}");
+    assert!((dropped - 6088.0).abs() < 1.0, "{dropped}");
+    // Dropped within the last half hour, over which the final rate is read.
+    assert!(dies.final_bps < 5.0, "{}", dies.final_bps);
 }
 
 /// NTIA's mails went one after the other between the same two JNOS hosts, so every connection
