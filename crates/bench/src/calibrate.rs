@@ -1540,8 +1540,8 @@ mod tests {
                 // exchange's 3.1 s. (2.4 s until the hosts had SACK, 3.0 s until the client
                 // took its first round-trip sample from the SYN-ACK's timestamp echo, 4.2 s
                 // until they acknowledged as Linux does, 3.6 s while their receive window was a
-                // fixed 65535 bytes, whose quick-ACK budget was 16 ACKs where ten segments'
-                // window gives 13.)
+                // fixed 65535 bytes offered without the window-scale option, whose four bytes
+                // shift where the resends fall.)
                 let want = if scenario.starts_with("smtp") && il == "short" {
                     5.4
                 } else {
