@@ -11,10 +11,11 @@
 //! - `isode-smtp-vs-coacp142.csv`: one message at a time over a clean 1200 bit/s link (AWGN at
 //!   30 dB), once with the short and once with the long interleaver (Isode did not say which
 //!   its modems used); seconds from submission to delivery. The `smtp` column is run
-//!   as `smtp-tcp-5066` with the `isode-stock` TCP profile (MSS 1460, MTU 1500, window 65535,
-//!   a stock Linux on skywave's TCP: Reno from ten segments, classic Nagle, delayed ACK,
-//!   timestamps, RTO 1 s initially and 200 ms to 120 s: our assumption for the hosts Isode
-//!   used; see [`crate::tcp::profile`]); the `co_acp142` column
+//!   as `smtp-tcp-5066` with the `isode-stock` TCP profile (MSS 1460, MTU 1500, a stock Linux
+//!   of 2012 on skywave's TCP: its receive window, ten segments at first and autotuned, CUBIC
+//!   from ten segments, classic Nagle, Linux's delayed ACK, timestamps, SACK, RTO 1 s initially
+//!   and 200 ms to 120 s: our assumption for the hosts Isode used; see
+//!   [`crate::tcp::profile`]); the `co_acp142` column
 //!   (an HF-native protocol with compression) is set against `hmtp-5066-deflate` and
 //!   `cftp-5066`.
 //!
