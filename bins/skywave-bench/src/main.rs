@@ -218,7 +218,8 @@ struct Compare {
     /// TCP maximum segment sizes, bytes, overriding the profile's (MTU = MSS + 40).
     #[arg(long, value_delimiter = ',')]
     mss: Vec<u16>,
-    /// TCP receive windows, bytes, overriding the profile's.
+    /// TCP receive windows, bytes, overriding the profile's: fixed, as a Linux application's
+    /// SO_RCVBUF fixes it (isode-stock's autotuning off, unless --rcv-tuning on).
     #[arg(long, value_delimiter = ',')]
     window: Vec<u32>,
     /// STANAG 5066 D_PDU segment size for every run, bytes (1-1023, default 1023): smaller

@@ -716,7 +716,9 @@ impl TcpOverrides {
 
 impl TcpSettings {
     /// The settings with MSS and/or window overridden (`--mss`, `--window`): the MTU follows
-    /// the MSS (MSS + 40, at most the 5066 IP MTU); everything else stays the profile's.
+    /// the MSS (MSS + 40, at most the 5066 IP MTU); a window set is fixed, as a Linux
+    /// application's `SO_RCVBUF` locks its buffer against autotuning (`SOCK_RCVBUF_LOCK`), so
+    /// it turns [`TcpSettings::rcv_tuning`] off; everything else stays the profile's.
     pub fn with_overrides(mut self, mss: Option<u16>, window: Option<u32>) -> TcpSettings {
         if let Some(mss) = mss {
             self.mss = mss;
@@ -724,6 +726,7 @@ impl TcpSettings {
         }
         if let Some(window) = window {
             self.window = window;
+            self.rcv_tuning = false;
         }
         self
     }
@@ -945,5 +948,10 @@ mod tests {
             (o.mss, o.mtu, o.window, o.nagle),
             (536, 576, 4096, Nagle::Minshall)
         );
+        // isode-stock autotunes its receive buffer, unless a window is set.
+        assert!(stock.rcv_tuning && !linux.rcv_tuning);
+        assert!(stock.with_overrides(Some(536), None).rcv_tuning);
+        let fixed = stock.with_overrides(None, Some(32_768));
+        assert!(!fixed.rcv_tuning && fixed.window == 32_768);
     }
 }
