@@ -10,13 +10,13 @@
 //!
 //! Why it matters on a 5066 link: a stock Linux receiver does not stay at the 65535 bytes an
 //! unscaled window allows. With the application reading as the data comes, every round trip
-//! it offers twice what arrived in the last one, so the window ends up far above what the
-//! link carries in a round trip, and the sender's congestion window, not the receiver, decides
-//! how much waits in the node's queue.
+//! it offers twice what arrived in the last one, so the window stays ahead of the flight, and
+//! the sender's congestion window and the node's flow control, not the receiver, decide how
+//! much waits in the node's queue.
 //!
 //! From `net/ipv4/tcp_input.c` and `tcp_output.c` of the 3.x kernels (the `isode-stock` era:
-//! after 3.4's `tcp_adv_win_scale` of 1 and `tcp_rmem[2]` of 6 MB, before 3.12's initial
-//! receive window of 20 segments):
+//! after 3.4's `tcp_adv_win_scale` of 1 and `tcp_rmem[2]` of 6 MB, before the initial receive
+//! window grew to twice the initial congestion window, 20 segments):
 //! - `tcp_select_initial_window`: the SYN's window is the smaller of the buffer's space
 //!   (`tcp_full_space`) rounded down to whole segments and 10 segments
 //!   (`TCP_DEFAULT_INIT_RCVWND`); the window scale is the one that fits `tcp_rmem[2]`;
@@ -48,7 +48,7 @@ use std::time::Duration;
 const RMEM_DEFAULT: usize = 87_380;
 /// `tcp_rmem[2]` from 3.4 on: the most autotuning may give it.
 const RMEM_MAX: usize = 6_291_456;
-/// `TCP_DEFAULT_INIT_RCVWND`: the initial window in segments (20 from 3.12 on).
+/// `TCP_DEFAULT_INIT_RCVWND`: the initial window in segments (later kernels offer more).
 const INIT_RCVWND: usize = 10;
 /// `MAX_TCP_HEADER` plus the aligned `sk_buff` and `skb_shared_info` on x86-64: the memory a
 /// segment takes beyond its data.
