@@ -66,9 +66,9 @@
 //!   below, where Isode ran SMTP with MTU 500: [`isode_mtu`]), on skywave's TCP as a stock
 //!   Linux of 2012 has it: the receive window a 3.4-3.9 kernel opens and autotunes
 //!   ([`TcpSettings::rcv_tuning`], `tcp/rcvbuf.rs`: ten segments in the SYN, two segments more
-//!   for each that arrives up to 42230 bytes, then twice what the application read in the
-//!   receiver's last round trip, window scale 7; a fixed 65535 bytes until 2026-11-29, and on
-//!   smoltcp), RTO 1 s initially (`TCP_TIMEOUT_INIT`), 200 ms to 120 s
+//!   for each that arrives up to 42230 bytes with MSS 1460, then twice what the application
+//!   read in the receiver's last round trip, window scale 7; a fixed 65535 bytes until
+//!   2026-11-29, and on smoltcp), RTO 1 s initially (`TCP_TIMEOUT_INIT`), 200 ms to 120 s
 //!   (`TCP_RTO_MIN`, `TCP_RTO_MAX`) from Linux's estimator ([`RttEstimator::Linux`]),
 //!   timestamps with an RTT sample from every ACK and the undo of a spurious timeout, CUBIC
 //!   with HyStart from ten segments counting ACKs as the kernels of 2012 did (2.6.39 to 4.0:
