@@ -46,8 +46,9 @@ use std::time::Duration;
 
 /// `tcp_rmem[1]`: the buffer a socket starts with.
 const RMEM_DEFAULT: usize = 87_380;
-/// `tcp_rmem[2]` from 3.4 on: the most autotuning may give it.
-const RMEM_MAX: usize = 6_291_456;
+/// `tcp_rmem[2]` from 3.4 on: the most autotuning may give it, and what Linux sizes its
+/// window scale for.
+pub(crate) const RMEM_MAX: usize = 6_291_456;
 /// `TCP_DEFAULT_INIT_RCVWND`: the initial window in segments (later kernels offer more).
 const INIT_RCVWND: usize = 10;
 /// `MAX_TCP_HEADER` plus the aligned `sk_buff` and `skb_shared_info` on x86-64: the memory a
@@ -61,15 +62,6 @@ const RTT_GAIN: f64 = 0.125;
 /// `tcp_win_from_space` with `tcp_adv_win_scale` 1: the data half of `space` bytes of memory.
 fn win_from_space(space: usize) -> usize {
     space - space / 2
-}
-
-/// The window scale Linux offers: the smallest shift that fits `tcp_rmem[2]` in 16 bits.
-pub(crate) fn window_scale() -> u8 {
-    let mut s = 0u8;
-    while s < 14 && (RMEM_MAX >> s) > 65_535 {
-        s += 1;
-    }
-    s
 }
 
 /// One connection's receive-window state.
@@ -219,7 +211,7 @@ mod tests {
         assert_eq!(r.ceiling(), (14_600, 42_230));
         assert_eq!(RcvBuf::new(460).window(0), 4_600);
         // 6 MB in 16 bits takes a shift of 7.
-        assert_eq!(window_scale(), 7);
+        assert_eq!(super::super::tcb::window_shift(RMEM_MAX), 7);
     }
 
     #[test]

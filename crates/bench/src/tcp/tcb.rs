@@ -196,6 +196,16 @@ pub fn datagram(src: [u8; 4], dst: [u8; 4], repr: &TcpRepr<'_>) -> Vec<u8> {
     buf
 }
 
+/// The window-scale shift that fits a receive buffer of `bytes` in the 16-bit window field
+/// (RFC 7323 2.3: at most 14).
+pub(crate) fn window_shift(bytes: usize) -> u8 {
+    let mut s = 0u8;
+    while s < 14 && (bytes >> s) > 65_535 {
+        s += 1;
+    }
+    s
+}
+
 /// `a` is after `b` in sequence space.
 fn after(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) > 0
@@ -466,15 +476,12 @@ pub struct Tcb {
 impl Tcb {
     /// A closed endpoint.
     pub fn new(cfg: TcbConfig) -> Tcb {
-        let rcv_shift = if cfg.rcv_tuning {
-            rcvbuf::window_scale()
+        // Linux sizes its scale for the most autotuning may give the buffer.
+        let rcv_shift = window_shift(if cfg.rcv_tuning {
+            rcvbuf::RMEM_MAX
         } else {
-            let mut s = 0u8;
-            while s < 14 && (cfg.rx_buffer >> s) > 65_535 {
-                s += 1;
-            }
-            s
-        };
+            cfg.rx_buffer
+        });
         let cwnd = match cfg.congestion {
             // Refused by the settings check; smoltcp's own Reno starts at 2048 bytes.
             Congestion::SmoltcpReno => Some(2048),
