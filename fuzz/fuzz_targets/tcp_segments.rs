@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use skywave_bench::model::{Congestion, CubicEra, Nagle, RttEstimator, WindowRules};
-use skywave_bench::tcp::tcb::{RtoTimers, Tcb, TcbConfig, datagram};
+use skywave_bench::tcp::tcb::{RcvEra, RtoTimers, Tcb, TcbConfig, datagram};
 use smoltcp::wire::{IpProtocol, Ipv4Packet, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber};
 
 const US: [u8; 4] = [10, 0, 0, 2];
@@ -27,7 +27,11 @@ fuzz_target!(|data: &[u8]| {
         address: US,
         mss: [48, 216, 1460][usize::from(setup % 3)],
         rx_buffer: [64, 1024, 70_000][usize::from(setup / 3 % 3)],
-        rcv_tuning: setup % 5 == 0,
+        rcv_tuning: match setup % 10 {
+            0 => Some(RcvEra::Linux34),
+            5 => Some(RcvEra::Linux420),
+            _ => None,
+        },
         tx_buffer: 4096,
         iss: ISS,
         rto: RtoTimers {

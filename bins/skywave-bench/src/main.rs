@@ -219,7 +219,7 @@ struct Compare {
     #[arg(long, value_delimiter = ',')]
     mss: Vec<u16>,
     /// TCP receive windows, bytes, overriding the profile's: fixed, as a Linux application's
-    /// SO_RCVBUF fixes it (isode-stock's autotuning off, unless --rcv-tuning on).
+    /// SO_RCVBUF fixes it (the Linux profiles' autotuning off, unless --rcv-tuning on).
     #[arg(long, value_delimiter = ',')]
     window: Vec<u32>,
     /// STANAG 5066 D_PDU segment size for every run, bytes (1-1023, default 1023): smaller
@@ -389,11 +389,13 @@ struct TcpArgs {
     /// until 2026-11-28).
     #[arg(long, value_name = "reno|cubic", value_parser = reno_cubic)]
     congestion: Option<bool>,
-    /// Linux's receive window on skywave's TCP, `on` or `off`: on, a 3.4-3.9 kernel's (ten
-    /// segments in the SYN, grown as data arrives, the buffer autotuned to twice what the
-    /// application reads in a round trip, window scale 7); off, the profile's fixed window
-    /// (65535 bytes for isode-stock, as until 2026-11-29). Default: each profile's own, on for
-    /// isode-stock.
+    /// Linux's receive window on skywave's TCP, `on` or `off`: on, the profile's kernel's
+    /// (isode-stock: 3.4-3.9, ten segments in the SYN, grown as data arrives, the buffer
+    /// autotuned to twice what the application reads in a round trip; linux and the others:
+    /// 4.20-6.5, 64240 bytes in the SYN and the buffer autotuned once a round trip reads more
+    /// than ten segments; window scale 7 for both); off, the profile's fixed window (65535
+    /// bytes for both Linux profiles, as until 2026-11-29, and without the window-scale
+    /// option). Default: each profile's own, on for isode-stock and linux.
     #[arg(long, value_name = "on|off", value_parser = on_off)]
     rcv_tuning: Option<bool>,
 }

@@ -174,10 +174,11 @@ pub struct TcpSettings {
     /// (`tcp_init_metrics`); skywave's TCP only. Not published for any measured host: a what-if
     /// (`compare --ssthresh`, `calibrate --ssthresh`).
     pub initial_ssthresh: Option<u16>,
-    /// Linux's receive window on skywave's TCP instead of the fixed [`TcpSettings::window`]:
-    /// ten segments at first, raised as data arrives, and the buffer autotuned to twice what
-    /// the application reads in a round trip (`tcp/rcvbuf.rs`: a 3.4-3.9 kernel's defaults,
-    /// window scale 7). smoltcp keeps `window`.
+    /// Linux's receive window on skywave's TCP instead of the fixed [`TcpSettings::window`],
+    /// by the rules of the profile's kernel ([`TcpSettings::rcv_era`], `tcp/rcvbuf.rs`): an
+    /// initial window (3.4-3.9: ten segments; 4.20-6.5: 64240 bytes with MSS 1460), raised as
+    /// data arrives, and the buffer autotuned to what the application reads in a round trip,
+    /// window scale 7. smoltcp keeps `window`.
     pub rcv_tuning: bool,
     /// Congestion window.
     pub congestion: Congestion,

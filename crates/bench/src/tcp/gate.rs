@@ -186,7 +186,7 @@ mod tests {
             window_rules: WindowRules::Linux,
             rtt_cache: false,
             initial_ssthresh: None,
-            rcv_tuning: false,
+            rcv_tuning: None,
             ack_delay_sim: ack_delay,
         };
         let t = Instant::from_secs(1);

@@ -149,8 +149,9 @@ pub(crate) struct HostSettings {
     pub(crate) rtt_cache: bool,
     /// skywave's own TCP: the slow-start threshold, segments, once the handshake is done.
     pub(crate) initial_ssthresh: Option<u16>,
-    /// skywave's own TCP: Linux's receive window instead of the fixed `rx_buffer`.
-    pub(crate) rcv_tuning: bool,
+    /// skywave's own TCP: Linux's receive window, by the rules of the kernel named, instead of
+    /// the fixed `rx_buffer`.
+    pub(crate) rcv_tuning: Option<super::tcb::RcvEra>,
     /// skywave's own TCP: the delayed-ACK time in simulated time.
     pub(crate) ack_delay_sim: Option<Duration>,
 }

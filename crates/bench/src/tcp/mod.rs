@@ -437,7 +437,7 @@ fn host_settings(
         window_rules: tcp.window_rules,
         rtt_cache: tcp.rtt_cache,
         initial_ssthresh: tcp.initial_ssthresh,
-        rcv_tuning: tcp.rcv_tuning,
+        rcv_tuning: tcp.rcv_tuning.then(|| tcp.rcv_era()),
         ack_delay_sim: tcp.ack_delay,
     }))
 }

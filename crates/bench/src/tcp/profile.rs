@@ -4,7 +4,7 @@
 //! | profile | TCP | MSS / MTU | window | RTO initial / min / max | congestion | Nagle | delayed ACK | gives up |
 //! |---|---|---|---|---|---|---|---|---|
 //! | `jnos-1998` | skywave's | 216 / 256 | 1024 | 60 / 0.5 / 90 s (1200 bit/s; 60 / 0.5 / 360 s below), SRTT from IRTT | Reno from 1 segment | classic | none | after 10 timeouts |
-//! | `linux` | skywave's | 1460 / 1500 | 65535 | 1 / 0.2 / 120 s, Linux's estimator, timestamps | CUBIC with HyStart from 10 segments, SACK, tail-loss probe | Minshall | Linux's: quick ACKs first, then 40-500 ms, interactive mode | SYN 127 s, data 924.6 s |
+//! | `linux` | skywave's | 1460 / 1500 | Linux 4.20-6.5's: 64240 in the SYN, autotuned | 1 / 0.2 / 120 s, Linux's estimator, timestamps | CUBIC with HyStart from 10 segments, SACK, tail-loss probe | Minshall | Linux's: quick ACKs first, then 40-500 ms, interactive mode | SYN 127 s, data 924.6 s |
 //! | `best-case` | smoltcp | 2008 / 2048 | 1 MiB | 600 / 600 / 36000 s | none (receive window only) | off | 40 ms, every full segment | never |
 //! | `isode-stock` | skywave's | 1460 / 1500 (460 / 500 at 300 bit/s and below) | Linux 3.x's: 10 segments, autotuned (65535 on smoltcp) | 1 / 0.2 / 120 s, Linux's estimator, timestamps | CUBIC with HyStart from 10 segments (2.6.39-4.0's counting), SACK | classic | Linux's, as `linux` | SYN 127 s, data 924.6 s |
 //!
@@ -39,9 +39,11 @@
 //!   (`TCP_TIMEOUT_INIT`, `TCP_RTO_MIN`, `TCP_RTO_MAX`) from Linux's estimator
 //!   ([`RttEstimator::Linux`]), timestamps with an RTT sample from
 //!   every ACK and the undo of a spurious timeout (and of resent SYNs the SYN-ACK shows
-//!   spurious, Linux 5.2 on), Linux's window rules, receive window 65535 (a current kernel
-//!   opens at 64240, 44 segments; its autotuning, rewritten in 4.x, is not modelled here, as
-//!   it is for `isode-stock`), Linux's give-up; SACK (RFC 2018) with RFC 6675's loss
+//!   spurious, Linux 5.2 on), Linux's window rules, the receive window a current kernel opens
+//!   and autotunes ([`TcpSettings::rcv_tuning`], `tcp/rcvbuf.rs`, 4.20-6.5's rules: 64240
+//!   bytes in the SYN, 44 segments, with the window-scale option, scale 7, and the buffer
+//!   autotuned once a receiver round trip reads more than ten segments; a fixed 65535 bytes
+//!   without the option until 2026-11-29), Linux's give-up; SACK (RFC 2018) with RFC 6675's loss
 //!   recovery, its window set by proportional rate reduction (RFC 6937, Linux 3.2 on, so
 //!   `isode-stock` too: of the kernels with IW10 and the 1 s initial RTO, 3.1 alone lacks it,
 //!   current from October 2011 to January 2012), and D-SACK ([`TcpSettings::sack`], Linux's
@@ -115,16 +117,16 @@
 //! - `linux` over 5066, 1200 bit/s, clean channel (`skywave-bench compare --scenarios
 //!   smtp-tcp-5066,smtp-tcp-5066-deflate --tcp-profile linux --snr 30 --sizes
 //!   386,1867,14025,135604 --seeds 1`, and the same with `--tcp-engine smoltcp`): 135604 bytes
-//!   plain in 1094.5 s with 11 segments resent, against 2927 s and 977 on smoltcp (best-case:
+//!   plain in 1093.3 s with 12 segments resent, against 2927 s and 977 on smoltcp (best-case:
 //!   1018 s), the go-back-N storms gone as on a real Linux. What a real Linux pays instead shows
-//!   on short messages: 386 bytes in 28.4 s against 21.8 s on smoltcp and `best-case`, because
+//!   on short messages: 386 bytes in 28.9 s against 21.8 s on smoltcp and `best-case`, because
 //!   the 1 s initial RTO resends the SYN, and the listener its SYN-ACK for each duplicate SYN
 //!   as Linux does, on a link whose round trip is 3-4 s, each resend a transmission of its own.
 //!   With five minutes of outage 20 s into the session (`--outage 20+300`, 14025 bytes) its
 //!   resends, each a U_PDU its node sends at once, run the ship's node through its ten
 //!   unanswered retries after 110 s and the node declares the link lost (five times in all);
 //!   the connection goes on, as a real one would, its next segment makes the link again, and
-//!   it delivers after 462.9 s (smoltcp: 445.9 s).
+//!   it delivers after 442.3 s (smoltcp: 445.9 s).
 //!
 //! `best-case` needs no congestion window at all and stays on smoltcp.
 //!
@@ -181,6 +183,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 pub use super::cubic::CubicEra;
+pub use super::tcb::RcvEra;
 use crate::model::TcpSettings;
 
 /// Which JNOS constant the dilated smoltcp clock reproduces exactly (see the module docs of
@@ -441,9 +444,9 @@ impl TcpProfile {
                 linux_acks: true,
                 rtt_cache: false,
                 initial_ssthresh: None,
-                // A current kernel's autotuning (rewritten in 4.x) is not modelled: a fixed
-                // 65535 bytes, as before.
-                rcv_tuning: false,
+                // A current kernel's receive window (4.20 on: 64240 bytes in the SYN, window
+                // scale 7) and its autotuning (`tcp_moderate_rcvbuf`, on since 2.6.7).
+                rcv_tuning: true,
                 // Linux's default since 2.6.19; a current kernel counts what is acknowledged.
                 congestion: Congestion::Cubic {
                     initial: 10,
@@ -745,6 +748,15 @@ impl TcpSettings {
         self
     }
 
+    /// Whose receive window [`TcpSettings::rcv_tuning`] gives this profile: `isode-stock`'s
+    /// Linux of 2012 a 3.4-3.9 kernel's, any other a current Linux's (4.20-6.5).
+    pub fn rcv_era(&self) -> RcvEra {
+        match self.profile {
+            Some(TcpProfile::IsodeStock) => RcvEra::Linux34,
+            _ => RcvEra::Linux420,
+        }
+    }
+
     /// How the kernel this profile stands for counts ACKs for CUBIC: `isode-stock`'s Linux of
     /// 2012 as 2.6.39-4.0 did, any other as a current Linux.
     fn cubic_era(&self) -> CubicEra {
@@ -948,8 +960,14 @@ mod tests {
             (o.mss, o.mtu, o.window, o.nagle),
             (536, 576, 4096, Nagle::Minshall)
         );
-        // isode-stock autotunes its receive buffer, unless a window is set.
-        assert!(stock.rcv_tuning && !linux.rcv_tuning);
+        // Both Linux profiles autotune their receive buffers, each by its kernel's rules,
+        // unless a window is set.
+        assert!(stock.rcv_tuning && linux.rcv_tuning);
+        assert_eq!(
+            (stock.rcv_era(), linux.rcv_era()),
+            (RcvEra::Linux34, RcvEra::Linux420)
+        );
+        assert!(!linux.with_overrides(None, Some(65_535)).rcv_tuning);
         assert!(stock.with_overrides(Some(536), None).rcv_tuning);
         let fixed = stock.with_overrides(None, Some(32_768));
         assert!(!fixed.rcv_tuning && fixed.window == 32_768);

@@ -14,9 +14,9 @@
 //! - MSS option (the segment size is the smaller of both MSSs), window scaling (RFC 7323) when
 //!   the receive window exceeds 65535;
 //! - the receive window: a fixed buffer, or Linux's if asked ([`TcbConfig::rcv_tuning`],
-//!   `tcp/rcvbuf.rs`): ten segments at first, raised as data arrives, and the buffer
-//!   autotuned once per receiver round trip (timed by the timestamps' echo) to twice what the
-//!   application read in the last one;
+//!   `tcp/rcvbuf.rs`, a 3.4-3.9 or a 4.20-6.5 kernel's): an initial window raised as data
+//!   arrives, and the buffer autotuned once per receiver round trip (timed by the
+//!   timestamps' echo) to what the application read in the last one;
 //! - retransmission: one timer, RTO = (SRTT + 4·RTTVAR, or Linux's deviation term) ×
 //!   2^backoff clamped to [`RtoTimers`]'s minimum and maximum; one segment timed at a time, no
 //!   sample from a resent segment (Karn), the back-off cleared by the next valid sample (JNOS,
@@ -95,6 +95,7 @@ use smoltcp::wire::{
 use super::cubic::Cubic;
 use super::delack::LinuxAcks;
 use super::profile::{Congestion, Nagle, RttEstimator, WindowRules};
+pub use super::rcvbuf::RcvEra;
 use super::rcvbuf::{self, RcvBuf};
 use super::sack::{self, Blocks, Scoreboard};
 
@@ -127,10 +128,10 @@ pub struct TcbConfig {
     pub mss: u16,
     /// Receive buffer, bytes: the most this host advertises (unless `rcv_tuning`).
     pub rx_buffer: usize,
-    /// Linux's receive window instead of `rx_buffer`: ten segments at first, growing as data
-    /// arrives, and a buffer autotuned to twice what the application reads in a round trip
-    /// (`tcp/rcvbuf.rs`, a 3.4-3.9 kernel's defaults), with the window scale that fits it.
-    pub rcv_tuning: bool,
+    /// Linux's receive window instead of `rx_buffer`, by the rules of the kernel named
+    /// (`tcp/rcvbuf.rs`): an initial window growing as data arrives, and a buffer autotuned
+    /// to what the application reads in a round trip, with the window scale that fits it.
+    pub rcv_tuning: Option<RcvEra>,
     /// Send buffer, bytes: the most the application may have queued.
     pub tx_buffer: usize,
     /// Initial sequence number.
@@ -477,7 +478,7 @@ impl Tcb {
     /// A closed endpoint.
     pub fn new(cfg: TcbConfig) -> Tcb {
         // Linux sizes its scale for the most autotuning may give the buffer.
-        let rcv_shift = window_shift(if cfg.rcv_tuning {
+        let rcv_shift = window_shift(if cfg.rcv_tuning.is_some() {
             rcvbuf::RMEM_MAX
         } else {
             cfg.rx_buffer
@@ -543,7 +544,7 @@ impl Tcb {
             ack_now: false,
             acks: None,
             cubic: None,
-            rcvbuf: cfg.rcv_tuning.then(|| RcvBuf::new(cfg.mss)),
+            rcvbuf: cfg.rcv_tuning.map(|era| RcvBuf::new(cfg.mss, era)),
             time_wait_at: None,
             out: Vec::new(),
             cfg,
@@ -726,7 +727,7 @@ impl Tcb {
 
     /// This host offers the window-scale option.
     fn offers_scale(&self) -> bool {
-        self.cfg.rcv_tuning || self.cfg.rx_buffer > 65_535
+        self.cfg.rcv_tuning.is_some() || self.cfg.rx_buffer > 65_535
     }
 
     /// The window field to advertise now (scaled down), and the right edge it stands for.
@@ -771,8 +772,12 @@ impl Tcb {
         };
         let syn = control == TcpControl::Syn;
         let (window, edge) = if syn {
-            // The window field of a SYN is never scaled.
-            let w = self.offer_rx().min(65_535);
+            // The window field of a SYN is never scaled; Linux offers its initial window.
+            let w = self
+                .rcvbuf
+                .as_ref()
+                .map_or_else(|| self.offer_rx(), RcvBuf::syn_window)
+                .min(65_535);
             (w as u16, self.rcv_nxt.wrapping_add(w as u32))
         } else {
             self.advertise()
@@ -2157,7 +2162,7 @@ mod tests {
             address,
             mss: 216,
             rx_buffer: 1024,
-            rcv_tuning: false,
+            rcv_tuning: None,
             tx_buffer: 64 * 1024,
             iss: if address == A { 1000 } else { 0xFFFF_FF00 },
             rto: RtoTimers {
@@ -3074,23 +3079,23 @@ mod tests {
         assert_eq!(flight(sent[0].at) + flight(sent[0].at + 2.0), data.len());
     }
 
-    /// Linux's receive window end to end (`tcp/rcvbuf.rs`): the SYN-ACK offers ten segments,
-    /// the window-scale option goes both ways, and with the application reading as the data
-    /// comes, autotuning takes the window far past 65535 bytes within a few round trips,
-    /// flight by flight, for a sender the window alone limits.
-    #[test]
-    fn a_linux_receiver_opens_at_ten_segments_and_autotunes_past_65535() {
+    /// Linux's receive window end to end (`tcp/rcvbuf.rs`): the SYN-ACK offers the era's
+    /// initial window, the window-scale option goes both ways, and with the application
+    /// reading as the data comes, autotuning takes the window far past 65535 bytes within a
+    /// few round trips, flight by flight, for a sender the window alone limits. Returns the
+    /// flights' sizes.
+    fn linux_receiver_flights(era: RcvEra, syn_window: u32) -> Vec<usize> {
         let mut a = linux_timers(config(A, Congestion::Unlimited));
         a.mss = 1460;
         a.timestamps = true;
         a.nagle = Nagle::Off;
         a.window_rules = WindowRules::Linux;
-        a.rcv_tuning = true;
+        a.rcv_tuning = Some(era);
         a.tx_buffer = 4 << 20;
         let b = peer(a, 5);
         let mut p = Pair::new(a, b, 1.0);
         p.run(3.0, &|_| false);
-        assert_eq!(p.ends[0].snd_wnd, 14_600);
+        assert_eq!(p.ends[0].snd_wnd, syn_window);
         assert_eq!((p.ends[0].snd_shift, p.ends[1].rcv_shift), (7, 7));
         let data = pattern(3_000_000);
         assert_eq!(p.ends[0].send_slice(&data), data.len());
@@ -3105,11 +3110,26 @@ mod tests {
             }
         }
         let sizes: Vec<usize> = flights.iter().map(|f| f.1).collect();
+        // The window grows with what arrived and with what was read: one flight carried more
+        // than 8 × 65535 bytes.
+        assert!(sizes.iter().any(|&n| n > 8 * 65_535), "{sizes:?}");
+        sizes
+    }
+
+    /// A 3.4-3.9 receiver (`isode-stock`) offers ten segments in its SYN-ACK.
+    #[test]
+    fn a_linux_receiver_opens_at_ten_segments_and_autotunes_past_65535() {
+        let sizes = linux_receiver_flights(RcvEra::Linux34, 14_600);
         // Ten segments of 1448 bytes (the MSS less the timestamps) at first.
         assert_eq!(sizes[0], 14_480, "{sizes:?}");
-        // Then the window grows with what arrived and with what was read, each round trip
-        // offering about twice the last: one flight carried more than 8 × 65535 bytes.
-        assert!(sizes.iter().any(|&n| n > 8 * 65_535), "{sizes:?}");
+    }
+
+    /// A 4.20-6.5 receiver (`linux`) offers 44 segments, 64240 bytes, in its SYN-ACK.
+    #[test]
+    fn a_current_linux_receiver_opens_at_44_segments_and_autotunes_past_65535() {
+        let sizes = linux_receiver_flights(RcvEra::Linux420, 64_240);
+        // 44 segments of 1448 bytes at first.
+        assert_eq!(sizes[0], 44 * 1448, "{sizes:?}");
     }
 
     #[test]
