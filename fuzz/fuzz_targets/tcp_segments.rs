@@ -62,6 +62,7 @@ fuzz_target!(|data: &[u8]| {
         ack_delay: (setup & 8 != 0).then_some(Duration::from_millis(40)),
         timestamps: setup & 4 != 0,
         spurious_syn_undo: setup & 2 != 0,
+        syn_linear_timeouts: if setup & 1 != 0 { 4 } else { 0 },
         sack: setup % 3 != 1,
         tlp: setup & 0x20 != 0,
         linux_acks: setup & 0x40 != 0,

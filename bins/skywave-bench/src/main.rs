@@ -41,8 +41,8 @@ enum Command {
     /// Re-run the published conditions and print emulated against published, with ratios.
     ///
     /// Of the TCP switches, --tcp-engine and --no-sack apply to every host, NTIA's and
-    /// Isode's; --ssthresh, --tlp, --linux-acks, --congestion and --rcv-tuning to Isode's Linux
-    /// hosts alone.
+    /// Isode's; --ssthresh, --tlp, --linux-acks, --congestion, --rcv-tuning and
+    /// --syn-linear-timeouts to Isode's Linux hosts alone.
     Calibrate(Calibrate),
     /// One base and N ships on one channel: HMTP unicast to each ship against P_MUL multicast.
     Fleet(Fleet),
@@ -398,6 +398,12 @@ struct TcpArgs {
     /// option). Default: each profile's own, on for isode-stock and linux.
     #[arg(long, value_name = "on|off", value_parser = on_off)]
     rcv_tuning: Option<bool>,
+    /// Timeouts of an unanswered SYN that resend it after 1 s before the back-off starts
+    /// doubling, on skywave's TCP, with the SYN's give-up moved to match (127 s + N):
+    /// Linux 6.5 on has 4 (`tcp_syn_linear_timeouts`), earlier kernels 0. Default: each
+    /// profile's own, 4 for linux, 0 for the others.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=127))]
+    syn_linear_timeouts: Option<u8>,
 }
 
 impl TcpArgs {
@@ -426,6 +432,7 @@ impl TcpArgs {
             linux_acks: self.linux_acks,
             cubic: self.congestion,
             rcv_tuning: self.rcv_tuning,
+            syn_linear_timeouts: self.syn_linear_timeouts,
         })
     }
 }
@@ -994,6 +1001,8 @@ mod tests {
             "reno",
             "--rcv-tuning",
             "on",
+            "--syn-linear-timeouts",
+            "0",
         ])
         .unwrap();
         let t = s.tcp_settings(
@@ -1005,6 +1014,16 @@ mod tests {
         )[0];
         assert_eq!(t.initial_ssthresh, Some(4));
         assert!(!t.sack && !t.tlp && !t.linux_acks && t.rcv_tuning);
+        // Linux before 6.5: the SYN's back-off doubles from the first timeout, and it gives
+        // up at 127 s.
+        assert_eq!(
+            (t.syn_linear_timeouts, t.give_up),
+            (0, skywave_bench::model::GiveUp::LINUX)
+        );
+        // Linux's own bound (MAX_TCP_SYNCNT), refused by the parser.
+        let e = Cli::try_parse_from(["skywave-bench", "compare", "--syn-linear-timeouts", "128"])
+            .unwrap_err();
+        assert!(e.to_string().contains("0..=127"), "{e}");
         assert!(matches!(
             t.congestion,
             skywave_bench::model::Congestion::LinuxReno { initial: 10 }

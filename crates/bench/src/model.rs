@@ -153,6 +153,10 @@ pub struct TcpSettings {
     /// SYN's timestamp shows its resends spurious, and the first window stays whole (Linux
     /// 5.2's `tcp_try_undo_spurious_syn`); without, two resends leave it at one segment.
     pub spurious_syn_undo: bool,
+    /// skywave's own TCP: timeouts of a SYN that resend it after the initial RTO again
+    /// before the back-off doubles (Linux 6.5 on, `tcp_syn_linear_timeouts`, default 4: SYNs
+    /// at 0, 1, 2, 3, 4, 5, 7, 11 s...); 0 for the stacks before it.
+    pub syn_linear_timeouts: u8,
     /// skywave's own TCP offers selective acknowledgements (RFC 2018) and, with its Reno,
     /// recovers by them (RFC 6675), as Linux does by default (`tcp_sack`); smoltcp sends
     /// blocks but ignores them as a sender, whatever this says.

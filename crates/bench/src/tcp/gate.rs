@@ -180,6 +180,7 @@ mod tests {
             rtt_estimator: RttEstimator::Rfc6298,
             timestamps: false,
             spurious_syn_undo: false,
+            syn_linear_timeouts: 0,
             sack: false,
             tlp: false,
             linux_acks: false,

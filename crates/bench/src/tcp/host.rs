@@ -137,6 +137,8 @@ pub(crate) struct HostSettings {
     pub(crate) timestamps: bool,
     /// skywave's own TCP: resent SYNs shown spurious leave the first window whole.
     pub(crate) spurious_syn_undo: bool,
+    /// skywave's own TCP: SYN timeouts before the back-off doubles (Linux 6.5 on: 4).
+    pub(crate) syn_linear_timeouts: u8,
     /// skywave's own TCP: selective acknowledgements offered (and used if both offer them).
     pub(crate) sack: bool,
     /// skywave's own TCP: the tail-loss probe, with SACK.
@@ -472,6 +474,7 @@ impl Host {
                 ack_delay: settings.ack_delay_sim,
                 timestamps: settings.timestamps,
                 spurious_syn_undo: settings.spurious_syn_undo,
+                syn_linear_timeouts: settings.syn_linear_timeouts,
                 sack: settings.sack,
                 tlp: settings.tlp,
                 linux_acks: settings.linux_acks,

@@ -431,6 +431,7 @@ fn host_settings(
         rtt_estimator: tcp.rtt_estimator,
         timestamps: tcp.timestamps,
         spurious_syn_undo: tcp.spurious_syn_undo,
+        syn_linear_timeouts: tcp.syn_linear_timeouts,
         sack: tcp.sack,
         tlp: tcp.tlp,
         linux_acks: tcp.linux_acks,

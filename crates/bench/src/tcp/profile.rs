@@ -4,7 +4,7 @@
 //! | profile | TCP | MSS / MTU | window | RTO initial / min / max | congestion | Nagle | delayed ACK | gives up |
 //! |---|---|---|---|---|---|---|---|---|
 //! | `jnos-1998` | skywave's | 216 / 256 | 1024 | 60 / 0.5 / 90 s (1200 bit/s; 60 / 0.5 / 360 s below), SRTT from IRTT | Reno from 1 segment | classic | none | after 10 timeouts |
-//! | `linux` | skywave's | 1460 / 1500 | Linux 4.20-6.5's: 64240 in the SYN, autotuned | 1 / 0.2 / 120 s, Linux's estimator, timestamps | CUBIC with HyStart from 10 segments, SACK, tail-loss probe | Minshall | Linux's: quick ACKs first, then 40-500 ms, interactive mode | SYN 127 s, data 924.6 s |
+//! | `linux` | skywave's | 1460 / 1500 | Linux 4.20-6.5's: 64240 in the SYN, autotuned | 1 / 0.2 / 120 s, Linux's estimator, timestamps | CUBIC with HyStart from 10 segments, SACK, tail-loss probe | Minshall | Linux's: quick ACKs first, then 40-500 ms, interactive mode | SYN 131 s (four linear timeouts first), data 924.6 s |
 //! | `best-case` | smoltcp | 2008 / 2048 | 1 MiB | 600 / 600 / 36000 s | none (receive window only) | off | 40 ms, every full segment | never |
 //! | `isode-stock` | skywave's | 1460 / 1500 (460 / 500 at 300 bit/s and below) | Linux 3.x's: 10 segments, autotuned (65535 on smoltcp) | 1 / 0.2 / 120 s, Linux's estimator, timestamps | CUBIC with HyStart from 10 segments (2.6.39-4.0's counting), SACK | classic | Linux's, as `linux` | SYN 127 s, data 924.6 s |
 //!
@@ -36,14 +36,19 @@
 //!   fires, up to 500 ms, 200 ms once the host is answering requests, when its ACKs wait to
 //!   ride on the replies; at once for more than one segment unacknowledged), RTO 1 s
 //!   initially, 200 ms to 120 s
-//!   (`TCP_TIMEOUT_INIT`, `TCP_RTO_MIN`, `TCP_RTO_MAX`) from Linux's estimator
+//!   (`TCP_TIMEOUT_INIT`, `TCP_RTO_MIN`, `TCP_RTO_MAX`), an unanswered SYN resent every
+//!   second four times before the back-off doubles (Linux 6.5 on, `tcp_syn_linear_timeouts`,
+//!   [`TcpSettings::syn_linear_timeouts`]: SYNs at 0, 1, 2, 3, 4, 5, 7, 11 s..., given up at
+//!   131 s, [`GiveUp::LINUX_6_5`]; doubling from the first timeout until 2026-11-29), from
+//!   Linux's estimator
 //!   ([`RttEstimator::Linux`]), timestamps with an RTT sample from
 //!   every ACK and the undo of a spurious timeout (and of resent SYNs the SYN-ACK shows
 //!   spurious, Linux 5.2 on), Linux's window rules, the receive window a current kernel opens
-//!   and autotunes ([`TcpSettings::rcv_tuning`], `tcp/rcvbuf.rs`, 4.20-6.5's rules: 64240
-//!   bytes in the SYN, 44 segments, with the window-scale option, scale 7, and the buffer
-//!   autotuned once a receiver round trip reads more than ten segments; a fixed 65535 bytes
-//!   without the option until 2026-11-29), Linux's give-up; SACK (RFC 2018) with RFC 6675's loss
+//!   and autotunes ([`TcpSettings::rcv_tuning`], `tcp/rcvbuf.rs`, 4.20-6.5's rules, which
+//!   later kernels keep but for the share of a buffer that is data, measured from the
+//!   driver's buffers from 6.6 on: 64240 bytes in the SYN, 44 segments, with the window-scale
+//!   option, scale 7, and the buffer autotuned once a receiver round trip reads more than ten
+//!   segments; a fixed 65535 bytes without the option until 2026-11-29), Linux's give-up; SACK (RFC 2018) with RFC 6675's loss
 //!   recovery, its window set by proportional rate reduction (RFC 6937, Linux 3.2 on, so
 //!   `isode-stock` too: of the kernels with IW10 and the 1 s initial RTO, 3.1 alone lacks it,
 //!   current from October 2011 to January 2012), and D-SACK ([`TcpSettings::sack`], Linux's
@@ -117,16 +122,17 @@
 //! - `linux` over 5066, 1200 bit/s, clean channel (`skywave-bench compare --scenarios
 //!   smtp-tcp-5066,smtp-tcp-5066-deflate --tcp-profile linux --snr 30 --sizes
 //!   386,1867,14025,135604 --seeds 1`, and the same with `--tcp-engine smoltcp`): 135604 bytes
-//!   plain in 1093.3 s with 12 segments resent, against 2927 s and 977 on smoltcp (best-case:
+//!   plain in 1094.5 s with 14 segments resent, against 2927 s and 977 on smoltcp (best-case:
 //!   1018 s), the go-back-N storms gone as on a real Linux. What a real Linux pays instead shows
-//!   on short messages: 386 bytes in 28.9 s against 21.8 s on smoltcp and `best-case`, because
-//!   the 1 s initial RTO resends the SYN, and the listener its SYN-ACK for each duplicate SYN
-//!   as Linux does, on a link whose round trip is 3-4 s, each resend a transmission of its own.
+//!   on short messages: 386 bytes in 30.1 s against 21.8 s on smoltcp and `best-case`, because
+//!   the 1 s initial RTO resends the SYN every second (the linear SYN timeouts above), and the
+//!   listener its SYN-ACK for each duplicate SYN as Linux does, on a link whose round trip is
+//!   3-4 s.
 //!   With five minutes of outage 20 s into the session (`--outage 20+300`, 14025 bytes) its
 //!   resends, each a U_PDU its node sends at once, run the ship's node through its ten
-//!   unanswered retries after 110 s and the node declares the link lost (five times in all);
+//!   unanswered retries after 110 s and the node declares the link lost (twice in all);
 //!   the connection goes on, as a real one would, its next segment makes the link again, and
-//!   it delivers after 442.3 s (smoltcp: 445.9 s).
+//!   it delivers after 430.9 s (smoltcp: 445.9 s).
 //!
 //! `best-case` needs no congestion window at all and stays on smoltcp.
 //!
@@ -345,8 +351,35 @@ impl GiveUp {
         syn_ack: Duration::from_secs(63),
         established: Duration::from_millis(924_600),
     };
+    /// A current Linux's (6.5 on): the same, but a SYN's four linear timeouts
+    /// (`tcp_syn_linear_timeouts`) are retries of their own (`tcp_write_timeout`: at most
+    /// `tcp_syn_retries` + 4 resends, SYNs at 0, 1, 2, 3, 4, 5, 7, 11, 19, 35 and 67 s), so
+    /// the SYN gives up at 131 s.
+    pub const LINUX_6_5: GiveUp = GiveUp::Elapsed {
+        syn: Duration::from_secs(131),
+        syn_ack: Duration::from_secs(63),
+        established: Duration::from_millis(924_600),
+    };
     /// JNOS's default retry count.
     pub const JNOS: GiveUp = GiveUp::Retries(10);
+
+    /// Linux's rule with `n` linear SYN timeouts (`tcp_syn_linear_timeouts`): each is one
+    /// more SYN resend after 1 s ahead of the doubling ones, so with `tcp_syn_retries` 6 the
+    /// SYN gives up at 127 + `n` s. Other rules stay as they are.
+    pub fn with_syn_linear_timeouts(self, n: u8) -> GiveUp {
+        match self {
+            GiveUp::Elapsed {
+                syn_ack,
+                established,
+                ..
+            } => GiveUp::Elapsed {
+                syn: Duration::from_secs(127 + u64::from(n)),
+                syn_ack,
+                established,
+            },
+            other => other,
+        }
+    }
 }
 
 /// How skywave's TCP handles small windows, as the stack it models does: when a receiver whose
@@ -438,6 +471,8 @@ impl TcpProfile {
                 rtt_estimator: RttEstimator::Linux,
                 timestamps: true,
                 spurious_syn_undo: true,
+                // Linux 6.5 on: four SYN timeouts of 1 s before the back-off doubles.
+                syn_linear_timeouts: 4,
                 sack: true,
                 // Linux 3.10 on (2013).
                 tlp: true,
@@ -455,7 +490,7 @@ impl TcpProfile {
                 nagle: Nagle::Minshall,
                 window_rules: WindowRules::Linux,
                 ack_delay: Some(Duration::from_millis(40)),
-                give_up: GiveUp::LINUX,
+                give_up: GiveUp::LINUX_6_5,
                 smtp_timer: None,
                 ip_client_hold: None,
                 profile: Some(self),
@@ -472,6 +507,7 @@ impl TcpProfile {
                 rtt_estimator: RttEstimator::Rfc6298,
                 timestamps: true,
                 spurious_syn_undo: true,
+                syn_linear_timeouts: 0,
                 sack: true,
                 tlp: false,
                 // smoltcp's own delayed ACK.
@@ -510,6 +546,7 @@ impl TcpProfile {
                 timestamps: true,
                 // The Linux of Isode's measurements predates the undo (5.2, 2019).
                 spurious_syn_undo: false,
+                syn_linear_timeouts: 0,
                 sack: true,
                 // Isode's paper names the NC3A IP client, and the NC3A became part of the NCIA
                 // in July 2012: its hosts likely ran a Linux before 3.10 (June 2013), the first
@@ -629,6 +666,7 @@ pub fn jnos_tcp(
         // RFC 1323 (1992) postdates JNOS's TCP, which never sends the option.
         timestamps: false,
         spurious_syn_undo: false,
+        syn_linear_timeouts: 0,
         // JNOS never offers SACK (RFC 2018 came in 1996, after its TCP).
         sack: false,
         tlp: false,
@@ -674,6 +712,10 @@ pub struct TcpOverrides {
     /// Linux's receive window and its autotuning on or off ([`TcpSettings::rcv_tuning`];
     /// off: the profile's fixed window); `None`: the profile's.
     pub rcv_tuning: Option<bool>,
+    /// SYN timeouts before the back-off doubles ([`TcpSettings::syn_linear_timeouts`], with
+    /// the SYN's give-up moved to match, [`GiveUp::with_syn_linear_timeouts`]); `None`: the
+    /// profile's.
+    pub syn_linear_timeouts: Option<u8>,
 }
 
 impl TcpOverrides {
@@ -686,6 +728,7 @@ impl TcpOverrides {
         linux_acks: None,
         cubic: None,
         rcv_tuning: None,
+        syn_linear_timeouts: None,
     };
 
     /// `tcp` with these changes: the engine first, which maps the congestion control, then
@@ -700,6 +743,10 @@ impl TcpOverrides {
         t.tlp = self.tlp.unwrap_or(t.tlp);
         t.linux_acks = self.linux_acks.unwrap_or(t.linux_acks);
         t.rcv_tuning = self.rcv_tuning.unwrap_or(t.rcv_tuning);
+        if let Some(n) = self.syn_linear_timeouts {
+            t.syn_linear_timeouts = n;
+            t.give_up = t.give_up.with_syn_linear_timeouts(n);
+        }
         match self.cubic {
             Some(cubic) => t.with_cubic(cubic),
             None => t,
@@ -822,7 +869,7 @@ impl TcpSettings {
             if engine == TcpEngine::Skywave {
                 // Linux's maximum RTO and its give-up.
                 self.max_wait = Duration::from_secs(120);
-                self.give_up = GiveUp::LINUX;
+                self.give_up = GiveUp::LINUX_6_5;
             } else {
                 // smoltcp's maximum RTO is 60 s (at the clock fit k = 1). It resends
                 // go-back-N after every spurious timeout where Linux (F-RTO, SACK) resends one
@@ -892,7 +939,20 @@ mod tests {
         let reno = linux.with_cubic(false);
         assert_eq!(reno.congestion, Congestion::LinuxReno { initial: 10 });
         assert_eq!(reno.with_cubic(true), linux);
-        assert_eq!(linux.give_up, GiveUp::LINUX);
+        assert_eq!(linux.give_up, GiveUp::LINUX_6_5);
+        assert_eq!(GiveUp::LINUX.with_syn_linear_timeouts(4), GiveUp::LINUX_6_5);
+        assert_eq!(GiveUp::LINUX_6_5.with_syn_linear_timeouts(0), GiveUp::LINUX);
+        assert_eq!(GiveUp::JNOS.with_syn_linear_timeouts(4), GiveUp::JNOS);
+        assert_eq!(linux.syn_linear_timeouts, 4);
+        let before = TcpOverrides {
+            syn_linear_timeouts: Some(0),
+            ..TcpOverrides::NONE
+        }
+        .apply(linux);
+        assert_eq!(
+            (before.syn_linear_timeouts, before.give_up),
+            (0, GiveUp::LINUX)
+        );
         assert_eq!(linux.window_rules, WindowRules::Linux);
         assert_eq!(linux.on_engine(TcpEngine::Skywave), linux);
         // On smoltcp: the gate's segment window that never cuts, smoltcp's 1 / 1 / 60 s on the

@@ -155,6 +155,10 @@ pub struct TcbConfig {
     /// With timestamps, resent SYNs whose answer echoes the first one's timestamp leave the
     /// first window whole (Linux 5.2 on); otherwise two resends cut it to one segment.
     pub spurious_syn_undo: bool,
+    /// Timeouts of a SYN (active open) that resend it after the initial RTO again, before the
+    /// back-off starts doubling: Linux 6.5 on, `tcp_syn_linear_timeouts` 4, so SYNs go at 0,
+    /// 1, 2, 3, 4, 5, 7, 11 s...; 0 everywhere else.
+    pub syn_linear_timeouts: u8,
     /// When reading sends a window update of its own, and whether a window-limited short
     /// segment waits.
     pub window_rules: WindowRules,
@@ -1767,7 +1771,13 @@ impl Tcb {
     fn timeout(&mut self, now: Duration) {
         self.rto_at = None;
         self.probe_at = None;
-        self.rtte.backoff = (self.rtte.backoff + 1).min(MAX_BACKOFF);
+        // Linux 6.5 on: the first timeouts of a SYN leave the back-off alone
+        // (`tcp_retransmit_timer`, `tcp_syn_linear_timeouts`).
+        let linear = self.state == State::SynSent
+            && self.syn_resends < u32::from(self.cfg.syn_linear_timeouts);
+        if !linear {
+            self.rtte.backoff = (self.rtte.backoff + 1).min(MAX_BACKOFF);
+        }
         self.rtte.timed = None;
         if matches!(self.state, State::Closed | State::Listen | State::TimeWait) {
             return;
@@ -2177,6 +2187,7 @@ mod tests {
             linux_acks: false,
             timestamps: false,
             spurious_syn_undo: false,
+            syn_linear_timeouts: 0,
             window_rules: WindowRules::Jnos,
             sack: false,
             tlp: false,
@@ -3130,6 +3141,32 @@ mod tests {
         let sizes = linux_receiver_flights(RcvEra::Linux420, 64_240);
         // 44 segments of 1448 bytes at first.
         assert_eq!(sizes[0], 44 * 1448, "{sizes:?}");
+    }
+
+    /// Linux 6.5 on resends an unanswered SYN after 1 s four more times before its back-off
+    /// doubles (`tcp_syn_linear_timeouts`); before, it doubled from the first timeout.
+    #[test]
+    fn a_current_linux_resends_its_syn_every_second_four_times_before_backing_off() {
+        let syn_times = |linear: u8| -> Vec<f64> {
+            let mut cfg = linux_timers(config(A, Congestion::Reno { initial: 1 }));
+            cfg.syn_linear_timeouts = linear;
+            let mut t = Tcb::new(cfg);
+            assert!(t.connect(B, 25, 1025).is_ok());
+            let mut now = Duration::ZERO;
+            let mut times = Vec::new();
+            while now < secs(40.0) {
+                t.poll(now);
+                times.extend(t.take_tx().iter().map(|_| now.as_secs_f64()));
+                let Some(next) = t.poll_at() else { break };
+                now = next;
+            }
+            times
+        };
+        assert_eq!(
+            syn_times(4),
+            [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 7.0, 11.0, 19.0, 35.0]
+        );
+        assert_eq!(syn_times(0), [0.0, 1.0, 3.0, 7.0, 15.0, 31.0]);
     }
 
     #[test]
