@@ -36,11 +36,11 @@
 //!   fires, up to 500 ms, 200 ms once the host is answering requests, when its ACKs wait to
 //!   ride on the replies; at once for more than one segment unacknowledged), RTO 1 s
 //!   initially, 200 ms to 120 s
-//!   (`TCP_TIMEOUT_INIT`, `TCP_RTO_MIN`, `TCP_RTO_MAX`), an unanswered SYN resent every
-//!   second four times before the back-off doubles (Linux 6.5 on, `tcp_syn_linear_timeouts`,
-//!   [`TcpSettings::syn_linear_timeouts`]: SYNs at 0, 1, 2, 3, 4, 5, 7, 11 s..., given up at
-//!   131 s, [`GiveUp::LINUX_6_5`]; doubling from the first timeout until 2026-11-29), from
-//!   Linux's estimator
+//!   (`TCP_TIMEOUT_INIT`, `TCP_RTO_MIN`, `TCP_RTO_MAX`), an unanswered SYN's first four
+//!   timeouts leaving the RTO at 1 s before the back-off doubles (Linux 6.5 on,
+//!   `tcp_syn_linear_timeouts`, [`TcpSettings::syn_linear_timeouts`]: SYNs at 0, 1, 2, 3, 4,
+//!   5, 7, 11 s..., given up at 131 s, [`GiveUp::LINUX_6_5`]; doubling from the first timeout
+//!   until 2026-11-29), from Linux's estimator
 //!   ([`RttEstimator::Linux`]), timestamps with an RTT sample from
 //!   every ACK and the undo of a spurious timeout (and of resent SYNs the SYN-ACK shows
 //!   spurious, Linux 5.2 on), Linux's window rules, the receive window a current kernel opens

@@ -72,6 +72,7 @@ impl RcvEra {
         }
     }
 }
+
 /// `tcp_rmem[2]` from 3.4 on: the most autotuning may give it, and what Linux sizes its
 /// window scale for.
 pub(crate) const RMEM_MAX: usize = 6_291_456;

@@ -3143,10 +3143,11 @@ mod tests {
         assert_eq!(sizes[0], 44 * 1448, "{sizes:?}");
     }
 
-    /// Linux 6.5 on resends an unanswered SYN after 1 s four more times before its back-off
-    /// doubles (`tcp_syn_linear_timeouts`); before, it doubled from the first timeout.
+    /// Linux 6.5 on leaves an unanswered SYN's RTO at 1 s for its first four timeouts before
+    /// the back-off doubles (`tcp_syn_linear_timeouts`), so it resends every second five
+    /// times; before, it doubled from the first timeout.
     #[test]
-    fn a_current_linux_resends_its_syn_every_second_four_times_before_backing_off() {
+    fn a_current_linux_resends_its_syn_every_second_five_times_before_backing_off() {
         let syn_times = |linear: u8| -> Vec<f64> {
             let mut cfg = linux_timers(config(A, Congestion::Reno { initial: 1 }));
             cfg.syn_linear_timeouts = linear;
