@@ -414,6 +414,9 @@ impl TcpArgs {
         if self.rcv_tuning == Some(true) && engine == Some(TcpEngine::Smoltcp) {
             bail!("--rcv-tuning on needs skywave's TCP: smoltcp's receive buffer is fixed");
         }
+        if self.syn_linear_timeouts.is_some_and(|n| n > 0) && engine == Some(TcpEngine::Smoltcp) {
+            bail!("--syn-linear-timeouts needs skywave's TCP: smoltcp's SYN back-off is fixed");
+        }
         if let Some(n) = self.ssthresh {
             if n < 2 {
                 bail!("--ssthresh must be at least 2 segments (got {n})");
@@ -1034,6 +1037,9 @@ mod tests {
         let e = compare_spec(&["--ssthresh", "4", "--tcp-engine", "smoltcp"]).unwrap_err();
         assert!(e.to_string().contains("skywave's TCP"), "{e}");
         let e = compare_spec(&["--rcv-tuning", "on", "--tcp-engine", "smoltcp"]).unwrap_err();
+        assert!(e.to_string().contains("skywave's TCP"), "{e}");
+        let e =
+            compare_spec(&["--syn-linear-timeouts", "4", "--tcp-engine", "smoltcp"]).unwrap_err();
         assert!(e.to_string().contains("skywave's TCP"), "{e}");
         assert!(compare_spec(&["--tcp-engine", "bsd"]).is_err());
     }

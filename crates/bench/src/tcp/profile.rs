@@ -48,12 +48,12 @@
 //!   later kernels keep but for the share of a buffer that is data, measured from the
 //!   driver's buffers from 6.6 on: 64240 bytes in the SYN, 44 segments, with the window-scale
 //!   option, scale 7, and the buffer autotuned once a receiver round trip reads more than ten
-//!   segments; a fixed 65535 bytes without the option until 2026-11-29), Linux's give-up; SACK (RFC 2018) with RFC 6675's loss
-//!   recovery, its window set by proportional rate reduction (RFC 6937, Linux 3.2 on, so
-//!   `isode-stock` too: of the kernels with IW10 and the 1 s initial RTO, 3.1 alone lacks it,
-//!   current from October 2011 to January 2012), and D-SACK ([`TcpSettings::sack`], Linux's
-//!   default `tcp_sack` and `tcp_dsack`;
-//!   `tcp/sack.rs` says what of Linux's it leaves out, RACK among it), and the tail-loss probe
+//!   segments; a fixed 65535 bytes without the option until 2026-11-29), Linux's give-up;
+//!   SACK (RFC 2018) with RFC 6675's loss recovery, its window set by proportional rate
+//!   reduction (RFC 6937, Linux 3.2 on, so `isode-stock` too: of the kernels with IW10 and the
+//!   1 s initial RTO, 3.1 alone lacks it, current from October 2011 to January 2012), and
+//!   D-SACK ([`TcpSettings::sack`], Linux's default `tcp_sack` and `tcp_dsack`; `tcp/sack.rs`
+//!   says what of Linux's it leaves out, RACK among it), and the tail-loss probe
 //!   ([`TcpSettings::tlp`], Linux 3.10 on). On the 5066 link the probe's timer, two round trips
 //!   of the short handshake segments, runs out while a first flight of 14.5 kB still queues
 //!   for some 100 s of air at 1200 bit/s, so a real Linux sends a segment beyond its window
