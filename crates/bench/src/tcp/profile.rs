@@ -347,7 +347,7 @@ pub enum GiveUp {
 impl GiveUp {
     /// Linux's defaults (`tcp_syn_retries` 6, `tcp_synack_retries` 5, `tcp_retries2` 15).
     pub const LINUX: GiveUp = GiveUp::Elapsed {
-        syn: Duration::from_secs(127),
+        syn: Duration::from_secs(LINUX_SYN_SECS),
         syn_ack: Duration::from_secs(63),
         established: Duration::from_millis(924_600),
     };
@@ -355,25 +355,21 @@ impl GiveUp {
     /// (`tcp_syn_linear_timeouts`) are retries of their own (`tcp_write_timeout`: at most
     /// `tcp_syn_retries` + 4 resends, SYNs at 0, 1, 2, 3, 4, 5, 7, 11, 19, 35 and 67 s), so
     /// the SYN gives up at 131 s.
-    pub const LINUX_6_5: GiveUp = GiveUp::Elapsed {
-        syn: Duration::from_secs(131),
-        syn_ack: Duration::from_secs(63),
-        established: Duration::from_millis(924_600),
-    };
+    pub const LINUX_6_5: GiveUp = GiveUp::LINUX.with_syn_linear_timeouts(4);
     /// JNOS's default retry count.
     pub const JNOS: GiveUp = GiveUp::Retries(10);
 
     /// Linux's rule with `n` linear SYN timeouts (`tcp_syn_linear_timeouts`): each is one
     /// more SYN resend after 1 s ahead of the doubling ones, so with `tcp_syn_retries` 6 the
     /// SYN gives up at 127 + `n` s. Other rules stay as they are.
-    pub fn with_syn_linear_timeouts(self, n: u8) -> GiveUp {
+    pub const fn with_syn_linear_timeouts(self, n: u8) -> GiveUp {
         match self {
             GiveUp::Elapsed {
                 syn_ack,
                 established,
                 ..
             } => GiveUp::Elapsed {
-                syn: Duration::from_secs(127 + u64::from(n)),
+                syn: Duration::from_secs(LINUX_SYN_SECS + n as u64),
                 syn_ack,
                 established,
             },
@@ -381,6 +377,10 @@ impl GiveUp {
         }
     }
 }
+
+/// Linux's SYN give-up with `tcp_syn_retries` 6 from the 1 s initial RTO and no linear
+/// timeouts: 1 + 2 + ... + 64 s.
+const LINUX_SYN_SECS: u64 = 127;
 
 /// How skywave's TCP handles small windows, as the stack it models does: when a receiver whose
 /// application has read data sends an ACK of its own to say the window opened (otherwise the

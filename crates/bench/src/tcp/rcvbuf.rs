@@ -94,6 +94,22 @@ fn win_from_space(space: usize) -> usize {
     space - space / 2
 }
 
+/// The window a SYN or SYN-ACK offers (`tcp_select_initial_window`'s `rcv_wnd`): the starting
+/// buffer's space in whole segments of `advmss`, in 3.x at most ten of them; a SYN's window
+/// field is never scaled, so at most 65535.
+fn initial_window(era: RcvEra, advmss: usize) -> usize {
+    let full = win_from_space(era.rmem_default());
+    let rounded = if full > advmss {
+        full - full % advmss
+    } else {
+        full
+    };
+    match era {
+        RcvEra::Linux34 => rounded.min(INIT_RCVWND * advmss),
+        RcvEra::Linux420 => rounded.min(65_535),
+    }
+}
+
 /// One connection's receive-window state.
 #[derive(Debug, Clone)]
 pub(crate) struct RcvBuf {
@@ -129,40 +145,27 @@ impl RcvBuf {
         } else {
             full
         };
-        let mut r = RcvBuf {
+        let initial = initial_window(era, advmss);
+        let ssthresh = initial.min(clamp);
+        RcvBuf {
             era,
             advmss,
             rcvbuf,
             clamp,
-            ssthresh: 0,
-            space: 0,
+            ssthresh,
+            space: match era {
+                RcvEra::Linux34 => initial,
+                RcvEra::Linux420 => ssthresh.min(INIT_RCVWND * advmss),
+            },
             copied: 0,
             measure: None,
             rtt: None,
-        };
-        let initial = r.syn_window();
-        r.ssthresh = initial.min(clamp);
-        r.space = match era {
-            RcvEra::Linux34 => initial,
-            RcvEra::Linux420 => r.ssthresh.min(INIT_RCVWND * advmss),
-        };
-        r
+        }
     }
 
-    /// The window the SYN or SYN-ACK offers (`tcp_select_initial_window`'s `rcv_wnd`): the
-    /// buffer's space in whole segments, in 3.x at most ten of them; a SYN's window field is
-    /// never scaled, so at most 65535.
+    /// The window the SYN or SYN-ACK offers ([`initial_window`]).
     pub(crate) fn syn_window(&self) -> usize {
-        let full = win_from_space(self.era.rmem_default());
-        let rounded = if full > self.advmss {
-            full - full % self.advmss
-        } else {
-            full
-        };
-        match self.era {
-            RcvEra::Linux34 => rounded.min(INIT_RCVWND * self.advmss),
-            RcvEra::Linux420 => rounded.min(65_535),
-        }
+        initial_window(self.era, self.advmss)
     }
 
     /// Bytes of data the buffer holds (`tcp_full_space`).
@@ -191,10 +194,9 @@ impl RcvBuf {
         segments.saturating_mul(self.segment_memory()).min(RMEM_MAX)
     }
 
-    /// Autotuning asks for a buffer that holds `window` bytes: if that is more memory than
-    /// the buffer has, it gets it, and the clamp becomes `clamp`.
-    fn grow_buffer(&mut self, window: usize, clamp: usize) {
-        let buf = self.buffer_for(window);
+    /// Autotuning asks for `buf` bytes of memory: if that is more than the buffer has, it
+    /// gets it, and the clamp becomes `clamp`.
+    fn grow_buffer(&mut self, buf: usize, clamp: usize) {
         if buf > self.rcvbuf {
             self.rcvbuf = buf;
             self.clamp = clamp;
@@ -245,7 +247,7 @@ impl RcvBuf {
                 let space = self.space.max(read.saturating_mul(2));
                 if space != self.space {
                     self.space = space;
-                    self.grow_buffer(space, space);
+                    self.grow_buffer(self.buffer_for(space), space);
                 }
             }
             RcvEra::Linux420 => {
@@ -256,8 +258,8 @@ impl RcvBuf {
                         / self.space.max(1) as u128)
                         .min(usize::MAX as u128) as usize;
                     rcvwin = rcvwin.saturating_add(grow.saturating_mul(2));
-                    let clamp = win_from_space(self.buffer_for(rcvwin));
-                    self.grow_buffer(rcvwin, clamp);
+                    let buf = self.buffer_for(rcvwin);
+                    self.grow_buffer(buf, win_from_space(buf));
                     self.space = read;
                 }
             }
