@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use skywave_bench::model::{Congestion, CubicEra, Nagle, RttEstimator, WindowRules};
-use skywave_bench::tcp::tcb::{RcvEra, RtoTimers, Tcb, TcbConfig, datagram};
+use skywave_bench::tcp::tcb::{IdleRestart, RcvEra, RtoTimers, Tcb, TcbConfig, datagram};
 use smoltcp::wire::{IpProtocol, Ipv4Packet, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber};
 
 const US: [u8; 4] = [10, 0, 0, 2];
@@ -72,6 +72,11 @@ fuzz_target!(|data: &[u8]| {
             WindowRules::Linux
         },
         initial_ssthresh: (setup & 1 != 0).then_some(2),
+        idle_restart: match setup % 7 {
+            0 => Some(IdleRestart::OnSend),
+            3 => Some(IdleRestart::OnQueue),
+            _ => None,
+        },
     });
     if tcb.listen(25).is_err() {
         return;

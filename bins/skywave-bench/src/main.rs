@@ -41,8 +41,8 @@ enum Command {
     /// Re-run the published conditions and print emulated against published, with ratios.
     ///
     /// Of the TCP switches, --tcp-engine and --no-sack apply to every host, NTIA's and
-    /// Isode's; --ssthresh, --tlp, --linux-acks, --congestion, --rcv-tuning and
-    /// --syn-linear-timeouts to Isode's Linux hosts alone.
+    /// Isode's; --ssthresh, --tlp, --linux-acks, --congestion, --rcv-tuning,
+    /// --syn-linear-timeouts and --slow-start-after-idle to Isode's Linux hosts alone.
     Calibrate(Calibrate),
     /// One base and N ships on one channel: HMTP unicast to each ship against P_MUL multicast.
     Fleet(Fleet),
@@ -404,6 +404,14 @@ struct TcpArgs {
     /// profile's own, 4 for linux, 0 for the others.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=127))]
     syn_linear_timeouts: Option<u8>,
+    /// Linux's slow-start restart after idle on skywave's TCP (`tcp_slow_start_after_idle`),
+    /// `on` or `off`: on, a sender that sent no data for longer than its RTO, with nothing
+    /// in flight, halves its window per RTO idle down to the initial ten segments, checked
+    /// where the profile's kernel checks it (isode-stock: as data goes; linux: when the
+    /// application writes or the peer's window changes). Default: each profile's own, on
+    /// for isode-stock and linux (Linux's default), off for jnos-1998.
+    #[arg(long, value_name = "on|off", value_parser = on_off)]
+    slow_start_after_idle: Option<bool>,
 }
 
 impl TcpArgs {
@@ -416,6 +424,9 @@ impl TcpArgs {
         }
         if self.syn_linear_timeouts.is_some_and(|n| n > 0) && engine == Some(TcpEngine::Smoltcp) {
             bail!("--syn-linear-timeouts needs skywave's TCP: smoltcp's SYN back-off is fixed");
+        }
+        if self.slow_start_after_idle == Some(true) && engine == Some(TcpEngine::Smoltcp) {
+            bail!("--slow-start-after-idle on needs skywave's TCP: smoltcp never restarts");
         }
         if let Some(n) = self.ssthresh {
             if n < 2 {
@@ -436,6 +447,7 @@ impl TcpArgs {
             cubic: self.congestion,
             rcv_tuning: self.rcv_tuning,
             syn_linear_timeouts: self.syn_linear_timeouts,
+            slow_start_after_idle: self.slow_start_after_idle,
         })
     }
 }
@@ -1006,6 +1018,8 @@ mod tests {
             "on",
             "--syn-linear-timeouts",
             "0",
+            "--slow-start-after-idle",
+            "off",
         ])
         .unwrap();
         let t = s.tcp_settings(
@@ -1017,6 +1031,7 @@ mod tests {
         )[0];
         assert_eq!(t.initial_ssthresh, Some(4));
         assert!(!t.sack && !t.tlp && !t.linux_acks && t.rcv_tuning);
+        assert!(!t.slow_start_after_idle && t.idle_restart().is_none());
         // Linux before 6.5: the SYN's back-off doubles from the first timeout, and it gives
         // up at 127 s.
         assert_eq!(
@@ -1040,6 +1055,9 @@ mod tests {
         assert!(e.to_string().contains("skywave's TCP"), "{e}");
         let e =
             compare_spec(&["--syn-linear-timeouts", "4", "--tcp-engine", "smoltcp"]).unwrap_err();
+        assert!(e.to_string().contains("skywave's TCP"), "{e}");
+        let e = compare_spec(&["--slow-start-after-idle", "on", "--tcp-engine", "smoltcp"])
+            .unwrap_err();
         assert!(e.to_string().contains("skywave's TCP"), "{e}");
         assert!(compare_spec(&["--tcp-engine", "bsd"]).is_err());
     }

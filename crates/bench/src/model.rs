@@ -184,6 +184,11 @@ pub struct TcpSettings {
     /// data arrives, and the buffer autotuned to what the application reads in a round trip,
     /// window scale 7. smoltcp keeps `window`.
     pub rcv_tuning: bool,
+    /// Linux's slow-start restart after idle on skywave's TCP (`tcp_slow_start_after_idle`,
+    /// on by default): a sender that sent no data for longer than the RTO, with nothing in
+    /// flight, starts again from the initial window, halved per RTO idle down to it, where
+    /// the profile's kernel looks for it ([`TcpSettings::idle_restart`]). smoltcp has none.
+    pub slow_start_after_idle: bool,
     /// Congestion window.
     pub congestion: Congestion,
     /// Nagle's algorithm, and which.

@@ -32,9 +32,14 @@
 //! transmission spreads the round trips over, so it ends slow start at its low window of 16
 //! segments on nearly any link of this kind.
 //!
-//! Left out: the restart of the epoch after an idle, application-limited spell (Linux 4.4's
-//! `CA_EVENT_TX_START`), HyStart's pacing-rate allowance (Linux 5.7 on) and HyStart++ (RFC
-//! 9406's limited slow start, not in Linux's CUBIC).
+//! After an idle spell, a [`CubicEra::Linux41`] window's epoch moves on by the time nothing was
+//! sent (Linux 4.4's `CA_EVENT_TX_START`, [`Cubic::tx_start`]), so the cubic function resumes
+//! where it stopped; the 2.6.39-4.0 kernels kept the epoch, and their window jumps by the
+//! time spent idle. The slow-start restart after idle is the TCB's (`tcb.rs`), as it is
+//! Linux's `tcp_cwnd_restart`, whatever the congestion control.
+//!
+//! Left out: HyStart's pacing-rate allowance (Linux 5.7 on) and HyStart++ (RFC 9406's limited
+//! slow start, not in Linux's CUBIC).
 
 use std::time::Duration;
 
@@ -355,6 +360,18 @@ impl Cubic {
         self.loss_cwnd = loss_cwnd;
     }
 
+    /// Data goes with nothing in flight, `idle` after the last data sent (`CA_EVENT_TX_START`,
+    /// `bictcp_cwnd_event`, Linux 4.4 on, so [`CubicEra::Linux41`] only): the host was
+    /// application-limited, so the epoch moves on by that time, never past `now`.
+    pub fn tx_start(&mut self, now: Duration, idle: Duration) {
+        if self.era != CubicEra::Linux41 || idle.is_zero() {
+            return;
+        }
+        if let Some(e) = self.epoch_start.as_mut() {
+            *e = e.saturating_add(idle).min(now);
+        }
+    }
+
     /// The window an undone reduction returns to at least (`bictcp_undo_cwnd`).
     pub fn undo_cwnd(&self, cwnd: u32) -> u32 {
         cwnd.max(self.loss_cwnd)
@@ -517,6 +534,28 @@ mod tests {
         assert_eq!(new.grow(S, (10, 20), (10, 100), 2, &mut cnt), 12);
         // Up to ssthresh, the rest counted towards avoidance.
         assert_eq!(new.grow(S, (10, 20), (99, 100), 2, &mut cnt), 100);
+    }
+
+    #[test]
+    fn an_idle_spell_moves_a_current_kernels_epoch_on() {
+        // An epoch begun at 10 s (a window of 50 after a loss at 100); data goes again at 40 s
+        // after 25 s without any: a current kernel's epoch moves on by the 25 s, never past
+        // the moment itself; 2.6.39-4.0 kept it where it was.
+        let epoch_after = |era: CubicEra, idle: Duration| {
+            let mut c = Cubic::new(era, Duration::ZERO, 0);
+            c.loss(100);
+            let mut cnt = 0;
+            c.grow(10 * S, (1, 1), (50, 40), 1, &mut cnt);
+            c.tx_start(40 * S, idle);
+            c.epoch_start
+        };
+        assert_eq!(epoch_after(CubicEra::Linux41, 25 * S), Some(35 * S));
+        assert_eq!(epoch_after(CubicEra::Linux41, 35 * S), Some(40 * S));
+        assert_eq!(epoch_after(CubicEra::Linux2639, 25 * S), Some(10 * S));
+        // No epoch yet (slow start): nothing to move.
+        let mut c = Cubic::new(CubicEra::Linux41, Duration::ZERO, 0);
+        c.tx_start(40 * S, 25 * S);
+        assert_eq!(c.epoch_start, None);
     }
 
     #[test]

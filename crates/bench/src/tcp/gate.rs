@@ -188,6 +188,7 @@ mod tests {
             rtt_cache: false,
             initial_ssthresh: None,
             rcv_tuning: None,
+            idle_restart: None,
             ack_delay_sim: ack_delay,
         };
         let t = Instant::from_secs(1);

@@ -154,6 +154,9 @@ pub(crate) struct HostSettings {
     /// skywave's own TCP: Linux's receive window, by the rules of the kernel named, instead of
     /// the fixed `rx_buffer`.
     pub(crate) rcv_tuning: Option<super::tcb::RcvEra>,
+    /// skywave's own TCP: Linux's slow-start restart after idle, where the kernel named
+    /// looks for it.
+    pub(crate) idle_restart: Option<super::tcb::IdleRestart>,
     /// skywave's own TCP: the delayed-ACK time in simulated time.
     pub(crate) ack_delay_sim: Option<Duration>,
 }
@@ -480,6 +483,7 @@ impl Host {
                 linux_acks: settings.linux_acks,
                 window_rules: settings.window_rules,
                 initial_ssthresh: settings.initial_ssthresh,
+                idle_restart: settings.idle_restart,
             }))),
         };
         Ok(Host {

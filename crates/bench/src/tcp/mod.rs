@@ -439,6 +439,7 @@ fn host_settings(
         rtt_cache: tcp.rtt_cache,
         initial_ssthresh: tcp.initial_ssthresh,
         rcv_tuning: tcp.rcv_tuning.then(|| tcp.rcv_era()),
+        idle_restart: tcp.idle_restart(),
         ack_delay_sim: tcp.ack_delay,
     }))
 }

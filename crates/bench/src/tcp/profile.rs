@@ -189,7 +189,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 pub use super::cubic::CubicEra;
-pub use super::tcb::RcvEra;
+pub use super::tcb::{IdleRestart, RcvEra};
 use crate::model::TcpSettings;
 
 /// Which JNOS constant the dilated smoltcp clock reproduces exactly (see the module docs of
@@ -482,6 +482,8 @@ impl TcpProfile {
                 // A current kernel's receive window (4.20 on: 64240 bytes in the SYN, window
                 // scale 7) and its autotuning (`tcp_moderate_rcvbuf`, on since 2.6.7).
                 rcv_tuning: true,
+                // `tcp_slow_start_after_idle`, on by default since it came (2.6.18).
+                slow_start_after_idle: true,
                 // Linux's default since 2.6.19; a current kernel counts what is acknowledged.
                 congestion: Congestion::Cubic {
                     initial: 10,
@@ -515,6 +517,8 @@ impl TcpProfile {
                 rtt_cache: false,
                 initial_ssthresh: None,
                 rcv_tuning: false,
+                // No congestion window to restart.
+                slow_start_after_idle: false,
                 congestion: Congestion::Unlimited,
                 nagle: Nagle::Off,
                 window_rules: WindowRules::Linux,
@@ -558,6 +562,8 @@ impl TcpProfile {
                 // A stock Linux of the time autotunes its receive buffer (`tcp_moderate_rcvbuf`,
                 // on since 2.6.7): the window opens at ten segments and follows what is read.
                 rcv_tuning: true,
+                // And restarts slow start after idle (`tcp_slow_start_after_idle`).
+                slow_start_after_idle: true,
                 give_up: GiveUp::LINUX,
                 window_rules: WindowRules::Linux,
                 smtp_timer: None,
@@ -675,6 +681,8 @@ pub fn jnos_tcp(
         rtt_cache: true,
         initial_ssthresh: None,
         rcv_tuning: false,
+        // KA9Q's TCP keeps its window across an idle spell.
+        slow_start_after_idle: false,
         congestion: Congestion::Reno { initial: 1 },
         nagle: Nagle::Classic,
         window_rules: WindowRules::Jnos,
@@ -716,6 +724,9 @@ pub struct TcpOverrides {
     /// the SYN's give-up moved to match, [`GiveUp::with_syn_linear_timeouts`]); `None`: the
     /// profile's.
     pub syn_linear_timeouts: Option<u8>,
+    /// The slow-start restart after idle on or off ([`TcpSettings::slow_start_after_idle`]);
+    /// `None`: the profile's.
+    pub slow_start_after_idle: Option<bool>,
 }
 
 impl TcpOverrides {
@@ -729,6 +740,7 @@ impl TcpOverrides {
         cubic: None,
         rcv_tuning: None,
         syn_linear_timeouts: None,
+        slow_start_after_idle: None,
     };
 
     /// `tcp` with these changes: the engine first, which maps the congestion control, then
@@ -743,6 +755,9 @@ impl TcpOverrides {
         t.tlp = self.tlp.unwrap_or(t.tlp);
         t.linux_acks = self.linux_acks.unwrap_or(t.linux_acks);
         t.rcv_tuning = self.rcv_tuning.unwrap_or(t.rcv_tuning);
+        t.slow_start_after_idle = self
+            .slow_start_after_idle
+            .unwrap_or(t.slow_start_after_idle);
         if let Some(n) = self.syn_linear_timeouts {
             t.syn_linear_timeouts = n;
             t.give_up = t.give_up.with_syn_linear_timeouts(n);
@@ -802,6 +817,17 @@ impl TcpSettings {
             Some(TcpProfile::IsodeStock) => RcvEra::Linux34,
             _ => RcvEra::Linux420,
         }
+    }
+
+    /// Where the kernel this profile stands for looks for an idle spell
+    /// ([`TcpSettings::slow_start_after_idle`]): `isode-stock`'s Linux of 2012 as each data
+    /// segment goes, any other as Linux 4.11 on, when the application writes or the peer's
+    /// window changes; `None` if the restart is off.
+    pub fn idle_restart(&self) -> Option<IdleRestart> {
+        self.slow_start_after_idle.then_some(match self.profile {
+            Some(TcpProfile::IsodeStock) => IdleRestart::OnSend,
+            _ => IdleRestart::OnQueue,
+        })
     }
 
     /// How the kernel this profile stands for counts ACKs for CUBIC: `isode-stock`'s Linux of
@@ -1031,5 +1057,18 @@ mod tests {
         assert!(stock.with_overrides(Some(536), None).rcv_tuning);
         let fixed = stock.with_overrides(None, Some(32_768));
         assert!(!fixed.rcv_tuning && fixed.window == 32_768);
+        // Both restart slow start after idle, each where its kernel looks; JNOS does not,
+        // nor does `best-case`, which has no congestion window.
+        assert_eq!(
+            (stock.idle_restart(), linux.idle_restart()),
+            (Some(IdleRestart::OnSend), Some(IdleRestart::OnQueue))
+        );
+        assert_eq!(TcpProfile::Jnos1998.settings(1200).idle_restart(), None);
+        assert_eq!(TcpProfile::BestCase.settings(1200).idle_restart(), None);
+        let off = TcpOverrides {
+            slow_start_after_idle: Some(false),
+            ..TcpOverrides::NONE
+        };
+        assert_eq!(off.apply(linux).idle_restart(), None);
     }
 }

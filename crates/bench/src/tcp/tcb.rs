@@ -45,7 +45,17 @@
 //! - sending a segment shorter than the MSS: Nagle's rule ([`Nagle`]), and for the Linux
 //!   rules RFC 9293's sender SWS avoidance for one the window cut short ([`WindowRules`]);
 //! - persist timer: a one-byte probe into a closed window, or what fits a window too small to
-//!   use (which also recovers a lost window update), backed off as a retransmission;
+//!   use (which also recovers a lost window update), backed off as a retransmission; with
+//!   Linux's window rules the probe byte is not data in flight, as Linux's probe carries none
+//!   (`tcp_probe_timer`): its timeout cuts no window and counts no retransmission, the
+//!   peer's answers to it are no duplicate ACKs, and a byte the closed window refused goes
+//!   again as the first of the data once the window opens;
+//! - Linux's slow-start restart after idle if asked ([`TcbConfig::idle_restart`],
+//!   `tcp_cwnd_restart`, RFC 2861): with nothing in flight and no data sent for longer than
+//!   the RTO, the window halved per RTO idle down to the initial window, looked for where the
+//!   kernel modelled looks (as data goes before 4.11; from 4.11 when the application writes
+//!   into an empty queue or the peer's window changes with data waiting); and, for CUBIC,
+//!   the epoch moved on by the time nothing was sent (`tcp/cubic.rs`);
 //! - timestamps (RFC 7323) when both ends offer them, as Linux does: 12 bytes of every
 //!   segment, an RTT sample from every ACK of new data (resent segments' too), and a timeout
 //!   found spurious undone: the first ACK after it echoing the original transmission restores
@@ -78,8 +88,8 @@
 //!   fixed delay with an ACK for every second full segment, or none.
 //!
 //! Not done: RACK, SACK compression, the undo of a fast recovery by D-SACK or
-//! timestamps, F-RTO without timestamps, urgent data, slow-start restart after idle, path MTU
-//! discovery (the MTU is set), keep-alive. The RTT cache across connections is the host's:
+//! timestamps, F-RTO without timestamps, urgent data, RFC 2861's decay of an unused window
+//! (Linux's `tcp_cwnd_application_limited`), path MTU discovery (the MTU is set), keep-alive. The RTT cache across connections is the host's:
 //! [`Tcb::rtt_cache`] keeps JNOS's entry and [`Tcb::seed_rtt`] starts a new connection from it.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -174,6 +184,23 @@ pub struct TcbConfig {
     /// least two); `None`: RFC 5681's "arbitrarily high". What Linux's `tcp_init_metrics`
     /// sets from the ssthresh an earlier connection left in its metrics cache.
     pub initial_ssthresh: Option<u16>,
+    /// Linux's slow-start restart after idle (`tcp_slow_start_after_idle`, on by default;
+    /// RFC 2861's, RFC 5681 4.1's), checked where the kernel named checks it; `None`: the
+    /// window survives any idle spell (JNOS, or the sysctl off).
+    pub idle_restart: Option<IdleRestart>,
+}
+
+/// Where a Linux sender looks for an idle spell before it sends again (the test itself is
+/// the same in both: nothing unacknowledged, and no data sent for longer than the RTO).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdleRestart {
+    /// Linux before 4.11: as each data segment goes (`tcp_event_data_sent`).
+    OnSend,
+    /// Linux 4.11 on ("tcp: fix slow start after idle vs TSO/GSO"): when the application
+    /// queues data and nothing was waiting to be sent (`skb_entail`), or an ACK changes the
+    /// peer's window while data waits (`tcp_ack_update_window`), before that ACK's
+    /// acknowledgement counts.
+    OnQueue,
 }
 
 /// `repr` from `src` to `dst` as an IPv4 datagram, both checksums set: what a host puts on
@@ -450,6 +477,10 @@ pub struct Tcb {
     tlp_repairs: u32,
     /// The latest time this endpoint was given (the timestamp clock).
     clock: Duration,
+    /// When data last went, resends included, or the connection opened (Linux's `lsndtime`).
+    lsndtime: Duration,
+    /// Slow-start restarts after idle ([`TcbConfig::idle_restart`]) that cut the window.
+    idle_restarts: u32,
 
     // Receive side.
     rcv_nxt: u32,
@@ -537,6 +568,8 @@ impl Tcb {
             tlp_probes: 0,
             tlp_repairs: 0,
             clock: Duration::ZERO,
+            lsndtime: Duration::ZERO,
+            idle_restarts: 0,
             rcv_nxt: 0,
             rx: VecDeque::new(),
             ooo: BTreeMap::new(),
@@ -581,6 +614,11 @@ impl Tcb {
         let e = (srtt.as_secs_f64(), dev.as_secs_f64());
         self.rtte.srtt = Some(e);
         self.rtte.cache = Some(e);
+    }
+
+    /// Slow-start restarts after idle that cut the window ([`TcbConfig::idle_restart`]).
+    pub fn idle_restarts(&self) -> u32 {
+        self.idle_restarts
     }
 
     /// Retransmission timeouts found spurious and undone (timestamps only).
@@ -634,8 +672,19 @@ impl Tcb {
         let n = data
             .len()
             .min(self.cfg.tx_buffer.saturating_sub(self.tx.len()));
+        // Linux 4.11 on looks for an idle spell when the write starts a new buffer, which it
+        // does when nothing was left unsent (`skb_entail`).
+        if n > 0 && self.unsent() == 0 && self.cfg.idle_restart == Some(IdleRestart::OnQueue) {
+            self.restart_after_idle(self.clock);
+        }
         self.tx.extend(&data[..n]);
         n
+    }
+
+    /// Bytes queued and never sent.
+    fn unsent(&self) -> usize {
+        let sent = self.snd_max.wrapping_sub(self.buf_seq) as usize;
+        self.tx.len().saturating_sub(sent)
     }
 
     /// Received data is waiting to be read.
@@ -789,6 +838,11 @@ impl Tcb {
         if let Some(prr) = self.prr.as_mut() {
             prr.out = prr.out.saturating_add(len as u32);
         }
+        // Data beyond a closed window is this TCP's zero-window probe; Linux's carries none,
+        // so it is not data sent.
+        if len > 0 && self.snd_wnd > 0 {
+            self.data_sent();
+        }
         if let Some(a) = self.acks.as_mut() {
             if ack {
                 let owed = self.unacked_rx > 0 || self.ack_at.is_some() || self.ack_now;
@@ -837,6 +891,74 @@ impl Tcb {
             payload: &payload,
         };
         self.push_datagram(remote, &repr);
+    }
+
+    /// A data segment goes, resent or new (Linux's `tcp_event_data_sent`): with nothing in
+    /// flight CUBIC hears of the idle spell (`CA_EVENT_TX_START`), a kernel before 4.11
+    /// restarts slow start if the spell was long, and the time is kept.
+    fn data_sent(&mut self) {
+        let now = self.clock;
+        if self.nothing_in_flight() {
+            let idle = now.saturating_sub(self.lsndtime);
+            if let Some(c) = self.cubic.as_mut() {
+                c.tx_start(now, idle);
+            }
+            if self.cfg.idle_restart == Some(IdleRestart::OnSend) {
+                self.restart_after_idle(now);
+            }
+        }
+        self.lsndtime = now;
+    }
+
+    /// Nothing is unacknowledged, as the stack modelled counts it: with Linux's rules the byte
+    /// this TCP sends into a closed window as its probe does not count, as Linux's probe
+    /// carries no data (`packets_out` stays 0), so its timeout is no retransmission and the
+    /// peer's answers to it are no duplicate ACKs; JNOS's probe byte is data like any other.
+    fn nothing_in_flight(&self) -> bool {
+        let out = self.snd_max.wrapping_sub(self.snd_una);
+        out == 0 || (self.probing && out <= 1 && self.cfg.window_rules == WindowRules::Linux)
+    }
+
+    /// Linux's slow-start restart (`tcp_cwnd_restart`, RFC 2861; [`TcbConfig::idle_restart`]
+    /// says when it is looked for): with nothing in flight and no data sent for longer than
+    /// the RTO, the window is halved for every RTO the spell lasted beyond the first, down to
+    /// the initial window (or the window, if smaller), and ssthresh kept at three quarters of
+    /// the old window at least (`tcp_current_ssthresh`), so slow start climbs back there. In
+    /// segments, as Linux counts.
+    fn restart_after_idle(&mut self, now: Duration) {
+        if self.cfg.idle_restart.is_none() || !self.nothing_in_flight() {
+            return;
+        }
+        let Some(cwnd) = self.cwnd else {
+            return;
+        };
+        let rto = self.rtte.rto();
+        let idle = now.saturating_sub(self.lsndtime);
+        if idle <= rto {
+            return;
+        }
+        let mss = (self.mss as u32).max(1);
+        let segs = cwnd / mss;
+        if self.recover.is_none() && self.prr.is_none() {
+            let kept = ((segs >> 1) + (segs >> 2)).saturating_mul(mss);
+            self.ssthresh = self.ssthresh.max(kept);
+        }
+        let restart = self
+            .cfg
+            .congestion
+            .initial_window(mss)
+            .map_or(segs, |w| w / mss)
+            .min(segs);
+        let (mut w, mut left) = (segs, idle);
+        while left > rto && w > restart {
+            left -= rto;
+            w >>= 1;
+        }
+        let w = w.max(restart);
+        if w < segs {
+            self.cwnd = Some(w * mss);
+            self.idle_restarts += 1;
+        }
     }
 
     /// The timestamp clock: milliseconds of simulated time (RFC 7323 allows 1 ms to 1 s ticks;
@@ -1179,11 +1301,26 @@ impl Tcb {
         let same_window = wnd == self.snd_wnd;
         if after(seq, self.snd_wl1) || (seq == self.snd_wl1 && at_or_after(ack, self.snd_wl2)) {
             let was_zero = self.snd_wnd == 0;
+            // Linux 4.11 on looks for an idle spell when the window changes with data waiting,
+            // before this ACK acknowledges anything (`tcp_ack_update_window`).
+            if wnd != self.snd_wnd
+                && self.unsent() > 0
+                && self.cfg.idle_restart == Some(IdleRestart::OnQueue)
+            {
+                self.restart_after_idle(now);
+            }
             self.snd_wnd = wnd;
             self.max_snd_wnd = self.max_snd_wnd.max(wnd);
             self.snd_wl1 = seq;
             self.snd_wl2 = ack;
             if was_zero && wnd > 0 && self.probing {
+                // A probe byte the closed window refused was, for Linux, never sent: its
+                // probe carries no data, so the next segment starts where the data stopped.
+                if ack == self.snd_una && self.nothing_in_flight() {
+                    self.snd_nxt = self.snd_una;
+                    self.snd_max = self.snd_una;
+                    self.rtte.timed = None;
+                }
                 self.probing = false;
                 self.rto_at = None;
             }
@@ -1191,7 +1328,7 @@ impl Tcb {
         if !after(ack, self.snd_una) {
             // RFC 5681 2: a duplicate ACK acknowledges nothing new, carries no data and the
             // same window, while data is outstanding.
-            let in_flight = self.snd_max != self.snd_una;
+            let in_flight = !self.nothing_in_flight();
             // With SACK the test is new SACK information, whatever the window (RFC 6675 2).
             let duplicate = if self.sacking() {
                 newly_sacked > 0
@@ -1487,6 +1624,9 @@ impl Tcb {
     /// 5066 link, whose round trip is seconds, the usual case.
     fn opened(&mut self) {
         self.state = State::Established;
+        // Linux starts the idle clock here (`tcp_finish_connect`, and `tcp_rcv_state_process`
+        // for the passive end).
+        self.lsndtime = self.clock;
         if let Congestion::Cubic { era, .. } = self.cfg.congestion {
             self.cubic = Some(Cubic::new(era, self.clock, self.snd_nxt));
         }
@@ -1783,7 +1923,10 @@ impl Tcb {
             return;
         }
         let mss = self.mss as u32;
-        if self.probing && self.snd_una == self.snd_max {
+        // A probe's own byte unanswered: JNOS times it out as any data, a retransmission
+        // timeout that cuts the window; Linux's probe carries no data and its timer
+        // (`tcp_probe_timer`) cuts nothing and counts no retransmission, so it probes again.
+        if self.probing && self.nothing_in_flight() {
             // The persist timer: one byte beyond a closed window, or what fits a window too
             // small to pass sender SWS avoidance (RFC 9293 3.8.6.2.1's override). It also
             // recovers a lost window update, which no receiver resends. Backed off as a
@@ -2192,6 +2335,7 @@ mod tests {
             sack: false,
             tlp: false,
             initial_ssthresh: None,
+            idle_restart: None,
         }
     }
 
@@ -3168,6 +3312,120 @@ mod tests {
             [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 7.0, 11.0, 19.0, 35.0]
         );
         assert_eq!(syn_times(0), [0.0, 1.0, 3.0, 7.0, 15.0, 31.0]);
+    }
+
+    /// Datagrams 1 ms apart, so that the ACKs of a flight come one by one and each finds the
+    /// window in use (Linux grows it only then).
+    fn spaced(n: usize) -> Option<f64> {
+        Some(n as f64 * 1e-3)
+    }
+
+    /// A Linux sender (Reno, ten segments first, 216-byte segments, a 0.2 s round trip,
+    /// Linux's window rules) with the restart `restart`, towards a receiver with `rx_buffer`
+    /// bytes, whose window grew on 60000 bytes the receiver read.
+    fn grown_linux_sender(restart: Option<IdleRestart>, rx_buffer: usize) -> Pair {
+        let mut a = linux_timers(config(A, Congestion::LinuxReno { initial: 10 }));
+        a.rx_buffer = rx_buffer;
+        a.tx_buffer = 1 << 20;
+        a.window_rules = WindowRules::Linux;
+        a.idle_restart = restart;
+        let b = peer(a, 3);
+        let mut p = Pair::new(a, b, 0.1);
+        p.run_with(1.0, &spaced);
+        let first = pattern(60_000);
+        p.ends[0].send_slice(&first);
+        p.run_with(30.0, &spaced);
+        p.assert_read(&first);
+        p
+    }
+
+    /// [`grown_linux_sender`] that then sends nothing for `idle` RTOs and writes as much again:
+    /// (its window before the write, its window right after the write's first flight went,
+    /// the restarts counted, the data segments of that first flight), windows in segments.
+    fn after_idle(restart: Option<IdleRestart>, idle: f64) -> (u32, u32, u32, usize) {
+        let mut p = grown_linux_sender(restart, 1 << 20);
+        let before = p.ends[0].cwnd().unwrap_or(0) / 216;
+        // The last data went when the last sub-MSS segment did (Nagle held it until then).
+        let last = p.data_segments(0).last().map_or(0.0, |s| s.at);
+        p.now = secs(last + p.ends[0].rto().as_secs_f64() * idle);
+        let sent = p.data_segments(0).len();
+        // The host's clock reaches the write first, as the drivers poll before writing.
+        p.ends[0].poll(p.now);
+        p.ends[0].send_slice(&pattern(60_000));
+        p.transmit(0, &|_, _| Some(0.0));
+        let flight = p.data_segments(0).len() - sent;
+        let after = p.ends[0].cwnd().unwrap_or(0) / 216;
+        (before, after, p.ends[0].idle_restarts(), flight)
+    }
+
+    /// Linux's slow-start restart after idle (`tcp_cwnd_restart`): no data for longer than the
+    /// RTO with nothing in flight halves the window for every RTO beyond the first, down to
+    /// the initial ten segments; an idle spell shorter than the RTO, or the restart off
+    /// (`tcp_slow_start_after_idle` 0, JNOS), leaves it alone. Where the kernel looks for the
+    /// spell (as data goes, before 4.11; when the application writes, from 4.11) makes no
+    /// difference to a write after a quiet spell.
+    #[test]
+    fn an_idle_linux_sender_restarts_from_its_initial_window() {
+        let (grown, kept, none, flight) = after_idle(None, 100.0);
+        assert!(grown >= 40, "the window grew to {grown} segments");
+        assert_eq!((kept, none), (grown, 0));
+        assert_eq!(flight, grown as usize, "the whole window went at once");
+        for era in [IdleRestart::OnSend, IdleRestart::OnQueue] {
+            // Shorter than the RTO: nothing.
+            assert_eq!(
+                after_idle(Some(era), 0.5),
+                (grown, grown, 0, grown as usize)
+            );
+            // One and a half RTOs: halved once.
+            assert_eq!(
+                after_idle(Some(era), 1.5),
+                (grown, grown / 2, 1, grown as usize / 2),
+                "{era:?}"
+            );
+            // Two and a half: halved twice (never below ten segments).
+            assert_eq!(after_idle(Some(era), 2.5).1, (grown / 4).max(10), "{era:?}");
+            // A hundred: back to the initial window, and ten segments go.
+            assert_eq!(after_idle(Some(era), 100.0), (grown, 10, 1, 10), "{era:?}");
+        }
+    }
+
+    /// A receiver whose application stops reading closes its window; the sender's data waits
+    /// with nothing in flight (its persist probes carry a byte here, none in Linux, so they
+    /// are not data sent and their timeouts cut nothing) until the application reads again
+    /// 60 s later. Both of Linux's places see the idle spell: 4.11 on when the window update
+    /// arrives, before it as the first segment goes. Either way the window restarts from ten
+    /// segments.
+    #[test]
+    fn a_window_closed_for_longer_than_the_rto_restarts_slow_start() {
+        let run = |restart: Option<IdleRestart>| {
+            // The window grows on what the application reads...
+            let mut p = grown_linux_sender(restart, 65_535);
+            // ...then the application stops reading: 65535 bytes fill the receive buffer and
+            // the rest waits.
+            p.reading = false;
+            p.ends[0].send_slice(&pattern(100_000));
+            p.run_with(90.0, &spaced);
+            let grown = p.ends[0].cwnd().unwrap_or(0) / 216;
+            let waiting = p.ends[0].unsent();
+            p.reading = true;
+            p.run_with(900.0, &spaced);
+            assert_eq!(p.read.len(), 160_000);
+            (
+                grown,
+                waiting,
+                p.ends[0].idle_restarts(),
+                p.ends[0].timeouts(),
+            )
+        };
+        let (grown, waiting, restarts, timeouts) = run(None);
+        assert!(
+            grown > 40 && waiting > 30_000,
+            "{grown} segments, {waiting} B waiting"
+        );
+        assert_eq!((restarts, timeouts), (0, 0));
+        for era in [IdleRestart::OnSend, IdleRestart::OnQueue] {
+            assert_eq!(run(Some(era)), (grown, waiting, 1, 0), "{era:?}");
+        }
     }
 
     #[test]
