@@ -54,7 +54,10 @@
 //!   `tcp_cwnd_restart`, RFC 2861): with nothing in flight and no data sent for longer than
 //!   the RTO, the window halved per RTO idle down to the initial window, looked for where the
 //!   kernel modelled looks (as data goes before 4.11; from 4.11 when the application writes
-//!   into an empty queue or the peer's window changes with data waiting); and, for CUBIC,
+//!   into an empty queue or the peer's window changes with data waiting); with it, RFC 2861's
+//!   validation of a window the application leaves unused (`tcp_cwnd_validate`,
+//!   `tcp_cwnd_application_limited`): for every RTO it goes unused, let down halfway to what
+//!   was used, unless the application waits for room in the send buffer; and, for CUBIC,
 //!   the epoch moved on by the time nothing was sent (`tcp/cubic.rs`);
 //! - timestamps (RFC 7323) when both ends offer them, as Linux does: 12 bytes of every
 //!   segment, an RTT sample from every ACK of new data (resent segments' too), and a timeout
@@ -88,8 +91,10 @@
 //!   fixed delay with an ACK for every second full segment, or none.
 //!
 //! Not done: RACK, SACK compression, the undo of a fast recovery by D-SACK or
-//! timestamps, F-RTO without timestamps, urgent data, RFC 2861's decay of an unused window
-//! (Linux's `tcp_cwnd_application_limited`), path MTU discovery (the MTU is set), keep-alive. The RTT cache across connections is the host's:
+//! timestamps, F-RTO without timestamps, urgent data, Linux 3.16 on's refinement of when the
+//! window counts as in use (the most in flight over a round trip, and twice that in slow
+//! start), path MTU discovery (the MTU is set), keep-alive. The RTT cache across connections
+//! is the host's:
 //! [`Tcb::rtt_cache`] keeps JNOS's entry and [`Tcb::seed_rtt`] starts a new connection from it.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -481,6 +486,16 @@ pub struct Tcb {
     lsndtime: Duration,
     /// Slow-start restarts after idle ([`TcbConfig::idle_restart`]) that cut the window.
     idle_restarts: u32,
+    /// RFC 2861's validation of an unused window (with `idle_restart`, Linux's
+    /// `tcp_cwnd_validate`): the most segments in flight since the window was last in use
+    /// (`snd_cwnd_used`), when it was last in use or cut (`snd_cwnd_stamp`), and the times
+    /// it was let down for going unused.
+    cwnd_used: u32,
+    cwnd_stamp: Duration,
+    unused_decays: u32,
+    /// The application's last write did not fit the send buffer (Linux's `SOCK_NOSPACE`): the
+    /// sender is not application-limited, and an unused window is not let down.
+    writer_blocked: bool,
 
     // Receive side.
     rcv_nxt: u32,
@@ -570,6 +585,10 @@ impl Tcb {
             clock: Duration::ZERO,
             lsndtime: Duration::ZERO,
             idle_restarts: 0,
+            cwnd_used: 0,
+            cwnd_stamp: Duration::ZERO,
+            unused_decays: 0,
+            writer_blocked: false,
             rcv_nxt: 0,
             rx: VecDeque::new(),
             ooo: BTreeMap::new(),
@@ -619,6 +638,12 @@ impl Tcb {
     /// Slow-start restarts after idle that cut the window ([`TcbConfig::idle_restart`]).
     pub fn idle_restarts(&self) -> u32 {
         self.idle_restarts
+    }
+
+    /// Times an unused window was let down halfway to what was used (RFC 2861, with
+    /// [`TcbConfig::idle_restart`]).
+    pub fn unused_decays(&self) -> u32 {
+        self.unused_decays
     }
 
     /// Retransmission timeouts found spurious and undone (timestamps only).
@@ -678,6 +703,7 @@ impl Tcb {
             self.restart_after_idle(self.clock);
         }
         self.tx.extend(&data[..n]);
+        self.writer_blocked = n < data.len();
         n
     }
 
@@ -939,16 +965,10 @@ impl Tcb {
         }
         let mss = (self.mss as u32).max(1);
         let segs = cwnd / mss;
-        if self.recover.is_none() && self.prr.is_none() {
-            let kept = ((segs >> 1) + (segs >> 2)).saturating_mul(mss);
-            self.ssthresh = self.ssthresh.max(kept);
-        }
-        let restart = self
-            .cfg
-            .congestion
-            .initial_window(mss)
-            .map_or(segs, |w| w / mss)
-            .min(segs);
+        self.keep_ssthresh(segs);
+        self.cwnd_used = 0;
+        self.cwnd_stamp = now;
+        let restart = self.initial_segments(segs).min(segs);
         let (mut w, mut left) = (segs, idle);
         while left > rto && w > restart {
             left -= rto;
@@ -959,6 +979,68 @@ impl Tcb {
             self.cwnd = Some(w * mss);
             self.idle_restarts += 1;
         }
+    }
+
+    /// Before Linux lets the window down outside a loss (a restart, an unused window), ssthresh
+    /// keeps three quarters of the window of `segs` segments at least, so slow start climbs
+    /// back there (`tcp_current_ssthresh`; during a reduction it stays as it is).
+    fn keep_ssthresh(&mut self, segs: u32) {
+        if self.recover.is_none() && self.prr.is_none() {
+            let kept = ((segs >> 1) + (segs >> 2)).saturating_mul(self.mss as u32);
+            self.ssthresh = self.ssthresh.max(kept);
+        }
+    }
+
+    /// The initial window in segments (Linux's `tcp_init_cwnd`); `segs` where it is not counted
+    /// in segments.
+    fn initial_segments(&self, segs: u32) -> u32 {
+        let mss = (self.mss as u32).max(1);
+        self.cfg
+            .congestion
+            .initial_window(mss)
+            .map_or(segs, |w| w / mss)
+    }
+
+    /// RFC 2861's validation after new data went (Linux's `tcp_cwnd_validate`, with the
+    /// restart after idle: `tcp_slow_start_after_idle` governs both): a window in use (as many
+    /// segments unacknowledged as it holds) is noted as such; otherwise the most in flight is
+    /// kept, and once the window has gone unused for an RTO it is let down halfway to what
+    /// was used, the initial window at least (`tcp_cwnd_application_limited`), unless a
+    /// recovery is under way or the application is waiting for room in the send buffer,
+    /// which makes the window, not the application, the limit.
+    fn validate_cwnd(&mut self, now: Duration) {
+        let Some(cwnd) = self.cwnd.filter(|_| self.cfg.idle_restart.is_some()) else {
+            return;
+        };
+        let mss = (self.mss as u32).max(1);
+        let (segs, out) = (
+            cwnd / mss,
+            self.snd_max.wrapping_sub(self.snd_una).div_ceil(mss),
+        );
+        if out >= segs {
+            self.cwnd_used = 0;
+            self.cwnd_stamp = now;
+            return;
+        }
+        self.cwnd_used = self.cwnd_used.max(out);
+        if now.saturating_sub(self.cwnd_stamp) < self.rtte.rto() {
+            return;
+        }
+        let open = self.recover.is_none()
+            && self.prr.is_none()
+            && self.dup_acks == 0
+            && !self.board.in_loss()
+            && self.snd_nxt == self.snd_max;
+        if open && !self.writer_blocked {
+            let used = self.cwnd_used.max(self.initial_segments(segs));
+            if used < segs {
+                self.keep_ssthresh(segs);
+                self.cwnd = Some(((segs + used) >> 1) * mss);
+                self.unused_decays += 1;
+            }
+            self.cwnd_used = 0;
+        }
+        self.cwnd_stamp = now;
     }
 
     /// The timestamp clock: milliseconds of simulated time (RFC 7323 allows 1 ms to 1 s ticks;
@@ -1595,6 +1677,7 @@ impl Tcb {
                 }
                 self.cwnd_cnt = 0;
                 self.recover = Some(self.snd_max);
+                self.cwnd_stamp = now;
                 self.probe_at = None;
                 self.board.enter_recovery();
                 // (4.3): the first hole goes at once, whatever the pipe.
@@ -1607,6 +1690,7 @@ impl Tcb {
             self.cwnd = Some(self.ssthresh + DUP_ACKS * mss);
             self.cwnd_cnt = 0;
             self.recover = Some(self.snd_max);
+            self.cwnd_stamp = now;
             self.retransmit_first(now);
         } else if self.dup_acks > DUP_ACKS
             && let Some(c) = self.cwnd.as_mut()
@@ -1625,8 +1709,9 @@ impl Tcb {
     fn opened(&mut self) {
         self.state = State::Established;
         // Linux starts the idle clock here (`tcp_finish_connect`, and `tcp_rcv_state_process`
-        // for the passive end).
+        // for the passive end), and the window's.
         self.lsndtime = self.clock;
+        self.cwnd_stamp = self.clock;
         if let Congestion::Cubic { era, .. } = self.cfg.congestion {
             self.cubic = Some(Cubic::new(era, self.clock, self.snd_nxt));
         }
@@ -1982,6 +2067,7 @@ impl Tcb {
             }
             self.cwnd = Some(mss);
             self.cwnd_cnt = 0;
+            self.cwnd_stamp = now;
             self.recover = None;
             self.prr = None;
             self.dup_acks = 0;
@@ -2119,8 +2205,10 @@ impl Tcb {
             }
         }
         if after(self.snd_max, sent_before) {
-            // New data went: Linux's `tcp_write_xmit` schedules the probe from now.
+            // New data went: Linux's `tcp_write_xmit` schedules the probe from now and
+            // validates the window.
             self.schedule_probe(now, false);
+            self.validate_cwnd(now);
         }
     }
 
@@ -3428,6 +3516,53 @@ mod tests {
         }
     }
 
+    /// RFC 2861's other half, Linux's `tcp_cwnd_application_limited`: a sender whose window
+    /// grew, whose application then writes 100 bytes every 0.1 s (Nagle off; never idle,
+    /// some always in flight on the 0.2 s round trip), leaves the window unused, and for
+    /// every RTO it stays so the window comes down halfway to what was used, the initial ten
+    /// segments at least. A writer waiting for room in the send buffer (2000 bytes offered to
+    /// 1080 of room) is no application limit, and the sysctl off leaves the window alone.
+    /// (window grown, window after 20 s, decays, restarts after idle.)
+    fn after_unused(restart: Option<IdleRestart>, blocked: bool) -> (u32, u32, u32, u32) {
+        let mut p = grown_linux_sender(restart, 1 << 20);
+        let grown = p.ends[0].cwnd().unwrap_or(0) / 216;
+        p.ends[0].cfg.nagle = Nagle::Off;
+        if blocked {
+            p.ends[0].cfg.tx_buffer = 5 * 216;
+        }
+        let start = p.now.as_secs_f64();
+        for k in 1..=200 {
+            p.ends[0].poll(p.now);
+            let write = if blocked { 2000 } else { 100 };
+            p.ends[0].send_slice(&pattern(write));
+            p.run(start + 0.1 * f64::from(k), &|_| false);
+            p.now = secs(start + 0.1 * f64::from(k));
+        }
+        let after = p.ends[0].cwnd().unwrap_or(0) / 216;
+        let e = &p.ends[0];
+        (grown, after, e.unused_decays(), e.idle_restarts())
+    }
+
+    #[test]
+    fn a_window_the_application_leaves_unused_comes_down() {
+        let (grown, kept, decays, _) = after_unused(None, false);
+        assert!(
+            grown >= 40 && kept == grown && decays == 0,
+            "{grown} {kept} {decays}"
+        );
+        for era in [IdleRestart::OnSend, IdleRestart::OnQueue] {
+            // 145 → 144 (halfway to the 143 the last flight of the growth had out; the RTO
+            // passed since the window was last full) → 77 → 43 → 26 → 18 → 14 → 12 → 11 → 10,
+            // and never idle.
+            assert_eq!(after_unused(Some(era), false), (grown, 10, 9, 0), "{era:?}");
+            assert_eq!(
+                after_unused(Some(era), true),
+                (grown, grown, 0, 0),
+                "{era:?}"
+            );
+        }
+    }
+
     #[test]
     fn an_abort_resets_the_peer() {
         let reno = Congestion::Reno { initial: 1 };
@@ -3560,6 +3695,7 @@ mod tests {
             timestamps in proptest::bool::ANY,
             sack in proptest::bool::ANY,
             tlp in proptest::bool::ANY,
+            restart in 0usize..3,
             fates in proptest::collection::vec(proptest::option::weighted(0.8, 0.0f64..3.0), 300),
         ) {
             let congestion = [
@@ -3579,6 +3715,7 @@ mod tests {
             a.timestamps = timestamps;
             a.sack = sack;
             a.tlp = tlp;
+            a.idle_restart = [None, Some(IdleRestart::OnSend), Some(IdleRestart::OnQueue)][restart];
             let b = peer(a, 0xFFFF_FFF0);
             let mut p = Pair::new(a, b, 1.0);
             let data = pattern(len);
