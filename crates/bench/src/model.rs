@@ -187,7 +187,9 @@ pub struct TcpSettings {
     /// Linux's slow-start restart after idle on skywave's TCP (`tcp_slow_start_after_idle`,
     /// on by default): a sender that sent no data for longer than the RTO, with nothing in
     /// flight, starts again from the initial window, halved per RTO idle down to it, where
-    /// the profile's kernel looks for it ([`TcpSettings::idle_restart`]). smoltcp has none.
+    /// the profile's kernel looks for it ([`TcpSettings::idle_restart`]); and a window the
+    /// application leaves unused for an RTO comes down halfway to what was used (RFC 2861).
+    /// smoltcp has neither.
     pub slow_start_after_idle: bool,
     /// Congestion window.
     pub congestion: Congestion,

@@ -71,7 +71,8 @@ const RECOMPUTE: Duration = Duration::from_micros(31_250);
 pub enum CubicEra {
     /// Linux 2.6.39 to 4.0: growth counted per ACK, scaled by the packets-per-ACK ratio.
     Linux2639,
-    /// Linux 4.1 on: growth counted per segment acknowledged, at most 1.5 times a round trip.
+    /// Linux 4.1 on: growth counted per segment acknowledged, at most 1.5 times a round trip;
+    /// and the epoch moved on after an idle spell ([`Cubic::tx_start`], 4.4 on).
     Linux41,
 }
 

@@ -4,9 +4,9 @@
 //! | profile | TCP | MSS / MTU | window | RTO initial / min / max | congestion | Nagle | delayed ACK | gives up |
 //! |---|---|---|---|---|---|---|---|---|
 //! | `jnos-1998` | skywave's | 216 / 256 | 1024 | 60 / 0.5 / 90 s (1200 bit/s; 60 / 0.5 / 360 s below), SRTT from IRTT | Reno from 1 segment | classic | none | after 10 timeouts |
-//! | `linux` | skywave's | 1460 / 1500 | Linux 4.20-6.5's: 64240 in the SYN, autotuned | 1 / 0.2 / 120 s, Linux's estimator, timestamps | CUBIC with HyStart from 10 segments, SACK, tail-loss probe | Minshall | Linux's: quick ACKs first, then 40-500 ms, interactive mode | SYN 131 s (four linear timeouts first), data 924.6 s |
+//! | `linux` | skywave's | 1460 / 1500 | Linux 4.20-6.5's: 64240 in the SYN, autotuned | 1 / 0.2 / 120 s, Linux's estimator, timestamps | CUBIC with HyStart from 10 segments, SACK, tail-loss probe, slow-start restart after idle | Minshall | Linux's: quick ACKs first, then 40-500 ms, interactive mode | SYN 131 s (four linear timeouts first), data 924.6 s |
 //! | `best-case` | smoltcp | 2008 / 2048 | 1 MiB | 600 / 600 / 36000 s | none (receive window only) | off | 40 ms, every full segment | never |
-//! | `isode-stock` | skywave's | 1460 / 1500 (460 / 500 at 300 bit/s and below) | Linux 3.x's: 10 segments, autotuned (65535 on smoltcp) | 1 / 0.2 / 120 s, Linux's estimator, timestamps | CUBIC with HyStart from 10 segments (2.6.39-4.0's counting), SACK | classic | Linux's, as `linux` | SYN 127 s, data 924.6 s |
+//! | `isode-stock` | skywave's | 1460 / 1500 (460 / 500 at 300 bit/s and below) | Linux 3.x's: 10 segments, autotuned (65535 on smoltcp) | 1 / 0.2 / 120 s, Linux's estimator, timestamps | CUBIC with HyStart from 10 segments (2.6.39-4.0's counting), SACK, slow-start restart after idle | classic | Linux's, as `linux` | SYN 127 s, data 924.6 s |
 //!
 //! - **`jnos-1998`**: the TCP NTIA configured for JNOS in 1998 (MSS 216, MTU 256, IRTT 60 s,
 //!   maxwait 90 s at 1200 bit/s and above, 360 s below, window 1024 unless the table row says
@@ -49,6 +49,9 @@
 //!   driver's buffers from 6.6 on: 64240 bytes in the SYN, 44 segments, with the window-scale
 //!   option, scale 7, and the buffer autotuned once a receiver round trip reads more than ten
 //!   segments; a fixed 65535 bytes without the option until 2026-11-29), Linux's give-up;
+//!   the slow-start restart after idle and the decay of an unused window
+//!   ([`TcpSettings::slow_start_after_idle`], Linux's default `tcp_slow_start_after_idle`,
+//!   looked for as 4.11 on does; since 2026-11-29);
 //!   SACK (RFC 2018) with RFC 6675's loss recovery, its window set by proportional rate
 //!   reduction (RFC 6937, Linux 3.2 on, so `isode-stock` too: of the kernels with IW10 and the
 //!   1 s initial RTO, 3.1 alone lacks it, current from October 2011 to January 2012), and
@@ -83,7 +86,9 @@
 //!   [`Congestion::Cubic`]; Linux's Reno until 2026-11-28), classic Nagle, Linux's
 //!   delayed-ACK engine as `linux` (the engine's details that changed since 2012 are below
 //!   what the model reaches, `tcp/delack.rs`), Linux's window
-//!   rules and give-up; SACK and D-SACK as `linux`, but no tail-loss
+//!   rules and give-up, the slow-start restart after idle and the decay of an unused window
+//!   as `linux` but looked for as each data segment goes (the kernels before 4.11);
+//!   SACK and D-SACK as `linux`, but no tail-loss
 //!   probe (the paper names the NC3A IP client, and the NC3A became part of the NCIA in July
 //!   2012, so its hosts likely ran a Linux before 3.10, the first with it). Through the IP
 //!   client Isode measured, which holds one datagram while its node has flow off and drops
