@@ -75,6 +75,7 @@ fuzz_target!(|data: &[u8]| {
         idle_restart: match setup % 7 {
             0 => Some(IdleRestart::OnSend),
             3 => Some(IdleRestart::OnQueue),
+            5 => Some(IdleRestart::Jnos),
             _ => None,
         },
     });

@@ -409,8 +409,9 @@ struct TcpArgs {
     /// in flight, halves its window per RTO idle down to the initial ten segments, checked
     /// where the profile's kernel checks it (isode-stock: as data goes; linux: when the
     /// application writes or the peer's window changes), and a window the application
-    /// leaves unused comes down halfway to what was used per RTO (RFC 2861). Default: each
-    /// profile's own, on for isode-stock and linux (Linux's default), off for jnos-1998.
+    /// leaves unused comes down halfway to what was used per RTO (RFC 2861); for jnos-1998,
+    /// JNOS's rule (one segment again after SRTT without unacknowledged data). Default: on
+    /// for isode-stock, linux and jnos-1998 (their stacks' defaults).
     #[arg(long, value_name = "on|off", value_parser = on_off)]
     slow_start_after_idle: Option<bool>,
 }

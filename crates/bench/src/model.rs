@@ -189,7 +189,8 @@ pub struct TcpSettings {
     /// flight, starts again from the initial window, halved per RTO idle down to it, where
     /// the profile's kernel looks for it ([`TcpSettings::idle_restart`]); and a window the
     /// application leaves unused for an RTO comes down halfway to what was used (RFC 2861).
-    /// smoltcp has neither.
+    /// For `jnos-1998`, JNOS's own restart instead: one segment again when data goes more than
+    /// SRTT after the ACK that left nothing unacknowledged. smoltcp has none of them.
     pub slow_start_after_idle: bool,
     /// Congestion window.
     pub congestion: Congestion,

@@ -16,8 +16,11 @@
 //!   first RTO is IRTT and later ones come down slowly ([`RttEstimator::Jnos`]); RTO = 2^backoff ×
 //!   (SRTT + 4·MDEV), at least `MIN_RTO` 0.5 s, at most maxwait; Karn's rule; the back-off
 //!   cleared by a valid sample; a timeout resends from the oldest byte with cwnd one segment
-//!   and ssthresh halved; cwnd starts at one segment (`proc_syn`); fast retransmit at three
-//!   duplicate ACKs; classic Nagle, no delayed ACK; a later connection of the run (the queue
+//!   and ssthresh halved; cwnd starts at one segment (`proc_syn`), and goes back to one when
+//!   data goes more than SRTT after the ACK that left nothing unacknowledged (Van Jacobson's
+//!   restart in `tcp_output`, [`TcpSettings::slow_start_after_idle`]; since 2026-11-29); fast
+//!   retransmit at three duplicate ACKs; classic Nagle, no delayed ACK; a later connection of
+//!   the run (the queue
 //!   timer's) starts from the round trip its host cached (`RTTCACHE`, [`TcpSettings::rtt_cache`]).
 //!   Until this profile moved (issue 13) it ran
 //!   on smoltcp with the clock dilated to maxwait, which made its first RTO 1.5 s (6 s below
@@ -686,8 +689,8 @@ pub fn jnos_tcp(
         rtt_cache: true,
         initial_ssthresh: None,
         rcv_tuning: false,
-        // KA9Q's TCP keeps its window across an idle spell.
-        slow_start_after_idle: false,
+        // KA9Q's Van Jacobson restart: one segment again after SRTT idle (`tcp_output`).
+        slow_start_after_idle: true,
         congestion: Congestion::Reno { initial: 1 },
         nagle: Nagle::Classic,
         window_rules: WindowRules::Jnos,
@@ -824,12 +827,13 @@ impl TcpSettings {
         }
     }
 
-    /// Where the kernel this profile stands for looks for an idle spell
-    /// ([`TcpSettings::slow_start_after_idle`]): `isode-stock`'s Linux of 2012 as each data
-    /// segment goes, any other as Linux 4.11 on, when the application writes or the peer's
-    /// window changes; `None` if the restart is off.
+    /// Which restart after idle the stack this profile stands for has
+    /// ([`TcpSettings::slow_start_after_idle`]): JNOS's for `jnos-1998`; Linux's, looked for
+    /// as each data segment goes, for `isode-stock`'s Linux of 2012; any other as Linux 4.11
+    /// on, when the application writes or the peer's window changes; `None` if it is off.
     pub fn idle_restart(&self) -> Option<IdleRestart> {
         self.slow_start_after_idle.then_some(match self.profile {
+            Some(TcpProfile::Jnos1998) => IdleRestart::Jnos,
             Some(TcpProfile::IsodeStock) => IdleRestart::OnSend,
             _ => IdleRestart::OnQueue,
         })
@@ -1062,13 +1066,16 @@ mod tests {
         assert!(stock.with_overrides(Some(536), None).rcv_tuning);
         let fixed = stock.with_overrides(None, Some(32_768));
         assert!(!fixed.rcv_tuning && fixed.window == 32_768);
-        // Both restart slow start after idle, each where its kernel looks; JNOS does not,
-        // nor does `best-case`, which has no congestion window.
+        // Both restart slow start after idle, each where its kernel looks, and JNOS by its
+        // own rule; `best-case`, which has no congestion window, does not.
         assert_eq!(
             (stock.idle_restart(), linux.idle_restart()),
             (Some(IdleRestart::OnSend), Some(IdleRestart::OnQueue))
         );
-        assert_eq!(TcpProfile::Jnos1998.settings(1200).idle_restart(), None);
+        assert_eq!(
+            TcpProfile::Jnos1998.settings(1200).idle_restart(),
+            Some(IdleRestart::Jnos)
+        );
         assert_eq!(TcpProfile::BestCase.settings(1200).idle_restart(), None);
         let off = TcpOverrides {
             slow_start_after_idle: Some(false),

@@ -54,7 +54,9 @@
 //!   `tcp_cwnd_restart`, RFC 2861): with nothing in flight and no data sent for longer than
 //!   the RTO, the window halved per RTO idle down to the initial window, looked for where the
 //!   kernel modelled looks (as data goes before 4.11; from 4.11 when the application writes
-//!   into an empty queue or the peer's window changes with data waiting); with it, RFC 2861's
+//!   into an empty queue or the peer's window changes with data waiting), or JNOS's (one
+//!   segment again when data goes more than SRTT after the ACK that left nothing
+//!   unacknowledged, [`IdleRestart::Jnos`]); with Linux's, RFC 2861's
 //!   validation of a window the application leaves unused (`tcp_cwnd_validate`,
 //!   `tcp_cwnd_application_limited`): for every RTO it goes unused, let down halfway to what
 //!   was used, unless the application waits for room in the send buffer; and, for CUBIC,
@@ -189,17 +191,22 @@ pub struct TcbConfig {
     /// least two); `None`: RFC 5681's "arbitrarily high". What Linux's `tcp_init_metrics`
     /// sets from the ssthresh an earlier connection left in its metrics cache.
     pub initial_ssthresh: Option<u16>,
-    /// Linux's slow-start restart after idle (`tcp_slow_start_after_idle`, on by default;
-    /// RFC 2861's, RFC 5681 4.1's), checked where the kernel named checks it; `None`: the
-    /// window survives any idle spell (JNOS, or the sysctl off).
+    /// The restart after idle: Linux's (`tcp_slow_start_after_idle`, on by default; RFC
+    /// 2861's, RFC 5681 4.1's), checked where the kernel named checks it, or JNOS's; `None`:
+    /// the window survives any idle spell (the sysctl off).
     pub idle_restart: Option<IdleRestart>,
 }
 
-/// Where a Linux sender looks for an idle spell before it sends again (the test itself is
-/// the same in both: nothing unacknowledged, and no data sent for longer than the RTO).
+/// Which restart after idle a sender has, and where it looks for the idle spell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IdleRestart {
-    /// Linux before 4.11: as each data segment goes (`tcp_event_data_sent`).
+    /// JNOS (KA9Q NOS, `tcp_output`: "If transmitter has been idle for more than a RTT,
+    /// take the congestion window back down to one packet", Van Jacobson's restart): data
+    /// goes with nothing unacknowledged, more than SRTT after the ACK that acknowledged
+    /// everything (`lastactive`, set in `tcp_input`), so the window goes back to one segment.
+    Jnos,
+    /// Linux before 4.11: as each data segment goes (`tcp_event_data_sent`). Linux's test,
+    /// in both its places: nothing unacknowledged, and no data sent for longer than the RTO.
     OnSend,
     /// Linux 4.11 on ("tcp: fix slow start after idle vs TSO/GSO"): when the application
     /// queues data and nothing was waiting to be sent (`skb_entail`), or an ACK changes the
@@ -484,6 +491,8 @@ pub struct Tcb {
     clock: Duration,
     /// When data last went, resends included, or the connection opened (Linux's `lsndtime`).
     lsndtime: Duration,
+    /// When an ACK last acknowledged everything sent (JNOS's `lastactive`).
+    all_acked_at: Duration,
     /// Slow-start restarts after idle ([`TcbConfig::idle_restart`]) that cut the window.
     idle_restarts: u32,
     /// RFC 2861's validation of an unused window (with `idle_restart`, Linux's
@@ -584,6 +593,7 @@ impl Tcb {
             tlp_repairs: 0,
             clock: Duration::ZERO,
             lsndtime: Duration::ZERO,
+            all_acked_at: Duration::ZERO,
             idle_restarts: 0,
             cwnd_used: 0,
             cwnd_stamp: Duration::ZERO,
@@ -929,8 +939,10 @@ impl Tcb {
             if let Some(c) = self.cubic.as_mut() {
                 c.tx_start(now, idle);
             }
-            if self.cfg.idle_restart == Some(IdleRestart::OnSend) {
-                self.restart_after_idle(now);
+            match self.cfg.idle_restart {
+                Some(IdleRestart::OnSend) => self.restart_after_idle(now),
+                Some(IdleRestart::Jnos) => self.jnos_restart(now),
+                _ => {}
             }
         }
         self.lsndtime = now;
@@ -981,6 +993,22 @@ impl Tcb {
         }
     }
 
+    /// JNOS's restart ([`IdleRestart::Jnos`]): more than SRTT since the ACK that left nothing
+    /// unacknowledged, the window goes back to one segment (JNOS's first window); ssthresh
+    /// stays.
+    fn jnos_restart(&mut self, now: Duration) {
+        let mss = self.mss as u32;
+        let srtt = self.rtte.srtt.map_or(0.0, |(s, _)| s);
+        let quiet = now.saturating_sub(self.all_acked_at).as_secs_f64();
+        if quiet > srtt
+            && let Some(c) = self.cwnd.as_mut()
+            && *c > mss
+        {
+            *c = mss;
+            self.idle_restarts += 1;
+        }
+    }
+
     /// Before Linux lets the window down outside a loss (a restart, an unused window), ssthresh
     /// keeps three quarters of the window of `segs` segments at least, so slow start climbs
     /// back there (`tcp_current_ssthresh`; during a reduction it stays as it is).
@@ -1009,7 +1037,11 @@ impl Tcb {
     /// recovery is under way or the application is waiting for room in the send buffer,
     /// which makes the window, not the application, the limit.
     fn validate_cwnd(&mut self, now: Duration) {
-        let Some(cwnd) = self.cwnd.filter(|_| self.cfg.idle_restart.is_some()) else {
+        let linux = matches!(
+            self.cfg.idle_restart,
+            Some(IdleRestart::OnSend | IdleRestart::OnQueue)
+        );
+        let Some(cwnd) = self.cwnd.filter(|_| linux) else {
             return;
         };
         let mss = (self.mss as u32).max(1);
@@ -1480,6 +1512,7 @@ impl Tcb {
         if self.snd_una == self.snd_max {
             self.rto_at = None;
             self.probe_at = None;
+            self.all_acked_at = now;
         } else {
             self.rto_at = Some(now + self.rtte.rto());
             self.schedule_probe(now, true);
@@ -3435,15 +3468,24 @@ mod tests {
         let before = p.ends[0].cwnd().unwrap_or(0) / 216;
         // The last data went when the last sub-MSS segment did (Nagle held it until then).
         let last = p.data_segments(0).last().map_or(0.0, |s| s.at);
-        p.now = secs(last + p.ends[0].rto().as_secs_f64() * idle);
+        let quiet = p.ends[0].rto().as_secs_f64() * idle;
+        let (after, restarts, flight) = write_after_quiet(&mut p, last + quiet, 60_000);
+        (before, after, restarts, flight)
+    }
+
+    /// End 0's application writes `len` bytes at `at` seconds after a quiet spell: (end 0's
+    /// window in 216-byte segments once the write's first flight went, its restarts after
+    /// idle, the data segments of that flight).
+    fn write_after_quiet(p: &mut Pair, at: f64, len: usize) -> (u32, u32, usize) {
+        p.now = secs(at);
         let sent = p.data_segments(0).len();
         // The host's clock reaches the write first, as the drivers poll before writing.
         p.ends[0].poll(p.now);
-        p.ends[0].send_slice(&pattern(60_000));
+        p.ends[0].send_slice(&pattern(len));
         p.transmit(0, &|_, _| Some(0.0));
         let flight = p.data_segments(0).len() - sent;
         let after = p.ends[0].cwnd().unwrap_or(0) / 216;
-        (before, after, p.ends[0].idle_restarts(), flight)
+        (after, p.ends[0].idle_restarts(), flight)
     }
 
     /// Linux's slow-start restart after idle (`tcp_cwnd_restart`): no data for longer than the
@@ -3556,6 +3598,39 @@ mod tests {
                 "{era:?}"
             );
         }
+    }
+
+    /// JNOS's restart (KA9Q's `tcp_output`, Van Jacobson's rule): a sender whose window grew
+    /// on a transfer, all of it acknowledged, goes back to one segment when it sends again
+    /// more than SRTT after that last ACK; sooner, it keeps the window. (window grown, window
+    /// after the new write's first flight, restarts, data segments in that flight.)
+    fn jnos_after_quiet(quiet_srtts: f64) -> (u32, u32, u32, usize) {
+        let mut a = config(A, Congestion::Reno { initial: 1 });
+        a.rx_buffer = 64 * 216;
+        a.idle_restart = Some(IdleRestart::Jnos);
+        let b = peer(a, 3);
+        let mut p = Pair::new(a, b, 0.5);
+        p.run(5.0, &|_| false);
+        let first = pattern(20 * 216);
+        p.ends[0].send_slice(&first);
+        p.run(300.0, &|_| false);
+        p.assert_read(&first);
+        let grown = p.ends[0].cwnd().unwrap_or(0) / 216;
+        // The ACK that acknowledged everything arrived at the last logged datagram's time
+        // plus the one-way delay.
+        let acked = p.log.last().map_or(0.0, |s| s.at) + 0.5;
+        let srtt = p.ends[0].rtte.srtt.map_or(0.0, |(s, _)| s);
+        let (after, restarts, flight) =
+            write_after_quiet(&mut p, acked + srtt * quiet_srtts, 20 * 216);
+        (grown, after, restarts, flight)
+    }
+
+    #[test]
+    fn jnos_goes_back_to_one_segment_after_an_srtt_without_data_in_flight() {
+        // Reno from one segment grew to 21 on the first 20 segments; the new 20 go at once.
+        assert_eq!(jnos_after_quiet(0.5), (21, 21, 0, 20));
+        // One and a half SRTTs: one segment, and only it goes.
+        assert_eq!(jnos_after_quiet(1.5), (21, 1, 1, 1));
     }
 
     #[test]
@@ -3690,7 +3765,7 @@ mod tests {
             timestamps in proptest::bool::ANY,
             sack in proptest::bool::ANY,
             tlp in proptest::bool::ANY,
-            restart in 0usize..3,
+            restart in 0usize..4,
             fates in proptest::collection::vec(proptest::option::weighted(0.8, 0.0f64..3.0), 300),
         ) {
             let congestion = [
@@ -3710,7 +3785,12 @@ mod tests {
             a.timestamps = timestamps;
             a.sack = sack;
             a.tlp = tlp;
-            a.idle_restart = [None, Some(IdleRestart::OnSend), Some(IdleRestart::OnQueue)][restart];
+            a.idle_restart = [
+                None,
+                Some(IdleRestart::Jnos),
+                Some(IdleRestart::OnSend),
+                Some(IdleRestart::OnQueue),
+            ][restart];
             let b = peer(a, 0xFFFF_FFF0);
             let mut p = Pair::new(a, b, 1.0);
             let data = pattern(len);
