@@ -3,7 +3,7 @@
 //!
 //! | profile | TCP | MSS / MTU | window | RTO initial / min / max | congestion | Nagle | delayed ACK | gives up |
 //! |---|---|---|---|---|---|---|---|---|
-//! | `jnos-1998` | skywave's | 216 / 256 | 1024 | 60 / 0.5 / 90 s (1200 bit/s; 60 / 0.5 / 360 s below), SRTT from IRTT | Reno from 1 segment | classic | none | after 10 timeouts |
+//! | `jnos-1998` | skywave's | 216 / 256 | 1024 | 60 / 0.5 / 90 s (1200 bit/s; 60 / 0.5 / 360 s below), SRTT from IRTT | Reno from 1 segment, back to 1 after an SRTT idle | classic | none | after 10 timeouts |
 //! | `linux` | skywave's | 1460 / 1500 | Linux 4.20-6.5's: 64240 in the SYN, autotuned | 1 / 0.2 / 120 s, Linux's estimator, timestamps | CUBIC with HyStart from 10 segments, SACK, tail-loss probe, slow-start restart after idle | Minshall | Linux's: quick ACKs first, then 40-500 ms, interactive mode | SYN 131 s (four linear timeouts first), data 924.6 s |
 //! | `best-case` | smoltcp | 2008 / 2048 | 1 MiB | 600 / 600 / 36000 s | none (receive window only) | off | 40 ms, every full segment | never |
 //! | `isode-stock` | skywave's | 1460 / 1500 (460 / 500 at 300 bit/s and below) | Linux 3.x's: 10 segments, autotuned (65535 on smoltcp) | 1 / 0.2 / 120 s, Linux's estimator, timestamps | CUBIC with HyStart from 10 segments (2.6.39-4.0's counting), SACK, slow-start restart after idle | classic | Linux's, as `linux` | SYN 127 s, data 924.6 s |
