@@ -404,8 +404,8 @@ struct TcpArgs {
     /// profile's own, 4 for linux, 0 for the others.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=127))]
     syn_linear_timeouts: Option<u8>,
-    /// Linux's slow-start restart after idle on skywave's TCP (`tcp_slow_start_after_idle`),
-    /// `on` or `off`: on, a sender that sent no data for longer than its RTO, with nothing
+    /// The restart after idle on skywave's TCP, Linux's (`tcp_slow_start_after_idle`) or
+    /// JNOS's, `on` or `off`: on, a Linux sender that sent no data for longer than its RTO, with nothing
     /// in flight, halves its window per RTO idle down to the initial ten segments, checked
     /// where the profile's kernel checks it (isode-stock: as data goes; linux: when the
     /// application writes or the peer's window changes), and a window the application

@@ -184,8 +184,8 @@ pub struct TcpSettings {
     /// data arrives, and the buffer autotuned to what the application reads in a round trip,
     /// window scale 7. smoltcp keeps `window`.
     pub rcv_tuning: bool,
-    /// Linux's slow-start restart after idle on skywave's TCP (`tcp_slow_start_after_idle`,
-    /// on by default): a sender that sent no data for longer than the RTO, with nothing in
+    /// The restart after idle on skywave's TCP. Linux's (`tcp_slow_start_after_idle`, on by
+    /// default): a sender that sent no data for longer than the RTO, with nothing in
     /// flight, starts again from the initial window, halved per RTO idle down to it, where
     /// the profile's kernel looks for it ([`TcpSettings::idle_restart`]); and a window the
     /// application leaves unused for an RTO comes down halfway to what was used (RFC 2861).

@@ -154,8 +154,8 @@ pub(crate) struct HostSettings {
     /// skywave's own TCP: Linux's receive window, by the rules of the kernel named, instead of
     /// the fixed `rx_buffer`.
     pub(crate) rcv_tuning: Option<super::tcb::RcvEra>,
-    /// skywave's own TCP: Linux's slow-start restart after idle, where the kernel named
-    /// looks for it.
+    /// skywave's own TCP: the restart after idle, JNOS's or Linux's (where the kernel named
+    /// looks for it).
     pub(crate) idle_restart: Option<super::tcb::IdleRestart>,
     /// skywave's own TCP: the delayed-ACK time in simulated time.
     pub(crate) ack_delay_sim: Option<Duration>,
