@@ -2299,7 +2299,7 @@ impl Tcb {
         }
         if self.tlp_high.is_none() && self.snd_una != self.snd_max {
             let offset = self.snd_max.wrapping_sub(self.buf_seq) as usize;
-            let unsent = self.tx.len().saturating_sub(offset);
+            let unsent = self.unsent();
             let window_end = self.snd_una.wrapping_add(self.snd_wnd);
             let room = if after(window_end, self.snd_max) {
                 window_end.wrapping_sub(self.snd_max) as usize
