@@ -44,12 +44,15 @@
 //!   otherwise;
 //! - sending a segment shorter than the MSS: Nagle's rule ([`Nagle`]), and for the Linux
 //!   rules RFC 9293's sender SWS avoidance for one the window cut short ([`WindowRules`]);
-//! - persist timer: a one-byte probe into a closed window, or what fits a window too small to
-//!   use (which also recovers a lost window update), backed off as a retransmission; with
-//!   Linux's window rules the probe byte is not data in flight, as Linux's probe carries none
-//!   (`tcp_probe_timer`): its timeout cuts no window and counts no retransmission, the
-//!   peer's answers to it are no duplicate ACKs, and a byte the closed window refused goes
-//!   again as the first of the data once the window opens;
+//! - a closed window probed as the stack modelled probes it ([`WindowRules`]): JNOS sends one
+//!   byte beyond it at once when nothing is in flight (KA9Q's `tcp_output`, "closed window
+//!   probe"), data like any other, timed out as a retransmission; Linux runs the persist
+//!   timer (`tcp_probe_timer`), backed off, and sends a segment with no data and the
+//!   sequence number before `snd_una` (`tcp_xmit_probe_skb`), which the peer answers with an
+//!   ACK, so no data is in flight, no window is cut and no retransmission counted, and each
+//!   answer still closed restarts the timer (`tcp_ack_probe`); a window too small for
+//!   sender SWS avoidance gets at the timer what fits, as new data (`tcp_write_wakeup`),
+//!   which also recovers a lost window update;
 //! - Linux's slow-start restart after idle if asked ([`TcbConfig::idle_restart`],
 //!   `tcp_cwnd_restart`, RFC 2861): with nothing in flight and no data sent for longer than
 //!   the RTO, the window halved per RTO idle down to the initial window, looked for where the
@@ -452,8 +455,11 @@ pub struct Tcb {
     snd_sml: u32,
     rtte: Rtte,
     rto_at: Option<Duration>,
-    /// The timer runs as the zero-window probe timer.
+    /// The timer runs as Linux's zero-window probe timer.
     probing: bool,
+    /// The probe timer found the window open but too small for sender SWS avoidance: the
+    /// next output sends what fits all the same.
+    wakeup: bool,
     /// Both ends send timestamps.
     ts_ok: bool,
     /// Timeouts the Eifel check found spurious.
@@ -575,6 +581,7 @@ impl Tcb {
             rtte: Rtte::new(cfg.rto, cfg.rtt_estimator),
             rto_at: None,
             probing: false,
+            wakeup: false,
             ts_ok: false,
             spurious_timeouts: 0,
             timeouts: 0,
@@ -874,9 +881,7 @@ impl Tcb {
         if let Some(prr) = self.prr.as_mut() {
             prr.out = prr.out.saturating_add(len as u32);
         }
-        // Data beyond a closed window is this TCP's zero-window probe; Linux's carries none,
-        // so it is not data sent.
-        if len > 0 && self.snd_wnd > 0 {
+        if len > 0 {
             self.data_sent();
         }
         if let Some(a) = self.acks.as_mut() {
@@ -948,13 +953,10 @@ impl Tcb {
         self.lsndtime = now;
     }
 
-    /// Nothing is unacknowledged, as the stack modelled counts it: with Linux's rules the byte
-    /// this TCP sends into a closed window as its probe does not count, as Linux's probe
-    /// carries no data (`packets_out` stays 0), so its timeout is no retransmission and the
-    /// peer's answers to it are no duplicate ACKs; JNOS's probe byte is data like any other.
+    /// Nothing is unacknowledged (Linux's `packets_out` is 0; JNOS's probe byte counts, as
+    /// KA9Q sends it as data, and Linux's probe has none).
     fn nothing_in_flight(&self) -> bool {
-        let out = self.snd_max.wrapping_sub(self.snd_una);
-        out == 0 || (self.probing && out <= 1 && self.cfg.window_rules == WindowRules::Linux)
+        self.snd_max == self.snd_una
     }
 
     /// Linux's slow-start restart (`tcp_cwnd_restart`, RFC 2861; [`TcbConfig::idle_restart`]
@@ -1427,17 +1429,23 @@ impl Tcb {
             self.max_snd_wnd = self.max_snd_wnd.max(wnd);
             self.snd_wl1 = seq;
             self.snd_wl2 = ack;
-            if was_zero && wnd > 0 && self.probing {
-                // A probe byte the closed window refused was, for Linux, never sent: its
-                // probe carries no data, so the next segment starts where the data stopped.
-                if ack == self.snd_una && self.nothing_in_flight() {
-                    self.snd_nxt = self.snd_una;
-                    self.snd_max = self.snd_una;
-                    self.rtte.timed = None;
-                }
+            if was_zero && wnd > 0 && self.cfg.window_rules == WindowRules::Jnos {
+                // KA9Q's `update`: "crank back the send pointer so we'll immediately resume
+                // transmission", the probe byte the closed window refused first.
+                self.snd_nxt = self.snd_una;
+            }
+            let next = self.unsent().min(self.mss) as u32;
+            if self.probing && wnd > 0 && wnd >= next {
+                // Linux's `tcp_ack_probe`: the window opened to the next segment, the probes'
+                // back-off goes and the data follows.
                 self.probing = false;
+                self.rtte.backoff = 0;
                 self.rto_at = None;
             }
+        }
+        if self.probing {
+            // Still closed: the next probe is timed from this answer (`tcp_ack_probe`).
+            self.rto_at = Some(now + self.rtte.rto());
         }
         if !after(ack, self.snd_una) {
             // RFC 5681 2: a duplicate ACK acknowledges nothing new, carries no data and the
@@ -2041,26 +2049,24 @@ impl Tcb {
             return;
         }
         let mss = self.mss as u32;
-        // A probe's own byte unanswered: JNOS times it out as any data, a retransmission
-        // timeout that cuts the window; Linux's probe carries no data and its timer
-        // (`tcp_probe_timer`) cuts nothing and counts no retransmission, so it probes again.
-        if self.probing && self.nothing_in_flight() {
-            // The persist timer: one byte beyond a closed window, or what fits a window too
-            // small to pass sender SWS avoidance (RFC 9293 3.8.6.2.1's override). It also
-            // recovers a lost window update, which no receiver resends. Backed off as a
-            // retransmission.
-            if !self.tx.is_empty() {
-                let len = match self.snd_wnd as usize {
-                    0 => 1,
-                    w => w.min(self.mss).min(self.tx.len()),
-                };
-                self.emit(TcpControl::None, self.snd_una, true, 0, len);
-                self.snd_nxt = self.snd_una.wrapping_add(len as u32);
-                self.snd_max = self.snd_nxt;
+        // Linux's persist timer (`tcp_probe_timer`, `tcp_write_wakeup`): nothing is in
+        // flight, so it cuts no window and counts no retransmission. Backed off as a
+        // retransmission is.
+        if self.probing {
+            if self.unsent() > 0 && self.snd_wnd == 0 {
+                // `tcp_xmit_probe_skb`: no data, the sequence number before `snd_una`, which
+                // the peer answers with an ACK that says whether the window opened.
+                self.emit(TcpControl::None, self.snd_una.wrapping_sub(1), true, 0, 0);
                 self.rto_at = Some(now + self.rtte.rto());
                 return;
             }
+            // Open but too small for sender SWS avoidance: what fits goes now as new data
+            // (RFC 9293 3.8.6.2.1's override), which also recovers a lost window update,
+            // and the back-off goes with the probing (`tcp_send_probe0`).
             self.probing = false;
+            self.rtte.backoff = 0;
+            self.wakeup = self.unsent() > 0;
+            return;
         }
         self.timeouts += 1;
         let opening = matches!(self.state, State::SynSent | State::SynReceived);
@@ -2136,6 +2142,7 @@ impl Tcb {
 
     /// Sends new or resent segments as far as the windows and Nagle allow.
     fn output(&mut self, now: Duration) {
+        let wakeup = std::mem::take(&mut self.wakeup);
         if !self.may_send_data() {
             return;
         }
@@ -2158,6 +2165,17 @@ impl Tcb {
                     .min(self.snd_wnd.saturating_sub(flight)),
                 None => self.snd_wnd.saturating_sub(flight),
             } as usize;
+            // JNOS probes a closed window at once with one byte of data when nothing is in
+            // flight (KA9Q's `tcp_output`: "closed window probe"); its timeouts resend it.
+            let usable = if usable == 0
+                && flight == 0
+                && self.snd_wnd == 0
+                && self.cfg.window_rules == WindowRules::Jnos
+            {
+                1
+            } else {
+                usable
+            };
             let offset = self.snd_nxt.wrapping_sub(self.buf_seq) as usize;
             let unsent = self.tx.len().saturating_sub(offset);
             let len = unsent.min(self.mss).min(usable);
@@ -2181,7 +2199,7 @@ impl Tcb {
                     // Sender SWS avoidance (RFC 9293 3.8.6.2.1): a window-limited short
                     // segment waits unless it is half the largest window offered.
                     WindowRules::Linux => {
-                        if window_limited && (len as u32) < self.max_snd_wnd / 2 {
+                        if window_limited && (len as u32) < self.max_snd_wnd / 2 && !wakeup {
                             self.persist(now, flight);
                             break;
                         }
@@ -2237,9 +2255,9 @@ impl Tcb {
                 break;
             }
         }
-        if after(self.snd_max, sent_before) {
+        if after(self.snd_max, sent_before) && !wakeup {
             // New data went: Linux's `tcp_write_xmit` schedules the probe from now and
-            // validates the window.
+            // validates the window (its probe timer's `tcp_write_wakeup` does neither).
             self.schedule_probe(now, false);
             self.validate_cwnd(now);
         }
@@ -2400,7 +2418,7 @@ impl Tcb {
     }
 
     /// Data waits for the peer's window with nothing in flight, so no ACK will come to move
-    /// it: run the persist timer.
+    /// it: run the persist timer (Linux's; JNOS sends its probe at once, in `output`).
     fn persist(&mut self, now: Duration, flight: u32) {
         if flight == 0 && self.rto_at.is_none() {
             self.probing = true;
@@ -2626,6 +2644,15 @@ mod tests {
             );
         }
 
+        /// The payload lengths of the data segments end `by` sent in the instant of its first.
+        fn first_flight(&self, by: usize) -> Vec<usize> {
+            let sent = self.data_segments(by);
+            sent.iter()
+                .filter(|s| s.at == sent[0].at)
+                .map(|s| s.len)
+                .collect()
+        }
+
         fn data_segments(&self, by: usize) -> Vec<Sent> {
             self.log
                 .iter()
@@ -2657,7 +2684,8 @@ mod tests {
             p.reading = false;
             p.ends[0].send_slice(&pattern(1200));
             p.run(5.5, &|_| false);
-            let first_flight: Vec<usize> = p.data_segments(0).iter().map(|s| s.len).collect();
+            // (JNOS then probes the closed window at once, when the ACKs arrive at 5 s.)
+            let first_flight = p.first_flight(0);
             match rules {
                 WindowRules::Jnos => assert_eq!(first_flight, [216, 216, 216, 216, 160]),
                 WindowRules::Linux => assert_eq!(first_flight, [216; 4]),
@@ -3302,34 +3330,86 @@ mod tests {
         p.assert_read(&data);
         // Never more than the receiver's 1024-byte window unacknowledged: the first flight
         // is four full segments (the fifth would overrun it, and a short one waits).
-        let sent = p.data_segments(0);
-        let first_flight: Vec<usize> = sent
-            .iter()
-            .filter(|s| s.at == sent[0].at)
-            .map(|s| s.len)
-            .collect();
-        assert_eq!(first_flight, vec![216; 4]);
+        assert_eq!(p.first_flight(0), vec![216; 4]);
     }
 
-    #[test]
-    fn a_zero_window_is_probed_until_the_reader_opens_it() {
-        let mut a = config(A, Congestion::Unlimited);
+    /// Sender `a` (Nagle off) whose receiver (four segments of buffer, so the window closes
+    /// to zero) stops reading while 3000 bytes go, until `until`.
+    fn closed_window(mut a: TcbConfig, until: f64) -> (Pair, Vec<u8>) {
         a.nagle = Nagle::Off;
-        let mut b = config(B, Congestion::Unlimited);
-        // Four segments exactly, so the window closes to zero.
+        let mut b = peer(a, 0xFFFF_FF00);
         b.rx_buffer = 4 * 216;
         let mut p = Pair::new(a, b, 0.5);
         p.run(2.0, &|_| false);
         p.reading = false;
         let data = pattern(3000);
         p.ends[0].send_slice(&data);
-        p.run(400.0, &|_| false);
+        p.run(until, &|_| false);
         assert_eq!(p.ends[1].rx.len(), 864, "the buffer filled and no more");
-        let probes = p.data_segments(0).iter().filter(|s| s.len == 1).count();
-        assert!(probes >= 2, "probed {probes} times");
-        // Reading opens the window and the rest follows.
+        (p, data)
+    }
+
+    /// JNOS (KA9Q's `tcp_output` and `update`): the ACK that closes the window with nothing in
+    /// flight draws one byte beyond it at once; that byte is data, resent at each timeout
+    /// and counted as one; the reopened window sends it again first.
+    #[test]
+    fn jnos_probes_a_closed_window_at_once_with_a_byte_of_data() {
+        let (mut p, data) = closed_window(config(A, Congestion::Reno { initial: 1 }), 400.0);
+        let closed_at = p
+            .log
+            .iter()
+            .find(|s| s.by == 1 && s.ack == 1001 + 864)
+            .map(|s| s.at + 0.5);
+        let probes: Vec<Sent> = p
+            .data_segments(0)
+            .into_iter()
+            .filter(|s| s.len == 1)
+            .collect();
+        assert!(probes.len() >= 2, "probed {} times", probes.len());
+        assert_eq!(
+            Some(probes[0].at),
+            closed_at,
+            "the first probe goes at once"
+        );
+        assert!(probes.iter().all(|s| s.seq == 1001 + 864));
+        assert_eq!(p.ends[0].timeouts(), probes.len() as u64 - 1);
         p.reading = true;
-        p.run(2000.0, &|_| false);
+        p.run(4000.0, &|_| false);
+        p.assert_read(&data);
+    }
+
+    /// Linux (`tcp_probe_timer`, `tcp_xmit_probe_skb`, `tcp_ack_probe`): the persist timer
+    /// sends a segment with no data and the sequence number before `snd_una`; each answer
+    /// still closed restarts it, backed off; nothing is in flight, so no timeout counts and
+    /// the window stays; once the window opens the data goes on from `snd_una`.
+    #[test]
+    fn linux_probes_a_closed_window_with_no_data() {
+        let mut a = linux_timers(config(A, Congestion::LinuxReno { initial: 10 }));
+        a.window_rules = WindowRules::Linux;
+        let (mut p, data) = closed_window(a, 400.0);
+        let cwnd = p.ends[0].cwnd();
+        let una = 1001 + 864;
+        let probes: Vec<&Sent> = p
+            .log
+            .iter()
+            .filter(|s| s.by == 0 && s.seq == una - 1)
+            .collect();
+        assert!(probes.len() >= 4, "probed {} times", probes.len());
+        assert!(probes.iter().all(|s| s.len == 0));
+        assert!(p.data_segments(0).iter().all(|s| s.seq < una));
+        // Each probe a backed-off RTO after the answer to the one before (a round trip of
+        // 1 s), doubling up to Linux's 120 s.
+        let gaps: Vec<f64> = probes
+            .windows(2)
+            .map(|w| w[1].at - (w[0].at + 1.0))
+            .collect();
+        assert!(gaps.len() >= 5, "{gaps:?}");
+        for g in gaps.windows(2) {
+            assert!((g[1] - (2.0 * g[0]).min(120.0)).abs() < 1e-6, "{gaps:?}");
+        }
+        assert_eq!((p.ends[0].timeouts(), p.ends[0].cwnd()), (0, cwnd));
+        p.reading = true;
+        p.run(4000.0, &|_| false);
         p.assert_read(&data);
     }
 
@@ -3520,11 +3600,10 @@ mod tests {
     }
 
     /// A receiver whose application stops reading closes its window; the sender's data waits
-    /// with nothing in flight (its persist probes carry a byte here, none in Linux, so they
-    /// are not data sent and their timeouts cut nothing) until the application reads again
-    /// 60 s later. Both of Linux's places see the idle spell: 4.11 on when the window update
-    /// arrives, before it as the first segment goes. Either way the window restarts from ten
-    /// segments.
+    /// with nothing in flight (its persist probes carry no data, so they are not data sent
+    /// and their timeouts cut nothing) until the application reads again 60 s later. Both of
+    /// Linux's places see the idle spell: 4.11 on when the window update arrives, before it
+    /// as the first segment goes. Either way the window restarts from ten segments.
     #[test]
     fn a_window_closed_for_longer_than_the_rto_restarts_slow_start() {
         let run = |restart: Option<IdleRestart>| {
@@ -3548,12 +3627,14 @@ mod tests {
             )
         };
         let (grown, waiting, restarts, timeouts) = run(None);
-        // 225 segments grown, 34464 bytes waiting behind the closed window, and not one
+        // 225 segments grown, 34465 bytes waiting behind the closed window, and not one
         // timeout or cut while the probes went.
-        assert_eq!((grown, waiting, restarts, timeouts), (225, 34_464, 0, 0));
-        for era in [IdleRestart::OnSend, IdleRestart::OnQueue] {
-            assert_eq!(run(Some(era)), (grown, waiting, 1, 0), "{era:?}");
-        }
+        assert_eq!((grown, waiting, restarts, timeouts), (225, 34_465, 0, 0));
+        // 3.x also restarts as the probe timer sends the 87 bytes that fit the last of the
+        // window (`tcp_write_wakeup`), 5.3 s after the last data, more than the RTO: halved
+        // once, before the window closes.
+        assert_eq!(run(Some(IdleRestart::OnSend)), (grown / 2, waiting, 2, 0));
+        assert_eq!(run(Some(IdleRestart::OnQueue)), (grown, waiting, 1, 0));
     }
 
     /// RFC 2861's other half, Linux's `tcp_cwnd_application_limited`: a sender whose window
