@@ -400,13 +400,19 @@ pub enum WindowRules {
     /// closed (`recv_tcp`: "Do a window update if it was closed"); every ACK advertises the
     /// buffer less what the application has not read yet. A short segment goes whenever
     /// nothing is in flight, whether the data or the window made it short (`tcp_output`:
-    /// Nagle's "single outstanding segment" rule is its only test).
+    /// Nagle's "single outstanding segment" rule is its only test). A closed window is
+    /// probed at once with one byte of data when nothing is in flight (`tcp_output`'s
+    /// "closed window probe"), resent at each retransmission timeout, and sent again first
+    /// when the window reopens (`update`: "crank back the send pointer").
     Jnos,
     /// Linux: a read sends a window update when it at least doubles the window the peer was
     /// last told (`tcp_cleanup_rbuf`: "Lots" means "at least twice"; smoltcp 0.14 has the
     /// same test). A short segment the window cuts short waits, unless it is half the
     /// largest window offered, for the window to open or the persist timer (RFC 9293's
-    /// sender SWS avoidance, 3.8.6.2.1).
+    /// sender SWS avoidance, 3.8.6.2.1). The persist timer sends what fits an open window
+    /// (`tcp_write_wakeup`), and into a closed one a probe with no data and the sequence
+    /// number before `snd_una` (`tcp_xmit_probe_skb`), backed off and restarted by each
+    /// answer (`tcp_ack_probe`).
     Linux,
 }
 
@@ -435,6 +441,50 @@ pub enum TcpProfile {
     IsodeStock,
 }
 
+/// The stack and generation a profile stands for, where the generation decides a rule: said
+/// once per profile ([`TcpProfile::kernel`]), and each rule that changed between generations
+/// read from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    /// KA9Q NOS as JNOS has it (`jnos-1998`).
+    Ka9q,
+    /// A Linux of 2012, 3.4 to 3.9 (`isode-stock`: Isode's hosts).
+    Linux2012,
+    /// A current Linux, 4.20 to 6.5 and on (`linux`; `best-case` where it runs a Linux rule).
+    LinuxCurrent,
+}
+
+impl Kernel {
+    /// Whose receive window [`TcpSettings::rcv_tuning`] gives: a 3.4-3.9 kernel's for Linux
+    /// of 2012, a current Linux's (4.20-6.5) otherwise.
+    pub fn rcv_era(self) -> RcvEra {
+        match self {
+            Kernel::Linux2012 => RcvEra::Linux34,
+            Kernel::Ka9q | Kernel::LinuxCurrent => RcvEra::Linux420,
+        }
+    }
+
+    /// How CUBIC counts ACKs: as 2.6.39-4.0 did for Linux of 2012, as a current Linux
+    /// otherwise.
+    pub fn cubic_era(self) -> CubicEra {
+        match self {
+            Kernel::Linux2012 => CubicEra::Linux2639,
+            Kernel::Ka9q | Kernel::LinuxCurrent => CubicEra::Linux41,
+        }
+    }
+
+    /// Which restart after idle [`TcpSettings::slow_start_after_idle`] turns on: KA9Q's
+    /// after an SRTT; Linux's, looked for as each data segment goes before 4.11, and from
+    /// 4.11 on when the application writes or the peer's window changes.
+    pub fn idle_restart(self) -> IdleRestart {
+        match self {
+            Kernel::Ka9q => IdleRestart::Jnos,
+            Kernel::Linux2012 => IdleRestart::OnSend,
+            Kernel::LinuxCurrent => IdleRestart::OnQueue,
+        }
+    }
+}
+
 /// A profile name that is not one of [`TcpProfile::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("unknown TCP profile {0:?} (jnos-1998, linux, best-case, isode-stock)")]
@@ -459,6 +509,15 @@ impl TcpProfile {
             TcpProfile::Linux => "linux",
             TcpProfile::BestCase => "best-case",
             TcpProfile::IsodeStock => "isode-stock",
+        }
+    }
+
+    /// The stack and generation the profile stands for.
+    pub fn kernel(self) -> Kernel {
+        match self {
+            TcpProfile::Jnos1998 => Kernel::Ka9q,
+            TcpProfile::IsodeStock => Kernel::Linux2012,
+            TcpProfile::Linux | TcpProfile::BestCase => Kernel::LinuxCurrent,
         }
     }
 
@@ -495,7 +554,7 @@ impl TcpProfile {
                 // Linux's default since 2.6.19; a current kernel counts what is acknowledged.
                 congestion: Congestion::Cubic {
                     initial: 10,
-                    era: CubicEra::Linux41,
+                    era: self.kernel().cubic_era(),
                 },
                 nagle: Nagle::Minshall,
                 window_rules: WindowRules::Linux,
@@ -551,7 +610,7 @@ impl TcpProfile {
                 // Linux's default since 2.6.19, counting ACKs as the 3.x kernels did.
                 congestion: Congestion::Cubic {
                     initial: 10,
-                    era: CubicEra::Linux2639,
+                    era: self.kernel().cubic_era(),
                 },
                 min_rto: Duration::from_millis(200),
                 rtt_estimator: RttEstimator::Linux,
@@ -818,34 +877,28 @@ impl TcpSettings {
         self
     }
 
-    /// Whose receive window [`TcpSettings::rcv_tuning`] gives this profile: `isode-stock`'s
-    /// Linux of 2012 a 3.4-3.9 kernel's, any other a current Linux's (4.20-6.5).
+    /// The stack and generation these settings stand for: the profile's, a current Linux's
+    /// for settings of no profile.
+    fn kernel(&self) -> Kernel {
+        self.profile
+            .map_or(Kernel::LinuxCurrent, TcpProfile::kernel)
+    }
+
+    /// Whose receive window [`TcpSettings::rcv_tuning`] gives ([`Kernel::rcv_era`]).
     pub fn rcv_era(&self) -> RcvEra {
-        match self.profile {
-            Some(TcpProfile::IsodeStock) => RcvEra::Linux34,
-            _ => RcvEra::Linux420,
-        }
+        self.kernel().rcv_era()
     }
 
-    /// Which restart after idle the stack this profile stands for has
-    /// ([`TcpSettings::slow_start_after_idle`]): JNOS's for `jnos-1998`; Linux's, looked for
-    /// as each data segment goes, for `isode-stock`'s Linux of 2012; any other as Linux 4.11
-    /// on, when the application writes or the peer's window changes; `None` if it is off.
+    /// Which restart after idle the stack has ([`Kernel::idle_restart`]); `None` if
+    /// [`TcpSettings::slow_start_after_idle`] is off.
     pub fn idle_restart(&self) -> Option<IdleRestart> {
-        self.slow_start_after_idle.then_some(match self.profile {
-            Some(TcpProfile::Jnos1998) => IdleRestart::Jnos,
-            Some(TcpProfile::IsodeStock) => IdleRestart::OnSend,
-            _ => IdleRestart::OnQueue,
-        })
+        self.slow_start_after_idle
+            .then(|| self.kernel().idle_restart())
     }
 
-    /// How the kernel this profile stands for counts ACKs for CUBIC: `isode-stock`'s Linux of
-    /// 2012 as 2.6.39-4.0 did, any other as a current Linux.
+    /// How CUBIC counts ACKs ([`Kernel::cubic_era`]).
     fn cubic_era(&self) -> CubicEra {
-        match self.profile {
-            Some(TcpProfile::IsodeStock) => CubicEra::Linux2639,
-            _ => CubicEra::Linux41,
-        }
+        self.kernel().cubic_era()
     }
 
     /// The settings on `engine`. smoltcp's Reno and skywave's Reno are the same algorithm
