@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use skywave_bench::model::{Congestion, CubicEra, Nagle, RttEstimator, WindowRules};
-use skywave_bench::tcp::tcb::{IdleRestart, RcvEra, RtoTimers, Tcb, TcbConfig, datagram};
+use skywave_bench::tcp::tcb::{
+    CwndLimited, IdleRestart, RcvEra, RtoTimers, Tcb, TcbConfig, datagram,
+};
 use smoltcp::wire::{IpProtocol, Ipv4Packet, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber};
 
 const US: [u8; 4] = [10, 0, 0, 2];
@@ -78,6 +80,11 @@ fuzz_target!(|data: &[u8]| {
             5 => Some(IdleRestart::Jnos),
             _ => None,
         },
+        cwnd_limited: [
+            CwndLimited::Segment,
+            CwndLimited::Linux3,
+            CwndLimited::Linux518,
+        ][usize::from(setup / 9 % 3)],
     });
     if tcb.listen(25).is_err() {
         return;

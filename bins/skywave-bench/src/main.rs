@@ -414,6 +414,15 @@ struct TcpArgs {
     /// for isode-stock, linux and jnos-1998 (their stacks' defaults).
     #[arg(long, value_name = "on|off", value_parser = on_off)]
     slow_start_after_idle: Option<bool>,
+    /// Linux's test of whether the congestion window is in use on skywave's TCP, which Reno
+    /// and CUBIC grow only then, `on` or `off`: on, the profile's kernel's
+    /// (`tcp_is_cwnd_limited`; isode-stock: 3.x's, nearly all of the window in flight before
+    /// the ACK, all but a third with GSO or all but three segments; linux: 5.18's, a flight
+    /// that filled the window in the current window of data, or in slow start a window under
+    /// twice the most out); off, within one segment of the window, as until 2026-11-29.
+    /// Default: on.
+    #[arg(long, value_name = "on|off", value_parser = on_off)]
+    kernel_cwnd_test: Option<bool>,
 }
 
 impl TcpArgs {
@@ -450,6 +459,7 @@ impl TcpArgs {
             rcv_tuning: self.rcv_tuning,
             syn_linear_timeouts: self.syn_linear_timeouts,
             slow_start_after_idle: self.slow_start_after_idle,
+            kernel_cwnd_test: self.kernel_cwnd_test,
         })
     }
 }
@@ -1022,6 +1032,8 @@ mod tests {
             "0",
             "--slow-start-after-idle",
             "off",
+            "--kernel-cwnd-test",
+            "off",
         ])
         .unwrap();
         let t = s.tcp_settings(
@@ -1034,6 +1046,8 @@ mod tests {
         assert_eq!(t.initial_ssthresh, Some(4));
         assert!(!t.sack && !t.tlp && !t.linux_acks && t.rcv_tuning);
         assert!(!t.slow_start_after_idle && t.idle_restart().is_none());
+        assert!(!t.kernel_cwnd_test);
+        assert_eq!(t.cwnd_limited(), skywave_bench::model::CwndLimited::Segment);
         // Linux before 6.5: the SYN's back-off doubles from the first timeout, and it gives
         // up at 127 s.
         assert_eq!(

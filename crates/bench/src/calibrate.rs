@@ -1464,7 +1464,7 @@ mod tests {
             ("best-case", 386, "long", BEST_386_LONG, 1.0),
             ("best-case", 14025, "long", BEST_14025_LONG, 1.0),
             ("isode-stock", 386, "short", 9.2, 5.0),
-            ("isode-stock", 14025, "short", 3.7, 2.0),
+            ("isode-stock", 14025, "short", 3.4, 2.0),
             ("isode-stock", 386, "long", 9.1, 5.0),
             ("isode-stock", 14025, "long", 5.0, 2.0),
         ] {

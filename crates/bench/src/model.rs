@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 pub use crate::tcp::profile::{
-    Congestion, CubicEra, GiveUp, Nagle, RtoFit, RttEstimator, TcpEngine, TcpOverrides, TcpProfile,
-    WindowRules,
+    Congestion, CubicEra, CwndLimited, GiveUp, Kernel, Nagle, RtoFit, RttEstimator, TcpEngine,
+    TcpOverrides, TcpProfile, WindowRules,
 };
 
 /// The protocol stack under test.
@@ -192,6 +192,11 @@ pub struct TcpSettings {
     /// For `jnos-1998`, JNOS's own restart instead: one segment again when data goes more than
     /// SRTT after the ACK that left nothing unacknowledged. smoltcp has none of them.
     pub slow_start_after_idle: bool,
+    /// Linux's test of whether the congestion window is in use, as the profile's kernel has
+    /// it ([`TcpSettings::cwnd_limited`]: 3.x's for `isode-stock`, 5.18's for `linux`); off,
+    /// skywave's rule until 2026-11-29, within one segment of the window. Reno and
+    /// CUBIC grow the window only while it is in use. skywave's TCP only.
+    pub kernel_cwnd_test: bool,
     /// Congestion window.
     pub congestion: Congestion,
     /// Nagle's algorithm, and which.

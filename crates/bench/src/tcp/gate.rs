@@ -189,6 +189,7 @@ mod tests {
             initial_ssthresh: None,
             rcv_tuning: None,
             idle_restart: None,
+            cwnd_limited: crate::tcp::tcb::CwndLimited::Segment,
             ack_delay_sim: ack_delay,
         };
         let t = Instant::from_secs(1);

@@ -157,6 +157,8 @@ pub(crate) struct HostSettings {
     /// skywave's own TCP: the restart after idle, JNOS's or Linux's (where the kernel named
     /// looks for it).
     pub(crate) idle_restart: Option<super::tcb::IdleRestart>,
+    /// skywave's own TCP: when Linux's congestion control counts the window as in use.
+    pub(crate) cwnd_limited: super::tcb::CwndLimited,
     /// skywave's own TCP: the delayed-ACK time in simulated time.
     pub(crate) ack_delay_sim: Option<Duration>,
 }
@@ -484,6 +486,7 @@ impl Host {
                 window_rules: settings.window_rules,
                 initial_ssthresh: settings.initial_ssthresh,
                 idle_restart: settings.idle_restart,
+                cwnd_limited: settings.cwnd_limited,
             }))),
         };
         Ok(Host {

@@ -440,6 +440,7 @@ fn host_settings(
         initial_ssthresh: tcp.initial_ssthresh,
         rcv_tuning: tcp.rcv_tuning.then(|| tcp.rcv_era()),
         idle_restart: tcp.idle_restart(),
+        cwnd_limited: tcp.cwnd_limited(),
         ack_delay_sim: tcp.ack_delay,
     }))
 }

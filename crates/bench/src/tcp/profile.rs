@@ -197,7 +197,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 pub use super::cubic::CubicEra;
-pub use super::tcb::{IdleRestart, RcvEra};
+pub use super::tcb::{CwndLimited, IdleRestart, RcvEra};
 use crate::model::TcpSettings;
 
 /// Which JNOS constant the dilated smoltcp clock reproduces exactly (see the module docs of
@@ -473,6 +473,16 @@ impl Kernel {
         }
     }
 
+    /// When Linux's congestion control counts the window as in use: 3.x's test for Linux of
+    /// 2012, 5.18's for a current one; KA9Q's Reno does not ask.
+    pub fn cwnd_limited(self) -> CwndLimited {
+        match self {
+            Kernel::Ka9q => CwndLimited::Segment,
+            Kernel::Linux2012 => CwndLimited::Linux3,
+            Kernel::LinuxCurrent => CwndLimited::Linux518,
+        }
+    }
+
     /// Which restart after idle [`TcpSettings::slow_start_after_idle`] turns on: KA9Q's
     /// after an SRTT; Linux's, looked for as each data segment goes before 4.11, and from
     /// 4.11 on when the application writes or the peer's window changes.
@@ -551,6 +561,7 @@ impl TcpProfile {
                 rcv_tuning: true,
                 // `tcp_slow_start_after_idle`, on by default since it came (2.6.18).
                 slow_start_after_idle: true,
+                kernel_cwnd_test: true,
                 // Linux's default since 2.6.19; a current kernel counts what is acknowledged.
                 congestion: Congestion::Cubic {
                     initial: 10,
@@ -586,6 +597,7 @@ impl TcpProfile {
                 rcv_tuning: false,
                 // No congestion window to restart.
                 slow_start_after_idle: false,
+                kernel_cwnd_test: true,
                 congestion: Congestion::Unlimited,
                 nagle: Nagle::Off,
                 window_rules: WindowRules::Linux,
@@ -631,6 +643,7 @@ impl TcpProfile {
                 rcv_tuning: true,
                 // And restarts slow start after idle (`tcp_slow_start_after_idle`).
                 slow_start_after_idle: true,
+                kernel_cwnd_test: true,
                 give_up: GiveUp::LINUX,
                 window_rules: WindowRules::Linux,
                 smtp_timer: None,
@@ -750,6 +763,7 @@ pub fn jnos_tcp(
         rcv_tuning: false,
         // KA9Q's Van Jacobson restart: one segment again after SRTT idle (`tcp_output`).
         slow_start_after_idle: true,
+        kernel_cwnd_test: true,
         congestion: Congestion::Reno { initial: 1 },
         nagle: Nagle::Classic,
         window_rules: WindowRules::Jnos,
@@ -794,6 +808,9 @@ pub struct TcpOverrides {
     /// The slow-start restart after idle on or off ([`TcpSettings::slow_start_after_idle`]);
     /// `None`: the profile's.
     pub slow_start_after_idle: Option<bool>,
+    /// The kernel's test of a window in use on or off ([`TcpSettings::kernel_cwnd_test`]);
+    /// `None`: the profile's.
+    pub kernel_cwnd_test: Option<bool>,
 }
 
 impl TcpOverrides {
@@ -808,6 +825,7 @@ impl TcpOverrides {
         rcv_tuning: None,
         syn_linear_timeouts: None,
         slow_start_after_idle: None,
+        kernel_cwnd_test: None,
     };
 
     /// `tcp` with these changes: the engine first, which maps the congestion control, then
@@ -825,6 +843,7 @@ impl TcpOverrides {
         t.slow_start_after_idle = self
             .slow_start_after_idle
             .unwrap_or(t.slow_start_after_idle);
+        t.kernel_cwnd_test = self.kernel_cwnd_test.unwrap_or(t.kernel_cwnd_test);
         if let Some(n) = self.syn_linear_timeouts {
             t.syn_linear_timeouts = n;
             t.give_up = t.give_up.with_syn_linear_timeouts(n);
@@ -894,6 +913,16 @@ impl TcpSettings {
     pub fn idle_restart(&self) -> Option<IdleRestart> {
         self.slow_start_after_idle
             .then(|| self.kernel().idle_restart())
+    }
+
+    /// When Linux's congestion control counts the window as in use ([`Kernel::cwnd_limited`];
+    /// within one segment of it if [`TcpSettings::kernel_cwnd_test`] is off).
+    pub fn cwnd_limited(&self) -> CwndLimited {
+        if self.kernel_cwnd_test {
+            self.kernel().cwnd_limited()
+        } else {
+            CwndLimited::Segment
+        }
     }
 
     /// How CUBIC counts ACKs ([`Kernel::cubic_era`]).
@@ -1135,5 +1164,16 @@ mod tests {
             ..TcpOverrides::NONE
         };
         assert_eq!(off.apply(linux).idle_restart(), None);
+        // Each Linux profile tests a window in use as its kernel does; JNOS's Reno never asks.
+        assert_eq!(
+            (stock.cwnd_limited(), linux.cwnd_limited()),
+            (CwndLimited::Linux3, CwndLimited::Linux518)
+        );
+        assert_eq!(TcpProfile::IsodeStock.kernel(), Kernel::Linux2012);
+        let before = TcpOverrides {
+            kernel_cwnd_test: Some(false),
+            ..TcpOverrides::NONE
+        };
+        assert_eq!(before.apply(stock).cwnd_limited(), CwndLimited::Segment);
     }
 }

@@ -198,6 +198,31 @@ pub struct TcbConfig {
     /// 2861's, RFC 5681 4.1's), checked where the kernel named checks it, or JNOS's; `None`:
     /// the window survives any idle spell (the sysctl off).
     pub idle_restart: Option<IdleRestart>,
+    /// When Linux's congestion control (Reno or CUBIC) counts the window as in use, so that
+    /// an ACK may grow it and RFC 2861's validation leaves it alone.
+    pub cwnd_limited: CwndLimited,
+}
+
+/// Linux's test of whether the congestion window, not the application or the peer's
+/// window, limits the sender (`tcp_is_cwnd_limited`): the congestion controls grow the
+/// window only while it holds (`tcp_reno_cong_avoid`, `bictcp_cong_avoid`). It changed
+/// between the kernels the profiles stand for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CwndLimited {
+    /// Within one segment of the window before the ACK (skywave's rule before it had the
+    /// kernels'; kept for settings of no kernel).
+    Segment,
+    /// Linux 2.6.x to 3.15, for what was in flight before the ACK: all of the window, or
+    /// with GSO (on for every device since 2.6.x) less than a third of it left
+    /// (`sysctl_tcp_tso_win_divisor` 3) and under 64 kB, or at most three segments left
+    /// (`tcp_max_tso_deferred_mss`).
+    Linux3,
+    /// Linux 5.18 on ("tcp: fix tcp_cwnd_validate() to not forget is_cwnd_limited"; 3.16
+    /// brought the form): `tcp_cwnd_validate`, after each send of new data or with the
+    /// window full, keeps per window of data (until `cwnd_usage_seq` is acknowledged)
+    /// whether the flight filled the window and the most packets out; in use if it did, or
+    /// in slow start while the window is under twice the most out.
+    Linux518,
 }
 
 /// Which restart after idle a sender has, and where it looks for the idle spell.
@@ -507,6 +532,13 @@ pub struct Tcb {
     /// it was let down for going unused.
     cwnd_used: u32,
     cwnd_stamp: Duration,
+    /// Linux 5.18's window tracking ([`CwndLimited::Linux518`]): whether the flight filled
+    /// the window in the current window of data, the most segments out in it, and the
+    /// sequence number whose acknowledgement ends it (`is_cwnd_limited`,
+    /// `max_packets_out`, `cwnd_usage_seq`).
+    is_cwnd_limited: bool,
+    max_packets_out: u32,
+    cwnd_usage_seq: u32,
     unused_decays: u32,
     /// The application's last write did not fit the send buffer (Linux's `SOCK_NOSPACE`): the
     /// sender is not application-limited, and an unused window is not let down.
@@ -604,6 +636,9 @@ impl Tcb {
             idle_restarts: 0,
             cwnd_used: 0,
             cwnd_stamp: Duration::ZERO,
+            is_cwnd_limited: false,
+            max_packets_out: 0,
+            cwnd_usage_seq: cfg.iss,
             unused_decays: 0,
             writer_blocked: false,
             rcv_nxt: 0,
@@ -1031,19 +1066,18 @@ impl Tcb {
             .map_or(segs, |w| w / mss)
     }
 
-    /// RFC 2861's validation after new data went (Linux's `tcp_cwnd_validate`, with the
-    /// restart after idle: `tcp_slow_start_after_idle` governs both): a window in use (as many
-    /// segments unacknowledged as it holds) is noted as such; otherwise the most in flight is
-    /// kept, and once the window has gone unused for an RTO it is let down halfway to what
-    /// was used, the initial window at least (`tcp_cwnd_application_limited`), unless a
-    /// recovery is under way or the application is waiting for room in the send buffer,
-    /// which makes the window, not the application, the limit.
-    fn validate_cwnd(&mut self, now: Duration) {
-        let linux = matches!(
-            self.cfg.idle_restart,
-            Some(IdleRestart::OnSend | IdleRestart::OnQueue)
-        );
-        let Some(cwnd) = self.cwnd.filter(|_| linux) else {
+    /// Linux's `tcp_cwnd_validate`, where `tcp_write_xmit` calls it: after new data went
+    /// (`sent_new`), or in 5.18 on also with data waiting and the window full. With
+    /// [`CwndLimited::Linux518`] it first keeps the window's use for [`Tcb::cwnd_in_use`].
+    /// Then RFC 2861's validation, with the restart after idle (`tcp_slow_start_after_idle`
+    /// governs both): a window in use (3.x: as many segments unacknowledged as it holds;
+    /// 5.18: [`Tcb::cwnd_in_use`]) is noted as such; otherwise the most in flight is kept,
+    /// and once the window has gone unused for an RTO it is let down halfway to what was
+    /// used, the initial window at least (`tcp_cwnd_application_limited`), unless a recovery
+    /// is under way or the application is waiting for room in the send buffer, which makes
+    /// the window, not the application, the limit.
+    fn validate_cwnd(&mut self, now: Duration, sent_new: bool) {
+        let Some(cwnd) = self.cwnd else {
             return;
         };
         let mss = (self.mss as u32).max(1);
@@ -1051,7 +1085,41 @@ impl Tcb {
             cwnd / mss,
             self.snd_max.wrapping_sub(self.snd_una).div_ceil(mss),
         );
-        if out >= segs {
+        let in_use = if self.cfg.cwnd_limited == CwndLimited::Linux518 {
+            // `tcp_packets_in_flight`: with SACK what is still in the network.
+            let in_flight = if self.sacking() {
+                self.board.pipe(self.snd_max, mss).div_ceil(mss)
+            } else {
+                out
+            };
+            let full = in_flight >= segs;
+            let waiting = full && self.unsent() > 0;
+            if !(sent_new || waiting) {
+                return;
+            }
+            if at_or_after(self.snd_una, self.cwnd_usage_seq)
+                || full
+                || (!self.is_cwnd_limited && out > self.max_packets_out)
+            {
+                self.is_cwnd_limited = full;
+                self.max_packets_out = out;
+                self.cwnd_usage_seq = self.snd_max;
+            }
+            self.cwnd_in_use(0)
+        } else {
+            if !sent_new {
+                return;
+            }
+            out >= segs
+        };
+        let linux = matches!(
+            self.cfg.idle_restart,
+            Some(IdleRestart::OnSend | IdleRestart::OnQueue)
+        );
+        if !linux {
+            return;
+        }
+        if in_use {
             self.cwnd_used = 0;
             self.cwnd_stamp = now;
             return;
@@ -1075,6 +1143,38 @@ impl Tcb {
             self.cwnd_used = 0;
         }
         self.cwnd_stamp = now;
+    }
+
+    /// Whether the congestion window limits the sender, as the kernel modelled tells
+    /// ([`CwndLimited`], Linux's `tcp_is_cwnd_limited`): Reno and CUBIC grow it only then.
+    /// `in_flight_before`: the bytes in flight before the ACK being processed (Linux's
+    /// `prior_in_flight`, which the 3.x test takes; 5.18's reads what `validate_cwnd` kept).
+    /// Called before the ACK moves `snd_una`.
+    fn cwnd_in_use(&self, in_flight_before: u32) -> bool {
+        let mss = (self.mss as u32).max(1);
+        let Some(cwnd) = self.cwnd else {
+            return false;
+        };
+        let segs = cwnd / mss;
+        match self.cfg.cwnd_limited {
+            // Everything unacknowledged, SACKed or not, as the rule always read it.
+            CwndLimited::Segment => {
+                let unacked = self.snd_max.wrapping_sub(self.snd_una);
+                unacked.saturating_add(mss) >= cwnd
+            }
+            CwndLimited::Linux3 => {
+                let in_flight = in_flight_before.div_ceil(mss);
+                if in_flight >= segs {
+                    return true;
+                }
+                let left = segs - in_flight;
+                (left.saturating_mul(3) < segs && left.saturating_mul(mss) < 65_536) || left <= 3
+            }
+            CwndLimited::Linux518 => {
+                self.is_cwnd_limited
+                    || (cwnd < self.ssthresh && segs < self.max_packets_out.saturating_mul(2))
+            }
+        }
     }
 
     /// The timestamp clock: milliseconds of simulated time (RFC 7323 allows 1 ms to 1 s ticks;
@@ -1390,6 +1490,13 @@ impl Tcb {
         // The scoreboard first, so that an ACK bringing new SACK information counts as a
         // duplicate (RFC 6675 2) and the holes are known before anything is sent.
         let dsack = sack::duplicate_reported(&self.seg_sack, ack);
+        // Linux's `prior_in_flight`, for the window's growth: what was in the network before
+        // this ACK (with SACK the pipe, RFC 6675's estimate; else everything unacknowledged).
+        let in_flight_before = if self.sacking() {
+            self.board.pipe(self.snd_max, self.mss as u32)
+        } else {
+            self.snd_max.wrapping_sub(self.snd_una)
+        };
         // RFC 6937's DeliveredData: the change in the cumulative acknowledgement plus the
         // change in the SACKed bytes.
         let sacked_before = self.board.sacked();
@@ -1468,7 +1575,6 @@ impl Tcb {
             return;
         }
         // New data acknowledged.
-        let flight_before = self.snd_max.wrapping_sub(self.snd_una);
         let mut rtt_sample = None;
         if let Some(echo) = self.seg_echo {
             // RFC 7323: every ACK of new data is a sample, resent segments' too (the echo
@@ -1508,7 +1614,7 @@ impl Tcb {
         } else {
             0
         };
-        self.grow_cwnd(now, ack, data_acked as u32, flight_before);
+        self.grow_cwnd(now, ack, data_acked as u32, in_flight_before);
         self.dup_acks = 0;
         self.tx.drain(..data_acked);
         self.buf_seq = self.buf_seq.wrapping_add(data_acked as u32);
@@ -1539,7 +1645,7 @@ impl Tcb {
         }
     }
 
-    fn grow_cwnd(&mut self, now: Duration, ack: u32, acked: u32, flight_before: u32) {
+    fn grow_cwnd(&mut self, now: Duration, ack: u32, acked: u32, in_flight_before: u32) {
         let mss = self.mss as u32;
         let Some(cwnd) = self.cwnd else {
             return;
@@ -1586,7 +1692,7 @@ impl Tcb {
             }
             // Linux counts segments and grows only while the window is in use
             // (`tcp_is_cwnd_limited`), as `tcp/gate.rs` does on smoltcp.
-            _ if flight_before.saturating_add(mss) < cwnd => cwnd,
+            _ if !self.cwnd_in_use(in_flight_before) => cwnd,
             Congestion::Cubic { .. } => self.grow_cubic(now, ack, cwnd, acked),
             // Linux's Reno: slow start by what was acknowledged, up to ssthresh; the rest
             // counted towards avoidance's one segment per window acknowledged.
@@ -2255,11 +2361,14 @@ impl Tcb {
                 break;
             }
         }
-        if after(self.snd_max, sent_before) && !wakeup {
-            // New data went: Linux's `tcp_write_xmit` schedules the probe from now and
-            // validates the window (its probe timer's `tcp_write_wakeup` does neither).
+        // Linux's `tcp_write_xmit` schedules the probe from new data and validates the
+        // window (its probe timer's `tcp_write_wakeup` does neither).
+        let sent_new = after(self.snd_max, sent_before);
+        if sent_new && !wakeup {
             self.schedule_probe(now, false);
-            self.validate_cwnd(now);
+        }
+        if !wakeup {
+            self.validate_cwnd(now, sent_new);
         }
     }
 
@@ -2475,6 +2584,7 @@ mod tests {
             tlp: false,
             initial_ssthresh: None,
             idle_restart: None,
+            cwnd_limited: CwndLimited::Segment,
         }
     }
 
@@ -3662,6 +3772,51 @@ mod tests {
         let after = p.ends[0].cwnd().unwrap_or(0) / 216;
         let e = &p.ends[0];
         (grown, after, e.unused_decays(), e.idle_restarts())
+    }
+
+    /// Linux's `tcp_is_cwnd_limited` by kernel ([`CwndLimited`]): a sender from ten segments,
+    /// in slow start or (`avoiding`) in congestion avoidance from the first ACK, whose
+    /// application writes `segs` segments, then waits for their ACKs, twenty times over. Its
+    /// window after, in segments.
+    fn window_after_writes(rule: CwndLimited, segs: usize, avoiding: bool) -> u32 {
+        let mut a = linux_timers(config(A, Congestion::LinuxReno { initial: 10 }));
+        a.rx_buffer = 1 << 20;
+        a.nagle = Nagle::Off;
+        a.window_rules = WindowRules::Linux;
+        a.cwnd_limited = rule;
+        a.initial_ssthresh = avoiding.then_some(2);
+        let b = peer(a, 3);
+        let mut p = Pair::new(a, b, 0.1);
+        p.run_with(1.0, &spaced);
+        for round in 0..20 {
+            p.ends[0].send_slice(&pattern(segs * 216));
+            p.run_with(2.0 + f64::from(round), &spaced);
+        }
+        assert_eq!(p.read.len(), 20 * segs * 216);
+        p.ends[0].cwnd().unwrap_or(0) / 216
+    }
+
+    #[test]
+    fn linux_grows_a_window_in_use_as_each_kernel_tells() {
+        // Six of ten out: no kernel's window is in use (3.x: four left, not under a third
+        // nor three), except 5.18's in slow start, which grows to twice the most out.
+        assert_eq!(window_after_writes(CwndLimited::Segment, 6, false), 10);
+        assert_eq!(window_after_writes(CwndLimited::Linux3, 6, false), 10);
+        assert_eq!(window_after_writes(CwndLimited::Linux518, 6, false), 12);
+        // Seven: 3.x counts three left as in use, so the first ACK of each write grows the
+        // window, to eleven, where four are left; 5.18 to fourteen.
+        assert_eq!(window_after_writes(CwndLimited::Segment, 7, false), 10);
+        assert_eq!(window_after_writes(CwndLimited::Linux3, 7, false), 11);
+        assert_eq!(window_after_writes(CwndLimited::Linux518, 7, false), 14);
+        // Nine: one left, in use for all; 3.x's third then takes the window to fourteen
+        // (five left of fourteen is not under a third: 15 > 14).
+        assert_eq!(window_after_writes(CwndLimited::Segment, 9, false), 11);
+        assert_eq!(window_after_writes(CwndLimited::Linux3, 9, false), 14);
+        assert_eq!(window_after_writes(CwndLimited::Linux518, 9, false), 18);
+        // In congestion avoidance 5.18 asks only whether a flight filled the window: nine of
+        // ten never does, and ten grow it, one segment a window's worth acknowledged.
+        assert_eq!(window_after_writes(CwndLimited::Linux518, 9, true), 10);
+        assert_eq!(window_after_writes(CwndLimited::Linux518, 10, true), 11);
     }
 
     #[test]
