@@ -416,10 +416,11 @@ struct TcpArgs {
     slow_start_after_idle: Option<bool>,
     /// Linux's test of whether the congestion window is in use on skywave's TCP, which Reno
     /// and CUBIC grow only then, `on` or `off`: on, the profile's kernel's
-    /// (`tcp_is_cwnd_limited`; isode-stock: 3.x's, nearly all of the window in flight before
-    /// the ACK, all but a third with GSO or all but three segments; linux: 5.18's, a flight
-    /// that filled the window in the current window of data, or in slow start a window under
-    /// twice the most out); off, within one segment of the window, as until 2026-11-29.
+    /// (`tcp_is_cwnd_limited`; isode-stock: 3.x's, what was in flight before the ACK fills the
+    /// window or leaves less than a third of it, GSO's test, or at most three segments;
+    /// linux: 5.18's, a flight filled the window in the current window of data, or in slow
+    /// start the window is under twice the most out); off, what was in flight is within one
+    /// segment of the window, as until 2026-11-29.
     /// Default: on.
     #[arg(long, value_name = "on|off", value_parser = on_off)]
     kernel_cwnd_test: Option<bool>,

@@ -32,7 +32,9 @@
 //!   growing as Linux grows it, by what was acknowledged rather than per ACK; Linux's CUBIC
 //!   with HyStart (`tcp/cubic.rs`: the same loss detection and recovery, but the window grows
 //!   by the cubic function, slow start may end on a rising round trip, and a loss keeps 0.7
-//!   of the window); a segment window that only grows (Linux with F-RTO undoing spurious
+//!   of the window); the Linux ones grow only while the window is in use, as the kernel
+//!   modelled tests it ([`CwndLimited`], `tcp_is_cwnd_limited`: 3.x's, or 5.18's kept per
+//!   window of data); a segment window that only grows (Linux with F-RTO undoing spurious
 //!   timeouts, see `tcp/gate.rs`); or none;
 //! - Nagle: off, classic (RFC 896) or Minshall's;
 //! - receiving: out-of-order segments kept within the window and an immediate ACK for them;
