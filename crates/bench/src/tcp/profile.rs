@@ -54,7 +54,9 @@
 //!   segments; a fixed 65535 bytes without the option until 2026-11-29), Linux's give-up;
 //!   the slow-start restart after idle and the decay of an unused window
 //!   ([`TcpSettings::slow_start_after_idle`], Linux's default `tcp_slow_start_after_idle`,
-//!   looked for as 4.11 on does; since 2026-11-29);
+//!   looked for as 4.11 on does; since 2026-11-29); the window grown only while 5.18's test
+//!   finds it in use ([`TcpSettings::kernel_cwnd_test`], [`CwndLimited::Linux518`]; since
+//!   2026-11-29, and `isode-stock` by 3.x's, [`CwndLimited::Linux3`]);
 //!   SACK (RFC 2018) with RFC 6675's loss recovery, its window set by proportional rate
 //!   reduction (RFC 6937, Linux 3.2 on, so `isode-stock` too: of the kernels with IW10 and the
 //!   1 s initial RTO, 3.1 alone lacks it, current from October 2011 to January 2012), and
