@@ -1088,13 +1088,7 @@ impl Tcb {
             self.snd_max.wrapping_sub(self.snd_una).div_ceil(mss),
         );
         let in_use = if self.cfg.cwnd_limited == CwndLimited::Linux518 {
-            // `tcp_packets_in_flight`: with SACK what is still in the network.
-            let in_flight = if self.sacking() {
-                self.board.pipe(self.snd_max, mss).div_ceil(mss)
-            } else {
-                out
-            };
-            let full = in_flight >= segs;
+            let full = self.in_flight().div_ceil(mss) >= segs;
             let waiting = full && self.unsent() > 0;
             if !(sent_new || waiting) {
                 return;
@@ -1107,7 +1101,7 @@ impl Tcb {
                 self.max_packets_out = out;
                 self.cwnd_usage_seq = self.snd_max;
             }
-            self.cwnd_in_use(0)
+            self.linux518_in_use()
         } else {
             if !sent_new {
                 return;
@@ -1147,11 +1141,32 @@ impl Tcb {
         self.cwnd_stamp = now;
     }
 
+    /// What is still in the network, bytes (Linux's `tcp_packets_in_flight`): with SACK the
+    /// pipe, RFC 6675's estimate; else everything unacknowledged.
+    fn in_flight(&self) -> u32 {
+        if self.sacking() {
+            self.board.pipe(self.snd_max, self.mss as u32)
+        } else {
+            self.snd_max.wrapping_sub(self.snd_una)
+        }
+    }
+
+    /// 5.18's `tcp_is_cwnd_limited`, from what `validate_cwnd` kept: a flight filled the
+    /// window in the current window of data, or in slow start the window is under twice the
+    /// most segments out.
+    fn linux518_in_use(&self) -> bool {
+        let Some(cwnd) = self.cwnd else {
+            return false;
+        };
+        let segs = cwnd / (self.mss as u32).max(1);
+        self.is_cwnd_limited
+            || (cwnd < self.ssthresh && segs < self.max_packets_out.saturating_mul(2))
+    }
+
     /// Whether the congestion window limits the sender, as the kernel modelled tells
     /// ([`CwndLimited`], Linux's `tcp_is_cwnd_limited`): Reno and CUBIC grow it only then.
     /// `in_flight_before`: the bytes in flight before the ACK being processed (Linux's
-    /// `prior_in_flight`, which the 3.x test takes; 5.18's reads what `validate_cwnd` kept).
-    /// Called before the ACK moves `snd_una`.
+    /// `prior_in_flight`, which the 3.x test takes). Called before the ACK moves `snd_una`.
     fn cwnd_in_use(&self, in_flight_before: u32) -> bool {
         let mss = (self.mss as u32).max(1);
         let Some(cwnd) = self.cwnd else {
@@ -1172,10 +1187,7 @@ impl Tcb {
                 let left = segs - in_flight;
                 (left.saturating_mul(3) < segs && left.saturating_mul(mss) < 65_536) || left <= 3
             }
-            CwndLimited::Linux518 => {
-                self.is_cwnd_limited
-                    || (cwnd < self.ssthresh && segs < self.max_packets_out.saturating_mul(2))
-            }
+            CwndLimited::Linux518 => self.linux518_in_use(),
         }
     }
 
@@ -1493,12 +1505,8 @@ impl Tcb {
         // duplicate (RFC 6675 2) and the holes are known before anything is sent.
         let dsack = sack::duplicate_reported(&self.seg_sack, ack);
         // Linux's `prior_in_flight`, for the window's growth: what was in the network before
-        // this ACK (with SACK the pipe, RFC 6675's estimate; else everything unacknowledged).
-        let in_flight_before = if self.sacking() {
-            self.board.pipe(self.snd_max, self.mss as u32)
-        } else {
-            self.snd_max.wrapping_sub(self.snd_una)
-        };
+        // this ACK.
+        let in_flight_before = self.in_flight();
         // RFC 6937's DeliveredData: the change in the cumulative acknowledgement plus the
         // change in the SACKed bytes.
         let sacked_before = self.board.sacked();
