@@ -474,6 +474,10 @@ pub fn emulated_required_snr_of(
     set.required_snr_db(&c, TARGET_BER, c.awgn_db)
 }
 
+/// How far [`FadingSet::mean_ber`] may be from the exact mean, absolutely: a ten-millionth of
+/// the 10⁻⁵ the calibration asks for, far below a 0.01 dB step of any curve.
+pub const MEAN_BER_ABS_TOLERANCE: f64 = 1e-12;
+
 /// Normalised fading of many blocks (mean SNR 0 dB), to evaluate curves at any SNR by scaling.
 #[derive(Debug, Clone)]
 pub struct FadingSet {
@@ -483,8 +487,13 @@ pub struct FadingSet {
     pub delay_ms: f64,
     /// (weight, linear SNR gain) of every segment of every block.
     segments: Vec<(f64, f64)>,
-    /// Each block's range in `segments`.
+    /// Each block's range in `segments`, weakest blocks first (see `weakest`).
     blocks: Vec<Range<usize>>,
+    /// Each block's weakest segment gain, ascending, beside `blocks`. A block's effective SNR
+    /// is never below its weakest segment's (EESM weighs every segment by at most one), so the
+    /// BER at that gain bounds the BER of the block and of every block after it: the mean
+    /// stops once the blocks left cannot move it (see [`FadingSet::mean_ber`]).
+    weakest: Vec<f64>,
 }
 
 impl FadingSet {
@@ -516,11 +525,26 @@ impl FadingSet {
                 blocks.push(from..segments.len());
             }
         }
+        // A NaN or negative gain counts as none, as the effective SNR counts it.
+        let weakest_of = |r: &Range<usize>| {
+            segments
+                .get(r.clone())
+                .unwrap_or_default()
+                .iter()
+                .filter(|(w, _)| *w > 0.0 && w.is_finite())
+                .map(|&(_, g)| if g.is_nan() { 0.0 } else { g.max(0.0) })
+                .fold(f64::INFINITY, f64::min)
+        };
+        let mut ordered: Vec<(f64, Range<usize>)> =
+            blocks.into_iter().map(|r| (weakest_of(&r), r)).collect();
+        ordered.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (weakest, blocks) = ordered.into_iter().unzip();
         FadingSet {
             spread_hz: fading.spread_hz(),
             delay_ms: fading.delay_ms(),
             segments,
             blocks,
+            weakest,
         }
     }
 
@@ -534,24 +558,56 @@ impl FadingSet {
         self.blocks.is_empty()
     }
 
-    /// Mean post-decoder BER of the curve over all blocks at mean SNR `snr_db`.
+    /// Mean post-decoder BER of the curve over all blocks at mean SNR `snr_db`, to within
+    /// [`MEAN_BER_ABS_TOLERANCE`] or a billionth of itself, whichever is larger.
+    ///
+    /// At a BER of 10⁻⁵ the mean is made by the few blocks in deep fades; the rest lie tens of
+    /// dB above the waterfall. So the blocks are taken weakest first, and once the bound on
+    /// the BER of every block left (the BER at the next block's weakest segment, see
+    /// `weakest`) times their number is within the tolerance, they are not evaluated. This is
+    /// what lets the calibration sample hold millions of blocks.
     pub fn mean_ber(&self, curve: &RateCurve, snr_db: f64) -> f64 {
+        self.ber_sum(curve, snr_db, f64::INFINITY) / self.blocks.len().max(1) as f64
+    }
+
+    /// Whether the mean BER at `snr_db` exceeds `target` (within the tolerance of
+    /// [`FadingSet::mean_ber`]).
+    fn ber_exceeds(&self, curve: &RateCurve, snr_db: f64, target: f64) -> bool {
+        let limit = target * self.blocks.len().max(1) as f64;
+        self.ber_sum(curve, snr_db, limit) > limit
+    }
+
+    /// The sum behind [`FadingSet::mean_ber`], weakest blocks first; it stops early once the
+    /// sum passes `stop_above`, since it can only grow from there. Below the waterfall the
+    /// weakest few blocks decide the question.
+    fn ber_sum(&self, curve: &RateCurve, snr_db: f64, stop_above: f64) -> f64 {
         let scale = 10f64.powf(snr_db / 10.0);
+        let n = self.blocks.len();
+        let ber_at = |segs: &[(f64, f64)]| {
+            let eff = curve.effective_snr_scaled(segs, scale, self.spread_hz, self.delay_ms);
+            curve.ber(10.0 * eff.log10())
+        };
         let mut sum = 0.0;
         // Plain loops: this is the inner loop of the calibration test, which runs unoptimised.
-        for r in &self.blocks {
-            let segs = self.segments.get(r.clone()).unwrap_or_default();
-            let eff = curve.effective_snr_scaled(segs, scale, self.spread_hz, self.delay_ms);
-            sum += curve.ber(10.0 * eff.log10());
+        for (i, (r, &weakest)) in self.blocks.iter().zip(&self.weakest).enumerate() {
+            let bound = ber_at(&[(1.0, weakest)]);
+            let left = (n - i) as f64;
+            if bound * left <= (MEAN_BER_ABS_TOLERANCE * n as f64).max(1e-9 * sum) {
+                break;
+            }
+            sum += ber_at(self.segments.get(r.clone()).unwrap_or_default());
+            if sum > stop_above {
+                break;
+            }
         }
-        sum / self.blocks.len().max(1) as f64
+        sum
     }
 
     /// The mean SNR (dB) at which the mean BER crosses `target`, searching outwards from
     /// `hint` (any starting point works; a good one saves evaluations), then bisecting to
     /// 0.01 dB. `None` if the mean BER does not cross `target` between −40 and +100 dB.
     pub fn required_snr_db(&self, curve: &RateCurve, target: f64, hint: f64) -> Option<f64> {
-        let above = |snr: f64| self.mean_ber(curve, snr) > target;
+        let above = |snr: f64| self.ber_exceeds(curve, snr, target);
         let hint = if hint.is_finite() {
             hint.clamp(-40.0, 100.0)
         } else {
@@ -839,6 +895,50 @@ pub(crate) fn assert_matches_shared_copy(name: &str, embedded: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The weakest-first mean with its early stops is the plain mean over every block, at
+    /// every SNR from far below the waterfall to far above it, and the threshold test agrees
+    /// with it.
+    #[test]
+    fn the_pruned_mean_ber_is_the_plain_mean() {
+        let good = itu("good").expect("good");
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let set = FadingSet::simulate(
+            &good,
+            calibration_block(DataRate::Bps9600),
+            40,
+            50,
+            &mut rng,
+        );
+        assert!(set.weakest.windows(2).all(|w| w[0] <= w[1]));
+        for rate in [DataRate::Bps300, DataRate::Bps2400, DataRate::Bps9600] {
+            let c = curve(rate);
+            let mut evaluated_some_only = false;
+            for snr in (-10..=60).step_by(5).map(f64::from) {
+                let scale = 10f64.powf(snr / 10.0);
+                let plain = set
+                    .blocks
+                    .iter()
+                    .map(|r| {
+                        let segs = set.segments.get(r.clone()).unwrap_or_default();
+                        let eff = c.effective_snr_scaled(segs, scale, set.spread_hz, set.delay_ms);
+                        c.ber(10.0 * eff.log10())
+                    })
+                    .sum::<f64>()
+                    / set.len() as f64;
+                let pruned = set.mean_ber(&c, snr);
+                assert!(
+                    (pruned - plain).abs() <= MEAN_BER_ABS_TOLERANCE.max(1e-9 * plain),
+                    "{rate:?} at {snr} dB: {pruned} against {plain}"
+                );
+                for target in [1e-3, TARGET_BER] {
+                    assert_eq!(set.ber_exceeds(&c, snr, target), plain > target);
+                }
+                evaluated_some_only |= plain > 0.0 && plain < 1e-7;
+            }
+            assert!(evaluated_some_only, "{rate:?}: no SNR above the waterfall");
+        }
+    }
 
     #[test]
     fn embedded_table_parses_and_matches_the_shared_copy() {
