@@ -732,13 +732,14 @@ pub fn channel_comparisons(csv: &str) -> Result<Vec<Comparison>, CalibrationErro
 /// The modem's required SNR for BER 10⁻⁵ (long interleaver) against `modem-required-snr.csv`
 /// (the RM6 generation) and against MIL-STD-188-110A's minimum-performance table (the
 /// 110A-minimum generation), on an independent fading sample ([`MODEM_SAMPLE_SEED`]; 240 000
-/// ITU-R Good blocks for the 110A block and 1 440 000 for the 110B block, 8 000 Poor blocks
-/// for each; each of the standard's other channels simulated from the same seed, as many blocks
+/// ITU-R Good blocks for the 110A block and four pooled samples of 1 440 000 for the 110B
+/// block, 8 000 Poor blocks for each; each of the standard's other channels simulated from the same seed, as many blocks
 /// as Poor).
 pub fn modem_comparisons(csv: &str) -> Result<Vec<Comparison>, CalibrationError> {
     use skywave_emu::calibration::{
-        FadingSet, MIL_110A_MINIMUM, REFERENCE_GOOD_REALISATIONS, REFERENCE_POOR_REALISATIONS,
-        awgn_set, calibration_block, emulated_required_snr_of, parse_required_snr, simulate_sets,
+        FadingSet, INDEPENDENT_POOL, MIL_110A_MINIMUM, REFERENCE_GOOD_REALISATIONS,
+        REFERENCE_POOR_REALISATIONS, awgn_set, calibration_block, emulated_required_snr_of,
+        parse_required_snr, simulate_sets_pooled,
     };
     use skywave_emu::channel::Fading;
     use skywave_emu::modem::{DataRate, Generation};
@@ -747,10 +748,11 @@ pub fn modem_comparisons(csv: &str) -> Result<Vec<Comparison>, CalibrationError>
         line: 0,
         reason: "not rate_bps,awgn_db,itu_good_db,itu_poor_db rows of known rates".into(),
     })?;
-    let sets = simulate_sets(
+    let sets = simulate_sets_pooled(
         MODEM_SAMPLE_SEED,
         REFERENCE_GOOD_REALISATIONS,
         REFERENCE_POOR_REALISATIONS,
+        INDEPENDENT_POOL,
     );
     let set_of = |rate: DataRate, fading: &Fading| -> Option<FadingSet> {
         let block = calibration_block(rate);

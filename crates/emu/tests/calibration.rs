@@ -25,8 +25,9 @@
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use skywave_emu::calibration::{
-    FadingSet, REFERENCE_GOOD_REALISATIONS, REFERENCE_POOR_REALISATIONS, ReferenceSets,
-    calibration_block, emulated_required_snr, itu, reference_sets, required_snr, simulate_sets,
+    FadingSet, INDEPENDENT_POOL, REFERENCE_GOOD_REALISATIONS, REFERENCE_POOR_REALISATIONS,
+    ReferenceSets, calibration_block, emulated_required_snr, itu, reference_sets, required_snr,
+    simulate_sets_pooled,
 };
 use skywave_emu::channel::Fading;
 use skywave_emu::modem::DataRate;
@@ -126,13 +127,15 @@ fn emulated_modem_reproduces_the_published_required_snr() {
     );
 }
 
-/// The independent sample: the reference sample's size, another seed (the one
-/// `skywave-bench calibrate` prints).
+/// The independent sample: another seed (the one `skywave-bench calibrate` prints), the
+/// reference sample's size for the 110A block and Poor, [`INDEPENDENT_POOL`] samples
+/// of the 110B block's Good size pooled.
 fn independent_sets() -> ReferenceSets {
-    simulate_sets(
+    simulate_sets_pooled(
         INDEPENDENT_SEED,
         REFERENCE_GOOD_REALISATIONS,
         REFERENCE_POOR_REALISATIONS,
+        INDEPENDENT_POOL,
     )
 }
 
@@ -150,6 +153,62 @@ fn independent_sample_stays_close() {
 
 /// Seed of the independent sample (the one `skywave-bench calibrate` prints).
 const INDEPENDENT_SEED: u64 = 0xBADC_0FFE;
+
+/// Single independent samples of ITU-R Good, each of the size one sample of its block has
+/// (240 000 blocks for 110A, 1 440 000 for 110B): the 1e-5 point on a 0.1 Hz channel rests on
+/// fades rarer than one block in 10 000 (at 8000 and 9600 bit/s), so single samples scatter by
+/// about a third of a dB. Run with `--nocapture` for the table.
+///
+/// - 3200-9600 bit/s, fitted on eight pooled samples: every sample within 1 dB of the published
+///   figure and their mean within 0.3 dB.
+/// - 75-2400 bit/s, fitted on one sample of 240 000 blocks: their mean within 0.6 dB (the
+///   curves need about 0.35 dB more than published at 600-2400 bit/s; not refitted, see the
+///   module docs of `skywave_emu::calibration`).
+#[test]
+fn single_samples_scatter_around_the_published_figure() {
+    use skywave_emu::calibration::good_samples;
+    const SAMPLES: u64 = 4;
+    let good = itu("good").expect("ITU-R Good is embedded");
+    let mut failures = Vec::new();
+    for (family, mean_band, each_band) in [
+        (DataRate::Bps2400, 0.6, f64::INFINITY),
+        (DataRate::Bps9600, 0.3, 1.0),
+    ] {
+        let samples = good_samples(
+            INDEPENDENT_SEED,
+            family,
+            1..1 + SAMPLES,
+            REFERENCE_GOOD_REALISATIONS,
+            &good,
+        );
+        assert_eq!(samples.len(), SAMPLES as usize);
+        for row in required_snr()
+            .into_iter()
+            .filter(|r| calibration_block(r.rate) == calibration_block(family))
+        {
+            let Some(published) = row.good_db else {
+                continue;
+            };
+            let offsets: Vec<f64> = samples
+                .iter()
+                .map(|set| {
+                    emulated_required_snr(row.rate, set).map_or(f64::INFINITY, |e| e - published)
+                })
+                .collect();
+            let mean = offsets.iter().sum::<f64>() / offsets.len() as f64;
+            let shown: Vec<String> = offsets.iter().map(|o| format!("{o:+.2}")).collect();
+            println!(
+                "{} bit/s Good, single samples: {} dB (mean {mean:+.2})",
+                row.rate.bps(),
+                shown.join(", ")
+            );
+            if mean.abs() > mean_band || offsets.iter().any(|o| o.abs() > each_band) {
+                failures.push(format!("{} bit/s: {offsets:?}", row.rate.bps()));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:?}");
+}
 
 /// The MIL-STD-188-110A-minimum generation meets every row of the standard's table: to the fit
 /// residual on the reference sample, within 1 dB on an independent one; and it has no rate
