@@ -161,6 +161,18 @@ mod tests {
         nagle: Nagle,
         ack_delay: Option<Duration>,
     ) -> [Host; 2] {
+        pair_with(engine, congestion, nagle, ack_delay, |_| {})
+    }
+
+    /// [`pair_acking`] with each host's settings changed by `tweak` (called with the host's
+    /// index set in `address`).
+    fn pair_with(
+        engine: TcpEngine,
+        congestion: Congestion,
+        nagle: Nagle,
+        ack_delay: Option<Duration>,
+        tweak: impl Fn(&mut HostSettings),
+    ) -> [Host; 2] {
         let settings = |i: u8| HostSettings {
             mtu: 1500,
             rx_buffer: 65_535,
@@ -192,10 +204,15 @@ mod tests {
             cwnd_limited: crate::tcp::tcb::CwndLimited::Segment,
             ack_delay_sim: ack_delay,
         };
+        let tweaked = |i: u8| {
+            let mut s = settings(i);
+            tweak(&mut s);
+            s
+        };
         let t = Instant::from_secs(1);
         let mut hosts = [
-            Host::new(settings(0), t).unwrap(),
-            Host::new(settings(1), t).unwrap(),
+            Host::new(tweaked(0), t).unwrap(),
+            Host::new(tweaked(1), t).unwrap(),
         ];
         hosts[1].listen(25).unwrap();
         hosts[0].connect([10, 0, 0, 2], 25, 1025).unwrap();
@@ -229,6 +246,60 @@ mod tests {
                 assert_eq!(bare, (acks, 0), "{engine:?} {delay:?}");
             }
         }
+    }
+
+    /// A Linux host behind a closed window whose peer has gone silent gives up as
+    /// `tcp_probe_timer` does: its probes back off (doubling from the RTO to 120 s), and the timer
+    /// that finds 15 of them unanswered drops the connection instead of sending a sixteenth.
+    #[test]
+    fn linux_gives_up_behind_a_closed_window_after_fifteen_unanswered_probes() {
+        let mut hosts = pair_with(
+            TcpEngine::Skywave,
+            Congestion::Unlimited,
+            Nagle::Off,
+            None,
+            |s| {
+                s.give_up = GiveUp::LINUX;
+                // Linux's estimator floors the deviation at 200 ms, so the probes back off from
+                // there even at this harness's zero round trip.
+                s.rtt_estimator = RttEstimator::Linux;
+                if s.address == [10, 0, 0, 2] {
+                    s.rx_buffer = 4 * 1460;
+                }
+            },
+        );
+        let mut data = vec![b'x'; 20 * 1460];
+        hosts[0].send(&mut data, false);
+        let mut t = Instant::from_secs(1);
+        // The peer takes what its window holds and no more: the window closes.
+        for _ in 0..6 {
+            exchange(&mut hosts, t);
+        }
+        // Then it falls silent; the sender's timers run on.
+        let start = t;
+        let mut probes = Vec::new();
+        for _ in 0..200 {
+            let Some(next) = hosts[0].poll_at(t) else {
+                break;
+            };
+            t = next.max(t);
+            hosts[0].poll(t);
+            let sent = hosts[0].take_tx(Duration::from_micros(t.total_micros() as u64));
+            if hosts[0].gave_up() {
+                break;
+            }
+            probes.extend(
+                sent.iter()
+                    .map(|_| (t - start).total_millis() as f64 / 1000.0),
+            );
+        }
+        assert!(hosts[0].gave_up(), "{probes:?}");
+        assert_eq!(probes.len(), 15, "{probes:?}");
+        // Backed off to Linux's 120 s cap; the verdict comes one capped interval after the last.
+        let gaps: Vec<f64> = probes.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps.iter().all(|&g| g <= 120.0 + 1e-6), "{gaps:?}");
+        assert!((gaps[gaps.len() - 1] - 120.0).abs() < 1e-6, "{gaps:?}");
+        assert!((t - start).total_millis() as f64 / 1000.0 - probes[14] >= 120.0 - 1e-6);
     }
 
     /// Polls both hosts and delivers what each sent to the other; returns the client's data

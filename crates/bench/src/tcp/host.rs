@@ -317,6 +317,7 @@ impl Stall {
                 syn,
                 syn_ack,
                 established,
+                ..
             } => {
                 let stamp = if seg.syn { last_sent } else { now };
                 let (since, _) = *self.episode.get_or_insert((stamp, end));
@@ -715,10 +716,18 @@ impl Host {
     /// once).
     pub(crate) fn take_tx(&mut self, now: Duration) -> Vec<Vec<u8>> {
         let mut out = Vec::with_capacity(self.device.tx.len());
+        // Linux's probe timer gives up before it sends the probe one too many; skywave's TCP
+        // has sent it, so it is withheld here.
+        let probes_exhausted = match (&self.stack, self.give_up) {
+            (Stack::Skywave(tcb), GiveUp::Elapsed { probes, .. }) => tcb.probes_out() > probes,
+            _ => false,
+        };
         while let Some(d) = self.device.tx.pop_front() {
             // The hosts only send TCP over IPv4 here; anything else passes uncounted.
             if let Some(seg) = Segment::parse(&d) {
-                if !self.gave_up && self.stall.gives_up(&seg, now, self.give_up) {
+                if !self.gave_up
+                    && (probes_exhausted || self.stall.gives_up(&seg, now, self.give_up))
+                {
                     self.gave_up = true;
                     self.device.tx.clear();
                     self.abort();

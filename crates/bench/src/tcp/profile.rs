@@ -343,7 +343,9 @@ pub enum GiveUp {
     /// before its first resend, the count starts there. Linux turns its retry counts into these
     /// times with its exponential model from a 1 s (SYN) or 200 ms (data) base RTO capped at
     /// 120 s: `tcp_syn_retries` 6 gives 127 s, `tcp_synack_retries` 5 gives 63 s,
-    /// `tcp_retries2` 15 gives 924.6 s.
+    /// `tcp_retries2` 15 gives 924.6 s. Behind a closed window the persist timer's probes
+    /// count instead (`tcp_probe_timer`): the timer that finds `probes` of them unanswered
+    /// drops the connection instead of probing again.
     Elapsed {
         /// For a SYN (the client's connection attempt).
         syn: Duration,
@@ -351,6 +353,8 @@ pub enum GiveUp {
         syn_ack: Duration,
         /// For data and FIN once the connection is established.
         established: Duration,
+        /// Zero-window probes left unanswered (Linux: `tcp_retries2`, 15).
+        probes: u32,
     },
 }
 
@@ -360,6 +364,7 @@ impl GiveUp {
         syn: Duration::from_secs(LINUX_SYN_SECS),
         syn_ack: Duration::from_secs(63),
         established: Duration::from_millis(924_600),
+        probes: 15,
     };
     /// A current Linux's (6.5 on): the same, but a SYN's four linear timeouts
     /// (`tcp_syn_linear_timeouts`) are retries of their own (`tcp_write_timeout`: at most
@@ -377,11 +382,13 @@ impl GiveUp {
             GiveUp::Elapsed {
                 syn_ack,
                 established,
+                probes,
                 ..
             } => GiveUp::Elapsed {
                 syn: Duration::from_secs(LINUX_SYN_SECS + n as u64),
                 syn_ack,
                 established,
+                probes,
             },
             other => other,
         }

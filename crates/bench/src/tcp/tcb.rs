@@ -484,6 +484,9 @@ pub struct Tcb {
     rto_at: Option<Duration>,
     /// The timer runs as Linux's zero-window probe timer.
     probing: bool,
+    /// Zero-window probes sent since the last acceptable ACK (Linux's `icsk_probes_out`,
+    /// which `tcp_ack` clears on any ACK): a host gives up on a peer that answers none.
+    probes_out: u32,
     /// The probe timer found the window open but too small for sender SWS avoidance: the
     /// next output sends what fits all the same.
     wakeup: bool,
@@ -615,6 +618,7 @@ impl Tcb {
             rtte: Rtte::new(cfg.rto, cfg.rtt_estimator),
             rto_at: None,
             probing: false,
+            probes_out: 0,
             wakeup: false,
             ts_ok: false,
             spurious_timeouts: 0,
@@ -703,6 +707,12 @@ impl Tcb {
     /// Retransmission timeouts found spurious and undone (timestamps only).
     pub fn spurious_timeouts(&self) -> u32 {
         self.spurious_timeouts
+    }
+
+    /// Zero-window probes sent since the peer last acknowledged anything (Linux's
+    /// `icsk_probes_out`; a host's give-up rule reads it).
+    pub fn probes_out(&self) -> u32 {
+        self.probes_out
     }
 
     /// Retransmission timeouts so far (not the persist timer's probes): a host's give-up rule
@@ -1501,6 +1511,8 @@ impl Tcb {
             self.ack_now = true;
             return;
         }
+        // `tcp_ack`: "something worked", whatever the ACK acknowledges.
+        self.probes_out = 0;
         // The scoreboard first, so that an ACK bringing new SACK information counts as a
         // duplicate (RFC 6675 2) and the holes are known before anything is sent.
         let dsack = sack::duplicate_reported(&self.seg_sack, ack);
@@ -2173,6 +2185,7 @@ impl Tcb {
                 // `tcp_xmit_probe_skb`: no data, the sequence number before `snd_una`, which
                 // the peer answers with an ACK that says whether the window opened.
                 self.emit(TcpControl::None, self.snd_una.wrapping_sub(1), true, 0, 0);
+                self.probes_out = self.probes_out.saturating_add(1);
                 self.rto_at = Some(now + self.rtte.rto());
                 return;
             }
@@ -3530,6 +3543,41 @@ mod tests {
         assert_eq!((p.ends[0].timeouts(), p.ends[0].cwnd()), (0, cwnd));
         p.reading = true;
         p.run(4000.0, &|_| false);
+        p.assert_read(&data);
+    }
+
+    /// Linux counts its probes behind a closed window until an ACK answers one
+    /// (`icsk_probes_out`, which `tcp_ack` clears): a live peer's answers keep the count at
+    /// one at most, a dead peer's silence lets it climb by one a probe, and the first answer
+    /// clears it again. A host's give-up rule reads the count (`GiveUp::Elapsed::probes`).
+    #[test]
+    fn linux_counts_unanswered_zero_window_probes() {
+        let mut a = linux_timers(config(A, Congestion::LinuxReno { initial: 10 }));
+        a.window_rules = WindowRules::Linux;
+        let (mut p, data) = closed_window(a, 400.0);
+        assert!(p.ends[0].probes_out() <= 1, "{}", p.ends[0].probes_out());
+        let una = 1001 + 864;
+        let probes = |p: &Pair| {
+            p.log
+                .iter()
+                .filter(|s| s.by == 0 && s.seq == una - 1)
+                .count()
+        };
+        let before = probes(&p);
+        // The peer goes silent: everything it sends is lost.
+        p.run_judging(4000.0, &|_, log| {
+            log.last().is_some_and(|s| s.by == 0).then_some(0.0)
+        });
+        let unanswered = probes(&p) - before;
+        assert!(unanswered >= 25, "{unanswered} probes in 3600 s");
+        let out = p.ends[0].probes_out() as usize;
+        assert!(
+            (unanswered..=unanswered + 1).contains(&out),
+            "{out} counted, {unanswered} sent unanswered"
+        );
+        p.reading = true;
+        p.run(8000.0, &|_| false);
+        assert_eq!(p.ends[0].probes_out(), 0);
         p.assert_read(&data);
     }
 
