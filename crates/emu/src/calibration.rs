@@ -800,11 +800,8 @@ pub fn good_samples(
     good: &Fading,
 ) -> Vec<FadingSet> {
     let block = calibration_block(rate);
-    let (n, offset) = if rate.bps() > 2400 {
-        (good_realisations * HIGH_RATE_GOOD_FACTOR, 0)
-    } else {
-        (good_realisations, 1 << 32)
-    };
+    let n = good_realisations_for(rate, good_realisations);
+    let offset = if rate.bps() > 2400 { 0 } else { 1 << 32 };
     std::thread::scope(|scope| {
         let handles: Vec<_> = streams
             .map(|k| {
@@ -818,6 +815,16 @@ pub fn good_samples(
         // A thread that panicked lost its sample: fewer samples, never a wrong one.
         handles.into_iter().filter_map(|h| h.join().ok()).collect()
     })
+}
+
+/// Good channel realisations in one sample of `rate`'s block: `good_realisations` for 110A,
+/// [`HIGH_RATE_GOOD_FACTOR`] times as many for 110B.
+fn good_realisations_for(rate: DataRate, good_realisations: usize) -> usize {
+    if rate.bps() > 2400 {
+        good_realisations * HIGH_RATE_GOOD_FACTOR
+    } else {
+        good_realisations
+    }
 }
 
 /// [`simulate_sets`] for the block lengths of the rates up to `highest` only: the same
@@ -842,11 +849,7 @@ pub fn simulate_sets_up_to(
         if out.iter().any(|(b, ..)| *b == block) {
             continue;
         }
-        let n = if rate.bps() > 2400 {
-            good_realisations * HIGH_RATE_GOOD_FACTOR
-        } else {
-            good_realisations
-        };
+        let n = good_realisations_for(rate, good_realisations);
         let g = FadingSet::simulate(&good, block, n, 200, &mut rng);
         let p = FadingSet::simulate(&poor, block, poor_realisations, 100, &mut rng);
         out.push((block, g, p));

@@ -3491,7 +3491,7 @@ mod tests {
         let closed_at = p
             .log
             .iter()
-            .find(|s| s.by == 1 && s.ack == 1001 + 864)
+            .find(|s| s.by == 1 && s.ack == CLOSED_AT)
             .map(|s| s.at + 0.5);
         let probes: Vec<Sent> = p
             .data_segments(0)
@@ -3504,11 +3504,32 @@ mod tests {
             closed_at,
             "the first probe goes at once"
         );
-        assert!(probes.iter().all(|s| s.seq == 1001 + 864));
+        assert!(probes.iter().all(|s| s.seq == CLOSED_AT));
         assert_eq!(p.ends[0].timeouts(), probes.len() as u64 - 1);
         p.reading = true;
         p.run(4000.0, &|_| false);
         p.assert_read(&data);
+    }
+
+    /// Where [`closed_window`] closes the window: `snd_una` once the 864 bytes it holds are
+    /// acknowledged.
+    const CLOSED_AT: u32 = 1001 + 864;
+
+    /// [`closed_window`] for a Linux sender (Linux's timers and window rules, Reno from ten
+    /// segments), run to 400 s with the peer answering.
+    fn linux_closed_window() -> (Pair, Vec<u8>) {
+        let mut a = linux_timers(config(A, Congestion::LinuxReno { initial: 10 }));
+        a.window_rules = WindowRules::Linux;
+        closed_window(a, 400.0)
+    }
+
+    /// The Linux sender's zero-window probes so far: no data, the sequence number before
+    /// `snd_una` (`tcp_xmit_probe_skb`).
+    fn linux_probes(p: &Pair) -> Vec<&Sent> {
+        p.log
+            .iter()
+            .filter(|s| s.by == 0 && s.seq == CLOSED_AT - 1)
+            .collect()
     }
 
     /// Linux (`tcp_probe_timer`, `tcp_xmit_probe_skb`, `tcp_ack_probe`): the persist timer
@@ -3517,19 +3538,12 @@ mod tests {
     /// the window stays; once the window opens the data goes on from `snd_una`.
     #[test]
     fn linux_probes_a_closed_window_with_no_data() {
-        let mut a = linux_timers(config(A, Congestion::LinuxReno { initial: 10 }));
-        a.window_rules = WindowRules::Linux;
-        let (mut p, data) = closed_window(a, 400.0);
+        let (mut p, data) = linux_closed_window();
         let cwnd = p.ends[0].cwnd();
-        let una = 1001 + 864;
-        let probes: Vec<&Sent> = p
-            .log
-            .iter()
-            .filter(|s| s.by == 0 && s.seq == una - 1)
-            .collect();
+        let probes = linux_probes(&p);
         assert!(probes.len() >= 4, "probed {} times", probes.len());
         assert!(probes.iter().all(|s| s.len == 0));
-        assert!(p.data_segments(0).iter().all(|s| s.seq < una));
+        assert!(p.data_segments(0).iter().all(|s| s.seq < CLOSED_AT));
         // Each probe a backed-off RTO after the answer to the one before (a round trip of
         // 1 s), doubling up to Linux's 120 s.
         let gaps: Vec<f64> = probes
@@ -3552,23 +3566,14 @@ mod tests {
     /// clears it again. A host's give-up rule reads the count (`GiveUp::Elapsed::probes`).
     #[test]
     fn linux_counts_unanswered_zero_window_probes() {
-        let mut a = linux_timers(config(A, Congestion::LinuxReno { initial: 10 }));
-        a.window_rules = WindowRules::Linux;
-        let (mut p, data) = closed_window(a, 400.0);
+        let (mut p, data) = linux_closed_window();
         assert!(p.ends[0].probes_out() <= 1, "{}", p.ends[0].probes_out());
-        let una = 1001 + 864;
-        let probes = |p: &Pair| {
-            p.log
-                .iter()
-                .filter(|s| s.by == 0 && s.seq == una - 1)
-                .count()
-        };
-        let before = probes(&p);
+        let before = linux_probes(&p).len();
         // The peer goes silent: everything it sends is lost.
         p.run_judging(4000.0, &|_, log| {
             log.last().is_some_and(|s| s.by == 0).then_some(0.0)
         });
-        let unanswered = probes(&p) - before;
+        let unanswered = linux_probes(&p).len() - before;
         assert!(unanswered >= 25, "{unanswered} probes in 3600 s");
         let out = p.ends[0].probes_out() as usize;
         assert!(
