@@ -18,7 +18,8 @@
 //!   arrives, and the buffer autotuned once per receiver round trip (timed by the
 //!   timestamps' echo) to what the application read in the last one;
 //! - retransmission: one timer, RTO = (SRTT + 4·RTTVAR, or Linux's deviation term) ×
-//!   2^backoff clamped to [`RtoTimers`]'s minimum and maximum; one segment timed at a time, no
+//!   2^backoff, at most [`RtoTimers`]'s maximum and at least its minimum (floored before the
+//!   back-off for RFC 6298 and Linux, after it for KA9Q NOS); one segment timed at a time, no
 //!   sample from a resent segment (Karn), the back-off cleared by the next valid sample (JNOS,
 //!   RFC 6298 and Linux alike); the estimator ([`RttEstimator`]) RFC 6298's (SRTT = R, RTTVAR = R/2 from
 //!   the first sample, RTO 1 s before it), JNOS's (from IRTT with a zero deviation, smoothed
@@ -341,9 +342,19 @@ impl Rtte {
             (Some((srtt, _)), RttEstimator::Linux) => srtt + self.linux.rttvar,
             (Some((srtt, dev)), _) => srtt + 4.0 * dev,
         };
-        let backed = base * f64::from(1u32 << self.backoff.min(MAX_BACKOFF));
-        let max = self.timers.max.as_secs_f64();
-        let secs = backed.min(max).max(self.timers.min.as_secs_f64());
+        let (min, max) = (self.timers.min.as_secs_f64(), self.timers.max.as_secs_f64());
+        let factor = f64::from(1u32 << self.backoff.min(MAX_BACKOFF));
+        // Where the floor goes differs. KA9Q NOS floors the backed-off value (`tcp_output`:
+        // `rto = backoff(tcb->backoff) * (4 * tcb->mdev + tcb->srtt)`, then
+        // `max(MIN_RTO, rto)`), so a round trip near zero backs off from MIN_RTO's floor
+        // only once the product passes it. RFC 6298 floors the RTO whenever it is computed
+        // (2.4) and doubles that (5.5); Linux's base is floored already (its `rttvar` is at
+        // least TCP_RTO_MIN) and `inet_csk_rto_backoff` shifts it. Every estimator caps the
+        // result at the largest RTO.
+        let secs = match self.estimator {
+            RttEstimator::Jnos => (base * factor).min(max).max(min),
+            RttEstimator::Rfc6298 | RttEstimator::Linux => (base.max(min) * factor).min(max),
+        };
         Duration::try_from_secs_f64(secs).unwrap_or(self.timers.max)
     }
 
@@ -2979,6 +2990,57 @@ mod tests {
         linux.sample(secs(0.01), 1, 2);
         close(&rfc, 0.2);
         close(&linux, 0.21);
+    }
+
+    /// Where each estimator floors the RTO, seen on a round trip near zero backed off three
+    /// times: RFC 6298 floors the RTO and doubles the floor (2.4, 5.5), Linux doubles a base
+    /// already floored, KA9Q NOS floors the backed-off product (`max(MIN_RTO, rto)`). Flooring
+    /// after the back-off, as every estimator did here until 2026-11-29, held RFC 6298's
+    /// backed-off RTO at the floor.
+    #[test]
+    fn each_estimator_floors_the_rto_where_its_source_does() {
+        let timers = RtoTimers {
+            initial: secs(1.0),
+            min: secs(0.2),
+            max: secs(120.0),
+        };
+        let backed_off = |estimator, r: f64| {
+            let mut rtte = Rtte::new(timers, estimator);
+            rtte.srtt = None;
+            rtte.sample(secs(r), 1, 2);
+            let before = rtte.rto().as_secs_f64();
+            rtte.backoff = 3;
+            (before, rtte.rto().as_secs_f64())
+        };
+        let close = |(got_base, got): (f64, f64), (base, want): (f64, f64)| {
+            assert!(
+                (got_base - base).abs() < 1e-9 && (got - want).abs() < 1e-9,
+                "RTO {got_base} s backed off to {got} s, want {base} s and {want} s"
+            );
+        };
+        // 10 ms: SRTT 0.01 s, deviation 5 ms. RFC 6298: 0.03 s floored to 0.2 s, then × 8.
+        close(backed_off(RttEstimator::Rfc6298, 0.01), (0.2, 1.6));
+        // Linux: 0.01 s + rttvar (0.2 s, TCP_RTO_MIN) = 0.21 s, × 8.
+        close(backed_off(RttEstimator::Linux, 0.01), (0.21, 1.68));
+        // KA9Q: 0.03 s floored to 0.2 s; backed off, 0.03 s × 8 = 0.24 s, above the floor.
+        // From a 5 ms round trip 0.015 s × 8 = 0.12 s is floored to 0.2 s.
+        close(backed_off(RttEstimator::Jnos, 0.01), (0.2, 0.24));
+        let mut jnos = Rtte::new(timers, RttEstimator::Jnos);
+        jnos.srtt = None;
+        jnos.sample(secs(0.005), 1, 2);
+        jnos.backoff = 3;
+        assert_eq!(jnos.rto(), secs(0.2));
+        // Every estimator caps at the largest RTO.
+        for estimator in [
+            RttEstimator::Rfc6298,
+            RttEstimator::Linux,
+            RttEstimator::Jnos,
+        ] {
+            let mut rtte = Rtte::new(timers, estimator);
+            rtte.sample(secs(30.0), 1, 2);
+            rtte.backoff = 6;
+            assert_eq!(rtte.rto(), secs(120.0), "{estimator:?}");
+        }
     }
 
     #[test]
