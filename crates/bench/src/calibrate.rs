@@ -731,10 +731,10 @@ pub fn channel_comparisons(csv: &str) -> Result<Vec<Comparison>, CalibrationErro
 
 /// The modem's required SNR for BER 10⁻⁵ (long interleaver) against `modem-required-snr.csv`
 /// (the RM6 generation) and against MIL-STD-188-110A's minimum-performance table (the
-/// 110A-minimum generation), on an independent fading sample ([`MODEM_SAMPLE_SEED`]; 240 000
-/// ITU-R Good blocks for the 110A block and four pooled samples of 1 440 000 for the 110B
-/// block, 8 000 Poor blocks for each; each of the standard's other channels simulated from the same seed, as many blocks
-/// as Poor).
+/// 110A-minimum generation), on an independent fading sample ([`MODEM_SAMPLE_SEED`]; four
+/// pooled ITU-R Good samples of each block's size, 240 000 blocks for the 110A block and
+/// 1 440 000 for the 110B block, 8 000 Poor blocks for each; each of the standard's other
+/// channels simulated from the same seed, as many blocks as Poor).
 pub fn modem_comparisons(csv: &str) -> Result<Vec<Comparison>, CalibrationError> {
     use skywave_emu::calibration::{
         FadingSet, INDEPENDENT_POOL, MIL_110A_MINIMUM, REFERENCE_GOOD_REALISATIONS,

@@ -317,7 +317,7 @@ mod tests {
         for (scenario, profile, seconds, transmissions) in [
             (hmtp, hmtp.default_profile(), 2487.2, 44),
             (tcp_5066, TcpProfile::BestCase, 4535.0, 44),
-            (tcp_5066, TcpProfile::IsodeStock, 127.0, 22),
+            (tcp_5066, TcpProfile::IsodeStock, 127.0, 23),
         ] {
             let tcp = profile.settings(cond.rate_bps);
             let r = run(scenario, &cond, &tcp, &work).unwrap();

@@ -214,13 +214,13 @@ mod tests {
     fn on_slow_fading_the_faster_rate_loses_more_frames_of_the_same_size() {
         // ITU-R Good at 15 dB, short interleaver, the 1990s modem: 2400 bit/s is 3-4 dB
         // closer to its waterfall than 1200 bit/s, and its frames span fewer blocks; the first
-        // effect wins. Seeded, the same grid point as `skywave-bench modem`'s default: 1.70 %
-        // and 4.98 %; the bands catch a change of the model.
+        // effect wins. Seeded, the same grid point as `skywave-bench modem`'s default: 1.66 %
+        // and 4.78 %; the bands catch a change of the model.
         let slow = run(&config(15.0, "good", DataRate::Bps1200, 276)).unwrap();
         let fast = run(&config(15.0, "good", DataRate::Bps2400, 276)).unwrap();
         let (s, f) = (slow.frame_loss_rate(), fast.frame_loss_rate());
         assert!((0.0160..0.0180).contains(&s), "1200: {s:.4}");
-        assert!((0.0480..0.0515).contains(&f), "2400: {f:.4}");
+        assert!((0.0460..0.0495).contains(&f), "2400: {f:.4}");
         // A 1045-byte frame (a full 5066 D_PDU) spans more blocks and is lost more often.
         let big = run(&config(15.0, "good", DataRate::Bps2400, 1045)).unwrap();
         assert!(big.frame_loss_rate() > 2.0 * f, "{big:?}");
