@@ -202,6 +202,7 @@ mod tests {
             rcv_tuning: None,
             idle_restart: None,
             cwnd_limited: crate::tcp::tcb::CwndLimited::Segment,
+            recovery: crate::tcp::tcb::Recovery::NewReno,
             ack_delay_sim: ack_delay,
         };
         let tweaked = |i: u8| {

@@ -16,7 +16,10 @@
 //!   first RTO is IRTT and later ones come down slowly ([`RttEstimator::Jnos`]); RTO = 2^backoff ×
 //!   (SRTT + 4·MDEV), at least `MIN_RTO` 0.5 s, at most maxwait; Karn's rule; the back-off
 //!   cleared by a valid sample; a timeout resends from the oldest byte with cwnd one segment
-//!   and ssthresh halved; cwnd starts at one segment (`proc_syn`), and goes back to one when
+//!   and ssthresh half the window, at least one segment, and the ACK that resend draws does
+//!   not grow the window; fast recovery as KA9Q has it, ended by any ACK of new data
+//!   ([`Recovery::Ka9q`], since 2026-11-29; NewReno's partial-ACK rule before); cwnd starts
+//!   at one segment (`proc_syn`), and goes back to one when
 //!   data goes more than SRTT after the ACK that left nothing unacknowledged (Van Jacobson's
 //!   restart in `tcp_output`, [`TcpSettings::slow_start_after_idle`]; since 2026-11-29); fast
 //!   retransmit at three duplicate ACKs; classic Nagle, no delayed ACK; a later connection of
@@ -199,7 +202,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 pub use super::cubic::CubicEra;
-pub use super::tcb::{CwndLimited, IdleRestart, RcvEra};
+pub use super::tcb::{CwndLimited, IdleRestart, RcvEra, Recovery};
 use crate::model::TcpSettings;
 
 /// Which JNOS constant the dilated smoltcp clock reproduces exactly (see the module docs of
@@ -500,6 +503,16 @@ impl Kernel {
             Kernel::Ka9q => IdleRestart::Jnos,
             Kernel::Linux2012 => IdleRestart::OnSend,
             Kernel::LinuxCurrent => IdleRestart::OnQueue,
+        }
+    }
+
+    /// How [`Congestion::Reno`] recovers from a loss without SACK: KA9Q's own rules for
+    /// JNOS. The Linux kernels run CUBIC or Linux's Reno, with SACK; without it (`--no-sack`)
+    /// their recovery is NewReno's, as Linux's is.
+    pub fn recovery(self) -> Recovery {
+        match self {
+            Kernel::Ka9q => Recovery::Ka9q,
+            Kernel::Linux2012 | Kernel::LinuxCurrent => Recovery::NewReno,
         }
     }
 }
@@ -915,6 +928,11 @@ impl TcpSettings {
     /// Whose receive window [`TcpSettings::rcv_tuning`] gives ([`Kernel::rcv_era`]).
     pub fn rcv_era(&self) -> RcvEra {
         self.kernel().rcv_era()
+    }
+
+    /// How the stack's Reno recovers from a loss ([`Kernel::recovery`]).
+    pub fn recovery(&self) -> Recovery {
+        self.kernel().recovery()
     }
 
     /// Which restart after idle the stack has ([`Kernel::idle_restart`]); `None` if

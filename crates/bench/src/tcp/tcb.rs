@@ -28,8 +28,9 @@
 //!   from the oldest unacknowledged byte;
 //! - congestion ([`Congestion`]): Reno (RFC 5681: initial window in segments, slow start by
 //!   `min(acked, MSS)`, congestion avoidance by MSS²/cwnd, on a timeout ssthresh = max(flight/2,
-//!   2·MSS) and cwnd = 1 MSS, fast retransmit and recovery at three duplicate ACKs; a slow-start
-//!   threshold set at the handshake if asked, as from Linux's metrics cache); the same Reno
+//!   2·MSS) and cwnd = 1 MSS, fast retransmit and recovery at three duplicate ACKs, NewReno's
+//!   partial ACKs; or KA9Q's own rules, [`Recovery`]; a slow-start threshold set at the
+//!   handshake if asked, as from Linux's metrics cache); the same Reno
 //!   growing as Linux grows it, by what was acknowledged rather than per ACK; Linux's CUBIC
 //!   with HyStart (`tcp/cubic.rs`: the same loss detection and recovery, but the window grows
 //!   by the cubic function, slow start may end on a rising round trip, and a loss keeps 0.7
@@ -204,6 +205,26 @@ pub struct TcbConfig {
     /// When Linux's congestion control (Reno or CUBIC) counts the window as in use, so that
     /// an ACK may grow it and RFC 2861's validation leaves it alone.
     pub cwnd_limited: CwndLimited,
+    /// How skywave's Reno ([`Congestion::Reno`]) cuts its window at a loss and recovers
+    /// without SACK.
+    pub recovery: Recovery,
+}
+
+/// How [`Congestion::Reno`] reacts to a loss when SACK is not in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recovery {
+    /// RFC 5681 with RFC 6582's NewReno: ssthresh half the flight, at least two segments;
+    /// fast recovery lasts until everything sent before it is acknowledged, and a partial
+    /// ACK resends the next hole at once.
+    NewReno,
+    /// KA9Q NOS as JNOS has it, Van Jacobson's Reno of 1990. A timeout (`tcp_timeout`) and
+    /// the third duplicate ACK (`update`) both set ssthresh to half the congestion window,
+    /// at least one segment (`tcb->ssthresh = tcb->cwind / 2`, then `max(ssthresh, mss)`).
+    /// Any ACK of new data ends fast recovery: the window deflates to ssthresh and the next
+    /// hole waits for three more duplicates or the timer (no partial-ACK rule). And the ACK
+    /// that follows a timeout's resend does not grow the window (`update` grows it only
+    /// `!(tcb->flags & RETRAN)`; the timer sets the flag, that ACK clears it).
+    Ka9q,
 }
 
 /// Linux's test of whether the congestion window, not the application or the peer's
@@ -553,6 +574,9 @@ pub struct Tcb {
     /// sequence number whose acknowledgement ends it (`is_cwnd_limited`,
     /// `max_packets_out`, `cwnd_usage_seq`).
     is_cwnd_limited: bool,
+    /// KA9Q's RETRAN flag ([`Recovery::Ka9q`]): a timeout resent since the last ACK of new
+    /// data.
+    retran: bool,
     max_packets_out: u32,
     cwnd_usage_seq: u32,
     unused_decays: u32,
@@ -654,6 +678,7 @@ impl Tcb {
             cwnd_used: 0,
             cwnd_stamp: Duration::ZERO,
             is_cwnd_limited: false,
+            retran: false,
             max_packets_out: 0,
             cwnd_usage_seq: cfg.iss,
             unused_decays: 0,
@@ -1680,7 +1705,9 @@ impl Tcb {
 
     fn grow_cwnd(&mut self, now: Duration, ack: u32, acked: u32, in_flight_before: u32) {
         let mss = self.mss as u32;
-        let Some(cwnd) = self.cwnd else {
+        // KA9Q clears RETRAN on every ACK of new data, after deciding not to grow on it.
+        let after_timeout = std::mem::take(&mut self.retran);
+        let Some(mut cwnd) = self.cwnd else {
             return;
         };
         if acked == 0 {
@@ -1698,6 +1725,13 @@ impl Tcb {
             }
             return;
         }
+        if self.recover.is_some() && self.cfg.recovery == Recovery::Ka9q {
+            // KA9Q (`update`): the ACKs have "gotten unstuck", whatever they acknowledge;
+            // deflate, and grow from there as for any ACK.
+            self.recover = None;
+            cwnd = cwnd.min(self.ssthresh);
+            self.cwnd = Some(cwnd);
+        }
         if let Some(recover) = self.recover {
             if at_or_after(ack, recover) {
                 // Full acknowledgement: leave fast recovery, deflate (RFC 6582 3.2 (3)).
@@ -1713,6 +1747,8 @@ impl Tcb {
             return;
         }
         let grown = match self.cfg.congestion {
+            // KA9Q: not on the ACK a timeout's resend drew.
+            Congestion::Reno { .. } if after_timeout && self.cfg.recovery == Recovery::Ka9q => cwnd,
             // JNOS and RFC 5681: every ACK of new data, slow start then avoidance, never
             // beyond what the peer offers (JNOS caps cwnd at its send window).
             Congestion::Reno { .. } => {
@@ -1866,7 +1902,10 @@ impl Tcb {
             return;
         }
         if self.dup_acks == DUP_ACKS && self.recover.is_none() {
-            self.ssthresh = self.loss_ssthresh();
+            self.ssthresh = match self.cfg.recovery {
+                Recovery::Ka9q => self.halved_window(),
+                Recovery::NewReno => self.loss_ssthresh(),
+            };
             self.cwnd = Some(self.ssthresh + DUP_ACKS * mss);
             self.cwnd_cnt = 0;
             self.recover = Some(self.snd_max);
@@ -1956,6 +1995,13 @@ impl Tcb {
     fn halved_flight(&self) -> u32 {
         let flight = self.snd_max.wrapping_sub(self.snd_una);
         (flight / 2).max(2 * self.mss as u32)
+    }
+
+    /// KA9Q's `ssthresh` after a loss: half the congestion window, at least one segment. A
+    /// second timeout in a row, the window back at one segment, so leaves one segment.
+    fn halved_window(&self) -> u32 {
+        let mss = self.mss as u32;
+        (self.cwnd.unwrap_or(mss) / 2).max(mss)
     }
 
     /// The data (and FIN) of an acceptable segment; `(header, psh)`: its TCP header's length
@@ -2232,7 +2278,10 @@ impl Tcb {
             Congestion::Unlimited | Congestion::SmoltcpReno => false,
         };
         if cut {
-            if self.cubic.is_none() {
+            if self.cfg.recovery == Recovery::Ka9q && self.cubic.is_none() {
+                self.ssthresh = self.halved_window();
+                self.retran = true;
+            } else if self.cubic.is_none() {
                 self.ssthresh = self.halved_flight();
             } else if self.rtte.backoff == 1 && self.recover.is_none() {
                 // Linux recomputes it on the first timeout of an episode outside a recovery
@@ -2591,7 +2640,8 @@ mod tests {
         Duration::from_secs_f64(s)
     }
 
-    /// JNOS as NTIA set it: MSS 216, window 1024, IRTT 60 s, maxwait 90 s, one-segment Reno.
+    /// JNOS as NTIA set it: MSS 216, window 1024, IRTT 60 s, maxwait 90 s, one-segment Reno
+    /// (with RFC 5681's and NewReno's loss rules unless a test asks for KA9Q's).
     fn config(address: [u8; 4], congestion: Congestion) -> TcbConfig {
         TcbConfig {
             address,
@@ -2619,6 +2669,7 @@ mod tests {
             initial_ssthresh: None,
             idle_restart: None,
             cwnd_limited: CwndLimited::Segment,
+            recovery: Recovery::NewReno,
         }
     }
 
@@ -3342,6 +3393,67 @@ mod tests {
             spans.push(resent[2].1 - resent[0].1);
         }
         assert_eq!(spans, vec![0.0, 4.0]);
+    }
+
+    /// Two segments of a ten-segment flight lost, without SACK, and nothing more to send.
+    /// NewReno (RFC 6582) resends the second hole as soon as the partial ACK for the first
+    /// comes, a round trip (2 s) later, after one cut (ssthresh half the flight of nine
+    /// segments). KA9Q's Reno (JNOS) ends fast recovery at that ACK, deflated to ssthresh
+    /// (half its window of eleven segments), which the segments still unacknowledged fill:
+    /// no duplicates come, and the second hole waits for the retransmission timer (90 s,
+    /// maxwait), which halves the window again (by then 1226 bytes).
+    #[test]
+    fn ka9q_leaves_fast_recovery_at_the_first_new_ack() {
+        let run = |recovery: Recovery| {
+            let mut p = reno_sender(10, recovery);
+            let data = pattern(12 * 216);
+            let resent = send_losing(&mut p, &data, 3000.0, &[1, 3]);
+            assert_eq!(
+                resent.iter().map(|r| r.0).collect::<Vec<_>>(),
+                vec![1, 3],
+                "{recovery:?}: {resent:?}"
+            );
+            (resent[1].1 - resent[0].1, p.ends[0].ssthresh)
+        };
+        assert_eq!(run(Recovery::NewReno), (2.0, 9 * 216 / 2));
+        let (span, ssthresh) = run(Recovery::Ka9q);
+        assert!(span > 80.0, "the second hole waited {span} s");
+        assert_eq!(ssthresh, 1226 / 2);
+    }
+
+    /// A one-segment Reno (JNOS's start) whose second data segment is lost: one duplicate
+    /// ACK only, so the timer resends it, and the ACK that resend draws grows RFC 5681's
+    /// window to two segments but leaves KA9Q's at one (`update` grows it only without
+    /// RETRAN, which that ACK clears).
+    #[test]
+    fn ka9q_does_not_grow_the_window_on_the_ack_of_a_timeouts_resend() {
+        let first_flight_after = |recovery: Recovery| {
+            let mut p = reno_sender(1, recovery);
+            let data = pattern(6 * 216);
+            let resent = send_losing(&mut p, &data, 3000.0, &[1]);
+            assert_eq!(resent.len(), 1, "{recovery:?}: {resent:?}");
+            let after: Vec<f64> = p
+                .data_segments(0)
+                .iter()
+                .map(|s| s.at)
+                .filter(|&at| at > resent[0].1)
+                .collect();
+            after.iter().filter(|&&at| at == after[0]).count()
+        };
+        assert_eq!(first_flight_after(Recovery::NewReno), 2);
+        assert_eq!(first_flight_after(Recovery::Ka9q), 1);
+    }
+
+    /// JNOS-like ends with `initial` segments of Reno recovering as `recovery` says, a
+    /// window that never binds and Nagle off, the connection open.
+    fn reno_sender(initial: u16, recovery: Recovery) -> Pair {
+        let mut a = config(A, Congestion::Reno { initial });
+        a.rx_buffer = 64 * 1024;
+        a.nagle = Nagle::Off;
+        a.recovery = recovery;
+        let mut p = Pair::new(a, peer(a, 0xFFFF_FF00), 1.0);
+        p.run(3.0, &|_| false);
+        p
     }
 
     /// The second segment of a 20-segment flight lost, the rest arriving 0.1 s apart, so their
