@@ -12,7 +12,7 @@ use std::time::Duration;
 use libfuzzer_sys::fuzz_target;
 use skywave_bench::model::{Congestion, CubicEra, Nagle, RttEstimator, WindowRules};
 use skywave_bench::tcp::tcb::{
-    CwndLimited, IdleRestart, RcvEra, RtoTimers, Tcb, TcbConfig, datagram,
+    CwndLimited, IdleRestart, RcvEra, RenoRules, RtoTimers, Tcb, TcbConfig, datagram,
 };
 use smoltcp::wire::{IpProtocol, Ipv4Packet, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber};
 
@@ -85,6 +85,11 @@ fuzz_target!(|data: &[u8]| {
             CwndLimited::Linux3,
             CwndLimited::Linux518,
         ][usize::from(setup / 9 % 3)],
+        reno: if setup / 27 % 2 == 0 {
+            RenoRules::NewReno
+        } else {
+            RenoRules::Ka9q
+        },
     });
     if tcb.listen(25).is_err() {
         return;

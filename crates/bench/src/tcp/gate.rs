@@ -202,7 +202,7 @@ mod tests {
             rcv_tuning: None,
             idle_restart: None,
             cwnd_limited: crate::tcp::tcb::CwndLimited::Segment,
-            recovery: crate::tcp::tcb::Recovery::NewReno,
+            reno: crate::tcp::tcb::RenoRules::NewReno,
             ack_delay_sim: ack_delay,
         };
         let tweaked = |i: u8| {

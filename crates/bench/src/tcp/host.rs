@@ -159,8 +159,8 @@ pub(crate) struct HostSettings {
     pub(crate) idle_restart: Option<super::tcb::IdleRestart>,
     /// skywave's own TCP: when Linux's congestion control counts the window as in use.
     pub(crate) cwnd_limited: super::tcb::CwndLimited,
-    /// skywave's own TCP: how its Reno cuts the window at a loss and recovers.
-    pub(crate) recovery: super::tcb::Recovery,
+    /// skywave's own TCP: whose rules its Reno follows, RFC 5681's or KA9Q's.
+    pub(crate) reno: super::tcb::RenoRules,
     /// skywave's own TCP: the delayed-ACK time in simulated time.
     pub(crate) ack_delay_sim: Option<Duration>,
 }
@@ -490,7 +490,7 @@ impl Host {
                 initial_ssthresh: settings.initial_ssthresh,
                 idle_restart: settings.idle_restart,
                 cwnd_limited: settings.cwnd_limited,
-                recovery: settings.recovery,
+                reno: settings.reno,
             }))),
         };
         Ok(Host {

@@ -441,7 +441,7 @@ fn host_settings(
         rcv_tuning: tcp.rcv_tuning.then(|| tcp.rcv_era()),
         idle_restart: tcp.idle_restart(),
         cwnd_limited: tcp.cwnd_limited(),
-        recovery: tcp.recovery(),
+        reno: tcp.reno_rules(),
         ack_delay_sim: tcp.ack_delay,
     }))
 }

@@ -17,8 +17,9 @@
 //!   (SRTT + 4·MDEV), at least `MIN_RTO` 0.5 s, at most maxwait; Karn's rule; the back-off
 //!   cleared by a valid sample; a timeout resends from the oldest byte with cwnd one segment
 //!   and ssthresh half the window, at least one segment, and the ACK that resend draws does
-//!   not grow the window; fast recovery as KA9Q has it, ended by any ACK of new data
-//!   ([`Recovery::Ka9q`], since 2026-11-29; NewReno's partial-ACK rule before); cwnd starts
+//!   not grow the window; fast recovery as KA9Q has it, ended by any ACK of new data; the
+//!   window grown only up to what the peer offers now ([`RenoRules::Ka9q`], since
+//!   2026-11-29; RFC 5681's and NewReno's rules before); cwnd starts
 //!   at one segment (`proc_syn`), and goes back to one when
 //!   data goes more than SRTT after the ACK that left nothing unacknowledged (Van Jacobson's
 //!   restart in `tcp_output`, [`TcpSettings::slow_start_after_idle`]; since 2026-11-29); fast
@@ -202,7 +203,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 pub use super::cubic::CubicEra;
-pub use super::tcb::{CwndLimited, IdleRestart, RcvEra, Recovery};
+pub use super::tcb::{CwndLimited, IdleRestart, RcvEra, RenoRules};
 use crate::model::TcpSettings;
 
 /// Which JNOS constant the dilated smoltcp clock reproduces exactly (see the module docs of
@@ -506,13 +507,13 @@ impl Kernel {
         }
     }
 
-    /// How [`Congestion::Reno`] recovers from a loss without SACK: KA9Q's own rules for
-    /// JNOS. The Linux kernels run CUBIC or Linux's Reno, with SACK; without it (`--no-sack`)
-    /// their recovery is NewReno's, as Linux's is.
-    pub fn recovery(self) -> Recovery {
+    /// Whose rules [`Congestion::Reno`] follows: KA9Q's own for JNOS. The Linux kernels run
+    /// CUBIC or Linux's Reno, with SACK; without it (`--no-sack`) their recovery is
+    /// NewReno's, as Linux's is.
+    pub fn reno_rules(self) -> RenoRules {
         match self {
-            Kernel::Ka9q => Recovery::Ka9q,
-            Kernel::Linux2012 | Kernel::LinuxCurrent => Recovery::NewReno,
+            Kernel::Ka9q => RenoRules::Ka9q,
+            Kernel::Linux2012 | Kernel::LinuxCurrent => RenoRules::NewReno,
         }
     }
 }
@@ -930,9 +931,9 @@ impl TcpSettings {
         self.kernel().rcv_era()
     }
 
-    /// How the stack's Reno recovers from a loss ([`Kernel::recovery`]).
-    pub fn recovery(&self) -> Recovery {
-        self.kernel().recovery()
+    /// Whose rules the stack's Reno follows ([`Kernel::reno_rules`]).
+    pub fn reno_rules(&self) -> RenoRules {
+        self.kernel().reno_rules()
     }
 
     /// Which restart after idle the stack has ([`Kernel::idle_restart`]); `None` if

@@ -29,7 +29,7 @@
 //! - congestion ([`Congestion`]): Reno (RFC 5681: initial window in segments, slow start by
 //!   `min(acked, MSS)`, congestion avoidance by MSS²/cwnd, on a timeout ssthresh = max(flight/2,
 //!   2·MSS) and cwnd = 1 MSS, fast retransmit and recovery at three duplicate ACKs, NewReno's
-//!   partial ACKs; or KA9Q's own rules, [`Recovery`]; a slow-start threshold set at the
+//!   partial ACKs; or KA9Q's own rules, [`RenoRules`]; a slow-start threshold set at the
 //!   handshake if asked, as from Linux's metrics cache); the same Reno
 //!   growing as Linux grows it, by what was acknowledged rather than per ACK; Linux's CUBIC
 //!   with HyStart (`tcp/cubic.rs`: the same loss detection and recovery, but the window grows
@@ -205,25 +205,28 @@ pub struct TcbConfig {
     /// When Linux's congestion control (Reno or CUBIC) counts the window as in use, so that
     /// an ACK may grow it and RFC 2861's validation leaves it alone.
     pub cwnd_limited: CwndLimited,
-    /// How skywave's Reno ([`Congestion::Reno`]) cuts its window at a loss and recovers
-    /// without SACK.
-    pub recovery: Recovery,
+    /// Whose rules skywave's Reno ([`Congestion::Reno`]) follows: RFC 5681's or KA9Q's.
+    pub reno: RenoRules,
 }
 
-/// How [`Congestion::Reno`] reacts to a loss when SACK is not in use.
+/// Whose rules [`Congestion::Reno`] follows where RFC 5681's and KA9Q's differ: how it grows
+/// against the peer's window, and how it cuts and recovers at a loss without SACK.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Recovery {
+pub enum RenoRules {
     /// RFC 5681 with RFC 6582's NewReno: ssthresh half the flight, at least two segments;
     /// fast recovery lasts until everything sent before it is acknowledged, and a partial
-    /// ACK resends the next hole at once.
+    /// ACK resends the next hole at once; the window grows up to the largest the peer
+    /// offered.
     NewReno,
     /// KA9Q NOS as JNOS has it, Van Jacobson's Reno of 1990. A timeout (`tcp_timeout`) and
     /// the third duplicate ACK (`update`) both set ssthresh to half the congestion window,
     /// at least one segment (`tcb->ssthresh = tcb->cwind / 2`, then `max(ssthresh, mss)`).
     /// Any ACK of new data ends fast recovery: the window deflates to ssthresh and the next
-    /// hole waits for three more duplicates or the timer (no partial-ACK rule). And the ACK
-    /// that follows a timeout's resend does not grow the window (`update` grows it only
-    /// `!(tcb->flags & RETRAN)`; the timer sets the flag, that ACK clears it).
+    /// hole waits for three more duplicates or the timer (no partial-ACK rule). The window
+    /// grows only while below the window the peer offers now, and up to it ("Don't expand
+    /// beyond the offered window"), and not on the ACK that follows a timeout's resend
+    /// (`update` grows it only `!(tcb->flags & RETRAN)`; the timer sets the flag, that ACK
+    /// clears it).
     Ka9q,
 }
 
@@ -574,7 +577,7 @@ pub struct Tcb {
     /// sequence number whose acknowledgement ends it (`is_cwnd_limited`,
     /// `max_packets_out`, `cwnd_usage_seq`).
     is_cwnd_limited: bool,
-    /// KA9Q's RETRAN flag ([`Recovery::Ka9q`]): a timeout resent since the last ACK of new
+    /// KA9Q's RETRAN flag ([`RenoRules::Ka9q`]): a timeout resent since the last ACK of new
     /// data.
     retran: bool,
     max_packets_out: u32,
@@ -1725,7 +1728,7 @@ impl Tcb {
             }
             return;
         }
-        if self.recover.is_some() && self.cfg.recovery == Recovery::Ka9q {
+        if self.recover.is_some() && self.cfg.reno == RenoRules::Ka9q {
             // KA9Q (`update`): the ACKs have "gotten unstuck", whatever they acknowledge;
             // deflate, and grow from there as for any ACK.
             self.recover = None;
@@ -1747,17 +1750,21 @@ impl Tcb {
             return;
         }
         let grown = match self.cfg.congestion {
-            // KA9Q: not on the ACK a timeout's resend drew.
-            Congestion::Reno { .. } if after_timeout && self.cfg.recovery == Recovery::Ka9q => cwnd,
             // JNOS and RFC 5681: every ACK of new data, slow start then avoidance, never
-            // beyond what the peer offers (JNOS caps cwnd at its send window).
+            // beyond what the peer offers.
             Congestion::Reno { .. } => {
                 let g = if cwnd < self.ssthresh {
                     cwnd.saturating_add(acked.min(mss))
                 } else {
                     cwnd.saturating_add((mss * mss / cwnd.max(1)).max(1))
                 };
-                g.min(self.max_snd_wnd.max(mss))
+                match self.cfg.reno {
+                    // KA9Q (`update`): not on the ACK a timeout's resend drew, and only while
+                    // below the window the peer offers now, up to it.
+                    RenoRules::Ka9q if after_timeout || cwnd >= self.snd_wnd => cwnd,
+                    RenoRules::Ka9q => g.min(self.snd_wnd),
+                    RenoRules::NewReno => g.min(self.max_snd_wnd.max(mss)),
+                }
             }
             // Linux counts segments and grows only while the window is in use
             // (`tcp_is_cwnd_limited`), as `tcp/gate.rs` does on smoltcp.
@@ -1902,9 +1909,9 @@ impl Tcb {
             return;
         }
         if self.dup_acks == DUP_ACKS && self.recover.is_none() {
-            self.ssthresh = match self.cfg.recovery {
-                Recovery::Ka9q => self.halved_window(),
-                Recovery::NewReno => self.loss_ssthresh(),
+            self.ssthresh = match self.cfg.reno {
+                RenoRules::Ka9q => self.halved_window(),
+                RenoRules::NewReno => self.loss_ssthresh(),
             };
             self.cwnd = Some(self.ssthresh + DUP_ACKS * mss);
             self.cwnd_cnt = 0;
@@ -2278,7 +2285,7 @@ impl Tcb {
             Congestion::Unlimited | Congestion::SmoltcpReno => false,
         };
         if cut {
-            if self.cfg.recovery == Recovery::Ka9q && self.cubic.is_none() {
+            if self.cfg.reno == RenoRules::Ka9q && self.cubic.is_none() {
                 self.ssthresh = self.halved_window();
                 self.retran = true;
             } else if self.cubic.is_none() {
@@ -2669,7 +2676,7 @@ mod tests {
             initial_ssthresh: None,
             idle_restart: None,
             cwnd_limited: CwndLimited::Segment,
-            recovery: Recovery::NewReno,
+            reno: RenoRules::NewReno,
         }
     }
 
@@ -3404,7 +3411,7 @@ mod tests {
     /// maxwait), which halves the window again (by then 1226 bytes).
     #[test]
     fn ka9q_leaves_fast_recovery_at_the_first_new_ack() {
-        let run = |recovery: Recovery| {
+        let run = |recovery: RenoRules| {
             let mut p = reno_sender(10, recovery);
             let data = pattern(12 * 216);
             let resent = send_losing(&mut p, &data, 3000.0, &[1, 3]);
@@ -3415,8 +3422,8 @@ mod tests {
             );
             (resent[1].1 - resent[0].1, p.ends[0].ssthresh)
         };
-        assert_eq!(run(Recovery::NewReno), (2.0, 9 * 216 / 2));
-        let (span, ssthresh) = run(Recovery::Ka9q);
+        assert_eq!(run(RenoRules::NewReno), (2.0, 9 * 216 / 2));
+        let (span, ssthresh) = run(RenoRules::Ka9q);
         assert!(span > 80.0, "the second hole waited {span} s");
         assert_eq!(ssthresh, 1226 / 2);
     }
@@ -3427,7 +3434,7 @@ mod tests {
     /// RETRAN, which that ACK clears).
     #[test]
     fn ka9q_does_not_grow_the_window_on_the_ack_of_a_timeouts_resend() {
-        let first_flight_after = |recovery: Recovery| {
+        let first_flight_after = |recovery: RenoRules| {
             let mut p = reno_sender(1, recovery);
             let data = pattern(6 * 216);
             let resent = send_losing(&mut p, &data, 3000.0, &[1]);
@@ -3440,17 +3447,36 @@ mod tests {
                 .collect();
             after.iter().filter(|&&at| at == after[0]).count()
         };
-        assert_eq!(first_flight_after(Recovery::NewReno), 2);
-        assert_eq!(first_flight_after(Recovery::Ka9q), 1);
+        assert_eq!(first_flight_after(RenoRules::NewReno), 2);
+        assert_eq!(first_flight_after(RenoRules::Ka9q), 1);
+    }
+
+    /// KA9Q grows the window only while it is below the window the peer offers now, and up to
+    /// it (`update`: "Don't expand beyond the offered window"); RFC 5681's Reno here grows up
+    /// to the largest window ever offered. A receiver that stops reading offers 648, 432, 216
+    /// and then 0 bytes as the segments fill its 864-byte buffer: KA9Q's window stops at two
+    /// segments, where the other grows by a segment an ACK to four.
+    #[test]
+    fn ka9q_grows_the_window_only_up_to_the_window_offered_now() {
+        let cwnd = |recovery: RenoRules| {
+            let mut a = config(A, Congestion::Reno { initial: 1 });
+            a.reno = recovery;
+            // Before the first probe's timeout (the RTO is still near IRTT's 60 s).
+            let (p, _) = closed_window(a, 20.0);
+            assert_eq!(p.ends[0].timeouts(), 0);
+            p.ends[0].cwnd()
+        };
+        assert_eq!(cwnd(RenoRules::NewReno), Some(4 * 216));
+        assert_eq!(cwnd(RenoRules::Ka9q), Some(2 * 216));
     }
 
     /// JNOS-like ends with `initial` segments of Reno recovering as `recovery` says, a
     /// window that never binds and Nagle off, the connection open.
-    fn reno_sender(initial: u16, recovery: Recovery) -> Pair {
+    fn reno_sender(initial: u16, recovery: RenoRules) -> Pair {
         let mut a = config(A, Congestion::Reno { initial });
         a.rx_buffer = 64 * 1024;
         a.nagle = Nagle::Off;
-        a.recovery = recovery;
+        a.reno = recovery;
         let mut p = Pair::new(a, peer(a, 0xFFFF_FF00), 1.0);
         p.run(3.0, &|_| false);
         p
