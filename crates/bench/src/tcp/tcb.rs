@@ -2004,8 +2004,8 @@ impl Tcb {
         (flight / 2).max(2 * self.mss as u32)
     }
 
-    /// KA9Q's `ssthresh` after a loss: half the congestion window, at least one segment. A
-    /// second timeout in a row, the window back at one segment, so leaves one segment.
+    /// KA9Q's `ssthresh` after a loss: half the congestion window, at least one segment. After
+    /// a second timeout in a row the window is one segment, and so is ssthresh.
     fn halved_window(&self) -> u32 {
         let mss = self.mss as u32;
         (self.cwnd.unwrap_or(mss) / 2).max(mss)
@@ -2648,7 +2648,7 @@ mod tests {
     }
 
     /// JNOS as NTIA set it: MSS 216, window 1024, IRTT 60 s, maxwait 90 s, one-segment Reno
-    /// (with RFC 5681's and NewReno's loss rules unless a test asks for KA9Q's).
+    /// (with RFC 5681's and NewReno's rules unless a test asks for KA9Q's, [`RenoRules`]).
     fn config(address: [u8; 4], congestion: Congestion) -> TcbConfig {
         TcbConfig {
             address,
@@ -3470,8 +3470,8 @@ mod tests {
         assert_eq!(cwnd(RenoRules::Ka9q), Some(2 * 216));
     }
 
-    /// JNOS-like ends with `initial` segments of Reno recovering as `recovery` says, a
-    /// window that never binds and Nagle off, the connection open.
+    /// JNOS-like ends with `initial` segments of Reno following `recovery`'s rules, a window
+    /// that never binds and Nagle off, the connection open.
     fn reno_sender(initial: u16, recovery: RenoRules) -> Pair {
         let mut a = config(A, Congestion::Reno { initial });
         a.rx_buffer = 64 * 1024;
