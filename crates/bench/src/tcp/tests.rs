@@ -428,8 +428,8 @@ async fn a_failed_jnos_job_goes_again_at_the_queue_timers_next_tick() {
         "{requeued:?}"
     );
     assert_eq!(requeued.client_confirmed, 2);
-    // The first connection went exactly as before; the message came in a later one, after the
-    // tick that followed the first one's end.
+    // The first connection went exactly as before; the messages came in a later one, after
+    // the tick that followed the first one's end.
     let first_end = once.result.seconds;
     // The README quotes it: "the TCP gives up after 6380 s".
     assert!((first_end - 6380.10).abs() < 0.5, "{first_end}");
