@@ -1821,10 +1821,10 @@ impl Tcb {
         }
     }
 
-    /// The slow-start threshold after a loss seen now: CUBIC's 0.7 of the window, or half the
-    /// flight for the Reno family (RFC 5681 (4)).
+    /// The slow-start threshold after a loss seen now: CUBIC's 0.7 of the window, or the Reno
+    /// family's ([`Tcb::reno_ssthresh`]).
     fn loss_ssthresh(&mut self) -> u32 {
-        self.cubic_loss().unwrap_or_else(|| self.halved_flight())
+        self.cubic_loss().unwrap_or_else(|| self.reno_ssthresh())
     }
 
     /// CUBIC's slow-start threshold after a loss seen now (`None` for the Reno family, whose
@@ -1909,10 +1909,7 @@ impl Tcb {
             return;
         }
         if self.dup_acks == DUP_ACKS && self.recover.is_none() {
-            self.ssthresh = match self.cfg.reno {
-                RenoRules::Ka9q => self.halved_window(),
-                RenoRules::NewReno => self.loss_ssthresh(),
-            };
+            self.ssthresh = self.loss_ssthresh();
             self.cwnd = Some(self.ssthresh + DUP_ACKS * mss);
             self.cwnd_cnt = 0;
             self.recover = Some(self.snd_max);
@@ -1996,6 +1993,14 @@ impl Tcb {
         self.emit(control, start, true, offset, len as usize);
         self.rtte.timed = None;
         start.wrapping_add(len + u32::from(fin))
+    }
+
+    /// The Reno family's `ssthresh` after a loss, by its [`RenoRules`].
+    fn reno_ssthresh(&self) -> u32 {
+        match self.cfg.reno {
+            RenoRules::NewReno => self.halved_flight(),
+            RenoRules::Ka9q => self.halved_window(),
+        }
     }
 
     /// `ssthresh` after a loss: half the flight, at least two segments (RFC 5681 (4)).
@@ -2285,11 +2290,9 @@ impl Tcb {
             Congestion::Unlimited | Congestion::SmoltcpReno => false,
         };
         if cut {
-            if self.cfg.reno == RenoRules::Ka9q && self.cubic.is_none() {
-                self.ssthresh = self.halved_window();
-                self.retran = true;
-            } else if self.cubic.is_none() {
-                self.ssthresh = self.halved_flight();
+            if self.cubic.is_none() {
+                self.ssthresh = self.reno_ssthresh();
+                self.retran = self.cfg.reno == RenoRules::Ka9q;
             } else if self.rtte.backoff == 1 && self.recover.is_none() {
                 // Linux recomputes it on the first timeout of an episode outside a recovery
                 // (`tcp_enter_loss`), not on each back-off.
