@@ -122,7 +122,7 @@
 
 use crate::channel::{Channel, ChannelConfig, Fading, Profile};
 use crate::modem::{
-    CALIBRATED_DELAY_MS, DataRate, Generation, Interleaver, ModemConfig, RateCurve,
+    CALIBRATED_DELAY_MS, DataRate, Generation, Interleaver, ModemConfig, RateCurve, Standard,
 };
 use rand::{Rng, SeedableRng};
 use std::ops::Range;
@@ -806,7 +806,10 @@ pub fn good_samples(
 ) -> Vec<FadingSet> {
     let block = calibration_block(rate);
     let n = good_realisations_for(rate, good_realisations);
-    let offset = if rate.bps() > 2400 { 0 } else { 1 << 32 };
+    let offset = match rate.standard() {
+        Standard::Mil110A => 1 << 32,
+        Standard::Mil110BAppendixC => 0,
+    };
     std::thread::scope(|scope| {
         let handles: Vec<_> = streams
             .map(|k| {
@@ -825,10 +828,9 @@ pub fn good_samples(
 /// Good channel realisations in one sample of `rate`'s block: `good_realisations` for 110A,
 /// [`HIGH_RATE_GOOD_FACTOR`] times as many for 110B.
 fn good_realisations_for(rate: DataRate, good_realisations: usize) -> usize {
-    if rate.bps() > 2400 {
-        good_realisations * HIGH_RATE_GOOD_FACTOR
-    } else {
-        good_realisations
+    match rate.standard() {
+        Standard::Mil110A => good_realisations,
+        Standard::Mil110BAppendixC => good_realisations * HIGH_RATE_GOOD_FACTOR,
     }
 }
 
