@@ -12,7 +12,7 @@ use std::time::Duration;
 use libfuzzer_sys::fuzz_target;
 use skywave_bench::model::{Congestion, CubicEra, Nagle, RttEstimator, WindowRules};
 use skywave_bench::tcp::tcb::{
-    CwndLimited, IdleRestart, RcvEra, RenoRules, RtoTimers, Tcb, TcbConfig, datagram,
+    CwndLimited, IdleRestart, RcvEra, RenoRules, RtoTimers, SndEra, Tcb, TcbConfig, datagram,
 };
 use smoltcp::wire::{IpProtocol, Ipv4Packet, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber};
 
@@ -35,6 +35,11 @@ fuzz_target!(|data: &[u8]| {
             _ => None,
         },
         tx_buffer: 4096,
+        snd_tuning: match setup % 7 {
+            1 => Some(SndEra::Linux3),
+            4 => Some(SndEra::Linux316),
+            _ => None,
+        },
         iss: ISS,
         rto: RtoTimers {
             initial: Duration::from_secs(1),

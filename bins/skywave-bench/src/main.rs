@@ -41,7 +41,7 @@ enum Command {
     /// Re-run the published conditions and print emulated against published, with ratios.
     ///
     /// Of the TCP switches, --tcp-engine and --no-sack apply to every host, NTIA's and
-    /// Isode's; --ssthresh, --tlp, --linux-acks, --congestion, --rcv-tuning,
+    /// Isode's; --ssthresh, --tlp, --linux-acks, --congestion, --rcv-tuning, --snd-tuning,
     /// --syn-linear-timeouts and --slow-start-after-idle to Isode's Linux hosts alone.
     Calibrate(Calibrate),
     /// One base and N ships on one channel: HMTP unicast to each ship against P_MUL multicast.
@@ -398,6 +398,13 @@ struct TcpArgs {
     /// option). Default: each profile's own, on for isode-stock and linux.
     #[arg(long, value_name = "on|off", value_parser = on_off)]
     rcv_tuning: Option<bool>,
+    /// Linux's send buffer on skywave's TCP, `on` or `off`: on, the profile's kernel's
+    /// (16384 bytes, raised once the connection is open, then to twice the congestion
+    /// window whenever an ACK frees room while the application waits for it, up to 4 MB;
+    /// isode-stock: the rules before 3.16, linux: 3.16's on); off, a fixed 64 KB, as until
+    /// 2026-11-29. Default: each profile's own, on for isode-stock and linux.
+    #[arg(long, value_name = "on|off", value_parser = on_off)]
+    snd_tuning: Option<bool>,
     /// Timeouts of an unanswered SYN that resend it after 1 s before the back-off starts
     /// doubling, on skywave's TCP, with the SYN's give-up moved to match (127 s + N):
     /// Linux 6.5 on has 4 (`tcp_syn_linear_timeouts`), earlier kernels 0. Default: each
@@ -434,6 +441,9 @@ impl TcpArgs {
         if self.rcv_tuning == Some(true) && engine == Some(TcpEngine::Smoltcp) {
             bail!("--rcv-tuning on needs skywave's TCP: smoltcp's receive buffer is fixed");
         }
+        if self.snd_tuning == Some(true) && engine == Some(TcpEngine::Smoltcp) {
+            bail!("--snd-tuning on needs skywave's TCP: smoltcp's send buffer is fixed");
+        }
         if self.syn_linear_timeouts.is_some_and(|n| n > 0) && engine == Some(TcpEngine::Smoltcp) {
             bail!("--syn-linear-timeouts needs skywave's TCP: smoltcp's SYN back-off is fixed");
         }
@@ -458,6 +468,7 @@ impl TcpArgs {
             linux_acks: self.linux_acks,
             cubic: self.congestion,
             rcv_tuning: self.rcv_tuning,
+            snd_tuning: self.snd_tuning,
             syn_linear_timeouts: self.syn_linear_timeouts,
             slow_start_after_idle: self.slow_start_after_idle,
             kernel_cwnd_test: self.kernel_cwnd_test,
@@ -1029,6 +1040,8 @@ mod tests {
             "reno",
             "--rcv-tuning",
             "on",
+            "--snd-tuning",
+            "off",
             "--syn-linear-timeouts",
             "0",
             "--slow-start-after-idle",
@@ -1045,7 +1058,7 @@ mod tests {
             1200,
         )[0];
         assert_eq!(t.initial_ssthresh, Some(4));
-        assert!(!t.sack && !t.tlp && !t.linux_acks && t.rcv_tuning);
+        assert!(!t.sack && !t.tlp && !t.linux_acks && t.rcv_tuning && !t.snd_tuning);
         assert!(!t.slow_start_after_idle && t.idle_restart().is_none());
         assert!(!t.kernel_cwnd_test);
         assert_eq!(t.cwnd_limited(), skywave_bench::model::CwndLimited::Segment);
@@ -1069,6 +1082,8 @@ mod tests {
         let e = compare_spec(&["--ssthresh", "4", "--tcp-engine", "smoltcp"]).unwrap_err();
         assert!(e.to_string().contains("skywave's TCP"), "{e}");
         let e = compare_spec(&["--rcv-tuning", "on", "--tcp-engine", "smoltcp"]).unwrap_err();
+        assert!(e.to_string().contains("skywave's TCP"), "{e}");
+        let e = compare_spec(&["--snd-tuning", "on", "--tcp-engine", "smoltcp"]).unwrap_err();
         assert!(e.to_string().contains("skywave's TCP"), "{e}");
         let e =
             compare_spec(&["--syn-linear-timeouts", "4", "--tcp-engine", "smoltcp"]).unwrap_err();

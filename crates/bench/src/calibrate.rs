@@ -1468,7 +1468,7 @@ mod tests {
             ("isode-stock", 386, "short", 9.2, 5.0),
             ("isode-stock", 14025, "short", 3.4, 2.0),
             ("isode-stock", 386, "long", 9.1, 5.0),
-            ("isode-stock", 14025, "long", 5.0, 2.0),
+            ("isode-stock", 14025, "long", 4.6, 2.0),
         ] {
             let g = cal
                 .goals

@@ -184,6 +184,11 @@ pub struct TcpSettings {
     /// data arrives, and the buffer autotuned to what the application reads in a round trip,
     /// window scale 7. smoltcp keeps `window`.
     pub rcv_tuning: bool,
+    /// Linux's send buffer on skywave's TCP instead of a fixed 64 KB, by the rules of the
+    /// profile's kernel ([`TcpSettings::snd_era`], `tcp/sndbuf.rs`): 16384 bytes, raised once
+    /// the connection is open and then to twice the congestion window while the application
+    /// waits for room, so it never holds the flight back for long. smoltcp keeps 64 KB.
+    pub snd_tuning: bool,
     /// The restart after idle on skywave's TCP. Linux's (`tcp_slow_start_after_idle`, on by
     /// default): a sender that sent no data for longer than the RTO, with nothing in
     /// flight, starts again from the initial window, halved per RTO idle down to it, where
@@ -215,7 +220,8 @@ pub struct TcpSettings {
     /// Over 5066: U_PDUs each station's IP client holds while its node has flow off, the rest
     /// of what the host sends then being dropped ([`crate::stack::IP_CLIENT_HOLD`] for the IP
     /// client Isode measured through). `None`: an IP client that queues (the SIS client's 1024
-    /// U_PDUs, more than any window here fills), so TCP loses nothing to flow control.
+    /// U_PDUs, more than any SMTP run's flight fills), so TCP loses nothing to flow control
+    /// there; a bulk stream on Linux's send buffer outgrows it in the end.
     pub ip_client_hold: Option<usize>,
     /// The named profile these settings came from (`None`: built by hand).
     pub profile: Option<TcpProfile>,

@@ -200,6 +200,7 @@ mod tests {
             rtt_cache: false,
             initial_ssthresh: None,
             rcv_tuning: None,
+            snd_tuning: None,
             idle_restart: None,
             cwnd_limited: crate::tcp::tcb::CwndLimited::Segment,
             reno: crate::tcp::tcb::RenoRules::NewReno,

@@ -154,6 +154,9 @@ pub(crate) struct HostSettings {
     /// skywave's own TCP: Linux's receive window, by the rules of the kernel named, instead of
     /// the fixed `rx_buffer`.
     pub(crate) rcv_tuning: Option<super::tcb::RcvEra>,
+    /// skywave's own TCP: Linux's send buffer, by the rules of the kernel named, instead of
+    /// the fixed `tx_buffer`.
+    pub(crate) snd_tuning: Option<super::tcb::SndEra>,
     /// skywave's own TCP: the restart after idle, JNOS's or Linux's (where the kernel named
     /// looks for it).
     pub(crate) idle_restart: Option<super::tcb::IdleRestart>,
@@ -473,6 +476,7 @@ impl Host {
                 rx_buffer: settings.rx_buffer,
                 rcv_tuning: settings.rcv_tuning,
                 tx_buffer: settings.tx_buffer,
+                snd_tuning: settings.snd_tuning,
                 // The seed picks the initial sequence number, as smoltcp's random one.
                 iss: (settings.seed ^ (settings.seed >> 32)) as u32,
                 rto: settings.rto,

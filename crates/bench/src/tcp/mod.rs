@@ -114,6 +114,7 @@ mod link;
 pub mod profile;
 mod rcvbuf;
 mod sack;
+mod sndbuf;
 pub mod tcb;
 
 #[cfg(test)]
@@ -439,6 +440,7 @@ fn host_settings(
         rtt_cache: tcp.rtt_cache,
         initial_ssthresh: tcp.initial_ssthresh,
         rcv_tuning: tcp.rcv_tuning.then(|| tcp.rcv_era()),
+        snd_tuning: tcp.snd_tuning.then(|| tcp.snd_era()),
         idle_restart: tcp.idle_restart(),
         cwnd_limited: tcp.cwnd_limited(),
         reno: tcp.reno_rules(),

@@ -78,12 +78,18 @@ impl RcvEra {
 pub(crate) const RMEM_MAX: usize = 6_291_456;
 /// `TCP_DEFAULT_INIT_RCVWND` (3.x): the initial window in segments; also `TCP_INIT_CWND`, the
 /// first `space` of 4.20-6.5's autotuning.
-const INIT_RCVWND: usize = 10;
+pub(crate) const INIT_RCVWND: usize = 10;
 /// The cushion 4.20-6.5's autotuning adds to twice what was read, in segments.
 const CUSHION: usize = 16;
-/// `MAX_TCP_HEADER` plus the aligned `sk_buff` and `skb_shared_info` on x86-64: the memory a
-/// segment takes beyond its data.
-const SKB_OVERHEAD: usize = 304 + 256 + 320;
+/// `MAX_TCP_HEADER` on x86-64 distribution kernels (128 + `MAX_HEADER`).
+pub(crate) const MAX_TCP_HEADER: usize = 304;
+/// `SKB_DATA_ALIGN(sizeof(struct sk_buff))` on x86-64.
+pub(crate) const SK_BUFF: usize = 256;
+/// `SKB_DATA_ALIGN(sizeof(struct skb_shared_info))` on x86-64.
+pub(crate) const SHARED_INFO: usize = 320;
+/// `MAX_TCP_HEADER` plus the aligned `sk_buff` and `skb_shared_info`: the memory a segment
+/// takes beyond its data (`SKB_TRUESIZE(advmss + MAX_TCP_HEADER)` less the data).
+pub(crate) const SKB_OVERHEAD: usize = MAX_TCP_HEADER + SK_BUFF + SHARED_INFO;
 /// Segments shorter than this do not grow the window (`tcp_event_data_recv`).
 const GROW_MIN: usize = 128;
 /// The receiver's round-trip estimate's gain (`tcp_rcv_rtt_update`: 1/8).

@@ -17,6 +17,10 @@
 //!   `tcp/rcvbuf.rs`, a 3.4-3.9 or a 4.20-6.5 kernel's): an initial window raised as data
 //!   arrives, and the buffer autotuned once per receiver round trip (timed by the
 //!   timestamps' echo) to what the application read in the last one;
+//! - the send buffer: a fixed one, or Linux's if asked ([`TcbConfig::snd_tuning`],
+//!   `tcp/sndbuf.rs`, a kernel's before or from 3.16): raised once open, and again to twice
+//!   the congestion window whenever an ACK frees room while the writer waits and the window
+//!   is not full;
 //! - retransmission: one timer, RTO = (SRTT + 4·RTTVAR, or Linux's deviation term) ×
 //!   2^backoff, at most [`RtoTimers`]'s maximum and at least its minimum (floored before the
 //!   back-off for RFC 6298 and Linux, after it for KA9Q NOS); one segment timed at a time, no
@@ -122,6 +126,8 @@ use super::profile::{Congestion, Nagle, RttEstimator, WindowRules};
 pub use super::rcvbuf::RcvEra;
 use super::rcvbuf::{self, RcvBuf};
 use super::sack::{self, Blocks, Scoreboard};
+use super::sndbuf::SndBuf;
+pub use super::sndbuf::SndEra;
 
 /// TIME-WAIT's length (2 MSL; Linux's `TCP_TIMEWAIT_LEN`).
 const TIME_WAIT: Duration = Duration::from_secs(60);
@@ -156,8 +162,12 @@ pub struct TcbConfig {
     /// (`tcp/rcvbuf.rs`): an initial window growing as data arrives, and a buffer autotuned
     /// to what the application reads in a round trip, with the window scale that fits it.
     pub rcv_tuning: Option<RcvEra>,
-    /// Send buffer, bytes: the most the application may have queued.
+    /// Send buffer, bytes: the most the application may have queued (unless `snd_tuning`).
     pub tx_buffer: usize,
+    /// Linux's send buffer instead of `tx_buffer`, by the rules of the kernel named
+    /// (`tcp/sndbuf.rs`): 16384 bytes, raised once open and then to twice the congestion
+    /// window while the writer waits for room.
+    pub snd_tuning: Option<SndEra>,
     /// Initial sequence number.
     pub iss: u32,
     /// Retransmission timer bounds.
@@ -509,6 +519,9 @@ pub struct Tcb {
     dup_acks: u32,
     /// In fast recovery until this sequence number is acknowledged.
     recover: Option<u32>,
+    /// After a timeout (NewReno's rules), what had been sent by then: until it is
+    /// acknowledged, duplicate ACKs start no fast retransmit (RFC 6582 4, Linux's loss state).
+    loss_high: Option<u32>,
     /// Proportional rate reduction during a SACK recovery (RFC 6937, Linux's
     /// `tcp_cwnd_reduction`, 3.2 on): what was delivered and sent since it began, and the window
     /// before the cut.
@@ -609,6 +622,8 @@ pub struct Tcb {
     cubic: Option<Cubic>,
     /// Linux's receive window (`cfg.rcv_tuning` only).
     rcvbuf: Option<RcvBuf>,
+    /// Linux's send buffer (`cfg.snd_tuning` only).
+    sndbuf: Option<SndBuf>,
     time_wait_at: Option<Duration>,
 
     out: Vec<Vec<u8>>,
@@ -651,6 +666,7 @@ impl Tcb {
             ssthresh: u32::MAX,
             dup_acks: 0,
             recover: None,
+            loss_high: None,
             prr: None,
             snd_sml: cfg.iss,
             rtte: Rtte::new(cfg.rto, cfg.rtt_estimator),
@@ -698,6 +714,7 @@ impl Tcb {
             acks: None,
             cubic: None,
             rcvbuf: cfg.rcv_tuning.map(|era| RcvBuf::new(cfg.mss, era)),
+            sndbuf: cfg.snd_tuning.map(SndBuf::new),
             time_wait_at: None,
             out: Vec::new(),
             cfg,
@@ -797,9 +814,11 @@ impl Tcb {
         if !self.may_send() {
             return 0;
         }
-        let n = data
-            .len()
-            .min(self.cfg.tx_buffer.saturating_sub(self.tx.len()));
+        let capacity = self
+            .sndbuf
+            .as_ref()
+            .map_or(self.cfg.tx_buffer, SndBuf::capacity);
+        let n = data.len().min(capacity.saturating_sub(self.tx.len()));
         // Linux 4.11 on looks for an idle spell when the write starts a new buffer, which it
         // does when nothing was left unsent (`skb_entail`).
         if n > 0 && self.unsent() == 0 && self.cfg.idle_restart == Some(IdleRestart::OnQueue) {
@@ -1310,13 +1329,17 @@ impl Tcb {
         // A stack answers each segment as it processes it: new data the ACK let out first
         // (carrying the ACK), then a bare ACK if one is still owed (Linux's
         // `tcp_data_snd_check` then `tcp_ack_snd_check`; JNOS's `tcp_output` after every
-        // segment). Left to the next poll, the segments of one burst would share one ACK.
-        if self.ack_now {
+        // segment). Left to the next poll, the segments of one burst would share one ACK, and
+        // a sender would take in a burst of ACKs before sending what the first let out, so
+        // its flight would shrink ACK by ACK and a window test (Linux's
+        // `tcp_is_cwnd_limited`) would find the window unused.
+        if self.ack_now || self.unsent() > 0 || (self.fin_queued && self.fin_seq.is_none()) {
             self.output(now);
-            if self.ack_now {
-                self.ack_now = false;
-                self.ack_at_once();
-            }
+        }
+        self.check_space();
+        if self.ack_now {
+            self.ack_now = false;
+            self.ack_at_once();
         }
     }
 
@@ -1678,8 +1701,16 @@ impl Tcb {
         self.grow_cwnd(now, ack, data_acked as u32, in_flight_before);
         self.dup_acks = 0;
         self.tx.drain(..data_acked);
+        if data_acked > 0
+            && let Some(b) = self.sndbuf.as_mut()
+        {
+            b.freed();
+        }
         self.buf_seq = self.buf_seq.wrapping_add(data_acked as u32);
         self.snd_una = ack;
+        if self.loss_high.is_some_and(|h| at_or_after(ack, h)) {
+            self.loss_high = None;
+        }
         if after(self.snd_una, self.snd_nxt) {
             self.snd_nxt = self.snd_una;
         }
@@ -1787,6 +1818,28 @@ impl Tcb {
             _ => cwnd.saturating_add(acked.min(mss)),
         };
         self.cwnd = Some(grown);
+        self.ka9q_clamp();
+    }
+
+    /// KA9Q (`update`, after every ACK of new data and every duplicate it counts): "Clamp the
+    /// congestion window at the amount currently on the send queue, with a minimum of one
+    /// packet", so that a window grown while the queue was short is not sent as one burst
+    /// later. The queue is `sndcnt`, the bytes not yet acknowledged or not yet sent, the FIN
+    /// counted as one, taken before the ACK's bytes come off it (the clamp comes first).
+    fn ka9q_clamp(&mut self) {
+        if self.cfg.reno != RenoRules::Ka9q
+            || !matches!(self.cfg.congestion, Congestion::Reno { .. })
+        {
+            return;
+        }
+        let fin = u32::from(self.fin_queued);
+        let queued = u32::try_from(self.tx.len())
+            .unwrap_or(u32::MAX)
+            .saturating_add(fin);
+        let mss = self.mss as u32;
+        if let Some(c) = self.cwnd.as_mut() {
+            *c = (*c).min(queued).max(mss);
+        }
     }
 
     /// CUBIC's growth for an ACK of `acked` new bytes (`tcp/cubic.rs`), in whole segments as
@@ -1908,7 +1961,7 @@ impl Tcb {
             }
             return;
         }
-        if self.dup_acks == DUP_ACKS && self.recover.is_none() {
+        if self.dup_acks == DUP_ACKS && self.recover.is_none() && self.loss_high.is_none() {
             self.ssthresh = self.loss_ssthresh();
             self.cwnd = Some(self.ssthresh + DUP_ACKS * mss);
             self.cwnd_cnt = 0;
@@ -1921,6 +1974,7 @@ impl Tcb {
             // Each further duplicate is a segment that left the network.
             *c = c.saturating_add(mss);
         }
+        self.ka9q_clamp();
     }
 
     /// The handshake is done. Linux (`tcp_init_transfer`) starts from one segment if the SYN or
@@ -1947,6 +2001,11 @@ impl Tcb {
                 self.ts_ok,
             ));
         }
+        // `tcp_init_buffer_space`: the send buffer for the first flight.
+        let (clamp, cwnd) = (self.mss_clamp(), self.cwnd_segments());
+        if let Some(b) = self.sndbuf.as_mut() {
+            b.opened(clamp, cwnd.unwrap_or(0));
+        }
         // Linux sets it here too, after the handshake, in segments of the MSS agreed.
         if let Some(n) = self.cfg.initial_ssthresh
             && self.cwnd.is_some()
@@ -1959,6 +2018,32 @@ impl Tcb {
             && let Some(c) = self.cwnd.as_mut()
         {
             *c = self.mss as u32;
+        }
+    }
+
+    /// The larger of the MSS agreed and the one in use (Linux's `max(rx_opt.mss_clamp,
+    /// mss_cache)`): the segment size before the timestamps' 12 bytes come out of it.
+    fn mss_clamp(&self) -> usize {
+        self.mss + if self.ts_ok { 12 } else { 0 }
+    }
+
+    /// The congestion window in whole segments (`None`: no congestion window).
+    fn cwnd_segments(&self) -> Option<usize> {
+        self.cwnd.map(|c| c as usize / self.mss.max(1))
+    }
+
+    /// `tcp_check_space`, after the output an ACK let out: Linux's send buffer grows if the
+    /// ACK freed room while the writer waits and the window has room, and the window's idle
+    /// clock restarts with it (`tcp_new_space`).
+    fn check_space(&mut self) {
+        let mss = self.mss.max(1);
+        let unacked = (self.snd_max.wrapping_sub(self.snd_una) as usize).div_ceil(mss);
+        let in_flight = (self.in_flight() as usize).div_ceil(mss);
+        let (clamp, cwnd, waits) = (self.mss_clamp(), self.cwnd_segments(), self.writer_blocked);
+        if let Some(b) = self.sndbuf.as_mut()
+            && b.check_space(waits, clamp, cwnd, unacked, in_flight)
+        {
+            self.cwnd_stamp = self.clock;
         }
     }
 
@@ -2218,6 +2303,7 @@ impl Tcb {
             self.timeout(now);
         }
         self.output(now);
+        self.check_space();
         if self.ack_at.is_some_and(|t| now >= t) {
             let rto = self.rtte.rto();
             if let Some(a) = self.acks.as_mut() {
@@ -2309,6 +2395,12 @@ impl Tcb {
             self.recover = None;
             self.prr = None;
             self.dup_acks = 0;
+            // KA9Q keeps counting duplicates through a timeout's go-back-N; RFC 6582 and
+            // Linux do not start a fast retransmit for them until the timeout's flight is
+            // acknowledged.
+            if self.cfg.reno == RenoRules::NewReno {
+                self.loss_high = Some(self.snd_max);
+            }
         }
         if opening {
             let ack = self.state == State::SynReceived;
@@ -2658,6 +2750,7 @@ mod tests {
             mss: 216,
             rx_buffer: 1024,
             rcv_tuning: None,
+            snd_tuning: None,
             tx_buffer: 64 * 1024,
             iss: if address == A { 1000 } else { 0xFFFF_FF00 },
             rto: RtoTimers {
@@ -2864,6 +2957,22 @@ mod tests {
                 .filter(|s| s.by == by && s.len > 0)
                 .copied()
                 .collect()
+        }
+
+        /// End `by`'s data segments grouped by the instant they went: (when, segments,
+        /// bytes), one entry per flight.
+        fn flights(&self, by: usize) -> Vec<(f64, usize, usize)> {
+            let mut flights: Vec<(f64, usize, usize)> = Vec::new();
+            for s in self.data_segments(by) {
+                match flights.last_mut() {
+                    Some((at, n, bytes)) if *at == s.at => {
+                        *n += 1;
+                        *bytes += s.len;
+                    }
+                    _ => flights.push((s.at, 1, s.len)),
+                }
+            }
+            flights
         }
     }
 
@@ -3189,8 +3298,12 @@ mod tests {
         // 120-byte tail).
         assert_eq!(run(true), (2, 1, Some(2976)));
         // Without: the window was cut to one segment and ssthresh to two, and it grew from
-        // there in congestion avoidance; one segment more went twice.
-        assert_eq!(run(false), (3, 0, Some(826)));
+        // there in congestion avoidance. After each timeout the go-back-N resends, ACK by ACK,
+        // the segments the next ACKs of the same burst show arrived (there is no F-RTO
+        // without timestamps): eight segments went twice (three while a burst of ACKs was
+        // taken in whole before anything was sent). The duplicates' duplicate ACKs start no
+        // fast retransmit while the timeout's flight is unacknowledged (RFC 6582 4).
+        assert_eq!(run(false), (8, 0, Some(826)));
     }
 
     /// Eight round trips of a lossless 2 s link that spaces datagrams 1 ms apart, a 60000-byte
@@ -3384,31 +3497,35 @@ mod tests {
         }
     }
 
-    /// Three segments of the first ten lost: with SACK the sender learns every hole from the
-    /// first duplicate ACKs and resends all three at once, each once (RFC 6675: each has
-    /// three segments SACKed above it, so each is lost); without, NewReno finds one hole per
-    /// round trip (2 s here) from the partial ACKs.
+    /// Three segments of the first ten lost (1, 3 and 5): with SACK the sender learns the holes
+    /// from the duplicate ACKs themselves (RFC 6675: a hole is lost once three segments above
+    /// it are SACKed), where NewReno finds one hole per round trip (2 s here) from the partial
+    /// ACKs. Taken ACK by ACK, as a host takes them, the third duplicate shows hole 1 lost and
+    /// the fifth hole 3, and both go at once; hole 5, lost by the fifth too, waits for
+    /// proportional rate reduction (RFC 6937: half a segment sent per segment delivered while
+    /// the flight exceeds the halved window) to allow it, which the ACKs of the first resends
+    /// do a round trip later. (Taken a burst at a time, all three went at once.)
     #[test]
-    fn sack_repairs_every_hole_of_a_flight_in_one_round_trip() {
+    fn sack_repairs_the_holes_of_a_flight_faster_than_newreno() {
         let data = pattern(20 * 216);
-        let mut spans = Vec::new();
+        let mut resends = Vec::new();
         for sack in [true, false] {
             let mut p = sack_pair(sack);
-            let resent = send_losing(&mut p, &data, 3000.0, &[1, 3, 5]);
-            assert_eq!(
-                resent.iter().map(|r| r.0).collect::<Vec<_>>(),
-                vec![1, 3, 5],
-                "sack {sack}: {resent:?}"
-            );
-            spans.push(resent[2].1 - resent[0].1);
+            resends.push(send_losing(&mut p, &data, 3000.0, &[1, 3, 5]));
         }
-        assert_eq!(spans, vec![0.0, 4.0]);
+        assert_eq!(
+            resends,
+            vec![
+                vec![(1, 5.0), (3, 5.0), (5, 7.0)],
+                vec![(1, 5.0), (3, 7.0), (5, 9.0)]
+            ]
+        );
     }
 
     /// Two segments of a ten-segment flight lost, without SACK, and nothing more to send.
     /// NewReno (RFC 6582) resends the second hole as soon as the partial ACK for the first
-    /// comes, a round trip (2 s) later, after one cut (ssthresh half the flight of nine
-    /// segments). KA9Q's Reno (JNOS) ends fast recovery at that ACK, deflated to ssthresh
+    /// comes, a round trip (2 s) later, after one cut (ssthresh half the flight of eleven
+    /// segments: the ACK of the first segment let two more out before the duplicates came). KA9Q's Reno (JNOS) ends fast recovery at that ACK, deflated to ssthresh
     /// (half its window of eleven segments), which the segments still unacknowledged fill:
     /// no duplicates come, and the second hole waits for the retransmission timer (90 s,
     /// maxwait), which halves the window again (by then 1226 bytes).
@@ -3425,7 +3542,7 @@ mod tests {
             );
             (resent[1].1 - resent[0].1, p.ends[0].ssthresh)
         };
-        assert_eq!(run(RenoRules::NewReno), (2.0, 9 * 216 / 2));
+        assert_eq!(run(RenoRules::NewReno), (2.0, 11 * 216 / 2));
         let (span, ssthresh) = run(RenoRules::Ka9q);
         assert!(span > 80.0, "the second hole waited {span} s");
         assert_eq!(ssthresh, 1226 / 2);
@@ -3471,6 +3588,34 @@ mod tests {
         };
         assert_eq!(cwnd(RenoRules::NewReno), Some(4 * 216));
         assert_eq!(cwnd(RenoRules::Ka9q), Some(2 * 216));
+    }
+
+    /// KA9Q clamps its window to what is on its send queue at every ACK (`update`: "Clamp the
+    /// congestion window at the amount currently on the send queue, with a minimum of one
+    /// packet"). Four segments written and acknowledged grow either Reno's window to five
+    /// segments; KA9Q's comes down to one as the queue empties, so the next write (a reply,
+    /// the next command) starts from one segment again, where RFC 5681's Reno sends five.
+    #[test]
+    fn ka9q_clamps_its_window_to_its_send_queue() {
+        let second_flight = |recovery: RenoRules| {
+            let mut p = reno_sender(1, recovery);
+            let first = pattern(4 * 216);
+            p.ends[0].send_slice(&first);
+            p.run(20.0, &|_| false);
+            p.assert_read(&first);
+            let cwnd = p.ends[0].cwnd();
+            let before = p.data_segments(0).len();
+            p.ends[0].send_slice(&pattern(8 * 216));
+            p.run(40.0, &|_| false);
+            let sent = p.data_segments(0);
+            let first = sent[before..]
+                .iter()
+                .filter(|e| e.at == sent[before].at)
+                .count();
+            (cwnd, first)
+        };
+        assert_eq!(second_flight(RenoRules::NewReno), (Some(5 * 216), 5));
+        assert_eq!(second_flight(RenoRules::Ka9q), (Some(216), 1));
     }
 
     /// JNOS-like ends with `initial` segments of Reno following `recovery`'s rules, a window
@@ -3833,19 +3978,97 @@ mod tests {
         assert_eq!(p.ends[0].send_slice(&data), data.len());
         p.run(200.0, &|_| false);
         p.assert_read(&data);
-        let sent = p.data_segments(0);
-        let mut flights: Vec<(f64, usize)> = Vec::new();
-        for s in &sent {
-            match flights.last_mut() {
-                Some((at, n)) if *at == s.at => *n += s.len,
-                _ => flights.push((s.at, s.len)),
-            }
-        }
-        let sizes: Vec<usize> = flights.iter().map(|f| f.1).collect();
+        let sizes: Vec<usize> = p.flights(0).iter().map(|f| f.2).collect();
         // The window grows with what arrived and with what was read: one flight carried more
         // than 8 × 65535 bytes.
         assert!(sizes.iter().any(|&n| n > 8 * 65_535), "{sizes:?}");
         sizes
+    }
+
+    /// A Linux sender (3.x's window test) in slow start from ten segments of 1448 bytes, its
+    /// peer's 1 MiB window out of the way. With timestamps the SYN resent at the 1 s initial
+    /// RTO is shown spurious and leaves slow start alone.
+    fn linux_slow_starter() -> TcbConfig {
+        let mut a = linux_timers(config(A, Congestion::LinuxReno { initial: 10 }));
+        a.mss = 1460;
+        a.timestamps = true;
+        a.nagle = Nagle::Off;
+        a.window_rules = WindowRules::Linux;
+        a.cwnd_limited = CwndLimited::Linux3;
+        a.rx_buffer = 1 << 20;
+        a
+    }
+
+    /// A bulk writer on a Linux sender in slow start, the peer's window out of the way: the
+    /// largest flight in 30 s, and how many bytes the application had queued at most, with a
+    /// fixed send buffer of 64 KB (`snd`: `None`) or Linux's (`tcp/sndbuf.rs`).
+    fn bulk_flight(snd: Option<SndEra>) -> (usize, usize) {
+        let mut a = linux_slow_starter();
+        a.snd_tuning = snd;
+        let b = peer(a, 5);
+        let mut p = Pair::new(a, b, 1.0);
+        p.run(3.0, &|_| false);
+        let data = pattern(8 << 20);
+        let (mut written, mut queued_most) = (0, 0);
+        for step in 0..120 {
+            written += p.ends[0].send_slice(&data[written..]);
+            queued_most = queued_most.max(p.ends[0].tx.len());
+            p.run(3.0 + 0.25 * f64::from(step + 1), &|_| false);
+        }
+        let most = p.flights(0).iter().map(|f| f.2).max().unwrap_or(0);
+        (most, queued_most)
+    }
+
+    /// The ACKs of a flight arrive together (a link that delivers a burst at one instant, as a
+    /// modem releases an interleaver block): a host takes them one at a time and sends what
+    /// each lets out before the next (Linux's `tcp_data_snd_check` per ACK, KA9Q's
+    /// `tcp_output` after every `tcp_input`). So the flight stays full as the ACKs come in,
+    /// 3.x's window test finds the window in use at every one, and slow start doubles the
+    /// flight every round trip. Taken a burst at a time, the flight shrank ACK by ACK and the
+    /// window grew only at the first few.
+    #[test]
+    fn a_burst_of_acks_is_taken_one_at_a_time_and_slow_start_doubles() {
+        let mut a = linux_slow_starter();
+        a.tx_buffer = 1 << 20;
+        let mut p = Pair::new(a, peer(a, 5), 1.0);
+        p.run(3.0, &|_| false);
+        let data = pattern(150 * 1448);
+        assert_eq!(p.ends[0].send_slice(&data), data.len());
+        p.run(60.0, &|_| false);
+        p.assert_read(&data);
+        let flights = p.flights(0);
+        let sizes: Vec<usize> = flights.iter().map(|f| f.1).collect();
+        assert_eq!(sizes, vec![10, 20, 40, 80], "{flights:?}");
+    }
+
+    /// A fixed 64 KB send buffer caps a bulk sender's flight at 64 KB; Linux's, raised to
+    /// twice the congestion window whenever an ACK frees room while the writer waits, lets
+    /// slow start run on, the writer ahead of the window by about as much again. Before 3.16
+    /// it opens at ten segments' memory (23400 bytes with MSS 1460).
+    #[test]
+    fn linuxs_send_buffer_keeps_ahead_of_the_congestion_window() {
+        let (fixed, fixed_queued) = bulk_flight(None);
+        assert!(fixed <= 64 * 1024, "{fixed}");
+        assert_eq!(fixed_queued, 64 * 1024);
+        for era in [SndEra::Linux3, SndEra::Linux316] {
+            let (linux, queued) = bulk_flight(Some(era));
+            assert!(linux > 4 * 64 * 1024, "{era:?}: {linux}");
+            // The queue (sent and unsent) never held less than the flight, nor more than the
+            // kernel's 4 MB.
+            assert!(
+                queued >= linux && queued <= super::super::sndbuf::WMEM_MAX,
+                "{queued}"
+            );
+        }
+        let mut t = Tcb::new(TcbConfig {
+            mss: 1460,
+            snd_tuning: Some(SndEra::Linux3),
+            ..config(A, Congestion::LinuxReno { initial: 10 })
+        });
+        t.state = State::Established;
+        assert_eq!(t.send_slice(&pattern(100_000)), 16_384);
+        t.opened();
+        assert_eq!(t.send_slice(&pattern(100_000)), 23_400 - 16_384);
     }
 
     /// A 3.4-3.9 receiver (`isode-stock`) offers ten segments in its SYN-ACK.
