@@ -55,7 +55,10 @@
 //!   later kernels keep but for the share of a buffer that is data, measured from the
 //!   driver's buffers from 6.6 on: 64240 bytes in the SYN, 44 segments, with the window-scale
 //!   option, scale 7, and the buffer autotuned once a receiver round trip reads more than ten
-//!   segments; a fixed 65535 bytes without the option until 2026-11-29), Linux's give-up;
+//!   segments; a fixed 65535 bytes without the option until 2026-11-29), the send buffer a
+//!   current kernel sizes ([`TcpSettings::snd_tuning`], `tcp/sndbuf.rs`, 3.16's
+//!   `tcp_sndbuf_expand`: twice the congestion window's memory; a fixed 64 KB until
+//!   2026-11-29), Linux's give-up;
 //!   the slow-start restart after idle and the decay of an unused window
 //!   ([`TcpSettings::slow_start_after_idle`], Linux's default `tcp_slow_start_after_idle`,
 //!   looked for as 4.11 on does; since 2026-11-29); the window grown only while 5.18's test
@@ -87,7 +90,10 @@
 //!   ([`TcpSettings::rcv_tuning`], `tcp/rcvbuf.rs`: ten segments in the SYN, two segments more
 //!   for each that arrives up to 42230 bytes with MSS 1460, then twice what the application
 //!   read in the receiver's last round trip, window scale 7; a fixed 65535 bytes until
-//!   2026-11-29, and on smoltcp), RTO 1 s initially (`TCP_TIMEOUT_INIT`), 200 ms to 120 s
+//!   2026-11-29, and on smoltcp), the send buffer it sizes ([`TcpSettings::snd_tuning`],
+//!   `tcp/sndbuf.rs`, the rules before 3.16: ten segments' memory once open, then twice the
+//!   congestion window's while the writer waits; a fixed 64 KB until 2026-11-29), RTO 1 s
+//!   initially (`TCP_TIMEOUT_INIT`), 200 ms to 120 s
 //!   (`TCP_RTO_MIN`, `TCP_RTO_MAX`) from Linux's estimator ([`RttEstimator::Linux`]),
 //!   timestamps with an RTT sample from every ACK and the undo of a spurious timeout, CUBIC
 //!   with HyStart from ten segments counting ACKs as the kernels of 2012 did (2.6.39 to 4.0:

@@ -127,7 +127,8 @@ impl SndBuf {
     /// freed, the writer is waiting for room, and the window is not full. `unacked` and
     /// `in_flight` are segments unacknowledged (`packets_out`) and still in the network
     /// (`tcp_packets_in_flight`), `cwnd` the congestion window in segments (`None`: no
-    /// congestion window, which never fills). Returns whether the kernel's test to expand
+    /// congestion window to size the buffer by, which no Linux host lacks; the buffer stays).
+    /// Returns whether the kernel's test to expand
     /// passed (`tcp_should_expand_sndbuf`), whether or not the buffer grew: `tcp_new_space`
     /// then also restarts the window's idle clock (`snd_cwnd_stamp`).
     pub(crate) fn check_space(

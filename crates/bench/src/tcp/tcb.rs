@@ -1330,12 +1330,11 @@ impl Tcb {
         // (carrying the ACK), then a bare ACK if one is still owed (Linux's
         // `tcp_data_snd_check` then `tcp_ack_snd_check`; JNOS's `tcp_output` after every
         // segment). Left to the next poll, the segments of one burst would share one ACK, and
-        // a sender would take in a burst of ACKs before sending what the first let out, so
-        // its flight would shrink ACK by ACK and a window test (Linux's
+        // a sender would take in a burst of ACKs before sending what the first let out, new
+        // or resent (Linux's recovery resends as each ACK allows, `tcp_xmit_retransmit_queue`),
+        // so its flight would shrink ACK by ACK and a window test (Linux's
         // `tcp_is_cwnd_limited`) would find the window unused.
-        if self.ack_now || self.unsent() > 0 || (self.fin_queued && self.fin_seq.is_none()) {
-            self.output(now);
-        }
+        self.output(now);
         self.check_space();
         if self.ack_now {
             self.ack_now = false;
@@ -3500,11 +3499,12 @@ mod tests {
     /// Three segments of the first ten lost (1, 3 and 5): with SACK the sender learns the holes
     /// from the duplicate ACKs themselves (RFC 6675: a hole is lost once three segments above
     /// it are SACKed), where NewReno finds one hole per round trip (2 s here) from the partial
-    /// ACKs. Taken ACK by ACK, as a host takes them, the third duplicate shows hole 1 lost and
-    /// the fifth hole 3, and both go at once; hole 5, lost by the fifth too, waits for
-    /// proportional rate reduction (RFC 6937: half a segment sent per segment delivered while
-    /// the flight exceeds the halved window) to allow it, which the ACKs of the first resends
-    /// do a round trip later. (Taken a burst at a time, all three went at once.)
+    /// ACKs. Taken ACK by ACK, as a host takes them, the duplicates show holes 1 and 3 lost
+    /// while proportional rate reduction still lets a resend go with them (RFC 6937: half a
+    /// segment per segment delivered while the flight exceeds the halved window), so both go
+    /// at once; hole 5, shown lost a duplicate later, waits for the allowance the ACKs of the
+    /// first resends bring a round trip later. (Taken a burst at a time, all three went at
+    /// once.)
     #[test]
     fn sack_repairs_the_holes_of_a_flight_faster_than_newreno() {
         let data = pattern(20 * 216);
