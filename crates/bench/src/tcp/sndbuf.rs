@@ -24,8 +24,9 @@
 //!   (`tcp_fixup_sndbuf`); from 3.16: `tcp_sndbuf_expand` below, from ten segments;
 //! - after an ACK that freed room in the queue, once the output it let out has gone
 //!   (`tcp_data_snd_check` pushes, then checks the space), if the writer is waiting for room
-//!   (`SOCK_NOSPACE`) and the window is not full (before 3.16: segments unacknowledged, from
-//!   3.16 those in flight, `tcp_packets_in_flight`, below the congestion window): twice
+//!   (`SOCK_NOSPACE`) and the window is not full (the 3.x kernels: segments unacknowledged,
+//!   `packets_out`, below the congestion window; the 4.x and later ones: segments in flight,
+//!   `tcp_packets_in_flight`; which release changed it was not pinned): twice
 //!   `max(cwnd, reordering + 1)` segments' memory (3.16 on: and at least ten segments),
 //!   where a segment's memory is `SKB_TRUESIZE(mss + MAX_TCP_HEADER)` before 3.16 and the
 //!   power of two that holds `mss + MAX_TCP_HEADER + skb_shared_info`, plus the `sk_buff`,
@@ -48,8 +49,9 @@ pub enum SndEra {
     /// unacknowledged (`packets_out`) do not fill the window.
     Linux3,
     /// 3.16 on: `tcp_sndbuf_expand` once open and while the writer waits and the segments in
-    /// flight (`tcp_packets_in_flight`) do not fill the window: twice the congestion window,
-    /// at least ten segments, each a power-of-two head plus its `sk_buff`.
+    /// flight (`tcp_packets_in_flight`, as the 4.x and later kernels count them) do not fill
+    /// the window: twice the congestion window, at least ten segments, each a power-of-two
+    /// head plus its `sk_buff`.
     Linux316,
 }
 
