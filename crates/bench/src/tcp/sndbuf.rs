@@ -125,28 +125,31 @@ impl SndBuf {
         self.shrunk = true;
     }
 
-    /// After the output an ACK let out (`tcp_check_space`): raises the buffer if room was
-    /// freed, the writer is waiting for room, and the window is not full. `unacked` and
-    /// `in_flight` are segments unacknowledged (`packets_out`) and still in the network
-    /// (`tcp_packets_in_flight`), `cwnd` the congestion window in segments (`None`: no
-    /// congestion window to size the buffer by, which no Linux host lacks; the buffer stays).
-    /// Returns whether the kernel's test to expand
-    /// passed (`tcp_should_expand_sndbuf`), whether or not the buffer grew: `tcp_new_space`
-    /// then also restarts the window's idle clock (`snd_cwnd_stamp`).
-    pub(crate) fn check_space(
-        &mut self,
-        writer_waits: bool,
-        mss: usize,
-        cwnd: Option<usize>,
-        unacked: usize,
-        in_flight: usize,
-    ) -> bool {
+    /// After the output an ACK let out (`tcp_check_space`): a check is due if an ACK freed
+    /// room since the last one (the mark is cleared here) and the writer waits for room
+    /// (`SOCK_NOSPACE`). Returns what the era then counts against the congestion window, so
+    /// that the caller counts only when a check is due; `None`: no check.
+    pub(crate) fn check_due(&mut self, writer_waits: bool) -> Option<Counting> {
         if !std::mem::take(&mut self.shrunk) || !writer_waits {
-            return false;
+            return None;
         }
-        let (out, floor) = match self.era {
-            SndEra::Linux3 => (unacked, REORDERING + 1),
-            SndEra::Linux316 => (in_flight, INIT_RCVWND.max(REORDERING + 1)),
+        Some(match self.era {
+            SndEra::Linux3 => Counting::Unacknowledged,
+            SndEra::Linux316 => Counting::InFlight,
+        })
+    }
+
+    /// The check [`SndBuf::check_due`] asked for (`tcp_should_expand_sndbuf`, then
+    /// `tcp_sndbuf_expand` or 3.x's sum in `tcp_new_space`): with `out` segments counted as it
+    /// said and `cwnd` the congestion window in segments (`None`: no congestion window to
+    /// size the buffer by, which no Linux host lacks; the buffer stays), the buffer grows to
+    /// twice the window's memory if the window is not full. Returns whether the test passed,
+    /// whether or not the buffer grew: `tcp_new_space` then also restarts the window's idle
+    /// clock (`snd_cwnd_stamp`).
+    pub(crate) fn expand_if_room(&mut self, mss: usize, cwnd: Option<usize>, out: usize) -> bool {
+        let floor = match self.era {
+            SndEra::Linux3 => REORDERING + 1,
+            SndEra::Linux316 => INIT_RCVWND.max(REORDERING + 1),
         };
         let Some(cwnd) = cwnd else {
             return false;
@@ -159,9 +162,36 @@ impl SndBuf {
     }
 }
 
+/// What a kernel counts against the congestion window when it decides whether to grow the
+/// send buffer (`tcp_should_expand_sndbuf`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Counting {
+    /// Segments sent and not acknowledged (`packets_out`), the 3.x kernels.
+    Unacknowledged,
+    /// Segments still in the network (`tcp_packets_in_flight`), the 4.x and later ones.
+    InFlight,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `tcp_check_space` whole: whether the test to expand passed, with `unacked` and
+    /// `in_flight` segments out.
+    fn check_space(
+        b: &mut SndBuf,
+        writer_waits: bool,
+        mss: usize,
+        cwnd: Option<usize>,
+        unacked: usize,
+        in_flight: usize,
+    ) -> bool {
+        match b.check_due(writer_waits) {
+            None => false,
+            Some(Counting::Unacknowledged) => b.expand_if_room(mss, cwnd, unacked),
+            Some(Counting::InFlight) => b.expand_if_room(mss, cwnd, in_flight),
+        }
+    }
 
     #[test]
     fn a_2012_kernel_opens_at_ten_segments_truesize_and_a_current_one_at_twice_that_rounded() {
@@ -185,27 +215,27 @@ mod tests {
         let mut b = SndBuf::new(SndEra::Linux3);
         b.opened(1460, 10);
         // Nothing freed: no check.
-        assert!(!b.check_space(true, 1460, Some(40), 10, 10));
+        assert!(!check_space(&mut b, true, 1460, Some(40), 10, 10));
         // Freed, but the writer is not waiting.
         b.freed();
-        assert!(!b.check_space(false, 1460, Some(40), 10, 10));
+        assert!(!check_space(&mut b, false, 1460, Some(40), 10, 10));
         // Freed and waiting, but the window is full (3.x counts what is unacknowledged).
         b.freed();
-        assert!(!b.check_space(true, 1460, Some(40), 40, 30));
+        assert!(!check_space(&mut b, true, 1460, Some(40), 40, 30));
         assert_eq!(b.capacity(), 23_400);
         // Room in the window: twice 40 segments of 2340 bytes.
         b.freed();
-        assert!(b.check_space(true, 1460, Some(40), 39, 39));
+        assert!(check_space(&mut b, true, 1460, Some(40), 39, 39));
         assert_eq!(b.capacity(), 2 * 40 * 2340);
         // It never shrinks with the window (the test passes; the buffer stays).
         b.freed();
-        assert!(b.check_space(true, 1460, Some(8), 2, 2));
+        assert!(check_space(&mut b, true, 1460, Some(8), 2, 2));
         assert_eq!(b.capacity(), 2 * 40 * 2340);
         // A current kernel counts what is in flight: SACKed segments leave room.
         let mut c = SndBuf::new(SndEra::Linux316);
         c.opened(1460, 10);
         c.freed();
-        assert!(c.check_space(true, 1460, Some(40), 40, 30));
+        assert!(check_space(&mut c, true, 1460, Some(40), 40, 30));
         assert_eq!(c.capacity(), 2 * 40 * 4352);
     }
 
@@ -214,7 +244,7 @@ mod tests {
         let mut b = SndBuf::new(SndEra::Linux316);
         b.opened(1460, 10);
         b.freed();
-        assert!(b.check_space(true, 1460, Some(100_000), 0, 0));
+        assert!(check_space(&mut b, true, 1460, Some(100_000), 0, 0));
         assert_eq!(b.capacity(), WMEM_MAX);
     }
 }

@@ -126,8 +126,8 @@ use super::profile::{Congestion, Nagle, RttEstimator, WindowRules};
 pub use super::rcvbuf::RcvEra;
 use super::rcvbuf::{self, RcvBuf};
 use super::sack::{self, Blocks, Scoreboard};
-use super::sndbuf::SndBuf;
 pub use super::sndbuf::SndEra;
+use super::sndbuf::{Counting, SndBuf};
 
 /// TIME-WAIT's length (2 MSL; Linux's `TCP_TIMEWAIT_LEN`).
 const TIME_WAIT: Duration = Duration::from_secs(60);
@@ -2035,12 +2035,19 @@ impl Tcb {
     /// ACK freed room while the writer waits and the window has room, and the window's idle
     /// clock restarts with it (`tcp_new_space`).
     fn check_space(&mut self) {
-        let mss = self.mss.max(1);
-        let unacked = (self.snd_max.wrapping_sub(self.snd_una) as usize).div_ceil(mss);
-        let in_flight = (self.in_flight() as usize).div_ceil(mss);
-        let (clamp, cwnd, waits) = (self.mss_clamp(), self.cwnd_segments(), self.writer_blocked);
+        let waits = self.writer_blocked;
+        let Some(counting) = self.sndbuf.as_mut().and_then(|b| b.check_due(waits)) else {
+            return;
+        };
+        // Counted only when a check is due: the pipe walks the SACK scoreboard.
+        let out = match counting {
+            Counting::Unacknowledged => self.snd_max.wrapping_sub(self.snd_una),
+            Counting::InFlight => self.in_flight(),
+        };
+        let out = (out as usize).div_ceil(self.mss.max(1));
+        let (clamp, cwnd) = (self.mss_clamp(), self.cwnd_segments());
         if let Some(b) = self.sndbuf.as_mut()
-            && b.check_space(waits, clamp, cwnd, unacked, in_flight)
+            && b.expand_if_room(clamp, cwnd, out)
         {
             self.cwnd_stamp = self.clock;
         }
