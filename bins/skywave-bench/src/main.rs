@@ -345,6 +345,11 @@ struct Calibrate {
     /// maximum.
     #[arg(long, value_name = "SECS")]
     ip_ttl: Option<f64>,
+    /// Maximum C_PDU segment size of the STANAG 5066 stations of the Isode runs, bytes
+    /// (1-1023; the RM6 servers' is not published). Default: 200, Annex C's example and
+    /// what Isode calls typical; 1023 is the emulator's own default.
+    #[arg(long, value_name = "B", default_value_t = calibrate::ISODE_SEGMENT)]
+    segment_size: usize,
     #[command(flatten)]
     tcp: TcpArgs,
 }
@@ -719,6 +724,14 @@ fn ttl(s: Option<f64>, what: &str) -> Result<Option<Duration>> {
     Ok(t)
 }
 
+/// `--segment-size` (compare, calibrate): what a D_PDU's 10-bit size field holds.
+fn segment_size(n: usize) -> Result<usize> {
+    match n {
+        1..=1023 => Ok(n),
+        n => bail!("--segment-size must be 1 to 1023 bytes (got {n})"),
+    }
+}
+
 /// `--turnaround`, refused before any run when the modem would refuse it.
 fn turnaround(s: Option<f64>) -> Result<Option<Duration>> {
     let t = seconds(s, "--turnaround")?;
@@ -792,10 +805,7 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
         tcp: c.tcp.overrides()?,
         smtp_timer: seconds(c.smtp_timer, "--smtp-timer")?,
         seeds: seeds(c.seeds.unwrap_or(if c.quick { 1 } else { 3 }))?,
-        segment_size: match c.segment_size {
-            n @ 1..=1023 => n,
-            n => bail!("--segment-size must be 1 to 1023 bytes (got {n})"),
-        },
+        segment_size: segment_size(c.segment_size)?,
         modem: c
             .modem
             .as_deref()
@@ -917,6 +927,7 @@ fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
         link_idle: seconds(c.link_idle, "--link-idle")?,
         default_ttl: ttl(c.default_ttl, "--default-ttl")?,
         ip_ttl: ttl(c.ip_ttl, "--ip-ttl")?,
+        segment_size: Some(segment_size(c.segment_size)?),
         tcp: c.tcp.overrides()?,
     };
     let bar = progress_bar(calibrate::run_count(&dir, seeds.len(), stations)?);
@@ -1112,6 +1123,26 @@ mod tests {
             compare_spec(&["--turnaround", "8.5"]).unwrap().turnaround,
             Some(std::time::Duration::from_millis(8500))
         );
+    }
+
+    /// `--segment-size` (compare, calibrate): what the D_PDU's 10-bit size field holds, checked
+    /// before anything runs; calibrate's defaults to Isode's stations', compare's to 1023.
+    #[test]
+    fn the_segment_size_fits_a_dpdu() {
+        assert_eq!(segment_size(200).unwrap(), 200);
+        assert_eq!(segment_size(1023).unwrap(), 1023);
+        for bad in [0, 1024] {
+            let e = segment_size(bad).unwrap_err();
+            assert!(e.to_string().contains("1 to 1023"), "{e}");
+        }
+        assert_eq!(compare_spec(&[]).unwrap().segment_size, 1023);
+        let Command::Calibrate(c) = Cli::try_parse_from(["skywave-bench", "calibrate"])
+            .unwrap()
+            .command
+        else {
+            panic!("not calibrate");
+        };
+        assert_eq!(c.segment_size, calibrate::ISODE_SEGMENT);
     }
 
     #[test]

@@ -353,10 +353,13 @@ mod tests {
 #[cfg(test)]
 mod flood_tests {
     use super::*;
+    use crate::calibrate::{ISODE_SEGMENT, ISODE_STATIONS};
     use crate::sweep::DEFAULT_SEGMENT;
 
+    /// A clean link between Isode's stations (CAS-1, their 200-byte segments), as `calibrate`
+    /// runs the UDP tables.
     fn clean(rate_bps: u32, interleaver: &str) -> Condition {
-        Condition {
+        ISODE_STATIONS.apply(Condition {
             channel: "awgn".into(),
             snr_db: 30.0,
             rate_bps,
@@ -370,7 +373,7 @@ mod flood_tests {
             default_ttl: None,
             ip_ttl: None,
             changes: Default::default(),
-        }
+        })
     }
 
     /// Deterministic (virtual time, seeded channel): the figures `skywave-bench calibrate`
@@ -382,23 +385,31 @@ mod flood_tests {
         assert_eq!(r.offered, 3600);
         assert_eq!(r.packets_dropped, 0);
         assert!((r.throughput_bps / 512.0 - 1.0).abs() < 0.03, "{r:?}");
-        // The link's limit: 2048-byte datagrams (two fragments each) at 1200 bit/s.
+        // The link's limit: 2048-byte datagrams (two fragments each) at 1200 bit/s, where
+        // 200-byte segments carry less than the generator offers, so the IP client drops some.
         let r = run_udp_flood(&clean(1200, "short"), &UdpFlood::for_link(2048, 1200)).unwrap();
-        assert_eq!(r.packets_sent, 2 * r.offered);
-        assert!((r.throughput_bps / 1104.0 - 1.0).abs() < 0.03, "{r:?}");
+        assert_eq!(r.packets_sent + r.packets_dropped, 2 * r.offered);
+        assert!(r.packets_dropped > 0, "{r:?}");
+        assert!((r.throughput_bps / 1025.5 - 1.0).abs() < 0.03, "{r:?}");
         // Flow control: 1500-byte datagrams at 9600 bit/s on the long interleaver lose packets
         // at the IP client, and a datagram missing a fragment is lost whole.
         let r = run_udp_flood(&clean(9600, "long"), &UdpFlood::for_link(1500, 9600)).unwrap();
         assert!(r.packets_dropped > 100, "{r:?}");
         assert!(r.delivered < r.offered - r.packets_dropped / 2, "{r:?}");
-        assert!((r.throughput_bps / 5707.0 - 1.0).abs() < 0.03, "{r:?}");
+        assert!((r.throughput_bps / 5560.0 - 1.0).abs() < 0.03, "{r:?}");
     }
 
     /// 100 % less the U_PDU throughput's share of the link: the figure `calibrate` sets
     /// against Isode's overhead measured on STANAG 5066 directly.
-    fn direct_overhead(rate_bps: u32, pdu_bytes: usize, turnaround_s: Option<f64>) -> f64 {
+    fn direct_overhead(
+        rate_bps: u32,
+        pdu_bytes: usize,
+        turnaround_s: Option<f64>,
+        segment_size: usize,
+    ) -> f64 {
         let cond = Condition {
             turnaround: turnaround_s.map(Duration::from_secs_f64),
+            segment_size,
             ..clean(rate_bps, "short")
         };
         let r = run_udp_flood(&cond, &UdpFlood::unidata_for_link(pdu_bytes, rate_bps)).unwrap();
@@ -407,18 +418,28 @@ mod flood_tests {
     }
 
     /// Deterministic: the overheads the README quotes from `skywave-bench calibrate` (with and
-    /// without `--turnaround`), each to 0.3 points. They bound the turnaround of the equipment
-    /// Isode measured: 2048-byte U_PDUs published at 17 % (9600 bit/s) and 10 % (1200 bit/s).
+    /// without `--turnaround` and `--segment-size 1023`), each to 0.3 points, for 2048-byte
+    /// U_PDUs, published at 17 % (9600 bit/s) and 10 % (1200 bit/s). With Isode's 200-byte
+    /// segments the headers cost more, and at 9600 bit/s the ARQ window (128 segments, some
+    /// 21 s of air) ends a transmission long before 127.5 s, so a turnaround is paid every
+    /// window: 4 s of it already takes the 9600 bit/s figure past twice the published one.
     #[test]
-    fn the_direct_5066_overhead_grows_with_the_turnaround() {
+    fn the_direct_5066_overhead_grows_with_the_headers_and_the_turnaround() {
         let close = |got: f64, want: f64| assert!((got - want).abs() < 0.3, "{got} vs {want}");
-        close(direct_overhead(9600, 2048, None), 6.0);
-        close(direct_overhead(1200, 2048, None), 5.4);
-        close(direct_overhead(9600, 2048, Some(4.0)), 14.5);
-        close(direct_overhead(1200, 2048, Some(4.0)), 11.0);
-        close(direct_overhead(1200, 2048, Some(8.5)), 17.1);
+        let isode = ISODE_SEGMENT;
+        close(direct_overhead(9600, 2048, None, isode), 19.9);
+        close(direct_overhead(1200, 2048, None, isode), 12.5);
+        close(direct_overhead(9600, 2048, Some(4.0), isode), 39.8);
+        close(direct_overhead(1200, 2048, Some(4.0), isode), 17.6);
+        close(direct_overhead(1200, 2048, Some(8.5), isode), 23.1);
+        // The emulator's own segments: one window holds 109 s of air at 9600 bit/s.
+        let own = DEFAULT_SEGMENT;
+        close(direct_overhead(9600, 2048, None, own), 6.0);
+        close(direct_overhead(1200, 2048, None, own), 5.4);
+        close(direct_overhead(9600, 2048, Some(4.0), own), 14.5);
+        close(direct_overhead(1200, 2048, Some(4.0), own), 11.0);
         // The generator's one-a-second ceiling, not the link, sets the small U_PDUs' figure.
-        close(direct_overhead(1200, 64, None), 57.3);
+        close(direct_overhead(1200, 64, None, isode), 57.3);
     }
 
     /// The TTL the IP client asks for travels as the DATA S_PDU's time to die, and the shore's
@@ -449,19 +470,19 @@ mod flood_tests {
             delivered(1500, None),
             delivered(64, None),
         );
-        assert_eq!((big, mid, small), (14, 9, 131));
+        assert_eq!((big, mid, small), (13, 8, 131));
         // Shorter than a 1024-byte datagram's airtime: nothing of either big size arrives in
         // time, and still a few of the small ones do.
         assert_eq!(
             (delivered(1024, Some(110)), delivered(1500, Some(110))),
             (0, 0)
         );
-        assert_eq!(delivered(64, Some(110)), 29);
-        // Twice that: the 1024-byte datagrams lose 4 of 14, the 64-byte ones 77 of 131, and
-        // the 512-byte ones none.
-        assert_eq!(delivered(1024, Some(240)), 10);
-        assert_eq!(delivered(64, Some(240)), 54);
-        assert_eq!(delivered(512, Some(240)), delivered(512, None));
+        assert_eq!(delivered(64, Some(110)), 21);
+        // Twice that: the 1024-byte datagrams lose 8 of 13, the 64-byte ones 76 of 131, and
+        // the 512-byte ones 12 of 25.
+        assert_eq!(delivered(1024, Some(240)), 5);
+        assert_eq!(delivered(64, Some(240)), 55);
+        assert_eq!((delivered(512, Some(240)), delivered(512, None)), (13, 25));
         let direct = flood(1500, Some(110), Traffic::Unidata);
         assert_eq!(
             direct.delivered,
