@@ -509,10 +509,11 @@ async fn a_bulk_stream_loses_datagrams_only_to_an_ip_client_that_drops() {
     assert_eq!(tcp.ip_client_hold, Some(crate::stack::IP_CLIENT_HOLD));
     let run = Duration::from_secs(7200);
     let dropping = super::bulk::run_bulk_tcp_5066(&c, &tcp, run).await.unwrap();
-    // The README's figures (deterministic for the seed): 4336 dropped, 4341 resent. 5183 and
-    // 5188 on the emulator's 1023-byte segments, whose window holds more; 1344 and 1349 while the hosts took in each burst of ACKs whole before sending anything, so that
-    // the flight shrank ACK by ACK and 3.x's window test found the window unused and did not
-    // grow it; before that, 379 and 385 with the window test of before, under which the
+    // The README's figures (deterministic for the seed): 4336 dropped, 4341 resent; 5183 and
+    // 5188 on the emulator's 1023-byte segments, where the figures of before were taken: 1344
+    // and 1349 while the hosts took in each burst of ACKs whole before sending anything, so
+    // that the flight shrank ACK by ACK and 3.x's window test found the window unused and did
+    // not grow it; before that, 379 and 385 with the window test of before, under which the
     // window grew only within a segment of the flight, and 56 and 62 while the hosts ran
     // Linux's Reno, which halved its window at each loss where CUBIC keeps 0.7 of it and is
     // back at it within seconds.
