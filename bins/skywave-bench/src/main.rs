@@ -936,7 +936,7 @@ fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
         bar.set_message(name.to_string());
     })?;
     bar.finish_and_clear();
-    let text = cal.markdown();
+    let text = format!("{stations}.\n\n{}", cal.markdown());
     println!("Calibration against {}\n", dir.display());
     print!("{text}");
     if let Some(out) = &c.out {

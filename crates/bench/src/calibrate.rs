@@ -419,6 +419,43 @@ impl Stations {
     }
 }
 
+/// One line saying what the Isode runs assumed of the stations, printed above `calibrate`'s
+/// table so that a table read later says what it was run with.
+impl std::fmt::Display for Stations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secs = |d: Duration| format!("{:.1} s", d.as_secs_f64());
+        write!(f, "Isode's stations: ")?;
+        match (self.cas1, self.link_idle) {
+            (false, _) => write!(f, "links taken as made (no CAS-1)")?,
+            (true, None) => write!(f, "CAS-1 link making, links kept once made")?,
+            (true, Some(idle)) => write!(
+                f,
+                "CAS-1 link making, links broken after {} idle",
+                secs(idle)
+            )?,
+        }
+        match self.segment_size {
+            Some(b) => write!(f, ", {b}-byte segments")?,
+            None => write!(f, ", each condition's segments")?,
+        }
+        match self.turnaround {
+            Some(t) => write!(f, ", a {} turnaround", secs(t))?,
+            None => write!(f, ", the modem's own turnaround")?,
+        }
+        match self.default_ttl {
+            Some(t) => write!(f, ", U_PDUs expire {} after submission", secs(t))?,
+            None => write!(f, ", no default TTL")?,
+        }
+        if let Some(t) = self.ip_ttl {
+            write!(f, ", the IP clients ask for a {} TTL", secs(t))?;
+        }
+        if self.tcp != TcpOverrides::NONE {
+            write!(f, "; the hosts' TCP changed from the command line")?;
+        }
+        Ok(())
+    }
+}
+
 /// The maximum C_PDU segment size of Isode's stations, bytes. The RM6 servers' setting is
 /// not published, and the emulator's default (1023, the most the D_PDU's 10-bit size field
 /// holds) is the most efficient a clean channel allows, not what servers are set to: Annex C
@@ -1576,6 +1613,28 @@ mod tests {
         }
         assert_eq!(plain.goals, linked.goals);
         assert_eq!(own.goals, linked.goals);
+    }
+
+    /// `calibrate` says above its table what it assumed of Isode's stations.
+    #[test]
+    fn the_stations_say_what_they_are() {
+        assert_eq!(
+            ISODE_STATIONS.to_string(),
+            "Isode's stations: CAS-1 link making, links kept once made, 200-byte segments, \
+             the modem's own turnaround, no default TTL"
+        );
+        let other = Stations {
+            cas1: false,
+            turnaround: Some(Duration::from_secs(4)),
+            ip_ttl: Some(Duration::from_secs(150)),
+            segment_size: Some(DEFAULT_SEGMENT),
+            ..ISODE_STATIONS
+        };
+        assert_eq!(
+            other.to_string(),
+            "Isode's stations: links taken as made (no CAS-1), 1023-byte segments, a 4.0 s \
+             turnaround, no default TTL, the IP clients ask for a 150.0 s TTL"
+        );
     }
 
     /// Annex A lets a station end a soft-link session as soon as its data is sent (a timeout of
