@@ -28,10 +28,11 @@
 //!   throughput, minutes to 50 % and 80 % of it, seconds to the first data.
 //!
 //! Every Isode row runs on [`Stations`], the CLI's default being [`ISODE_STATIONS`] (CAS-1 link
-//! making, as Isode's servers without ALE did; the modem's turnaround; links kept once made).
-//! `--turnaround`, `--no-cas1` and `--link-idle` change them for all of Isode's rows at once,
-//! to see what a turnaround, the link making or a soft-link timeout does to every table; the
-//! goal lines keep the benchmark's defaults.
+//! making, as Isode's servers without ALE did; [`ISODE_SEGMENT`]-byte C_PDU segments, what
+//! deployed servers typically use; the modem's turnaround; links kept once made).
+//! `--turnaround`, `--no-cas1`, `--link-idle` and `--segment-size` change them for all of
+//! Isode's rows at once, to see what a turnaround, the link making, a soft-link timeout or the
+//! segment size does to every table; the goal lines keep the benchmark's defaults.
 //!
 //! `modem-required-snr.csv` is printed from an independent fading sample (the curves are fitted
 //! and asserted in `skywave-emu`'s calibration tests), and `channel-profiles.csv` by measuring
