@@ -148,10 +148,11 @@ pub struct HfConfig {
     /// How long a peer's SMTP server may wait for the rest of a session before it gives the
     /// session up. After the 5066 server refused a U_PDU of ours (the node gave up on the link
     /// and discarded what it held), the peer may hold the first part of that session,
-    /// mid-message; an uncompressed session of ours reaching it before it gives up would be
-    /// read as the rest and accepted. So, where our sessions to that peer go uncompressed, none
-    /// starts until this long after the refusal (a compressed one cannot be so read: the
-    /// peer's decoder fails on a second stream's header). `None`: as long as a gateway
+    /// mid-message; a session of ours reaching it before it gives up would be read as the
+    /// rest (uncompressed, its text taken into the cut message; compressed, decoded as the
+    /// rest of the old stream, which at some cut points yields garbage text rather than an
+    /// error) and the cut message accepted with it. So none starts until this long after the
+    /// refusal, whatever the compression. `None`: as long as a gateway
     /// configured like this one waits ([`HfConfig::session_wait`]), and at least RFC 5321's
     /// 5 minutes (4.5.3.2.7), what a standard server waits at least.
     pub peer_session_timeout: Option<Duration>,
@@ -235,7 +236,7 @@ impl HfConfig {
         (self.reply_timeout + Duration::from_secs_f64(2.0 * airtime)).max(RFC5321_SERVER_WAIT)
     }
 
-    /// How long after a refused U_PDU no uncompressed session starts to a peer: the configured
+    /// How long after a refused U_PDU no session starts to a peer: the configured
     /// `peer_session_timeout`, or the wait of a gateway configured like this one.
     pub fn peer_session_wait(&self, mtu: usize) -> Duration {
         self.peer_session_timeout

@@ -800,8 +800,12 @@ async fn late_replies_to_an_earlier_session_are_set_aside() {
 ///   peer's server must have given the cut one up (`[hf] peer_session_timeout`, by default
 ///   what a skywave server waits: 327.3 s here, 5 minutes plus two U_PDUs' air time at the
 ///   pair's 1200 bit/s).
-/// - Deflate: no hold; a second stream's header cannot continue the first, so the shore's
-///   decoder fails on it and the batch goes again.
+/// - Deflate: the same hold. Without it the next session's stream reached the shore's decoder
+///   as the rest of the cut one: cut between two U_PDUs, the old stream stands in the middle
+///   of a block, and at some cut points the new bytes decode without an error, into garbage
+///   that runs on into the new stream's own text; its first end of data closed the
+///   cut message, accepted with a corrupt body, and de-duplication dropped the intact copy
+///   (CI saw it once: "<1.alice@ship.example>: body changed").
 ///
 /// Either way every message arrives once, intact.
 async fn a_session_cut_by_link_loss(compression: &str) -> Vec<TransferRecord> {
@@ -856,10 +860,13 @@ async fn an_uncompressed_session_cut_by_link_loss_is_not_continued_by_the_next()
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_compressed_session_cut_by_link_loss_is_not_misread() {
+async fn a_compressed_session_cut_by_link_loss_is_not_continued_by_the_next() {
     let out = a_session_cut_by_link_loss("deflate").await;
     let gap = out[1].start - out[0].end;
-    assert!(gap < 60.0, "a compressed session was held {gap} s: {out:?}");
+    assert!(
+        gap >= 327.2,
+        "the next session started {gap} s after the cut: {out:?}"
+    );
 }
 
 /// At 75 bit/s a 2048-byte U_PDU is 218 s of air, so the U_PDUs of one message reach the shore

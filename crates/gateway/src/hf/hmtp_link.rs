@@ -174,9 +174,9 @@ pub(super) struct HmtpLink {
     /// After new mail is announced or the link comes up, no session starts before this, so
     /// mail arriving in a burst goes in one batch.
     pub(super) gather_until: Option<Instant>,
-    /// After the 5066 server refused a U_PDU of ours while our sessions to this peer go
-    /// uncompressed, no session starts before this: the peer's server must first have given
-    /// up what it holds of the cut session ([`crate::config::HfConfig::peer_session_timeout`]).
+    /// After the 5066 server refused a U_PDU of ours, no session starts before this: the
+    /// peer's server must first have given up what it holds of the cut session
+    /// ([`crate::config::HfConfig::peer_session_timeout`]).
     pub(super) peer_hold: Option<Instant>,
     /// Sessions of ours started so far: the tag of each one's submission.
     pub(super) submissions: u64,
@@ -318,14 +318,6 @@ impl HmtpLink {
         }
     }
 
-    /// Whether our sessions to this peer go uncompressed (as the routing table says now).
-    fn sends_plain(&self) -> bool {
-        let table = self.ctx.routes.current();
-        table
-            .peer(&self.name)
-            .is_none_or(|peer| session_compression(peer) == Compression::None)
-    }
-
     /// Forms a batch and sends the submission.
     async fn start_session(&mut self, target: &Target) -> Start {
         let Some(mtu) = self.endpoint.mtu() else {
@@ -458,23 +450,28 @@ impl HmtpLink {
                 // node gave up on the link and discarded the rest. (Which U_PDUs got there
                 // cannot be told: one delivered just before the link failed has no
                 // confirmation either, and a server's confirm wait refuses U_PDUs that go
-                // on.) An uncompressed session of ours reaching the peer's server before it
-                // gives that part up would be read as its rest and accepted, so none starts
-                // until then. A compressed one is all but never read so: the peer's decoder
-                // fails on a second stream's header (for deflate, after a flush, the zlib
-                // header reads as a stored block whose length check passes once in 65536),
-                // it drops the rest, and the batch goes again.
-                if self.sends_plain() {
-                    let mtu = self.endpoint.mtu().unwrap_or(2048);
-                    let hold = self.ctx.config.peer_session_wait(mtu);
-                    let until = Instant::now() + hold;
-                    if self.peer_hold.is_none_or(|h| h < until) {
-                        warn!(
-                            hold_s = hold.as_secs(),
-                            "part of an uncompressed session may be at the peer; no session starts until its server has given it up"
-                        );
-                        self.peer_hold = Some(until);
-                    }
+                // on.) A session of ours reaching the peer's server before it gives that part
+                // up would be read as its rest, so none starts until then. Uncompressed, the
+                // next session's text is taken as the rest of the cut message and accepted.
+                // Compressed, it is no safer: the peer's decoder takes the new stream's bytes
+                // as the rest of the old one, which a cut between two U_PDUs leaves in the
+                // middle of a block, and at some cut points decodes them without an error,
+                // into text made of the old block's symbols and of back-references to what it
+                // already holds, until the new stream's own blocks reappear in it; the first
+                // end of data in that text closes the cut message, accepted with a corrupt
+                // body, and de-duplication then drops the intact copy (`cargo test -p
+                // skywave-hmtp --test hmtp_sessions a_session_cut_short`; JNOS LZW's decoder
+                // failed at every cut point tried there, which nothing guarantees). So the hold
+                // is the same whatever the compression.
+                let mtu = self.endpoint.mtu().unwrap_or(2048);
+                let hold = self.ctx.config.peer_session_wait(mtu);
+                let until = Instant::now() + hold;
+                if self.peer_hold.is_none_or(|h| h < until) {
+                    warn!(
+                        hold_s = hold.as_secs(),
+                        "part of a session may be at the peer; no session starts until its server has given it up"
+                    );
+                    self.peer_hold = Some(until);
                 }
                 // Only a U_PDU of the session in progress ends it: a rejection of an earlier
                 // session's (a server's confirm wait can answer long after the session ended
