@@ -25,8 +25,8 @@
 //! more than any UDP row. So it was in the generator, and the model puts it there: one constant
 //! for every row, read off the table's shape (not fitted per row), that leaves every row the
 //! link limits (1200 bit/s from 128 bytes up, 75 bit/s, 1024 bytes and more at 9600) to the
-//! link. The publication does not say how its generator was set; the README says this is an
-//! inference.
+//! link. The publication does not say how its generator was set; `docs/calibration.md` says this is
+//! an inference.
 //!
 //! The direct measurements show the same ceiling: the published overheads of 67 % and 32 % for
 //! 64- and 128-byte U_PDUs at 1200 bit/s are 0.77 and 0.80 U_PDUs a second, fewer than the
@@ -35,8 +35,8 @@
 //! client that queues while its node has flow off, as an application measuring STANAG 5066
 //! would. Its figure, overhead = 100 % less the U_PDU bits delivered per second over the link's
 //! rate, weighs the link's own costs (turnarounds, preambles, acknowledgements, headers) with
-//! nothing above them, which is why `calibrate --turnaround` reads the equipment's turnaround
-//! off it (README, Benchmark).
+//! nothing above them, which is why they say what the stations' turnaround and segment size
+//! were (`docs/calibration.md`: on Isode's 200-byte segments, the modem's own turnaround).
 //!
 //! Sits beside [`crate::tcp`] (which runs TCP over the same IP client) on [`crate::stack`]'s
 //! two-node subnetwork; [`crate::calibrate`] runs it for every row of the Isode table.
@@ -417,7 +417,7 @@ mod flood_tests {
         100.0 * (1.0 - r.throughput_bps / f64::from(rate_bps))
     }
 
-    /// Deterministic: the overheads the README quotes from `skywave-bench calibrate` (with and
+    /// Deterministic: the overheads `docs/calibration.md` quotes from `skywave-bench calibrate` (with and
     /// without `--turnaround` and `--segment-size 1023`), each to 0.3 points, for 2048-byte
     /// U_PDUs, published at 17 % (9600 bit/s) and 10 % (1200 bit/s). With Isode's 200-byte
     /// segments the headers cost more, and at 9600 bit/s the ARQ window (128 segments, some
@@ -446,7 +446,7 @@ mod flood_tests {
     /// node discards what arrives after it, on the air or not. At 75 bit/s a TTL that cuts
     /// the 1024-byte datagrams (112 s of airtime each) cuts the 64-byte ones harder: they
     /// wait longest, 64 U_PDUs deep behind the node's flow control, where Isode's table has
-    /// them at 32 bit/s. The U_PDU flood (no IP client) ignores the TTL. The README's reason
+    /// them at 32 bit/s. The U_PDU flood (no IP client) ignores the TTL. `docs/calibration.md`'s reason
     /// why no IP client TTL gives Isode's 8 and 4 bit/s for the two big sizes
     /// (`calibrate --ip-ttl 240`).
     #[test]

@@ -222,7 +222,7 @@ async fn a_dead_channel_hits_the_time_limit_and_reports_nothing_delivered() {
     assert!(r.lost_on_air > 0);
 }
 
-/// The README explains the large NTIA rows by this ratio (2.7:1 for the 51200-byte attachment's
+/// `docs/calibration.md` explains the large NTIA rows by this ratio (2.7:1 for the 51200-byte attachment's
 /// mail): the workload is seeded, so the figures are exact.
 #[test]
 fn lzw_ratio_of_the_ntia_workload() {
@@ -244,7 +244,7 @@ fn lzw_ratio_of_the_ntia_workload() {
     }
 }
 
-/// One NTIA run of the 51200-byte attachment in detail; the README quotes the 300 bit/s one
+/// One NTIA run of the 51200-byte attachment in detail; `docs/calibration.md` quotes the 300 bit/s one
 /// ("keyed 1004 s of 1053 s"), asserted here to 1 % (virtual time, seeded channel).
 #[tokio::test(start_paused = true)]
 async fn ntia_one_run_in_detail() {
@@ -509,7 +509,7 @@ async fn a_bulk_stream_loses_datagrams_only_to_an_ip_client_that_drops() {
     assert_eq!(tcp.ip_client_hold, Some(crate::stack::IP_CLIENT_HOLD));
     let run = Duration::from_secs(7200);
     let dropping = super::bulk::run_bulk_tcp_5066(&c, &tcp, run).await.unwrap();
-    // The README's figures (deterministic for the seed): 4336 dropped, 4341 resent; 5183 and
+    // `docs/calibration.md`'s figures (deterministic for the seed): 4336 dropped, 4341 resent; 5183 and
     // 5188 on the emulator's 1023-byte segments, where the figures of before were taken: 1344
     // and 1349 while the hosts took in each burst of ACKs whole before sending anything, so
     // that the flight shrank ACK by ACK and 3.x's window test found the window unused and did
@@ -554,7 +554,7 @@ async fn a_bulk_stream_loses_datagrams_only_to_an_ip_client_that_drops() {
 /// more air), `calibrate`'s stream is dropped in its second hour; with the emulator's
 /// 1023-byte segments it lives at the default turnaround and at 5 s (with 3.x's window test),
 /// and with the window test of before (`kernel_cwnd_test` off) dies at 5 s, where the queue
-/// and the turnarounds pass 924.6 s. The README's figures; virtual time, exact for the seed.
+/// and the turnarounds pass 924.6 s. `docs/calibration.md`'s figures; virtual time, exact for the seed.
 #[tokio::test(start_paused = true)]
 async fn a_bulk_stream_behind_a_deep_queue_lives_or_dies_by_linuxs_count_from_the_first_resend() {
     let tcp = crate::calibrate::isode_tcp(300);
