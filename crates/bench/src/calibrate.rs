@@ -34,6 +34,11 @@
 //! Isode's rows at once, to see what a turnaround, the link making, a soft-link timeout or the
 //! segment size does to every table; the goal lines keep the benchmark's defaults.
 //!
+//! Below the count of ratio rows in band, per source, the table counts Isode's rows per paper
+//! and interleaver ([`Calibration::interleaver_counts`]): neither paper says which interleaver
+//! its stations used, and which one each paper's figures fit is evidence of it, where a
+//! count over both interleavers at once can only blur it.
+//!
 //! `modem-required-snr.csv` is printed from an independent fading sample (the curves are fitted
 //! and asserted in `skywave-emu`'s calibration tests), and `channel-profiles.csv` by measuring
 //! each profile's frequency spread on the fading the emulator generates for it
@@ -506,6 +511,9 @@ pub struct Comparison {
     /// Delivered / offered over all seeds: messages; datagrams for the UDP flood; for the bulk
     /// stream, runs whose connection lasted to the end / runs.
     pub delivered: (usize, usize),
+    /// The interleaver of an Isode row (one of [`ISODE_INTERLEAVERS`]: Isode did not publish
+    /// theirs, so every Isode row is run on both); `None` for every other row.
+    pub interleaver: Option<&'static str>,
 }
 
 impl Comparison {
@@ -779,6 +787,7 @@ pub fn channel_comparisons(csv: &str) -> Result<Vec<Comparison>, CalibrationErro
             published: p.spread_hz,
             emulated: measured_spread_hz(p, seed).ok_or_else(|| "no fading".to_string()),
             delivered: (0, 0),
+            interleaver: None,
         })
         .collect())
 }
@@ -845,6 +854,7 @@ pub fn modem_comparisons(csv: &str) -> Result<Vec<Comparison>, CalibrationError>
                 published,
                 emulated: figure(Generation::Rm6, row.rate, fading),
                 delivered: (0, 0),
+                interleaver: None,
             });
         }
     }
@@ -866,6 +876,7 @@ pub fn modem_comparisons(csv: &str) -> Result<Vec<Comparison>, CalibrationError>
                 .and_then(|set| row.emulated_snr_db(&set))
                 .ok_or_else(|| format!("BER {:e} not reached", row.ber)),
             delivered: (0, 0),
+            interleaver: None,
         });
     }
     Ok(out)
@@ -900,6 +911,7 @@ pub fn calibrate(
             published: row.throughput_bps,
             delivered: r.as_ref().map_or((0, 0), Runs::delivered),
             emulated: r.map(|r| r.mean(|d| d.result.throughput_bps)),
+            interleaver: None,
         });
     }
     // Isode: the smtp column, and the HF-native column against ours.
@@ -970,6 +982,7 @@ pub fn calibrate(
                 published,
                 emulated: secs(r),
                 delivered: r.as_ref().map_or((0, 0), Runs::delivered),
+                interleaver: Some(il),
             });
         }
         let goal = |kind| Goal {
@@ -1057,7 +1070,7 @@ pub fn calibrate(
 fn flood_comparison(
     row: &IsodeIpRow,
     traffic: Traffic,
-    il: &str,
+    il: &'static str,
     seeds: &[u64],
     stations: Stations,
     progress: &mut dyn FnMut(&str),
@@ -1118,6 +1131,7 @@ fn flood_comparison(
             None => Ok(sum / seeds.len().max(1) as f64),
         },
         delivered,
+        interleaver: Some(il),
     })
 }
 
@@ -1134,7 +1148,7 @@ pub fn bulk_tcp(row: &IsodeTcpRow) -> TcpSettings {
 /// row has), each the mean over the seeds.
 fn bulk_tcp_comparisons(
     row: &IsodeTcpRow,
-    il: &str,
+    il: &'static str,
     seeds: &[u64],
     stations: Stations,
     progress: &mut dyn FnMut(&str),
@@ -1218,6 +1232,7 @@ fn bulk_tcp_comparisons(
                 published: published?,
                 emulated,
                 delivered: (reports.len() - dropped.len(), seeds.len()),
+                interleaver: Some(il),
             })
         })
         .collect()
@@ -1247,30 +1262,102 @@ pub struct BandCount {
     pub rows: usize,
 }
 
+/// How many of one group of Isode's ratio rows fall in [`RATIO_BAND`] on each interleaver
+/// (see [`Calibration::interleaver_counts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterleaverCount {
+    /// The publication the rows come from ([`isode_group`]).
+    pub group: &'static str,
+    /// Per interleaver, in the order the table first shows it: the interleaver, the rows
+    /// within the band, the rows with a ratio.
+    pub counts: Vec<(&'static str, usize, usize)>,
+}
+
+/// The publication an Isode row's figure comes from. Isode's interleaver is not published,
+/// and the two papers need not have used the same one: the direct STANAG 5066 overhead is
+/// from their earlier "STANAG 5066 Performance Measurements over HF Radio", every other
+/// column from "Performance Measurements of Application using IP over HF Radio", whose
+/// CO-ACP 142 column is set against HMTP, another protocol, and so says nothing of the link.
+pub fn isode_group(source: &str) -> &'static str {
+    match source {
+        "Isode co_acp142 seconds" => "HMTP against Isode's CO-ACP 142 (another protocol)",
+        "Isode 5066 direct overhead" => "Isode's direct STANAG 5066 overhead (the earlier paper)",
+        _ => "Isode's IP over STANAG 5066 (SMTP, UDP, bulk TCP)",
+    }
+}
+
+/// The element of `v` that `is` picks, pushed from `new` if there is none: counts kept in the
+/// order their first row comes.
+fn entry<T>(v: &mut Vec<T>, is: impl Fn(&T) -> bool, new: impl FnOnce() -> T) -> &mut T {
+    let i = match v.iter().position(is) {
+        Some(i) => i,
+        None => {
+            v.push(new());
+            v.len() - 1
+        }
+    };
+    &mut v[i]
+}
+
+impl Comparison {
+    /// Whether the row counts towards the band ([`Calibration::band_counts`]), and if so
+    /// whether it is within [`RATIO_BAND`], judged as printed (two decimals), so a row the
+    /// table shows as 0.67 counts and one it shows as 0.66 does not.
+    fn in_band(&self) -> Option<bool> {
+        if !self.is_performance() {
+            return None;
+        }
+        let r = self.ratio()?;
+        Some(RATIO_BAND.contains(&((r * 100.0).round() / 100.0)))
+    }
+}
+
 impl Calibration {
     /// Per source, in the order the table first shows it, how many ratio rows are within
     /// [`RATIO_BAND`]; the ratio is judged as printed (two decimals), so a row the table shows
     /// as 0.67 counts and one it shows as 0.66 does not.
     pub fn band_counts(&self) -> Vec<BandCount> {
         let mut counts: Vec<BandCount> = Vec::new();
-        for c in self.comparisons.iter().filter(|c| c.is_performance()) {
-            let Some(r) = c.ratio() else { continue };
-            let within = RATIO_BAND.contains(&((r * 100.0).round() / 100.0));
-            let i = match counts.iter().position(|b| b.source == c.source) {
-                Some(i) => i,
-                None => {
-                    counts.push(BandCount {
-                        source: c.source,
-                        within: 0,
-                        rows: 0,
-                    });
-                    counts.len() - 1
-                }
-            };
-            counts[i].rows += 1;
-            counts[i].within += usize::from(within);
+        for c in &self.comparisons {
+            let Some(within) = c.in_band() else { continue };
+            let b = entry(
+                &mut counts,
+                |b| b.source == c.source,
+                || BandCount {
+                    source: c.source,
+                    within: 0,
+                    rows: 0,
+                },
+            );
+            b.rows += 1;
+            b.within += usize::from(within);
         }
         counts
+    }
+
+    /// Isode's ratio rows per publication ([`isode_group`]) and interleaver, in the order the
+    /// table first shows them: which interleaver each paper's figures fit, where the
+    /// publications do not say which they used.
+    pub fn interleaver_counts(&self) -> Vec<InterleaverCount> {
+        let mut groups: Vec<InterleaverCount> = Vec::new();
+        for c in &self.comparisons {
+            let (Some(il), Some(within)) = (c.interleaver, c.in_band()) else {
+                continue;
+            };
+            let group = isode_group(c.source);
+            let g = entry(
+                &mut groups,
+                |g| g.group == group,
+                || InterleaverCount {
+                    group,
+                    counts: Vec::new(),
+                },
+            );
+            let count = entry(&mut g.counts, |&(name, _, _)| name == il, || (il, 0, 0));
+            count.1 += usize::from(within);
+            count.2 += 1;
+        }
+        groups
     }
 
     /// The comparisons as a Markdown table, the rows within [`RATIO_BAND`] per source, then
@@ -1324,6 +1411,21 @@ impl Calibration {
                 let _ = writeln!(out, "- {}: {} of {}", b.source, b.within, b.rows);
             }
         }
+        let by_interleaver = self.interleaver_counts();
+        if !by_interleaver.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nBy interleaver (Isode's was not published; every Isode row is run on both):"
+            );
+            for g in &by_interleaver {
+                let per: Vec<String> = g
+                    .counts
+                    .iter()
+                    .map(|(il, within, rows)| format!("{il} {within} of {rows}"))
+                    .collect();
+                let _ = writeln!(out, "- {}: {}", g.group, per.join(", "));
+            }
+        }
         if !self.goals.is_empty() {
             let _ = writeln!(out, "\nGoal lines:");
             for g in &self.goals {
@@ -1354,6 +1456,7 @@ mod tests {
             published,
             emulated,
             delivered: (0, 0),
+            interleaver: None,
         };
         let cal = Calibration {
             comparisons: vec![
@@ -1389,6 +1492,64 @@ mod tests {
         let md = cal.markdown();
         assert!(
             md.contains("Ratio rows within 0.67-1.5 of the published figure: 2 of 4\n- A: 1 of 3\n- B: 1 of 1\n"),
+            "{md}"
+        );
+    }
+
+    /// Isode's rows are also counted per publication and interleaver, the rows of no
+    /// interleaver (NTIA's, the modem's) left out, and the table says so below the count.
+    #[test]
+    fn isodes_rows_are_counted_per_paper_and_interleaver() {
+        let row = |source: &'static str, il, emulated: f64| Comparison {
+            source,
+            scenario: "s".into(),
+            condition: "c".into(),
+            unit: "s",
+            published: 100.0,
+            emulated: Ok(emulated),
+            delivered: (1, 1),
+            interleaver: il,
+        };
+        let cal = Calibration {
+            comparisons: vec![
+                row("NTIA Table 5 throughput", None, 100.0),
+                row("Isode smtp seconds", Some("short"), 39.0),
+                row("Isode UDP throughput", Some("short"), 101.0),
+                row("Isode smtp seconds", Some("long"), 122.0),
+                row("Isode 5066 direct overhead", Some("short"), 117.0),
+                row("Isode 5066 direct overhead", Some("long"), 211.0),
+                row("Isode co_acp142 seconds", Some("long"), 141.0),
+                row("Isode UDP throughput", Some("long"), 1473.0),
+            ],
+            goals: Vec::new(),
+        };
+        let ip = "Isode's IP over STANAG 5066 (SMTP, UDP, bulk TCP)";
+        let direct = "Isode's direct STANAG 5066 overhead (the earlier paper)";
+        let acp = "HMTP against Isode's CO-ACP 142 (another protocol)";
+        assert_eq!(
+            cal.interleaver_counts(),
+            [
+                InterleaverCount {
+                    group: ip,
+                    counts: vec![("short", 1, 2), ("long", 1, 2)]
+                },
+                InterleaverCount {
+                    group: direct,
+                    counts: vec![("short", 1, 1), ("long", 0, 1)]
+                },
+                InterleaverCount {
+                    group: acp,
+                    counts: vec![("long", 1, 1)]
+                },
+            ]
+        );
+        let md = cal.markdown();
+        assert!(
+            md.contains(&format!(
+                "\nBy interleaver (Isode's was not published; every Isode row is run on both):\n\
+                 - {ip}: short 1 of 2, long 1 of 2\n- {direct}: short 1 of 1, long 0 of 1\n\
+                 - {acp}: long 1 of 1\n"
+            )),
             "{md}"
         );
     }
