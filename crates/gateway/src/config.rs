@@ -152,7 +152,9 @@ pub struct HfConfig {
     /// rest (uncompressed, its text taken into the cut message; compressed, decoded as the
     /// rest of the old stream, which at some cut points yields garbage text rather than an
     /// error) and the cut message accepted with it. So none starts until this long after the
-    /// refusal, whatever the compression. `None`: as long as a gateway
+    /// refusal, whatever the compression, unless the peer advertised `XCUT` in its last EHLO
+    /// reply: then the next session starts with the cut marker at once
+    /// (`skywave_hmtp::cut`). `None`: as long as a gateway
     /// configured like this one waits ([`HfConfig::session_wait`]), and at least RFC 5321's
     /// 5 minutes (4.5.3.2.7), what a standard server waits at least.
     pub peer_session_timeout: Option<Duration>,

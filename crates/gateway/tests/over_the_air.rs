@@ -462,13 +462,19 @@ async fn from_the_ship(pair: &Pair, n: usize, size: usize) -> Vec<(String, Vec<u
     let mut sent = Vec::new();
     for i in 0..n {
         let m = message("alice@ship.example", "ops@shore.example", i, size);
-        pair.ship
-            .submit("alice@ship.example", &["ops@shore.example"], &m)
-            .await
-            .unwrap();
-        sent.push((format!("<{i}.alice@ship.example>"), m));
+        sent.push(submit_as_alice(pair, i, m).await);
     }
     sent
+}
+
+/// Submits `m` on the ship, from alice to ops, as the message whose Message-ID is
+/// `<i.alice@ship.example>`; returns that ID and the text.
+async fn submit_as_alice(pair: &Pair, i: usize, m: Vec<u8>) -> (String, Vec<u8>) {
+    pair.ship
+        .submit("alice@ship.example", &["ops@shore.example"], &m)
+        .await
+        .unwrap();
+    (format!("<{i}.alice@ship.example>"), m)
 }
 
 /// Every message of `sent` reaches the shore's Maildir within four hours, and an hour later
@@ -791,6 +797,30 @@ async fn late_replies_to_an_earlier_session_are_set_aside() {
     );
 }
 
+/// Submits on the ship one log message per id: text that deflate halves at best (hex of a
+/// pseudo-random sequence), so that a session of two is several U_PDUs either way and an
+/// outage cuts it in the middle.
+async fn submit_logs(pair: &Pair, ids: std::ops::Range<usize>) -> Vec<(String, Vec<u8>)> {
+    let mut sent = Vec::new();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for i in ids {
+        let mut m = format!(
+            "From: <alice@ship.example>\r\nTo: <ops@shore.example>\r\nSubject: log {i}\r\nMessage-ID: <{i}.alice@ship.example>\r\n\r\n"
+        );
+        while m.len() < 3000 {
+            for _ in 0..8 {
+                x = x
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                m.push_str(&format!("{:08x}", x >> 32));
+            }
+            m.push_str("\r\n");
+        }
+        sent.push(submit_as_alice(pair, i, m.into_bytes()).await);
+    }
+    sent
+}
+
 /// A session cut mid-message: the ship's node, quick to give up (one unanswered retry), declares
 /// the link lost in two minutes of outage while the shore's server holds the first part of a
 /// session, mid-text. The ship's spool would retry after 5 s.
@@ -815,30 +845,7 @@ async fn a_session_cut_by_link_loss(compression: &str) -> Vec<TransferRecord> {
     o.link_retries = Some(1);
     o.outages = vec![(Duration::from_secs(20), Duration::from_secs(120))];
     let pair = Pair::start(&o).await.unwrap();
-    // Text that deflate halves at best (hex of a pseudo-random sequence), so that a session of
-    // two messages is several U_PDUs either way and the outage cuts it in the middle.
-    let mut sent = Vec::new();
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    for i in 0..2 {
-        let mut m = format!(
-            "From: <alice@ship.example>\r\nTo: <ops@shore.example>\r\nSubject: log {i}\r\nMessage-ID: <{i}.alice@ship.example>\r\n\r\n"
-        );
-        while m.len() < 3000 {
-            for _ in 0..8 {
-                x = x
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                m.push_str(&format!("{:08x}", x >> 32));
-            }
-            m.push_str("\r\n");
-        }
-        let m = m.into_bytes();
-        pair.ship
-            .submit("alice@ship.example", &["ops@shore.example"], &m)
-            .await
-            .unwrap();
-        sent.push((format!("<{i}.alice@ship.example>"), m));
-    }
+    let sent = submit_logs(&pair, 0..2).await;
     all_arrive_once(&pair, &sent).await;
     let records = pair.ship.hf().transfers();
     pair.stop().await;
@@ -868,6 +875,58 @@ async fn a_compressed_session_cut_by_link_loss_is_not_continued_by_the_next() {
         "the next session started {gap} s after the cut: {out:?}"
     );
 }
+
+/// XCUT: the same cut, after a first session has told the ship that the shore honours the cut
+/// marker (`skywave_hmtp::cut`). The ship's next session starts with the marker as soon as the
+/// link is back, instead of 327 s after the cut; the shore's server gives the cut session up at
+/// the marker and reads the next one as a new stream. Every message arrives once, intact.
+#[tokio::test(start_paused = true)]
+async fn a_session_cut_by_link_loss_is_given_up_at_the_cut_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), "deflate");
+    o.min_backoff = 5;
+    o.link_retries = Some(1);
+    o.outages = vec![(Duration::from_secs(OUTAGE_AT), Duration::from_secs(120))];
+    let pair = Pair::start(&o).await.unwrap();
+    let first = message("alice@ship.example", "ops@shore.example", 100, 500);
+    let mut sent = vec![submit_as_alice(&pair, 100, first).await];
+    let first = wait_for(&pair.shore_maildir, 1, Duration::from_secs(OUTAGE_AT)).await;
+    assert_eq!(first.len(), 1, "the first session ends before the outage");
+    sent.extend(submit_logs(&pair, 0..4).await);
+    all_arrive_once(&pair, &sent).await;
+    let ship = pair.ship.hf().transfers();
+    let shore = pair.shore.hf().transfers();
+    pair.stop().await;
+    let out = outgoing(&ship);
+    assert_eq!(out[0].result, "completed", "{out:?}");
+    let cut = out
+        .iter()
+        .position(|r| r.result == "no reply (timeout or link lost)")
+        .expect("a session was cut");
+    assert_eq!(out[out.len() - 1].result, "completed", "{out:?}");
+    // No hold: each session after the cut starts as soon as the spool retries (5 s here), those
+    // still inside the outage failing in turn, each leaving the marker to the next.
+    for w in out[cut..].windows(2) {
+        let gap = w[1].start - w[0].end;
+        assert!(
+            gap < 30.0,
+            "a session started {gap} s after the last: {out:?}"
+        );
+    }
+    let delivered = out[out.len() - 1].end - out[cut].end;
+    assert!(
+        delivered < 150.0,
+        "{delivered} s from the cut to delivery: {out:?}"
+    );
+    let cut: Vec<_> = shore
+        .iter()
+        .filter(|r| r.direction == Direction::In && r.result.starts_with("cut:"))
+        .collect();
+    assert_eq!(cut.len(), 1, "{shore:?}");
+}
+
+/// When the outage of the XCUT test begins, s.
+const OUTAGE_AT: u64 = 30;
 
 /// At 75 bit/s a 2048-byte U_PDU is 218 s of air, so the U_PDUs of one message reach the shore
 /// minutes apart. With a LAN's timeouts (3 minutes within a message) the shore's server gave

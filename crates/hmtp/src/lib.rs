@@ -13,6 +13,8 @@
 //!   for a client that waits for the EHLO reply), spool ordering, de-duplication.
 //! - [`dedup`]: the receiver's de-duplication cache.
 //! - [`collision`]: the rule for two nodes that start sessions at once.
+//! - [`cut`]: skywave's `XCUT`, a marker that gives up a session a lost link cut short, so
+//!   the next one need not wait for the server's timeout.
 //! - [`stream`]: compression choice, U_PDU cutting and counts shared by client and server.
 //!
 //! ```
@@ -54,6 +56,7 @@ pub mod cftp;
 pub mod cftp_session;
 pub mod client;
 pub mod collision;
+pub mod cut;
 pub mod dedup;
 pub mod error;
 pub mod server;

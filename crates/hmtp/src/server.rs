@@ -101,6 +101,9 @@ pub enum ServerEnd {
     Session(CloseReason),
     /// The received stream could not be decoded; nothing more is read and nothing is sent.
     BadStream(String),
+    /// The client gave the session up ([`crate::cut::MARKER`]): nothing more is read and
+    /// nothing is sent, since no client waits for the replies.
+    Cut,
 }
 
 /// Something for the owner.
@@ -226,8 +229,18 @@ impl<P: Policy> HmtpServer<P> {
         })
     }
 
-    /// Consumes one U_PDU received at `now` (U_PDUs in order).
+    /// Consumes one U_PDU received at `now` (U_PDUs in order). The cut marker
+    /// ([`crate::cut`]) ends the session there, with no replies.
     pub fn receive(&mut self, now: Instant, updu: &[u8], dedup: &mut DedupCache) {
+        if crate::cut::is_marker(updu) {
+            if !self.closed {
+                self.closed = true;
+                self.pending.clear();
+                self.transmissions.clear();
+                self.events.push_back(ServerEvent::Closed(ServerEnd::Cut));
+            }
+            return;
+        }
         if self.closed {
             // Counted, not read: the session is over.
             self.received.count_received(updu.len(), 0);
@@ -395,6 +408,8 @@ impl<P: Policy> HmtpServer<P> {
         };
         let mut config = self.settings.smtp.clone();
         config.reply_buffering = mode == ServeMode::Batch;
+        // Whatever the client: one that does not know the keyword ignores it.
+        config.extra_ehlo.push(crate::cut::KEYWORD.to_owned());
         // A deflate stream comes from a skywave peer: tell it which preset dictionaries this
         // server decodes, so that its next session can use one (see `crate::stream`).
         if self.decoder.kind() == Some(StreamKind::Zlib) {

@@ -1230,3 +1230,64 @@ fn a_session_cut_short_takes_the_next_one_as_its_rest_whatever_the_compression()
         assert_eq!((damaging, first.len() - 1), want, "{compression:?}");
     }
 }
+
+#[test]
+fn a_session_given_up_at_the_cut_marker_leaves_the_next_one_whole() {
+    // XCUT (`skywave_hmtp::cut`): the same cuts, but the next session starts with the cut
+    // marker, as a gateway's does towards a peer that advertised XCUT. The server reading the
+    // cut session ends it at the marker and sends nothing; what it spooled before the cut is
+    // whole; and the next session, a new stream to a new server as the gateway's link serves
+    // it, delivers every message intact, at every cut point, whatever the compression.
+    let mtu = 512;
+    let now = Instant::now();
+    let marker = skywave_hmtp::cut::MARKER.to_vec();
+    for compression in SCHEMES {
+        let batch = messages(8, 7);
+        let originals: Vec<Vec<u8>> = batch.iter().map(|m| m.body.clone()).collect();
+        let (_first_client, first) = submitted(batch.clone(), compression, mtu);
+        for cut in 1..first.len() {
+            let mut owner = Owner::new();
+            let mut server = HmtpServer::new(server_settings(mtu), AcceptAll, now).unwrap();
+            let sent = owner.serve(
+                &mut server,
+                &[&first[..cut], std::slice::from_ref(&marker)].concat(),
+                now,
+            );
+            assert!(
+                sent.is_empty(),
+                "{compression:?} cut {cut}: replies to a cut session"
+            );
+            assert_eq!(owner.closed, [ServerEnd::Cut], "{compression:?} cut {cut}");
+            assert!(server.is_closed());
+            // A second marker, or the marker with no session open, ends nothing more.
+            owner.serve(&mut server, std::slice::from_ref(&marker), now);
+            assert_eq!(owner.closed.len(), 1);
+            assert!(owner.spooled.iter().all(|(_, b)| originals.contains(b)));
+            let before = owner.spooled.len();
+            let (mut client, next) = submitted(batch.clone(), compression, mtu);
+            let mut server = HmtpServer::new(server_settings(mtu), AcceptAll, now).unwrap();
+            let replies = owner.serve(&mut server, &next, now);
+            // Every message arrives: spooled now, or a duplicate of one spooled before the cut.
+            assert_eq!(
+                owner.spooled.len() - before + owner.duplicates,
+                originals.len(),
+                "{compression:?} cut {cut}"
+            );
+            assert!(owner.spooled.iter().all(|(_, b)| originals.contains(b)));
+            for tx in &replies {
+                for u in tx {
+                    client.receive(u);
+                }
+            }
+            let outcome = client.outcome().expect("the next session ends");
+            assert!(outcome.peer_cuts, "the server advertises XCUT");
+            assert!(
+                outcome.messages.iter().all(|m| m
+                    .recipients
+                    .iter()
+                    .all(|(_, d)| matches!(d, Disposition::Delivered(_)))),
+                "{compression:?} cut {cut}: {outcome:?}"
+            );
+        }
+    }
+}

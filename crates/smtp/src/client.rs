@@ -69,6 +69,9 @@ pub struct Extensions {
     /// skywave's `XSUM`: the reply that closes the session (221 or 421) names how many octets
     /// of it the server read and their checksum (see [`crate::sum`]).
     pub session_sum: bool,
+    /// skywave's `XCUT`: the server gives up a session of ours cut short by a lost link when
+    /// the next one starts with the cut marker (see the hmtp crate's `cut`).
+    pub session_cut: bool,
 }
 
 impl Extensions {
@@ -85,6 +88,7 @@ impl Extensions {
                 "MT-PRIORITY" => ext.mt_priority = true,
                 "STARTTLS" => ext.starttls = true,
                 sum::KEYWORD => ext.session_sum = true,
+                "XCUT" => ext.session_cut = true,
                 "XDICT" => ext.dictionaries.extend(
                     words
                         .take(16)

@@ -20,7 +20,11 @@
 //! 221, a server at QUIT). A reply stream whose closing reply does not sum this session's
 //! octets (skywave's `XSUM`, see `skywave_smtp::sum`) answers an earlier session of ours whose
 //! data reached the peer late: the client sets it aside and the next stream is classified
-//! afresh.
+//! afresh. A session cut short by a lost link is given up with skywave's cut marker
+//! (`XCUT`, see `skywave_hmtp::cut`) where the peer advertised it, both as client (the next
+//! session starts with it) and as server (a marker ends the peer's session being read);
+//! towards any other peer the next session waits until the peer's server must have given up
+//! the cut one (`[hf] peer_session_timeout`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,7 +36,7 @@ use skywave_hmtp::{
     classify_stream_start,
 };
 use skywave_route::Compression as RouteCompression;
-use skywave_sis::NodeAddress;
+use skywave_sis::{NodeAddress, Priority};
 use skywave_spool::{DueMessage, Target};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -53,6 +57,8 @@ struct Own {
     client: HmtpClient,
     /// The submission's tag in the SIS endpoint's reports.
     submission: u64,
+    /// The 5066 priority its U_PDUs went with.
+    priority: Priority,
     batch: Vec<DueMessage>,
     start_unix: f64,
     deadline: Instant,
@@ -178,6 +184,12 @@ pub(super) struct HmtpLink {
     /// peer's server must first have given up what it holds of the cut session
     /// ([`crate::config::HfConfig::peer_session_timeout`]).
     pub(super) peer_hold: Option<Instant>,
+    /// A session of ours was cut and the peer honours `XCUT`: the next session starts with the
+    /// cut marker instead of waiting out [`Self::peer_hold`], at no higher priority than the
+    /// cut one's (held here), so that any of its U_PDUs the node still holds go first.
+    pub(super) cut: Option<Priority>,
+    /// The peer advertised `XCUT` in its last EHLO reply ([`skywave_hmtp::cut`]).
+    pub(super) peer_cuts: bool,
     /// Sessions of ours started so far: the tag of each one's submission.
     pub(super) submissions: u64,
     /// The preset deflate dictionary this peer advertised (`XDICT`) in its last EHLO reply and
@@ -371,8 +383,19 @@ impl HmtpLink {
                 return Start::Blocked;
             }
         };
-        let updus = client.transmission();
+        let mut updus = client.transmission();
         let wire: usize = updus.iter().map(Vec::len).sum();
+        let mut priority = priority_5066(priority);
+        if let Some(cut) = self.cut {
+            // After a cut, towards a peer with XCUT: the marker first, in the same submission
+            // and at no higher priority than the cut session's, so that the node sends it
+            // behind whatever of that session it still holds and ahead of this one.
+            updus.insert(0, skywave_hmtp::cut::MARKER.to_vec());
+            priority = priority.min(cut);
+            info!(
+                "this session starts with the cut marker: the peer gives the cut one up at once (XCUT)"
+            );
+        }
         info!(
             messages = batch.len(),
             bytes = wire,
@@ -389,15 +412,13 @@ impl HmtpLink {
             to: self.report.clone(),
             submission,
         };
-        if let Err(e) = self
-            .endpoint
-            .send(self.node, priority_5066(priority), updus, Some(report))
-        {
+        if let Err(e) = self.endpoint.send(self.node, priority, updus, Some(report)) {
             warn!(error = %e, "cannot hand the submission to the SIS server");
             client.close();
             let o = Own {
                 client,
                 submission,
+                priority,
                 batch,
                 start_unix,
                 deadline,
@@ -406,9 +427,11 @@ impl HmtpLink {
             self.record_outcome(o).await;
             return Start::Blocked;
         }
+        self.cut = None;
         Start::Started(Box::new(Own {
             client,
             submission,
+            priority,
             batch,
             start_unix,
             deadline,
@@ -463,15 +486,31 @@ impl HmtpLink {
                 // skywave-hmtp --test hmtp_sessions a_session_cut_short`; JNOS LZW's decoder
                 // failed at every cut point tried there, which nothing guarantees). So the hold
                 // is the same whatever the compression.
-                let mtu = self.endpoint.mtu().unwrap_or(2048);
-                let hold = self.ctx.config.peer_session_wait(mtu);
-                let until = Instant::now() + hold;
-                if self.peer_hold.is_none_or(|h| h < until) {
-                    warn!(
-                        hold_s = hold.as_secs(),
-                        "part of a session may be at the peer; no session starts until its server has given it up"
+                //
+                // A peer that advertised XCUT gives the cut session up at the marker our next
+                // session starts with, and nothing need wait (`skywave_hmtp::cut`). The marker
+                // goes at no higher priority than the failed U_PDU's session (the lowest when
+                // that is an earlier one's, not known here).
+                if self.peer_cuts {
+                    let failed = own
+                        .as_ref()
+                        .filter(|o| o.submission == submission)
+                        .map_or(Priority::default(), |o| o.priority);
+                    self.cut = Some(self.cut.map_or(failed, |c| c.min(failed)));
+                    info!(
+                        "part of a session may be at the peer; the next one starts with the cut marker (XCUT)"
                     );
-                    self.peer_hold = Some(until);
+                } else {
+                    let mtu = self.endpoint.mtu().unwrap_or(2048);
+                    let hold = self.ctx.config.peer_session_wait(mtu);
+                    let until = Instant::now() + hold;
+                    if self.peer_hold.is_none_or(|h| h < until) {
+                        warn!(
+                            hold_s = hold.as_secs(),
+                            "part of a session may be at the peer; no session starts until its server has given it up"
+                        );
+                        self.peer_hold = Some(until);
+                    }
                 }
                 // Only a U_PDU of the session in progress ends it: a rejection of an earlier
                 // session's (a server's confirm wait can answer long after the session ended
@@ -498,6 +537,23 @@ impl HmtpLink {
         unclassified: &mut Vec<u8>,
         arbiter: &mut Arbiter,
     ) {
+        if skywave_hmtp::cut::is_marker(&b) {
+            // The peer gives up a session of its that a lost link cut short (XCUT); its next
+            // session follows. Not a stream's octets, whatever we are reading.
+            unclassified.clear();
+            match current {
+                Current::Session(inc) => {
+                    info!("the peer gave up its session, cut short by a lost link (XCUT)");
+                    inc.server
+                        .receive(Instant::now().into_std(), &b, &mut self.dedup.cache);
+                    self.pump(current, arbiter).await;
+                }
+                Current::Replies | Current::Idle => {
+                    debug!("cut marker from the peer with no session of its open: nothing to end");
+                }
+            }
+            return;
+        }
         match current {
             Current::Replies => {
                 self.feed_replies(&b, own, current, arbiter).await;
@@ -697,6 +753,7 @@ impl HmtpLink {
             let result = match &end {
                 ServerEnd::Session(reason) => format!("{reason:?}"),
                 ServerEnd::BadStream(e) => format!("bad stream: {e}"),
+                ServerEnd::Cut => "cut: given up by the peer after a lost link (XCUT)".to_owned(),
             };
             if !inc.discarding {
                 self.ctx.transfers.record(TransferRecord {
@@ -738,6 +795,7 @@ impl HmtpLink {
         match (&outcome.end, outcome.received.updus) {
             // The peer's replies arrived: its EHLO says what it can decode now.
             (_, n) if n > 0 => {
+                self.peer_cuts = outcome.peer_cuts;
                 self.dictionary = outcome
                     .peer_dictionaries
                     .iter()

@@ -619,6 +619,8 @@ impl Links {
             shutdown,
             gather_until: None,
             peer_hold: None,
+            cut: None,
+            peer_cuts: false,
             submissions: 0,
             dictionary: None,
         };
