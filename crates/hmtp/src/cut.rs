@@ -18,9 +18,11 @@
 //! submission, so the node delivers it in order ahead of the new stream, and starts that
 //! session without waiting. A server with no session of the peer's open ignores it.
 //!
-//! The marker cannot be taken for data: no stream starts with a NUL, SMTP text carries none
-//! (neither 8BITMIME nor the plain profile allows it, and skywave offers no BINARYMIME), and a
-//! compressed session's U_PDU equal to these 46 octets is a chance of 2^-368.
+//! The marker is not taken for data: no stream starts with a NUL; a session's U_PDUs but the
+//! last are cut at the MTU or within 16 octets of it, and the last ends the stream (a plain
+//! one with `QUIT` CRLF), so a plain U_PDU equal to it needs an MTU under 63 octets (Annex A
+//! asks 2048 of a general-purpose node; open5066 binds with 200) and a message that carries
+//! NULs; and a compressed U_PDU equal to these 46 octets is a chance of 2^-368.
 
 /// The EHLO keyword of a server that honours [`MARKER`].
 pub const KEYWORD: &str = "XCUT";

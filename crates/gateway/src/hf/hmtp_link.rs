@@ -538,8 +538,8 @@ impl HmtpLink {
         arbiter: &mut Arbiter,
     ) {
         if skywave_hmtp::cut::is_marker(&b) {
-            // The peer gives up a session of its that a lost link cut short (XCUT); its next
-            // session follows. Not a stream's octets, whatever we are reading.
+            // The peer gives up a session of its own that a lost link cut short (XCUT); its
+            // next session follows. Not a stream's octets, whatever we are reading.
             unclassified.clear();
             match current {
                 Current::Session(inc) => {
