@@ -1085,7 +1085,7 @@ mod tests {
         assert!(e.to_string().contains("0..=127"), "{e}");
         assert!(matches!(
             t.congestion,
-            skywave_bench::model::Congestion::LinuxReno { initial: 10 }
+            skywave_bench::model::Congestion::LinuxReno { initial: 10, .. }
         ));
         assert_eq!(compare_spec(&[]).unwrap().tcp, TcpOverrides::NONE);
         let e = compare_spec(&["--ssthresh", "1"]).unwrap_err();

@@ -66,7 +66,8 @@ const ACK_RATIO_LIMIT: u32 = 32 << 4;
 /// (`HZ / 32`).
 const RECOMPUTE: Duration = Duration::from_micros(31_250);
 
-/// Which generation of Linux's CUBIC: how ACKs are counted and growth is bounded.
+/// Which generation of Linux's CUBIC (and of its Reno, [`super::profile::Congestion::LinuxReno`]):
+/// how ACKs are counted and growth is bounded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CubicEra {
     /// Linux 2.6.39 to 4.0: growth counted per ACK, scaled by the packets-per-ACK ratio.

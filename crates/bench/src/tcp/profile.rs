@@ -246,15 +246,21 @@ pub enum Congestion {
         initial: u16,
     },
     /// Reno as Linux grows it (`tcp_reno_cong_avoid` in `tcp_cong.c`), on skywave's own TCP
-    /// only: everything as [`Congestion::Reno`] but the growth, which counts what was
-    /// acknowledged rather than ACKs. Slow start adds every byte acknowledged up to ssthresh
-    /// (`tcp_slow_start`), the rest goes to congestion avoidance, which adds one segment per
-    /// window's worth acknowledged (`tcp_cong_avoid_ai`); neither grows a window not in use
-    /// (`tcp_is_cwnd_limited`). So a receiver that ACKs every second segment, as Linux does,
-    /// slows neither phase, where RFC 5681's per-ACK rule halves them.
+    /// only: everything as [`Congestion::Reno`] but the growth, counted as the kernel of `era`
+    /// counts it, and never of a window not in use (`tcp_is_cwnd_limited`).
+    /// [`CubicEra::Linux41`] (4.1 on) counts what was acknowledged: slow start adds every
+    /// byte acknowledged up to ssthresh (`tcp_slow_start`), the rest goes to congestion
+    /// avoidance, which adds one segment per window's worth acknowledged (`tcp_cong_avoid_ai`),
+    /// so a receiver that ACKs every second segment, as Linux does, slows neither phase.
+    /// [`CubicEra::Linux2639`] (the kernels of 2012) counts ACKs, whatever each acknowledges:
+    /// one segment per ACK in slow start up to and including ssthresh (`tcp_slow_start` before
+    /// 3.18), one per window's worth of ACKs after (`tcp_cong_avoid_ai` before 4.1), so behind
+    /// such a receiver slow start grows 1.5 times a round trip and avoidance half a segment.
     LinuxReno {
         /// Initial window, segments (RFC 6928: 10).
         initial: u16,
+        /// Whose counting.
+        era: CubicEra,
     },
     /// Linux's default congestion control, CUBIC with HyStart (`tcp/cubic.rs`), on skywave's
     /// own TCP only: loss detection and recovery as [`Congestion::LinuxReno`] (SACK, PRR, the
@@ -296,7 +302,7 @@ impl Congestion {
         match self {
             Congestion::Segments { initial }
             | Congestion::Reno { initial }
-            | Congestion::LinuxReno { initial }
+            | Congestion::LinuxReno { initial, .. }
             | Congestion::Cubic { initial, .. } => {
                 Some(u32::from(initial.max(1)).saturating_mul(mss))
             }
@@ -942,8 +948,8 @@ impl TcpSettings {
     pub fn with_cubic(mut self, cubic: bool) -> TcpSettings {
         let era = self.cubic_era();
         self.congestion = match (cubic, self.congestion) {
-            (true, Congestion::LinuxReno { initial }) => Congestion::Cubic { initial, era },
-            (false, Congestion::Cubic { initial, .. }) => Congestion::LinuxReno { initial },
+            (true, Congestion::LinuxReno { initial, .. }) => Congestion::Cubic { initial, era },
+            (false, Congestion::Cubic { initial, .. }) => Congestion::LinuxReno { initial, era },
             (_, c) => c,
         };
         self
@@ -1029,7 +1035,7 @@ impl TcpSettings {
             }
             // `linux` on smoltcp: the gate's segment window that never cuts, the stand-in
             // for Linux's undo of a spurious timeout, which smoltcp lacks.
-            (TcpEngine::Smoltcp, Congestion::LinuxReno { initial })
+            (TcpEngine::Smoltcp, Congestion::LinuxReno { initial, .. })
                 if self.profile == Some(TcpProfile::Linux) =>
             {
                 Congestion::Segments { initial }
@@ -1117,7 +1123,13 @@ mod tests {
         );
         // `--congestion reno` and back.
         let reno = linux.with_cubic(false);
-        assert_eq!(reno.congestion, Congestion::LinuxReno { initial: 10 });
+        assert_eq!(
+            reno.congestion,
+            Congestion::LinuxReno {
+                initial: 10,
+                era: CubicEra::Linux41
+            }
+        );
         assert_eq!(reno.with_cubic(true), linux);
         assert_eq!(linux.give_up, GiveUp::LINUX_6_5);
         assert_eq!(GiveUp::LINUX.with_syn_linear_timeouts(4), GiveUp::LINUX_6_5);

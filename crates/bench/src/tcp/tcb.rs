@@ -120,7 +120,7 @@ use smoltcp::wire::{
     TcpSeqNumber, TcpTimestampRepr,
 };
 
-use super::cubic::Cubic;
+use super::cubic::{Cubic, CubicEra};
 use super::delack::LinuxAcks;
 use super::profile::{Congestion, Nagle, RttEstimator, WindowRules};
 pub use super::rcvbuf::RcvEra;
@@ -512,8 +512,8 @@ pub struct Tcb {
     /// Sequence number of our FIN once sent.
     fin_seq: Option<u32>,
     cwnd: Option<u32>,
-    /// Bytes acknowledged towards the next segment of congestion avoidance
-    /// ([`Congestion::LinuxReno`]; Linux's `snd_cwnd_cnt`).
+    /// Bytes acknowledged (ACKs, for the kernels of 2012) towards the next segment of
+    /// congestion avoidance ([`Congestion::LinuxReno`]; Linux's `snd_cwnd_cnt`).
     cwnd_cnt: u32,
     ssthresh: u32,
     dup_acks: u32,
@@ -1800,8 +1800,28 @@ impl Tcb {
             // (`tcp_is_cwnd_limited`), as `tcp/gate.rs` does on smoltcp.
             _ if !self.cwnd_in_use(in_flight_before) => cwnd,
             Congestion::Cubic { .. } => self.grow_cubic(now, ack, cwnd, acked),
-            // Linux's Reno: slow start by what was acknowledged, up to ssthresh; the rest
-            // counted towards avoidance's one segment per window acknowledged.
+            // Linux's Reno of 2012: one segment per ACK while the window is at most ssthresh
+            // (`tcp_slow_start` before 3.18, whose count is the window itself), then one per
+            // window's worth of ACKs (`tcp_cong_avoid_ai` before 4.1), whatever each ACK
+            // acknowledged.
+            Congestion::LinuxReno {
+                era: CubicEra::Linux2639,
+                ..
+            } => {
+                if cwnd <= self.ssthresh {
+                    cwnd.saturating_add(mss)
+                } else {
+                    self.cwnd_cnt = self.cwnd_cnt.saturating_add(1);
+                    if self.cwnd_cnt >= cwnd / mss.max(1) {
+                        self.cwnd_cnt = 0;
+                        cwnd.saturating_add(mss)
+                    } else {
+                        cwnd
+                    }
+                }
+            }
+            // Linux's Reno from 4.1: slow start by what was acknowledged, up to ssthresh; the
+            // rest counted towards avoidance's one segment per window acknowledged.
             Congestion::LinuxReno { .. } => {
                 let slow = if cwnd < self.ssthresh {
                     acked.min(self.ssthresh - cwnd)
@@ -3371,13 +3391,37 @@ mod tests {
         let after = |congestion, delayed| after_eight_round_trips(congestion, Some(2), delayed).1;
         let (rfc, linux) = (
             Congestion::Reno { initial: 2 },
-            Congestion::LinuxReno { initial: 2 },
+            Congestion::LinuxReno {
+                initial: 2,
+                era: CubicEra::Linux41,
+            },
         );
         // Every segment acknowledged: RFC 5681 five segments more (MSS²/cwnd per ACK, rounded
         // down), Linux seven, one per round trip but the first.
         assert_eq!((after(rfc, false), after(linux, false)), (Some(7), Some(9)));
         // Every second one: RFC 5681 three more, Linux still seven.
         assert_eq!((after(rfc, true), after(linux, true)), (Some(5), Some(9)));
+        // The kernels of 2012 count ACKs (`tcp_cong_avoid_ai` before 4.1): one segment per
+        // window's worth of ACKs, so the same as 4.1's when every segment is acknowledged,
+        // and about half as fast behind the delayed ACK: four more, against seven.
+        let linux_2012 = Congestion::LinuxReno {
+            initial: 2,
+            era: CubicEra::Linux2639,
+        };
+        assert_eq!(after(linux_2012, false), after(linux, false));
+        assert_eq!(after(linux_2012, true), Some(6));
+        // And slow start (`tcp_slow_start` before 3.18): one segment per ACK, not per segment
+        // acknowledged: from two, and no threshold, about 1.5 times a round trip behind the
+        // delayed ACK (48 segments after the 8 round trips), where 4.1's nearly doubles (142).
+        let slow = |congestion| after_eight_round_trips(congestion, None, true).1;
+        let (old, new) = (
+            slow(linux_2012),
+            slow(Congestion::LinuxReno {
+                initial: 2,
+                era: CubicEra::Linux41,
+            }),
+        );
+        assert_eq!((old, new), (Some(48), Some(142)));
     }
 
     /// CUBIC's hybrid slow start on the lossless 2 s link above, whose 1 ms spacing makes a
@@ -3386,7 +3430,14 @@ mod tests {
     /// Reno doubles on until the data runs out. Both counting generations.
     #[test]
     fn cubic_leaves_slow_start_when_the_round_trip_rises() {
-        let reno = after_eight_round_trips(Congestion::LinuxReno { initial: 10 }, None, false);
+        let reno = after_eight_round_trips(
+            Congestion::LinuxReno {
+                initial: 10,
+                era: CubicEra::Linux41,
+            },
+            None,
+            false,
+        );
         assert_eq!(reno.0, u32::MAX / 216);
         for era in [CubicEra::Linux2639, CubicEra::Linux41] {
             // With timestamps, as Linux hosts have them: an RTT sample from every ACK.
@@ -3412,7 +3463,13 @@ mod tests {
             assert_eq!(resent.len(), 1, "{resent:?}");
             p.ends[0].ssthresh / 216
         };
-        assert_eq!(after_loss(Congestion::LinuxReno { initial: 20 }), 8);
+        assert_eq!(
+            after_loss(Congestion::LinuxReno {
+                initial: 20,
+                era: CubicEra::Linux41
+            }),
+            8
+        );
         let cubic = Congestion::Cubic {
             initial: 20,
             era: CubicEra::Linux41,
@@ -3448,7 +3505,13 @@ mod tests {
     /// that never binds) that offer SACK or not, with JNOS's long timers so that no timeout
     /// interferes unless a test makes one.
     fn sack_pair(sack: bool) -> Pair {
-        sack_sender(Congestion::LinuxReno { initial: 10 }, sack)
+        sack_sender(
+            Congestion::LinuxReno {
+                initial: 10,
+                era: CubicEra::Linux41,
+            },
+            sack,
+        )
     }
 
     /// [`sack_pair`] with `congestion`, the connection open.
@@ -3673,7 +3736,10 @@ mod tests {
                 .map(|&(k, _, at)| (k, ((at - fast_retransmit) * 10.0).round() / 10.0))
                 .collect::<Vec<_>>()
         };
-        let prr = recovery(Congestion::LinuxReno { initial: 20 });
+        let prr = recovery(Congestion::LinuxReno {
+            initial: 20,
+            era: CubicEra::Linux41,
+        });
         let rfc6675 = recovery(Congestion::Reno { initial: 20 });
         assert_eq!(
             prr,
@@ -3716,7 +3782,13 @@ mod tests {
     /// Linux-like ends with SACK, and the tail-loss probe or not: Linux's estimator with a
     /// 10 s minimum RTO, so the timeout comes well after the probe (a round trip is 2 s).
     fn tlp_pair(tlp: bool) -> Pair {
-        let mut a = config(A, Congestion::LinuxReno { initial: 10 });
+        let mut a = config(
+            A,
+            Congestion::LinuxReno {
+                initial: 10,
+                era: CubicEra::Linux41,
+            },
+        );
         a.rx_buffer = 64 * 1024;
         a.nagle = Nagle::Off;
         a.sack = true;
@@ -3792,7 +3864,13 @@ mod tests {
     /// SACK is used only if both ends offer it (RFC 2018 2).
     #[test]
     fn sack_needs_both_ends() {
-        let mut a = config(A, Congestion::LinuxReno { initial: 10 });
+        let mut a = config(
+            A,
+            Congestion::LinuxReno {
+                initial: 10,
+                era: CubicEra::Linux41,
+            },
+        );
         a.sack = true;
         for b_offers in [true, false] {
             let mut b = peer(a, 7);
@@ -3873,7 +3951,13 @@ mod tests {
     /// [`closed_window`] for a Linux sender (Linux's timers and window rules, Reno from ten
     /// segments), run to 400 s with the peer answering.
     fn linux_closed_window() -> (Pair, Vec<u8>) {
-        let mut a = linux_timers(config(A, Congestion::LinuxReno { initial: 10 }));
+        let mut a = linux_timers(config(
+            A,
+            Congestion::LinuxReno {
+                initial: 10,
+                era: CubicEra::Linux41,
+            },
+        ));
         a.window_rules = WindowRules::Linux;
         closed_window(a, 400.0)
     }
@@ -3996,7 +4080,13 @@ mod tests {
     /// peer's 1 MiB window out of the way. With timestamps the SYN resent at the 1 s initial
     /// RTO is shown spurious and leaves slow start alone.
     fn linux_slow_starter() -> TcbConfig {
-        let mut a = linux_timers(config(A, Congestion::LinuxReno { initial: 10 }));
+        let mut a = linux_timers(config(
+            A,
+            Congestion::LinuxReno {
+                initial: 10,
+                era: CubicEra::Linux41,
+            },
+        ));
         a.mss = 1460;
         a.timestamps = true;
         a.nagle = Nagle::Off;
@@ -4070,7 +4160,13 @@ mod tests {
         let mut t = Tcb::new(TcbConfig {
             mss: 1460,
             snd_tuning: Some(SndEra::Linux3),
-            ..config(A, Congestion::LinuxReno { initial: 10 })
+            ..config(
+                A,
+                Congestion::LinuxReno {
+                    initial: 10,
+                    era: CubicEra::Linux41,
+                },
+            )
         });
         t.state = State::Established;
         assert_eq!(t.send_slice(&pattern(100_000)), 16_384);
@@ -4131,7 +4227,13 @@ mod tests {
     /// Linux's window rules) with the restart `restart`, towards a receiver with `rx_buffer`
     /// bytes, whose window grew on 60000 bytes the receiver read.
     fn grown_linux_sender(restart: Option<IdleRestart>, rx_buffer: usize) -> Pair {
-        let mut a = linux_timers(config(A, Congestion::LinuxReno { initial: 10 }));
+        let mut a = linux_timers(config(
+            A,
+            Congestion::LinuxReno {
+                initial: 10,
+                era: CubicEra::Linux41,
+            },
+        ));
         a.rx_buffer = rx_buffer;
         a.tx_buffer = 1 << 20;
         a.window_rules = WindowRules::Linux;
@@ -4275,7 +4377,13 @@ mod tests {
     /// application writes `segs` segments, then waits for their ACKs, twenty times over. Its
     /// window after, in segments.
     fn window_after_writes(rule: CwndLimited, segs: usize, avoiding: bool) -> u32 {
-        let mut a = linux_timers(config(A, Congestion::LinuxReno { initial: 10 }));
+        let mut a = linux_timers(config(
+            A,
+            Congestion::LinuxReno {
+                initial: 10,
+                era: CubicEra::Linux41,
+            },
+        ));
         a.rx_buffer = 1 << 20;
         a.nagle = Nagle::Off;
         a.window_rules = WindowRules::Linux;
@@ -4402,7 +4510,13 @@ mod tests {
     /// window, Linux's RTO bounds), Nagle off so each write goes at once; `linux_acks` picks
     /// Linux's delayed-ACK engine or the fixed 40 ms delay.
     fn linux_pair(linux_acks: bool) -> Pair {
-        let mut a = linux_timers(config(A, Congestion::LinuxReno { initial: 10 }));
+        let mut a = linux_timers(config(
+            A,
+            Congestion::LinuxReno {
+                initial: 10,
+                era: CubicEra::Linux41,
+            },
+        ));
         a.rtt_estimator = RttEstimator::Linux;
         a.mss = 1460;
         a.rx_buffer = 65_535;
@@ -4505,7 +4619,7 @@ mod tests {
                 Congestion::Reno { initial: 4 },
                 Congestion::Segments { initial: 10 },
                 Congestion::Unlimited,
-                Congestion::LinuxReno { initial: 10 },
+                Congestion::LinuxReno { initial: 10, era: CubicEra::Linux41 },
                 Congestion::Cubic { initial: 10, era: CubicEra::Linux2639 },
                 Congestion::Cubic { initial: 10, era: CubicEra::Linux41 },
             ][congestion];
