@@ -254,7 +254,7 @@ pub enum Congestion {
     /// so a receiver that ACKs every second segment, as Linux does, slows neither phase.
     /// [`CubicEra::Linux2639`] (the kernels of 2012) counts ACKs, whatever each acknowledges:
     /// one segment per ACK in slow start up to and including ssthresh (`tcp_slow_start` before
-    /// 3.18), one per window's worth of ACKs after (`tcp_cong_avoid_ai` before 4.1), so behind
+    /// 3.13), one per window's worth of ACKs after (`tcp_cong_avoid_ai` before 4.1), so behind
     /// such a receiver slow start grows 1.5 times a round trip and avoidance half a segment.
     LinuxReno {
         /// Initial window, segments (RFC 6928: 10).

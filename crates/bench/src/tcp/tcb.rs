@@ -1801,7 +1801,7 @@ impl Tcb {
             _ if !self.cwnd_in_use(in_flight_before) => cwnd,
             Congestion::Cubic { .. } => self.grow_cubic(now, ack, cwnd, acked),
             // Linux's Reno of 2012: one segment per ACK while the window is at most ssthresh
-            // (`tcp_slow_start` before 3.18, whose count is the window itself), then one per
+            // (`tcp_slow_start` before 3.13, whose count is the window itself), then one per
             // window's worth of ACKs (`tcp_cong_avoid_ai` before 4.1), whatever each ACK
             // acknowledged.
             Congestion::LinuxReno {
@@ -3410,7 +3410,7 @@ mod tests {
         };
         assert_eq!(after(linux_2012, false), after(linux, false));
         assert_eq!(after(linux_2012, true), Some(6));
-        // And slow start (`tcp_slow_start` before 3.18): one segment per ACK, not per segment
+        // And slow start (`tcp_slow_start` before 3.13): one segment per ACK, not per segment
         // acknowledged: from two, and no threshold, about 1.5 times a round trip behind the
         // delayed ACK (48 segments after the 8 round trips), where 4.1's nearly doubles (142).
         let slow = |congestion| after_eight_round_trips(congestion, None, true).1;
