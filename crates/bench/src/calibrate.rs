@@ -961,14 +961,9 @@ pub fn calibrate(
         };
         for (source, scenario, r, published) in [
             ("Isode smtp seconds", smtp_scenario, &smtp, row.smtp_seconds),
+            (CO_ACP142_SOURCE, HMTP_DEFLATE, &hmtp, row.co_acp142_seconds),
             (
-                "Isode co_acp142 seconds",
-                HMTP_DEFLATE,
-                &hmtp,
-                row.co_acp142_seconds,
-            ),
-            (
-                "Isode co_acp142 seconds",
+                CO_ACP142_SOURCE,
                 Scenario::Cftp5066,
                 &cftp,
                 row.co_acp142_seconds,
@@ -1084,7 +1079,7 @@ fn flood_comparison(
             "datagrams",
         ),
         Traffic::Unidata => (
-            "Isode 5066 direct overhead",
+            DIRECT_SOURCE,
             DIRECT_SCENARIO,
             "%",
             row.direct_overhead_pct?,
@@ -1244,6 +1239,12 @@ pub const BULK_TCP_SCENARIO: &str = "tcp-bulk-5066";
 /// The name the UDP flood goes by in the calibration table.
 pub const UDP_SCENARIO: &str = "udp-5066";
 
+/// The source of the rows that set HMTP against Isode's CO-ACP 142 figures.
+pub const CO_ACP142_SOURCE: &str = "Isode co_acp142 seconds";
+
+/// The source of the rows of the overhead Isode measured on STANAG 5066 directly.
+pub const DIRECT_SOURCE: &str = "Isode 5066 direct overhead";
+
 /// The name the flood of U_PDUs straight to the node goes by in the calibration table.
 pub const DIRECT_SCENARIO: &str = "unidata-5066";
 
@@ -1280,8 +1281,8 @@ pub struct InterleaverCount {
 /// CO-ACP 142 column is set against HMTP, another protocol, and so says nothing of the link.
 pub fn isode_group(source: &str) -> &'static str {
     match source {
-        "Isode co_acp142 seconds" => "HMTP against Isode's CO-ACP 142 (another protocol)",
-        "Isode 5066 direct overhead" => "Isode's direct STANAG 5066 overhead (the earlier paper)",
+        CO_ACP142_SOURCE => "HMTP against Isode's CO-ACP 142 (another protocol)",
+        DIRECT_SOURCE => "Isode's direct STANAG 5066 overhead (the earlier paper)",
         _ => "Isode's IP over STANAG 5066 (SMTP, UDP, bulk TCP)",
     }
 }
