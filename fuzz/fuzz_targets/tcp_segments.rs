@@ -51,19 +51,19 @@ fuzz_target!(|data: &[u8]| {
             (false, true) => RttEstimator::Jnos,
             (false, false) => RttEstimator::Linux,
         },
-        congestion: match setup >> 5 & 3 {
-            0 => Congestion::Reno { initial: 1 },
-            1 => Congestion::Segments { initial: 10 },
-            2 if setup & 1 == 0 => Congestion::LinuxReno { initial: 10 },
-            2 => Congestion::Cubic {
-                initial: 10,
-                era: if setup & 2 == 0 {
-                    CubicEra::Linux2639
-                } else {
-                    CubicEra::Linux41
-                },
-            },
-            _ => Congestion::Unlimited,
+        congestion: {
+            let era = if setup & 2 == 0 {
+                CubicEra::Linux2639
+            } else {
+                CubicEra::Linux41
+            };
+            match setup >> 5 & 3 {
+                0 => Congestion::Reno { initial: 1 },
+                1 => Congestion::Segments { initial: 10 },
+                2 if setup & 1 == 0 => Congestion::LinuxReno { initial: 10, era },
+                2 => Congestion::Cubic { initial: 10, era },
+                _ => Congestion::Unlimited,
+            }
         },
         nagle: [Nagle::Off, Nagle::Classic, Nagle::Minshall][usize::from(setup >> 7)],
         ack_delay: (setup & 8 != 0).then_some(Duration::from_millis(40)),
