@@ -234,10 +234,8 @@ impl<P: Policy> HmtpServer<P> {
     pub fn receive(&mut self, now: Instant, updu: &[u8], dedup: &mut DedupCache) {
         if crate::cut::is_marker(updu) {
             if !self.closed {
-                self.closed = true;
-                self.pending.clear();
                 self.transmissions.clear();
-                self.events.push_back(ServerEvent::Closed(ServerEnd::Cut));
+                self.close(ServerEnd::Cut);
             }
             return;
         }
@@ -248,10 +246,7 @@ impl<P: Policy> HmtpServer<P> {
         }
         if let Err(e) = self.decoder.feed(updu) {
             self.received.count_received(updu.len(), 0);
-            self.closed = true;
-            self.pending.clear();
-            self.events
-                .push_back(ServerEvent::Closed(ServerEnd::BadStream(e.to_string())));
+            self.close(ServerEnd::BadStream(e.to_string()));
             return;
         }
         let text = self.decoder.take_output();
@@ -474,18 +469,22 @@ impl<P: Policy> HmtpServer<P> {
                     self.transmissions.push_back(updus);
                 }
                 Err(e) => {
-                    self.closed = true;
-                    self.events
-                        .push_back(ServerEvent::Closed(ServerEnd::BadStream(e.to_string())));
+                    self.close(ServerEnd::BadStream(e.to_string()));
                     return;
                 }
             }
         }
         if let Some(reason) = ended {
-            self.closed = true;
-            self.events
-                .push_back(ServerEvent::Closed(ServerEnd::Session(reason)));
+            self.close(ServerEnd::Session(reason));
         }
+    }
+
+    /// Ends the session for `end`: nothing more is read (text held before the session began
+    /// is dropped) and the owner is told why.
+    fn close(&mut self, end: ServerEnd) {
+        self.closed = true;
+        self.pending.clear();
+        self.events.push_back(ServerEvent::Closed(end));
     }
 
     /// Compresses `text` in the stream's scheme and cuts it into U_PDUs.
