@@ -152,9 +152,10 @@ pub struct HfConfig {
     /// rest (uncompressed, its text taken into the cut message; compressed, decoded as the
     /// rest of the old stream, which at some cut points yields garbage text rather than an
     /// error) and the cut message accepted with it. So none starts until this long after the
-    /// refusal, whatever the compression, unless the peer advertised `XCUT` in its last EHLO
-    /// reply: then the next session starts with the cut marker at once
-    /// (`skywave_hmtp::cut`). `None`: as long as a gateway
+    /// refusal (or after a start with a session of ours unanswered: a crash or a restart in
+    /// the middle of one), whatever the compression, unless the peer advertised `XCUT` in its
+    /// last EHLO reply, or the routing table states it does (`xcut = true`): then the next
+    /// session starts with the cut marker at once (`skywave_hmtp::cut`). `None`: as long as a gateway
     /// configured like this one waits ([`HfConfig::session_wait`]), and at least RFC 5321's
     /// 5 minutes (4.5.3.2.7), what a standard server waits at least.
     pub peer_session_timeout: Option<Duration>,

@@ -86,6 +86,9 @@ pub struct PairOptions {
     /// Each side's routing table says the other is a skywave gateway (`skywave = true`: CFTP
     /// files in flight, compression); false makes each treat the other as a standard peer.
     pub skywave_peer: bool,
+    /// Each side's routing table states that the other honours the cut marker (`xcut = true`),
+    /// before any session has shown it; false: learnt from the first EHLO reply.
+    pub xcut: bool,
     /// Both gateways' `[hf] reply_timeout` (whole seconds); `None`: the configuration's default.
     pub reply_timeout: Option<Duration>,
 }
@@ -115,6 +118,7 @@ impl PairOptions {
             min_backoff: 30,
             batch_bytes: 64 * 1024,
             skywave_peer: true,
+            xcut: false,
             reply_timeout: None,
         }
     }
@@ -203,30 +207,14 @@ impl Pair {
 
         let ship_config = write_side(opts, Side::Ship)?;
         let shore_config = write_side(opts, Side::Shore)?;
-        let (sis_up, sis_rx) = watch::channel(true);
+        let (sis_up, _) = watch::channel(true);
         let sis_cut = Arc::new(Notify::new());
         let ship_cfg = config::load(&ship_config)?;
         let shore_cfg = config::load(&shore_config)?;
         let ship_maildir = maildir_of(&ship_cfg);
         let shore_maildir = maildir_of(&shore_cfg);
-        let shore = daemon::start(
-            shore_cfg,
-            in_process(&subnet, 1, sis_rx.clone(), Arc::clone(&sis_cut)),
-        )
-        .await
-        .map_err(|source| PairError::Gateway {
-            side: "shore",
-            source,
-        })?;
-        let ship = daemon::start(
-            ship_cfg,
-            in_process(&subnet, 0, sis_rx, Arc::clone(&sis_cut)),
-        )
-        .await
-        .map_err(|source| PairError::Gateway {
-            side: "ship",
-            source,
-        })?;
+        let shore = start_side(&subnet, shore_cfg, Side::Shore, &sis_up, &sis_cut).await?;
+        let ship = start_side(&subnet, ship_cfg, Side::Ship, &sis_up, &sis_cut).await?;
         Ok(Pair {
             subnet,
             ship,
@@ -240,6 +228,17 @@ impl Pair {
         })
     }
 
+    /// Stops the ship's gateway (a crash, as far as the protocols can tell: what it had in
+    /// memory is gone, what it had on disk stays), waits `down` and starts it again from its
+    /// configuration and state.
+    pub async fn restart_ship(self, down: Duration) -> Result<Pair, PairError> {
+        self.ship.stop().await;
+        tokio::time::sleep(down).await;
+        let cfg = config::load(&self.ship_config)?;
+        let ship = start_side(&self.subnet, cfg, Side::Ship, &self.sis_up, &self.sis_cut).await?;
+        Ok(Pair { ship, ..self })
+    }
+
     /// Stops both gateways (the emulator stops when the pair is dropped).
     pub async fn stop(self) {
         self.ship.stop().await;
@@ -249,7 +248,7 @@ impl Pair {
     /// While `false`, new in-process SIS connections are refused (the 5066 server is "down");
     /// the gateways' SIS clients retry with backoff.
     pub fn set_sis_available(&self, up: bool) {
-        let _ = self.sis_up.send(up);
+        self.sis_up.send_replace(up);
     }
 
     /// Cuts every SIS connection at once, as a restarting STANAG 5066 server does.
@@ -396,6 +395,27 @@ enum Side {
     Shore,
 }
 
+/// Starts one side's gateway on its node of the pair's subnetwork (the ship node 0, the shore
+/// node 1), over in-process SIS connections.
+async fn start_side(
+    subnet: &Subnet,
+    cfg: config::Config,
+    side: Side,
+    sis_up: &watch::Sender<bool>,
+    sis_cut: &Arc<Notify>,
+) -> Result<Gateway, PairError> {
+    let (node, name) = match side {
+        Side::Ship => (0, "ship"),
+        Side::Shore => (1, "shore"),
+    };
+    daemon::start(
+        cfg,
+        in_process(subnet, node, sis_up.subscribe(), Arc::clone(sis_cut)),
+    )
+    .await
+    .map_err(|source| PairError::Gateway { side: name, source })
+}
+
 /// Writes one side's `skywave.toml` and `routes.toml`; returns the former's path.
 fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
     let (name, other, smtp, other_smtp, node, other_node, domain, other_domain) = match side {
@@ -448,7 +468,7 @@ fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
          {reach}\n\
          protocol = \"{protocol}\"\n\
          skywave = {skywave}\n\
-         compression = \"{compression}\"\n\
+         {xcut}compression = \"{compression}\"\n\
          batch_bytes = {batch_bytes}\n\n\
          [[route]]\n\
          match = \"{other_domain}\"\n\
@@ -459,6 +479,7 @@ fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
         protocol = opts.protocol,
         compression = opts.compression,
         skywave = opts.skywave_peer,
+        xcut = if opts.xcut { "xcut = true\n" } else { "" },
         batch_bytes = opts.batch_bytes,
         reach = if opts.protocol == "smtp" {
             format!("bearer = \"tcp\"\ntcp_address = \"{other_smtp}\"")

@@ -379,13 +379,19 @@ async fn cftp_sends_a_batch_at_once_to_skywave_and_one_file_at_a_time_to_a_stand
 }
 
 /// Issue 12: the first deflate session towards a peer learns its dictionaries (XDICT); the next
-/// one starts from the shared dictionary and carries a like message in fewer bytes.
+/// one starts from the shared dictionary and carries a like message in fewer bytes. So does the
+/// first one after a restart of the ship (what the peer advertised is kept on disk).
 #[tokio::test(start_paused = true)]
 async fn the_second_session_uses_the_dictionary_the_peer_advertised() {
     let dir = tempfile::tempdir().unwrap();
-    let pair = Pair::start(&options(dir.path(), "deflate")).await.unwrap();
+    let mut pair = Pair::start(&options(dir.path(), "deflate")).await.unwrap();
     let mut sent = Vec::new();
-    for i in 0..2 {
+    let mut out = Vec::new();
+    for i in 0..3 {
+        if i == 2 {
+            out.extend(outgoing(&pair.ship.hf().transfers()).into_iter().cloned());
+            pair = pair.restart_ship(Duration::from_secs(5)).await.unwrap();
+        }
         let m = message("alice@ship.example", "ops@shore.example", i, 400);
         pair.ship
             .submit("alice@ship.example", &["ops@shore.example"], &m)
@@ -395,16 +401,17 @@ async fn the_second_session_uses_the_dictionary_the_peer_advertised() {
         wait_for(&pair.shore_maildir, i + 1, Duration::from_secs(3600)).await;
         tokio::time::sleep(Duration::from_secs(60)).await;
     }
-    let got = wait_for(&pair.shore_maildir, 2, Duration::from_secs(3600)).await;
+    let got = wait_for(&pair.shore_maildir, 3, Duration::from_secs(3600)).await;
     check_delivered(&got, &sent, "gw.shore.example");
-    let records = pair.ship.hf().transfers();
-    let out = outgoing(&records);
-    assert_eq!(out.len(), 2, "{records:?}");
-    let (a, b) = (out[0], out[1]);
-    assert!(
-        b.wire_bytes * 100 <= a.wire_bytes * 85 && b.reply_wire_bytes < a.reply_wire_bytes,
-        "first {a:?}\nsecond {b:?}"
-    );
+    out.extend(outgoing(&pair.ship.hf().transfers()).into_iter().cloned());
+    assert_eq!(out.len(), 3, "{out:?}");
+    let a = &out[0];
+    for b in &out[1..] {
+        assert!(
+            b.wire_bytes * 100 <= a.wire_bytes * 85 && b.reply_wire_bytes < a.reply_wire_bytes,
+            "first {a:?}\nlater {b:?}"
+        );
+    }
     pair.stop().await;
 }
 
@@ -840,10 +847,7 @@ async fn submit_logs(pair: &Pair, ids: std::ops::Range<usize>) -> Vec<(String, V
 /// Either way every message arrives once, intact.
 async fn a_session_cut_by_link_loss(compression: &str) -> Vec<TransferRecord> {
     let dir = tempfile::tempdir().unwrap();
-    let mut o = options(dir.path(), compression);
-    o.min_backoff = 5;
-    o.link_retries = Some(1);
-    o.outages = vec![(Duration::from_secs(20), Duration::from_secs(120))];
+    let o = cut_options(dir.path(), compression, 20);
     let pair = Pair::start(&o).await.unwrap();
     let sent = submit_logs(&pair, 0..2).await;
     all_arrive_once(&pair, &sent).await;
@@ -883,16 +887,10 @@ async fn a_compressed_session_cut_by_link_loss_is_not_continued_by_the_next() {
 #[tokio::test(start_paused = true)]
 async fn a_session_cut_by_link_loss_is_given_up_at_the_cut_marker() {
     let dir = tempfile::tempdir().unwrap();
-    let mut o = options(dir.path(), "deflate");
-    o.min_backoff = 5;
-    o.link_retries = Some(1);
-    o.outages = vec![(Duration::from_secs(OUTAGE_AT), Duration::from_secs(120))];
-    let pair = Pair::start(&o).await.unwrap();
-    let first = message("alice@ship.example", "ops@shore.example", 100, 500);
-    let mut sent = vec![submit_as_alice(&pair, 100, first).await];
-    let first = wait_for(&pair.shore_maildir, 1, Duration::from_secs(OUTAGE_AT)).await;
-    assert_eq!(first.len(), 1, "the first session ends before the outage");
-    sent.extend(submit_logs(&pair, 0..4).await);
+    let pair = Pair::start(&cut_options(dir.path(), "deflate", OUTAGE_AT))
+        .await
+        .unwrap();
+    let sent = a_first_session_then_logs(&pair).await;
     all_arrive_once(&pair, &sent).await;
     let ship = pair.ship.hf().transfers();
     let shore = pair.shore.hf().transfers();
@@ -918,15 +916,157 @@ async fn a_session_cut_by_link_loss_is_given_up_at_the_cut_marker() {
         delivered < 150.0,
         "{delivered} s from the cut to delivery: {out:?}"
     );
-    let cut: Vec<_> = shore
-        .iter()
-        .filter(|r| r.direction == Direction::In && r.result.starts_with("cut:"))
-        .collect();
-    assert_eq!(cut.len(), 1, "{shore:?}");
+    assert_eq!(given_up_at_the_marker(&shore), 1, "{shore:?}");
 }
 
-/// When the outage of the XCUT test begins, s.
+/// When the outage of the XCUT tests begins, s.
 const OUTAGE_AT: u64 = 30;
+
+/// The pair of the cut tests: a ship's node quick to give up (one unanswered retry), spools
+/// retrying after 5 s, two minutes of outage from `outage_at` s.
+fn cut_options(dir: &Path, compression: &str, outage_at: u64) -> PairOptions {
+    let mut o = options(dir, compression);
+    o.min_backoff = 5;
+    o.link_retries = Some(1);
+    o.outages = vec![(Duration::from_secs(outage_at), Duration::from_secs(120))];
+    o
+}
+
+/// One message in a first session that ends before the outage (so the ship learns what the
+/// shore's EHLO advertises), then logs that the outage cuts; everything submitted.
+async fn a_first_session_then_logs(pair: &Pair) -> Vec<(String, Vec<u8>)> {
+    let first = message("alice@ship.example", "ops@shore.example", 100, 500);
+    let mut sent = vec![submit_as_alice(pair, 100, first).await];
+    let first = wait_for(&pair.shore_maildir, 1, Duration::from_secs(OUTAGE_AT)).await;
+    assert_eq!(first.len(), 1, "the first session ends before the outage");
+    sent.extend(submit_logs(pair, 0..4).await);
+    sent
+}
+
+/// How many sessions the shore recorded as given up at the cut marker.
+fn given_up_at_the_marker(shore: &[TransferRecord]) -> usize {
+    shore
+        .iter()
+        .filter(|r| r.direction == Direction::In && r.result.starts_with("cut:"))
+        .count()
+}
+
+/// When (s into the run) the ship's data transmissions (DATA and DATA-ACK D_PDUs) began.
+fn ship_data_starts(pair: &Pair) -> Vec<f64> {
+    pair.subnet
+        .trace()
+        .iter()
+        .filter(|t| t.sender == 0 && t.dpdus.iter().any(|d| matches!(d.dpdu_type, 0 | 2)))
+        .map(|t| t.start.as_secs_f64())
+        .collect()
+}
+
+/// Waits (virtual time, at most ten minutes) until the ship has an outgoing session recorded
+/// as cut, and returns when that was, s into the run.
+async fn wait_for_the_cut(pair: &Pair, run: tokio::time::Instant) -> f64 {
+    for _ in 0..600 {
+        if outgoing(&pair.ship.hf().transfers())
+            .iter()
+            .any(|r| r.result == "no reply (timeout or link lost)")
+        {
+            return run.elapsed().as_secs_f64();
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    panic!("no session was cut");
+}
+
+/// The ship's gateway restarts in the hold after a cut (a crash, an operator's restart): the
+/// shore's server still holds the first part of the cut session, and the ship has forgotten
+/// the hold it kept in memory. It remembers on disk that the session went unanswered
+/// (`state_dir/links/shore.json`), so the restarted link takes it as cut and holds again
+/// (from the restart: when the shore last heard from it is not known) instead of starting a
+/// session into the cut one. Every message arrives once, intact.
+#[tokio::test(start_paused = true)]
+async fn a_restart_in_the_hold_after_a_cut_does_not_end_the_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = tokio::time::Instant::now();
+    let pair = Pair::start(&cut_options(dir.path(), "deflate", 20))
+        .await
+        .unwrap();
+    let sent = submit_logs(&pair, 0..2).await;
+    let cut = wait_for_the_cut(&pair, run).await;
+    // The channel is back; the shore waits for the rest of the cut session for 327 s.
+    tokio::time::sleep_until(run + Duration::from_secs(150)).await;
+    let pair = pair.restart_ship(Duration::from_secs(5)).await.unwrap();
+    let restarted = run.elapsed().as_secs_f64();
+    assert!(
+        restarted - cut < 327.0,
+        "restarted after the hold: {cut} {restarted}"
+    );
+    all_arrive_once(&pair, &sent).await;
+    let next = ship_data_starts(&pair)
+        .into_iter()
+        .find(|&t| t > restarted)
+        .expect("the ship sent again");
+    assert!(
+        next - restarted >= 327.2,
+        "a session started {} s after the restart",
+        next - restarted
+    );
+    pair.stop().await;
+}
+
+/// The same restart towards a shore that has shown it honours the cut marker: the ship also
+/// remembers that (`XCUT` in the shore's last EHLO reply), and its first session after the
+/// restart starts with the marker, without a hold. The shore gives the cut session up there,
+/// once, and every message arrives once, intact.
+#[tokio::test(start_paused = true)]
+async fn a_restart_after_a_cut_gives_the_cut_session_up_at_the_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = tokio::time::Instant::now();
+    let pair = Pair::start(&cut_options(dir.path(), "deflate", OUTAGE_AT))
+        .await
+        .unwrap();
+    let sent = a_first_session_then_logs(&pair).await;
+    wait_for_the_cut(&pair, run).await;
+    let pair = pair.restart_ship(Duration::from_secs(5)).await.unwrap();
+    let restarted = run.elapsed().as_secs_f64();
+    let back = (OUTAGE_AT + 120) as f64;
+    assert!(restarted < back, "restarted after the outage: {restarted}");
+    let got = wait_for(&pair.shore_maildir, sent.len(), Duration::from_secs(3600)).await;
+    let delivered = run.elapsed().as_secs_f64();
+    check_delivered(&got, &sent, "gw.shore.example");
+    assert!(
+        delivered - back < 150.0,
+        "delivered {} s after the outage",
+        delivered - back
+    );
+    all_arrive_once(&pair, &sent).await;
+    let shore = pair.shore.hf().transfers();
+    assert_eq!(given_up_at_the_marker(&shore), 1, "{shore:?}");
+    pair.stop().await;
+}
+
+/// `xcut = true` in the routing table: the ship's very first session is cut, before any EHLO
+/// reply could show that the shore honours the marker, and the next one still starts with the
+/// marker instead of waiting 327 s.
+#[tokio::test(start_paused = true)]
+async fn a_peer_stated_to_honour_the_cut_marker_needs_no_hold_before_its_first_reply() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = cut_options(dir.path(), "deflate", 20);
+    o.xcut = true;
+    let pair = Pair::start(&o).await.unwrap();
+    let sent = submit_logs(&pair, 0..2).await;
+    all_arrive_once(&pair, &sent).await;
+    let ship = pair.ship.hf().transfers();
+    let shore = pair.shore.hf().transfers();
+    pair.stop().await;
+    let out = outgoing(&ship);
+    assert_eq!(out[0].result, "no reply (timeout or link lost)", "{out:?}");
+    assert_eq!(out[out.len() - 1].result, "completed", "{out:?}");
+    let delivered = out[out.len() - 1].end - out[0].end;
+    assert!(
+        delivered < 150.0,
+        "{delivered} s from the cut to delivery: {out:?}"
+    );
+    assert_eq!(given_up_at_the_marker(&shore), 1, "{shore:?}");
+}
 
 /// At 75 bit/s a 2048-byte U_PDU is 218 s of air, so the U_PDUs of one message reach the shore
 /// minutes apart. With a LAN's timeouts (3 minutes within a message) the shore's server gave

@@ -88,6 +88,7 @@ struct RawPeer {
     node: Option<Spanned<String>>,
     protocol: Option<Spanned<Protocol>>,
     skywave: Option<Spanned<bool>>,
+    xcut: Option<Spanned<bool>>,
     compression: Option<Spanned<String>>,
     priority: Option<Spanned<IntOrStr>>,
     size_limit: Option<Spanned<IntOrStr>>,
@@ -460,6 +461,15 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
             }
         };
         let skywave = p.skywave.as_ref().is_some_and(|s| *s.get_ref());
+        let xcut = match &p.xcut {
+            Some(x) if *x.get_ref() => {
+                if let Some(why) = xcut_problem(&name, protocol, skywave) {
+                    ck.error(x.span(), why);
+                }
+                true
+            }
+            _ => false,
+        };
 
         let node = p
             .node
@@ -655,6 +665,7 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 node,
                 protocol,
                 skywave,
+                xcut,
                 compression,
                 priority,
                 size_limit,
@@ -670,6 +681,21 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
         ));
     }
     peers
+}
+
+/// Why `xcut = true` is not allowed for this peer, if it is not: the cut marker is a U_PDU of
+/// skywave's HMTP only.
+fn xcut_problem(name: &str, protocol: Protocol, skywave: bool) -> Option<String> {
+    match protocol {
+        Protocol::Hmtp if skywave => None,
+        Protocol::Hmtp => Some(format!(
+            "xcut = true towards peer \"{name}\" needs skywave = true: only a skywave gateway's HMTP server \
+             honours the cut marker; any other would read it as data"
+        )),
+        other => Some(format!(
+            "xcut is for protocol \"hmtp\" (skywave's cut marker on SAP 3); peer \"{name}\" has protocol \"{other}\""
+        )),
+    }
 }
 
 /// Why `compression` is not allowed towards this peer, if it is not.

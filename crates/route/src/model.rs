@@ -208,6 +208,11 @@ pub struct Peer {
     pub protocol: Protocol,
     /// True for another skywave gateway: compressed HMTP may be sent without negotiation.
     pub skywave: bool,
+    /// The operator states that the peer's HMTP server honours skywave's cut marker (`XCUT`,
+    /// skywave 2026-11-29 and later), so that a session cut by a lost link can be given up at
+    /// once even before a first session has shown it. What the peer's own EHLO reply last said
+    /// (remembered across restarts) overrides this.
+    pub xcut: bool,
     /// Compression of the stream towards it.
     pub compression: Compression,
     /// Priority of mail that carries none and whose route sets none.

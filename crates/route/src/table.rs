@@ -764,6 +764,12 @@ impl fmt::Display for Explanation {
                             "  skywave peer: {}",
                             if p.skywave { "yes" } else { "no" }
                         )?;
+                        if p.xcut {
+                            writeln!(
+                                f,
+                                "  cut marker (XCUT): assumed from the first session (xcut = true)"
+                            )?;
+                        }
                         writeln!(f, "  compression: {}", p.compression)?;
                         writeln!(f, "  bearer: {}", p.bearer)?;
                         writeln!(f, "  size limit: {} bytes", p.size_limit)?;

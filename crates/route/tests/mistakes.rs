@@ -55,7 +55,7 @@ fn unknown_key_lists_the_expected_ones() {
         rendered("[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\nprotocl = \"hmtp\"\n"),
         [
             "routes.toml:4:1: error: unknown field `protocl`, expected one of `name`, `node`, `protocol`, \
-          `skywave`, `compression`, `priority`, `size_limit`, `batch_bytes`, `bearer`, `sis_server`, \
+          `skywave`, `xcut`, `compression`, `priority`, `size_limit`, `batch_bytes`, `bearer`, `sis_server`, \
           `tcp_address`, `hold`, `emcon`, `pmul_acks`, `ip`\n  |\n4 | protocl = \"hmtp\"\n  | ^^^^^^^"
         ]
     );
@@ -223,6 +223,39 @@ fn compression_towards_a_plain_hmtp_peer() {
           5 | compression = \"deflate\"\n  |               ^^^^^^^^^"
         ]
     );
+}
+
+#[test]
+fn xcut_towards_a_plain_hmtp_peer() {
+    let text = format!("{SHORE}xcut = true\n{ROUTE_ALL}");
+    assert_eq!(
+        one_error(&text),
+        "routes.toml:5:8: error: xcut = true towards peer \"shore\" needs skywave = true: only a skywave \
+         gateway's HMTP server honours the cut marker; any other would read it as data"
+    );
+}
+
+#[test]
+fn xcut_with_cftp() {
+    let text = "[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\nprotocol = \"cftp\"\nskywave = true\nxcut = true\n[[route]]\nmatch = \"*\"\nto = \"shore\"\n";
+    assert_eq!(
+        one_error(text),
+        "routes.toml:6:8: error: xcut is for protocol \"hmtp\" (skywave's cut marker on SAP 3); peer \"shore\" \
+         has protocol \"cftp\""
+    );
+}
+
+#[test]
+fn xcut_towards_a_skywave_peer_is_kept_and_explained() {
+    let text = format!("{SHORE}skywave = true\nxcut = true\n{ROUTE_ALL}");
+    let table = RoutingTable::parse("routes.toml", &text).expect("valid");
+    assert!(table.peer("shore").unwrap().xcut);
+    let why = table.explain("ops@shore.example", None).to_string();
+    assert!(why.contains("cut marker (XCUT): assumed"), "{why}");
+    // false needs nothing, whatever the peer.
+    let text = format!("{SHORE}xcut = false\n{ROUTE_ALL}");
+    let table = RoutingTable::parse("routes.toml", &text).expect("valid");
+    assert!(!table.peer("shore").unwrap().xcut);
 }
 
 #[test]

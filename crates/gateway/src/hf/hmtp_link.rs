@@ -24,7 +24,9 @@
 //! (`XCUT`, see `skywave_hmtp::cut`) where the peer advertised it, both as client (the next
 //! session starts with it) and as server (a marker ends the peer's session being read);
 //! towards any other peer the next session waits until the peer's server must have given up
-//! the cut one (`[hf] peer_session_timeout`).
+//! the cut one (`[hf] peer_session_timeout`). Whether a session of ours may be cut, and what
+//! the peer's EHLO said (`XCUT`, `XDICT`), outlive a restart ([`super::peer_memory`]): a
+//! link that starts after a crash in the middle of a session treats it as cut.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,6 +45,7 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::dedup_store::DedupStore;
+use super::peer_memory::MemoryFile;
 use super::sis::{Endpoint, LinkInput, Report, priority_5066};
 use super::transfer::{Direction, TransferRecord};
 use super::{HfContext, MAX_SLEEP, sleep_opt};
@@ -188,15 +191,14 @@ pub(super) struct HmtpLink {
     /// cut marker instead of waiting out [`Self::peer_hold`], at no higher priority than the
     /// cut one's (held here), so that any of its U_PDUs the node still holds go first.
     pub(super) cut: Option<Priority>,
-    /// The peer advertised `XCUT` in its last EHLO reply ([`skywave_hmtp::cut`]).
-    pub(super) peer_cuts: bool,
     /// Sessions of ours started so far: the tag of each one's submission.
     pub(super) submissions: u64,
-    /// The preset deflate dictionary this peer advertised (`XDICT`) in its last EHLO reply and
-    /// that this gateway knows: deflate sessions start from it (a third fewer bytes for short
-    /// mail). Learnt anew after a restart; dropped when a session with it gets no replies, in
-    /// case the peer lost it (see skywave_hmtp::stream).
-    pub(super) dictionary: Option<u32>,
+    /// What outlives a restart: whether a session of ours may be cut at the peer, whether the
+    /// peer advertised `XCUT` ([`skywave_hmtp::cut`]) in its last EHLO reply, and the preset
+    /// deflate dictionary it advertised there (`XDICT`) that this gateway knows: deflate
+    /// sessions start from it (a third fewer bytes for short mail); it is dropped when a
+    /// session with it gets no replies, in case the peer lost it (see skywave_hmtp::stream).
+    pub(super) memory: MemoryFile,
 }
 
 impl HmtpLink {
@@ -213,6 +215,17 @@ impl HmtpLink {
                 return;
             }
         };
+        if self.configured_xcut() && self.memory.get().xcut == Some(false) {
+            warn!(
+                "xcut = true for this peer, but its server did not advertise XCUT in its last EHLO reply: the cut marker is not sent until it does"
+            );
+        }
+        if self.memory.get().unanswered {
+            // The process stopped with a session of ours unanswered (a crash, a restart): the
+            // node may have sent only part of it, which the peer's server holds.
+            info!("a session of ours was unanswered when this gateway stopped; taking it as cut");
+            self.after_cut(Priority::default());
+        }
         let target = Target::Peer(self.name.clone());
         let mut own: Option<Own> = None;
         let mut current = Current::Idle;
@@ -255,6 +268,7 @@ impl HmtpLink {
             if self.peer_hold.is_some_and(|h| Instant::now() >= h) {
                 info!("the peer has given up any session of ours that was cut; sessions resume");
                 self.peer_hold = None;
+                self.memory.update(|m| m.unanswered = false);
             }
             // Only when a session could have started does the spool's next due time matter;
             // otherwise (link down, peer held, a stream in progress) the next event is an
@@ -369,7 +383,11 @@ impl HmtpLink {
             .unzip();
         let start_unix = self.unix_f64();
         let mut settings = ClientSettings::new(self.ctx.hostname.clone(), mtu, compression);
-        settings.dictionary = self.dictionary;
+        settings.dictionary = self
+            .memory
+            .get()
+            .dictionary
+            .filter(|id| skywave_compress::dictionary::by_id(*id).is_some());
         let mut client = match HmtpClient::new(settings, messages) {
             Ok(c) => c,
             Err(e) => {
@@ -412,8 +430,13 @@ impl HmtpLink {
             to: self.report.clone(),
             submission,
         };
+        // Recorded before the node has any of it: a crash from here on leaves the next start
+        // taking this session as cut.
+        let unanswered = self.memory.get().unanswered;
+        self.memory.update(|m| m.unanswered = true);
         if let Err(e) = self.endpoint.send(self.node, priority, updus, Some(report)) {
             warn!(error = %e, "cannot hand the submission to the SIS server");
+            self.memory.update(|m| m.unanswered = unanswered);
             client.close();
             let o = Own {
                 client,
@@ -491,27 +514,11 @@ impl HmtpLink {
                 // session starts with, and nothing need wait (`skywave_hmtp::cut`). The marker
                 // goes at no higher priority than the failed U_PDU's session (the lowest when
                 // that is an earlier one's, not known here).
-                if self.peer_cuts {
-                    let failed = own
-                        .as_ref()
-                        .filter(|o| o.submission == submission)
-                        .map_or(Priority::default(), |o| o.priority);
-                    self.cut = Some(self.cut.map_or(failed, |c| c.min(failed)));
-                    info!(
-                        "part of a session may be at the peer; the next one starts with the cut marker (XCUT)"
-                    );
-                } else {
-                    let mtu = self.endpoint.mtu().unwrap_or(2048);
-                    let hold = self.ctx.config.peer_session_wait(mtu);
-                    let until = Instant::now() + hold;
-                    if self.peer_hold.is_none_or(|h| h < until) {
-                        warn!(
-                            hold_s = hold.as_secs(),
-                            "part of a session may be at the peer; no session starts until its server has given it up"
-                        );
-                        self.peer_hold = Some(until);
-                    }
-                }
+                let failed = own
+                    .as_ref()
+                    .filter(|o| o.submission == submission)
+                    .map_or(Priority::default(), |o| o.priority);
+                self.after_cut(failed);
                 // Only a U_PDU of the session in progress ends it: a rejection of an earlier
                 // session's (a server's confirm wait can answer long after the session ended
                 // here) says nothing about this one.
@@ -525,6 +532,45 @@ impl HmtpLink {
                 warn!(%reason, "submission not delivered; ending the session");
                 o.client.close();
                 self.finish_own(o, arbiter).await;
+            }
+        }
+    }
+
+    /// Whether the peer's server honours the cut marker: what its last EHLO reply said, or
+    /// before any, what the routing table states (`xcut = true`).
+    fn peer_cuts(&self) -> bool {
+        self.memory
+            .get()
+            .xcut
+            .unwrap_or_else(|| self.configured_xcut())
+    }
+
+    fn configured_xcut(&self) -> bool {
+        self.ctx
+            .routes
+            .current()
+            .peer(&self.name)
+            .is_some_and(|p| p.xcut)
+    }
+
+    /// A session of ours sent at priority `failed` may have been cut at the peer: the next one
+    /// starts with the cut marker (XCUT) or waits until the peer's server has given it up.
+    fn after_cut(&mut self, failed: Priority) {
+        if self.peer_cuts() {
+            self.cut = Some(self.cut.map_or(failed, |c| c.min(failed)));
+            info!(
+                "part of a session may be at the peer; the next one starts with the cut marker (XCUT)"
+            );
+        } else {
+            let mtu = self.endpoint.mtu().unwrap_or(2048);
+            let hold = self.ctx.config.peer_session_wait(mtu);
+            let until = Instant::now() + hold;
+            if self.peer_hold.is_none_or(|h| h < until) {
+                warn!(
+                    hold_s = hold.as_secs(),
+                    "part of a session may be at the peer; no session starts until its server has given it up"
+                );
+                self.peer_hold = Some(until);
             }
         }
     }
@@ -795,18 +841,29 @@ impl HmtpLink {
         match (&outcome.end, outcome.received.updus) {
             // The peer's replies arrived: its EHLO says what it can decode now.
             (_, n) if n > 0 => {
-                self.peer_cuts = outcome.peer_cuts;
-                self.dictionary = outcome
+                let dictionary = outcome
                     .peer_dictionaries
                     .iter()
                     .copied()
                     .find(|id| skywave_compress::dictionary::by_id(*id).is_some());
+                // Replies to this session say its server read it to the end: nothing of it is
+                // left at the peer. (Late replies to an earlier session, set aside, say
+                // nothing of this one.)
+                let answered = matches!(
+                    outcome.end,
+                    SessionEnd::Completed | SessionEnd::ServiceClosing(_)
+                );
+                self.memory.update(|m| {
+                    m.xcut = Some(outcome.peer_cuts);
+                    m.dictionary = dictionary;
+                    m.unanswered &= !answered;
+                });
             }
             // A session that started from a dictionary and got nothing back: the peer may not
             // decode it any more. Plain deflate until it advertises one again.
             (SessionEnd::Closed | SessionEnd::BadReplies(_), _) if used.is_some() => {
                 warn!(peer = %self.name, "no replies to a session with a preset dictionary; the next one goes without");
-                self.dictionary = None;
+                self.memory.update(|m| m.dictionary = None);
             }
             _ => {}
         }

@@ -13,6 +13,7 @@
 mod cftp_link;
 mod dedup_store;
 mod hmtp_link;
+mod peer_memory;
 pub mod pmul_ip;
 pub(crate) mod pmul_link;
 pub mod sis;
@@ -607,6 +608,7 @@ impl Links {
             return;
         }
         info!(peer = %name, %node, %server, "HMTP link starting");
+        let memory = peer_memory::MemoryFile::open(&ctx.state_dir.join("links"), name);
         let link = hmtp_link::HmtpLink {
             name: name.to_owned(),
             node,
@@ -620,9 +622,8 @@ impl Links {
             gather_until: None,
             peer_hold: None,
             cut: None,
-            peer_cuts: false,
             submissions: 0,
-            dictionary: None,
+            memory,
         };
         self.tasks.push(tokio::spawn(link.run()));
     }

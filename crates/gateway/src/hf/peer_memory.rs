@@ -1,0 +1,211 @@
+//! What an HMTP link remembers of its peer across a restart, on disk.
+//!
+//! The link scheduler ([`super::hmtp_link`]) learns three things that a restart must not
+//! forget, one small JSON file per peer (`state_dir/links/<peer>.json`):
+//!
+//! - Whether a session of ours may be cut short at the peer. A session goes to the 5066 node
+//!   whole; if the process dies before the replies come (a crash, a power cut, an operator's
+//!   restart), the node may have given up part of it, and the peer's server then holds the
+//!   first part and waits for the rest. A session started at once after the restart would be
+//!   read as that rest (see `SendFailed` in the link: the cut message is accepted with the new
+//!   session's text, or, compressed, with a corrupt body that de-duplication then prefers to
+//!   the intact copy). So the flag is set before a session's submission goes to the node and
+//!   cleared when replies come or when a hold after a cut has run out; a link that starts with
+//!   it set treats the last session as cut. That is conservative: a session whose replies were
+//!   lost on the air also leaves it set, and the next start waits (or sends the cut marker)
+//!   when nothing was needed.
+//! - Whether the peer's server honours the cut marker (`XCUT`), from its last EHLO reply, so
+//!   that such a cut costs no hold after a restart either.
+//! - The preset deflate dictionary it last advertised (`XDICT`), so that the first session
+//!   after a restart is as short as the ones before.
+//!
+//! A file that cannot be read back is reported and taken as the cautious state (a session may
+//! be cut, nothing known of the peer); one that cannot be written is reported and the link goes
+//! on with what it holds in memory.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use tracing::warn;
+
+/// What is remembered of one peer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(super) struct PeerMemory {
+    /// A session of ours went to the 5066 node and neither its replies nor the end of a hold
+    /// after a cut have come since: the peer's server may hold the first part of it.
+    pub(super) unanswered: bool,
+    /// Whether the peer's server advertised `XCUT` in its last EHLO reply (`None`: no reply
+    /// seen yet).
+    pub(super) xcut: Option<bool>,
+    /// The preset dictionary of the peer's last EHLO reply that this gateway knows.
+    pub(super) dictionary: Option<u32>,
+}
+
+/// A peer's memory and the file behind it.
+#[derive(Debug)]
+pub(super) struct MemoryFile {
+    path: PathBuf,
+    /// What the file holds (or would, had a write not failed).
+    current: PeerMemory,
+}
+
+impl MemoryFile {
+    /// Reads `dir/<peer>.json`; a missing file is a peer never talked to.
+    pub(super) fn open(dir: &Path, peer: &str) -> Self {
+        let path = dir.join(format!("{peer}.json"));
+        let current = match std::fs::read(&path) {
+            Ok(bytes) => match serde_json::from_slice::<PeerMemory>(&bytes) {
+                Ok(m) => m,
+                Err(e) => {
+                    warn!(file = %path.display(), error = %e, "cannot read what this link remembers of its peer; taking the last session as cut");
+                    PeerMemory {
+                        unanswered: true,
+                        ..PeerMemory::default()
+                    }
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => PeerMemory::default(),
+            Err(e) => {
+                warn!(file = %path.display(), error = %e, "cannot read what this link remembers of its peer; taking the last session as cut");
+                PeerMemory {
+                    unanswered: true,
+                    ..PeerMemory::default()
+                }
+            }
+        };
+        MemoryFile { path, current }
+    }
+
+    /// What is remembered.
+    pub(super) fn get(&self) -> &PeerMemory {
+        &self.current
+    }
+
+    /// Changes the memory with `f` and writes it durably if it changed (a new file, synced,
+    /// then renamed over the old one: a crash leaves one or the other, whole).
+    pub(super) fn update(&mut self, f: impl FnOnce(&mut PeerMemory)) {
+        let mut next = self.current.clone();
+        f(&mut next);
+        if next == self.current {
+            return;
+        }
+        self.current = next;
+        if let Err(e) = self.write() {
+            warn!(file = %self.path.display(), error = %e, "cannot record what this link knows of its peer; a restart would forget it");
+        }
+    }
+
+    fn write(&self) -> std::io::Result<()> {
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let text = serde_json::to_vec(&self.current).map_err(std::io::Error::other)?;
+        let tmp = self.path.with_extension("tmp");
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&text)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &self.path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_peer_never_talked_to_has_nothing_remembered() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = MemoryFile::open(dir.path(), "shore");
+        assert_eq!(m.get(), &PeerMemory::default());
+        assert!(!dir.path().join("shore.json").exists());
+    }
+
+    #[test]
+    fn what_was_learnt_survives_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = MemoryFile::open(&dir.path().join("links"), "shore");
+        m.update(|m| {
+            m.unanswered = true;
+            m.xcut = Some(true);
+            m.dictionary = Some(1);
+        });
+        let again = MemoryFile::open(&dir.path().join("links"), "shore");
+        assert_eq!(
+            again.get(),
+            &PeerMemory {
+                unanswered: true,
+                xcut: Some(true),
+                dictionary: Some(1)
+            }
+        );
+        // Replies came: the flag goes, the rest stays.
+        let mut again = again;
+        again.update(|m| m.unanswered = false);
+        let third = MemoryFile::open(&dir.path().join("links"), "shore");
+        assert!(!third.get().unanswered);
+        assert_eq!(third.get().xcut, Some(true));
+        assert!(!dir.path().join("links/shore.tmp").exists());
+    }
+
+    #[test]
+    fn an_unreadable_file_is_taken_as_a_cut_session() {
+        let dir = tempfile::tempdir().unwrap();
+        for text in [
+            &b"{\"unanswered\": fal"[..],
+            b"\xff\xfe",
+            b"{\"hold\": 3}",
+            b"42",
+        ] {
+            std::fs::write(dir.path().join("shore.json"), text).unwrap();
+            let m = MemoryFile::open(dir.path(), "shore");
+            assert!(m.get().unanswered, "{text:?}");
+            assert_eq!(m.get().xcut, None);
+        }
+        // A file written by this version reads back exactly.
+        std::fs::write(
+            dir.path().join("shore.json"),
+            br#"{"unanswered":false,"xcut":false,"dictionary":null}"#,
+        )
+        .unwrap();
+        let m = MemoryFile::open(dir.path(), "shore");
+        assert_eq!(
+            m.get(),
+            &PeerMemory {
+                unanswered: false,
+                xcut: Some(false),
+                dictionary: None
+            }
+        );
+    }
+
+    #[test]
+    fn an_unchanged_memory_is_not_written_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = MemoryFile::open(dir.path(), "shore");
+        m.update(|m| m.xcut = Some(false));
+        let path = dir.path().join("shore.json");
+        std::fs::remove_file(&path).unwrap();
+        m.update(|m| m.xcut = Some(false));
+        assert!(!path.exists(), "rewritten although nothing changed");
+        m.update(|m| m.unanswered = true);
+        assert!(path.exists());
+    }
+
+    #[test]
+    fn a_write_that_fails_leaves_the_memory_in_step_in_this_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let links = dir.path().join("links");
+        let mut m = MemoryFile::open(&links, "shore");
+        assert!(!m.get().unanswered);
+        // A file where the directory should be: every write fails.
+        std::fs::write(&links, b"not a directory").unwrap();
+        m.update(|m| m.unanswered = true);
+        assert!(m.get().unanswered);
+        // And a link that starts with it so takes the cautious state.
+        assert!(MemoryFile::open(&links, "shore").get().unanswered);
+    }
+}
