@@ -380,7 +380,8 @@ fn write_base(opts: &FleetOptions) -> Result<PathBuf, PairError> {
     }
     let mut routes = format!(
         "# Routing table of the base of `skywave demo --ships {n}`: one HMTP peer per ship,\n\
-         # and the group of them all: mail for two or more ships goes once, by P_MUL.\n\
+         # and the group of them all: mail for two or more ships goes once, by P_MUL. Every\n\
+         # gateway of the fleet runs this skywave, so each honours the cut marker (xcut).\n\
          [lan]\n\
          domains = [\"{BASE_DOMAIN}\", \"*.{BASE_DOMAIN}\"]\n\
          relay_networks = [\"127.0.0.0/8\", \"::1/128\"]\n",
@@ -396,6 +397,7 @@ fn write_base(opts: &FleetOptions) -> Result<PathBuf, PairError> {
              node = \"{node}\"\n\
              protocol = \"hmtp\"\n\
              skywave = true\n\
+             xcut = true\n\
              compression = \"deflate\"\n\
              emcon = {emcon}\n\
              {ip}\n\
@@ -481,6 +483,7 @@ fn write_ship(opts: &FleetOptions, i: usize) -> Result<PathBuf, PairError> {
          node = \"{BASE_NODE}\"\n\
          protocol = \"hmtp\"\n\
          skywave = true\n\
+         xcut = true\n\
          compression = \"deflate\"\n\
          pmul_acks = \"{acks}\"\n\
          {base_ip}\n\
