@@ -39,6 +39,24 @@ fn the_demo_delivers_its_sample_both_ways_and_reports_the_air_time() {
             );
         }
     }
+    // What the ship's HMTP link remembers of the shore after its sessions, as the operator
+    // reads it.
+    let status = Command::new(skywave_e2e::bin("skywave"))
+        .args(["status", "--config"])
+        .arg(dir.path().join("ship").join("skywave.toml"))
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("  shore: "))
+        .unwrap_or_else(|| panic!("no line for the shore in:\n{status}"));
+    assert!(
+        line.starts_with("  shore: cut marker (XCUT): yes; dictionary: ")
+            && !line.contains("dictionary: none")
+            && line.ends_with("; last session answered"),
+        "{status}"
+    );
 }
 
 /// `skywave demo --once --outage 5+200`: the channel goes dead 5 simulated seconds in, while

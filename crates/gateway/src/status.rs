@@ -31,6 +31,9 @@ pub struct Status {
     pub oldest_age: Option<u64>,
     /// The last sessions with HF peers (from `state_dir/transfers.jsonl`), oldest first.
     pub transfers: Vec<TransferRecord>,
+    /// What each HMTP link remembers of its peer across restarts (`state_dir/links/`), one
+    /// line per peer, by name.
+    pub links: Vec<String>,
 }
 
 /// Sessions shown by `skywave status`.
@@ -49,6 +52,10 @@ pub fn read(config: &Config) -> skywave_spool::Result<Status> {
             .collect(),
         transfers: read_tail(&config.state_dir.join("transfers.jsonl"), SHOWN_TRANSFERS)
             .unwrap_or_default(),
+        links: crate::hf::peer_memory::read_all(&config.state_dir.join("links"))
+            .into_iter()
+            .map(|(name, memory)| format!("{name}: {memory}"))
+            .collect(),
         ..Status::default()
     };
     for entry in spool.entries()? {
@@ -128,5 +135,39 @@ pub fn render(status: &Status) -> String {
         });
         let _ = writeln!(out, "  {date}: {r}");
     }
+    let _ = writeln!(out, "HMTP peers, as remembered across restarts:");
+    if status.links.is_empty() {
+        let _ = writeln!(out, "  (none)");
+    }
+    for line in &status.links {
+        let _ = writeln!(out, "  {line}");
+    }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_peers_links_remember_are_listed_last() {
+        let none = render(&Status::default());
+        assert!(
+            none.ends_with("HMTP peers, as remembered across restarts:\n  (none)\n"),
+            "{none}"
+        );
+        let status = Status {
+            links: vec![
+                "shore: cut marker (XCUT): yes; dictionary: 1; last session answered".into(),
+            ],
+            ..Status::default()
+        };
+        let out = render(&status);
+        assert!(
+            out.ends_with(
+                "HMTP peers, as remembered across restarts:\n  shore: cut marker (XCUT): yes; dictionary: 1; last session answered\n"
+            ),
+            "{out}"
+        );
+    }
 }

@@ -13,7 +13,7 @@
 mod cftp_link;
 mod dedup_store;
 mod hmtp_link;
-mod peer_memory;
+pub(crate) mod peer_memory;
 pub mod pmul_ip;
 pub(crate) mod pmul_link;
 pub mod sis;

@@ -21,8 +21,9 @@
 //!
 //! A file that cannot be read back is reported and taken as the cautious state (a session may
 //! be cut, nothing known of the peer); one that cannot be written is reported and the link goes
-//! on with what it holds in memory.
+//! on with what it holds in memory. `skywave status` lists every peer's file ([`read_all`]).
 
+use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -32,15 +33,54 @@ use tracing::warn;
 /// What is remembered of one peer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub(super) struct PeerMemory {
+pub(crate) struct PeerMemory {
     /// A session of ours went to the 5066 node and neither its replies nor the end of a hold
     /// after a cut have come since: the peer's server may hold the first part of it.
-    pub(super) unanswered: bool,
+    pub(crate) unanswered: bool,
     /// Whether the peer's server advertised `XCUT` in its last EHLO reply (`None`: no reply
     /// seen yet).
-    pub(super) xcut: Option<bool>,
+    pub(crate) xcut: Option<bool>,
     /// The preset dictionary of the peer's last EHLO reply that this gateway knows.
-    pub(super) dictionary: Option<u32>,
+    pub(crate) dictionary: Option<u32>,
+}
+
+impl fmt::Display for PeerMemory {
+    /// One line for `skywave status`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let xcut = match self.xcut {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "no reply yet",
+        };
+        write!(f, "cut marker (XCUT): {xcut}; dictionary: ")?;
+        match self.dictionary {
+            Some(id) => write!(f, "{id}")?,
+            None => f.write_str("none")?,
+        }
+        f.write_str(if self.unanswered {
+            "; last session unanswered (a restart takes it as cut)"
+        } else {
+            "; last session answered"
+        })
+    }
+}
+
+/// What is remembered of every peer with a file under `dir`, by name (empty when there is no
+/// such directory yet).
+pub(crate) fn read_all(dir: &Path) -> Vec<(String, PeerMemory)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, PeerMemory)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.strip_suffix(".json")?.to_owned();
+            let memory = MemoryFile::open(dir, &name).current;
+            Some((name, memory))
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
 }
 
 /// A peer's memory and the file behind it.
@@ -179,6 +219,27 @@ mod tests {
                 xcut: Some(false),
                 dictionary: None
             }
+        );
+    }
+
+    #[test]
+    fn every_peer_is_listed_for_status() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(read_all(&dir.path().join("links")).is_empty());
+        MemoryFile::open(dir.path(), "shore").update(|m| {
+            m.xcut = Some(true);
+            m.dictionary = Some(1);
+        });
+        MemoryFile::open(dir.path(), "base").update(|m| m.unanswered = true);
+        std::fs::write(dir.path().join("shore.tmp"), b"half written").unwrap();
+        let all = read_all(dir.path());
+        let lines: Vec<String> = all.iter().map(|(n, m)| format!("{n}: {m}")).collect();
+        assert_eq!(
+            lines,
+            [
+                "base: cut marker (XCUT): no reply yet; dictionary: none; last session unanswered (a restart takes it as cut)",
+                "shore: cut marker (XCUT): yes; dictionary: 1; last session answered"
+            ]
         );
     }
 
