@@ -127,7 +127,9 @@ fn explain_a_routed_address_and_the_relay_check() {
     ));
     assert!(out.contains("-> shore  <- wins: the most specific rule that exists\n"));
     assert!(out.contains("route: HF peer \"shore\" (not a local domain)\n"));
-    assert!(out.contains("  protocol: hmtp\n  skywave peer: yes\n  compression: deflate\n"));
+    assert!(out.contains(
+        "  protocol: hmtp\n  skywave peer: yes\n  cut marker (XCUT): assumed from the first session (xcut = true)\n  compression: deflate\n"
+    ));
     assert!(out.contains("  priority: 2 (immediate), from the route\n"));
     assert!(out.ends_with(
         "client 10.1.2.3 (not authenticated): accepted: 10.1.2.3 is in relay network 10.1.0.0/16\n"

@@ -160,10 +160,10 @@ pub struct BatchOutcome {
     /// The preset dictionaries the peer advertised (`XDICT` in its EHLO reply); empty when it
     /// advertised none or the reply did not arrive.
     pub peer_dictionaries: Vec<u32>,
-    /// Whether the peer advertised `XCUT` in its EHLO reply (false when the reply did not
-    /// arrive): after a cut, its server gives the session up at the marker
-    /// ([`crate::cut`]).
-    pub peer_cuts: bool,
+    /// Whether the peer advertised `XCUT` in its EHLO reply, `None` when no EHLO reply was
+    /// read (what the peer can do is then not known): after a cut, its server gives the
+    /// session up at the marker ([`crate::cut`]).
+    pub peer_cuts: Option<bool>,
     /// Whole reply streams read and set aside because their closing reply (221 or 421) did not
     /// name a checksum of this session's octets (`XSUM`): late replies to an earlier session.
     pub stale_reply_streams: usize,
@@ -395,10 +395,7 @@ impl HmtpClient {
                 .server_extensions()
                 .map(|e| e.dictionaries.clone())
                 .unwrap_or_default(),
-            peer_cuts: self
-                .session
-                .server_extensions()
-                .is_some_and(|e| e.session_cut),
+            peer_cuts: self.session.server_extensions().map(|e| e.session_cut),
             stale_reply_streams: self.stale_reply_streams,
         });
     }

@@ -846,16 +846,18 @@ impl HmtpLink {
                     .iter()
                     .copied()
                     .find(|id| skywave_compress::dictionary::by_id(*id).is_some());
-                // Replies to this session say its server read it to the end: nothing of it is
-                // left at the peer. (Late replies to an earlier session, set aside, say
-                // nothing of this one.)
+                // Replies to this session (its server read it to the end, or gave it up with
+                // a 421) say nothing of it is left at the peer. Late replies to an earlier
+                // session, set aside, say nothing of this one.
                 let answered = matches!(
                     outcome.end,
                     SessionEnd::Completed | SessionEnd::ServiceClosing(_)
                 );
                 self.memory.update(|m| {
-                    m.xcut = Some(outcome.peer_cuts);
-                    m.dictionary = dictionary;
+                    if let Some(cuts) = outcome.peer_cuts {
+                        m.xcut = Some(cuts);
+                        m.dictionary = dictionary;
+                    }
                     m.unanswered &= !answered;
                 });
             }
