@@ -37,8 +37,8 @@ use skywave_emu::modem::DataRate;
 /// The fit residual on the sample the curves were fitted on.
 const FIT_RESIDUAL_DB: f64 = 0.02;
 
-/// Out of sample: AWGN (set by the table itself, independent of fading) and Poor as the README
-/// states them.
+/// Out of sample: AWGN (set by the table itself, independent of fading) and Poor as
+/// docs/emulator.md states them.
 const AWGN_OUT_OF_SAMPLE_DB: f64 = 0.02;
 const POOR_OUT_OF_SAMPLE_DB: f64 = 0.25;
 
@@ -141,7 +141,7 @@ fn independent_sets() -> ReferenceSets {
 }
 
 /// The prediction: an independent sample of the same size (another seed) stays within the
-/// bands the README states.
+/// bands docs/emulator.md states (the README gives the summary).
 #[test]
 fn independent_sample_stays_close() {
     check(

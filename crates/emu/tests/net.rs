@@ -1370,9 +1370,9 @@ async fn non_arq_dpdus_decode_in_wireshark() {
 /// 83-94 % from 75 to 9600 bit/s (reference/hf-emulator.md §4): user bits delivered per
 /// second, from the first submission to the last delivery, over the modem rate. Each
 /// transfer fills about twelve maximum transmissions (127.5 s) so that start-up costs little.
-/// The README quotes this table (`cargo test -p skywave-emu --test net arq_efficiency --
-/// --nocapture` prints it); it is deterministic (seed 1, no errors), so each row is asserted to
-/// 0.3 percentage points of the figure measured when the README was written.
+/// The README and docs/emulator.md quote this table (`cargo test -p skywave-emu --test net
+/// arq_efficiency -- --nocapture` prints it); it is deterministic (seed 1, no errors), so each
+/// row is asserted to 0.3 percentage points of the figure measured when the README was written.
 #[tokio::test(start_paused = true)]
 async fn arq_efficiency_per_data_rate() {
     // (bit/s, short interleaver %, long interleaver %)
