@@ -396,12 +396,15 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<RoutingTable, Vec<Diagnost
     ))
 }
 
+/// A peer's or group's name is also a file name under the state directory (its
+/// de-duplication memory, what its link remembers), so "." and ".." are no names.
 fn valid_peer_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && name.bytes().any(|b| b != b'.')
 }
 
 /// Checks the `[[peer]]` entries. Returns every peer that is complete enough to be referred to
@@ -420,7 +423,7 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
             ck.error(
                 p.name.span(),
                 format!(
-                    "invalid peer name \"{name}\"; expected 1-64 letters, digits, '-', '_' or '.'"
+                    "invalid peer name \"{name}\"; expected 1-64 letters, digits, '-', '_' or '.', not only dots"
                 ),
             );
         } else if name.eq_ignore_ascii_case(LAN) {
@@ -958,7 +961,7 @@ fn check_groups(
             ck.error(
                 g.name.span(),
                 format!(
-                    "invalid group name \"{name}\"; expected 1-64 letters, digits, '-', '_' or '.'"
+                    "invalid group name \"{name}\"; expected 1-64 letters, digits, '-', '_' or '.', not only dots"
                 ),
             );
             ok = false;

@@ -166,7 +166,13 @@ fn invalid_peer_name() {
     let text = "[[peer]]\nname = \"shore side\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n[[route]]\nmatch = \"*\"\nto = \"shore side\"\n";
     assert_eq!(
         one_error(text),
-        "routes.toml:2:8: error: invalid peer name \"shore side\"; expected 1-64 letters, digits, '-', '_' or '.'"
+        "routes.toml:2:8: error: invalid peer name \"shore side\"; expected 1-64 letters, digits, '-', '_' or '.', not only dots"
+    );
+    // A name is also a file name under the state directory: ".." would be its parent.
+    let text = "[[peer]]\nname = \"..\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n[[route]]\nmatch = \"*\"\nto = \"..\"\n";
+    assert_eq!(
+        one_error(text),
+        "routes.toml:2:8: error: invalid peer name \"..\"; expected 1-64 letters, digits, '-', '_' or '.', not only dots"
     );
 }
 
