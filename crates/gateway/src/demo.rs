@@ -395,8 +395,8 @@ enum Side {
     Shore,
 }
 
-/// Starts one side's gateway on its node of the pair's subnetwork (the ship node 0, the shore
-/// node 1), over in-process SIS connections.
+/// Starts one side's gateway on its node of the pair's subnetwork (the ship's is node 0, the
+/// shore's node 1), over in-process SIS connections.
 async fn start_side(
     subnet: &Subnet,
     cfg: config::Config,
