@@ -96,24 +96,19 @@ impl MemoryFile {
     pub(super) fn open(dir: &Path, peer: &str) -> Self {
         let path = dir.join(format!("{peer}.json"));
         let current = match std::fs::read(&path) {
-            Ok(bytes) => match serde_json::from_slice::<PeerMemory>(&bytes) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => PeerMemory::default(),
+            read => match read.map_err(|e| e.to_string()).and_then(|bytes| {
+                serde_json::from_slice::<PeerMemory>(&bytes).map_err(|e| e.to_string())
+            }) {
                 Ok(m) => m,
-                Err(e) => {
-                    warn!(file = %path.display(), error = %e, "cannot read what this link remembers of its peer; taking the last session as cut");
+                Err(error) => {
+                    warn!(file = %path.display(), %error, "cannot read what this link remembers of its peer; taking the last session as cut");
                     PeerMemory {
                         unanswered: true,
                         ..PeerMemory::default()
                     }
                 }
             },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => PeerMemory::default(),
-            Err(e) => {
-                warn!(file = %path.display(), error = %e, "cannot read what this link remembers of its peer; taking the last session as cut");
-                PeerMemory {
-                    unanswered: true,
-                    ..PeerMemory::default()
-                }
-            }
         };
         MemoryFile { path, current }
     }
@@ -124,7 +119,8 @@ impl MemoryFile {
     }
 
     /// Changes the memory with `f` and writes it durably if it changed (a new file, synced,
-    /// then renamed over the old one: a crash leaves one or the other, whole).
+    /// renamed over the old one, and the directory synced: a crash leaves one or the other,
+    /// whole, and once this returns, the new one).
     pub(super) fn update(&mut self, f: impl FnOnce(&mut PeerMemory)) {
         let mut next = self.current.clone();
         f(&mut next);
@@ -146,7 +142,13 @@ impl MemoryFile {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(&text)?;
         f.sync_all()?;
-        std::fs::rename(&tmp, &self.path)
+        std::fs::rename(&tmp, &self.path)?;
+        // The rename is only durable once the directory is: the flag set before a session goes
+        // out must survive a power cut right after.
+        if let Some(dir) = self.path.parent() {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
     }
 }
 
