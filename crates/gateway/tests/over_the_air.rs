@@ -1043,6 +1043,43 @@ async fn a_restart_after_a_cut_gives_the_cut_session_up_at_the_marker() {
     pair.stop().await;
 }
 
+/// The ship's gateway restarts in the middle of a session, with the channel clean. Here its
+/// node goes on sending what it holds of the session after the gateway is gone, and the shore
+/// accepts the rest of the batch whole; its replies come to a process that no longer waits for
+/// them. The restarted link finds the session unanswered and takes it as cut: towards this
+/// shore, which advertised `XCUT` in the first session, its next session starts with the
+/// marker (ignored, the shore's server having read the session to its end) and carries the
+/// batch again, whose copies the shore drops. Every message arrives once, intact, 52 s after
+/// the restart, with no hold.
+#[tokio::test(start_paused = true)]
+async fn a_restart_in_mid_session_loses_and_duplicates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), "deflate");
+    o.min_backoff = 5;
+    let pair = Pair::start(&o).await.unwrap();
+    let first = message("alice@ship.example", "ops@shore.example", 100, 500);
+    let mut sent = vec![submit_as_alice(&pair, 100, first).await];
+    let first = wait_for(&pair.shore_maildir, 1, Duration::from_secs(60)).await;
+    assert_eq!(first.len(), 1, "the first session ends first");
+    sent.extend(submit_logs(&pair, 0..6).await);
+    // The batch is about a minute on the air (six logs of 3 kB, deflated about 2:1, at
+    // 1200 bit/s): 20 s in, the ship's node is in the middle of it.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let got = maildir(&pair.shore_maildir).len();
+    assert!(
+        got < sent.len(),
+        "the batch was delivered before the restart"
+    );
+    let pair = pair.restart_ship(Duration::from_secs(5)).await.unwrap();
+    let restarted = tokio::time::Instant::now();
+    let got = wait_for(&pair.shore_maildir, sent.len(), Duration::from_secs(3600)).await;
+    check_delivered(&got, &sent, "gw.shore.example");
+    let took = restarted.elapsed().as_secs_f64();
+    assert!(took < 90.0, "delivered {took} s after the restart");
+    all_arrive_once(&pair, &sent).await;
+    pair.stop().await;
+}
+
 /// `xcut = true` in the routing table: the ship's very first session is cut, before any EHLO
 /// reply could show that the shore honours the marker, and the next one still starts with the
 /// marker instead of waiting 327 s.
