@@ -158,14 +158,14 @@ mod tests {
         );
         let status = Status {
             links: vec![
-                "shore: cut marker (XCUT): yes; dictionary: 1; last session answered".into(),
+                "shore: cut marker (XCUT): yes; dictionary: f6ea95f6; last session answered".into(),
             ],
             ..Status::default()
         };
         let out = render(&status);
         assert!(
             out.ends_with(
-                "HMTP peers, as remembered across restarts:\n  shore: cut marker (XCUT): yes; dictionary: 1; last session answered\n"
+                "HMTP peers, as remembered across restarts:\n  shore: cut marker (XCUT): yes; dictionary: f6ea95f6; last session answered\n"
             ),
             "{out}"
         );

@@ -54,7 +54,8 @@ impl fmt::Display for PeerMemory {
         };
         write!(f, "cut marker (XCUT): {xcut}; dictionary: ")?;
         match self.dictionary {
-            Some(id) => write!(f, "{id}")?,
+            // As the EHLO keyword writes it (`XDICT f6ea95f6`).
+            Some(id) => write!(f, "{id:08x}")?,
             None => f.write_str("none")?,
         }
         f.write_str(if self.unanswered {
@@ -240,7 +241,7 @@ mod tests {
             lines,
             [
                 "base: cut marker (XCUT): no reply yet; dictionary: none; last session unanswered (a restart takes it as cut)",
-                "shore: cut marker (XCUT): yes; dictionary: 1; last session answered"
+                "shore: cut marker (XCUT): yes; dictionary: 00000001; last session answered"
             ]
         );
     }
