@@ -29,15 +29,7 @@ pub fn path(state_dir: &Path) -> PathBuf {
 
 /// Writes the switch (`on` or `off`), durably: a power cut must not lift EMCON.
 pub fn write(state_dir: &Path, on: bool) -> std::io::Result<()> {
-    std::fs::create_dir_all(state_dir)?;
-    let tmp = state_dir.join(format!("{FILE}.tmp"));
-    {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(if on { b"on\n" } else { b"off\n" })?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path(state_dir))
+    crate::durable::replace(&path(state_dir), if on { b"on\n" } else { b"off\n" })
 }
 
 /// Reads the switch: `None` when there is no file; an unreadable or garbled file reads as

@@ -1,15 +1,22 @@
-//! The skywave daemon's wiring: the LAN side (SMTP listener, spool, LAN delivery), metrics and
-//! status; the HF side (link scheduler per peer, bearers) comes with the issue "Mail over the
-//! air".
+//! The skywave daemon's wiring: the LAN side (SMTP listener, spool, LAN delivery), the HF side
+//! (a link scheduler per peer over its bearer), metrics and status.
 //!
 //! - [`config`]: `skywave.toml`, with compiler-style errors.
-//! - [`smtp_listener`]: the LAN SMTP front end (relay control, STARTTLS, AUTH, spooling).
-//! - [`delivery`]: LAN delivery into a Maildir or to the smarthost.
+//! - [`smtp_listener`]: the LAN SMTP front end (relay control, STARTTLS, AUTH, spooling), and
+//!   [`intake`], what it and the HF side share to take a message into the spool.
+//! - [`delivery`] and [`maildir`]: LAN delivery into a Maildir or to the smarthost.
+//! - [`hf`]: the HF side: SIS endpoints, one link per peer (HMTP, CFTP, P_MUL), transfer
+//!   records; [`tcp_bearer`] for SMTP peers over TCP/IP (JNOS, XLZW).
+//! - [`outcome`]: what a delivery attempt did to each recipient, applied to the spool.
+//! - [`emcon`]: the EMCON switch.
 //! - [`metrics`]: Prometheus counters and the endpoint.
 //! - [`daemon`]: `skywave run` (start-up, SIGHUP reload, graceful shutdown).
 //! - [`status`]: `skywave status`.
-//!
-//! Mail for HF peers is queued and stays in the spool until the link scheduler exists.
+//! - [`demo`] and [`fleet`]: gateways over the bundled emulator, for `skywave demo`, the tests
+//!   and the benchmarks.
+//! - [`clock`]: the one clock, tokio time counted from the wall clock at start.
+//! - `durable`: small state files replaced whole and durably; `blocking`: file work off the
+//!   runtime's threads, or inline in simulations.
 
 pub(crate) mod blocking;
 pub mod clock;
@@ -17,6 +24,7 @@ pub mod config;
 pub mod daemon;
 pub mod delivery;
 pub mod demo;
+pub(crate) mod durable;
 pub mod emcon;
 pub mod fleet;
 pub mod hf;

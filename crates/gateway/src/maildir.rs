@@ -12,7 +12,7 @@
 //!    of an earlier one, whatever the clock did.
 //! 2. The names of all attempts of the round, with their queue ids and recipients, are written
 //!    durably to the [`Journal`] *before* any of the round's files ([`Journal::record`]).
-//! 3. Each file is written to `tmp/`, synced, linked into `new/`, `new/` is synced ([`write`]).
+//! 3. Each file is written to `tmp/`, synced, linked into `new/`, `new/` is synced ([`write()`]).
 //! 4. The spool records each delivery (durably), and only then may the next round replace the
 //!    journal.
 //!
@@ -238,7 +238,7 @@ pub fn file_bytes(sender: &str, message: &[u8], line_ends: LineEnds) -> Vec<u8> 
     out
 }
 
-/// A failed [`write`], and whether the file may nevertheless be in `new/`.
+/// A failed [`write()`], and whether the file may nevertheless be in `new/`.
 #[derive(Debug, thiserror::Error)]
 #[error("{source}")]
 pub struct WriteError {
@@ -361,14 +361,7 @@ impl Journal {
             text.push_str(&serde_json::to_string(a).map_err(io::Error::other)?);
             text.push('\n');
         }
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        let tmp = self.path.with_extension("tmp");
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, &self.path)?;
-        std::fs::File::open(dir)?.sync_all()
+        crate::durable::replace(&self.path, text.as_bytes())
     }
 }
 

@@ -105,18 +105,12 @@ impl DedupStore {
     }
 
     fn rewrite(&self, lines: &[String]) -> std::io::Result<()> {
-        let Some(dir) = self.path.parent() else {
-            return Ok(());
-        };
-        std::fs::create_dir_all(dir)?;
-        let tmp = self.path.with_extension("tmp");
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut text = String::new();
         for l in lines {
-            f.write_all(l.as_bytes())?;
-            f.write_all(b"\n")?;
+            text.push_str(l);
+            text.push('\n');
         }
-        f.sync_all()?;
-        std::fs::rename(&tmp, &self.path)
+        crate::durable::replace(&self.path, text.as_bytes())
     }
 }
 

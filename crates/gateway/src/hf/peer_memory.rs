@@ -24,7 +24,6 @@
 //! on with what it holds in memory. `skywave status` lists every peer's file ([`read_all`]).
 
 use std::fmt;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -119,9 +118,8 @@ impl MemoryFile {
         &self.current
     }
 
-    /// Changes the memory with `f` and writes it durably if it changed (a new file, synced,
-    /// renamed over the old one, and the directory synced: a crash leaves one or the other,
-    /// whole, and once this returns, the new one).
+    /// Changes the memory with `f` and writes it durably if it changed
+    /// ([`crate::durable::replace`]).
     pub(super) fn update(&mut self, f: impl FnOnce(&mut PeerMemory)) {
         let mut next = self.current.clone();
         f(&mut next);
@@ -135,21 +133,10 @@ impl MemoryFile {
     }
 
     fn write(&self) -> std::io::Result<()> {
-        if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
         let text = serde_json::to_vec(&self.current).map_err(std::io::Error::other)?;
-        let tmp = self.path.with_extension("tmp");
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&text)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &self.path)?;
-        // The rename is only durable once the directory is: the flag set before a session goes
-        // out must survive a power cut right after.
-        if let Some(dir) = self.path.parent() {
-            std::fs::File::open(dir)?.sync_all()?;
-        }
-        Ok(())
+        // Durable once this returns, rename and directory included: the flag set before a
+        // session goes out must survive a power cut right after.
+        crate::durable::replace(&self.path, &text)
     }
 }
 
@@ -191,7 +178,7 @@ mod tests {
         let third = MemoryFile::open(&dir.path().join("links"), "shore");
         assert!(!third.get().unanswered);
         assert_eq!(third.get().xcut, Some(true));
-        assert!(!dir.path().join("links/shore.tmp").exists());
+        assert!(!dir.path().join("links/shore.json.tmp").exists());
     }
 
     #[test]
@@ -234,7 +221,7 @@ mod tests {
             m.dictionary = Some(1);
         });
         MemoryFile::open(dir.path(), "base").update(|m| m.unanswered = true);
-        std::fs::write(dir.path().join("shore.tmp"), b"half written").unwrap();
+        std::fs::write(dir.path().join("shore.json.tmp"), b"half written").unwrap();
         let all = read_all(dir.path());
         let lines: Vec<String> = all.iter().map(|(n, m)| format!("{n}: {m}")).collect();
         assert_eq!(
