@@ -2768,6 +2768,14 @@ mod tests {
         Duration::from_secs_f64(s)
     }
 
+    /// Linux's Reno as 4.1 on counts it, from `initial` segments.
+    fn linux_reno(initial: u16) -> Congestion {
+        Congestion::LinuxReno {
+            initial,
+            era: CubicEra::Linux41,
+        }
+    }
+
     /// JNOS as NTIA set it: MSS 216, window 1024, IRTT 60 s, maxwait 90 s, one-segment Reno
     /// (with RFC 5681's and NewReno's rules unless a test asks for KA9Q's, [`RenoRules`]).
     fn config(address: [u8; 4], congestion: Congestion) -> TcbConfig {
@@ -3389,13 +3397,7 @@ mod tests {
     #[test]
     fn linux_reno_grows_by_what_was_acknowledged_not_per_ack() {
         let after = |congestion, delayed| after_eight_round_trips(congestion, Some(2), delayed).1;
-        let (rfc, linux) = (
-            Congestion::Reno { initial: 2 },
-            Congestion::LinuxReno {
-                initial: 2,
-                era: CubicEra::Linux41,
-            },
-        );
+        let (rfc, linux) = (Congestion::Reno { initial: 2 }, linux_reno(2));
         // Every segment acknowledged: RFC 5681 five segments more (MSS²/cwnd per ACK, rounded
         // down), Linux seven, one per round trip but the first.
         assert_eq!((after(rfc, false), after(linux, false)), (Some(7), Some(9)));
@@ -3414,13 +3416,7 @@ mod tests {
         // acknowledged: from two, and no threshold, about 1.5 times a round trip behind the
         // delayed ACK (48 segments after the 8 round trips), where 4.1's nearly doubles (142).
         let slow = |congestion| after_eight_round_trips(congestion, None, true).1;
-        let (old, new) = (
-            slow(linux_2012),
-            slow(Congestion::LinuxReno {
-                initial: 2,
-                era: CubicEra::Linux41,
-            }),
-        );
+        let (old, new) = (slow(linux_2012), slow(linux_reno(2)));
         assert_eq!((old, new), (Some(48), Some(142)));
     }
 
@@ -3430,14 +3426,7 @@ mod tests {
     /// Reno doubles on until the data runs out. Both counting generations.
     #[test]
     fn cubic_leaves_slow_start_when_the_round_trip_rises() {
-        let reno = after_eight_round_trips(
-            Congestion::LinuxReno {
-                initial: 10,
-                era: CubicEra::Linux41,
-            },
-            None,
-            false,
-        );
+        let reno = after_eight_round_trips(linux_reno(10), None, false);
         assert_eq!(reno.0, u32::MAX / 216);
         for era in [CubicEra::Linux2639, CubicEra::Linux41] {
             // With timestamps, as Linux hosts have them: an RTT sample from every ACK.
@@ -3463,13 +3452,7 @@ mod tests {
             assert_eq!(resent.len(), 1, "{resent:?}");
             p.ends[0].ssthresh / 216
         };
-        assert_eq!(
-            after_loss(Congestion::LinuxReno {
-                initial: 20,
-                era: CubicEra::Linux41
-            }),
-            8
-        );
+        assert_eq!(after_loss(linux_reno(20)), 8);
         let cubic = Congestion::Cubic {
             initial: 20,
             era: CubicEra::Linux41,
@@ -3505,13 +3488,7 @@ mod tests {
     /// that never binds) that offer SACK or not, with JNOS's long timers so that no timeout
     /// interferes unless a test makes one.
     fn sack_pair(sack: bool) -> Pair {
-        sack_sender(
-            Congestion::LinuxReno {
-                initial: 10,
-                era: CubicEra::Linux41,
-            },
-            sack,
-        )
+        sack_sender(linux_reno(10), sack)
     }
 
     /// [`sack_pair`] with `congestion`, the connection open.
@@ -3736,10 +3713,7 @@ mod tests {
                 .map(|&(k, _, at)| (k, ((at - fast_retransmit) * 10.0).round() / 10.0))
                 .collect::<Vec<_>>()
         };
-        let prr = recovery(Congestion::LinuxReno {
-            initial: 20,
-            era: CubicEra::Linux41,
-        });
+        let prr = recovery(linux_reno(20));
         let rfc6675 = recovery(Congestion::Reno { initial: 20 });
         assert_eq!(
             prr,
@@ -3782,13 +3756,7 @@ mod tests {
     /// Linux-like ends with SACK, and the tail-loss probe or not: Linux's estimator with a
     /// 10 s minimum RTO, so the timeout comes well after the probe (a round trip is 2 s).
     fn tlp_pair(tlp: bool) -> Pair {
-        let mut a = config(
-            A,
-            Congestion::LinuxReno {
-                initial: 10,
-                era: CubicEra::Linux41,
-            },
-        );
+        let mut a = config(A, linux_reno(10));
         a.rx_buffer = 64 * 1024;
         a.nagle = Nagle::Off;
         a.sack = true;
@@ -3864,13 +3832,7 @@ mod tests {
     /// SACK is used only if both ends offer it (RFC 2018 2).
     #[test]
     fn sack_needs_both_ends() {
-        let mut a = config(
-            A,
-            Congestion::LinuxReno {
-                initial: 10,
-                era: CubicEra::Linux41,
-            },
-        );
+        let mut a = config(A, linux_reno(10));
         a.sack = true;
         for b_offers in [true, false] {
             let mut b = peer(a, 7);
@@ -3951,13 +3913,7 @@ mod tests {
     /// [`closed_window`] for a Linux sender (Linux's timers and window rules, Reno from ten
     /// segments), run to 400 s with the peer answering.
     fn linux_closed_window() -> (Pair, Vec<u8>) {
-        let mut a = linux_timers(config(
-            A,
-            Congestion::LinuxReno {
-                initial: 10,
-                era: CubicEra::Linux41,
-            },
-        ));
+        let mut a = linux_timers(config(A, linux_reno(10)));
         a.window_rules = WindowRules::Linux;
         closed_window(a, 400.0)
     }
@@ -4080,13 +4036,7 @@ mod tests {
     /// peer's 1 MiB window out of the way. With timestamps the SYN resent at the 1 s initial
     /// RTO is shown spurious and leaves slow start alone.
     fn linux_slow_starter() -> TcbConfig {
-        let mut a = linux_timers(config(
-            A,
-            Congestion::LinuxReno {
-                initial: 10,
-                era: CubicEra::Linux41,
-            },
-        ));
+        let mut a = linux_timers(config(A, linux_reno(10)));
         a.mss = 1460;
         a.timestamps = true;
         a.nagle = Nagle::Off;
@@ -4160,13 +4110,7 @@ mod tests {
         let mut t = Tcb::new(TcbConfig {
             mss: 1460,
             snd_tuning: Some(SndEra::Linux3),
-            ..config(
-                A,
-                Congestion::LinuxReno {
-                    initial: 10,
-                    era: CubicEra::Linux41,
-                },
-            )
+            ..config(A, linux_reno(10))
         });
         t.state = State::Established;
         assert_eq!(t.send_slice(&pattern(100_000)), 16_384);
@@ -4227,13 +4171,7 @@ mod tests {
     /// Linux's window rules) with the restart `restart`, towards a receiver with `rx_buffer`
     /// bytes, whose window grew on 60000 bytes the receiver read.
     fn grown_linux_sender(restart: Option<IdleRestart>, rx_buffer: usize) -> Pair {
-        let mut a = linux_timers(config(
-            A,
-            Congestion::LinuxReno {
-                initial: 10,
-                era: CubicEra::Linux41,
-            },
-        ));
+        let mut a = linux_timers(config(A, linux_reno(10)));
         a.rx_buffer = rx_buffer;
         a.tx_buffer = 1 << 20;
         a.window_rules = WindowRules::Linux;
@@ -4377,13 +4315,7 @@ mod tests {
     /// application writes `segs` segments, then waits for their ACKs, twenty times over. Its
     /// window after, in segments.
     fn window_after_writes(rule: CwndLimited, segs: usize, avoiding: bool) -> u32 {
-        let mut a = linux_timers(config(
-            A,
-            Congestion::LinuxReno {
-                initial: 10,
-                era: CubicEra::Linux41,
-            },
-        ));
+        let mut a = linux_timers(config(A, linux_reno(10)));
         a.rx_buffer = 1 << 20;
         a.nagle = Nagle::Off;
         a.window_rules = WindowRules::Linux;
@@ -4510,13 +4442,7 @@ mod tests {
     /// window, Linux's RTO bounds), Nagle off so each write goes at once; `linux_acks` picks
     /// Linux's delayed-ACK engine or the fixed 40 ms delay.
     fn linux_pair(linux_acks: bool) -> Pair {
-        let mut a = linux_timers(config(
-            A,
-            Congestion::LinuxReno {
-                initial: 10,
-                era: CubicEra::Linux41,
-            },
-        ));
+        let mut a = linux_timers(config(A, linux_reno(10)));
         a.rtt_estimator = RttEstimator::Linux;
         a.mss = 1460;
         a.rx_buffer = 65_535;
@@ -4619,7 +4545,7 @@ mod tests {
                 Congestion::Reno { initial: 4 },
                 Congestion::Segments { initial: 10 },
                 Congestion::Unlimited,
-                Congestion::LinuxReno { initial: 10, era: CubicEra::Linux41 },
+                linux_reno(10),
                 Congestion::Cubic { initial: 10, era: CubicEra::Linux2639 },
                 Congestion::Cubic { initial: 10, era: CubicEra::Linux41 },
             ][congestion];
