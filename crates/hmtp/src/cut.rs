@@ -24,8 +24,8 @@
 //! asks 2048 of a general-purpose node; open5066 binds with 200) and a message that carries
 //! NULs; and a compressed U_PDU equal to these 46 octets is a chance of 2^-368.
 
-/// The EHLO keyword of a server that honours [`MARKER`].
-pub const KEYWORD: &str = "XCUT";
+/// The EHLO keyword of a server that honours [`MARKER`] (the one the SMTP client recognises).
+pub const KEYWORD: &str = skywave_smtp::client::CUT_KEYWORD;
 
 /// The U_PDU that gives up the session in progress (see the module docs).
 pub const MARKER: &[u8] = b"\0skywave XCUT: the session in progress is cut\0";

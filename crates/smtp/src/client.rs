@@ -69,10 +69,14 @@ pub struct Extensions {
     /// skywave's `XSUM`: the reply that closes the session (221 or 421) names how many octets
     /// of it the server read and their checksum (see [`crate::sum`]).
     pub session_sum: bool,
-    /// skywave's `XCUT`: the server gives up a session of ours cut short by a lost link when
-    /// the next one starts with the cut marker (see the hmtp crate's `cut`).
+    /// skywave's `XCUT` ([`CUT_KEYWORD`]): the server gives up a session of ours cut short by a
+    /// lost link when the next one starts with the cut marker (see the hmtp crate's `cut`).
     pub session_cut: bool,
 }
+
+/// The EHLO keyword of skywave's `XCUT`; the hmtp crate's `cut`, which gives it its meaning,
+/// advertises this one.
+pub const CUT_KEYWORD: &str = "XCUT";
 
 impl Extensions {
     /// Reads the keywords from the lines of a 250 reply to EHLO (the first line is the greeting).
@@ -88,7 +92,7 @@ impl Extensions {
                 "MT-PRIORITY" => ext.mt_priority = true,
                 "STARTTLS" => ext.starttls = true,
                 sum::KEYWORD => ext.session_sum = true,
-                "XCUT" => ext.session_cut = true,
+                CUT_KEYWORD => ext.session_cut = true,
                 "XDICT" => ext.dictionaries.extend(
                     words
                         .take(16)
