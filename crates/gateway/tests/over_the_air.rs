@@ -498,6 +498,19 @@ async fn all_arrive_once(pair: &Pair, sent: &[(String, Vec<u8>)]) {
     check_delivered(&maildir(&pair.shore_maildir), sent, "gw.shore.example");
 }
 
+/// [`all_arrive_once`], then the pair stopped: the ship's outgoing sessions and every
+/// session the shore recorded.
+async fn arrive_once_and_stop(
+    pair: Pair,
+    sent: &[(String, Vec<u8>)],
+) -> (Vec<TransferRecord>, Vec<TransferRecord>) {
+    all_arrive_once(&pair, sent).await;
+    let ship = pair.ship.hf().transfers();
+    let shore = pair.shore.hf().transfers();
+    pair.stop().await;
+    (outgoing(&ship).into_iter().cloned().collect(), shore)
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_ten_minute_outage_in_mid_batch_loses_and_duplicates_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -850,10 +863,7 @@ async fn a_session_cut_by_link_loss(compression: &str) -> Vec<TransferRecord> {
     let o = cut_options(dir.path(), compression, 20);
     let pair = Pair::start(&o).await.unwrap();
     let sent = submit_logs(&pair, 0..2).await;
-    all_arrive_once(&pair, &sent).await;
-    let records = pair.ship.hf().transfers();
-    pair.stop().await;
-    let out: Vec<TransferRecord> = outgoing(&records).into_iter().cloned().collect();
+    let (out, _) = arrive_once_and_stop(pair, &sent).await;
     // The first session was cut.
     assert!(out.len() >= 2, "{out:?}");
     assert_eq!(out[0].result, "no reply (timeout or link lost)", "{out:?}");
@@ -891,11 +901,7 @@ async fn a_session_cut_by_link_loss_is_given_up_at_the_cut_marker() {
         .await
         .unwrap();
     let sent = a_first_session_then_logs(&pair).await;
-    all_arrive_once(&pair, &sent).await;
-    let ship = pair.ship.hf().transfers();
-    let shore = pair.shore.hf().transfers();
-    pair.stop().await;
-    let out = outgoing(&ship);
+    let (out, shore) = arrive_once_and_stop(pair, &sent).await;
     assert_eq!(out[0].result, "completed", "{out:?}");
     let cut = out
         .iter()
@@ -1090,11 +1096,7 @@ async fn a_peer_stated_to_honour_the_cut_marker_needs_no_hold_before_its_first_r
     o.xcut = true;
     let pair = Pair::start(&o).await.unwrap();
     let sent = submit_logs(&pair, 0..2).await;
-    all_arrive_once(&pair, &sent).await;
-    let ship = pair.ship.hf().transfers();
-    let shore = pair.shore.hf().transfers();
-    pair.stop().await;
-    let out = outgoing(&ship);
+    let (out, shore) = arrive_once_and_stop(pair, &sent).await;
     assert_eq!(out[0].result, "no reply (timeout or link lost)", "{out:?}");
     assert_eq!(out[out.len() - 1].result, "completed", "{out:?}");
     let delivered = out[out.len() - 1].end - out[0].end;
