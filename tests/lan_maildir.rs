@@ -3,7 +3,8 @@
 //! mail for the LAN domain lands in the Maildir exactly once with its Received header; mail for
 //! the HF peer stays queued and `skywave status` and the metrics endpoint show it; SIGHUP
 //! reloads the routing table (a broken one is refused and the old one kept); SIGTERM stops the
-//! daemon with exit code 0.
+//! daemon with exit code 0. A spool disk short of its reserve refuses new mail with 452 4.3.1,
+//! and status and metrics say so.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -240,6 +241,10 @@ async fn starttls_auth_relays_to_the_peer_and_status_shows_the_queue() {
         "{out}"
     );
     assert!(out.contains("  peer:shore           2\n"), "{out}");
+    assert!(
+        out.contains("100 MB kept in reserve: new mail taken\n"),
+        "{out}"
+    );
     let page = support::metrics(gw.metrics.unwrap()).await;
     assert!(page.contains("skywave_relayed_total 2"), "{page}");
     assert!(
@@ -375,4 +380,54 @@ async fn sigterm_lets_a_session_finish_its_message_then_exits_0() {
         in_maildir == 1 || out.contains("  lan                  1\n"),
         "message lost: maildir {in_maildir}, status {out}"
     );
+}
+
+const SEND_AND_REPORT: &str = r#"
+import smtplib, sys
+host, port = sys.argv[1], int(sys.argv[2])
+with smtplib.SMTP(host, port, timeout=20) as s:
+    s.ehlo("client.ship.test")
+    try:
+        s.sendmail("a@ship.test", ["ops@ship.test"], "Subject: disk\r\n\r\nbody\r\n")
+        print("accepted")
+    except smtplib.SMTPSenderRefused as e:
+        print("sender refused", e.smtp_code, e.smtp_error.decode())
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spool_disk_short_of_its_reserve_refuses_new_mail_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A reserve no disk has: any new message would take it.
+    let extra = format!(
+        "{}[spool]\nmin_free_space = 1000000000000000000\n",
+        maildir_extra(tmp.path())
+    );
+    let gw = Gateway::start(tmp.path(), &routes("\"127.0.0.0/8\""), &extra).await;
+    // smtplib declares the size (the server offers SIZE) and is refused at MAIL FROM with a
+    // temporary failure, so a mail system keeps the message and tries again.
+    let (code, out, err) =
+        python(SEND_AND_REPORT, &["127.0.0.1", &gw.smtp.port().to_string()]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("sender refused 452 4.3.1 insufficient system storage: "),
+        "{out}"
+    );
+    assert!(out.contains("1.00 EB kept in reserve"), "{out}");
+    let (code, status, err) = run(
+        skywave().to_str().unwrap(),
+        &["status", "--config", gw.config.to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        status.contains("kept in reserve: NEW MAIL REFUSED (452 4.3.1) until space is freed\n"),
+        "{status}"
+    );
+    assert!(status.contains("messages: 0 queued"), "{status}");
+    let page = support::metrics(gw.metrics.unwrap()).await;
+    assert!(page.contains("skywave_refused_for_space_total 1"), "{page}");
+    assert!(page.contains("skywave_spool_free_bytes "), "{page}");
+    assert!(page.contains("skywave_spool_reserve_bytes "), "{page}");
+    assert!(gw.log().contains("short of space"), "{}", gw.log());
+    assert_eq!(gw.stop().await, 0);
 }

@@ -366,6 +366,8 @@ pub struct SpoolSettings {
     pub max_lifetime: u64,
     /// Attempts per recipient before the message becomes a dead letter.
     pub max_attempts: u32,
+    /// Bytes of free space new mail must leave on the spool's file system.
+    pub min_free_space: u64,
 }
 
 // ---- the file as written ------------------------------------------------------------------
@@ -473,6 +475,7 @@ struct RawSpool {
     max_backoff: Option<Secs>,
     max_lifetime: Option<Secs>,
     max_attempts: Option<Spanned<i64>>,
+    min_free_space: Option<ByteSize>,
 }
 
 /// A socket address written as "host:port" with a numeric IP.
@@ -807,6 +810,10 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
         max_backoff: raw.spool.max_backoff.map_or(4000, |s| s.0),
         max_lifetime: raw.spool.max_lifetime.map_or(5 * 86_400, |s| s.0),
         max_attempts: 200,
+        min_free_space: raw
+            .spool
+            .min_free_space
+            .map_or(skywave_spool::DEFAULT_MIN_FREE_SPACE, |s| s.0),
     };
     let mut spool = spool;
     if let Some(n) = &raw.spool.max_attempts {
@@ -1273,6 +1280,10 @@ mod tests {
             matches!(c.delivery, Delivery::Maildir { ref dir, line_ends: LineEnds::Lf } if dir == Path::new("/etc/skywave/state/maildir"))
         );
         assert_eq!(c.spool.max_lifetime, 432_000);
+        assert_eq!(
+            c.spool.min_free_space,
+            skywave_spool::DEFAULT_MIN_FREE_SPACE
+        );
     }
 
     #[test]
@@ -1342,7 +1353,7 @@ mod tests {
     fn units_and_smarthost() {
         let text = format!(
             "{GOOD}[smtp]\nlisten = \"127.0.0.1:0\"\nmax_message_size = \"2 MB\"\nidle_timeout = \"5m\"\n\
-             [delivery]\nsmarthost = \"mail.lan:2525\"\n[metrics]\nenabled = false\n[spool]\nmax_lifetime = \"2d\"\n"
+             [delivery]\nsmarthost = \"mail.lan:2525\"\n[metrics]\nenabled = false\n[spool]\nmax_lifetime = \"2d\"\nmin_free_space = \"250 MB\"\n"
         );
         let c = parse("skywave.toml", &text, Path::new("")).unwrap();
         assert_eq!(c.smtp.listen.port(), 0);
@@ -1350,6 +1361,7 @@ mod tests {
         assert_eq!(c.smtp.idle_timeout, Duration::from_secs(300));
         assert!(c.metrics_listen.is_none());
         assert_eq!(c.spool.max_lifetime, 172_800);
+        assert_eq!(c.spool.min_free_space, 250_000_000);
         assert!(
             matches!(c.delivery, Delivery::Smarthost { ref host, port: 2525, .. } if host == "mail.lan")
         );

@@ -229,6 +229,8 @@ pub async fn start_with(
         reporting_mta: config.hostname.clone(),
         durable: true,
         id_salt: config.simulation.map(|s| s.id_salt),
+        min_free_space: config.spool.min_free_space,
+        ..SpoolConfig::default()
     };
     let spool_dir = config.spool_dir();
     let (spool, report) = crate::blocking::spawn(move || Spool::open(spool_dir, spool_config))

@@ -239,6 +239,16 @@ impl Pair {
         Ok(Pair { ship, ..self })
     }
 
+    /// [`Pair::restart_ship`] for the shore: stopped, `down` later started again from its
+    /// configuration file (which a test may have changed) and state.
+    pub async fn restart_shore(self, down: Duration) -> Result<Pair, PairError> {
+        self.shore.stop().await;
+        tokio::time::sleep(down).await;
+        let cfg = config::load(&self.shore_config)?;
+        let shore = start_side(&self.subnet, cfg, Side::Shore, &self.sis_up, &self.sis_cut).await?;
+        Ok(Pair { shore, ..self })
+    }
+
     /// Stops both gateways (the emulator stops when the pair is dropped).
     pub async fn stop(self) {
         self.ship.stop().await;

@@ -22,7 +22,7 @@ use skywave_smtp::{
     Credentials, DateTime, EnhancedCode, Envelope, MailRequest, Policy, ReceivedInfo, Reply,
     SessionInfo, Verdict, received_header,
 };
-use skywave_spool::{NewMessage, Priority, QueueId, Spool, Target};
+use skywave_spool::{NewMessage, Priority, QueueId, Room, Spool, Target};
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
@@ -60,10 +60,13 @@ pub enum Source {
     },
 }
 
-/// The session policy: relay control from the routing table, size limits per peer, AUTH.
+/// The session policy: relay control from the routing table, size limits per peer, AUTH, and
+/// (when given the spool) the spool's reserve of free space at MAIL FROM.
 pub struct GatewayPolicy {
     source: Source,
     routes: Arc<SharedRoutes>,
+    /// The spool whose reserve MAIL FROM checks ([`GatewayPolicy::reserve_of`]).
+    spool: Option<Arc<Spool>>,
     /// The table taken at MAIL FROM, kept for the whole transaction.
     table: Arc<RoutingTable>,
     declared_size: Option<usize>,
@@ -86,10 +89,20 @@ impl GatewayPolicy {
         GatewayPolicy {
             source,
             routes,
+            spool: None,
             table,
             declared_size: None,
             targets: HashMap::new(),
         }
+    }
+
+    /// Refuses MAIL FROM with `452 4.3.1` while the message (its declared `SIZE`, or nothing
+    /// when it declares none) would leave `spool`'s file system short of its reserve, so a
+    /// client learns before it sends the text. [`Intake::store`] checks again with the real
+    /// size; this is for the sessions that can refuse early (the LAN's SMTP, HMTP).
+    pub fn reserve_of(mut self, spool: Arc<Spool>) -> Self {
+        self.spool = Some(spool);
+        self
     }
 
     /// Where the mail comes from.
@@ -176,7 +189,11 @@ impl Policy for GatewayPolicy {
         self.table = self.routes.current();
         self.declared_size = mail.declared_size;
         self.targets.clear();
-        Verdict::Accept
+        let declared = mail.declared_size.unwrap_or(0) as u64;
+        match self.spool.as_ref().map(|spool| spool.admit(declared)) {
+            Some(Err(room)) => Verdict::Reject(short_of_space(room)),
+            _ => Verdict::Accept,
+        }
     }
 
     fn rcpt_to(&mut self, session: &SessionInfo, _env: &Envelope, recipient: &str) -> Verdict {
@@ -228,6 +245,14 @@ pub struct Intake {
 }
 
 impl Intake {
+    /// `Err` with the reply to give (`452 4.3.1`) when a message of `size` bytes would leave
+    /// the spool's file system short of its reserve ([`skywave_spool::room`]). One `statvfs`,
+    /// no disk I/O, so it runs here rather than with the spool's file work
+    /// (the blocking pool), and adds no task switch to the simulations' event order.
+    pub fn admit(&self, size: u64) -> Result<(), Reply> {
+        self.spool.admit(size).map_err(short_of_space)
+    }
+
     /// Stores one complete message whose recipients `policy` accepted: checks the size
     /// against each peer's limit, adds the `Received:` header (naming the queue id), resolves
     /// the priority and enqueues durably. `Ok` only once the message is on disk; `Err` is the
@@ -263,6 +288,7 @@ impl Intake {
         if recipients.is_empty() {
             return Err(reply(554, "5.5.1", "no valid recipients"));
         }
+        self.admit(body.len() as u64)?;
         if hop_count(body) >= MAX_HOPS {
             return Err(reply(
                 554,
@@ -346,6 +372,20 @@ impl Intake {
             }
         }
     }
+}
+
+/// The refusal of new mail while the spool's file system is short of space: temporary, so the
+/// sender keeps the message and tries again.
+fn short_of_space(room: Room) -> Reply {
+    m::refused_for_space();
+    reply(
+        452,
+        "4.3.1",
+        format!(
+            "insufficient system storage: {room} for the mail this gateway already holds; \
+             try again later"
+        ),
+    )
 }
 
 fn spool_failure() -> Reply {

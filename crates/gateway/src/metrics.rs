@@ -3,8 +3,8 @@
 //! Counters go through the `metrics` facade (a no-op until a recorder is installed, so library
 //! tests need none). The daemon installs `metrics-exporter-prometheus`'s recorder and serves its
 //! rendering on `GET /metrics` from a small listener of our own, so that port 0 works and the
-//! bound address can be printed. Queue depth per target is measured from the spool at each
-//! scrape, so it is never stale.
+//! bound address can be printed. Queue depth per target and the spool's free space (against
+//! the reserve new mail must leave) are measured at each scrape, so they are never stale.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,6 +28,11 @@ pub(crate) fn accepted(bytes: u64, relayed_recipients: u64) {
 pub(crate) fn delivered(recipients: u64, bytes: u64) {
     metrics::counter!("skywave_delivered_total").increment(recipients);
     metrics::counter!("skywave_delivered_bytes_total").increment(bytes);
+}
+
+/// Counts a message refused because the spool's file system is short of space.
+pub(crate) fn refused_for_space() {
+    metrics::counter!("skywave_refused_for_space_total").increment(1);
 }
 
 /// Counts a bounce (DSN) sent.
@@ -104,6 +109,14 @@ pub async fn serve(
             .await;
             if !matches!(read, Ok(Ok(()))) {
                 return;
+            }
+            let measured = Arc::clone(&spool);
+            match crate::blocking::spawn(move || measured.room()).await {
+                Ok(Ok(room)) => {
+                    metrics::gauge!("skywave_spool_free_bytes").set(room.space.bytes as f64);
+                    metrics::gauge!("skywave_spool_reserve_bytes").set(room.reserve as f64);
+                }
+                other => warn!(?other, "the spool's free space not measured"),
             }
             let depth = crate::blocking::spawn(move || queue_depth(&spool)).await;
             match depth {

@@ -185,7 +185,8 @@ async fn connection(
             users,
         },
         Arc::clone(&ctx.routes),
-    );
+    )
+    .reserve_of(Arc::clone(&ctx.intake.spool));
     let mut session = ServerSession::new(session_config(&ctx), policy, now());
     let mut messages = 0u32;
     let step = drive(&ctx, &mut session, &mut stream, peer, &conn, &mut messages).await;
@@ -343,8 +344,12 @@ to = "shore"
     }
 
     async fn start() -> Fixture {
+        start_with(SpoolConfig::default()).await
+    }
+
+    async fn start_with(spool_config: SpoolConfig) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
-        let (spool, _) = Spool::open(dir.path().join("spool"), SpoolConfig::default()).unwrap();
+        let (spool, _) = Spool::open(dir.path().join("spool"), spool_config).unwrap();
         let spool = Arc::new(spool);
         let table = RoutingTable::parse("routes.toml", ROUTES).unwrap();
         let smtp = crate::config::parse(
@@ -469,6 +474,50 @@ to = "shore"
             out.ends_with("221 2.0.0 gw.test closing connection\r\n"),
             "{out}"
         );
+        let _ = f.stop.send(true);
+    }
+
+    /// A disk with 1000 bytes beyond the reserve of 1 MB used in the next test.
+    fn nearly_full(_: &std::path::Path) -> std::io::Result<skywave_spool::Space> {
+        Ok(skywave_spool::Space {
+            bytes: 1_001_000,
+            files: None,
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mail_that_would_take_the_spools_reserve_is_refused_with_452() {
+        let f = start_with(SpoolConfig {
+            min_free_space: 1_000_000,
+            free_space: nearly_full,
+            ..SpoolConfig::default()
+        })
+        .await;
+        // 16 lines of 80 bytes: 1280 bytes, more than the 1000 beyond the reserve.
+        let big = format!("{}\r\n", "x".repeat(78)).repeat(16);
+        let script = format!(
+            "EHLO client.test\r\n\
+             MAIL FROM:<a@ship.test> SIZE=2000\r\nRCPT TO:<ops@ship.test>\r\nDATA\r\nRSET\r\n\
+             MAIL FROM:<a@ship.test>\r\nRCPT TO:<ops@ship.test>\r\nDATA\r\n\
+             Subject: big\r\n\r\n{big}.\r\n\
+             MAIL FROM:<a@ship.test> SIZE=500\r\nRCPT TO:<ops@ship.test>\r\nDATA\r\n\
+             Subject: small\r\n\r\nhello\r\n.\r\nQUIT\r\n"
+        );
+        let out = converse(f.addr, &script).await;
+        let refusals: Vec<&str> = out.lines().filter(|l| l.starts_with("452 4.3.1")).collect();
+        // The declared 2000 bytes at MAIL FROM; the undeclared 1200 after its text.
+        assert_eq!(refusals.len(), 2, "{out}");
+        assert!(
+            refusals[0].contains("1.00 MB free, 1.00 MB kept in reserve"),
+            "{out}"
+        );
+        // The small message fits and is taken.
+        assert_eq!(out.matches("Ok: queued").count(), 1, "{out}");
+        let entries: Vec<_> = f.spool.entries().unwrap().map(Result::unwrap).collect();
+        assert_eq!(entries.len(), 1);
+        let id = skywave_spool::QueueId::parse(&entries[0].name).unwrap();
+        let (_, file) = f.spool.load(&id).unwrap();
+        assert!(file.message.ends_with(b"hello\r\n"));
         let _ = f.stop.send(true);
     }
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
-use skywave_spool::{QueueState, Spool, SpoolConfig, unix_seconds};
+use skywave_spool::{QueueState, Room, Spool, SpoolConfig, unix_seconds};
 
 use crate::config::Config;
 use crate::hf::transfer::{TransferRecord, read_tail};
@@ -25,6 +25,8 @@ pub struct Status {
     pub held: u64,
     /// Dead letters.
     pub dead: u64,
+    /// The spool's free space against its reserve (`None`: it could not be measured).
+    pub room: Option<Room>,
     /// Held targets.
     pub held_targets: Vec<String>,
     /// Age in seconds of the oldest live or held message.
@@ -41,10 +43,17 @@ const SHOWN_TRANSFERS: usize = 10;
 
 /// Reads the status of the spool the configuration names.
 pub fn read(config: &Config) -> skywave_spool::Result<Status> {
-    let spool = Spool::open_admin(config.spool_dir(), SpoolConfig::default())?;
+    let spool = Spool::open_admin(
+        config.spool_dir(),
+        SpoolConfig {
+            min_free_space: config.spool.min_free_space,
+            ..SpoolConfig::default()
+        },
+    )?;
     let now = unix_seconds(SystemTime::now());
     let mut status = Status {
         running: spool.owned_elsewhere()?,
+        room: spool.room().ok(),
         held_targets: spool
             .held_targets()?
             .iter()
@@ -99,6 +108,17 @@ pub fn render(status: &Status) -> String {
     );
     let _ = writeln!(
         out,
+        "spool disk: {}",
+        match status.room {
+            None => "not measured".to_owned(),
+            Some(room) if room.exhausted() => {
+                format!("{room}: NEW MAIL REFUSED (452 4.3.1) until space is freed")
+            }
+            Some(room) => format!("{room}: new mail taken"),
+        }
+    );
+    let _ = writeln!(
+        out,
         "oldest message: {}",
         status
             .oldest_age
@@ -148,6 +168,39 @@ pub fn render(status: &Status) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_spool_disk_says_whether_new_mail_is_taken() {
+        let line = |room| {
+            render(&Status {
+                room,
+                ..Status::default()
+            })
+            .lines()
+            .find(|l| l.starts_with("spool disk: "))
+            .map(str::to_owned)
+        };
+        let space = |bytes| skywave_spool::Space { bytes, files: None };
+        assert_eq!(
+            line(Some(Room {
+                space: space(12_345_678_901),
+                reserve: 100_000_000
+            })),
+            Some("spool disk: 12.3 GB free, 100 MB kept in reserve: new mail taken".into())
+        );
+        assert_eq!(
+            line(Some(Room {
+                space: space(99_000_000),
+                reserve: 100_000_000
+            })),
+            Some(
+                "spool disk: 99.0 MB free, 100 MB kept in reserve: NEW MAIL REFUSED (452 4.3.1) \
+                 until space is freed"
+                    .into()
+            )
+        );
+        assert_eq!(line(None), Some("spool disk: not measured".into()));
+    }
 
     #[test]
     fn the_peers_links_remember_are_listed_last() {

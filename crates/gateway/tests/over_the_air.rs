@@ -1127,3 +1127,66 @@ async fn at_75_bits_a_session_of_several_updus_is_not_timed_out() {
     assert_eq!(out[0].result, "completed", "{out:?}");
     assert!(out[0].updus >= 6, "several U_PDUs each way: {out:?}");
 }
+
+/// The shore's spool disk short of space (its reserve set beyond any disk, then lowered again
+/// by a restart): it refuses the ship's mail with a temporary failure, the ship keeps every
+/// message (deferred, never bounced), and once the shore has room the mail arrives, once.
+async fn a_shore_short_of_space(protocol: &str) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(
+        dir.path(),
+        if protocol == "cftp" {
+            "none"
+        } else {
+            "deflate"
+        },
+    );
+    o.protocol = protocol.into();
+    let pair = Pair::start(&o).await.unwrap();
+    let roomy = std::fs::read_to_string(&pair.shore_config).unwrap();
+    let full = roomy.replace(
+        "[spool]\n",
+        "[spool]\nmin_free_space = 1000000000000000000\n",
+    );
+    assert_ne!(full, roomy);
+    std::fs::write(&pair.shore_config, &full).unwrap();
+    let pair = pair.restart_shore(Duration::from_secs(1)).await.unwrap();
+    let sent = from_the_ship(&pair, 3, 2000).await;
+    tokio::time::sleep(Duration::from_secs(900)).await;
+    assert!(maildir(&pair.shore_maildir).is_empty());
+    assert_eq!(pair.shore.spool().entries().unwrap().count(), 0);
+    let mut errors = Vec::new();
+    for entry in pair.ship.spool().entries().unwrap() {
+        let env = entry.unwrap().envelope.unwrap();
+        for r in &env.recipients {
+            assert!(!r.state.is_final(), "{r:?}");
+            errors.extend(r.last_error.clone());
+        }
+    }
+    // Room again.
+    std::fs::write(&pair.shore_config, &roomy).unwrap();
+    let pair = pair.restart_shore(Duration::from_secs(1)).await.unwrap();
+    all_arrive_once(&pair, &sent).await;
+    // Nothing bounced back to alice.
+    assert!(maildir(&pair.ship_maildir).is_empty());
+    assert_eq!(pair.ship.spool().entries().unwrap().count(), 0);
+    pair.stop().await;
+    errors
+}
+
+#[tokio::test(start_paused = true)]
+async fn hmtp_mail_refused_for_want_of_space_waits_at_the_sender() {
+    let errors = a_shore_short_of_space("hmtp").await;
+    assert_eq!(errors.len(), 3, "{errors:?}");
+    for e in &errors {
+        assert!(e.contains("452 insufficient system storage"), "{e}");
+        assert!(e.contains("kept in reserve"), "{e}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn cftp_mail_refused_for_want_of_space_waits_at_the_sender() {
+    // CFTP cannot refuse: the shore leaves the files unacknowledged, and the ship's sender
+    // keeps them in flight and sends them again.
+    a_shore_short_of_space("cftp").await;
+}

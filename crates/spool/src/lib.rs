@@ -7,8 +7,10 @@
 //! state changes by atomic rename. Per-recipient status, retries with exponential backoff (and at
 //! once when a link comes back), expiry with an RFC 3464 DSN ([`dsn`]), hold and release per
 //! message and per target, dead letters, and priorities from MT-PRIORITY or
-//! MMHS-Primary-Precedence ([`priority`]). See [`spool`] for the directory layout,
-//! the durability argument and how the gateway and the admin CLI share a spool.
+//! MMHS-Primary-Precedence ([`priority`]), and a reserve of free space that new mail may not
+//! take, so a full disk never stops the mail already queued ([`room`]). See [`spool`] for the
+//! directory layout, the durability argument and how the gateway and the admin CLI share a
+//! spool.
 //!
 //! The API is synchronous (`std::fs`); the async gateway calls it from `spawn_blocking`. Time is
 //! always an argument (unix seconds), never read inside, so tests control it.
@@ -18,6 +20,7 @@ pub mod dsn;
 mod id;
 pub mod priority;
 pub mod record;
+pub mod room;
 pub mod spool;
 
 pub use dirsync::DirSync;
@@ -26,7 +29,8 @@ pub use priority::Priority;
 pub use record::{
     DecodeError, EncodeError, Envelope, Failure, QueueFile, RcptState, Recipient, Target,
 };
+pub use room::{Bytes, Room, Space};
 pub use spool::{
-    Disposition, DueMessage, Entries, Entry, Error, NewMessage, QueueState, RecoveryReport, Result,
-    Spool, SpoolConfig, unix_seconds,
+    DEFAULT_MIN_FREE_SPACE, Disposition, DueMessage, Entries, Entry, Error, NewMessage, QueueState,
+    RecoveryReport, Result, Spool, SpoolConfig, unix_seconds,
 };

@@ -64,6 +64,7 @@ use crate::record::{
     DecodeError, EncodeError, Envelope, Failure, MAX_BODY, MAX_TEXT, QueueFile, RcptState,
     Recipient, Target, decode, encode,
 };
+use crate::room::{Room, Space, available_space};
 
 const TMP: &str = "tmp";
 const QUEUE: &str = "queue";
@@ -185,6 +186,10 @@ fn io_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> Error {
     move |source| Error::Io { op, path, source }
 }
 
+/// The default of [`SpoolConfig::min_free_space`]: 100 MB, ten of the gateway's default largest
+/// messages, and far more than the status rewrites of a full queue take.
+pub const DEFAULT_MIN_FREE_SPACE: u64 = 100_000_000;
+
 /// Spool settings.
 #[derive(Clone, Debug)]
 pub struct SpoolConfig {
@@ -210,6 +215,12 @@ pub struct SpoolConfig {
     /// unique across restarts in the same second. A fixed salt is for simulations that must
     /// repeat byte for byte (the ids travel in `Received:` headers).
     pub id_salt: Option<u32>,
+    /// Bytes of free space new mail must leave on the spool's file system ([`Spool::admit`],
+    /// [`crate::room`]). 0: new mail may fill the disk.
+    pub min_free_space: u64,
+    /// How free space is measured: [`crate::room::available_space`] (`statvfs`) unless a test
+    /// needs a disk it can fill at will.
+    pub free_space: fn(&Path) -> io::Result<Space>,
 }
 
 impl Default for SpoolConfig {
@@ -222,6 +233,8 @@ impl Default for SpoolConfig {
             reporting_mta: "localhost".into(),
             durable: true,
             id_salt: None,
+            min_free_space: DEFAULT_MIN_FREE_SPACE,
+            free_space: available_space,
         }
     }
 }
@@ -375,6 +388,11 @@ pub struct Spool {
     /// Crash simulation for tests: steps left before the simulated crash (`u64::MAX`: off).
     crash_countdown: AtomicU64,
     crashed: AtomicBool,
+    /// New mail was refused at the last look for want of space ([`Spool::admit`] logs the
+    /// change, not every refusal).
+    short: AtomicBool,
+    /// The last measurement of free space failed (logged once until one succeeds).
+    unmeasured: AtomicBool,
 }
 
 impl std::fmt::Debug for Spool {
@@ -502,7 +520,47 @@ impl Spool {
             salt,
             crash_countdown: AtomicU64::new(u64::MAX),
             crashed: AtomicBool::new(false),
+            short: AtomicBool::new(false),
+            unmeasured: AtomicBool::new(false),
         })
+    }
+
+    /// The free space of the spool's file system against the reserve new mail must leave.
+    pub fn room(&self) -> Result<Room> {
+        let space = (self.config.free_space)(&self.root).map_err(io_err("statvfs", &self.root))?;
+        Ok(Room {
+            space,
+            reserve: self.config.min_free_space,
+        })
+    }
+
+    /// Whether a new message of `incoming` bytes may come in: `Err` with the room there is
+    /// when it would leave less than the reserve, and new mail is then to be refused with a
+    /// temporary failure. Mail already queued is never held back by this. A file system that
+    /// cannot be measured takes the mail (refusing would stop the gateway for a measurement),
+    /// with one warning in the log until a measurement succeeds. The first refusal after a
+    /// time of plenty is logged as a warning, and the first admission after refusals too.
+    pub fn admit(&self, incoming: u64) -> Result<(), Room> {
+        let room = match self.room() {
+            Ok(room) => {
+                self.unmeasured.store(false, Ordering::Relaxed);
+                room
+            }
+            Err(e) => {
+                if !self.unmeasured.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(error = %e, "cannot measure the spool's free space; new mail is taken without the reserve check");
+                }
+                return Ok(());
+            }
+        };
+        let taken = room.takes(incoming);
+        let was_short = self.short.swap(!taken, Ordering::Relaxed);
+        if !taken && !was_short {
+            tracing::warn!(%room, incoming, "the spool's file system is short of space: new mail is refused (452 4.3.1) until space is freed; queued mail keeps moving");
+        } else if taken && was_short {
+            tracing::warn!(%room, "the spool's file system has room again: new mail is taken");
+        }
+        if taken { Ok(()) } else { Err(room) }
     }
 
     /// The spool's directory.

@@ -997,3 +997,58 @@ fn an_operator_nudge_is_seen_by_the_owner_and_differs_each_time() {
     let second = owner.nudged();
     assert!(second.is_some() && second != first, "{first:?} {second:?}");
 }
+
+/// The "disk" of the reserve test: bytes free, or `u64::MAX` for a file system that cannot be
+/// measured. One test uses it, so no other test races it.
+static TEST_DISK: AtomicU64 = AtomicU64::new(0);
+
+fn test_disk(_: &Path) -> io::Result<Space> {
+    match TEST_DISK.load(Ordering::SeqCst) {
+        u64::MAX => Err(io::Error::other("statvfs not supported here")),
+        bytes => Ok(Space { bytes, files: None }),
+    }
+}
+
+#[test]
+fn new_mail_is_admitted_only_while_it_leaves_the_reserve() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open_with(
+        dir.path(),
+        SpoolConfig {
+            min_free_space: 1_000_000,
+            free_space: test_disk,
+            ..SpoolConfig::default()
+        },
+    );
+    TEST_DISK.store(1_500_000, Ordering::SeqCst);
+    assert_eq!(s.admit(500_000), Ok(()));
+    let short = s.admit(500_001).unwrap_err();
+    assert_eq!(short.space.bytes, 1_500_000);
+    assert_eq!(short.reserve, 1_000_000);
+    // The disk fills: nothing comes in, but queued mail still changes state (a status rewrite
+    // is not new mail).
+    let id = enqueue(&s, "before", &[("bob@shore.example", peer("shore"))], 0, T0);
+    TEST_DISK.store(999_999, Ordering::SeqCst);
+    assert!(s.admit(0).is_err());
+    assert_eq!(s.room().unwrap().space.bytes, 999_999);
+    s.mark_in_flight(&id, &["bob@shore.example"], T0).unwrap();
+    s.delivered(&id, &["bob@shore.example"], T0).unwrap();
+    // Space freed: mail comes in again.
+    TEST_DISK.store(2_000_000, Ordering::SeqCst);
+    assert_eq!(s.admit(1_000_000), Ok(()));
+    // A file system that cannot be measured takes the mail rather than stop the gateway.
+    TEST_DISK.store(u64::MAX, Ordering::SeqCst);
+    assert!(s.room().is_err());
+    assert_eq!(s.admit(u64::MAX), Ok(()));
+}
+
+#[test]
+fn the_real_file_system_is_measured_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let room = s.room().unwrap();
+    assert_eq!(room.reserve, DEFAULT_MIN_FREE_SPACE);
+    assert!(room.space.bytes > 0);
+    // No disk has an exabyte to spare beyond the reserve.
+    assert!(s.admit(1 << 60).is_err());
+}

@@ -678,7 +678,8 @@ impl HmtpLink {
                         identity: format!("{}/5066:{}", self.name, self.node),
                     },
                     Arc::clone(&self.ctx.routes),
-                );
+                )
+                .reserve_of(Arc::clone(&self.ctx.intake.spool));
                 let mut settings = ServerSettings::new(self.ctx.hostname.clone(), mtu);
                 // A LAN's 5 and 3 minutes would end a session whose next U_PDU is still on
                 // the air at a slow rate.

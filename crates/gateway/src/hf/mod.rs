@@ -195,6 +195,11 @@ impl HfContext {
         message: &[u8],
         refused: Vec<DsnRecipient>,
     ) -> Result<String, String> {
+        // First, so that a file resent while the disk is short does not bounce its refused
+        // recipients again at every attempt.
+        self.intake
+            .admit(message.len() as u64)
+            .map_err(|r| format!("{} {}", r.code, r.text()))?;
         let bounced = if refused.is_empty() {
             None
         } else {
