@@ -126,7 +126,7 @@ async fn maildir_start(
                 let _ = std::fs::rename(&journal_path, &aside);
                 // Every queued LAN message may have been in the cut-off round.
                 let queued = spool
-                    .due(&Target::Lan, u64::MAX, u64::MAX)
+                    .waiting(&Target::Lan)
                     .map_err(|s| format!("{e}; and the spool: {s}"))?;
                 let ids: HashSet<&str> = queued.iter().map(|m| m.id.as_str()).collect();
                 let found = maildir::names_by_queue_id(&dir2, &shared2.namer, &ids)

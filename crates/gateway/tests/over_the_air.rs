@@ -1190,3 +1190,49 @@ async fn cftp_mail_refused_for_want_of_space_waits_at_the_sender() {
     // keeps them in flight and sends them again.
     a_shore_short_of_space("cftp").await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn mail_past_its_own_expiry_takes_no_airtime_and_goes_back_to_its_sender() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), "deflate");
+    // Half an hour out of reach from the start.
+    o.outages = vec![(Duration::ZERO, Duration::from_secs(1800))];
+    let pair = Pair::start(&o).await.unwrap();
+    // A weather report worth nothing after ten minutes, and a message with no expiry.
+    let now = skywave_spool::unix_seconds(std::time::SystemTime::now());
+    let mut wx = format!(
+        "Expires: {}\r\n",
+        skywave_spool::dsn::rfc5322_date(now + 600)
+    )
+    .into_bytes();
+    wx.extend(message("alice@ship.example", "ops@shore.example", 1, 3000));
+    pair.ship
+        .submit("alice@ship.example", &["ops@shore.example"], &wx)
+        .await
+        .unwrap();
+    let plain = message("alice@ship.example", "ops@shore.example", 2, 3000);
+    let sent = vec![submit_as_alice(&pair, 2, plain).await];
+    // After the outage only the other one goes, and arrives once; the report never does.
+    all_arrive_once(&pair, &sent).await;
+    let records = pair.ship.hf().transfers();
+    let after: Vec<&TransferRecord> = outgoing(&records)
+        .into_iter()
+        .filter(|r| r.start >= (now + 1800) as f64)
+        .collect();
+    assert!(!after.is_empty());
+    assert!(after.iter().all(|r| r.messages == 1), "{after:?}");
+    // Alice has the report back, as a DSN saying why.
+    let dsns = maildir(&pair.ship_maildir);
+    let dsns: Vec<&String> = dsns.values().flatten().collect();
+    assert_eq!(dsns.len(), 1, "{dsns:?}");
+    assert!(dsns[0].contains("Action: failed"), "{}", dsns[0]);
+    assert!(dsns[0].contains("Status: 5.4.7"), "{}", dsns[0]);
+    assert!(
+        dsns[0].contains("the message's own expiry time"),
+        "{}",
+        dsns[0]
+    );
+    assert!(dsns[0].contains("Subject: report 1"), "{}", dsns[0]);
+    assert_eq!(pair.ship.spool().entries().unwrap().count(), 0);
+    pair.stop().await;
+}

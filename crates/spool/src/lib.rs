@@ -17,6 +17,7 @@
 
 mod dirsync;
 pub mod dsn;
+pub mod expiry;
 mod id;
 pub mod priority;
 pub mod record;

@@ -58,6 +58,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::dsn::{DsnRecipient, DsnRequest, build_dsn};
+use crate::expiry::message_expiry;
 use crate::id::{InvalidQueueId, QueueId};
 use crate::priority::Priority;
 use crate::record::{
@@ -824,7 +825,10 @@ impl Spool {
                 arrival: now,
                 sender: msg.sender.clone(),
                 priority: msg.priority,
-                expires: now.saturating_add(self.config.max_lifetime),
+                // The message's own expiry, if it states an earlier one (crate::expiry).
+                expires: now
+                    .saturating_add(self.config.max_lifetime)
+                    .min(message_expiry(&message).unwrap_or(u64::MAX)),
                 recipients: msg
                     .recipients
                     .iter()
@@ -1329,10 +1333,11 @@ impl Spool {
         Ok(out)
     }
 
-    /// Fails, with status 4.4.7, the waiting recipients of every queued message older than its
-    /// lifetime. Returns the messages changed and what became of them
-    /// ([`Disposition::NeedsBounce`]: call [`Spool::bounce`]). Held and dead messages do not
-    /// expire; in-flight recipients wait for their outcome.
+    /// Fails the waiting recipients of every queued message past its expiry: with status 4.4.7
+    /// when its lifetime in the queue is over, 5.4.7 when the time the message itself states
+    /// (`Expires:`, [`crate::expiry`]) came first. Returns the messages changed and what became
+    /// of them ([`Disposition::NeedsBounce`]: call [`Spool::bounce`]). Held and dead messages
+    /// do not expire; in-flight recipients wait for their outcome.
     pub fn expire(&self, now: u64) -> Result<Vec<(QueueId, Disposition)>> {
         let mut out = Vec::new();
         for env in self.scan(QueueState::Queued)? {
@@ -1344,14 +1349,29 @@ impl Spool {
                 continue;
             }
             let days = now.saturating_sub(env.arrival) as f64 / 86_400.0;
+            // Earlier than the lifetime allows: the message's own expiry time set it.
+            let own = env.expires < env.arrival.saturating_add(self.config.max_lifetime);
+            let (status, why) = if own {
+                (
+                    "5.4.7",
+                    format!(
+                        "the message's own expiry time ({}) passed before it could be delivered",
+                        crate::dsn::rfc5322_date(env.expires)
+                    ),
+                )
+            } else {
+                (
+                    "4.4.7",
+                    format!("message expired after {days:.1} days in the queue"),
+                )
+            };
             let result = self.update(&env.id, |file, state| {
                 if state != QueueState::Queued {
                     return Ok((Change::Nothing, None));
                 }
                 for r in file.envelope.recipients.iter_mut() {
                     if matches!(r.state, RcptState::Pending | RcptState::Deferred) {
-                        let mut diagnostic =
-                            format!("message expired after {days:.1} days in the queue");
+                        let mut diagnostic = why.clone();
                         if let Some(e) = &r.last_error {
                             diagnostic = truncate_text(
                                 &format!("{diagnostic}; last error: {e}"),
@@ -1359,7 +1379,7 @@ impl Spool {
                             );
                         }
                         r.state = RcptState::Failed(Failure {
-                            status: "4.4.7".into(),
+                            status: status.into(),
                             diagnostic,
                             at: now,
                         });
@@ -1384,8 +1404,25 @@ impl Spool {
     /// target's link last came up). Ordered by priority (highest first), then age (oldest
     /// first); as many as fit in `byte_budget`, stopping at the first that does not fit so that
     /// nothing overtakes a more urgent message, but always at least one. Nothing is due for a
-    /// held target.
+    /// held target, nor a message past its expiry.
     pub fn due(&self, target: &Target, now: u64, byte_budget: u64) -> Result<Vec<DueMessage>> {
+        self.collect_due(target, now, byte_budget, true)
+    }
+
+    /// Every queued message with a recipient for `target` still to be tried (pending or
+    /// deferred), whatever its retry time or expiry, in [`Spool::due`]'s order: for recovery,
+    /// which must find every message a cut-off round may have carried.
+    pub fn waiting(&self, target: &Target) -> Result<Vec<DueMessage>> {
+        self.collect_due(target, u64::MAX, u64::MAX, false)
+    }
+
+    fn collect_due(
+        &self,
+        target: &Target,
+        now: u64,
+        byte_budget: u64,
+        expiring: bool,
+    ) -> Result<Vec<DueMessage>> {
         if self.is_target_held(target)? {
             return Ok(Vec::new());
         }
@@ -1397,7 +1434,9 @@ impl Spool {
             .copied();
         let mut due: Vec<DueMessage> = Vec::new();
         for env in self.scan(QueueState::Queued)? {
-            if env.dead_reason.is_some() {
+            // Past its expiry a message is never sent, however soon the sweep
+            // ([`Spool::expire`]) comes to fail it.
+            if env.dead_reason.is_some() || (expiring && env.expires <= now) {
                 continue;
             }
             let recipients: Vec<String> = env
@@ -1453,11 +1492,14 @@ impl Spool {
             .scan(QueueState::Queued)?
             .iter()
             .filter(|e| e.dead_reason.is_none())
-            .flat_map(|e| e.recipients.iter())
-            .filter(|r| {
-                &r.target == target && matches!(r.state, RcptState::Pending | RcptState::Deferred)
+            .flat_map(|e| e.recipients.iter().map(move |r| (r, e.expires)))
+            .filter(|(r, expires)| {
+                &r.target == target
+                    && matches!(r.state, RcptState::Pending | RcptState::Deferred)
+                    // A retry after the message expires never comes.
+                    && r.next_attempt < *expires
             })
-            .map(|r| r.next_attempt)
+            .map(|(r, _)| r.next_attempt)
             .min())
     }
 

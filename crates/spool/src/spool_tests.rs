@@ -319,6 +319,87 @@ fn expiry_fails_waiting_recipients_with_4_4_7() {
     assert!(text.contains("Status: 4.4.7\r\n"));
 }
 
+/// A message whose header says when it expires, from alice to `rcpts`.
+fn enqueue_expiring(s: &Spool, expires: &str, rcpts: &[(&str, Target)], now: u64) -> QueueId {
+    let body =
+        format!("From: alice@ship.example\r\nExpires: {expires}\r\nSubject: wx\r\n\r\nwx\r\n");
+    s.enqueue(
+        &NewMessage {
+            sender: "alice@ship.example".into(),
+            recipients: rcpts
+                .iter()
+                .map(|(a, t)| (a.to_string(), t.clone()))
+                .collect(),
+            priority: Priority::NORMAL,
+            message: body.as_bytes(),
+        },
+        now,
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_message_past_its_own_expiry_is_never_sent_and_fails_with_5_4_7() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let shore = peer("shore");
+    // T0 + 200 s, written with a zone an hour east of UTC.
+    let at = crate::dsn::rfc5322_date(T0 + 200 + 3600).replace("+0000", "+0100");
+    let wx = enqueue_expiring(&s, &at, &[("ops@shore.example", shore.clone())], T0);
+    let plain = enqueue(&s, "plain", &[("ops@shore.example", shore.clone())], 0, T0);
+    assert_eq!(s.load(&wx).unwrap().1.envelope.expires, T0 + 200);
+    assert_eq!(s.load(&plain).unwrap().1.envelope.expires, T0 + 5 * 86_400);
+    // The first attempt: the plain one goes, the expiring one meets a lost link.
+    assert_eq!(s.due(&shore, T0, u64::MAX).unwrap().len(), 2);
+    for id in [&wx, &plain] {
+        s.mark_in_flight(id, &["ops@shore.example"], T0).unwrap();
+    }
+    s.delivered(&plain, &["ops@shore.example"], T0).unwrap();
+    s.deferred(&wx, &["ops@shore.example"], "421 link lost", T0)
+        .unwrap();
+    // Its retry (T0 + 300) lies after its expiry: nothing is to wake the link for.
+    assert_eq!(s.next_due(&shore).unwrap(), None);
+    // The link comes back before the expiry: it goes; from the expiry on it does not, before
+    // the sweep has failed it or after.
+    s.link_up(&shore, T0 + 199);
+    assert_eq!(
+        ids(&s.due(&shore, T0 + 199, u64::MAX).unwrap()),
+        vec![wx.clone()]
+    );
+    assert!(s.due(&shore, T0 + 200, u64::MAX).unwrap().is_empty());
+    // Recovery still finds it (a cut-off round may have carried it).
+    assert_eq!(ids(&s.waiting(&shore).unwrap()), vec![wx.clone()]);
+    assert_eq!(
+        s.expire(T0 + 200).unwrap(),
+        vec![(wx.clone(), Disposition::NeedsBounce)]
+    );
+    let env = s.load(&wx).unwrap().1.envelope;
+    let RcptState::Failed(f) = &env.recipients[0].state else {
+        panic!("not failed: {env:?}")
+    };
+    assert_eq!(f.status, "5.4.7");
+    assert!(
+        f.diagnostic.starts_with("the message's own expiry time (")
+            && f.diagnostic.contains("421 link lost"),
+        "{}",
+        f.diagnostic
+    );
+    let dsn = s.bounce(&wx, Target::Lan, T0 + 201).unwrap().unwrap();
+    let text = String::from_utf8(s.load(&dsn).unwrap().1.message).unwrap();
+    assert!(text.contains("Status: 5.4.7\r\n"), "{text}");
+    // The DSN itself does not carry the original's expiry: it lives the spool's lifetime.
+    assert_eq!(
+        s.load(&dsn).unwrap().1.envelope.expires,
+        T0 + 201 + 5 * 86_400
+    );
+    // A stated expiry beyond the lifetime changes nothing, nor does one that does not parse.
+    let far = enqueue_expiring(&s, "1 Jan 2100 00:00 +0000", &[("b@x", shore.clone())], T0);
+    let bad = enqueue_expiring(&s, "when the sun sets", &[("b@x", shore)], T0);
+    for id in [far, bad] {
+        assert_eq!(s.load(&id).unwrap().1.envelope.expires, T0 + 5 * 86_400);
+    }
+}
+
 #[test]
 fn hold_release_delete_and_flush() {
     let dir = tempfile::tempdir().unwrap();
