@@ -389,8 +389,8 @@ pub struct Spool {
     /// Crash simulation for tests: steps left before the simulated crash (`u64::MAX`: off).
     crash_countdown: AtomicU64,
     crashed: AtomicBool,
-    /// New mail was refused at the last look for want of space ([`Spool::admit`] logs the
-    /// change, not every refusal).
+    /// At the last look the reserve itself was touched: no new mail at all ([`Spool::admit`]
+    /// logs the change, not every refusal).
     short: AtomicBool,
     /// The last measurement of free space failed (logged once until one succeeds).
     unmeasured: AtomicBool,
@@ -539,8 +539,8 @@ impl Spool {
     /// when it would leave less than the reserve, and new mail is then to be refused with a
     /// temporary failure. Mail already queued is never held back by this. A file system that
     /// cannot be measured takes the mail (refusing would stop the gateway for a measurement),
-    /// with one warning in the log until a measurement succeeds. The first refusal after a
-    /// time of plenty is logged as a warning, and the first admission after refusals too.
+    /// with one warning in the log until a measurement succeeds. The log warns when the
+    /// reserve is first touched (no new mail at all) and when there is room again.
     pub fn admit(&self, incoming: u64) -> Result<(), Room> {
         let room = match self.room() {
             Ok(room) => {
@@ -554,14 +554,23 @@ impl Spool {
                 return Ok(());
             }
         };
-        let taken = room.takes(incoming);
-        let was_short = self.short.swap(!taken, Ordering::Relaxed);
-        if !taken && !was_short {
-            tracing::warn!(%room, incoming, "the spool's file system is short of space: new mail is refused (452 4.3.1) until space is freed; queued mail keeps moving");
-        } else if taken && was_short {
+        // The state logged is the reserve's own (no new mail at all); one large message that
+        // does not fit while small ones do is the client's business, told in its reply.
+        let exhausted = room.exhausted();
+        let was_exhausted = self.short.swap(exhausted, Ordering::Relaxed);
+        if exhausted && !was_exhausted {
+            tracing::warn!(%room, "the spool's file system is short of space: new mail is refused (452 4.3.1) until space is freed; queued mail keeps moving");
+        } else if !exhausted && was_exhausted {
             tracing::warn!(%room, "the spool's file system has room again: new mail is taken");
         }
-        if taken { Ok(()) } else { Err(room) }
+        if room.takes(incoming) {
+            Ok(())
+        } else {
+            if !exhausted {
+                tracing::info!(%room, incoming, "a message refused (452 4.3.1): it would take the spool's reserve");
+            }
+            Err(room)
+        }
     }
 
     /// The spool's directory.
