@@ -6,13 +6,19 @@
 use std::path::Path;
 use std::process::Command;
 
-use skywave_spool::{NewMessage, Priority, Spool, SpoolConfig, Target, unix_seconds};
+use skywave_spool::{NewMessage, Priority, QueueId, Spool, SpoolConfig, Target, unix_seconds};
 
+/// `skywave queue --spool DIR ARGS...`.
 fn queue(spool: &Path, args: &[&str]) -> (i32, String, String) {
+    skywave_queue("--spool", spool, args)
+}
+
+/// `skywave queue FLAG PATH ARGS...`: the exit code, stdout and stderr.
+fn skywave_queue(flag: &str, path: &Path, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(skywave_e2e::bin("skywave"))
         .arg("queue")
-        .arg("--spool")
-        .arg(spool)
+        .arg(flag)
+        .arg(path)
         .args(args)
         .output()
         .unwrap();
@@ -102,4 +108,92 @@ fn an_operator_steers_the_queue() {
     let (code, _, err) = queue(&root, &["show", "not-an-id"]);
     assert_ne!(code, 0);
     assert!(err.contains("is not a queue id"), "{err}");
+}
+
+/// `skywave queue --config C ARGS...`, the way an operator names a gateway.
+fn queue_of(config: &Path, args: &[&str]) -> (i32, String, String) {
+    skywave_queue("--config", config, args)
+}
+
+#[test]
+fn an_operator_gives_up_on_a_peers_mail_and_the_senders_are_told_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("skywave.toml");
+    std::fs::write(
+        &config,
+        "hostname = \"gw.ship.test\"\nstate_dir = \"state\"\nroutes = \"routes.toml\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("routes.toml"),
+        "[lan]\ndomains = [\"ship.test\"]\n\n[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\n\
+         protocol = \"hmtp\"\n\n[[route]]\nmatch = \"shore.test\"\nto = \"shore\"\n",
+    )
+    .unwrap();
+    let root = dir.path().join("state").join("spool");
+    let (spool, _) = Spool::open(&root, SpoolConfig::default()).unwrap();
+    let first = enqueue(
+        &spool,
+        "cdr@shore.test",
+        Target::Peer("shore".into()),
+        "one",
+    );
+    let second = enqueue(&spool, "xo@shore.test", Target::Peer("shore".into()), "two");
+    let local = enqueue(&spool, "bosun@ship.test", Target::Lan, "local");
+    spool.hold(&QueueId::parse(&second).unwrap()).unwrap();
+    drop(spool);
+
+    // Without the routing table there is nowhere to send the DSN.
+    let (code, _, err) = queue(&root, &["bounce", &first]);
+    assert_ne!(code, 0);
+    assert!(err.contains("bounce needs --config"), "{err}");
+
+    let (code, out, err) = queue_of(
+        &config,
+        &[
+            "bounce",
+            "--peer",
+            "shore",
+            "--reason",
+            "the shore station is off the air until Monday; send it by satellite",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    // The queued message and the held one, each with its DSN; the LAN's mail untouched.
+    for id in [&first, &second] {
+        assert!(
+            out.lines().any(
+                |l| l.starts_with(&format!("{id}: 1 recipient(s) failed; DSN "))
+                    && l.ends_with(" queued to the sender")
+            ),
+            "{out}"
+        );
+    }
+    let (_, list, _) = queue_of(&config, &["list"]);
+    assert!(list.contains("3 message(s)"), "{list}");
+    assert!(list.contains(&local) && !list.contains(&first), "{list}");
+    let dsns: Vec<&str> = list
+        .lines()
+        .filter(|l| l.contains("<> -> ops@ship.test (lan, pending)"))
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(dsns.len(), 2, "{list}");
+    let admin = Spool::open_admin(&root, SpoolConfig::default()).unwrap();
+    let dsn = admin
+        .load(&QueueId::parse(dsns[0]).unwrap())
+        .unwrap()
+        .1
+        .message;
+    let dsn = String::from_utf8(dsn).unwrap();
+    assert!(dsn.contains("Status: 5.0.0"), "{dsn}");
+    assert!(dsn.contains("Reporting-MTA: dns; gw.ship.test"), "{dsn}");
+    assert!(
+        dsn.contains("returned by the operator of gw.ship.test: the shore station is off the air"),
+        "{dsn}"
+    );
+
+    // Nothing left for the peer: said, not an error.
+    let (code, out, _) = queue_of(&config, &["bounce", "--peer", "shore"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("no message waits for shore"), "{out}");
 }

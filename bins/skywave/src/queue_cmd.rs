@@ -9,7 +9,11 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use skywave_spool::{Entry, QueueId, RcptState, Spool, SpoolConfig, Target, unix_seconds};
+use skywave_gateway::outcome::give_up;
+use skywave_route::RoutingTable;
+use skywave_spool::{
+    Entry, QueueId, QueueState, RcptState, Spool, SpoolConfig, Target, unix_seconds,
+};
 
 /// `skywave queue` options and subcommands.
 #[derive(Debug, Args)]
@@ -55,6 +59,20 @@ enum QueueCommand {
         #[arg(long)]
         peer: Option<String>,
     },
+    /// Give up on a message, or on all of a peer's mail (`--peer`): its recipients still
+    /// waiting fail (5.0.0) and the sender gets a DSN with the reason. Needs --config (the
+    /// routing table routes the DSN).
+    Bounce {
+        /// Queue id.
+        #[arg(required_unless_present = "peer", conflicts_with = "peer")]
+        id: Option<String>,
+        /// Give up on every queued or held message's recipients for this peer.
+        #[arg(long)]
+        peer: Option<String>,
+        /// Why, in the DSN (say what the sender can do instead).
+        #[arg(long, default_value = "no delivery is possible on this route for now")]
+        reason: String,
+    },
     /// Delete a message for good (no bounce is sent).
     Delete {
         /// Queue id.
@@ -69,18 +87,27 @@ enum QueueCommand {
 }
 
 pub(crate) fn run(args: QueueArgs) -> anyhow::Result<ExitCode> {
-    let dir = match (&args.spool, &args.config) {
-        (Some(dir), _) => dir.clone(),
-        (None, Some(config)) => match skywave_gateway::config::load(config) {
-            Ok(c) => c.spool_dir(),
+    let config = match &args.config {
+        Some(path) => match skywave_gateway::config::load(path) {
+            Ok(c) => Some(c),
             Err(e) => {
                 eprintln!("{e}");
                 return Ok(ExitCode::from(2));
             }
         },
+        None => None,
+    };
+    let dir = match (&args.spool, &config) {
+        (Some(dir), _) => dir.clone(),
+        (None, Some(c)) => c.spool_dir(),
         (None, None) => bail!("give --config FILE or --spool DIR"),
     };
-    let spool = Spool::open_admin(&dir, SpoolConfig::default())
+    let mut spool_config = SpoolConfig::default();
+    if let Some(c) = &config {
+        // The DSNs an operator's bounce writes name this gateway, as its own do.
+        spool_config.reporting_mta = c.hostname.clone();
+    }
+    let spool = Spool::open_admin(&dir, spool_config)
         .with_context(|| format!("cannot open the spool at {}", dir.display()))?;
     let now = unix_seconds(std::time::SystemTime::now());
     match args.command {
@@ -110,6 +137,16 @@ pub(crate) fn run(args: QueueArgs) -> anyhow::Result<ExitCode> {
             }
             (None, None) => bail!("give a queue id or --peer"),
         },
+        QueueCommand::Bounce { id, peer, reason } => {
+            let Some(config) = &config else {
+                bail!("bounce needs --config: the routing table routes the DSN to the sender");
+            };
+            let table = RoutingTable::load(&config.routes).with_context(|| {
+                format!("cannot load the routing table {}", config.routes.display())
+            })?;
+            let reason = format!("returned by the operator of {}: {reason}", config.hostname);
+            bounce(&spool, &table, id.as_deref(), peer.as_deref(), &reason, now)?;
+        }
         QueueCommand::Delete { id } => {
             let state = spool.delete(&queue_id(&id)?)?;
             println!("deleted {id} (was {})", state.name());
@@ -122,6 +159,59 @@ pub(crate) fn run(args: QueueArgs) -> anyhow::Result<ExitCode> {
     // Whatever changed, a running gateway looks at its queue at once (not at its next timer).
     spool.nudge();
     Ok(ExitCode::SUCCESS)
+}
+
+/// `skywave queue bounce`: one message, or every queued or held message with mail for `peer`.
+fn bounce(
+    spool: &Spool,
+    table: &RoutingTable,
+    id: Option<&str>,
+    peer: Option<&str>,
+    reason: &str,
+    now: u64,
+) -> anyhow::Result<()> {
+    let only = peer.map(target);
+    let ids: Vec<QueueId> = match id {
+        Some(id) => vec![queue_id(id)?],
+        None => {
+            let mut ids = Vec::new();
+            for entry in spool.entries()? {
+                let entry = entry?;
+                let Some(env) = &entry.envelope else { continue };
+                let waits = env
+                    .recipients
+                    .iter()
+                    .any(|r| only.as_ref().is_none_or(|t| &r.target == t) && !r.state.is_final());
+                if entry.state != QueueState::Dead && waits {
+                    ids.push(queue_id(&entry.name)?);
+                }
+            }
+            ids
+        }
+    };
+    for id in &ids {
+        let done = give_up(spool, table, id, only.as_ref(), reason, now)?;
+        let mut line = format!("{id}: {} recipient(s) failed", done.failed);
+        if done.in_flight > 0 {
+            line.push_str(&format!(
+                ", {} in flight left to their outcome",
+                done.in_flight
+            ));
+        }
+        match (&done.dsn, done.finished) {
+            (Some(dsn), _) => line.push_str(&format!("; DSN {dsn} queued to the sender")),
+            (None, true) => line.push_str("; no DSN (null sender)"),
+            (None, false) if done.failed > 0 => {
+                line.push_str("; the DSN goes when its other recipients are done");
+            }
+            (None, false) => {}
+        }
+        println!("{line}");
+    }
+    if ids.is_empty() {
+        println!("no message waits for {}", peer.unwrap_or("that"));
+    }
+    Ok(())
 }
 
 /// `lan` means local delivery; anything else is a peer name from the routing table.

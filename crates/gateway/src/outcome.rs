@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use skywave_route::{Destination, SharedRoutes};
+use skywave_route::{Destination, RoutingTable, SharedRoutes};
 use skywave_spool::dsn::{DsnRecipient, DsnRequest, build_dsn};
 use skywave_spool::{Disposition, DueMessage, NewMessage, Priority, QueueId, Spool, Target};
 use tokio::sync::Notify;
@@ -14,6 +14,68 @@ use tracing::{debug, info, warn};
 
 use crate::clock::Clock;
 use crate::metrics as m;
+
+/// Where the DSN to `sender` goes by `table`: where mail to the sender goes, or the LAN when
+/// the table has no route for it (or the sender is null).
+pub fn dsn_target(table: &RoutingTable, sender: &str) -> Target {
+    if sender.is_empty() {
+        return Target::Lan;
+    }
+    match table.lookup(sender) {
+        Ok(route) => match route.destination {
+            Destination::Lan => Target::Lan,
+            Destination::Peer(p) => Target::Peer(p.name.clone()),
+            Destination::Group(g) => Target::Peer(g.name.clone()),
+        },
+        Err(e) => {
+            warn!(%sender, error = %e, "sender not routable; the bounce goes to the LAN");
+            Target::Lan
+        }
+    }
+}
+
+/// What [`give_up`] did to one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GivenUp {
+    /// Recipients failed now.
+    pub failed: usize,
+    /// Recipients in flight (their outcome is awaited), left alone.
+    pub in_flight: usize,
+    /// Nothing of the message waits any more: it has left the queue (its DSN queued).
+    pub finished: bool,
+    /// The DSN queued to the sender, when the message is finished (`None` for a null
+    /// sender); while other recipients still wait, their DSN will report these too.
+    pub dsn: Option<QueueId>,
+}
+
+/// An operator gives up on a queued or held message (`skywave queue bounce`): every recipient
+/// still waiting (for `only`, when given) fails with `5.0.0` and `reason`, and once nothing
+/// else waits the sender gets the DSN, routed by `table`, as for any other failure. Recipients
+/// in flight are left to their outcome. A dead letter is refused: `skywave queue release`
+/// brings it back first.
+pub fn give_up(
+    spool: &Spool,
+    table: &RoutingTable,
+    id: &QueueId,
+    only: Option<&Target>,
+    reason: &str,
+    now: u64,
+) -> Result<GivenUp, skywave_spool::Error> {
+    let (failed, in_flight, disposition) = spool.fail_waiting(id, only, "5.0.0", reason, now)?;
+    let finished = matches!(disposition, Disposition::NeedsBounce | Disposition::Done);
+    let dsn = if disposition == Disposition::NeedsBounce {
+        let (_, file) = spool.load(id)?;
+        spool.bounce(id, dsn_target(table, &file.envelope.sender), now)?
+    } else {
+        None
+    };
+    Ok(GivenUp {
+        failed,
+        in_flight,
+        finished,
+        dsn,
+    })
+}
 
 /// The outcome of one attempt for a group of recipients of one message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,20 +197,7 @@ impl Recorder {
     /// Where a DSN to `sender` goes: routed by the table, the LAN if the sender's domain is not
     /// routed.
     fn dsn_target(&self, sender: &str) -> Target {
-        if sender.is_empty() {
-            return Target::Lan;
-        }
-        match self.routes.current().lookup(sender) {
-            Ok(route) => match route.destination {
-                Destination::Lan => Target::Lan,
-                Destination::Peer(p) => Target::Peer(p.name.clone()),
-                Destination::Group(g) => Target::Peer(g.name.clone()),
-            },
-            Err(e) => {
-                warn!(%sender, error = %e, "sender not routable; the bounce goes to the LAN");
-                Target::Lan
-            }
-        }
+        dsn_target(&self.routes.current(), sender)
     }
 
     fn bounce_queued(&self, target: &Target) {

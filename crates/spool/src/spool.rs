@@ -1263,6 +1263,58 @@ impl Spool {
         Ok(d)
     }
 
+    /// Fails, in one change under the lock, every recipient of `id` still waiting (pending or
+    /// deferred), only those for `only` when given, as [`Spool::failed`] would: for an operator
+    /// giving up on mail. Recipients in flight are left to their outcome, and none that the
+    /// gateway takes in flight meanwhile is touched. Returns how many failed, how many were in
+    /// flight, and what became of the message. A dead letter is refused.
+    pub fn fail_waiting(
+        &self,
+        id: &QueueId,
+        only: Option<&Target>,
+        status: &str,
+        diagnostic: &str,
+        now: u64,
+    ) -> Result<(usize, usize, Disposition)> {
+        let failure = Failure {
+            status: truncate_text(status, 32),
+            diagnostic: truncate_text(diagnostic, MAX_ERROR_TEXT),
+            at: now,
+        };
+        self.update_pure(id, |file, state| {
+            if state == QueueState::Dead {
+                return Err(Error::WrongState {
+                    id: id.clone(),
+                    state: "a dead letter (release it first)".into(),
+                    op: "give up on",
+                });
+            }
+            let (mut failed, mut in_flight) = (0, 0);
+            for r in file
+                .envelope
+                .recipients
+                .iter_mut()
+                .filter(|r| only.is_none_or(|t| &r.target == t))
+            {
+                match r.state {
+                    RcptState::Pending | RcptState::Deferred => {
+                        r.attempts = r.attempts.saturating_add(1);
+                        r.state = RcptState::Failed(failure.clone());
+                        r.last_attempt = now;
+                        failed += 1;
+                    }
+                    RcptState::InFlight => in_flight += 1,
+                    _ => {}
+                }
+            }
+            if failed == 0 {
+                return Ok((Change::Nothing, (0, in_flight, Disposition::Queued)));
+            }
+            let (change, d) = Self::settle(file);
+            Ok((change, (failed, in_flight, d)))
+        })
+    }
+
     /// Builds the DSN of a complete message with failed recipients, queues it to the original
     /// sender via `dsn_target` (chosen by the caller's routing table), then removes the
     /// original. Returns the DSN's queue id (`None` when no DSN was due: null sender).

@@ -1133,3 +1133,61 @@ fn the_real_file_system_is_measured_by_default() {
     // No disk has an exabyte to spare beyond the reserve.
     assert!(s.admit(1 << 60).is_err());
 }
+
+#[test]
+fn giving_up_fails_only_the_waiting_recipients_of_the_target_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let shore = peer("shore");
+    let id = enqueue(
+        &s,
+        "mixed",
+        &[
+            ("a@shore", shore.clone()),
+            ("b@shore", shore.clone()),
+            ("c@ship", Target::Lan),
+        ],
+        0,
+        T0,
+    );
+    s.mark_in_flight(&id, &["b@shore"], T0).unwrap();
+    let (failed, in_flight, d) = s
+        .fail_waiting(&id, Some(&shore), "5.0.0", "given up", T0 + 1)
+        .unwrap();
+    assert_eq!((failed, in_flight, d), (1, 1, Disposition::Queued));
+    let env = s.load(&id).unwrap().1.envelope;
+    let states: Vec<&str> = env.recipients.iter().map(|r| r.state.name()).collect();
+    assert_eq!(states, ["failed", "in-flight", "pending"]);
+    // Again: nothing waits for the shore now, and nothing changes.
+    assert_eq!(
+        s.fail_waiting(&id, Some(&shore), "5.0.0", "given up", T0 + 2)
+            .unwrap(),
+        (0, 1, Disposition::Queued)
+    );
+    // The in-flight one delivered, the LAN one given up: the message needs its DSN.
+    s.delivered(&id, &["b@shore"], T0 + 3).unwrap();
+    assert_eq!(
+        s.fail_waiting(&id, None, "5.0.0", "given up", T0 + 4)
+            .unwrap(),
+        (1, 0, Disposition::NeedsBounce)
+    );
+    // A dead letter is refused.
+    let dead = enqueue(&s, "dead", &[("a@shore", shore.clone())], 0, T0);
+    let (state, mut file) = s.load(&dead).unwrap();
+    assert_eq!(state, QueueState::Queued);
+    file.envelope.dead_reason = Some("test".into());
+    fs::write(
+        s.root().join("queue").join(dead.as_str()),
+        encode(&file).unwrap(),
+    )
+    .unwrap();
+    fs::rename(
+        s.root().join("queue").join(dead.as_str()),
+        s.root().join("dead").join(dead.as_str()),
+    )
+    .unwrap();
+    assert!(matches!(
+        s.fail_waiting(&dead, None, "5.0.0", "given up", T0),
+        Err(Error::WrongState { .. })
+    ));
+}
