@@ -81,10 +81,28 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("skywave: {err:#}");
+            eprintln!("skywave: {}", report(&err));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes on one line, as anyhow's `{:#}` writes them, but without a cause
+/// the error before it already quotes: the libraries' errors put their source in their own
+/// message (so a log line with only `%e` says why), and the chain would say it twice.
+fn report(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 /// Logs go to stderr so that stdout stays clean for data (`skywave codec`) and reports.
@@ -103,4 +121,27 @@ fn init_logging(filter: Option<&str>, default_filter: &str) {
         .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_already_quoted_is_not_repeated() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let spool = skywave_spool::Error::Io {
+            op: "list",
+            path: "state/spool/held-targets".into(),
+            source: io,
+        };
+        let err = anyhow::Error::new(spool).context("cannot list the queue");
+        assert_eq!(
+            report(&err),
+            "cannot list the queue: spool I/O error: list state/spool/held-targets: no such file"
+        );
+        // A cause that says something new is kept.
+        let err = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(report(&err), "outer: inner");
+    }
 }
