@@ -52,7 +52,7 @@ pub fn ship_node(i: usize) -> String {
 
 /// Unix second at which a simulation's calendar starts (2026-01-01 00:00:00 UTC): the fleet's
 /// gateways date their mail from it instead of the wall clock.
-const SIMULATION_EPOCH: u64 = 1_767_225_600;
+pub const SIMULATION_EPOCH: u64 = 1_767_225_600;
 
 /// `cfg` for gateway number `index` of a simulation whose calendar is `clock`: its clock starts
 /// at the calendar's now and its queue ids have a salt of their own, so a run's mail (dates and

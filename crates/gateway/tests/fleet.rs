@@ -465,3 +465,46 @@ async fn a_ship_off_the_air_is_given_up_by_the_multicast_and_reached_by_hmtp_lat
     );
     fleet.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_multicast_stops_taking_airtime_when_its_message_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), 3);
+    o.emcon = vec![2];
+    let fleet = Fleet::start(&o).await.unwrap();
+    // Worth nothing after half an hour: the EMCON ship's repeats must end there, not a day on.
+    let rcpts: Vec<String> = (0..3).map(|i| format!("ops@{}", ship_domain(i))).collect();
+    // The fleet's calendar starts at its epoch, with the fleet.
+    let mut body = format!(
+        "Expires: {}\r\n",
+        skywave_spool::dsn::rfc5322_date(skywave_gateway::fleet::SIMULATION_EPOCH + 1800)
+    )
+    .into_bytes();
+    body.extend(message(&rcpts, 7, 3000));
+    let refs: Vec<&str> = rcpts.iter().map(String::as_str).collect();
+    fleet
+        .base
+        .submit("hq@base.example", &refs, &body)
+        .await
+        .unwrap();
+    wait_all(&fleet.ship_maildirs, 1, Duration::from_secs(1200)).await;
+    for (i, d) in fleet.ship_maildirs.iter().enumerate() {
+        check_once(d, &body, i);
+    }
+    tokio::time::sleep(Duration::from_secs(2400)).await;
+    let at_40_min = fleet.subnet.counters().nodes[0].transmissions;
+    tokio::time::sleep(Duration::from_secs(3 * 3600)).await;
+    let c = fleet.subnet.counters();
+    assert_eq!(
+        c.nodes[0].transmissions, at_40_min,
+        "the base kept transmitting for an expired message"
+    );
+    assert_eq!(c.nodes[3].transmissions, 0, "the EMCON ship transmitted");
+    // The base's sender has the EMCON ship's copy back, as a DSN that says why.
+    let dsns = maildir(&fleet.base_maildir);
+    assert_eq!(dsns.len(), 1, "{dsns:?}");
+    assert!(dsns[0].contains("Status: 5.4.7"), "{}", dsns[0]);
+    assert!(dsns[0].contains("ops@ship3.example"), "{}", dsns[0]);
+    assert_eq!(fleet.base.spool().entries().unwrap().count(), 0);
+    fleet.stop().await;
+}

@@ -84,6 +84,17 @@ const TAKE_BUDGET: u64 = 256 * 1024;
 const ACK_DELAY_MS: u64 = 2_000;
 /// How long a multicast message lives: an EMCON ship may stay silent for most of a day.
 const LIFETIME_MS: u64 = 24 * 3_600_000;
+/// How long the P_MUL sender of `message` lives from `now` (unix ms): [`LIFETIME_MS`], or less
+/// when the message states an earlier expiry of its own (`Expires:`, see
+/// [`skywave_spool::expiry`]). Past it the message is worth nothing, so no EMCON repeat or
+/// repair round should take airtime for it; the spool, which no longer finds it due, returns
+/// it to its sender with 5.4.7.
+fn lifetime_ms(message: &[u8], now: u64) -> u64 {
+    skywave_spool::expiry::message_expiry(message).map_or(LIFETIME_MS, |at| {
+        at.saturating_mul(1000).saturating_sub(now).min(LIFETIME_MS)
+    })
+}
+
 /// Repair rounds of a multicast message over HF before ships that have not acknowledged are
 /// given up (and reached by HMTP, whose ARQ adapts its data rate to the ship).
 const MAX_REPAIRS: u32 = 5;
@@ -801,6 +812,9 @@ impl PmulLink {
         } else {
             format!("MT-PRIORITY={}", t.priority.value())
         };
+        let now = self.ctx.clock.unix_ms();
+        let lifetime = lifetime_ms(&t.message, now);
+
         let body = mule::encode(&MuleMessage {
             envelope: MuleEnvelope {
                 reverse_path: t.from.clone(),
@@ -838,7 +852,7 @@ impl PmulLink {
         let config = SenderConfig {
             pdu_size,
             priority: 0,
-            lifetime_ms: LIFETIME_MS,
+            lifetime_ms: lifetime,
             initial_repeats: u32::from(group.repeats),
             // The whole first transmission must be on the air, and every ship's ack (one slot
             // each after the last PDU) back, before a repair makes sense.
@@ -853,7 +867,6 @@ impl PmulLink {
         };
         let message_id = st.next_message_id;
         st.next_message_id = st.next_message_id.wrapping_add(1);
-        let now = self.ctx.clock.unix_ms();
         let size = t.size;
         let Some(group_dest) = self.carrier.group_dest(group) else {
             return;
@@ -1529,6 +1542,22 @@ mod tests {
         let mut seg = u;
         seg[3] = 1;
         assert!(udop_unwrap(&seg).unwrap_err().contains("segmented"));
+    }
+
+    #[test]
+    fn a_multicast_lives_no_longer_than_its_message() {
+        let now = 1_800_000_000_000;
+        let plain = b"Subject: plain\r\n\r\nbody\r\n";
+        assert_eq!(lifetime_ms(plain, now), LIFETIME_MS);
+        let soon = format!(
+            "Expires: {}\r\nSubject: wx\r\n\r\nbody\r\n",
+            skywave_spool::dsn::rfc5322_date(now / 1000 + 600)
+        );
+        assert_eq!(lifetime_ms(soon.as_bytes(), now), 600_000);
+        let past = b"Expires: 1 Jan 2000 00:00 +0000\r\n\r\nbody\r\n";
+        assert_eq!(lifetime_ms(past, now), 0);
+        let far = b"Expires: 1 Jan 2999 00:00 +0000\r\n\r\nbody\r\n";
+        assert_eq!(lifetime_ms(far, now), LIFETIME_MS);
     }
 
     #[test]
