@@ -47,6 +47,16 @@ fn the_demo_delivers_its_sample_both_ways_and_reports_the_air_time() {
         .output()
         .unwrap();
     let status = String::from_utf8_lossy(&status.stdout);
+    // The day's sessions with the shore: the demo's own, both ways.
+    let day = status
+        .lines()
+        .skip_while(|l| !l.starts_with("the last 24 hours with HF peers"))
+        .nth(1)
+        .unwrap_or_default();
+    assert!(
+        day.starts_with("  shore ") && day.contains(" message(s), ") && !day.contains("nothing"),
+        "{status}"
+    );
     let line = status
         .lines()
         .find(|l| l.starts_with("  shore: "))

@@ -33,7 +33,7 @@ enum Command {
     /// Run the gateway daemon in the foreground (SIGHUP reloads routes, SIGTERM stops).
     Run(run_cmd::RunArgs),
     /// Queue depth per target, held peers, oldest message, the spool disk against its reserve,
-    /// and whether the gateway runs.
+    /// the last sessions and the day per peer, and whether the gateway runs.
     Status(status_cmd::StatusArgs),
     /// Two gateways over the bundled HF emulator: a mail delivered and the air-time report printed
     /// (`--ships N`: a base and N ships on one frequency, fleet mail by P_MUL multicast).

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 use skywave_spool::{QueueState, Room, Spool, SpoolConfig, unix_seconds};
 
 use crate::config::Config;
-use crate::hf::transfer::{TransferRecord, read_tail};
+use crate::hf::transfer::{Traffic, TransferRecord, day_by_peer, read_tail};
 
 /// A snapshot of the spool.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -33,6 +33,8 @@ pub struct Status {
     pub oldest_age: Option<u64>,
     /// The last sessions with HF peers (from `state_dir/transfers.jsonl`), oldest first.
     pub transfers: Vec<TransferRecord>,
+    /// The last 24 hours' sessions per peer: ours to it, and its to us.
+    pub day: BTreeMap<String, (Traffic, Traffic)>,
     /// What each HMTP link remembers of its peer across restarts (`state_dir/links/`), one
     /// line per peer, by name.
     pub links: Vec<String>,
@@ -61,6 +63,11 @@ pub fn read(config: &Config) -> skywave_spool::Result<Status> {
             .collect(),
         transfers: read_tail(&config.state_dir.join("transfers.jsonl"), SHOWN_TRANSFERS)
             .unwrap_or_default(),
+        day: day_by_peer(
+            &config.state_dir.join("transfers.jsonl"),
+            now.saturating_sub(86_400) as f64,
+        )
+        .unwrap_or_default(),
         links: crate::hf::peer_memory::read_all(&config.state_dir.join("links"))
             .into_iter()
             .map(|(name, memory)| format!("{name}: {memory}"))
@@ -155,6 +162,13 @@ pub fn render(status: &Status) -> String {
         });
         let _ = writeln!(out, "  {date}: {r}");
     }
+    let _ = writeln!(out, "the last 24 hours with HF peers (sent; received):");
+    if status.day.is_empty() {
+        let _ = writeln!(out, "  (none)");
+    }
+    for (peer, (sent, received)) in &status.day {
+        let _ = writeln!(out, "  {peer:<20} {}; {}", traffic(sent), traffic(received));
+    }
     let _ = writeln!(out, "HMTP peers, as remembered across restarts:");
     if status.links.is_empty() {
         let _ = writeln!(out, "  (none)");
@@ -163,6 +177,25 @@ pub fn render(status: &Status) -> String {
         let _ = writeln!(out, "  {line}");
     }
     out
+}
+
+/// One direction's day with a peer: sessions, messages, bytes on the air, session time.
+fn traffic(t: &Traffic) -> String {
+    if t.sessions == 0 {
+        return "nothing".to_owned();
+    }
+    let secs = t.seconds.round() as u64;
+    let time = match secs {
+        0..120 => format!("{secs} s"),
+        120..7200 => format!("{} min", secs / 60),
+        _ => format!("{} h {:02} min", secs / 3600, secs / 60 % 60),
+    };
+    format!(
+        "{} session(s), {} message(s), {} on the air, {time}",
+        t.sessions,
+        t.messages,
+        skywave_spool::Bytes(t.wire_bytes)
+    )
 }
 
 #[cfg(test)]
@@ -200,6 +233,50 @@ mod tests {
             )
         );
         assert_eq!(line(None), Some("spool disk: not measured".into()));
+    }
+
+    #[test]
+    fn a_day_per_peer_reads_as_an_operator_counts_it() {
+        let none = render(&Status::default());
+        assert!(
+            none.contains("the last 24 hours with HF peers (sent; received):\n  (none)\n"),
+            "{none}"
+        );
+        let mut day = BTreeMap::new();
+        day.insert(
+            "shore".to_owned(),
+            (
+                Traffic {
+                    sessions: 14,
+                    messages: 52,
+                    wire_bytes: 123_456,
+                    seconds: 3725.4,
+                },
+                Traffic::default(),
+            ),
+        );
+        day.insert(
+            "ship2".to_owned(),
+            (
+                Traffic::default(),
+                Traffic {
+                    sessions: 1,
+                    messages: 1,
+                    wire_bytes: 900,
+                    seconds: 7300.0,
+                },
+            ),
+        );
+        let out = render(&Status {
+            day,
+            ..Status::default()
+        });
+        for line in [
+            "  ship2                nothing; 1 session(s), 1 message(s), 900 B on the air, 2 h 01 min\n",
+            "  shore                14 session(s), 52 message(s), 123 kB on the air, 62 min; nothing\n",
+        ] {
+            assert!(out.contains(line), "{out}");
+        }
     }
 
     #[test]

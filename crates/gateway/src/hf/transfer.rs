@@ -6,7 +6,7 @@
 //! `skywave status` reads back. The file is an operator's record, not state: a failed write is
 //! logged and changes nothing else.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::io::{BufRead, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -207,13 +207,63 @@ impl TransferLog {
 /// The last `n` records of a transfer log file (lines that do not parse are skipped: the file
 /// is for people and may have been edited or cut).
 pub fn read_tail(path: &Path, n: usize) -> std::io::Result<Vec<TransferRecord>> {
+    let mut out = read_last_bytes(path, TAIL_BYTES)?;
+    let skip = out.len().saturating_sub(n);
+    out.drain(..skip);
+    Ok(out)
+}
+
+/// Bytes read from the end of the file for [`day_by_peer`]: some 20,000 sessions, more than a
+/// base with a large fleet holds in a day.
+const DAY_BYTES: u64 = 8 * 1024 * 1024;
+
+/// What went over the air with one peer in a time window, one direction.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Traffic {
+    /// Sessions.
+    pub sessions: u64,
+    /// Messages the receiving side accepted.
+    pub messages: u64,
+    /// Bytes on the bearer, both ways (the data and the replies).
+    pub wire_bytes: u64,
+    /// Seconds the sessions took, from start to end.
+    pub seconds: f64,
+}
+
+/// The sessions with each peer since `since` (unix seconds): ours to the peer and the peer's
+/// to us, by peer name, from the last records of `path` (the day's, unless a fleet's day
+/// outgrows [`DAY_BYTES`]).
+pub fn day_by_peer(
+    path: &Path,
+    since: f64,
+) -> std::io::Result<BTreeMap<String, (Traffic, Traffic)>> {
+    let mut out: BTreeMap<String, (Traffic, Traffic)> = BTreeMap::new();
+    for r in read_last_bytes(path, DAY_BYTES)? {
+        if r.start < since {
+            continue;
+        }
+        let (sent, received) = out.entry(r.peer.clone()).or_default();
+        let t = match r.direction {
+            Direction::Out => sent,
+            Direction::In => received,
+        };
+        t.sessions += 1;
+        t.messages += r.accepted;
+        t.wire_bytes += r.wire_bytes + r.reply_wire_bytes;
+        t.seconds += r.elapsed();
+    }
+    Ok(out)
+}
+
+/// The records in the last `bytes` of the file (the first, likely cut, line dropped).
+fn read_last_bytes(path: &Path, bytes: u64) -> std::io::Result<Vec<TransferRecord>> {
     let mut f = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
     let len = f.metadata()?.len();
-    let start = len.saturating_sub(TAIL_BYTES);
+    let start = len.saturating_sub(bytes);
     f.seek(SeekFrom::Start(start))?;
     let mut lines: Vec<String> = std::io::BufReader::new(f)
         .lines()
@@ -222,13 +272,10 @@ pub fn read_tail(path: &Path, n: usize) -> std::io::Result<Vec<TransferRecord>> 
         // The first line read is probably cut.
         lines.remove(0);
     }
-    let mut out: Vec<TransferRecord> = lines
+    Ok(lines
         .iter()
         .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    let skip = out.len().saturating_sub(n);
-    out.drain(..skip);
-    Ok(out)
+        .collect())
 }
 
 #[cfg(test)]
@@ -293,5 +340,46 @@ mod tests {
             "{text}"
         );
         assert!(read_tail(&dir.path().join("none"), 5).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_day_of_sessions_adds_up_per_peer_and_direction() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("transfers.jsonl");
+        let log = TransferLog::new(path.clone());
+        let at = |peer: &str, start: f64, direction| TransferRecord {
+            start,
+            end: start + 10.0,
+            direction,
+            ..rec(peer)
+        };
+        log.record(at("shore", 1_000.0, Direction::Out));
+        log.record(at("shore", 90_000.0, Direction::Out));
+        log.record(at("shore", 90_100.0, Direction::Out));
+        log.record(TransferRecord {
+            accepted: 1,
+            ..at("shore", 90_200.0, Direction::In)
+        });
+        log.record(at("ship2", 95_000.0, Direction::In));
+        let day = day_by_peer(&path, 90_000.0 - 86_400.0 + 1.0).unwrap();
+        assert_eq!(day.keys().collect::<Vec<_>>(), ["ship2", "shore"]);
+        let (out, inn) = day["shore"];
+        // The session of 1000 s is more than a day before the last look's start.
+        assert_eq!(
+            out,
+            Traffic {
+                sessions: 2,
+                messages: 6,
+                wire_bytes: 2600,
+                seconds: 20.0
+            }
+        );
+        assert_eq!((inn.sessions, inn.messages), (1, 1));
+        assert_eq!(day["ship2"].0, Traffic::default());
+        assert!(
+            day_by_peer(&dir.path().join("none"), 0.0)
+                .unwrap()
+                .is_empty()
+        );
     }
 }
