@@ -1410,26 +1410,27 @@ impl Spool {
                 continue;
             }
             let days = now.saturating_sub(env.arrival) as f64 / 86_400.0;
-            // Earlier than the lifetime allows: the message's own expiry time set it.
-            let own = env.expires < env.arrival.saturating_add(self.config.max_lifetime);
-            let (status, why) = if own {
-                (
-                    "5.4.7",
-                    format!(
-                        "the message's own expiry time ({}) passed before it could be delivered",
-                        crate::dsn::rfc5322_date(env.expires)
-                    ),
-                )
-            } else {
-                (
-                    "4.4.7",
-                    format!("message expired after {days:.1} days in the queue"),
-                )
-            };
             let result = self.update(&env.id, |file, state| {
                 if state != QueueState::Queued {
                     return Ok((Change::Nothing, None));
                 }
+                // The message's own expiry time set the envelope's, or the lifetime did.
+                let own = message_expiry(&file.message) == Some(file.envelope.expires);
+                let (status, why) = if own {
+                    (
+                        "5.4.7",
+                        format!(
+                            "the message's own expiry time ({}) passed before it could be \
+                             delivered",
+                            crate::dsn::rfc5322_date(file.envelope.expires)
+                        ),
+                    )
+                } else {
+                    (
+                        "4.4.7",
+                        format!("message expired after {days:.1} days in the queue"),
+                    )
+                };
                 for r in file.envelope.recipients.iter_mut() {
                     if matches!(r.state, RcptState::Pending | RcptState::Deferred) {
                         let mut diagnostic = why.clone();
