@@ -138,6 +138,8 @@ impl fmt::Display for TransferRecord {
 #[derive(Debug)]
 pub struct TransferLog {
     path: PathBuf,
+    /// Size past which the file is rotated ([`ROTATE_BYTES`]).
+    limit: u64,
     recent: Mutex<VecDeque<TransferRecord>>,
 }
 
@@ -146,6 +148,7 @@ impl TransferLog {
     pub fn new(path: PathBuf) -> Self {
         TransferLog {
             path,
+            limit: ROTATE_BYTES,
             recent: Mutex::new(VecDeque::new()),
         }
     }
@@ -200,8 +203,25 @@ impl TransferLog {
             .create(true)
             .append(true)
             .open(&self.path)?;
-        f.write_all(line.as_bytes())
+        f.write_all(line.as_bytes())?;
+        // A gateway runs for years: past its limit the file becomes the one older generation
+        // (the one before that is dropped), so the state directory does not grow without end.
+        if f.metadata()?.len() > self.limit {
+            std::fs::rename(&self.path, older(&self.path))?;
+        }
+        Ok(())
     }
+}
+
+/// Size at which `transfers.jsonl` is rotated: some 150,000 sessions, years of a ship's and
+/// weeks of a busy base's.
+const ROTATE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The older generation of a transfer log: `transfers.jsonl.1`.
+fn older(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".1");
+    PathBuf::from(name)
 }
 
 /// The last `n` records of a transfer log file (lines that do not parse are skipped: the file
@@ -255,8 +275,21 @@ pub fn day_by_peer(
     Ok(out)
 }
 
-/// The records in the last `bytes` of the file (the first, likely cut, line dropped).
+/// The records in the last `bytes` of the log, oldest first: of the file, and of its older
+/// generation when the file (just rotated) holds fewer bytes than that.
 fn read_last_bytes(path: &Path, bytes: u64) -> std::io::Result<Vec<TransferRecord>> {
+    let current = std::fs::metadata(path).map_or(0, |m| m.len());
+    let mut out = if current < bytes {
+        read_file_tail(&older(path), bytes - current)?
+    } else {
+        Vec::new()
+    };
+    out.extend(read_file_tail(path, bytes)?);
+    Ok(out)
+}
+
+/// The records in the last `bytes` of one file (the first, likely cut, line dropped).
+fn read_file_tail(path: &Path, bytes: u64) -> std::io::Result<Vec<TransferRecord>> {
     let mut f = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -340,6 +373,35 @@ mod tests {
             "{text}"
         );
         assert!(read_tail(&dir.path().join("none"), 5).unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_log_rotates_past_its_limit_and_is_read_across_the_two_generations() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("transfers.jsonl");
+        let line = serde_json::to_string(&rec("a")).unwrap().len() as u64 + 1;
+        // Two records fit, the third rotates the file.
+        let log = TransferLog {
+            limit: 2 * line + 10,
+            ..TransferLog::new(path.clone())
+        };
+        for peer in ["a", "b", "c", "d", "e", "f", "g"] {
+            log.record(rec(peer));
+        }
+        // a b c went to .1, then d e f rotated over it; g is in the file.
+        let read = |p: &Path| std::fs::read_to_string(p).unwrap().lines().count();
+        assert_eq!(read(&path), 1);
+        assert_eq!(read(&older(&path)), 3);
+        assert!(!dir.path().join("transfers.jsonl.1.1").exists());
+        let peers = |v: Vec<TransferRecord>| v.into_iter().map(|r| r.peer).collect::<Vec<_>>();
+        // The short file is read with the end of its older generation.
+        assert_eq!(peers(read_tail(&path, 3).unwrap()), ["e", "f", "g"]);
+        assert_eq!(
+            peers(read_last_bytes(&path, 2 * line + 1).unwrap()),
+            ["f", "g"]
+        );
+        let day = day_by_peer(&path, 0.0).unwrap();
+        assert_eq!(day.len(), 4, "{day:?}");
     }
 
     #[test]
