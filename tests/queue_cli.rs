@@ -192,6 +192,15 @@ fn an_operator_gives_up_on_a_peers_mail_and_the_senders_are_told_why() {
         "{dsn}"
     );
 
+    // A message that is no longer there is reported, and the command fails.
+    let (code, _, err) = queue_of(&config, &["bounce", &first]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains(&format!("{first}: not given up: no message {first}")),
+        "{err}"
+    );
+    assert!(err.contains("1 of 1 message(s) not given up"), "{err}");
+
     // Nothing left for the peer: said, not an error.
     let (code, out, _) = queue_of(&config, &["bounce", "--peer", "shore"]);
     assert_eq!(code, 0);

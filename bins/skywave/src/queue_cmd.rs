@@ -189,8 +189,17 @@ fn bounce(
             ids
         }
     };
+    let mut failures = 0usize;
     for id in &ids {
-        let done = give_up(spool, table, id, only.as_ref(), reason, now)?;
+        // One message the gateway finished meanwhile (or that went bad) does not stop the rest.
+        let done = match give_up(spool, table, id, only.as_ref(), reason, now) {
+            Ok(done) => done,
+            Err(e) => {
+                eprintln!("{id}: not given up: {e}");
+                failures += 1;
+                continue;
+            }
+        };
         let mut line = format!("{id}: {} recipient(s) failed", done.failed);
         if done.in_flight > 0 {
             line.push_str(&format!(
@@ -210,6 +219,12 @@ fn bounce(
     }
     if ids.is_empty() {
         println!("no message waits for {}", peer.unwrap_or("that"));
+    }
+    if failures > 0 {
+        bail!(
+            "{failures} of {} message(s) not given up (above)",
+            ids.len()
+        );
     }
     Ok(())
 }
