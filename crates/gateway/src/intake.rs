@@ -297,6 +297,19 @@ impl Intake {
             ));
         }
         let now_unix = self.clock.unix_now();
+        // Stale already: say so now rather than queue it for a DSN a minute later.
+        if let Some(at) = skywave_spool::expiry::message_expiry(body)
+            && at <= now_unix
+        {
+            return Err(reply(
+                554,
+                "5.4.7",
+                format!(
+                    "the message's own expiry time ({}) has passed",
+                    skywave_spool::dsn::rfc5322_date(at)
+                ),
+            ));
+        }
         let default = route_priority
             .and_then(Priority::new)
             .unwrap_or(Priority::NORMAL);

@@ -522,6 +522,28 @@ to = "shore"
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_message_past_its_own_expiry_is_refused_after_its_text() {
+        let f = start().await;
+        let script = "EHLO client.test\r\n\
+             MAIL FROM:<a@ship.test>\r\nRCPT TO:<ops@ship.test>\r\nDATA\r\n\
+             Expires: Sat, 1 Jan 2000 00:00:00 +0000\r\nSubject: stale\r\n\r\nwx\r\n.\r\n\
+             MAIL FROM:<a@ship.test>\r\nRCPT TO:<ops@ship.test>\r\nDATA\r\n\
+             Expires: Fri, 1 Jan 2100 00:00:00 +0000\r\nSubject: fresh\r\n\r\nwx\r\n.\r\n\
+             QUIT\r\n";
+        let out = converse(f.addr, script).await;
+        assert!(
+            out.contains(
+                "554 5.4.7 the message's own expiry time (Sat, 01 Jan 2000 00:00:00 +0000) has \
+                 passed"
+            ),
+            "{out}"
+        );
+        assert_eq!(out.matches("Ok: queued").count(), 1, "{out}");
+        assert_eq!(f.spool.entries().unwrap().count(), 1);
+        let _ = f.stop.send(true);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_peers_size_limit_is_enforced_at_rcpt_and_after_data() {
         let f = start().await;
         let big = "x".repeat(300);
