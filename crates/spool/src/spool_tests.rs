@@ -45,6 +45,22 @@ fn enqueue(s: &Spool, subject: &str, rcpts: &[(&str, Target)], prio: i8, now: u6
     .unwrap()
 }
 
+/// The failure of the first recipient of `id`, which must have failed.
+fn first_failure(s: &Spool, id: &QueueId) -> Failure {
+    let env = s.load(id).unwrap().1.envelope;
+    match &env.recipients[0].state {
+        RcptState::Failed(f) => f.clone(),
+        _ => panic!("not failed: {env:?}"),
+    }
+}
+
+/// Bounces `id` to the LAN at `now`: the DSN's id and text.
+fn bounce_to_lan(s: &Spool, id: &QueueId, now: u64) -> (QueueId, String) {
+    let dsn = s.bounce(id, Target::Lan, now).unwrap().unwrap();
+    let text = String::from_utf8(s.load(&dsn).unwrap().1.message).unwrap();
+    (dsn, text)
+}
+
 fn ids(due: &[DueMessage]) -> Vec<QueueId> {
     due.iter().map(|d| d.id.clone()).collect()
 }
@@ -299,10 +315,7 @@ fn expiry_fails_waiting_recipients_with_4_4_7() {
         s.expire(T0 + 1000).unwrap(),
         vec![(a.clone(), Disposition::NeedsBounce)]
     );
-    let env = s.load(&a).unwrap().1.envelope;
-    let RcptState::Failed(f) = &env.recipients[0].state else {
-        panic!("not failed: {env:?}")
-    };
+    let f = first_failure(&s, &a);
     assert_eq!(f.status, "4.4.7");
     assert!(
         f.diagnostic.contains("expired") && f.diagnostic.contains("421 no link"),
@@ -314,8 +327,7 @@ fn expiry_fails_waiting_recipients_with_4_4_7() {
         s.load(&young).unwrap().1.envelope.recipients[0].state,
         RcptState::Pending
     );
-    let dsn = s.bounce(&a, Target::Lan, T0 + 1001).unwrap().unwrap();
-    let text = String::from_utf8(s.load(&dsn).unwrap().1.message).unwrap();
+    let (_, text) = bounce_to_lan(&s, &a, T0 + 1001);
     assert!(text.contains("Status: 4.4.7\r\n"));
 }
 
@@ -373,10 +385,7 @@ fn a_message_past_its_own_expiry_is_never_sent_and_fails_with_5_4_7() {
         s.expire(T0 + 200).unwrap(),
         vec![(wx.clone(), Disposition::NeedsBounce)]
     );
-    let env = s.load(&wx).unwrap().1.envelope;
-    let RcptState::Failed(f) = &env.recipients[0].state else {
-        panic!("not failed: {env:?}")
-    };
+    let f = first_failure(&s, &wx);
     assert_eq!(f.status, "5.4.7");
     assert!(
         f.diagnostic.starts_with("the message's own expiry time (")
@@ -384,8 +393,7 @@ fn a_message_past_its_own_expiry_is_never_sent_and_fails_with_5_4_7() {
         "{}",
         f.diagnostic
     );
-    let dsn = s.bounce(&wx, Target::Lan, T0 + 201).unwrap().unwrap();
-    let text = String::from_utf8(s.load(&dsn).unwrap().1.message).unwrap();
+    let (dsn, text) = bounce_to_lan(&s, &wx, T0 + 201);
     assert!(text.contains("Status: 5.4.7\r\n"), "{text}");
     // The DSN itself does not carry the original's expiry: it lives the spool's lifetime.
     assert_eq!(
