@@ -11,7 +11,7 @@
 #[path = "lan_support.rs"]
 mod support;
 
-use support::{Gateway, RawClient, have_swaks, python, routes, run, skywave, wait_files};
+use support::{Gateway, RawClient, have_swaks, python, routes, run, skywave_status, wait_files};
 
 const SEND_PLAIN: &str = r#"
 import smtplib, sys
@@ -230,11 +230,7 @@ async fn starttls_auth_relays_to_the_peer_and_status_shows_the_queue() {
     assert!(out.contains("<~  250 2.0.0 Ok: queued as "), "{out}");
 
     // The peer has no link yet: the messages wait in the spool for peer:shore.
-    let (code, out, err) = run(
-        skywave().to_str().unwrap(),
-        &["status", "--config", gw.config.to_str().unwrap()],
-    )
-    .await;
+    let (code, out, err) = skywave_status(&gw.config).await;
     assert_eq!(code, 0, "{err}");
     assert!(
         out.starts_with("gateway: running\nmessages: 2 queued, 0 held, 0 dead\n"),
@@ -254,11 +250,7 @@ async fn starttls_auth_relays_to_the_peer_and_status_shows_the_queue() {
 
     let config = gw.config.clone();
     assert_eq!(gw.stop().await, 0);
-    let (code, out, _) = run(
-        skywave().to_str().unwrap(),
-        &["status", "--config", config.to_str().unwrap()],
-    )
-    .await;
+    let (code, out, _) = skywave_status(&config).await;
     assert_eq!(code, 0);
     assert!(
         out.starts_with("gateway: not running\nmessages: 2 queued"),
@@ -371,11 +363,7 @@ async fn sigterm_lets_a_session_finish_its_message_then_exits_0() {
     assert_eq!(status.code(), Some(0), "{}", gw.log());
     // Queued durably before the 250: it is in the spool or already in the Maildir.
     let in_maildir = wait_files(&gw.dir.join("Maildir/new"), 0).await.len();
-    let (_, out, _) = run(
-        skywave().to_str().unwrap(),
-        &["status", "--config", gw.config.to_str().unwrap()],
-    )
-    .await;
+    let (_, out, _) = skywave_status(&gw.config).await;
     assert!(
         in_maildir == 1 || out.contains("  lan                  1\n"),
         "message lost: maildir {in_maildir}, status {out}"
@@ -413,11 +401,7 @@ async fn a_spool_disk_short_of_its_reserve_refuses_new_mail_and_says_so() {
         "{out}"
     );
     assert!(out.contains("1.00 EB kept in reserve"), "{out}");
-    let (code, status, err) = run(
-        skywave().to_str().unwrap(),
-        &["status", "--config", gw.config.to_str().unwrap()],
-    )
-    .await;
+    let (code, status, err) = skywave_status(&gw.config).await;
     assert_eq!(code, 0, "{err}");
     assert!(
         status.contains("kept in reserve: NEW MAIL REFUSED (452 4.3.1) until space is freed\n"),

@@ -15,7 +15,7 @@
 #[path = "lan_support.rs"]
 mod support;
 
-use support::{Gateway, RawClient, routes, run, skywave, wait_files};
+use support::{Gateway, RawClient, routes, skywave_status, wait_files};
 
 const TRICKS: &[(&str, &str)] = &[
     ("percent hack", "<victim%evil.example@ship.test>"),
@@ -89,11 +89,7 @@ async fn every_trick_from_outside_is_refused_and_nothing_is_queued() {
     let data = c.cmd("DATA").await;
     assert!(data.starts_with("554") || data.starts_with("503"), "{data}");
     c.cmd("QUIT").await;
-    let (code, out, _) = run(
-        skywave().to_str().unwrap(),
-        &["status", "--config", gw.config.to_str().unwrap()],
-    )
-    .await;
+    let (code, out, _) = skywave_status(&gw.config).await;
     assert_eq!(code, 0);
     assert!(out.contains("messages: 0 queued"), "{out}");
 
@@ -138,11 +134,7 @@ async fn from_inside_mail_is_routed_as_configured_and_tricks_still_refused() {
     assert_eq!(files.len(), 1, "{}", gw.log());
     let text = std::fs::read_to_string(&files[0]).unwrap();
     assert!(text.contains("Subject: split"), "{text}");
-    let (_, out, _) = run(
-        skywave().to_str().unwrap(),
-        &["status", "--config", gw.config.to_str().unwrap()],
-    )
-    .await;
+    let (_, out, _) = skywave_status(&gw.config).await;
     assert!(out.contains("  peer:shore           1\n"), "{out}");
     assert!(!out.contains("  lan "), "{out}");
     assert_eq!(gw.stop().await, 0);

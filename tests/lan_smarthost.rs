@@ -140,11 +140,7 @@ async fn a_smarthost_that_is_down_defers_and_the_retry_delivers() {
         assert!(tokio::time::Instant::now() < deadline, "{}", gw.log());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let (_, status, _) = support::run(
-        support::skywave().to_str().unwrap(),
-        &["status", "--config", gw.config.to_str().unwrap()],
-    )
-    .await;
+    let (_, status, _) = support::skywave_status(&gw.config).await;
     assert!(status.contains("  lan                  1\n"), "{status}");
     // The smarthost comes up: the next retry delivers, once.
     let _sink = start_sink(tmp.path(), &inbox, port).await;

@@ -137,6 +137,15 @@ pub async fn run(program: &str, args: &[&str]) -> (i32, String, String) {
 }
 
 /// Runs a Python script (`python3 -c`) with arguments.
+/// `skywave status --config CONFIG`: the exit code, stdout and stderr.
+pub async fn skywave_status(config: &Path) -> (i32, String, String) {
+    run(
+        skywave().to_str().unwrap(),
+        &["status", "--config", config.to_str().unwrap()],
+    )
+    .await
+}
+
 pub async fn python(script: &str, args: &[&str]) -> (i32, String, String) {
     let mut all = vec!["-c", script];
     all.extend_from_slice(args);
