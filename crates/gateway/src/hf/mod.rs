@@ -195,11 +195,10 @@ impl HfContext {
         message: &[u8],
         refused: Vec<DsnRecipient>,
     ) -> Result<String, String> {
+        let said = |r: skywave_smtp::Reply| format!("{} {}", r.code, r.text());
         // First, so that a file resent while the disk is short does not bounce its refused
         // recipients again at every attempt.
-        self.intake
-            .admit(message.len() as u64)
-            .map_err(|r| format!("{} {}", r.code, r.text()))?;
+        self.intake.admit(message.len() as u64).map_err(said)?;
         let bounced = if refused.is_empty() {
             None
         } else {
@@ -220,7 +219,7 @@ impl HfContext {
             .store(policy, envelope, message, None)
             .await
             .map(|id| id.to_string())
-            .map_err(|r| format!("{} {}", r.code, r.text()))
+            .map_err(said)
     }
 }
 
