@@ -256,6 +256,20 @@ async fn starttls_auth_relays_to_the_peer_and_status_shows_the_queue() {
         out.starts_with("gateway: not running\nmessages: 2 queued"),
         "{out}"
     );
+    // A peer's radio schedule is listed, with where it stands now.
+    let scheduled = routes("\"127.0.0.0/8\"").replace(
+        "protocol = \"hmtp\"\n",
+        "protocol = \"hmtp\"\nschedule = [\"*:00-*:30\"]\n",
+    );
+    std::fs::write(config.with_file_name("routes.toml"), scheduled).unwrap();
+    let (code, out, _) = skywave_status(&config).await;
+    assert_eq!(code, 0);
+    assert!(
+        out.contains(
+            "radio schedules (sessions start only in a window):\n  shore                *:00-*:30 UTC: "
+        ),
+        "{out}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -322,6 +322,7 @@ pub async fn start_with(
                 config.state_dir.join("transfers.jsonl"),
             )),
             emcon: Arc::clone(&emcon_state),
+            windows_said: std::sync::Mutex::default(),
         },
         sis,
         ip,

@@ -91,6 +91,8 @@ pub struct PairOptions {
     pub xcut: bool,
     /// Both gateways' `[hf] reply_timeout` (whole seconds); `None`: the configuration's default.
     pub reply_timeout: Option<Duration>,
+    /// Lines added to the ship's `[[peer]]` entry for the shore (a `schedule`, say).
+    pub ship_peer_extra: String,
 }
 
 impl PairOptions {
@@ -120,6 +122,7 @@ impl PairOptions {
             skywave_peer: true,
             xcut: false,
             reply_timeout: None,
+            ship_peer_extra: String::new(),
         }
     }
 }
@@ -479,7 +482,8 @@ fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
          protocol = \"{protocol}\"\n\
          skywave = {skywave}\n\
          {xcut}compression = \"{compression}\"\n\
-         batch_bytes = {batch_bytes}\n\n\
+         batch_bytes = {batch_bytes}\n\
+         {extra}\n\
          [[route]]\n\
          match = \"{other_domain}\"\n\
          to = \"{other}\"\n\n\
@@ -491,6 +495,10 @@ fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
         skywave = opts.skywave_peer,
         xcut = if opts.xcut { "xcut = true\n" } else { "" },
         batch_bytes = opts.batch_bytes,
+        extra = match side {
+            Side::Ship => opts.ship_peer_extra.as_str(),
+            Side::Shore => "",
+        },
         reach = if opts.protocol == "smtp" {
             format!("bearer = \"tcp\"\ntcp_address = \"{other_smtp}\"")
         } else {

@@ -38,6 +38,9 @@ pub struct Status {
     /// What each HMTP link remembers of its peer across restarts (`state_dir/links/`), one
     /// line per peer, by name.
     pub links: Vec<String>,
+    /// The peers with a radio schedule and where it stands now, one line each, by name
+    /// (empty when the routing table cannot be read: `skywave routes check` says why).
+    pub schedules: Vec<String>,
 }
 
 /// Sessions shown by `skywave status`.
@@ -72,6 +75,9 @@ pub fn read(config: &Config) -> skywave_spool::Result<Status> {
             .into_iter()
             .map(|(name, memory)| format!("{name}: {memory}"))
             .collect(),
+        schedules: skywave_route::RoutingTable::load(&config.routes)
+            .map(|table| schedules(&table, now))
+            .unwrap_or_default(),
         ..Status::default()
     };
     for entry in spool.entries()? {
@@ -169,6 +175,12 @@ pub fn render(status: &Status) -> String {
     for (peer, (sent, received)) in &status.day {
         let _ = writeln!(out, "  {peer:<20} {}; {}", traffic(sent), traffic(received));
     }
+    if !status.schedules.is_empty() {
+        let _ = writeln!(out, "radio schedules (sessions start only in a window):");
+        for line in &status.schedules {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
     let _ = writeln!(out, "HMTP peers, as remembered across restarts:");
     if status.links.is_empty() {
         let _ = writeln!(out, "  (none)");
@@ -177,6 +189,26 @@ pub fn render(status: &Status) -> String {
         let _ = writeln!(out, "  {line}");
     }
     out
+}
+
+/// One line per peer with a radio schedule: its windows and where they stand at `now`.
+fn schedules(table: &skywave_route::RoutingTable, now: u64) -> Vec<String> {
+    table
+        .peers()
+        .iter()
+        .filter_map(|p| {
+            let schedule = p.schedule.as_ref()?;
+            let bypass = p
+                .schedule_bypass
+                .map(|b| format!("; priority {b} and above at any time"))
+                .unwrap_or_default();
+            Some(format!(
+                "{:<20} {schedule}: {}{bypass}",
+                p.name,
+                schedule.state_at(now).describe(now)
+            ))
+        })
+        .collect()
 }
 
 /// One direction's day with a peer: sessions, messages, bytes on the air, session time.
@@ -233,6 +265,37 @@ mod tests {
             )
         );
         assert_eq!(line(None), Some("spool disk: not measured".into()));
+    }
+
+    #[test]
+    fn peers_with_a_schedule_say_whether_their_window_is_open() {
+        let table = skywave_route::RoutingTable::parse(
+            "routes.toml",
+            "[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n\
+             schedule = [\"06:00-07:00\", \"18:00-18:30\"]\nschedule_bypass = \"flash\"\n\
+             [[peer]]\nname = \"ship2\"\nnode = \"0.0.1.2\"\nprotocol = \"hmtp\"\n\
+             [[route]]\nmatch = \"a.example\"\nto = \"shore\"\n\
+             [[route]]\nmatch = \"b.example\"\nto = \"ship2\"\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        // 2026-11-30 14:58 UTC.
+        let now = 1_796_083_200 + 14 * 3600 + 58 * 60;
+        let status = Status {
+            schedules: schedules(&table, now),
+            ..Status::default()
+        };
+        let shown = render(&status);
+        assert!(
+            shown.contains(
+                "radio schedules (sessions start only in a window):\n  shore                \
+                 06:00-07:00, 18:00-18:30 UTC: closed until 18:00 UTC (in 3 h 2 min); \
+                 priority 4 (flash) and above at any time\n"
+            ),
+            "{shown}"
+        );
+        // A peer without one is not listed, and without any the section is left out.
+        assert!(!shown.contains("ship2"), "{shown}");
+        assert!(!render(&Status::default()).contains("radio schedules"));
     }
 
     #[test]

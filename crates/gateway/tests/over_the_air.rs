@@ -1236,3 +1236,127 @@ async fn mail_past_its_own_expiry_takes_no_airtime_and_goes_back_to_its_sender()
     assert_eq!(pair.ship.spool().entries().unwrap().count(), 0);
     pair.stop().await;
 }
+
+/// `HH:MM` (UTC) of unix second `t`.
+fn hh_mm(t: u64) -> String {
+    let m = (t / 60) % 1440;
+    format!("{:02}:{:02}", m / 60, m % 60)
+}
+
+#[tokio::test(start_paused = true)]
+async fn sessions_start_only_in_the_peers_schedule_windows() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), "deflate");
+    let now = skywave_spool::unix_seconds(std::time::SystemTime::now());
+    let t0 = tokio::time::Instant::now();
+    // Two twenty-minute windows, the first opening ten to eleven minutes from now; flash mail
+    // goes at any time. The pair's assumed rate is the modem's, 1200 bit/s: 150 bytes a second.
+    let open = (now / 60 + 11) * 60;
+    let windows = [(open, open + 1200), (open + 2400, open + 3600)];
+    o.ship_peer_extra = format!(
+        "schedule = [\"{}-{}\", \"{}-{}\"]\nschedule_bypass = \"flash\"\n",
+        hh_mm(windows[0].0),
+        hh_mm(windows[0].1),
+        hh_mm(windows[1].0),
+        hh_mm(windows[1].1)
+    );
+    let pair = Pair::start(&o).await.unwrap();
+    let unix_now = || now + (tokio::time::Instant::now() - t0).as_secs();
+    let until = |t: u64| tokio::time::sleep_until(t0 + Duration::from_secs(t - now));
+    let shore_has = |id: &str| maildir(&pair.shore_maildir).contains_key(id);
+
+    // Before the window: routine mail waits, flash mail goes, and the shore's own session to
+    // the ship (which has no schedule) is answered.
+    let routine = submit_as_alice(
+        &pair,
+        1,
+        message("alice@ship.example", "ops@shore.example", 1, 3000),
+    )
+    .await;
+    let mut flash = b"MMHS-Primary-Precedence: 4\r\n".to_vec();
+    flash.extend(message("alice@ship.example", "ops@shore.example", 2, 2000));
+    let flash = submit_as_alice(&pair, 2, flash).await;
+    let from_shore = message("hq@shore.example", "captain@ship.example", 3, 2000);
+    pair.shore
+        .submit("hq@shore.example", &["captain@ship.example"], &from_shore)
+        .await
+        .unwrap();
+    let got = wait_for(&pair.shore_maildir, 1, Duration::from_secs(120)).await;
+    assert!(got.contains_key(&flash.0), "{:?}", got.keys());
+    assert_eq!(
+        wait_for(&pair.ship_maildir, 1, Duration::from_secs(120))
+            .await
+            .len(),
+        1
+    );
+    until(open - 5).await;
+    assert!(
+        !shore_has(&routine.0),
+        "routine mail went before its window"
+    );
+    // At the opening it goes.
+    let got = wait_for(&pair.shore_maildir, 2, Duration::from_secs(65)).await;
+    assert!(
+        got.contains_key(&routine.0),
+        "routine mail not sent at the opening"
+    );
+    let at = unix_now();
+    assert!(
+        (open..open + 60).contains(&at),
+        "sent at {at}, window opens at {open}"
+    );
+
+    // Twelve minutes in, eight are left: 72,000 bytes at the assumed rate. A 3000-byte
+    // message goes at once. A 200,000-byte one (before compression) fits neither the time
+    // left nor a whole window (180,000 bytes): it waits, and goes alone at the next opening,
+    // as it would fit no better later.
+    until(open + 720).await;
+    let small = submit_as_alice(
+        &pair,
+        4,
+        message("alice@ship.example", "ops@shore.example", 4, 3000),
+    )
+    .await;
+    let big = submit_as_alice(
+        &pair,
+        5,
+        message("alice@ship.example", "ops@shore.example", 5, 200_000),
+    )
+    .await;
+    let got = wait_for(&pair.shore_maildir, 3, Duration::from_secs(90)).await;
+    assert!(got.contains_key(&small.0), "{:?}", got.keys());
+    until(windows[1].0 - 5).await;
+    assert!(
+        !shore_has(&big.0),
+        "a message that does not fit the time left went anyway"
+    );
+    let got = wait_for(&pair.shore_maildir, 4, Duration::from_secs(600)).await;
+    assert!(
+        got.contains_key(&big.0),
+        "the big message did not go in the next window"
+    );
+    let at = unix_now();
+    assert!(
+        (windows[1].0..windows[1].0 + 300).contains(&at),
+        "the big message arrived at {at}, the window opened at {}",
+        windows[1].0
+    );
+    check_delivered(
+        &maildir(&pair.shore_maildir),
+        &[routine.clone(), flash.clone(), small, big],
+        "gw.shore.example",
+    );
+
+    // Every session of the ship's started in a window but the flash one's.
+    let records = pair.ship.hf().transfers();
+    let outside: Vec<&TransferRecord> = outgoing(&records)
+        .into_iter()
+        .filter(|r| {
+            let s = r.start as u64;
+            !windows.iter().any(|(a, b)| (*a..*b).contains(&s))
+        })
+        .collect();
+    assert_eq!(outside.len(), 1, "{outside:?}");
+    assert_eq!(outside[0].messages, 1);
+    pair.stop().await;
+}

@@ -16,6 +16,7 @@ use crate::model::{
     AckMode, Bearer, Cidr, Compression, Group, GroupBearer, Lan, Peer, Priority, Protocol,
 };
 use crate::pattern::Pattern;
+use crate::schedule::Schedule;
 use crate::table::{RoutingTable, Rule, RuleOrigin, Target};
 
 /// Largest routing table accepted, in bytes. A hand-edited table is a few kilobytes.
@@ -100,6 +101,8 @@ struct RawPeer {
     emcon: Option<bool>,
     pmul_acks: Option<Spanned<String>>,
     ip: Option<Spanned<String>>,
+    schedule: Option<Spanned<Vec<Spanned<String>>>>,
+    schedule_bypass: Option<Spanned<IntOrStr>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -659,6 +662,7 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 AckMode::NonArq
             }
         };
+        let (schedule, schedule_bypass) = check_schedule(ck, p, &name, protocol);
         if duplicate.is_some() {
             continue;
         }
@@ -678,12 +682,69 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 emcon: p.emcon.unwrap_or(false),
                 pmul_acks,
                 ip,
+                schedule,
+                schedule_bypass,
                 line,
             },
             header,
         ));
     }
     peers
+}
+
+/// A peer's `schedule` and `schedule_bypass`, each error at the window or key it is about.
+fn check_schedule(
+    ck: &mut Checker<'_>,
+    p: &RawPeer,
+    name: &str,
+    protocol: Protocol,
+) -> (Option<Schedule>, Option<Priority>) {
+    let bypass = p.schedule_bypass.as_ref().and_then(|v| ck.priority(v));
+    let Some(raw) = &p.schedule else {
+        if let Some(b) = &p.schedule_bypass {
+            ck.error(
+                b.span(),
+                format!(
+                    "schedule_bypass is for a peer with a schedule; peer \"{name}\" has none, so all its mail goes at any time"
+                ),
+            );
+        }
+        return (None, None);
+    };
+    if protocol == Protocol::Pmul || p.emcon == Some(true) {
+        ck.error(
+            raw.span(),
+            format!(
+                "peer \"{name}\" is reached only by P_MUL multicast, which a schedule does not gate; \
+                 a schedule is for the sessions of hmtp, cftp and smtp peers"
+            ),
+        );
+        return (None, None);
+    }
+    let windows = raw.get_ref();
+    let mut good = true;
+    for w in windows {
+        if let Err(e) = Schedule::parse(&[w.get_ref()]) {
+            ck.error(w.span(), e.to_string());
+            good = false;
+        }
+    }
+    if !good {
+        return (None, bypass);
+    }
+    match Schedule::parse(
+        windows
+            .iter()
+            .map(Spanned::get_ref)
+            .collect::<Vec<_>>()
+            .as_slice(),
+    ) {
+        Ok(s) => (Some(s), bypass),
+        Err(e) => {
+            ck.error(raw.span(), e.to_string());
+            (None, bypass)
+        }
+    }
 }
 
 /// Why `xcut = true` is not allowed for this peer, if it is not: the cut marker is a U_PDU of

@@ -26,7 +26,8 @@
 //! ```
 //!
 //! Modules, from the bottom: [`address`] (recipient parsing and relay-trick refusal),
-//! [`pattern`] (rule patterns), [`model`] (peers and the LAN side), `config` (the TOML file and
+//! [`pattern`] (rule patterns), [`schedule`] (a peer's radio schedule), [`model`] (peers and the
+//! LAN side), `config` (the TOML file and
 //! its checks), [`diag`] (compiler-style messages), and the table with lookup and explain.
 //!
 //! Reload: a [`RoutingTable`] is immutable. [`SharedRoutes`] holds the current one behind an
@@ -39,6 +40,7 @@ mod config;
 pub mod diag;
 pub mod model;
 pub mod pattern;
+pub mod schedule;
 mod table;
 
 use std::path::Path;
@@ -55,6 +57,7 @@ pub use model::{
     pool_address,
 };
 pub use pattern::{Pattern, PatternKind};
+pub use schedule::{Schedule, ScheduleError, ScheduleState};
 pub use table::{
     Candidate, CandidateRule, Destination, Explanation, LookupError, MulticastLeg, Plan,
     RelayCheck, RelayDecision, Route, RouteSummary, RoutingTable, Rule, RuleOrigin,

@@ -233,6 +233,12 @@ pub struct Peer {
     /// reached only by P_MUL multicast through its group, and its acknowledgements may come
     /// hours later, when its EMCON is lifted.
     pub emcon: bool,
+    /// Its radio schedule (`schedule = ["06:00-07:00"]`): when a session to it may start;
+    /// `None`: at any time.
+    pub schedule: Option<crate::Schedule>,
+    /// Mail at or above this priority goes at once, outside the schedule's windows too
+    /// (`schedule_bypass = "flash"`); `None`: nothing does.
+    pub schedule_bypass: Option<Priority>,
     /// Its unicast address on the IP network of a `pmul-ip` group (`ip = "10.1.0.2"`): where
     /// its P_MUL acknowledgements come from and mail for it alone goes; its P_MUL id is
     /// derived from it ([`pmul_ip_id`]).

@@ -783,6 +783,16 @@ impl fmt::Display for Explanation {
                                 "no"
                             }
                         )?;
+                        if let Some(schedule) = &p.schedule {
+                            let bypass = p.schedule_bypass.map_or_else(
+                                || "nothing goes outside it".to_owned(),
+                                |b| format!("priority {b} and above goes at any time"),
+                            );
+                            writeln!(
+                                f,
+                                "  radio schedule: {schedule}: sessions start only in a window, with what fits in the time left; {bypass}"
+                            )?;
+                        }
                         if let Some(g) = group {
                             writeln!(f, "  member of group \"{}\":", g.name)?;
                             write_group(f, g)?;

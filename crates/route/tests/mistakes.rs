@@ -56,7 +56,7 @@ fn unknown_key_lists_the_expected_ones() {
         [
             "routes.toml:4:1: error: unknown field `protocl`, expected one of `name`, `node`, `protocol`, \
           `skywave`, `xcut`, `compression`, `priority`, `size_limit`, `batch_bytes`, `bearer`, `sis_server`, \
-          `tcp_address`, `hold`, `emcon`, `pmul_acks`, `ip`\n  |\n4 | protocl = \"hmtp\"\n  | ^^^^^^^"
+          `tcp_address`, `hold`, `emcon`, `pmul_acks`, `ip`, `schedule`, `schedule_bypass`\n  |\n4 | protocl = \"hmtp\"\n  | ^^^^^^^"
         ]
     );
 }
@@ -657,5 +657,71 @@ fn two_peers_at_the_same_node_is_a_warning() {
             "routes.toml:5:1: warning: peers \"shore\" (line 1) and \"shore2\" both speak hmtp to node 0.0.1.1: \
           mail for both goes to the same place"
         ]
+    );
+}
+
+#[test]
+fn schedule_mistakes_point_at_the_window() {
+    let peer = "[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n";
+    let route = "[[route]]\nmatch = \"a.example\"\nto = \"shore\"\n";
+    assert_eq!(
+        one_error(&format!(
+            "{peer}schedule = [\"06:00-07:00\", \"18:00-25:00\"]\n{route}"
+        )),
+        "routes.toml:5:28: error: schedule window \"18:00-25:00\": 25:00 is out of range (00:00-24:00)"
+    );
+    assert_eq!(
+        one_error(&format!("{peer}schedule = [\"6-7\"]\n{route}")),
+        "routes.toml:5:13: error: schedule window \"6-7\" is not a window; expected \"HH:MM-HH:MM\" \
+         (UTC, e.g. \"06:00-07:30\") or \"*:MM-*:MM\" (those minutes of every hour)"
+    );
+    assert_eq!(
+        one_error(&format!("{peer}schedule = []\n{route}")),
+        "routes.toml:5:12: error: schedule = [] has no window: mail for this peer would never go; \
+         leave schedule out for any time"
+    );
+    assert_eq!(
+        one_error(&format!("{peer}schedule_bypass = \"flash\"\n{route}")),
+        "routes.toml:5:19: error: schedule_bypass is for a peer with a schedule; peer \"shore\" has none, \
+         so all its mail goes at any time"
+    );
+    assert_eq!(
+        one_error(&format!(
+            "{peer}schedule = [\"06:00-07:00\"]\nschedule_bypass = \"urgent\"\n{route}"
+        )),
+        "routes.toml:6:19: error: invalid priority \"urgent\"; expected an MT-PRIORITY number from -9 to 9, \
+         or one of deferred (-4), routine (-2), priority (0), immediate (2), flash (4), override (6)"
+    ); // A peer reached only by P_MUL has no sessions to gate.
+    let errors = errors(&format!(
+        "[[peer]]\nname = \"ship1\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\nemcon = true\n\
+         schedule = [\"06:00-07:00\"]\n{route}"
+    ));
+    assert!(
+        errors.iter().any(|e| e.starts_with(
+            "routes.toml:6:12: error: peer \"ship1\" is reached only by P_MUL multicast, which a schedule does not gate"
+        )),
+        "{errors:#?}"
+    );
+}
+
+#[test]
+fn a_schedule_reads_back_as_written() {
+    let text = "[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n\
+                schedule = [\"0600Z-0700Z\", \"*:15-*:25\"]\nschedule_bypass = \"flash\"\n\
+                [[route]]\nmatch = \"a.example\"\nto = \"shore\"\n";
+    let table = RoutingTable::parse("routes.toml", text).expect("valid");
+    let peer = table.peer("shore").expect("the peer");
+    assert_eq!(
+        peer.schedule.as_ref().map(ToString::to_string).as_deref(),
+        Some("06:00-07:00, *:15-*:25 UTC")
+    );
+    assert_eq!(peer.schedule_bypass.map(|p| p.value()), Some(4));
+    let explained = table.explain("ops@a.example", None).to_string();
+    assert!(
+        explained.contains(
+            "  radio schedule: 06:00-07:00, *:15-*:25 UTC: sessions start only in a window, \
+             with what fits in the time left; priority 4 (flash) and above goes at any time\n"
+        ),
+        "{explained}"
     );
 }

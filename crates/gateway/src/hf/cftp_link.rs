@@ -35,7 +35,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 use super::dedup_store::DedupStore;
 use super::sis::{Endpoint, LinkInput, Report, priority_5066};
 use super::transfer::{Direction, TransferRecord};
-use super::{Classified, HfContext, MAX_SLEEP, classify, sleep_opt};
+use super::{Classified, HfContext, Look, Take, classify, sleep_opt};
 use crate::intake::{GatewayPolicy, Source};
 use crate::outcome::Outcome;
 
@@ -106,20 +106,20 @@ impl CftpLink {
             if st.gather_until.is_some_and(|g| Instant::now() >= g) {
                 st.gather_until = None;
             }
-            let could_start = st.gather_until.is_none() && self.refill(&target, &mut st).await;
+            let look = if st.gather_until.is_none() {
+                self.refill(&target, &mut st).await
+            } else {
+                Look::Periodic
+            };
             self.pump(&mut st).await;
 
             let wake = Arc::clone(&self.ctx.wake);
             let notified = wake.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let cap = Instant::now() + MAX_SLEEP;
-            let next_look = if let Some(g) = st.gather_until {
-                g
-            } else if could_start {
-                self.ctx.next_due(&target, cap).await
-            } else {
-                cap
+            let next_look = match st.gather_until {
+                Some(g) => g,
+                None => self.ctx.next_look(look, &target).await,
             };
             let sender_deadline = st
                 .sender
@@ -199,19 +199,16 @@ impl CftpLink {
         }
     }
 
-    /// Hands due messages to the sender when it has nothing queued; true when a look at the
-    /// spool found nothing due (so the spool's next due time is worth waking for).
-    async fn refill(&mut self, target: &Target, st: &mut State) -> bool {
+    /// Hands due messages to the sender when it has nothing queued; says when to look at the
+    /// spool again.
+    async fn refill(&mut self, target: &Target, st: &mut State) -> Look {
         let Some(mtu) = self.endpoint.mtu() else {
-            return false;
+            return Look::Periodic;
         };
         let table = self.ctx.routes.current();
         let Some(peer) = table.peer(&self.name) else {
-            return false;
+            return Look::Periodic;
         };
-        if self.ctx.must_not_send(peer) {
-            return false;
-        }
         if st.sender.is_none() {
             let mut settings = if peer.skywave {
                 CftpSenderSettings {
@@ -226,24 +223,21 @@ impl CftpLink {
                 Ok(s) => st.sender = Some(s),
                 Err(e) => {
                     warn!(error = %e, "cannot set up the CFTP sender");
-                    return false;
+                    return Look::Periodic;
                 }
             }
         }
         let Some(sender) = st.sender.as_mut() else {
-            return false;
+            return Look::Periodic;
         };
         if sender.queued() > 0 {
-            return false;
+            return Look::Periodic;
         }
-        let budget = peer.batch_bytes;
         let skip: Vec<String> = st.pushed.keys().cloned().collect();
-        let Some(loaded) = self.ctx.take_due(target, budget, skip).await else {
-            return false;
+        let loaded = match self.ctx.take_for(peer, target, skip).await {
+            Take::Mail(l) => l,
+            Take::Later(look) => return look,
         };
-        if loaded.is_empty() {
-            return true;
-        }
         if st.round.is_none() {
             st.round = Some(Round {
                 start_unix: self.ctx.clock.unix_f64(),
@@ -273,7 +267,7 @@ impl CftpLink {
                 }
             }
         }
-        false
+        Look::Periodic
     }
 
     /// Sends what the sender and receiver have, applies outcomes, spools received files.

@@ -48,7 +48,7 @@ use super::dedup_store::DedupStore;
 use super::peer_memory::MemoryFile;
 use super::sis::{Endpoint, LinkInput, Report, priority_5066};
 use super::transfer::{Direction, TransferRecord};
-use super::{HfContext, MAX_SLEEP, sleep_opt};
+use super::{HfContext, Look, Take, sleep_opt};
 use crate::intake::{GatewayPolicy, Source};
 use crate::outcome::Outcome;
 
@@ -145,10 +145,8 @@ fn session_compression(peer: &skywave_route::Peer) -> Compression {
 /// What an attempt to start a session came to.
 enum Start {
     Started(Box<Own>),
-    /// Nothing due: wake at the spool's next due time.
-    NothingDue,
-    /// Could not start (link down, peer held, spool unreadable): wait for an input.
-    Blocked,
+    /// Nothing started; when to look again.
+    Later(Look),
 }
 
 /// The peer's stream being read.
@@ -273,7 +271,7 @@ impl HmtpLink {
             // Only when a session could have started does the spool's next due time matter;
             // otherwise (link down, peer held, a stream in progress) the next event is an
             // input or the periodic look, and waking for mail already due would spin.
-            let mut could_start = false;
+            let mut look = Look::Periodic;
             if own.is_none()
                 && self.gather_until.is_none()
                 && self.peer_hold.is_none()
@@ -286,8 +284,7 @@ impl HmtpLink {
                         arbiter.own_started();
                         own = Some(*o);
                     }
-                    Start::NothingDue => could_start = true,
-                    Start::Blocked => {}
+                    Start::Later(l) => look = l,
                 }
             }
             let wake = Arc::clone(&self.ctx.wake);
@@ -296,10 +293,8 @@ impl HmtpLink {
             notified.as_mut().enable();
             let next_look = if let Some(g) = self.gather_until.or(self.peer_hold) {
                 g
-            } else if could_start {
-                self.ctx.next_due(&target, Instant::now() + MAX_SLEEP).await
             } else {
-                Instant::now() + MAX_SLEEP
+                self.ctx.next_look(look, &target).await
             };
             let own_deadline = own.as_ref().map(|o| o.deadline);
             let server_deadline = match &current {
@@ -347,21 +342,16 @@ impl HmtpLink {
     /// Forms a batch and sends the submission.
     async fn start_session(&mut self, target: &Target) -> Start {
         let Some(mtu) = self.endpoint.mtu() else {
-            return Start::Blocked;
+            return Start::Later(Look::Periodic);
         };
         let table = self.ctx.routes.current();
         let Some(peer) = table.peer(&self.name) else {
-            return Start::Blocked;
+            return Start::Later(Look::Periodic);
         };
-        if self.ctx.must_not_send(peer) {
-            return Start::Blocked;
-        }
         let compression = session_compression(peer);
-        let budget = peer.batch_bytes;
-        let loaded = match self.ctx.take_due(target, budget, Vec::new()).await {
-            Some(l) if !l.is_empty() => l,
-            Some(_) => return Start::NothingDue,
-            None => return Start::Blocked,
+        let loaded = match self.ctx.take_for(peer, target, Vec::new()).await {
+            Take::Mail(l) => l,
+            Take::Later(look) => return Start::Later(look),
         };
         let priority = loaded
             .iter()
@@ -398,7 +388,7 @@ impl HmtpLink {
                         .defer_all(d, format!("cannot build the HMTP session: {e}"))
                         .await;
                 }
-                return Start::Blocked;
+                return Start::Later(Look::Periodic);
             }
         };
         let mut updus = client.transmission();
@@ -448,7 +438,7 @@ impl HmtpLink {
             };
             // Not started as far as the arbiter knows: record and go back to waiting.
             self.record_outcome(o).await;
-            return Start::Blocked;
+            return Start::Later(Look::Periodic);
         }
         self.cut = None;
         Start::Started(Box::new(Own {

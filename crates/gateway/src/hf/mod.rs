@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use skywave_route::{Bearer, Protocol, SharedRoutes};
+use skywave_route::{Bearer, Protocol, ScheduleState, SharedRoutes};
 use skywave_sis::{NodeAddress, SapId};
 use skywave_spool::{DueMessage, Target};
 use tokio::sync::{Notify, mpsc, watch};
@@ -63,6 +63,9 @@ pub struct HfContext {
     /// True while the gateway keeps EMCON: no link puts anything on the air (see
     /// `pmul_link`); set from `[hf] emcon` at start and by `skywave emcon` while running.
     pub emcon: Arc<watch::Sender<bool>>,
+    /// The schedule window each peer's link last logged, so that each opening and closing is
+    /// logged once.
+    pub windows_said: std::sync::Mutex<HashMap<String, ScheduleState>>,
 }
 
 impl HfContext {
@@ -93,14 +96,124 @@ impl HfContext {
         next.map_or(cap, |t| self.clock.instant_of(t).max(floor).min(cap))
     }
 
+    /// What a link may send to `peer` now, at unix second `now`: nothing while the operator
+    /// holds it or the gateway keeps EMCON; outside its radio schedule, only mail at or above
+    /// its `schedule_bypass` priority; inside a window that closes, only what fits in the time
+    /// left.
+    fn admission(&self, peer: &skywave_route::Peer, now: u64) -> Admission {
+        if self.must_not_send(peer) {
+            return Admission::Nothing;
+        }
+        let Some(schedule) = &peer.schedule else {
+            return Admission::Due(Admit::default());
+        };
+        let state = schedule.state_at(now);
+        self.log_window(peer, state, now);
+        match state {
+            ScheduleState::Closed { opens } => Admission::Closed {
+                urgent: peer.schedule_bypass.map(skywave_route::Priority::value),
+                opens,
+            },
+            ScheduleState::Open {
+                since: Some(since),
+                until: Some(until),
+            } => {
+                let bytes_per_s = u64::from(self.config.assumed_bps.max(1)) / 8;
+                Admission::Due(Admit {
+                    fit: Some(Fit {
+                        bytes: until.saturating_sub(now).saturating_mul(bytes_per_s.max(1)),
+                        fresh: now.saturating_sub(since) <= FRESH_WINDOW.as_secs(),
+                    }),
+                    unlimited_from: peer.schedule_bypass.map(skywave_route::Priority::value),
+                    ..Admit::default()
+                })
+            }
+            ScheduleState::Open { .. } => Admission::Due(Admit::default()),
+        }
+    }
+
+    /// Logs each opening and closing of `peer`'s schedule window once, as its link meets it.
+    fn log_window(&self, peer: &skywave_route::Peer, state: ScheduleState, now: u64) {
+        let mut said = self
+            .windows_said
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if said.get(&peer.name) == Some(&state) {
+            return;
+        }
+        said.insert(peer.name.clone(), state);
+        let bypass = peer
+            .schedule_bypass
+            .map(|p| format!("; mail of priority {p} and above goes at any time"))
+            .unwrap_or_default();
+        info!(
+            peer = %peer.name,
+            "radio schedule {}: {}{bypass}",
+            peer.schedule.as_ref().map(ToString::to_string).unwrap_or_default(),
+            state.describe(now)
+        );
+    }
+
+    /// Takes what a link may send to `peer` now (see [`HfContext::admission`]), within its
+    /// `batch_bytes` and skipping the queue ids in `skip`: the mail a session will carry, marked
+    /// in flight, or why there is none.
+    async fn take_for(
+        &self,
+        peer: &skywave_route::Peer,
+        target: &Target,
+        skip: Vec<String>,
+    ) -> Take {
+        let now = self.clock.unix_now();
+        let (admit, opens) = match self.admission(peer, now) {
+            Admission::Nothing => return Take::Later(Look::Periodic),
+            Admission::Closed {
+                urgent: None,
+                opens,
+            } => {
+                return Take::Later(Look::At(self.clock.instant_of(opens)));
+            }
+            Admission::Closed {
+                urgent: Some(min),
+                opens,
+            } => (
+                Admit {
+                    min_priority: Some(min),
+                    ..Admit::default()
+                },
+                Some(opens),
+            ),
+            Admission::Due(admit) => (admit, None),
+        };
+        match self.take_due(target, peer.batch_bytes, skip, admit).await {
+            None => Take::Later(Look::Periodic),
+            Some(l) if !l.is_empty() => Take::Mail(l),
+            // Outside the window with nothing urgent: its opening, or the periodic look for
+            // urgent mail due later, comes first.
+            Some(_) => Take::Later(opens.map_or(Look::Due, |o| Look::At(self.clock.instant_of(o)))),
+        }
+    }
+
+    /// When a link that started nothing looks at `target`'s queue again: at the spool's next
+    /// due time ([`HfContext::next_due`]), at the given instant, or at the periodic look, and
+    /// never later than the periodic look.
+    async fn next_look(&self, look: Look, target: &Target) -> tokio::time::Instant {
+        let cap = tokio::time::Instant::now() + MAX_SLEEP;
+        match look {
+            Look::Due => self.next_due(target, cap).await,
+            Look::At(at) => at.min(cap),
+            Look::Periodic => cap,
+        }
+    }
+
     /// Takes the mail due for `target` (priority order, within `budget` bytes, skipping the
-    /// queue ids in `skip`), marks it in flight and loads it: what a session will carry.
-    /// `None` when the spool cannot be read (logged).
+    /// queue ids in `skip`, as far as `admit` lets), marks it in flight and loads it: what a
+    /// session will carry. `None` when the spool cannot be read (logged).
     async fn take_due(
         &self,
         target: &Target,
         budget: u64,
         skip: Vec<String>,
+        admit: Admit,
     ) -> Option<Vec<(DueMessage, Vec<u8>)>> {
         let spool = Arc::clone(&self.intake.spool);
         let t = target.clone();
@@ -113,8 +226,11 @@ impl HfContext {
         let loaded = crate::blocking::spawn(move || {
             let due = spool.due(&t, now, budget)?;
             let mut out = Vec::with_capacity(due.len());
+            let mut taken_bytes = 0u64;
             for d in due {
-                if skip.iter().any(|s| s == d.id.as_str()) {
+                if skip.iter().any(|s| s == d.id.as_str())
+                    || !admit.takes(out.len(), taken_bytes, &d)
+                {
                     continue;
                 }
                 let (_, file) = spool.load(&d.id)?;
@@ -128,6 +244,7 @@ impl HfContext {
                     }
                 }
                 spool.mark_in_flight(&d.id, &d.recipients, now)?;
+                taken_bytes = taken_bytes.saturating_add(d.size);
                 out.push((d, file.message));
             }
             Ok::<_, skywave_spool::Error>(out)
@@ -141,6 +258,82 @@ impl HfContext {
             }
         }
     }
+}
+
+/// What a link may send to its peer now ([`HfContext::admission`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admission {
+    /// Nothing: the operator holds the peer, or the gateway keeps EMCON.
+    Nothing,
+    /// Outside the peer's radio schedule: only mail at or above `urgent` priority (its
+    /// `schedule_bypass`), if any, until the next window opens at unix second `opens`.
+    Closed { urgent: Option<i8>, opens: u64 },
+    /// Due mail, as far as the [`Admit`] lets.
+    Due(Admit),
+}
+
+/// Which due messages a session may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Admit {
+    /// Only mail at or above this priority (RFC 6710 scale).
+    min_priority: Option<i8>,
+    /// Only what fits in what is left of a schedule window...
+    fit: Option<Fit>,
+    /// ...except mail at or above this priority (the peer's `schedule_bypass`), which goes
+    /// whatever the schedule.
+    unlimited_from: Option<i8>,
+}
+
+/// What is left of the schedule window a session starts in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fit {
+    /// Bytes the time left carries at `[hf] assumed_bps`, the slowest rate the link runs at.
+    /// Messages count at their size before compression, so a session that fits by this count
+    /// ends inside the window.
+    bytes: u64,
+    /// The window has just opened: a message larger than the time left still goes, alone, as
+    /// it would fit no better in any later window.
+    fresh: bool,
+}
+
+/// How long after its window opens a message too large for the window still goes alone: links
+/// look at the spool at least every [`MAX_SLEEP`], and wake at a window's opening.
+const FRESH_WINDOW: std::time::Duration = std::time::Duration::from_secs(120);
+
+impl Admit {
+    /// Whether `d` may join a session that has taken `taken` messages of `used` bytes so far.
+    fn takes(&self, taken: usize, used: u64, d: &DueMessage) -> bool {
+        let p = d.priority.value();
+        if self.min_priority.is_some_and(|min| p < min) {
+            return false;
+        }
+        match self.fit {
+            None => true,
+            Some(_) if self.unlimited_from.is_some_and(|u| p >= u) => true,
+            Some(fit) => used.saturating_add(d.size) <= fit.bytes || (taken == 0 && fit.fresh),
+        }
+    }
+}
+
+/// What [`HfContext::take_for`] found for a session.
+#[derive(Debug)]
+enum Take {
+    /// Mail to send, marked in flight.
+    Mail(Vec<(DueMessage, Vec<u8>)>),
+    /// None now; when to look again.
+    Later(Look),
+}
+
+/// When a link that started nothing looks at the spool again ([`HfContext::next_look`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Look {
+    /// Nothing was due: at the spool's next due time.
+    Due,
+    /// Not now (link down, peer held, EMCON, the spool unreadable): at the periodic look, or
+    /// at an input.
+    Periodic,
+    /// Outside the peer's radio schedule with nothing urgent due: when its window opens.
+    At(tokio::time::Instant),
 }
 
 /// The recipients of a message received from a peer that cannot be refused in the protocol

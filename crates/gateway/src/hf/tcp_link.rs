@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tracing::{Instrument, info, info_span, warn};
 
 use super::transfer::{Direction, TransferRecord};
-use super::{HfContext, MAX_SLEEP};
+use super::{HfContext, Look, Take};
 use crate::outcome::Outcome;
 use crate::tcp_bearer::{TcpBearerSettings, TransferEnd, send_batch};
 
@@ -43,12 +43,10 @@ impl TcpLink {
             let notified = wake.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let cap = Instant::now() + MAX_SLEEP;
-            let next_look = if self.session(&target).await {
-                self.ctx.next_due(&target, cap).await
-            } else {
-                // A session ran (look again at once) or the peer is held (wait).
-                continue_or(cap, &self.ctx, &self.name)
+            let next_look = match self.session(&target).await {
+                // After a session, look again at once.
+                None => Instant::now(),
+                Some(look) => self.ctx.next_look(look, &target).await,
             };
             tokio::select! {
                 () = &mut notified => {
@@ -60,28 +58,22 @@ impl TcpLink {
         }
     }
 
-    /// Runs one session if mail is due; true when nothing was due (wait for the spool's next
-    /// due time).
-    async fn session(&mut self, target: &Target) -> bool {
+    /// Runs one session if mail may go; `None` when one ran, else when to look again.
+    async fn session(&mut self, target: &Target) -> Option<Look> {
         let table = self.ctx.routes.current();
         let Some(peer) = table.peer(&self.name) else {
-            return false;
+            return Some(Look::Periodic);
         };
-        if self.ctx.must_not_send(peer) {
-            return false;
-        }
         let xlzw_bits = match peer.compression {
             RouteCompression::Lzw { bits } => Some(bits),
             _ => None,
         };
-        let budget = peer.batch_bytes;
-        drop(table);
         let loaded: Vec<(DueMessage, Vec<u8>)> =
-            match self.ctx.take_due(target, budget, Vec::new()).await {
-                Some(l) if !l.is_empty() => l,
-                Some(_) => return true,
-                None => return false,
+            match self.ctx.take_for(peer, target, Vec::new()).await {
+                Take::Mail(l) => l,
+                Take::Later(look) => return Some(look),
             };
+        drop(table);
         let messages = loaded
             .iter()
             .map(|(d, body)| OutgoingMessage {
@@ -160,15 +152,6 @@ impl TcpLink {
                 }
             }
         }
-        false
-    }
-}
-
-/// After a session, look again at once; when the peer is held or gone, wait for the next look.
-fn continue_or(cap: Instant, ctx: &HfContext, name: &str) -> Instant {
-    let table = ctx.routes.current();
-    match table.peer(name) {
-        Some(p) if !ctx.must_not_send(p) => Instant::now(),
-        _ => cap,
+        None
     }
 }

@@ -252,7 +252,7 @@ pub struct Traffic {
 
 /// The sessions with each peer since `since` (unix seconds): ours to the peer and the peer's
 /// to us, by peer name, from the last records of `path` (the day's, unless a fleet's day
-/// outgrows [`DAY_BYTES`]).
+/// outgrows the last 8 MiB the reader takes).
 pub fn day_by_peer(
     path: &Path,
     since: f64,
