@@ -1244,9 +1244,19 @@ fn hh_mm(t: u64) -> String {
 }
 
 #[tokio::test(start_paused = true)]
-async fn sessions_start_only_in_the_peers_schedule_windows() {
+async fn hmtp_sessions_start_only_in_the_peers_schedule_windows() {
+    in_schedule_windows("hmtp", "deflate").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn cftp_files_go_only_in_the_peers_schedule_windows() {
+    in_schedule_windows("cftp", "none").await;
+}
+
+async fn in_schedule_windows(protocol: &str, compression: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let mut o = options(dir.path(), "deflate");
+    let mut o = options(dir.path(), compression);
+    o.protocol = protocol.into();
     let now = skywave_spool::unix_seconds(std::time::SystemTime::now());
     let t0 = tokio::time::Instant::now();
     // Two twenty-minute windows, the first opening ten to eleven minutes from now; flash mail

@@ -840,3 +840,47 @@ async fn sleep_opt(at: Option<tokio::time::Instant>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn due(priority: i8, size: u64) -> DueMessage {
+        DueMessage {
+            id: skywave_spool::QueueId::parse("A1").unwrap_or_else(|e| panic!("{e}")),
+            priority: skywave_spool::Priority::new(priority).unwrap_or_default(),
+            arrival: 0,
+            size,
+            sender: String::new(),
+            recipients: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_window_takes_what_fits_and_urgent_mail_whatever_its_size() {
+        let fit = |bytes, fresh| Admit {
+            fit: Some(Fit { bytes, fresh }),
+            unlimited_from: Some(4),
+            ..Admit::default()
+        };
+        // 10,000 bytes left: a second message that would pass them waits.
+        assert!(fit(10_000, false).takes(0, 0, &due(0, 6000)));
+        assert!(!fit(10_000, false).takes(1, 6000, &due(0, 6000)));
+        // Too large for the time left: waits, unless the window has just opened and nothing
+        // else goes with it.
+        assert!(!fit(10_000, false).takes(0, 0, &due(0, 50_000)));
+        assert!(fit(10_000, true).takes(0, 0, &due(0, 50_000)));
+        assert!(!fit(10_000, true).takes(1, 100, &due(0, 50_000)));
+        // Flash mail goes whatever is left.
+        assert!(fit(10_000, false).takes(3, 9000, &due(4, 50_000)));
+        // Outside a window only mail at or above the bypass goes.
+        let closed = Admit {
+            min_priority: Some(4),
+            ..Admit::default()
+        };
+        assert!(closed.takes(0, 0, &due(4, 50_000)));
+        assert!(!closed.takes(0, 0, &due(2, 100)));
+        // No schedule: anything due.
+        assert!(Admit::default().takes(9, u64::MAX, &due(-9, u64::MAX)));
+    }
+}
