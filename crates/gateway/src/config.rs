@@ -368,6 +368,9 @@ pub struct SpoolSettings {
     pub max_attempts: u32,
     /// Bytes of free space new mail must leave on the spool's file system.
     pub min_free_space: u64,
+    /// Seconds a message waits before its sender is told, once, that it is delayed; `None`:
+    /// never (`delay_warning = false`).
+    pub delay_warning: Option<u64>,
 }
 
 // ---- the file as written ------------------------------------------------------------------
@@ -476,6 +479,7 @@ struct RawSpool {
     max_lifetime: Option<Secs>,
     max_attempts: Option<Spanned<i64>>,
     min_free_space: Option<ByteSize>,
+    delay_warning: Option<Spanned<toml::Value>>,
 }
 
 /// A socket address written as "host:port" with a numeric IP.
@@ -814,8 +818,28 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
             .spool
             .min_free_space
             .map_or(skywave_spool::DEFAULT_MIN_FREE_SPACE, |s| s.0),
+        delay_warning: Some(skywave_spool::DEFAULT_DELAY_WARNING),
     };
     let mut spool = spool;
+    if let Some(v) = &raw.spool.delay_warning {
+        let after = match v.get_ref() {
+            toml::Value::Boolean(false) => Some(None),
+            toml::Value::Integer(n) => u64::try_from(*n).ok().filter(|&n| n > 0).map(Some),
+            toml::Value::String(t) => parse_duration(t).filter(|&n| n > 0).map(Some),
+            _ => None,
+        };
+        match after {
+            Some(after) => spool.delay_warning = after,
+            None => err(
+                v.span(),
+                format!(
+                    "delay_warning = {} is not a duration; expected a number with a unit s, m, h or d \
+                     (\"4h\"), or false for no delay warnings",
+                    v.get_ref()
+                ),
+            ),
+        }
+    }
     if let Some(n) = &raw.spool.max_attempts {
         match u32::try_from(*n.get_ref()) {
             Ok(v) if v >= 1 => spool.max_attempts = v,
@@ -1413,6 +1437,28 @@ mod tests {
             msg.starts_with("skywave.toml:5:16: error: \"soon\" is not a duration"),
             "{msg}"
         );
+        let msg = error(&format!("{GOOD}[spool]\ndelay_warning = true\n"));
+        assert!(
+            msg.starts_with(
+                "skywave.toml:5:17: error: delay_warning = true is not a duration; expected a number \
+                 with a unit s, m, h or d (\"4h\"), or false for no delay warnings"
+            ),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn delay_warnings_after_four_hours_unless_told_otherwise() {
+        let spool = |extra: &str| {
+            parse("skywave.toml", &format!("{GOOD}{extra}"), Path::new(""))
+                .unwrap()
+                .spool
+                .delay_warning
+        };
+        assert_eq!(spool(""), Some(4 * 3600));
+        assert_eq!(spool("[spool]\ndelay_warning = \"12h\"\n"), Some(12 * 3600));
+        assert_eq!(spool("[spool]\ndelay_warning = 600\n"), Some(600));
+        assert_eq!(spool("[spool]\ndelay_warning = false\n"), None);
     }
 
     #[test]

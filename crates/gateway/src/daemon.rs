@@ -230,6 +230,7 @@ pub async fn start_with(
         durable: true,
         id_salt: config.simulation.map(|s| s.id_salt),
         min_free_space: config.spool.min_free_space,
+        delay_warning: config.spool.delay_warning,
         ..SpoolConfig::default()
     };
     let spool_dir = config.spool_dir();

@@ -229,6 +229,7 @@ pub async fn run(ctx: Arc<DeliveryContext>, mut shutdown: watch::Receiver<bool>)
             continue;
         }
         ctx.recorder.expire().await;
+        ctx.recorder.warn_delayed().await;
         let spool = Arc::clone(&ctx.spool);
         let next = crate::blocking::spawn(move || spool.next_due(&Target::Lan))
             .await

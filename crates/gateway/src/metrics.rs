@@ -40,6 +40,11 @@ pub(crate) fn bounced() {
     metrics::counter!("skywave_bounced_total").increment(1);
 }
 
+/// A sender was told its message is delayed (a DSN with `Action: delayed`).
+pub(crate) fn delay_warned() {
+    metrics::counter!("skywave_delay_warnings_total").increment(1);
+}
+
 /// Recipients waiting (not final) per target, and held messages, from the spool.
 pub fn queue_depth(spool: &Spool) -> skywave_spool::Result<BTreeMap<String, u64>> {
     let mut depth = BTreeMap::new();

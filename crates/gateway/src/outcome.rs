@@ -202,6 +202,11 @@ impl Recorder {
 
     fn bounce_queued(&self, target: &Target) {
         m::bounced();
+        self.wake(target);
+    }
+
+    /// Wakes whoever carries mail to `target`.
+    fn wake(&self, target: &Target) {
         if *target == Target::Lan {
             self.lan_wake.notify_one();
         } else {
@@ -252,6 +257,7 @@ impl Recorder {
             now,
             recipients: &refused,
             original_message: message,
+            delayed: None,
         });
         let spool = Arc::clone(&self.spool);
         let new = (sender.to_owned(), target.clone());
@@ -281,6 +287,29 @@ impl Recorder {
             for (id, sender) in pending {
                 self.bounce(&id, &sender).await;
             }
+        }
+    }
+
+    /// Tells the senders of messages that have waited longer than the spool's `delay_warning`
+    /// that their mail is delayed (once per message), each warning routed as a DSN is.
+    pub async fn warn_delayed(&self) {
+        let spool = Arc::clone(&self.spool);
+        let routes = Arc::clone(&self.routes);
+        let now = self.clock.unix_now();
+        let warned = crate::blocking::spawn(move || {
+            let table = routes.current();
+            spool.warn_delayed(now, |sender| dsn_target(&table, sender))
+        })
+        .await;
+        match warned {
+            Ok(Ok(warned)) => {
+                for (id, dsn, target) in warned {
+                    info!(queue_id = %id, %dsn, %target, "the sender was told the message is delayed");
+                    m::delay_warned();
+                    self.wake(&target);
+                }
+            }
+            other => warn!(?other, "cannot send delay warnings"),
         }
     }
 

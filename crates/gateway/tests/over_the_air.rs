@@ -1370,3 +1370,47 @@ async fn in_schedule_windows(protocol: &str, compression: &str) {
     assert_eq!(outside[0].messages, 1);
     pair.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_sender_hears_once_that_mail_is_delayed_and_the_mail_still_arrives() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), "deflate");
+    // Five hours out of reach from the start: past the four hours of the default
+    // delay_warning.
+    o.outages = vec![(Duration::ZERO, Duration::from_secs(5 * 3600))];
+    let pair = Pair::start(&o).await.unwrap();
+    let t0 = tokio::time::Instant::now();
+    let sent = vec![
+        submit_as_alice(
+            &pair,
+            1,
+            message("alice@ship.example", "ops@shore.example", 1, 3000),
+        )
+        .await,
+    ];
+    // Nothing for alice in the first four hours; then one warning.
+    tokio::time::sleep(Duration::from_secs(4 * 3600 - 120)).await;
+    assert!(maildir(&pair.ship_maildir).is_empty());
+    let got = wait_for(&pair.ship_maildir, 1, Duration::from_secs(300)).await;
+    let warnings: Vec<&String> = got.values().flatten().collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let w = warnings[0];
+    assert!(
+        w.contains("Subject: Delayed Mail (still being retried)"),
+        "{w}"
+    );
+    assert!(
+        w.contains("Final-Recipient: rfc822; ops@shore.example\nAction: delayed\nStatus: 4.4."),
+        "{w}"
+    );
+    assert!(w.contains("you need not send it again"), "{w}");
+    let at = (tokio::time::Instant::now() - t0).as_secs();
+    assert!(
+        (4 * 3600..4 * 3600 + 120).contains(&at),
+        "warned after {at} s"
+    );
+    // After the outage the mail goes, once, and alice hears nothing more.
+    all_arrive_once(&pair, &sent).await;
+    assert_eq!(maildir(&pair.ship_maildir).values().flatten().count(), 1);
+    pair.stop().await;
+}

@@ -1,7 +1,10 @@
-//! Delivery status notifications (RFC 3464) for recipients that failed for good.
+//! Delivery status notifications (RFC 3464) for recipients that failed for good, and delay
+//! warnings for recipients still being retried long after the message came in.
 //!
 //! The spool builds the DSN when a message is complete and some recipients failed (including by
-//! expiry); the gateway routes it to the original sender like any other message. It is sent with
+//! expiry), and a delay warning once per message that waits longer than
+//! [`crate::SpoolConfig::delay_warning`]; the gateway routes either to the original sender like
+//! any other message. It is sent with
 //! the null reverse path, and no DSN is ever made for a message whose own sender is null, so two
 //! gateways can never bounce a bounce back and forth.
 
@@ -38,6 +41,9 @@ pub struct DsnRequest<'a> {
     pub recipients: &'a [DsnRecipient],
     /// The original message; only its header block is returned.
     pub original_message: &'a [u8],
+    /// `Some(until)`: a delay warning (`Action: delayed`): the recipients are still being
+    /// retried, until unix second `until` (`Will-Retry-Until`). `None`: they failed for good.
+    pub delayed: Option<u64>,
 }
 
 /// Formats unix seconds as an RFC 5322 date-time in UTC, e.g. `Sun, 22 Nov 2026 02:07:16 +0000`.
@@ -93,7 +99,8 @@ fn one_line(s: &str, max: usize) -> String {
     out.trim().to_owned()
 }
 
-fn valid_status(s: &str) -> Option<&str> {
+/// `s` if it is an RFC 3463 status code of class 4 or 5 (`4.4.1`, `5.1.1`).
+pub(crate) fn valid_status(s: &str) -> Option<&str> {
     let mut parts = s.split('.');
     let class = parts.next()?;
     let subject = parts.next()?;
@@ -155,7 +162,10 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
         "From: Mail Delivery System <MAILER-DAEMON@{mta}>\r\n"
     ));
     o.push_str(&format!("To: <{sender}>\r\n"));
-    o.push_str("Subject: Undelivered Mail Returned to Sender\r\n");
+    o.push_str(match req.delayed {
+        None => "Subject: Undelivered Mail Returned to Sender\r\n",
+        Some(_) => "Subject: Delayed Mail (still being retried)\r\n",
+    });
     o.push_str(&format!("Date: {date}\r\n"));
     o.push_str(&format!(
         "Message-ID: <{}.dsn.{}@{mta}>\r\n",
@@ -173,13 +183,25 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
     o.push_str(&format!("\r\n--{boundary}\r\n"));
     o.push_str("Content-Type: text/plain; charset=us-ascii\r\n");
     o.push_str("Content-Description: Notification\r\n\r\n");
-    o.push_str(&format!(
-        "This is the mail gateway at {mta}.\r\n\r\n\
-         Your message (queue id {}), received {}, could not be delivered to the\r\n\
-         following recipients. It will not be retried.\r\n\r\n",
-        one_line(req.queue_id, 64),
-        rfc5322_date(req.arrival)
-    ));
+    match req.delayed {
+        None => o.push_str(&format!(
+            "This is the mail gateway at {mta}.\r\n\r\n\
+             Your message (queue id {}), received {}, could not be delivered to the\r\n\
+             following recipients. It will not be retried.\r\n\r\n",
+            one_line(req.queue_id, 64),
+            rfc5322_date(req.arrival)
+        )),
+        Some(until) => o.push_str(&format!(
+            "This is the mail gateway at {mta}.\r\n\r\n\
+             Your message (queue id {}), received {}, has not yet been delivered to\r\n\
+             the following recipients. It is still queued and will be tried until\r\n\
+             {}; you need not send it again. You will be told if it cannot be\r\n\
+             delivered by then.\r\n\r\n",
+            one_line(req.queue_id, 64),
+            rfc5322_date(req.arrival),
+            rfc5322_date(until)
+        )),
+    }
     for r in req.recipients {
         o.push_str(&format!(
             "<{}>: {}\r\n",
@@ -207,11 +229,25 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
             "Final-Recipient: rfc822; {}\r\n",
             one_line(&r.address, 512)
         ));
-        o.push_str("Action: failed\r\n");
-        o.push_str(&format!(
-            "Status: {}\r\n",
-            valid_status(&r.status).unwrap_or("5.0.0")
-        ));
+        match req.delayed {
+            None => {
+                o.push_str("Action: failed\r\n");
+                o.push_str(&format!(
+                    "Status: {}\r\n",
+                    valid_status(&r.status).unwrap_or("5.0.0")
+                ));
+            }
+            Some(_) => {
+                // A delay is temporary by definition: class 4 whatever the text says.
+                o.push_str("Action: delayed\r\n");
+                o.push_str(&format!(
+                    "Status: {}\r\n",
+                    valid_status(&r.status)
+                        .filter(|s| s.starts_with('4'))
+                        .unwrap_or("4.0.0")
+                ));
+            }
+        }
         o.push_str(&format!(
             "Diagnostic-Code: {}; {}\r\n",
             if looks_smtp { "smtp" } else { "x-skywave" },
@@ -224,12 +260,18 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
         if let Some(t) = r.last_attempt {
             o.push_str(&format!("Last-Attempt-Date: {}\r\n", rfc5322_date(t)));
         }
+        if let Some(until) = req.delayed {
+            o.push_str(&format!("Will-Retry-Until: {}\r\n", rfc5322_date(until)));
+        }
     }
 
     // Part 3: the original headers.
     o.push_str(&format!("\r\n--{boundary}\r\n"));
     o.push_str("Content-Type: text/rfc822-headers\r\n");
-    o.push_str("Content-Description: Undelivered message headers\r\n\r\n");
+    o.push_str(match req.delayed {
+        None => "Content-Description: Undelivered message headers\r\n\r\n",
+        Some(_) => "Content-Description: Headers of the delayed message\r\n\r\n",
+    });
     let mut out = o.into_bytes();
     out.extend_from_slice(&headers);
     if !headers.is_empty() && !headers.ends_with(b"\r\n") {
@@ -262,6 +304,7 @@ mod tests {
             now: 1_700_432_000,
             recipients,
             original_message: message,
+            delayed: None,
         }
     }
 
@@ -303,6 +346,41 @@ mod tests {
         // Every line ends in CRLF, and the closing boundary is there.
         assert!(!dsn.windows(2).any(|w| w[1] == b'\n' && w[0] != b'\r'));
         assert!(text.ends_with("--\r\n"));
+    }
+
+    #[test]
+    fn a_delay_warning_says_the_message_is_still_being_tried() {
+        let rcpts = vec![DsnRecipient {
+            address: "bob@shore.example".into(),
+            status: "4.4.1".into(),
+            diagnostic: "no reply from shore within the session timeout".into(),
+            last_attempt: Some(1_700_014_400),
+        }];
+        let msg = b"From: alice@ship.example\r\nSubject: test\r\n\r\nbody\r\n";
+        let text = String::from_utf8(build_dsn(&DsnRequest {
+            delayed: Some(1_700_432_000),
+            ..request(&rcpts, msg)
+        }))
+        .unwrap();
+        assert!(text.contains("Subject: Delayed Mail (still being retried)\r\n"));
+        assert!(text.contains("has not yet been delivered to\r\n"));
+        assert!(text.contains("you need not send it again."));
+        assert!(text.contains(
+            "Final-Recipient: rfc822; bob@shore.example\r\nAction: delayed\r\nStatus: 4.4.1\r\n"
+        ));
+        assert!(text.contains("Will-Retry-Until: Sun, 19 Nov 2023 22:13:20 +0000\r\n"));
+        assert!(!text.contains("Action: failed"));
+        // A permanent code cannot describe a delay.
+        let rcpts = vec![DsnRecipient {
+            status: "5.1.1".into(),
+            ..rcpts[0].clone()
+        }];
+        let text = String::from_utf8(build_dsn(&DsnRequest {
+            delayed: Some(1_700_432_000),
+            ..request(&rcpts, msg)
+        }))
+        .unwrap();
+        assert!(text.contains("Action: delayed\r\nStatus: 4.0.0\r\n"));
     }
 
     #[test]

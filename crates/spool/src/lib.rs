@@ -32,6 +32,6 @@ pub use record::{
 };
 pub use room::{Bytes, Room, Space};
 pub use spool::{
-    DEFAULT_MIN_FREE_SPACE, Disposition, DueMessage, Entries, Entry, Error, NewMessage, QueueState,
-    RecoveryReport, Result, Spool, SpoolConfig, unix_seconds,
+    DEFAULT_DELAY_WARNING, DEFAULT_MIN_FREE_SPACE, Disposition, DueMessage, Entries, Entry, Error,
+    NewMessage, QueueState, RecoveryReport, Result, Spool, SpoolConfig, unix_seconds,
 };

@@ -1,12 +1,13 @@
 //! The queue-file format: typed, length-prefixed records, ending in an END record with a checksum.
 //!
 //! ```text
-//! file     = magic ENVELOPE RCPT* DEAD? BODY END
+//! file     = magic ENVELOPE RCPT* WARNED? DEAD? BODY END
 //! magic    = "SKWSPL01"                         (8 bytes: format name and version)
 //! record   = type:u8 length:u32be payload[length]
 //! ENVELOPE = 0x01  id:str arrival:u64 sender:str priority:i8 expires:u64 body_len:u64
 //! RCPT     = 0x02  address:str target state attempts:u32 next_attempt:u64 last_attempt:u64
 //!                  last_error:opt_str
+//! WARNED   = 0x05  at:u64                       (when the sender was told of the delay)
 //! DEAD     = 0x03  reason:str                   (the message is a dead letter, and why)
 //! BODY     = 0x04  the message bytes (RFC 5322, CRLF lines, not dot-stuffed)
 //! END      = 0x7F  crc32:u32be                  (CRC-32/ISO-HDLC of every byte before END)
@@ -39,6 +40,7 @@ const T_ENVELOPE: u8 = 0x01;
 const T_RCPT: u8 = 0x02;
 const T_DEAD: u8 = 0x03;
 const T_BODY: u8 = 0x04;
+const T_WARNED: u8 = 0x05;
 const T_END: u8 = 0x7F;
 const RECORD_HEADER: usize = 5;
 
@@ -157,6 +159,9 @@ pub struct Envelope {
     pub expires: u64,
     /// Recipients and their status.
     pub recipients: Vec<Recipient>,
+    /// When its sender was told that it is delayed (a DSN with `Action: delayed`), if so: that
+    /// is done once per message.
+    pub delay_warned: Option<u64>,
     /// Set when the message is a dead letter: why it was taken out of circulation.
     pub dead_reason: Option<String>,
     /// Size of the message bytes.
@@ -389,6 +394,9 @@ pub fn encode(file: &QueueFile) -> Result<Vec<u8>, EncodeError> {
         }
         put_record(&mut out, T_RCPT, &p);
     }
+    if let Some(at) = env.delay_warned {
+        put_record(&mut out, T_WARNED, &at.to_be_bytes());
+    }
     if let Some(reason) = &env.dead_reason {
         p.clear();
         put_str(&mut p, "dead-letter reason", reason)?;
@@ -473,6 +481,7 @@ fn record_name(kind: u8) -> &'static str {
         T_ENVELOPE => "ENVELOPE",
         T_RCPT => "RCPT",
         T_DEAD => "DEAD",
+        T_WARNED => "WARNED",
         T_BODY => "BODY",
         T_END => "END",
         _ => "unknown",
@@ -495,6 +504,7 @@ fn next_record<'a>(
         T_BODY => MAX_BODY,
         T_END => 4,
         T_ENVELOPE | T_RCPT | T_DEAD => MAX_META_RECORD,
+        T_WARNED => 8,
         found => {
             return Err(DecodeError::UnexpectedRecord {
                 found,
@@ -542,6 +552,7 @@ fn decode_envelope(payload: &[u8]) -> Result<Envelope, DecodeError> {
         priority,
         expires,
         recipients: Vec::new(),
+        delay_warned: None,
         dead_reason: None,
         size,
     })
@@ -613,13 +624,21 @@ pub fn decode(input: &[u8]) -> Result<QueueFile, DecodeError> {
     pos += RECORD_HEADER + payload.len();
 
     let message = loop {
-        let (kind, payload) = next_record(input, pos, "RCPT, DEAD or BODY")?;
+        let (kind, payload) = next_record(input, pos, "RCPT, WARNED, DEAD or BODY")?;
         match kind {
-            T_RCPT if envelope.dead_reason.is_none() => {
+            T_RCPT if envelope.dead_reason.is_none() && envelope.delay_warned.is_none() => {
                 if envelope.recipients.len() >= MAX_RECIPIENTS {
                     return Err(DecodeError::TooManyRecipients);
                 }
                 envelope.recipients.push(decode_rcpt(payload)?);
+            }
+            T_WARNED if envelope.dead_reason.is_none() && envelope.delay_warned.is_none() => {
+                let mut f = Fields {
+                    record: "WARNED",
+                    bytes: payload,
+                };
+                envelope.delay_warned = Some(f.u64("warning time")?);
+                f.finish()?;
             }
             T_DEAD if envelope.dead_reason.is_none() => {
                 let mut f = Fields {
@@ -633,8 +652,10 @@ pub fn decode(input: &[u8]) -> Result<QueueFile, DecodeError> {
             found => {
                 let expected = if envelope.dead_reason.is_some() {
                     "BODY"
+                } else if envelope.delay_warned.is_some() {
+                    "DEAD or BODY"
                 } else {
-                    "RCPT, DEAD or BODY"
+                    "RCPT, WARNED, DEAD or BODY"
                 };
                 return Err(DecodeError::UnexpectedRecord {
                     found,
@@ -710,6 +731,7 @@ mod tests {
                 priority: Priority::new(-3).unwrap_or_default(),
                 expires: 1_700_432_000,
                 recipients: vec![Recipient::new("carol@lan.example", Target::Lan), r2],
+                delay_warned: None,
                 dead_reason: None,
                 size: message.len() as u64,
             },
@@ -757,6 +779,33 @@ mod tests {
         assert!(matches!(
             decode(&b),
             Err(DecodeError::UnexpectedRecord { found: 0x55, .. })
+        ));
+    }
+
+    #[test]
+    fn a_delay_warning_is_one_record_after_the_recipients() {
+        let mut f = sample();
+        let plain = encode(&f).unwrap();
+        f.envelope.delay_warned = Some(0x0102_0304_0506_0708);
+        let bytes = encode(&f).unwrap();
+        // The same file with 13 bytes more, just before the BODY record.
+        let body_at = plain.len() - 9 - 5 - f.message.len();
+        assert_eq!(&bytes[..body_at], &plain[..body_at]);
+        assert_eq!(
+            &bytes[body_at..body_at + 13],
+            &[0x05, 0, 0, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8]
+        );
+        assert_eq!(decode(&bytes).unwrap(), f);
+        // Twice, or before a recipient, is out of place.
+        let mut twice = bytes[..body_at + 13].to_vec();
+        twice.extend_from_slice(&bytes[body_at..]);
+        assert!(matches!(
+            decode(&twice),
+            Err(DecodeError::UnexpectedRecord {
+                found: 0x05,
+                expected: "DEAD or BODY",
+                ..
+            })
         ));
     }
 
@@ -835,11 +884,23 @@ mod tests {
             -9i8..=9,
             any::<u64>(),
             proptest::collection::vec(arb_rcpt(), 0..5),
-            proptest::option::of(arb_text()),
+            (
+                proptest::option::of(any::<u64>()),
+                proptest::option::of(arb_text()),
+            ),
             proptest::collection::vec(any::<u8>(), 0..300),
         )
             .prop_map(
-                |((t, c, s), arrival, sender, prio, expires, recipients, dead_reason, message)| {
+                |(
+                    (t, c, s),
+                    arrival,
+                    sender,
+                    prio,
+                    expires,
+                    recipients,
+                    (delay_warned, dead_reason),
+                    message,
+                )| {
                     QueueFile {
                         envelope: Envelope {
                             id: QueueId::generate(t, c, s),
@@ -848,6 +909,7 @@ mod tests {
                             priority: Priority::new(prio).unwrap_or_default(),
                             expires,
                             recipients,
+                            delay_warned,
                             dead_reason,
                             size: message.len() as u64,
                         },

@@ -191,6 +191,11 @@ fn io_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> Error {
 /// messages, and far more than the status rewrites of a full queue take.
 pub const DEFAULT_MIN_FREE_SPACE: u64 = 100_000_000;
 
+/// The default of [`SpoolConfig::delay_warning`]: 4 hours, sendmail's `Timeout.queuewarn`. Long
+/// enough that a ship's ordinary wait for its next session says nothing; short enough that a
+/// sender hears of an outage the same watch.
+pub const DEFAULT_DELAY_WARNING: u64 = 4 * 3600;
+
 /// Spool settings.
 #[derive(Clone, Debug)]
 pub struct SpoolConfig {
@@ -222,6 +227,10 @@ pub struct SpoolConfig {
     /// How free space is measured: [`crate::room::available_space`] (`statvfs`) unless a test
     /// needs a disk it can fill at will.
     pub free_space: fn(&Path) -> io::Result<Space>,
+    /// After this many seconds in the queue a message's sender is told, once, that it is still
+    /// waiting ([`Spool::warn_delayed`]; sendmail's `Timeout.queuewarn`, Postfix's
+    /// `delay_warning_time`). `None`: never.
+    pub delay_warning: Option<u64>,
 }
 
 impl Default for SpoolConfig {
@@ -231,6 +240,7 @@ impl Default for SpoolConfig {
             max_backoff: 4000,
             max_lifetime: 5 * 86_400,
             max_attempts: 200,
+            delay_warning: Some(DEFAULT_DELAY_WARNING),
             reporting_mta: "localhost".into(),
             durable: true,
             id_salt: None,
@@ -422,6 +432,28 @@ fn random_salt() -> u32 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u32(std::process::id());
     h.finish() as u32
+}
+
+/// The RFC 3463 status a delay warning gives `r`: the enhanced code of its last temporary
+/// reply when that carried one (`421 4.3.2 ...`), else "no answer from host" (4.4.1) once it was
+/// tried, else "other network or routing status" (4.4.0): it waits for its link.
+fn delay_status(r: &Recipient) -> String {
+    let coded = r.last_error.as_deref().and_then(|e| {
+        let mut words = e.split_whitespace();
+        let code = words.next()?;
+        let enhanced = crate::dsn::valid_status(words.next()?)?;
+        (code.len() == 3 && code.starts_with('4') && enhanced.starts_with('4'))
+            .then(|| enhanced.to_owned())
+    });
+    coded.unwrap_or_else(|| if r.attempts > 0 { "4.4.1" } else { "4.4.0" }.to_owned())
+}
+
+/// What a recipient not yet tried waits for, in a delay warning's words.
+fn waiting_for(target: &Target) -> String {
+    match target {
+        Target::Lan => "delivery on this gateway's LAN".to_owned(),
+        Target::Peer(p) => format!("the radio link to {p}"),
+    }
 }
 
 fn truncate_text(s: &str, max: usize) -> String {
@@ -843,6 +875,7 @@ impl Spool {
                     .iter()
                     .map(|(a, t)| Recipient::new(a.clone(), t.clone()))
                     .collect(),
+                delay_warned: None,
                 dead_reason: None,
                 size: message.len() as u64,
             },
@@ -1354,27 +1387,43 @@ impl Spool {
                     _ => None,
                 })
                 .collect();
-            let dsn = build_dsn(&DsnRequest {
-                reporting_mta: &self.config.reporting_mta,
-                queue_id: env.id.as_str(),
-                original_sender: &env.sender,
-                arrival: env.arrival,
-                now,
-                recipients: &recipients,
-                original_message: &file.message,
-            });
-            let dsn_id = self.enqueue(
-                &NewMessage {
-                    sender: String::new(),
-                    recipients: vec![(env.sender.clone(), dsn_target)],
-                    priority: env.priority,
-                    message: &dsn,
-                },
-                now,
-            )?;
+            let dsn_id = self.queue_dsn(file, &recipients, None, dsn_target, now)?;
             tracing::info!(queue_id = %env.id, dsn = %dsn_id, to = %env.sender, "queued a DSN");
             Ok((Change::Remove, Some(dsn_id)))
         })
+    }
+
+    /// Queues, towards `target`, the DSN of `file` to its sender on `recipients` (a delay
+    /// warning when `delayed` says until when they are tried), at the message's priority and
+    /// with the null reverse path.
+    fn queue_dsn(
+        &self,
+        file: &QueueFile,
+        recipients: &[DsnRecipient],
+        delayed: Option<u64>,
+        target: Target,
+        now: u64,
+    ) -> Result<QueueId> {
+        let env = &file.envelope;
+        let dsn = build_dsn(&DsnRequest {
+            reporting_mta: &self.config.reporting_mta,
+            queue_id: env.id.as_str(),
+            original_sender: &env.sender,
+            arrival: env.arrival,
+            now,
+            recipients,
+            original_message: &file.message,
+            delayed,
+        });
+        self.enqueue(
+            &NewMessage {
+                sender: String::new(),
+                recipients: vec![(env.sender.clone(), target)],
+                priority: env.priority,
+                message: &dsn,
+            },
+            now,
+        )
     }
 
     /// Messages waiting for [`Spool::bounce`], with their sender (to route the DSN).
@@ -1388,6 +1437,76 @@ impl Spool {
                     && !env.sender.is_empty()
                 {
                     out.push((env.id.clone(), env.sender.clone()));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Tells the sender of every message that has waited [`SpoolConfig::delay_warning`] and is
+    /// still being retried (queued or held, not a dead letter, not past its expiry, with a
+    /// recipient not yet delivered or failed) that it is delayed: a DSN with `Action: delayed`
+    /// and `Will-Retry-Until` its expiry, for those recipients, queued towards `route(sender)`.
+    /// Once per message (the queue file records it); never for a null sender. Returns each
+    /// message warned, its warning's queue id and where that goes. A crash between queueing
+    /// the warning and recording it can warn twice, never zero times.
+    pub fn warn_delayed(
+        &self,
+        now: u64,
+        route: impl Fn(&str) -> Target,
+    ) -> Result<Vec<(QueueId, QueueId, Target)>> {
+        let Some(after) = self.config.delay_warning else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for state in [QueueState::Queued, QueueState::Held] {
+            for env in self.scan(state)? {
+                if env.delay_warned.is_some()
+                    || env.dead_reason.is_some()
+                    || env.sender.is_empty()
+                    || env.arrival.saturating_add(after) > now
+                    || env.expires <= now
+                    || env.is_complete()
+                {
+                    continue;
+                }
+                let target = route(&env.sender);
+                let result = self.update(&env.id, |file, _| {
+                    let env = &file.envelope;
+                    if env.delay_warned.is_some() || env.dead_reason.is_some() {
+                        return Ok((Change::Nothing, None));
+                    }
+                    let recipients: Vec<DsnRecipient> = env
+                        .recipients
+                        .iter()
+                        .filter(|r| !r.state.is_final())
+                        .map(|r| DsnRecipient {
+                            address: r.address.clone(),
+                            status: delay_status(r),
+                            diagnostic: r.last_error.clone().unwrap_or_else(|| {
+                                format!("not yet tried: waiting for {}", waiting_for(&r.target))
+                            }),
+                            last_attempt: (r.last_attempt > 0).then_some(r.last_attempt),
+                        })
+                        .collect();
+                    if recipients.is_empty() {
+                        return Ok((Change::Nothing, None));
+                    }
+                    let dsn_id = self.queue_dsn(
+                        file,
+                        &recipients,
+                        Some(env.expires),
+                        target.clone(),
+                        now,
+                    )?;
+                    tracing::info!(queue_id = %env.id, dsn = %dsn_id, to = %env.sender, "queued a delay warning");
+                    file.envelope.delay_warned = Some(now);
+                    Ok((Change::Rewrite, Some(dsn_id)))
+                });
+                match result {
+                    Ok(Some(dsn)) => out.push((env.id.clone(), dsn, target)),
+                    Ok(None) | Err(Error::NotFound(_)) => {}
+                    Err(e) => return Err(e),
                 }
             }
         }

@@ -1199,3 +1199,130 @@ fn giving_up_fails_only_the_waiting_recipients_of_the_target_asked_for() {
         Err(Error::WrongState { .. })
     ));
 }
+
+/// The DSNs [`Spool::warn_delayed`] queues at `now` towards the LAN: (message, warning text).
+fn warn_to_lan(s: &Spool, now: u64) -> Vec<(QueueId, String)> {
+    s.warn_delayed(now, |_| Target::Lan)
+        .unwrap()
+        .into_iter()
+        .map(|(id, dsn, target)| {
+            assert_eq!(target, Target::Lan);
+            let text = String::from_utf8(s.load(&dsn).unwrap().1.message).unwrap();
+            (id, text)
+        })
+        .collect()
+}
+
+#[test]
+fn a_sender_is_told_once_that_mail_still_waits_after_the_delay_warning_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let shore = peer("shore");
+    let after = DEFAULT_DELAY_WARNING;
+    // One recipient tried and refused for now, one never tried, one delivered.
+    let tried = enqueue(
+        &s,
+        "tried",
+        &[
+            ("b@x", shore.clone()),
+            ("c@x", shore.clone()),
+            ("d@lan", Target::Lan),
+        ],
+        0,
+        T0,
+    );
+    s.mark_in_flight(&tried, &["b@x"], T0 + 60).unwrap();
+    s.deferred(&tried, &["b@x"], "421 4.3.2 shore is busy", T0 + 60)
+        .unwrap();
+    s.mark_in_flight(&tried, &["d@lan"], T0 + 60).unwrap();
+    s.delivered(&tried, &["d@lan"], T0 + 60).unwrap();
+    // Held by the operator: its sender hears of it too.
+    let held = enqueue(&s, "held", &[("e@x", shore.clone())], 0, T0);
+    s.hold(&held).unwrap();
+    // Newer, delivered, or a bounce: nothing.
+    let newer = enqueue(&s, "newer", &[("f@x", shore.clone())], 0, T0 + 600);
+    let done = enqueue(&s, "done", &[("g@lan", Target::Lan)], 0, T0);
+    s.mark_in_flight(&done, &["g@lan"], T0 + 1).unwrap();
+    s.delivered(&done, &["g@lan"], T0 + 1).unwrap();
+    let body = msg("bounce");
+    s.enqueue(
+        &NewMessage {
+            sender: String::new(),
+            recipients: vec![("h@x".into(), shore.clone())],
+            priority: Priority::NORMAL,
+            message: &body,
+        },
+        T0,
+    )
+    .unwrap();
+
+    assert!(warn_to_lan(&s, T0 + after - 1).is_empty());
+    let mut warned = warn_to_lan(&s, T0 + after);
+    warned.sort();
+    let mut expected = vec![tried.clone(), held.clone()];
+    expected.sort();
+    assert_eq!(
+        warned.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>(),
+        expected
+    );
+    let text = &warned.iter().find(|(id, _)| *id == tried).unwrap().1;
+    assert!(text.contains("To: <alice@ship.example>\r\n"), "{text}");
+    assert!(text.contains("Subject: Delayed Mail (still being retried)\r\n"));
+    assert!(text.contains(
+        "Final-Recipient: rfc822; b@x\r\nAction: delayed\r\nStatus: 4.3.2\r\n\
+         Diagnostic-Code: smtp; 421 4.3.2 shore is busy\r\n"
+    ));
+    assert!(text.contains(
+        "Final-Recipient: rfc822; c@x\r\nAction: delayed\r\nStatus: 4.4.0\r\n\
+         Diagnostic-Code: x-skywave; not yet tried: waiting for the radio link to shore\r\n"
+    ));
+    assert!(
+        !text.contains("d@lan"),
+        "a delivered recipient is not delayed"
+    );
+    assert!(text.contains(&format!(
+        "Will-Retry-Until: {}\r\n",
+        crate::dsn::rfc5322_date(T0 + 5 * 86_400)
+    )));
+    assert!(
+        text.contains("\r\nSubject: tried\r\n"),
+        "the original's headers"
+    );
+    // The newer one in its turn; each once: not again later, nor after a restart, and the
+    // messages still go.
+    let warned = |s: &Spool, now| {
+        warn_to_lan(s, now)
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(warned(&s, T0 + 600 + after), vec![newer]);
+    assert!(warned(&s, T0 + 2 * after).is_empty());
+    drop(s);
+    let s = open(dir.path());
+    assert!(warned(&s, T0 + 3 * after).is_empty());
+    assert_eq!(
+        s.load(&tried).unwrap().1.envelope.delay_warned,
+        Some(T0 + after)
+    );
+    assert!(ids(&s.due(&shore, T0 + 3 * after, u64::MAX).unwrap()).contains(&tried));
+}
+
+#[test]
+fn no_delay_warning_when_turned_off_or_past_the_expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let off = open_with(
+        dir.path(),
+        SpoolConfig {
+            delay_warning: None,
+            ..SpoolConfig::default()
+        },
+    );
+    enqueue(&off, "a", &[("b@x", peer("shore"))], 0, T0);
+    assert!(warn_to_lan(&off, T0 + 86_400).is_empty());
+    drop(off);
+    // Expired: the sweep fails it instead, with a DSN of its own.
+    let s = open(dir.path());
+    assert!(warn_to_lan(&s, T0 + 5 * 86_400).is_empty());
+    assert_eq!(warn_to_lan(&s, T0 + 5 * 86_400 - 1).len(), 1);
+}
