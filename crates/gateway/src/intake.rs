@@ -70,8 +70,20 @@ pub struct GatewayPolicy {
     /// The table taken at MAIL FROM, kept for the whole transaction.
     table: Arc<RoutingTable>,
     declared_size: Option<usize>,
-    /// Where each accepted recipient goes, its route's default priority and size limit.
-    targets: HashMap<String, (Target, i8, Option<u64>)>,
+    /// Where each accepted recipient goes.
+    targets: HashMap<String, RcptRoute>,
+}
+
+/// Where an accepted recipient goes, as [`Intake::store`] needs it.
+#[derive(Debug, Clone)]
+struct RcptRoute {
+    target: Target,
+    /// Its route's default priority.
+    priority: i8,
+    /// The largest message its peer takes (`size_limit`); `None` for the LAN.
+    limit: Option<u64>,
+    /// Larger messages are held for the operator (the peer's `hold_above`).
+    hold_above: Option<u64>,
 }
 
 impl std::fmt::Debug for GatewayPolicy {
@@ -118,11 +130,7 @@ impl GatewayPolicy {
         Ok(())
     }
 
-    fn decide(
-        &self,
-        authenticated: bool,
-        recipient: &str,
-    ) -> Result<(Target, i8, Option<u64>), Reply> {
+    fn decide(&self, authenticated: bool, recipient: &str) -> Result<RcptRoute, Reply> {
         let route = match &self.source {
             Source::Lan { client, .. } => {
                 match self.table.relay_decision(*client, authenticated, recipient) {
@@ -158,9 +166,13 @@ impl GatewayPolicy {
                 Err(e) => return Err(reply(550, "5.1.3", e.to_string())),
             },
         };
-        let (target, limit) = match route.destination {
-            Destination::Lan => (Target::Lan, None),
-            Destination::Peer(peer) => (Target::Peer(peer.name.clone()), Some(peer.size_limit)),
+        let (target, limit, hold_above) = match route.destination {
+            Destination::Lan => (Target::Lan, None, None),
+            Destination::Peer(peer) => (
+                Target::Peer(peer.name.clone()),
+                Some(peer.size_limit),
+                peer.hold_above,
+            ),
             // Every member must take it: the smallest member limit holds.
             Destination::Group(g) => (
                 Target::Peer(g.name.clone()),
@@ -168,6 +180,7 @@ impl GatewayPolicy {
                     .iter()
                     .filter_map(|m| self.table.peer(m).map(|p| p.size_limit))
                     .min(),
+                None,
             ),
         };
         if let (Some(limit), Some(size)) = (limit, self.declared_size)
@@ -179,7 +192,12 @@ impl GatewayPolicy {
                 format!("message size {size} exceeds the limit of {limit} octets for {target}"),
             ));
         }
-        Ok((target, route.priority.value(), limit))
+        Ok(RcptRoute {
+            target,
+            priority: route.priority.value(),
+            limit,
+            hold_above,
+        })
     }
 }
 
@@ -264,17 +282,26 @@ impl Intake {
         body: &[u8],
         client_ip: Option<IpAddr>,
     ) -> Result<QueueId, Reply> {
+        let size = body.len() as u64;
         let mut recipients = Vec::with_capacity(envelope.recipients.len());
+        // Recipients whose peer holds a message this large for the operator, and why.
+        let mut held = Vec::new();
+        let mut held_why = Vec::new();
         let mut route_priority: Option<i8> = None;
         for rcpt in &envelope.recipients {
-            let (target, prio, limit) = match policy.targets.get(rcpt) {
-                Some(t) => t.clone(),
+            let Some(RcptRoute {
+                target,
+                priority: prio,
+                limit,
+                hold_above,
+            }) = policy.targets.get(rcpt).cloned()
+            else {
                 // Not seen by rcpt_to (cannot happen with the smtp crate): skip it rather
                 // than guess where it goes.
-                None => continue,
+                continue;
             };
             if let Some(limit) = limit
-                && body.len() as u64 > limit
+                && size > limit
             {
                 return Err(reply(
                     552,
@@ -283,9 +310,27 @@ impl Intake {
                 ));
             }
             route_priority = Some(route_priority.map_or(prio, |p| p.max(prio)));
-            recipients.push((rcpt.clone(), target));
+            match hold_above {
+                Some(above) if size > above => {
+                    let why = format!(
+                        "held for the operator's approval: {} is more than the {} this gateway \
+                         sends to {} without it",
+                        skywave_spool::Bytes(size),
+                        skywave_spool::Bytes(above),
+                        match &target {
+                            Target::Peer(p) => p.as_str(),
+                            Target::Lan => "the LAN",
+                        }
+                    );
+                    if !held_why.contains(&why) {
+                        held_why.push(why);
+                    }
+                    held.push((rcpt.clone(), target));
+                }
+                _ => recipients.push((rcpt.clone(), target)),
+            }
         }
-        if recipients.is_empty() {
+        if recipients.is_empty() && held.is_empty() {
             return Err(reply(554, "5.5.1", "no valid recipients"));
         }
         self.admit(body.len() as u64)?;
@@ -316,8 +361,12 @@ impl Intake {
         let priority =
             Priority::resolve(envelope.mt_priority.and_then(Priority::new), body, default);
         let lan = recipients.iter().any(|(_, t)| *t == Target::Lan);
-        let relayed = recipients.iter().filter(|(_, t)| *t != Target::Lan).count() as u64;
+        let held_count = held.len();
+        let relayed =
+            (recipients.iter().filter(|(_, t)| *t != Target::Lan).count() + held_count) as u64;
         let sender = envelope.reverse_path.clone();
+        let notice_to = crate::outcome::dsn_target(&policy.table, &sender);
+        let notice_wake = notice_to.clone();
         let helo = envelope.helo.clone();
         let protocol = envelope.protocol;
         let all_rcpts = envelope.recipients.clone();
@@ -329,34 +378,82 @@ impl Intake {
         let spool = Arc::clone(&self.spool);
         let message = body.to_vec();
         let stored = crate::blocking::spawn(move || {
-            spool.enqueue_with_header(
-                &NewMessage {
-                    sender,
-                    recipients,
-                    priority,
-                    message: &message,
-                },
-                now_unix,
-                |id| {
-                    received_header(&ReceivedInfo {
-                        helo: &helo,
-                        client_ip,
-                        client_name: client_name.as_deref(),
-                        by_host: &hostname,
-                        protocol,
-                        queue_id: id.as_str(),
-                        recipients: &all_rcpts,
-                        date: DateTime {
-                            unix_seconds: i64::try_from(now_unix).unwrap_or(i64::MAX),
-                            offset_minutes: 0,
-                        },
-                    })
-                },
-            )
+            let received = |id: &QueueId| {
+                received_header(&ReceivedInfo {
+                    helo: &helo,
+                    client_ip,
+                    client_name: client_name.as_deref(),
+                    by_host: &hostname,
+                    protocol,
+                    queue_id: id.as_str(),
+                    recipients: &all_rcpts,
+                    date: DateTime {
+                        unix_seconds: i64::try_from(now_unix).unwrap_or(i64::MAX),
+                        offset_minutes: 0,
+                    },
+                })
+            };
+            let new = |recipients| NewMessage {
+                sender: sender.clone(),
+                recipients,
+                priority,
+                message: &message,
+            };
+            // The held copy first: if the other cannot be stored, it is taken back and the
+            // client, told to try again, sends both again, never one twice.
+            let held_id = if held.is_empty() {
+                None
+            } else {
+                Some(spool.enqueue_held_with_header(
+                    &new(held),
+                    now_unix,
+                    received,
+                    &held_why.join("; "),
+                )?)
+            };
+            let id = if recipients.is_empty() {
+                None
+            } else {
+                match spool.enqueue_with_header(&new(recipients), now_unix, received) {
+                    Ok(id) => Some(id),
+                    Err(e) => {
+                        if let Some(h) = &held_id
+                            && let Err(again) = spool.delete(h)
+                        {
+                            warn!(queue_id = %h, error = %again, "cannot take back the held copy of a message not stored");
+                        }
+                        return Err(e);
+                    }
+                }
+            };
+            // Its sender hears at once that the held copy waits for the operator.
+            let notice = match &held_id {
+                Some(h) => spool.warn_now(h, notice_to, now_unix).unwrap_or_else(|e| {
+                    warn!(queue_id = %h, error = %e, "cannot tell the sender the message is held");
+                    None
+                }),
+                None => None,
+            };
+            // Some copy was stored: the 250 names the one that goes on.
+            let main = match (id, &held_id) {
+                (Some(id), _) => id,
+                (None, Some(h)) => h.clone(),
+                (None, None) => return Err(skywave_spool::Error::NoRecipients),
+            };
+            Ok::<_, skywave_spool::Error>((main, held_id, notice))
         })
         .await;
         match stored {
-            Ok(Ok(id)) => {
+            Ok(Ok((id, held_id, notice))) => {
+                if let Some(h) = &held_id {
+                    info!(queue_id = %h, rcpts = held_count, bytes = body.len(), "held for the operator's approval");
+                }
+                if notice.is_some() {
+                    match &notice_wake {
+                        Target::Lan => self.lan_wake.notify_one(),
+                        Target::Peer(_) => self.hf_wake.notify_waiters(),
+                    }
+                }
                 tracing::Span::current().record("queue_id", tracing::field::display(&id));
                 info!(
                     queue_id = %id,

@@ -1414,3 +1414,76 @@ async fn a_sender_hears_once_that_mail_is_delayed_and_the_mail_still_arrives() {
     assert_eq!(maildir(&pair.ship_maildir).values().flatten().count(), 1);
     pair.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_large_message_waits_for_the_operator_and_its_sender_is_told_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), "deflate");
+    o.ship_peer_extra = "hold_above = \"10 kB\"\n".into();
+    let pair = Pair::start(&o).await.unwrap();
+    // 30 kB to the shore and to the captain on board; 3 kB to the shore.
+    let big = message("alice@ship.example", "ops@shore.example", 1, 30_000);
+    pair.ship
+        .submit(
+            "alice@ship.example",
+            &["ops@shore.example", "captain@ship.example"],
+            &big,
+        )
+        .await
+        .unwrap();
+    let small = submit_as_alice(
+        &pair,
+        2,
+        message("alice@ship.example", "ops@shore.example", 2, 3000),
+    )
+    .await;
+    // The captain has it at once, and alice a notice that the shore's copy is held; the small
+    // message goes, the big one does not.
+    let got = wait_for(&pair.ship_maildir, 2, Duration::from_secs(60)).await;
+    let texts: Vec<&String> = got.values().flatten().collect();
+    assert_eq!(texts.len(), 2, "{:?}", got.keys());
+    assert!(
+        got.contains_key("<1.alice@ship.example>"),
+        "{:?}",
+        got.keys()
+    );
+    let notice = texts
+        .iter()
+        .find(|t| t.contains("Subject: Delayed Mail"))
+        .expect("a notice to alice");
+    assert!(
+        notice.contains("it is held for this gateway's operator"),
+        "{notice}"
+    );
+    assert!(
+        notice.contains(
+            "Final-Recipient: rfc822; ops@shore.example\nAction: delayed\nStatus: 4.4.0\n\
+             Diagnostic-Code: x-skywave; held for the operator's approval: 30.0 kB is more than \
+             the 10.0 kB this gateway sends to shore without it\n"
+        ),
+        "{notice}"
+    );
+    assert!(!notice.contains("captain@ship.example\nAction"), "{notice}");
+    let got = wait_for(&pair.shore_maildir, 1, Duration::from_secs(120)).await;
+    assert!(got.contains_key(&small.0), "{:?}", got.keys());
+    tokio::time::sleep(Duration::from_secs(1800)).await;
+    assert_eq!(maildir(&pair.shore_maildir).len(), 1);
+    // Released by the operator, it goes, once; alice hears nothing more.
+    let held: Vec<skywave_spool::QueueId> = pair
+        .ship
+        .spool()
+        .entries()
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.unwrap();
+            (e.state == skywave_spool::QueueState::Held)
+                .then(|| skywave_spool::QueueId::parse(&e.name).unwrap())
+        })
+        .collect();
+    assert_eq!(held.len(), 1);
+    pair.ship.spool().release(&held[0]).unwrap();
+    let sent = vec![small, ("<1.alice@ship.example>".to_owned(), big)];
+    all_arrive_once(&pair, &sent).await;
+    assert_eq!(maildir(&pair.ship_maildir).values().flatten().count(), 2);
+    pair.stop().await;
+}

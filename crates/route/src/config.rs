@@ -98,6 +98,7 @@ struct RawPeer {
     sis_server: Option<Spanned<String>>,
     tcp_address: Option<Spanned<String>>,
     hold: Option<bool>,
+    hold_above: Option<Spanned<IntOrStr>>,
     emcon: Option<bool>,
     pmul_acks: Option<Spanned<String>>,
     ip: Option<Spanned<String>>,
@@ -650,6 +651,19 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
             .as_ref()
             .and_then(|v| ck.size("batch_bytes", v))
             .unwrap_or(DEFAULT_BATCH_BYTES);
+        let hold_above = p.hold_above.as_ref().and_then(|v| {
+            let above = ck.size("hold_above", v)?;
+            if above >= size_limit {
+                ck.warning(
+                    v.span(),
+                    format!(
+                        "hold_above ({above} bytes) is not below size_limit ({size_limit} bytes): \
+                         no message for peer \"{name}\" is large enough to be held, as larger ones are refused"
+                    ),
+                );
+            }
+            Some(above)
+        });
 
         let pmul_acks = match p.pmul_acks.as_ref().map(|a| (a, a.get_ref().as_str())) {
             None | Some((_, "non-arq")) => AckMode::NonArq,
@@ -679,6 +693,7 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 batch_bytes,
                 bearer,
                 hold: p.hold.unwrap_or(false),
+                hold_above,
                 emcon: p.emcon.unwrap_or(false),
                 pmul_acks,
                 ip,

@@ -225,6 +225,10 @@ pub struct Peer {
     pub bearer: Bearer,
     /// When true, mail for this peer is queued but not sent until an operator releases it.
     pub hold: bool,
+    /// A message larger than this (bytes) is queued for this peer held, until an operator
+    /// releases it (`skywave queue release ID`) or returns it (`skywave queue bounce ID`), and
+    /// its sender is told at once (`hold_above = "100 kB"`); `None`: none is held for its size.
+    pub hold_above: Option<u64>,
     /// How this gateway sends its P_MUL acknowledgements to the peer (when the peer multicasts
     /// to us): non-ARQ by default (a lost ack is made good by P_MUL's own repair cycle), or ARQ
     /// (each ack confirmed by the 5066 link; costs the peer's node an ACK transmission).

@@ -783,6 +783,12 @@ impl fmt::Display for Explanation {
                                 "no"
                             }
                         )?;
+                        if let Some(above) = p.hold_above {
+                            writeln!(
+                                f,
+                                "  held for the operator: messages over {above} bytes (released with skywave queue release)"
+                            )?;
+                        }
                         if let Some(schedule) = &p.schedule {
                             let bypass = p.schedule_bypass.map_or_else(
                                 || "nothing goes outside it".to_owned(),

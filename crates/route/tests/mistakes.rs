@@ -56,7 +56,7 @@ fn unknown_key_lists_the_expected_ones() {
         [
             "routes.toml:4:1: error: unknown field `protocl`, expected one of `name`, `node`, `protocol`, \
           `skywave`, `xcut`, `compression`, `priority`, `size_limit`, `batch_bytes`, `bearer`, `sis_server`, \
-          `tcp_address`, `hold`, `emcon`, `pmul_acks`, `ip`, `schedule`, `schedule_bypass`\n  |\n4 | protocl = \"hmtp\"\n  | ^^^^^^^"
+          `tcp_address`, `hold`, `hold_above`, `emcon`, `pmul_acks`, `ip`, `schedule`, `schedule_bypass`\n  |\n4 | protocl = \"hmtp\"\n  | ^^^^^^^"
         ]
     );
 }
@@ -723,5 +723,38 @@ fn a_schedule_reads_back_as_written() {
              with what fits in the time left; priority 4 (flash) and above goes at any time\n"
         ),
         "{explained}"
+    );
+}
+
+#[test]
+fn hold_above_is_read_and_explained_and_useless_values_are_warned_of() {
+    let table = |extra: &str| {
+        RoutingTable::parse(
+            "routes.toml",
+            &format!(
+                "[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n{extra}\
+                 [[route]]\nmatch = \"a.example\"\nto = \"shore\"\n"
+            ),
+        )
+        .expect("valid")
+    };
+    let t = table("hold_above = \"100 kB\"\n");
+    assert_eq!(t.peer("shore").and_then(|p| p.hold_above), Some(100_000));
+    assert!(t.warnings().is_empty());
+    let explained = t.explain("ops@a.example", None).to_string();
+    assert!(
+        explained.contains(
+            "  held for the operator: messages over 100000 bytes (released with skywave queue release)\n"
+        ),
+        "{explained}"
+    );
+    let t = table("size_limit = \"1 MB\"\nhold_above = \"2 MB\"\n");
+    let warnings: Vec<String> = t.warnings().iter().map(|d| d.headline()).collect();
+    assert_eq!(
+        warnings,
+        [
+            "routes.toml:6:14: warning: hold_above (2000000 bytes) is not below size_limit (1000000 bytes): \
+             no message for peer \"shore\" is large enough to be held, as larger ones are refused"
+        ]
     );
 }

@@ -41,9 +41,21 @@ pub struct DsnRequest<'a> {
     pub recipients: &'a [DsnRecipient],
     /// The original message; only its header block is returned.
     pub original_message: &'a [u8],
-    /// `Some(until)`: a delay warning (`Action: delayed`): the recipients are still being
-    /// retried, until unix second `until` (`Will-Retry-Until`). `None`: they failed for good.
-    pub delayed: Option<u64>,
+    /// `Some`: a delay warning (`Action: delayed`), the recipients still waiting. `None`:
+    /// they failed for good.
+    pub delayed: Option<Delay>,
+}
+
+/// Why the recipients of a delay warning still wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delay {
+    /// They are retried until unix second `until` (`Will-Retry-Until`).
+    Retried {
+        /// The message's expiry.
+        until: u64,
+    },
+    /// The message is held for the gateway's operator, who may release it or return it.
+    Held,
 }
 
 /// Formats unix seconds as an RFC 5322 date-time in UTC, e.g. `Sun, 22 Nov 2026 02:07:16 +0000`.
@@ -191,7 +203,7 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
             one_line(req.queue_id, 64),
             rfc5322_date(req.arrival)
         )),
-        Some(until) => o.push_str(&format!(
+        Some(Delay::Retried { until }) => o.push_str(&format!(
             "This is the mail gateway at {mta}.\r\n\r\n\
              Your message (queue id {}), received {}, has not yet been delivered to\r\n\
              the following recipients. It is still queued and will be tried until\r\n\
@@ -200,6 +212,14 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
             one_line(req.queue_id, 64),
             rfc5322_date(req.arrival),
             rfc5322_date(until)
+        )),
+        Some(Delay::Held) => o.push_str(&format!(
+            "This is the mail gateway at {mta}.\r\n\r\n\
+             Your message (queue id {}), received {}, has not yet been sent to the\r\n\
+             following recipients: it is held for this gateway's operator, who may\r\n\
+             release it or return it to you. You need not send it again.\r\n\r\n",
+            one_line(req.queue_id, 64),
+            rfc5322_date(req.arrival)
         )),
     }
     for r in req.recipients {
@@ -260,7 +280,7 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
         if let Some(t) = r.last_attempt {
             o.push_str(&format!("Last-Attempt-Date: {}\r\n", rfc5322_date(t)));
         }
-        if let Some(until) = req.delayed {
+        if let Some(Delay::Retried { until }) = req.delayed {
             o.push_str(&format!("Will-Retry-Until: {}\r\n", rfc5322_date(until)));
         }
     }
@@ -358,7 +378,9 @@ mod tests {
         }];
         let msg = b"From: alice@ship.example\r\nSubject: test\r\n\r\nbody\r\n";
         let text = String::from_utf8(build_dsn(&DsnRequest {
-            delayed: Some(1_700_432_000),
+            delayed: Some(Delay::Retried {
+                until: 1_700_432_000,
+            }),
             ..request(&rcpts, msg)
         }))
         .unwrap();
@@ -376,11 +398,25 @@ mod tests {
             ..rcpts[0].clone()
         }];
         let text = String::from_utf8(build_dsn(&DsnRequest {
-            delayed: Some(1_700_432_000),
+            delayed: Some(Delay::Retried {
+                until: 1_700_432_000,
+            }),
             ..request(&rcpts, msg)
         }))
         .unwrap();
         assert!(text.contains("Action: delayed\r\nStatus: 4.0.0\r\n"));
+        // Held for the operator: no retry time to promise.
+        let text = String::from_utf8(build_dsn(&DsnRequest {
+            delayed: Some(Delay::Held),
+            ..request(&rcpts, msg)
+        }))
+        .unwrap();
+        assert!(
+            text.contains("it is held for this gateway's operator"),
+            "{text}"
+        );
+        assert!(text.contains("Action: delayed\r\n"));
+        assert!(!text.contains("Will-Retry-Until"));
     }
 
     #[test]

@@ -57,7 +57,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::dsn::{DsnRecipient, DsnRequest, build_dsn};
+use crate::dsn::{Delay, DsnRecipient, DsnRequest, build_dsn};
 use crate::expiry::message_expiry;
 use crate::id::{InvalidQueueId, QueueId};
 use crate::priority::Priority;
@@ -839,10 +839,36 @@ impl Spool {
         now: u64,
         header: impl FnOnce(&QueueId) -> String,
     ) -> Result<QueueId> {
+        self.enqueue_into(msg, now, header, None)
+    }
+
+    /// Like [`Spool::enqueue_with_header`], but the message is held from the start, until an
+    /// operator releases it ([`Spool::release`]): `why` is each recipient's last error, which
+    /// `skywave queue show` and the sender's notice ([`Spool::warn_now`]) give.
+    pub fn enqueue_held_with_header(
+        &self,
+        msg: &NewMessage<'_>,
+        now: u64,
+        header: impl FnOnce(&QueueId) -> String,
+        why: &str,
+    ) -> Result<QueueId> {
+        self.enqueue_into(msg, now, header, Some(why))
+    }
+
+    fn enqueue_into(
+        &self,
+        msg: &NewMessage<'_>,
+        now: u64,
+        header: impl FnOnce(&QueueId) -> String,
+        held: Option<&str>,
+    ) -> Result<QueueId> {
         if msg.recipients.is_empty() {
             return Err(Error::NoRecipients);
         }
-        let queue = self.dir(QueueState::Queued);
+        let queue = self.dir(match held {
+            None => QueueState::Queued,
+            Some(_) => QueueState::Held,
+        });
         // A fresh id; bounded retries in the (practically impossible) case of a clash.
         let mut id = None;
         for _ in 0..16 {
@@ -873,7 +899,10 @@ impl Spool {
                 recipients: msg
                     .recipients
                     .iter()
-                    .map(|(a, t)| Recipient::new(a.clone(), t.clone()))
+                    .map(|(a, t)| Recipient {
+                        last_error: held.map(|w| truncate_text(w, MAX_ERROR_TEXT)),
+                        ..Recipient::new(a.clone(), t.clone())
+                    })
                     .collect(),
                 delay_warned: None,
                 dead_reason: None,
@@ -883,7 +912,7 @@ impl Spool {
         };
         let bytes = encode(&file)?;
         self.write_file(&queue, id.as_str(), &bytes)?;
-        tracing::debug!(queue_id = %id, size = file.envelope.size, rcpts = msg.recipients.len(), "queued");
+        tracing::debug!(queue_id = %id, size = file.envelope.size, rcpts = msg.recipients.len(), held = held.is_some(), "queued");
         Ok(id)
     }
 
@@ -1400,7 +1429,7 @@ impl Spool {
         &self,
         file: &QueueFile,
         recipients: &[DsnRecipient],
-        delayed: Option<u64>,
+        delayed: Option<Delay>,
         target: Target,
         now: u64,
     ) -> Result<QueueId> {
@@ -1471,38 +1500,7 @@ impl Spool {
                     continue;
                 }
                 let target = route(&env.sender);
-                let result = self.update(&env.id, |file, _| {
-                    let env = &file.envelope;
-                    if env.delay_warned.is_some() || env.dead_reason.is_some() {
-                        return Ok((Change::Nothing, None));
-                    }
-                    let recipients: Vec<DsnRecipient> = env
-                        .recipients
-                        .iter()
-                        .filter(|r| !r.state.is_final())
-                        .map(|r| DsnRecipient {
-                            address: r.address.clone(),
-                            status: delay_status(r),
-                            diagnostic: r.last_error.clone().unwrap_or_else(|| {
-                                format!("not yet tried: waiting for {}", waiting_for(&r.target))
-                            }),
-                            last_attempt: (r.last_attempt > 0).then_some(r.last_attempt),
-                        })
-                        .collect();
-                    if recipients.is_empty() {
-                        return Ok((Change::Nothing, None));
-                    }
-                    let dsn_id = self.queue_dsn(
-                        file,
-                        &recipients,
-                        Some(env.expires),
-                        target.clone(),
-                        now,
-                    )?;
-                    tracing::info!(queue_id = %env.id, dsn = %dsn_id, to = %env.sender, "queued a delay warning");
-                    file.envelope.delay_warned = Some(now);
-                    Ok((Change::Rewrite, Some(dsn_id)))
-                });
+                let result = self.warn_now(&env.id, target.clone(), now);
                 match result {
                     Ok(Some(dsn)) => out.push((env.id.clone(), dsn, target)),
                     Ok(None) | Err(Error::NotFound(_)) => {}
@@ -1511,6 +1509,44 @@ impl Spool {
             }
         }
         Ok(out)
+    }
+
+    /// Tells the sender of `id` now that the message is delayed, as [`Spool::warn_delayed`]
+    /// does once its time has come: a DSN with `Action: delayed` for the recipients not yet
+    /// delivered or failed, towards `target`, saying they are retried until the expiry, or,
+    /// for a held message, that it waits for the operator. `None` (nothing queued) when the
+    /// sender was told already, is null, or nothing waits.
+    pub fn warn_now(&self, id: &QueueId, target: Target, now: u64) -> Result<Option<QueueId>> {
+        self.update(id, |file, state| {
+            let env = &file.envelope;
+            if env.delay_warned.is_some() || env.dead_reason.is_some() || env.sender.is_empty() {
+                return Ok((Change::Nothing, None));
+            }
+            let recipients: Vec<DsnRecipient> = env
+                .recipients
+                .iter()
+                .filter(|r| !r.state.is_final())
+                .map(|r| DsnRecipient {
+                    address: r.address.clone(),
+                    status: delay_status(r),
+                    diagnostic: r.last_error.clone().unwrap_or_else(|| {
+                        format!("not yet tried: waiting for {}", waiting_for(&r.target))
+                    }),
+                    last_attempt: (r.last_attempt > 0).then_some(r.last_attempt),
+                })
+                .collect();
+            if recipients.is_empty() {
+                return Ok((Change::Nothing, None));
+            }
+            let delay = match state {
+                QueueState::Held => Delay::Held,
+                _ => Delay::Retried { until: env.expires },
+            };
+            let dsn_id = self.queue_dsn(file, &recipients, Some(delay), target, now)?;
+            tracing::info!(queue_id = %env.id, dsn = %dsn_id, to = %env.sender, "queued a delay warning");
+            file.envelope.delay_warned = Some(now);
+            Ok((Change::Rewrite, Some(dsn_id)))
+        })
     }
 
     /// Fails the waiting recipients of every queued message past its expiry: with status 4.4.7
