@@ -76,6 +76,18 @@ fn an_operator_steers_the_queue() {
     assert_eq!(code, 0);
     assert!(out.contains("state:     queued"), "{out}");
     assert!(out.contains("Subject: to shore"), "{out}");
+    assert!(!out.contains("warned:"), "{out}");
+    // Once its sender was told of the delay, show says so.
+    let (spool, _) = Spool::open(&root, SpoolConfig::default()).unwrap();
+    let now = unix_seconds(std::time::SystemTime::now());
+    let id = skywave_spool::QueueId::parse(&to_shore).unwrap();
+    assert!(spool.warn_now(&id, Target::Lan, now).unwrap().is_some());
+    drop(spool);
+    let (_, out, _) = queue(&root, &["show", &to_shore]);
+    assert!(
+        out.contains("warned:    the sender was told of the delay "),
+        "{out}"
+    );
 
     let (code, _, _) = queue(&root, &["hold", &to_shore]);
     assert_eq!(code, 0);
@@ -100,8 +112,9 @@ fn an_operator_steers_the_queue() {
     let (code, out, _) = queue(&root, &["delete", &to_lan]);
     assert_eq!(code, 0, "{out}");
     let (_, out, _) = queue(&root, &["list"]);
+    // The delay notice queued above is on the LAN's queue now.
     assert!(
-        !out.contains(&to_lan) && out.contains("1 message(s)"),
+        !out.contains(&to_lan) && out.contains("2 message(s)"),
         "{out}"
     );
 

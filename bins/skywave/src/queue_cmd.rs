@@ -320,6 +320,12 @@ fn show(spool: &Spool, id: &QueueId, now: u64) -> anyhow::Result<()> {
     );
     println!("size:      {} bytes", env.size);
     println!("priority:  {}", env.priority);
+    if let Some(t) = env.delay_warned {
+        println!(
+            "warned:    the sender was told of the delay {} ago",
+            age(now.saturating_sub(t))
+        );
+    }
     for r in &env.recipients {
         let mut line = format!(
             "rcpt:      <{}> via {}: {}, {} attempt(s)",
