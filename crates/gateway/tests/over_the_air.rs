@@ -1320,17 +1320,18 @@ async fn in_schedule_windows(protocol: &str, compression: &str) {
     // message goes at once. A 200,000-byte one (before compression) fits neither the time
     // left nor a whole window (180,000 bytes): it waits, and goes alone at the next opening,
     // as it would fit no better later.
+    // The big one is queued first, so the small one goes past it.
     until(open + 720).await;
-    let small = submit_as_alice(
-        &pair,
-        4,
-        message("alice@ship.example", "ops@shore.example", 4, 3000),
-    )
-    .await;
     let big = submit_as_alice(
         &pair,
         5,
         message("alice@ship.example", "ops@shore.example", 5, 200_000),
+    )
+    .await;
+    let small = submit_as_alice(
+        &pair,
+        4,
+        message("alice@ship.example", "ops@shore.example", 4, 3000),
     )
     .await;
     let got = wait_for(&pair.shore_maildir, 3, Duration::from_secs(90)).await;

@@ -184,7 +184,11 @@ impl HfContext {
             ),
             Admission::Due(admit) => (admit, None),
         };
-        match self.take_due(target, peer.batch_bytes, skip, admit).await {
+        let admit = Admit {
+            budget: peer.batch_bytes,
+            ..admit
+        };
+        match self.take_due(target, skip, admit).await {
             None => Take::Later(Look::Periodic),
             Some(l) if !l.is_empty() => Take::Mail(l),
             // Outside the window with nothing urgent: its opening, or the periodic look for
@@ -205,13 +209,12 @@ impl HfContext {
         }
     }
 
-    /// Takes the mail due for `target` (priority order, within `budget` bytes, skipping the
-    /// queue ids in `skip`, as far as `admit` lets), marks it in flight and loads it: what a
-    /// session will carry. `None` when the spool cannot be read (logged).
+    /// Takes the mail due for `target` (priority order, skipping the queue ids in `skip`, as far
+    /// as `admit` lets), marks it in flight and loads it: what a session will carry. `None`
+    /// when the spool cannot be read (logged).
     async fn take_due(
         &self,
         target: &Target,
-        budget: u64,
         skip: Vec<String>,
         admit: Admit,
     ) -> Option<Vec<(DueMessage, Vec<u8>)>> {
@@ -224,14 +227,20 @@ impl HfContext {
             Target::Lan => String::new(),
         };
         let loaded = crate::blocking::spawn(move || {
-            let due = spool.due(&t, now, budget)?;
+            // Every due message, in the spool's order: the admission applies the budget, which
+            // stops at the first message over it, and the window, which skips a message that
+            // does not fit (a smaller one behind it may).
+            let due = spool.due(&t, now, u64::MAX)?;
             let mut out = Vec::with_capacity(due.len());
             let mut taken_bytes = 0u64;
             for d in due {
-                if skip.iter().any(|s| s == d.id.as_str())
-                    || !admit.takes(out.len(), taken_bytes, &d)
-                {
+                if skip.iter().any(|s| s == d.id.as_str()) {
                     continue;
+                }
+                match admit.takes(out.len(), taken_bytes, &d) {
+                    Admitted::Take => {}
+                    Admitted::Skip => continue,
+                    Admitted::Stop => break,
                 }
                 let (_, file) = spool.load(&d.id)?;
                 // Mail for two or more ships of a group (or one under EMCON) is the
@@ -273,8 +282,12 @@ enum Admission {
 }
 
 /// Which due messages a session may take.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Admit {
+    /// The session's byte budget (the peer's `batch_bytes`): it takes due mail in priority
+    /// order until the next message would pass it, and always at least one, so that nothing
+    /// overtakes a more urgent message.
+    budget: u64,
     /// Only mail at or above this priority (RFC 6710 scale).
     min_priority: Option<i8>,
     /// Only what fits in what is left of a schedule window...
@@ -300,17 +313,45 @@ struct Fit {
 /// look at the spool at least every [`MAX_SLEEP`], and wake at a window's opening.
 const FRESH_WINDOW: std::time::Duration = std::time::Duration::from_secs(120);
 
+impl Default for Admit {
+    fn default() -> Self {
+        Admit {
+            budget: u64::MAX,
+            min_priority: None,
+            fit: None,
+            unlimited_from: None,
+        }
+    }
+}
+
+/// Whether a due message joins a session ([`Admit::takes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admitted {
+    /// It goes.
+    Take,
+    /// It waits; look at the next one.
+    Skip,
+    /// It waits, and so does everything after it (the budget is spent).
+    Stop,
+}
+
 impl Admit {
     /// Whether `d` may join a session that has taken `taken` messages of `used` bytes so far.
-    fn takes(&self, taken: usize, used: u64, d: &DueMessage) -> bool {
+    fn takes(&self, taken: usize, used: u64, d: &DueMessage) -> Admitted {
         let p = d.priority.value();
+        let after = used.saturating_add(d.size);
         if self.min_priority.is_some_and(|min| p < min) {
-            return false;
+            return Admitted::Skip;
         }
+        if taken > 0 && after > self.budget {
+            return Admitted::Stop;
+        }
+        let urgent = self.unlimited_from.is_some_and(|u| p >= u);
         match self.fit {
-            None => true,
-            Some(_) if self.unlimited_from.is_some_and(|u| p >= u) => true,
-            Some(fit) => used.saturating_add(d.size) <= fit.bytes || (taken == 0 && fit.fresh),
+            Some(fit) if !urgent && after > fit.bytes && !(taken == 0 && fit.fresh) => {
+                Admitted::Skip
+            }
+            _ => Admitted::Take,
         }
     }
 }
@@ -858,29 +899,43 @@ mod tests {
 
     #[test]
     fn a_window_takes_what_fits_and_urgent_mail_whatever_its_size() {
+        use Admitted::{Skip, Stop, Take};
         let fit = |bytes, fresh| Admit {
             fit: Some(Fit { bytes, fresh }),
             unlimited_from: Some(4),
             ..Admit::default()
         };
-        // 10,000 bytes left: a second message that would pass them waits.
-        assert!(fit(10_000, false).takes(0, 0, &due(0, 6000)));
-        assert!(!fit(10_000, false).takes(1, 6000, &due(0, 6000)));
+        // 10,000 bytes left: a second message that would pass them waits, and a smaller one
+        // behind it may still go.
+        assert_eq!(fit(10_000, false).takes(0, 0, &due(0, 6000)), Take);
+        assert_eq!(fit(10_000, false).takes(1, 6000, &due(0, 6000)), Skip);
+        assert_eq!(fit(10_000, false).takes(1, 6000, &due(0, 4000)), Take);
         // Too large for the time left: waits, unless the window has just opened and nothing
         // else goes with it.
-        assert!(!fit(10_000, false).takes(0, 0, &due(0, 50_000)));
-        assert!(fit(10_000, true).takes(0, 0, &due(0, 50_000)));
-        assert!(!fit(10_000, true).takes(1, 100, &due(0, 50_000)));
+        assert_eq!(fit(10_000, false).takes(0, 0, &due(0, 50_000)), Skip);
+        assert_eq!(fit(10_000, true).takes(0, 0, &due(0, 50_000)), Take);
+        assert_eq!(fit(10_000, true).takes(1, 100, &due(0, 50_000)), Skip);
         // Flash mail goes whatever is left.
-        assert!(fit(10_000, false).takes(3, 9000, &due(4, 50_000)));
+        assert_eq!(fit(10_000, false).takes(3, 9000, &due(4, 50_000)), Take);
         // Outside a window only mail at or above the bypass goes.
         let closed = Admit {
             min_priority: Some(4),
             ..Admit::default()
         };
-        assert!(closed.takes(0, 0, &due(4, 50_000)));
-        assert!(!closed.takes(0, 0, &due(2, 100)));
-        // No schedule: anything due.
-        assert!(Admit::default().takes(9, u64::MAX, &due(-9, u64::MAX)));
+        assert_eq!(closed.takes(0, 0, &due(4, 50_000)), Take);
+        assert_eq!(closed.takes(0, 0, &due(2, 100)), Skip);
+        // No schedule: anything due, within the budget, which stops at the first message over
+        // it (nothing overtakes it) but always takes one.
+        let budget = Admit {
+            budget: 32_768,
+            ..Admit::default()
+        };
+        assert_eq!(budget.takes(0, 0, &due(-9, 100_000)), Take);
+        assert_eq!(budget.takes(1, 30_000, &due(0, 5000)), Stop);
+        assert_eq!(budget.takes(1, 20_000, &due(0, 5000)), Take);
+        assert_eq!(
+            Admit::default().takes(9, u64::MAX, &due(-9, u64::MAX)),
+            Take
+        );
     }
 }
