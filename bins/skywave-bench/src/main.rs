@@ -92,9 +92,15 @@ struct Fleet {
     #[arg(long, value_delimiter = ',')]
     ships: Vec<usize>,
     /// Workloads: all (one message to every ship), one (to the first ship), mixed (one to
-    /// every ship and one to each ship alone) (default: all three).
+    /// every ship and one to each ship alone), reports (every ship sends the base one at
+    /// once) (default: all, one, mixed).
     #[arg(long, value_delimiter = ',')]
     workload: Vec<String>,
+    /// Time slots, minutes each: each ship's sessions with the base start only in its slot
+    /// (a radio schedule in both routing tables), the ships in turn in a cycle that must
+    /// divide the hour; 0 for none (default 0). Several values run each.
+    #[arg(long, value_delimiter = ',')]
+    slot_minutes: Vec<u32>,
     /// Scenarios: hmtp-unicast, pmul-multicast (P_MUL over 5066), pmul-ip (P_MUL over an
     /// emulated IP network; unicast still by HMTP over HF) (default all three).
     #[arg(long, value_delimiter = ',')]
@@ -598,8 +604,9 @@ fn run_fleet(f: Fleet) -> Result<ExitCode> {
     let workloads = or(f.workload, &["all".into(), "one".into(), "mixed".into()])
         .iter()
         .map(|w| {
-            FleetWorkload::parse(w)
-                .with_context(|| format!("unknown workload {w:?}: expected all, one or mixed"))
+            FleetWorkload::parse(w).with_context(|| {
+                format!("unknown workload {w:?}: expected all, one, mixed or reports")
+            })
         })
         .collect::<Result<Vec<_>>>()?;
     let scenarios = or(
@@ -632,12 +639,16 @@ fn run_fleet(f: Fleet) -> Result<ExitCode> {
     }
     let ship_impairments = fleet_impairments([&f.outages, &f.fades, &f.block_losses], &ships)?;
     let emcons = or(f.emcon, &[0, 1]);
+    let slots = or(f.slot_minutes, &[0]);
     let mut specs = Vec::new();
     for &n in &ships {
         for &w in &workloads {
             for (multicast, ip) in &modes {
                 let multicast = *multicast;
-                for &e in &emcons {
+                for (&e, &slot) in emcons
+                    .iter()
+                    .flat_map(|e| slots.iter().map(move |s| (e, s)))
+                {
                     // EMCON ships are unreachable by unicast: one row says so, not one per count.
                     if e > n || (!multicast && e > 0 && emcons.iter().any(|&x| x > 0 && x < e)) {
                         continue;
@@ -657,6 +668,7 @@ fn run_fleet(f: Fleet) -> Result<ExitCode> {
                         link_idle,
                         max_links: f.max_links,
                         ship_impairments: ship_impairments.clone(),
+                        slot_minutes: (slot > 0).then_some(slot),
                     });
                 }
             }

@@ -4,9 +4,10 @@
 //!
 //! Every run is the production gateway code ([`skywave_gateway::fleet::Fleet`]: spools, routing
 //! tables, link schedulers, Maildir delivery) over the bundled emulator, each ship hearing the
-//! channel at its own SNR ([`ship_snr`]). A run submits its workload to the base at once and
-//! reports when every ship has its mail, when the base has every acknowledgement (its spool is
-//! empty), the airtime of every transmission on the channel (from the emulator's trace), the
+//! channel at its own SNR ([`ship_snr`]). A run submits its workload to the base at once (or,
+//! for `reports`, every ship its report to the base, the ships keeping time slots or not:
+//! [`FleetSpec::slot_minutes`]) and reports when every ship has its mail (the base every
+//! report), when the base has every acknowledgement (the ships theirs), the airtime of every transmission on the channel (from the emulator's trace), the
 //! transmissions and the bytes on the air. The gateways run on a fixed simulation calendar and
 //! queue-id salt, so `all` and `one` runs repeat exactly for a seed; `mixed` runs, whose messages
 //! reach the base one after another while its file I/O runs on real threads, can batch them
@@ -28,6 +29,10 @@ pub enum FleetWorkload {
     One,
     /// One message for every ship, and one more for each ship alone.
     Mixed,
+    /// The other way: every ship sends the base one message at once (noon reports), so the
+    /// ships contend for the one frequency unless they keep time slots
+    /// ([`FleetSpec::slot_minutes`]).
+    Reports,
 }
 
 impl FleetWorkload {
@@ -37,6 +42,7 @@ impl FleetWorkload {
             FleetWorkload::All => "all",
             FleetWorkload::One => "one",
             FleetWorkload::Mixed => "mixed",
+            FleetWorkload::Reports => "reports",
         }
     }
 
@@ -46,13 +52,15 @@ impl FleetWorkload {
             "all" => Some(FleetWorkload::All),
             "one" => Some(FleetWorkload::One),
             "mixed" => Some(FleetWorkload::Mixed),
+            "reports" => Some(FleetWorkload::Reports),
             _ => None,
         }
     }
 
-    /// The messages, each as the indices of the ships it has a recipient on.
+    /// The base's messages, each as the indices of the ships it has a recipient on.
     fn messages(self, ships: usize) -> Vec<Vec<usize>> {
         match self {
+            FleetWorkload::Reports => Vec::new(),
             FleetWorkload::All => vec![(0..ships).collect()],
             FleetWorkload::One => vec![vec![0]],
             FleetWorkload::Mixed => {
@@ -99,6 +107,10 @@ pub struct FleetSpec {
     /// (ship index, impairment): outages, fades and block losses of what that ship hears
     /// (`fleet --outage SHIP@START+LENGTH`).
     pub ship_impairments: Vec<(usize, skywave_emu::channel::ScheduledImpairment)>,
+    /// Time slots of this many minutes: each ship's sessions with the base start only in its
+    /// slot, a `schedule` in both routing tables
+    /// ([`skywave_gateway::fleet::FleetOptions::slot_minutes`]); `None`: any time.
+    pub slot_minutes: Option<u32>,
 }
 
 /// Ship `i`'s SNR when the best hears `best` dB: ships in four rings 3 dB apart, as ships at
@@ -173,9 +185,13 @@ async fn run(spec: &FleetSpec) -> Result<FleetResult, BenchError> {
     o.link_idle = spec.link_idle;
     o.max_links = spec.max_links;
     o.ship_impairments = spec.ship_impairments.clone();
+    o.slot_minutes = spec.slot_minutes;
     let fleet = Fleet::start(&o)
         .await
         .map_err(|e| BenchError::Fleet(e.to_string()))?;
+    if spec.workload == FleetWorkload::Reports {
+        return reports(spec, fleet).await;
+    }
     let messages = spec.workload.messages(spec.ships);
     let mut expected = vec![0usize; spec.ships];
     for (n, ships) in messages.iter().enumerate() {
@@ -219,6 +235,63 @@ async fn run(spec: &FleetSpec) -> Result<FleetResult, BenchError> {
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+    let delivered = (0..spec.ships)
+        .map(|i| count(&fleet.ship_maildirs[i]).min(expected[i]))
+        .sum();
+    measured(
+        fleet,
+        start,
+        expected.iter().sum(),
+        delivered,
+        all_delivered,
+        done,
+    )
+    .await
+}
+
+/// The `reports` workload: every ship sends the base one message at once; "every ship has
+/// it" is when the base has every report, "all acked" when every ship's spool is empty.
+async fn reports(spec: &FleetSpec, fleet: Fleet) -> Result<FleetResult, BenchError> {
+    for i in 0..spec.ships {
+        let Some(ship) = fleet.ship(i) else { continue };
+        let from = format!("captain@{}", ship_domain(i));
+        let body = report(spec, i, &from);
+        ship.submit(&from, &["hq@base.example"], &body)
+            .await
+            .map_err(|r| BenchError::Fleet(format!("ship {} refused its report: {r}", i + 1)))?;
+    }
+    let start = tokio::time::Instant::now();
+    let mut all_delivered = None;
+    let mut done = None;
+    while start.elapsed() < LIMIT {
+        let all = count(&fleet.base_maildir) >= spec.ships;
+        if all && all_delivered.is_none() {
+            all_delivered = Some(start.elapsed().as_secs_f64());
+        }
+        let queued: usize = (0..spec.ships)
+            .filter_map(|i| fleet.ship(i))
+            .map(|s| s.spool().entries().map_or(1, |e| e.count()))
+            .sum();
+        if all && queued == 0 {
+            done = Some(start.elapsed().as_secs_f64());
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let delivered = count(&fleet.base_maildir).min(spec.ships);
+    measured(fleet, start, spec.ships, delivered, all_delivered, done).await
+}
+
+/// What a run of `fleet` measured once its mail is delivered (or the limit passed): the
+/// emulator's counters and trace, then the fleet stopped.
+async fn measured(
+    fleet: Fleet,
+    start: tokio::time::Instant,
+    expected: usize,
+    delivered: usize,
+    all_delivered: Option<f64>,
+    done: Option<f64>,
+) -> Result<FleetResult, BenchError> {
     // A transmission still on the air when the run is done counts whole: the base takes a
     // reply D_PDU as its interleaver block is decoded, so its spool can empty while the ship is
     // still keyed (its trace record is written when it unkeys). Waiting for what has started to
@@ -231,9 +304,6 @@ async fn run(spec: &FleetSpec) -> Result<FleetResult, BenchError> {
     {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let delivered = (0..spec.ships)
-        .map(|i| count(&fleet.ship_maildirs[i]).min(expected[i]))
-        .sum();
     let c = fleet.subnet.counters();
     let ip = fleet
         .ip_net
@@ -243,7 +313,7 @@ async fn run(spec: &FleetSpec) -> Result<FleetResult, BenchError> {
     let trace = fleet.subnet.trace();
     let secs = |r: &skywave_emu::net::TraceRecord| (r.end - r.start).as_secs_f64();
     let result = FleetResult {
-        expected: expected.iter().sum(),
+        expected,
         delivered,
         all_delivered_s: all_delivered,
         done_s: done,
@@ -262,6 +332,24 @@ async fn run(spec: &FleetSpec) -> Result<FleetResult, BenchError> {
     };
     fleet.stop().await;
     Ok(result)
+}
+
+/// Ship `i`'s report: a corpus message of about `spec.size` bytes from its captain to the base.
+fn report(spec: &FleetSpec, i: usize, from: &str) -> Vec<u8> {
+    use skywave_compress::corpus;
+    let body =
+        corpus::message_of_size(0x5EA0 ^ (i as u64) ^ spec.seed, spec.size).unwrap_or_default();
+    corpus::set_headers(
+        &body,
+        &[
+            ("From", format!("<{from}>")),
+            ("To", "<hq@base.example>".to_owned()),
+            (
+                "Message-ID",
+                format!("<{i}.{}.report@{}>", spec.seed, ship_domain(i)),
+            ),
+        ],
+    )
 }
 
 /// Message `n` of a run: a corpus message of about `spec.size` bytes (headers, MIME, as mail
@@ -298,12 +386,17 @@ pub struct FleetRow {
 
 impl FleetSpec {
     /// The scenario's name in tables: `hmtp-unicast`, `pmul-multicast` (over 5066) or
-    /// `pmul-ip` (over the emulated IP network).
-    pub fn scenario(&self) -> &'static str {
-        match (self.multicast, &self.ip) {
+    /// `pmul-ip` (over the emulated IP network), with `, N-min slots` when the ships keep time
+    /// slots.
+    pub fn scenario(&self) -> String {
+        let name = match (self.multicast, &self.ip) {
             (true, Some(_)) => "pmul-ip",
             (true, None) => "pmul-multicast",
             (false, _) => "hmtp-unicast",
+        };
+        match self.slot_minutes {
+            Some(m) => format!("{name}, {m}-min slots"),
+            None => name.to_owned(),
         }
     }
 }
@@ -401,7 +494,12 @@ pub fn fleet_plots(
     dir: &std::path::Path,
 ) -> Result<Vec<std::path::PathBuf>, crate::plot::PlotError> {
     let mut files = Vec::new();
-    for w in [FleetWorkload::All, FleetWorkload::One, FleetWorkload::Mixed] {
+    for w in [
+        FleetWorkload::All,
+        FleetWorkload::One,
+        FleetWorkload::Mixed,
+        FleetWorkload::Reports,
+    ] {
         let mut time = crate::plot::Series::new();
         let mut air = crate::plot::Series::new();
         for r in rows
@@ -411,11 +509,9 @@ pub fn fleet_plots(
             let Ok(m) = &r.result else { continue };
             let x = r.spec.ships as f64;
             if let Some(t) = m.all_delivered_s {
-                time.entry(r.spec.scenario().to_owned())
-                    .or_default()
-                    .push((x, t));
+                time.entry(r.spec.scenario()).or_default().push((x, t));
             }
-            air.entry(r.spec.scenario().to_owned())
+            air.entry(r.spec.scenario())
                 .or_default()
                 .push((x, m.airtime_s));
         }

@@ -119,6 +119,10 @@ pub struct FleetOptions {
     /// Multicast over an emulated IP network (a satellite or line-of-sight link) instead of
     /// the HF channel: the group is `pmul-ip`; unicast still goes by HMTP over HF.
     pub ip: Option<IpNetConfig>,
+    /// Time slots on the shared frequency, this many minutes each: ship i's sessions with the
+    /// base, either way, start only in its slot (a `schedule` in both routing tables), the
+    /// ships taking turns in a cycle that must divide the hour. `None`: any time.
+    pub slot_minutes: Option<u32>,
 }
 
 impl FleetOptions {
@@ -148,7 +152,32 @@ impl FleetOptions {
             time_scale: 1.0,
             min_backoff: 30,
             ip: None,
+            slot_minutes: None,
         }
+    }
+
+    /// Ship `i`'s `schedule = [...]` line for its slot (see [`FleetOptions::slot_minutes`]), or
+    /// nothing without slots.
+    fn slot_schedule(&self, i: usize) -> Result<String, PairError> {
+        let Some(slot) = self.slot_minutes else {
+            return Ok(String::new());
+        };
+        let ships = u32::try_from(self.ships).unwrap_or(u32::MAX);
+        let cycle = slot.saturating_mul(ships);
+        if slot == 0 || cycle > 60 || 60 % cycle != 0 {
+            return Err(PairError::Setting(format!(
+                "{} ships in slots of {slot} min make a cycle of {cycle} min, which must divide the hour",
+                self.ships
+            )));
+        }
+        let first = slot * u32::try_from(i).unwrap_or(0);
+        let windows: Vec<String> = (0..60 / cycle)
+            .map(|k| {
+                let start = k * cycle + first;
+                format!("\"*:{:02}-*:{:02}\"", start, (start + slot) % 60)
+            })
+            .collect();
+        Ok(format!("schedule = [{}]\n", windows.join(", ")))
     }
 
     fn ship_smtp(&self, i: usize) -> SocketAddr {
@@ -400,7 +429,7 @@ fn write_base(opts: &FleetOptions) -> Result<PathBuf, PairError> {
              xcut = true\n\
              compression = \"deflate\"\n\
              emcon = {emcon}\n\
-             {ip}\n\
+             {slot}{ip}\n\
              [[route]]\n\
              match = \"{domain}\"\n\
              to = \"{name}\"\n\n\
@@ -409,6 +438,7 @@ fn write_base(opts: &FleetOptions) -> Result<PathBuf, PairError> {
              to = \"{name}\"\n",
             node = ship_node(i),
             domain = ship_domain(i),
+            slot = opts.slot_schedule(i)?,
             ip = if opts.ip.is_some() {
                 format!("ip = \"{}\"\n", ship_ip(i))
             } else {
@@ -486,11 +516,12 @@ fn write_ship(opts: &FleetOptions, i: usize) -> Result<PathBuf, PairError> {
          xcut = true\n\
          compression = \"deflate\"\n\
          pmul_acks = \"{acks}\"\n\
-         {base_ip}\n\
+         {slot}{base_ip}\n\
          [[route]]\n\
          match = \"*\"\n\
          to = \"base\"\n",
         acks = if opts.arq_acks { "arq" } else { "non-arq" },
+        slot = opts.slot_schedule(i)?,
     );
     let cfg = dir.join("skywave.toml");
     write(&cfg, &gateway)?;
