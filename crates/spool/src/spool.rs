@@ -448,11 +448,20 @@ fn delay_status(r: &Recipient) -> String {
     coded.unwrap_or_else(|| if r.attempts > 0 { "4.4.1" } else { "4.4.0" }.to_owned())
 }
 
-/// What a recipient not yet tried waits for, in a delay warning's words.
-fn waiting_for(target: &Target) -> String {
-    match target {
+/// What a delay warning says `r` waits for: its copy on its way (a session or a multicast
+/// whose answer has not come), its last temporary error, or its link.
+fn delay_diagnostic(r: &Recipient) -> String {
+    let link = match &r.target {
         Target::Lan => "delivery on this gateway's LAN".to_owned(),
         Target::Peer(p) => format!("the radio link to {p}"),
+    };
+    match (&r.state, &r.last_error) {
+        (RcptState::InFlight, _) => match &r.target {
+            Target::Lan => "being delivered on this gateway's LAN".to_owned(),
+            Target::Peer(p) => format!("sent; {p} has not yet confirmed it"),
+        },
+        (_, Some(e)) => e.clone(),
+        (_, None) => format!("not yet tried: waiting for {link}"),
     }
 }
 
@@ -1529,9 +1538,7 @@ impl Spool {
                 .map(|r| DsnRecipient {
                     address: r.address.clone(),
                     status: delay_status(r),
-                    diagnostic: r.last_error.clone().unwrap_or_else(|| {
-                        format!("not yet tried: waiting for {}", waiting_for(&r.target))
-                    }),
+                    diagnostic: delay_diagnostic(r),
                     last_attempt: (r.last_attempt > 0).then_some(r.last_attempt),
                 })
                 .collect();

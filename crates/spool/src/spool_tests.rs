@@ -1239,6 +1239,10 @@ fn a_sender_is_told_once_that_mail_still_waits_after_the_delay_warning_time() {
     // Held by the operator: its sender hears of it too.
     let held = enqueue(&s, "held", &[("e@x", shore.clone())], 0, T0);
     s.hold(&held).unwrap();
+    // On its way (a multicast to a ship in EMCON, whose acknowledgement comes when EMCON
+    // ends): it was sent, not "not yet tried".
+    let sent = enqueue(&s, "sent", &[("s@x", peer("fleet"))], 0, T0);
+    s.mark_in_flight(&sent, &["s@x"], T0 + 30).unwrap();
     // Newer, delivered, or a bounce: nothing.
     let newer = enqueue(&s, "newer", &[("f@x", shore.clone())], 0, T0 + 600);
     let done = enqueue(&s, "done", &[("g@lan", Target::Lan)], 0, T0);
@@ -1259,7 +1263,7 @@ fn a_sender_is_told_once_that_mail_still_waits_after_the_delay_warning_time() {
     assert!(warn_to_lan(&s, T0 + after - 1).is_empty());
     let mut warned = warn_to_lan(&s, T0 + after);
     warned.sort();
-    let mut expected = vec![tried.clone(), held.clone()];
+    let mut expected = vec![tried.clone(), held.clone(), sent.clone()];
     expected.sort();
     assert_eq!(
         warned.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>(),
@@ -1287,6 +1291,11 @@ fn a_sender_is_told_once_that_mail_still_waits_after_the_delay_warning_time() {
     assert!(
         text.contains("\r\nSubject: tried\r\n"),
         "the original's headers"
+    );
+    let text = &warned.iter().find(|(id, _)| *id == sent).unwrap().1;
+    assert!(
+        text.contains("Diagnostic-Code: x-skywave; sent; fleet has not yet confirmed it\r\n"),
+        "{text}"
     );
     // The newer one in its turn; each once: not again later, nor after a restart, and the
     // messages still go.
