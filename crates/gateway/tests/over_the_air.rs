@@ -1358,7 +1358,9 @@ async fn in_schedule_windows(protocol: &str, compression: &str) {
         "gw.shore.example",
     );
 
-    // Every session of the ship's started in a window but the flash one's.
+    // Every session of the ship's started in a window but the flash one's (its record is
+    // written when the replies are in, after the shore delivered).
+    tokio::time::sleep(Duration::from_secs(120)).await;
     let records = pair.ship.hf().transfers();
     let outside: Vec<&TransferRecord> = outgoing(&records)
         .into_iter()
@@ -1369,6 +1371,13 @@ async fn in_schedule_windows(protocol: &str, compression: &str) {
         .collect();
     assert_eq!(outside.len(), 1, "{outside:?}");
     assert_eq!(outside[0].messages, 1);
+    // In the second window the big message went alone.
+    let second: Vec<&TransferRecord> = outgoing(&records)
+        .into_iter()
+        .filter(|r| (windows[1].0..windows[1].1).contains(&(r.start as u64)))
+        .collect();
+    assert!(!second.is_empty(), "{records:?}");
+    assert!(second.iter().all(|r| r.messages == 1), "{second:?}");
     pair.stop().await;
 }
 
