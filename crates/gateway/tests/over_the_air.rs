@@ -1316,11 +1316,10 @@ async fn in_schedule_windows(protocol: &str, compression: &str) {
         "sent at {at}, window opens at {open}"
     );
 
-    // Twelve minutes in, eight are left: 72,000 bytes at the assumed rate. A 3000-byte
-    // message goes at once. A 200,000-byte one (before compression) fits neither the time
-    // left nor a whole window (180,000 bytes): it waits, and goes alone at the next opening,
-    // as it would fit no better later.
-    // The big one is queued first, so the small one goes past it.
+    // Twelve minutes in, eight are left: 72,000 bytes at the assumed rate. A 200,000-byte
+    // message (before compression) fits neither the time left nor a whole window (180,000
+    // bytes): it waits, and goes alone at the next opening, as it would fit no better later.
+    // A 3000-byte one queued behind it goes past it, at once.
     until(open + 720).await;
     let big = submit_as_alice(
         &pair,
