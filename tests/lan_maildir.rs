@@ -167,8 +167,13 @@ async fn starttls_auth_relays_to_the_peer_and_status_shows_the_queue() {
         "[smtp.tls]\ncert = \"cert.pem\"\nkey = \"key.pem\"\n[smtp.auth]\nusers = {{ ops = \"s3cret\" }}\n{}",
         maildir_extra(tmp.path())
     );
-    // 127.0.0.1 is outside the relay networks: only AUTH lets it relay to the peer.
-    let gw = Gateway::start(tmp.path(), &routes("\"10.9.0.0/16\""), &extra).await;
+    // 127.0.0.1 is outside the relay networks: only AUTH lets it relay to the peer, which
+    // keeps a radio schedule (the metrics say whether its window is open).
+    let scheduled = routes("\"10.9.0.0/16\"").replace(
+        "protocol = \"hmtp\"\n",
+        "protocol = \"hmtp\"\nschedule = [\"*:00-*:30\"]\n",
+    );
+    let gw = Gateway::start(tmp.path(), &scheduled, &extra).await;
     let port = gw.smtp.port().to_string();
 
     // Without AUTH the relay is refused.
@@ -247,6 +252,12 @@ async fn starttls_auth_relays_to_the_peer_and_status_shows_the_queue() {
         page.contains("skywave_queue_depth{target=\"peer:shore\"} 2"),
         "{page}"
     );
+    assert!(page.contains("skywave_held_messages 0"), "{page}");
+    assert!(
+        page.contains("skywave_schedule_open{peer=\"shore\"} 1")
+            || page.contains("skywave_schedule_open{peer=\"shore\"} 0"),
+        "{page}"
+    );
 
     let config = gw.config.clone();
     assert_eq!(gw.stop().await, 0);
@@ -256,12 +267,7 @@ async fn starttls_auth_relays_to_the_peer_and_status_shows_the_queue() {
         out.starts_with("gateway: not running\nmessages: 2 queued"),
         "{out}"
     );
-    // A peer's radio schedule is listed, with where it stands now.
-    let scheduled = routes("\"127.0.0.0/8\"").replace(
-        "protocol = \"hmtp\"\n",
-        "protocol = \"hmtp\"\nschedule = [\"*:00-*:30\"]\n",
-    );
-    std::fs::write(config.with_file_name("routes.toml"), scheduled).unwrap();
+    // The peer's radio schedule is listed, with where it stands now.
     let (code, out, _) = skywave_status(&config).await;
     assert_eq!(code, 0);
     assert!(

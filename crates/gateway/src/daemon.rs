@@ -385,6 +385,7 @@ pub async fn start_with(
                         handle,
                         Arc::clone(&spool),
                         Arc::clone(&routes),
+                        clock,
                         shutdown_rx.clone(),
                     )),
                 ));

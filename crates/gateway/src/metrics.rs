@@ -45,22 +45,25 @@ pub(crate) fn delay_warned() {
     metrics::counter!("skywave_delay_warnings_total").increment(1);
 }
 
-/// Recipients waiting (not final) per target, and held messages, from the spool.
-pub fn queue_depth(spool: &Spool) -> skywave_spool::Result<BTreeMap<String, u64>> {
+/// Recipients waiting (not final) per target in the live queue, and the messages held for
+/// the operator (by `skywave queue hold` or a peer's `hold_above`), from the spool.
+pub fn queue_depth(spool: &Spool) -> skywave_spool::Result<(BTreeMap<String, u64>, u64)> {
     let mut depth = BTreeMap::new();
+    let mut held = 0;
     for entry in spool.entries()? {
         let entry = entry?;
-        let Some(env) = entry.envelope else { continue };
-        if entry.state != QueueState::Queued {
-            continue;
-        }
-        for r in &env.recipients {
-            if !r.state.is_final() {
-                *depth.entry(r.target.to_string()).or_insert(0) += 1;
+        match entry.state {
+            QueueState::Held => held += 1,
+            QueueState::Queued => {
+                let Some(env) = entry.envelope else { continue };
+                for r in env.recipients.iter().filter(|r| !r.state.is_final()) {
+                    *depth.entry(r.target.to_string()).or_insert(0) += 1;
+                }
             }
+            QueueState::Dead => {}
         }
     }
-    Ok(depth)
+    Ok((depth, held))
 }
 
 /// Serves `GET /metrics` (any path, in fact) until `shutdown`.
@@ -69,6 +72,7 @@ pub async fn serve(
     handle: PrometheusHandle,
     spool: Arc<Spool>,
     routes: Arc<SharedRoutes>,
+    clock: crate::clock::Clock,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
@@ -86,14 +90,23 @@ pub async fn serve(
         let handle = handle.clone();
         let spool = Arc::clone(&spool);
         // Every known target is reported, so a queue that emptied shows 0.
+        let table = routes.current();
         let mut targets = vec![Target::Lan.to_string()];
         targets.extend(
-            routes
-                .current()
+            table
                 .peers()
                 .iter()
                 .map(|p| Target::Peer(p.name.clone()).to_string()),
         );
+        // Whether each scheduled peer's window is open now (1) or not (0).
+        let now = clock.unix_now();
+        for p in table.peers() {
+            if let Some(s) = &p.schedule {
+                metrics::gauge!("skywave_schedule_open", "peer" => p.name.clone())
+                    .set(if s.is_open(now) { 1.0 } else { 0.0 });
+            }
+        }
+        drop(table);
         tokio::spawn(async move {
             // Read the request head (bounded); we answer every request the same way.
             let mut buf = vec![0u8; 4096];
@@ -125,13 +138,14 @@ pub async fn serve(
             }
             let depth = crate::blocking::spawn(move || queue_depth(&spool)).await;
             match depth {
-                Ok(Ok(mut depth)) => {
+                Ok(Ok((mut depth, held))) => {
                     for t in targets {
                         depth.entry(t).or_insert(0);
                     }
                     for (target, n) in depth {
                         metrics::gauge!("skywave_queue_depth", "target" => target).set(n as f64);
                     }
+                    metrics::gauge!("skywave_held_messages").set(held as f64);
                 }
                 other => warn!(?other, "queue depth not measured"),
             }
