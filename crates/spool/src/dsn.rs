@@ -4,9 +4,8 @@
 //! The spool builds the DSN when a message is complete and some recipients failed (including by
 //! expiry), and a delay warning once per message that waits longer than
 //! [`crate::SpoolConfig::delay_warning`]; the gateway routes either to the original sender like
-//! any other message. It is sent with
-//! the null reverse path, and no DSN is ever made for a message whose own sender is null, so two
-//! gateways can never bounce a bounce back and forth.
+//! any other message. It is sent with the null reverse path, and no DSN is ever made for a
+//! message whose own sender is null, so two gateways can never bounce a bounce back and forth.
 
 use crate::priority::header_block;
 
@@ -176,7 +175,8 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
     o.push_str(&format!("To: <{sender}>\r\n"));
     o.push_str(match req.delayed {
         None => "Subject: Undelivered Mail Returned to Sender\r\n",
-        Some(_) => "Subject: Delayed Mail (still being retried)\r\n",
+        Some(Delay::Retried { .. }) => "Subject: Delayed Mail (still being retried)\r\n",
+        Some(Delay::Held) => "Subject: Delayed Mail (held for the operator)\r\n",
     });
     o.push_str(&format!("Date: {date}\r\n"));
     o.push_str(&format!(
@@ -415,6 +415,7 @@ mod tests {
             text.contains("it is held for this gateway's operator"),
             "{text}"
         );
+        assert!(text.contains("Subject: Delayed Mail (held for the operator)\r\n"));
         assert!(text.contains("Action: delayed\r\n"));
         assert!(!text.contains("Will-Retry-Until"));
     }
