@@ -377,13 +377,17 @@ mod tests {
             last_attempt: Some(1_700_014_400),
         }];
         let msg = b"From: alice@ship.example\r\nSubject: test\r\n\r\nbody\r\n";
-        let text = String::from_utf8(build_dsn(&DsnRequest {
-            delayed: Some(Delay::Retried {
-                until: 1_700_432_000,
-            }),
-            ..request(&rcpts, msg)
-        }))
-        .unwrap();
+        let delayed = |rcpts: &[DsnRecipient], delay| {
+            String::from_utf8(build_dsn(&DsnRequest {
+                delayed: Some(delay),
+                ..request(rcpts, msg)
+            }))
+            .unwrap()
+        };
+        let retried = Delay::Retried {
+            until: 1_700_432_000,
+        };
+        let text = delayed(&rcpts, retried);
         assert!(text.contains("Subject: Delayed Mail (still being retried)\r\n"));
         assert!(text.contains("has not yet been delivered to\r\n"));
         assert!(text.contains("you need not send it again."));
@@ -397,20 +401,10 @@ mod tests {
             status: "5.1.1".into(),
             ..rcpts[0].clone()
         }];
-        let text = String::from_utf8(build_dsn(&DsnRequest {
-            delayed: Some(Delay::Retried {
-                until: 1_700_432_000,
-            }),
-            ..request(&rcpts, msg)
-        }))
-        .unwrap();
+        let text = delayed(&rcpts, retried);
         assert!(text.contains("Action: delayed\r\nStatus: 4.0.0\r\n"));
         // Held for the operator: no retry time to promise.
-        let text = String::from_utf8(build_dsn(&DsnRequest {
-            delayed: Some(Delay::Held),
-            ..request(&rcpts, msg)
-        }))
-        .unwrap();
+        let text = delayed(&rcpts, Delay::Held);
         assert!(
             text.contains("it is held for this gateway's operator"),
             "{text}"
