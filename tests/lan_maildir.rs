@@ -44,6 +44,22 @@ with smtplib.SMTP(host, port, timeout=20) as s:
     print("refused", s.sendmail("a@ship.test", [rcpt], msg))
 "#;
 
+const SEND_DSN: &str = r#"
+import smtplib, sys
+host, port = sys.argv[1], int(sys.argv[2])
+msg = "From: a@ship.test\r\nTo: ops@ship.test\r\nSubject: with dsn\r\n\r\nTell me.\r\n"
+with smtplib.SMTP(host, port, timeout=20) as s:
+    s.ehlo("client.ship.test")
+    print("dsn offered:", s.has_extn("dsn"))
+    print("refused", s.sendmail("a@ship.test", ["ops@ship.test"], msg,
+        mail_options=["RET=HDRS", "ENVID=lan+2Dtest+201"],
+        rcpt_options=["NOTIFY=SUCCESS,FAILURE", "ORCPT=rfc822;Ops@Ship.test"]))
+    try:
+        s.sendmail("a@ship.test", ["dev@ship.test"], msg, rcpt_options=["NOTIFY=NEVER,SUCCESS"])
+    except smtplib.SMTPRecipientsRefused as e:
+        print("never with success:", e.recipients["dev@ship.test"][0])
+"#;
+
 fn maildir_extra(dir: &std::path::Path) -> String {
     format!(
         "[delivery]\nmaildir = \"{}\"\n",
@@ -433,5 +449,43 @@ async fn a_spool_disk_short_of_its_reserve_refuses_new_mail_and_says_so() {
     assert!(page.contains("skywave_spool_free_bytes "), "{page}");
     assert!(page.contains("skywave_spool_reserve_bytes "), "{page}");
     assert!(gw.log().contains("short of space"), "{}", gw.log());
+    assert_eq!(gw.stop().await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smtplib_asks_for_a_success_report_and_gets_one_from_the_maildir_delivery() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gw = Gateway::start(
+        tmp.path(),
+        &routes("\"10.9.0.0/16\""),
+        &maildir_extra(tmp.path()),
+    )
+    .await;
+    let port = gw.smtp.port().to_string();
+    let (code, out, err) = python(SEND_DSN, &["127.0.0.1", &port]).await;
+    assert_eq!(code, 0, "smtplib failed: {out}{err}\n{}", gw.log());
+    assert!(out.contains("dsn offered: True"), "{out}");
+    assert!(out.contains("refused {}"), "{out}");
+    assert!(out.contains("never with success: 501"), "{out}");
+    // The message, and the report the sender asked for, which comes back to the LAN.
+    let files = wait_files(&gw.dir.join("Maildir/new"), 2).await;
+    assert_eq!(files.len(), 2, "{files:?}\n{}", gw.log());
+    let texts: Vec<String> = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect();
+    let report = texts
+        .iter()
+        .find(|t| t.contains("Subject: Successful Mail Delivery Report"))
+        .unwrap_or_else(|| panic!("no report in {texts:#?}"));
+    for want in [
+        "Return-Path: <>",
+        "Original-Envelope-Id: lan-test 1\nReporting-MTA: dns; gw.ship.test",
+        "Original-Recipient: rfc822; Ops@Ship.test\nFinal-Recipient: rfc822; ops@ship.test\nAction: delivered\nStatus: 2.0.0",
+        "Subject: with dsn",
+    ] {
+        assert!(report.contains(want), "{want:?} in {report}");
+    }
+    assert!(!report.contains("Tell me."), "headers only: {report}");
     assert_eq!(gw.stop().await, 0);
 }

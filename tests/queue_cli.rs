@@ -38,6 +38,8 @@ fn enqueue(spool: &Spool, rcpt: &str, target: Target, subject: &str) -> String {
                 recipients: vec![(rcpt.to_string(), target)],
                 priority: Priority::new(0).unwrap(),
                 message: message.as_bytes(),
+                dsn: Default::default(),
+                rcpt_dsn: Vec::new(),
             },
             unix_seconds(std::time::SystemTime::now()),
         )

@@ -305,6 +305,8 @@ pub(crate) fn sample(from: &str, to: &str, n: usize, side: &str) -> Vec<Outgoing
                 ),
                 eight_bit: false,
                 mt_priority: None,
+                dsn: Default::default(),
+                rcpt_dsn: Vec::new(),
             }
         })
         .collect()

@@ -58,6 +58,8 @@ pub(crate) fn batch(work: &Workload) -> Vec<BatchMessage> {
             recipients: m.to.clone(),
             body: m.body.clone(),
             eight_bit: !m.body.is_ascii(),
+            dsn: Default::default(),
+            rcpt_dsn: Vec::new(),
         })
         .collect()
 }

@@ -127,6 +127,23 @@ impl Gateway {
         recipients: &[&str],
         body: &[u8],
     ) -> Result<skywave_spool::QueueId, skywave_smtp::Reply> {
+        let recipients: Vec<(&str, skywave_smtp::RcptDsn)> = recipients
+            .iter()
+            .map(|r| (*r, Default::default()))
+            .collect();
+        self.submit_with_dsn(sender, Default::default(), &recipients, body)
+            .await
+    }
+
+    /// [`Gateway::submit`] with the DSN parameters (RFC 3461) a client would give with MAIL
+    /// and with each RCPT.
+    pub async fn submit_with_dsn(
+        &self,
+        sender: &str,
+        dsn: skywave_smtp::MailDsn,
+        recipients: &[(&str, skywave_smtp::RcptDsn)],
+        body: &[u8],
+    ) -> Result<skywave_spool::QueueId, skywave_smtp::Reply> {
         let mut policy = GatewayPolicy::new(
             Source::Lan {
                 client: std::net::IpAddr::from([127, 0, 0, 1]),
@@ -134,18 +151,20 @@ impl Gateway {
             },
             Arc::clone(&self.routes),
         );
-        for r in recipients {
+        for (r, _) in recipients {
             policy.accept_recipient(r)?;
         }
         let envelope = skywave_smtp::Envelope {
             reverse_path: sender.to_owned(),
-            recipients: recipients.iter().map(|r| (*r).to_owned()).collect(),
+            recipients: recipients.iter().map(|(r, _)| (*r).to_owned()).collect(),
             declared_size: Some(body.len()),
             body_type: skywave_smtp::BodyType::Unspecified,
             mt_priority: None,
             helo: "localhost".into(),
             protocol: skywave_smtp::Protocol::Esmtp,
             auth_user: None,
+            dsn,
+            rcpt_dsn: recipients.iter().map(|(_, d)| d.clone()).collect(),
         };
         self.intake
             .store(

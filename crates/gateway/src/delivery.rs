@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use skywave_spool::{DirSync, DueMessage, Spool, Target};
+use skywave_spool::{DirSync, DueMessage, Handoff, Spool, Target};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 use tracing::{Instrument, info, info_span, warn};
@@ -380,7 +380,8 @@ async fn smarthost(
     match tokio::time::timeout(timeout, transport.send_raw(&envelope, body)).await {
         Ok(Ok(response)) => {
             info!(smarthost = %host, reply = ?response.code(), "delivered to the smarthost");
-            Outcome::Delivered
+            // lettre sends no DSN parameters: a success report asked for is ours (relayed).
+            Outcome::Delivered(Handoff::Relayed)
         }
         Ok(Err(e)) if e.is_permanent() => Outcome::Failed {
             status: "5.0.0".to_owned(),
@@ -574,7 +575,13 @@ async fn settle_earlier(
         info!(queue_id = %m.id, file = %a.name, "already in the Maildir (written before a restart)");
         let recorded = ctx
             .recorder
-            .record(&m.id, &m.sender, m.size, landed.clone(), Outcome::Delivered)
+            .record(
+                &m.id,
+                &m.sender,
+                m.size,
+                landed.clone(),
+                Outcome::Delivered(Handoff::Final),
+            )
             .await;
         if recorded {
             m.recipients.retain(|r| !landed.contains(r));
@@ -612,7 +619,7 @@ async fn into_maildir(
     let (outcome, may_have_landed) = match written {
         Ok(Ok(())) => {
             info!(file = %attempt.name, "delivered to the Maildir");
-            (Outcome::Delivered, true)
+            (Outcome::Delivered(Handoff::Final), true)
         }
         Ok(Err((linked, why))) => (Outcome::Deferred(why), linked),
         // The task died part-way: whether the file landed is unknown.
@@ -621,7 +628,7 @@ async fn into_maildir(
             true,
         ),
     };
-    let delivered = outcome == Outcome::Delivered;
+    let delivered = matches!(outcome, Outcome::Delivered(_));
     let recorded = ctx
         .recorder
         .record(
@@ -684,6 +691,8 @@ mod tests {
                     ],
                     priority: Priority::NORMAL,
                     message: BODY,
+                    dsn: Default::default(),
+                    rcpt_dsn: Vec::new(),
                 },
                 ctx.recorder.clock.unix_now(),
             )

@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use skywave_route::{Destination, LookupError, RelayDecision, RoutingTable, SharedRoutes};
 use skywave_smtp::{
-    Credentials, DateTime, EnhancedCode, Envelope, MailRequest, Policy, ReceivedInfo, Reply,
-    SessionInfo, Verdict, received_header,
+    Credentials, DateTime, EnhancedCode, Envelope, MailRequest, Policy, RcptDsn, ReceivedInfo,
+    Reply, SessionInfo, Verdict, received_header,
 };
 use skywave_spool::{NewMessage, Priority, QueueId, Room, Spool, Target};
 use tokio::sync::Notify;
@@ -370,6 +370,14 @@ impl Intake {
         let helo = envelope.helo.clone();
         let protocol = envelope.protocol;
         let all_rcpts = envelope.recipients.clone();
+        let mail_dsn = envelope.dsn.clone();
+        let rcpt_dsn: Vec<(String, RcptDsn)> = envelope
+            .recipients
+            .iter()
+            .zip(&envelope.rcpt_dsn)
+            .filter(|(_, d)| !d.is_empty())
+            .map(|(r, d)| (r.clone(), d.clone()))
+            .collect();
         let client_name = match &policy.source {
             Source::Peer { identity, .. } => Some(identity.clone()),
             Source::Lan { .. } => None,
@@ -398,6 +406,8 @@ impl Intake {
                 recipients,
                 priority,
                 message: &message,
+                dsn: mail_dsn.clone(),
+                rcpt_dsn: rcpt_dsn.clone(),
             };
             // The held copy first: if the other cannot be stored, it is taken back and the
             // client, told to try again, sends both again, never one twice.

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use skywave_route::{Destination, RoutingTable, SharedRoutes};
 use skywave_spool::dsn::{DsnRecipient, DsnRequest, build_dsn};
-use skywave_spool::{Disposition, DueMessage, NewMessage, Priority, QueueId, Spool, Target};
+use skywave_spool::{
+    Disposition, DueMessage, Handoff, NewMessage, Priority, QueueId, Spool, Target,
+};
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
@@ -80,8 +82,9 @@ pub fn give_up(
 /// The outcome of one attempt for a group of recipients of one message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    /// The next hop took responsibility.
-    Delivered,
+    /// The next hop took responsibility; how says whether a success report asked for is
+    /// this gateway's to send.
+    Delivered(Handoff),
     /// Temporary failure: retry after the backoff (or when the link comes back).
     Deferred(String),
     /// Permanent failure: the recipient fails and the sender gets a DSN.
@@ -97,12 +100,13 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// What a reply from `peer` after the message text means: 2xx delivered, 4xx try again,
-    /// anything else a permanent failure (with the reply's enhanced status, or 5.0.0).
-    pub fn from_reply(peer: &str, reply: &skywave_smtp::Reply) -> Outcome {
+    /// What a reply from `peer` after the message text means: 2xx delivered (`how`: whether
+    /// the peer was given the DSN parameters), 4xx try again, anything else a permanent
+    /// failure (with the reply's enhanced status, or 5.0.0).
+    pub fn from_reply(peer: &str, reply: &skywave_smtp::Reply, how: Handoff) -> Outcome {
         let text = format!("{peer} said: {} {}", reply.code, reply.text());
         match reply.code {
-            200..=299 => Outcome::Delivered,
+            200..=299 => Outcome::Delivered(how),
             400..=499 => Outcome::Deferred(text),
             _ => Outcome::Failed {
                 status: reply
@@ -147,7 +151,9 @@ impl Recorder {
         let now = self.clock.unix_now();
         let n = rcpts.len() as u64;
         let result = crate::blocking::spawn(move || match &outcome {
-            Outcome::Delivered => spool.delivered(&qid, &rcpts, now).map(|d| (d, outcome)),
+            Outcome::Delivered(how) => spool
+                .delivered(&qid, &rcpts, *how, now)
+                .map(|d| (d, outcome)),
             Outcome::Deferred(e) => spool.deferred(&qid, &rcpts, e, now).map(|d| (d, outcome)),
             Outcome::Failed { status, diagnostic } => spool
                 .failed(&qid, &rcpts, status, diagnostic, now)
@@ -160,7 +166,7 @@ impl Recorder {
         match result {
             Ok(Ok((disposition, outcome))) => {
                 match &outcome {
-                    Outcome::Delivered => m::delivered(n, size),
+                    Outcome::Delivered(_) => m::delivered(n, size),
                     Outcome::Deferred(e) => warn!(queue_id = %id, error = %e, "delivery deferred"),
                     Outcome::Failed { diagnostic, .. } => {
                         warn!(queue_id = %id, error = %diagnostic, "delivery failed permanently");
@@ -258,6 +264,7 @@ impl Recorder {
             recipients: &refused,
             original_message: message,
             delayed: None,
+            envid: None,
         });
         let spool = Arc::clone(&self.spool);
         let new = (sender.to_owned(), target.clone());
@@ -268,6 +275,8 @@ impl Recorder {
                     recipients: vec![new],
                     priority: Priority::default(),
                     message: &dsn,
+                    dsn: Default::default(),
+                    rcpt_dsn: Vec::new(),
                 },
                 now,
             )

@@ -101,6 +101,8 @@ fn session_config(ctx: &ListenerContext) -> ServerConfig {
     c.max_recipients = ctx.smtp.max_recipients;
     c.idle_timeout = ctx.smtp.idle_timeout;
     c.data_timeout = ctx.smtp.data_timeout;
+    // The spool keeps NOTIFY, ORCPT, RET and ENVID and reports as they ask.
+    c.dsn = true;
     c.starttls = ctx.tls.is_some();
     c.auth = if ctx.tls.is_some() && !ctx.smtp.users.is_empty() {
         AuthMode::AfterTls

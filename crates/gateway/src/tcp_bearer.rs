@@ -77,6 +77,9 @@ pub struct TcpTransfer {
     pub end: TransferEnd,
     /// The LZW bits in use when the server accepted XLZW; None for plain SMTP.
     pub compression: Option<u8>,
+    /// The server offered DSN, so the messages' DSN parameters went with them and it reports
+    /// as their senders asked.
+    pub dsn: bool,
     /// Octets written to the socket.
     pub wire_bytes_written: u64,
     /// Octets read from the socket.
@@ -183,6 +186,7 @@ where
         outcomes,
         end,
         compression: client.compression(),
+        dsn: client.server_extensions().is_some_and(|e| e.dsn),
         wire_bytes_written: run.wire_written,
         wire_bytes_read: run.wire_read,
         plain_bytes_written: client.plain_bytes_written(),
@@ -342,6 +346,8 @@ mod tests {
                 body: b"Subject: one\r\n\r\n.hidden dot\r\n".to_vec(),
                 eight_bit: false,
                 mt_priority: Some(2),
+                dsn: Default::default(),
+                rcpt_dsn: Vec::new(),
             },
             OutgoingMessage {
                 reverse_path: String::new(),
@@ -349,6 +355,8 @@ mod tests {
                 body: long,
                 eight_bit: true,
                 mt_priority: None,
+                dsn: Default::default(),
+                rcpt_dsn: Vec::new(),
             },
             OutgoingMessage {
                 reverse_path: "ops@ship.example".into(),
@@ -356,6 +364,8 @@ mod tests {
                 body: b"never delivered\r\n".to_vec(),
                 eight_bit: false,
                 mt_priority: None,
+                dsn: Default::default(),
+                rcpt_dsn: Vec::new(),
             },
         ]
     }

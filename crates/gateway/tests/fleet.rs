@@ -508,3 +508,69 @@ async fn a_multicast_stops_taking_airtime_when_its_message_expires() {
     assert_eq!(fleet.base.spool().entries().unwrap().count(), 0);
     fleet.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_multicast_carries_the_dsn_parameters_and_each_ship_reports_its_delivery() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = Fleet::start(&options(dir.path(), 3)).await.unwrap();
+    let rcpts: Vec<String> = (0..3).map(|i| format!("ops@{}", ship_domain(i))).collect();
+    let body = message(&rcpts, 1, 1500);
+    let asked: Vec<(&str, skywave_smtp::RcptDsn)> = rcpts
+        .iter()
+        .map(|r| {
+            (
+                r.as_str(),
+                skywave_smtp::RcptDsn {
+                    notify: Some(skywave_smtp::Notify {
+                        success: true,
+                        failure: true,
+                        delay: false,
+                    }),
+                    orcpt: Some(r.to_uppercase()),
+                },
+            )
+        })
+        .collect();
+    fleet
+        .base
+        .submit_with_dsn(
+            "hq@base.example",
+            skywave_smtp::MailDsn {
+                ret: None,
+                envid: Some("order-1".into()),
+            },
+            &asked,
+            &body,
+        )
+        .await
+        .unwrap();
+    wait_all(&fleet.ship_maildirs, 1, Duration::from_secs(3600)).await;
+    // The base relayed nothing itself (the parameters went in the ACP 142 envelope): every
+    // report comes from the ship that delivered, back over the air.
+    wait_all(
+        std::slice::from_ref(&fleet.base_maildir),
+        3,
+        Duration::from_secs(3600),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1800)).await;
+    let reports = maildir(&fleet.base_maildir);
+    assert_eq!(reports.len(), 3, "{reports:#?}");
+    for (i, r) in rcpts.iter().enumerate() {
+        let report = reports
+            .iter()
+            .find(|t| t.contains(&format!("Reporting-MTA: dns; gw.{}", ship_domain(i))))
+            .unwrap_or_else(|| panic!("no report from ship {}: {reports:#?}", i + 1));
+        for want in [
+            "Original-Envelope-Id: order-1".to_owned(),
+            format!(
+                "Original-Recipient: rfc822; {}\nFinal-Recipient: rfc822; {r}\nAction: delivered",
+                r.to_uppercase()
+            ),
+        ] {
+            assert!(report.contains(&want), "{want:?} in {report}");
+        }
+    }
+    assert_eq!(multicast_out(&fleet.base.hf().transfers()).len(), 1);
+    fleet.stop().await;
+}

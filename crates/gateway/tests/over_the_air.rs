@@ -1496,3 +1496,119 @@ async fn a_large_message_waits_for_the_operator_and_its_sender_is_told_at_once()
     assert_eq!(maildir(&pair.ship_maildir).values().flatten().count(), 2);
     pair.stop().await;
 }
+
+/// `NOTIFY` asked of one recipient, with its `ORCPT`.
+fn notify(success: bool, failure: bool, orcpt: Option<&str>) -> skywave_smtp::RcptDsn {
+    skywave_smtp::RcptDsn {
+        notify: Some(skywave_smtp::Notify {
+            success,
+            failure,
+            delay: false,
+        }),
+        orcpt: orcpt.map(str::to_owned),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn success_reports_come_from_the_gateway_that_delivers_and_never_means_never() {
+    let dir = tempfile::tempdir().unwrap();
+    let pair = Pair::start(&options(dir.path(), "deflate")).await.unwrap();
+    // far.example goes to the shore, which has no route for it and refuses it.
+    let routes = pair.ship_config.with_file_name("routes.toml");
+    let mut text = std::fs::read_to_string(&routes).unwrap();
+    text.push_str("\n[[route]]\nmatch = \"far.example\"\nto = \"shore\"\n");
+    std::fs::write(&routes, text).unwrap();
+    pair.ship.reload_routes().unwrap();
+    let envid = |id: &str| skywave_smtp::MailDsn {
+        ret: Some(skywave_smtp::Ret::Hdrs),
+        envid: Some(id.into()),
+    };
+    // The first session goes before the ship has heard the shore's EHLO: no DSN parameters
+    // go with it, so the ship itself says "relayed"; bob's refusal, NOTIFY=NEVER, is not
+    // reported at all.
+    let first = message("alice@ship.example", "ops@shore.example", 1, 2000);
+    pair.ship
+        .submit_with_dsn(
+            "alice@ship.example",
+            envid("env-1"),
+            &[
+                (
+                    "ops@shore.example",
+                    notify(true, false, Some("Ops@Shore.example")),
+                ),
+                (
+                    "bob@far.example",
+                    skywave_smtp::RcptDsn {
+                        notify: Some(skywave_smtp::Notify::NEVER),
+                        orcpt: None,
+                    },
+                ),
+            ],
+            &first,
+        )
+        .await
+        .unwrap();
+    wait_for(&pair.shore_maildir, 1, Duration::from_secs(3600)).await;
+    let got = wait_for(&pair.ship_maildir, 1, Duration::from_secs(600)).await;
+    let reports: Vec<&String> = got.values().flatten().collect();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    let relayed = reports[0];
+    for want in [
+        "Subject: Successful Mail Delivery Report",
+        "Original-Envelope-Id: env-1\nReporting-MTA: dns; gw.ship.example",
+        "Original-Recipient: rfc822; Ops@Shore.example\nFinal-Recipient: rfc822; ops@shore.example\nAction: relayed\nStatus: 2.0.0",
+    ] {
+        assert!(relayed.contains(want), "{want:?} in {relayed}");
+    }
+    assert!(!relayed.contains("bob@far.example"), "{relayed}");
+
+    // Now the ship knows the shore offers DSN: the parameters go with the mail, the shore
+    // reports the delivery into its Maildir, and the ship reports bob's refusal.
+    let second = message("alice@ship.example", "ops@shore.example", 2, 2000);
+    pair.ship
+        .submit_with_dsn(
+            "alice@ship.example",
+            envid("env-2"),
+            &[
+                ("ops@shore.example", notify(true, true, None)),
+                ("bob@far.example", notify(false, true, None)),
+            ],
+            &second,
+        )
+        .await
+        .unwrap();
+    wait_for(&pair.shore_maildir, 2, Duration::from_secs(3600)).await;
+    let got = wait_for(&pair.ship_maildir, 3, Duration::from_secs(3600)).await;
+    let reports: Vec<&String> = got.values().flatten().collect();
+    assert_eq!(reports.len(), 3, "{reports:?}");
+    let from_shore = reports
+        .iter()
+        .find(|r| r.contains("Reporting-MTA: dns; gw.shore.example"))
+        .unwrap_or_else(|| panic!("no report from the shore: {reports:?}"));
+    for want in [
+        "Original-Envelope-Id: env-2",
+        "Final-Recipient: rfc822; ops@shore.example\nAction: delivered\nStatus: 2.0.0",
+        "<2.alice@ship.example>",
+    ] {
+        assert!(from_shore.contains(want), "{want:?} in {from_shore}");
+    }
+    let bounce = reports
+        .iter()
+        .find(|r| r.contains("Action: failed"))
+        .unwrap_or_else(|| panic!("no bounce: {reports:?}"));
+    assert!(
+        bounce.contains("Final-Recipient: rfc822; bob@far.example"),
+        "{bounce}"
+    );
+    assert!(bounce.contains("Original-Envelope-Id: env-2"), "{bounce}");
+    assert!(
+        bounce.contains("Reporting-MTA: dns; gw.ship.example"),
+        "{bounce}"
+    );
+    // Nothing more comes, and nothing waits.
+    tokio::time::sleep(Duration::from_secs(1800)).await;
+    assert_eq!(maildir(&pair.ship_maildir).values().flatten().count(), 3);
+    assert_eq!(pair.ship.spool().entries().unwrap().count(), 0);
+    assert_eq!(pair.shore.spool().entries().unwrap().count(), 0);
+    pair.stop().await;
+}

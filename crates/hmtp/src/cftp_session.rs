@@ -67,6 +67,8 @@
 //!     recipients: vec!["b@shore.example".into()],
 //!     body: b"Subject: hi\r\n\r\nHello\r\n".to_vec(),
 //!     eight_bit: false,
+//!     dsn: Default::default(),
+//!     rcpt_dsn: Vec::new(),
 //! })?;
 //! let mut receiver = CftpReceiverSession::new(CftpReceiverSettings::default());
 //! let mut dedup = DedupCache::new(Duration::from_secs(86_400), 100_000);
@@ -1127,6 +1129,8 @@ mod tests {
             recipients: vec!["b@shore".into(), "c@shore".into()],
             body: body.to_vec(),
             eight_bit: false,
+            dsn: Default::default(),
+            rcpt_dsn: Vec::new(),
         }
     }
 

@@ -16,8 +16,8 @@
 
 use skywave_compress::{Limits, Scheme, StreamDecoder, StreamEncoder};
 use skywave_smtp::{
-    ClientConfig, ClientError, ClientEvent, ClientMode, ClientSession, OutgoingMessage,
-    RecipientStatus, Reply,
+    ClientConfig, ClientError, ClientEvent, ClientMode, ClientSession, MailDsn, OutgoingMessage,
+    RcptDsn, RecipientStatus, Reply,
 };
 
 use crate::error::HmtpError;
@@ -36,6 +36,10 @@ pub struct BatchMessage {
     pub body: Vec<u8>,
     /// The message has 8-bit content (`BODY=8BITMIME` is sent).
     pub eight_bit: bool,
+    /// Its DSN parameters (sent when [`ClientSettings::dsn`]).
+    pub dsn: MailDsn,
+    /// Each recipient's DSN parameters, in the order of `recipients`; empty when none.
+    pub rcpt_dsn: Vec<RcptDsn>,
 }
 
 impl BatchMessage {
@@ -79,6 +83,10 @@ pub struct ClientSettings {
     /// With [`Compression::Deflate`]: start the stream from this preset dictionary (an id the
     /// peer advertised in `XDICT`; see [`crate::stream`]). Ignored for other schemes.
     pub dictionary: Option<u32>,
+    /// The peer offered `DSN` in its last EHLO reply: the messages' DSN parameters are sent,
+    /// and its server reports as they ask. A batch goes before any reply, so this is what the
+    /// peer said last time; without it the gateway reports success itself (`relayed`).
+    pub dsn: bool,
 }
 
 impl ClientSettings {
@@ -90,6 +98,7 @@ impl ClientSettings {
             compression,
             limits: Limits::default(),
             dictionary: None,
+            dsn: false,
         }
     }
 }
@@ -164,6 +173,9 @@ pub struct BatchOutcome {
     /// read (what the peer can do is then not known): after a cut, its server gives the
     /// session up at the marker ([`crate::cut`]).
     pub peer_cuts: Option<bool>,
+    /// Whether the peer advertised `DSN` in its EHLO reply, `None` when no EHLO reply was
+    /// read.
+    pub peer_dsn: Option<bool>,
     /// Whole reply streams read and set aside because their closing reply (221 or 421) did not
     /// name a checksum of this session's octets (`XSUM`): late replies to an earlier session.
     pub stale_reply_streams: usize,
@@ -196,6 +208,7 @@ impl HmtpClient {
         let scheme = settings.compression.scheme()?;
         let mut config = ClientConfig::new(settings.hostname.clone(), ClientMode::Batch);
         config.expect_greeting = false;
+        config.batch_extensions.dsn = settings.dsn;
         let ids = messages.iter().map(|m| m.id.clone()).collect();
         let recipients = messages.iter().map(|m| m.recipients.clone()).collect();
         let outgoing = messages
@@ -206,6 +219,8 @@ impl HmtpClient {
                 body: m.body,
                 eight_bit: m.eight_bit,
                 mt_priority: None,
+                dsn: m.dsn,
+                rcpt_dsn: m.rcpt_dsn,
             })
             .collect::<Vec<_>>();
         let count = outgoing.len();
@@ -396,6 +411,7 @@ impl HmtpClient {
                 .map(|e| e.dictionaries.clone())
                 .unwrap_or_default(),
             peer_cuts: self.session.server_extensions().map(|e| e.session_cut),
+            peer_dsn: self.session.server_extensions().map(|e| e.dsn),
             stale_reply_streams: self.stale_reply_streams,
         });
     }

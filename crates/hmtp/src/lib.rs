@@ -29,6 +29,8 @@
 //!     recipients: vec!["b@shore.example".into()],
 //!     body: b"Subject: hi\r\n\r\nHello\r\n".to_vec(),
 //!     eight_bit: false,
+//!     dsn: Default::default(),
+//!     rcpt_dsn: Vec::new(),
 //! }];
 //! let mut client =
 //!     HmtpClient::new(ClientSettings::new("ship", 200, Compression::Deflate), batch)?;

@@ -239,6 +239,8 @@ fn message(i: usize, seed: u64, size: usize) -> BatchMessage {
             .collect(),
         body: message_of_size(seed, size).unwrap(),
         eight_bit: false,
+        dsn: Default::default(),
+        rcpt_dsn: Vec::new(),
     }
 }
 
@@ -520,6 +522,8 @@ proptest! {
                 recipients: vec![format!("r{i}@y")],
                 body,
                 eight_bit: true,
+                dsn: Default::default(),
+                rcpt_dsn: Vec::new(),
             })
             .collect();
         let settings = CftpSenderSettings {

@@ -104,6 +104,8 @@ fn messages(n: usize, seed: u64) -> Vec<BatchMessage> {
                 recipients: vec![format!("r{i}@shore.example"), "ops@shore.example".into()],
                 body: message_of_size(seed * 1000 + i as u64, size).unwrap(),
                 eight_bit: false,
+                dsn: Default::default(),
+                rcpt_dsn: Vec::new(),
             }
         })
         .collect()
@@ -207,6 +209,8 @@ fn the_dictionary_is_used_once_the_peer_advertised_it() {
             recipients: vec!["ops@shore.example".into()],
             body: message_of_size(386, 386).unwrap(),
             eight_bit: false,
+            dsn: Default::default(),
+            rcpt_dsn: Vec::new(),
         }]
     };
     let run = |dictionary: Option<u32>| {
@@ -374,6 +378,8 @@ fn towards_a_non_skywave_peer_the_stream_is_exactly_standard_smtp() {
             recipients: vec!["y@shore.example".into(), "z@shore.example".into()],
             body: b"Subject: hi\r\n\r\n.dot line\r\nend\r\n".to_vec(),
             eight_bit: false,
+            dsn: Default::default(),
+            rcpt_dsn: Vec::new(),
         },
         BatchMessage {
             id: "b".into(),
@@ -381,6 +387,8 @@ fn towards_a_non_skywave_peer_the_stream_is_exactly_standard_smtp() {
             recipients: vec!["y@shore.example".into()],
             body: b"Subject: bounce\r\n\r\nbody\r\n".to_vec(),
             eight_bit: false,
+            dsn: Default::default(),
+            rcpt_dsn: Vec::new(),
         },
     ];
     let mut client = HmtpClient::new(
@@ -440,6 +448,8 @@ fn standard_client(
             body: m.body.clone(),
             eight_bit: false,
             mt_priority: None,
+            dsn: Default::default(),
+            rcpt_dsn: Vec::new(),
         })
         .collect();
     let mut client = ClientSession::new(config, outgoing).unwrap();
@@ -871,6 +881,8 @@ proptest! {
             recipients: vec![format!("u{i}@shore.example")],
             body: b.clone(),
             eight_bit: false,
+            dsn: Default::default(),
+            rcpt_dsn: Vec::new(),
         }).collect();
         let refuse = Refuse((0..6).filter(|&i| refused[i]).map(|i| format!("u{i}@shore.example")).collect());
         // Reference: the client's own cutting.

@@ -36,6 +36,7 @@ use skywave_compress::{DecompressError, Limits, LzwSession};
 use thiserror::Error;
 
 use crate::data::dot_stuff;
+use crate::dsn::{MailDsn, RcptDsn};
 use crate::reply::{Reply, ReplyError, ReplyParser};
 use crate::sum;
 
@@ -63,6 +64,8 @@ pub struct Extensions {
     pub mt_priority: bool,
     /// STARTTLS (RFC 3207); reported only, the client does not start TLS itself.
     pub starttls: bool,
+    /// DSN (RFC 3461): the messages' `RET`, `ENVID`, `NOTIFY` and `ORCPT` are sent on.
+    pub dsn: bool,
     /// skywave's `XDICT id...`: the preset deflate dictionaries (RFC 1950 DICTIDs, hex) the
     /// server can decode, so that the next session may use one (see the hmtp crate).
     pub dictionaries: Vec<u32>,
@@ -91,6 +94,7 @@ impl Extensions {
                 "8BITMIME" => ext.eight_bit_mime = true,
                 "MT-PRIORITY" => ext.mt_priority = true,
                 "STARTTLS" => ext.starttls = true,
+                "DSN" => ext.dsn = true,
                 sum::KEYWORD => ext.session_sum = true,
                 CUT_KEYWORD => ext.session_cut = true,
                 "XDICT" => ext.dictionaries.extend(
@@ -157,6 +161,11 @@ pub struct OutgoingMessage {
     pub eight_bit: bool,
     /// Send `MT-PRIORITY=` (when the server offers it).
     pub mt_priority: Option<i8>,
+    /// The DSN parameters of MAIL (sent when the server offers DSN).
+    pub dsn: MailDsn,
+    /// The DSN parameters of each recipient, in the order of `recipients`, sent when the server
+    /// offers DSN; empty when there are none.
+    pub rcpt_dsn: Vec<RcptDsn>,
 }
 
 /// What happened to one recipient.
@@ -587,6 +596,9 @@ impl ClientSession {
         {
             line.push_str(&format!(" MT-PRIORITY={}", p.clamp(-9, 9)));
         }
+        if ext.dsn {
+            line.push_str(&m.dsn.esmtp());
+        }
         line
     }
 
@@ -598,7 +610,16 @@ impl ClientSession {
     }
 
     fn send_rcpt(&mut self, i: usize, j: usize) {
-        let line = format!("RCPT TO:<{}>", self.messages[i].recipients[j]);
+        // In batch mode there is no EHLO reply: the assumed extensions apply.
+        let dsn = match self.config.mode {
+            ClientMode::Batch => self.config.batch_extensions.dsn,
+            _ => self.extensions.as_ref().is_some_and(|e| e.dsn),
+        };
+        let m = &self.messages[i];
+        let mut line = format!("RCPT TO:<{}>", m.recipients[j]);
+        if dsn && let Some(d) = m.rcpt_dsn.get(j) {
+            line.push_str(&d.esmtp());
+        }
         self.send_line(&line);
         self.expect.push_back(Expect::Rcpt(i, j));
     }

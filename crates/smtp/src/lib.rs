@@ -7,6 +7,7 @@
 //!
 //! - [`reply`]: the reply type, its wire form and a bounded reply parser.
 //! - [`data`]: dot-stuffing and the streaming DATA reader (end of data only at CRLF.CRLF).
+//! - [`dsn`]: the DSN extension's parameters (RFC 3461: `NOTIFY`, `ORCPT`, `RET`, `ENVID`).
 //! - [`server`]: the server session with its policy hook, limits and HMTP-66 reply buffering.
 //! - [`client`]: the client session.
 //! - [`received`]: the `Received:` trace header and RFC 5322 dates.
@@ -42,6 +43,7 @@ mod address;
 mod base64;
 pub mod client;
 pub mod data;
+pub mod dsn;
 pub mod received;
 pub mod reply;
 pub mod server;
@@ -52,6 +54,7 @@ pub use client::{
     OutgoingMessage, RecipientOutcome, RecipientStatus,
 };
 pub use data::dot_stuff;
+pub use dsn::{MailDsn, Notify, RcptDsn, Ret};
 pub use received::{DateTime, Protocol, ReceivedInfo, received_header, rfc5322_date};
 pub use reply::{EnhancedCode, Reply, ReplyError, ReplyParser};
 pub use server::{

@@ -62,14 +62,15 @@ use std::time::{Duration, Instant};
 
 use skywave_compress::{Limits, LzwSession};
 use smtp_proto::{
-    AUTH_LOGIN, AUTH_PLAIN, Error as ParseError, MAIL_BODY_7BIT, MAIL_BODY_8BITMIME, MailFrom,
-    RcptTo, Request,
+    AUTH_LOGIN, AUTH_PLAIN, Error as ParseError, MAIL_BODY_7BIT, MAIL_BODY_8BITMIME, MAIL_RET_FULL,
+    MAIL_RET_HDRS, MailFrom, RcptTo, Request,
 };
 use thiserror::Error;
 
 use crate::address;
 use crate::base64;
 use crate::data::{DataFault, DataLimits, DataReader};
+use crate::dsn::{MailDsn, RcptDsn};
 use crate::received::Protocol;
 use crate::reply::{EnhancedCode, Reply};
 use crate::sum::{self, SessionSum};
@@ -134,13 +135,17 @@ pub struct ServerConfig {
     /// session (see [`crate::sum`]), so that a batch client can tell its replies from a late
     /// stream answering an earlier session.
     pub session_sum: bool,
+    /// Advertise and accept the DSN extension (RFC 3461): `RET` and `ENVID` on MAIL, `NOTIFY`
+    /// and `ORCPT` on RCPT, handed to the owner in the [`Envelope`]. Only for an owner that
+    /// keeps them and reports as they ask (the gateway's spool does).
+    pub dsn: bool,
 }
 
 impl ServerConfig {
     /// Defaults: 10 MiB messages, 100 recipients, 2048-octet command lines, 1000-octet message
     /// lines, 10 000 commands, 20 errors, 5 minutes idle and 3 minutes stalled DATA, STARTTLS
     /// and AUTH off, no reply buffering, MT-PRIORITY on, XLZW accepted (JNOS peers connect to
-    /// the LAN listener).
+    /// the LAN listener), DSN off.
     pub fn new(hostname: impl Into<String>) -> Self {
         Self {
             hostname: hostname.into(),
@@ -162,6 +167,7 @@ impl ServerConfig {
             immediate_hello: false,
             extra_ehlo: Vec::new(),
             session_sum: false,
+            dsn: false,
         }
     }
 
@@ -207,6 +213,11 @@ pub struct Envelope {
     pub protocol: Protocol,
     /// The authenticated user, if any.
     pub auth_user: Option<String>,
+    /// The DSN parameters of MAIL (empty unless [`ServerConfig::dsn`]).
+    pub dsn: MailDsn,
+    /// The DSN parameters of each RCPT, in the order of `recipients`: the server session gives
+    /// one each; an owner building an envelope itself may leave it empty (nothing asked).
+    pub rcpt_dsn: Vec<RcptDsn>,
 }
 
 /// What the owner learned from the TLS handshake, kept for logs and policy.
@@ -1065,6 +1076,9 @@ impl<P: Policy> ServerSession<P> {
         if self.auth_offered() {
             lines.push("AUTH PLAIN LOGIN".to_owned());
         }
+        if self.config.dsn {
+            lines.push("DSN".to_owned());
+        }
         if self.config.session_sum {
             lines.push(sum::KEYWORD.to_owned());
         }
@@ -1086,10 +1100,15 @@ impl<P: Policy> ServerSession<P> {
         if self.envelope.is_some() {
             return self.error(Reply::new(503, esc(5, 5, 1), "Nested MAIL command"));
         }
-        let unsupported = from.flags & !(MAIL_BODY_7BIT | MAIL_BODY_8BITMIME) != 0
+        let dsn_flags = if self.config.dsn {
+            MAIL_RET_FULL | MAIL_RET_HDRS
+        } else {
+            0
+        };
+        let unsupported = from.flags & !(MAIL_BODY_7BIT | MAIL_BODY_8BITMIME | dsn_flags) != 0
             || from.trans_id.is_some()
             || from.by != 0
-            || from.env_id.is_some()
+            || (from.env_id.is_some() && !self.config.dsn)
             || from.solicit.is_some()
             || from.mtrk.is_some()
             || (from.auth.is_some() && !self.auth_offered() && self.info.auth_user.is_none())
@@ -1097,7 +1116,7 @@ impl<P: Policy> ServerSession<P> {
             || from.hold_until != 0;
         let upper = line.to_ascii_uppercase();
         let has_priority = contains(&upper, b"MT-PRIORITY=");
-        let has_params = from.size != 0 || from.flags != 0 || has_priority;
+        let has_params = from.size != 0 || from.flags != 0 || from.env_id.is_some() || has_priority;
         if unsupported
             || (has_priority && !self.config.mt_priority)
             || (has_params && !self.info.esmtp)
@@ -1108,6 +1127,10 @@ impl<P: Policy> ServerSession<P> {
                 "MAIL parameters not recognized or not implemented",
             ));
         }
+        let dsn = match MailDsn::from_mail(&from) {
+            Ok(d) => d,
+            Err(why) => return self.error(Reply::new(501, esc(5, 5, 4), why)),
+        };
         let mt_priority = if has_priority {
             match i8::try_from(from.mt_priority) {
                 Ok(p) if (-9..=9).contains(&p) => Some(p),
@@ -1154,6 +1177,8 @@ impl<P: Policy> ServerSession<P> {
                     helo: self.info.helo.clone().unwrap_or_default(),
                     protocol: self.protocol(),
                     auth_user: self.info.auth_user.clone(),
+                    dsn,
+                    rcpt_dsn: Vec::new(),
                 });
                 self.reply(Reply::new(250, esc(2, 1, 0), "Ok"));
             }
@@ -1165,13 +1190,21 @@ impl<P: Policy> ServerSession<P> {
         let Some(envelope) = self.envelope.as_ref() else {
             return self.sequence_error(Reply::new(503, esc(5, 5, 1), "Need MAIL before RCPT"));
         };
-        if to.flags != 0 || to.orcpt.is_some() || to.rrvs != 0 {
+        let dsn_params = (to.flags != 0 || to.orcpt.is_some()) && self.config.dsn;
+        if (to.flags != 0 || to.orcpt.is_some()) && !dsn_params
+            || to.rrvs != 0
+            || (dsn_params && !self.info.esmtp)
+        {
             return self.error(Reply::new(
                 555,
                 esc(5, 5, 4),
                 "RCPT parameters not recognized or not implemented",
             ));
         }
+        let rcpt_dsn = match RcptDsn::from_rcpt(&to) {
+            Ok(d) => d,
+            Err(why) => return self.error(Reply::new(501, esc(5, 5, 4), why)),
+        };
         if to.address.is_empty() {
             return self.error(Reply::new(501, esc(5, 1, 3), "Null recipient not allowed"));
         }
@@ -1182,6 +1215,7 @@ impl<P: Policy> ServerSession<P> {
             Verdict::Accept => {
                 if let Some(envelope) = self.envelope.as_mut() {
                     envelope.recipients.push(to.address);
+                    envelope.rcpt_dsn.push(rcpt_dsn);
                 }
                 self.reply(Reply::new(250, esc(2, 1, 5), "Ok"));
             }

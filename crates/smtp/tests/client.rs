@@ -21,6 +21,8 @@ fn msg(from: &str, to: &[&str], body: &str) -> OutgoingMessage {
         body: body.as_bytes().to_vec(),
         eight_bit: false,
         mt_priority: None,
+        dsn: Default::default(),
+        rcpt_dsn: Vec::new(),
     }
 }
 
@@ -310,4 +312,53 @@ fn every_mode_survives_one_byte_pieces() {
         assert_eq!(r.error, None, "{mode:?}");
         assert_eq!(r.delivered.len(), 2, "{mode:?}");
     }
+}
+
+#[test]
+fn dsn_parameters_go_only_to_a_server_that_offers_dsn() {
+    let with_dsn = || {
+        let mut m = msg("a@x", &["b@y", "c@y"], "x\r\n");
+        m.dsn = skywave_smtp::MailDsn {
+            ret: Some(skywave_smtp::Ret::Hdrs),
+            envid: Some("id 1".into()),
+        };
+        m.rcpt_dsn = vec![
+            skywave_smtp::RcptDsn {
+                notify: Some(skywave_smtp::Notify::NEVER),
+                orcpt: Some("B@Y".into()),
+            },
+            skywave_smtp::RcptDsn::default(),
+        ];
+        m
+    };
+    let session = |ehlo: &[u8]| {
+        let mut c = ClientSession::new(
+            ClientConfig::new("gw", ClientMode::Pipelining),
+            vec![with_dsn()],
+        )
+        .unwrap();
+        c.feed(b"220 mx\r\n");
+        c.take_output();
+        c.feed(ehlo);
+        text(&mut c)
+    };
+    assert_eq!(
+        session(b"250-mx\r\n250-PIPELINING\r\n250 DSN\r\n"),
+        "MAIL FROM:<a@x> RET=HDRS ENVID=id+201\r\nRCPT TO:<b@y> NOTIFY=NEVER ORCPT=rfc822;B@Y\r\n\
+         RCPT TO:<c@y>\r\nDATA\r\n"
+    );
+    assert_eq!(
+        session(b"250-mx\r\n250 PIPELINING\r\n"),
+        "MAIL FROM:<a@x>\r\nRCPT TO:<b@y>\r\nRCPT TO:<c@y>\r\nDATA\r\n"
+    );
+    // In batch mode (HMTP) there is no reply to read first: what the owner assumes.
+    let mut config = ClientConfig::new("gw", ClientMode::Batch);
+    config.expect_greeting = false;
+    config.batch_extensions.dsn = true;
+    let mut c = ClientSession::new(config, vec![with_dsn()]).unwrap();
+    let out = text(&mut c);
+    assert!(
+        out.contains("MAIL FROM:<a@x> RET=HDRS ENVID=id+201\r\nRCPT TO:<b@y> NOTIFY=NEVER"),
+        "{out}"
+    );
 }

@@ -157,6 +157,8 @@ proptest! {
                 body: body.clone(),
                 eight_bit: false,
                 mt_priority: Some(1),
+                dsn: Default::default(),
+                rcpt_dsn: Vec::new(),
             })
             .collect();
         let mut config = ClientConfig::new("gw", mode);

@@ -147,6 +147,8 @@ fn full_session_lockstep() {
             helo: "client.lan".into(),
             protocol: Protocol::Esmtp,
             auth_user: None,
+            dsn: Default::default(),
+            rcpt_dsn: vec![Default::default(); 2],
         }
     );
     // Nothing after QUIT is processed.
@@ -890,5 +892,79 @@ fn hmtp_release_held_sends_what_is_held_and_keeps_holding() {
             "250 2.1.0 Ok\r\n250 2.0.0 Ok\r\n221 2.0.0 mx.test closing connection {}\r\n",
             xsum(b"NOOP\r\nEHLO c\r\nMAIL FROM:<a@x>\r\nRSET\r\nQUIT\r\n")
         )
+    );
+}
+
+#[test]
+fn dsn_parameters_are_taken_only_when_offered_and_checked() {
+    // Off (the default): not advertised, and the parameters are refused as unknown.
+    let mut h = Harness::plain();
+    h.send(b"EHLO c\r\n");
+    assert_eq!(
+        h.send(b"MAIL FROM:<a@x> RET=HDRS\r\n"),
+        "555 5.5.4 MAIL parameters not recognized or not implemented\r\n"
+    );
+    h.send(b"MAIL FROM:<a@x>\r\n");
+    assert_eq!(
+        h.send(b"RCPT TO:<b@y> NOTIFY=NEVER\r\n"),
+        "555 5.5.4 RCPT parameters not recognized or not implemented\r\n"
+    );
+
+    let mut config = ServerConfig::new("mx.test");
+    config.dsn = true;
+    let mut h = Harness::new(config);
+    h.send(b"");
+    assert!(h.send(b"EHLO c\r\n").contains("250-DSN\r\n"));
+    for (bad, reply) in [
+        (
+            &b"MAIL FROM:<a@x> RET=FULL RET=HDRS\r\n"[..],
+            "501 5.5.4 RET given twice\r\n",
+        ),
+        (
+            &b"MAIL FROM:<a@x> ENVID=+0Aoops\r\n"[..],
+            "501 5.5.4 ENVID must be 1 to 100 printable characters\r\n",
+        ),
+    ] {
+        assert_eq!(h.send(bad), reply);
+    }
+    assert_eq!(
+        h.send(b"MAIL FROM:<a@x> RET=HDRS ENVID=QQ+20314159\r\n"),
+        "250 2.1.0 Ok\r\n"
+    );
+    assert_eq!(
+        h.send(b"RCPT TO:<b@y> NOTIFY=NEVER,SUCCESS\r\n"),
+        "501 5.5.4 NOTIFY=NEVER cannot be combined with other values\r\n"
+    );
+    h.send(b"RCPT TO:<b@y> NOTIFY=SUCCESS,DELAY ORCPT=rfc822;B+40Y.example\r\n");
+    h.send(b"RCPT TO:<c@y>\r\n");
+    h.send(b"RCPT TO:<d@y> NOTIFY=NEVER\r\n");
+    h.send(b"DATA\r\n");
+    h.send(b"Subject: t\r\n\r\nx\r\n.\r\n");
+    let (env, _) = &h.messages[0];
+    assert_eq!(
+        env.dsn,
+        skywave_smtp::MailDsn {
+            ret: Some(skywave_smtp::Ret::Hdrs),
+            envid: Some("QQ 314159".into()),
+        }
+    );
+    assert_eq!(env.recipients, ["b@y", "c@y", "d@y"]);
+    assert_eq!(
+        env.rcpt_dsn,
+        [
+            skywave_smtp::RcptDsn {
+                notify: Some(skywave_smtp::Notify {
+                    success: true,
+                    failure: false,
+                    delay: true,
+                }),
+                orcpt: Some("B@Y.example".into()),
+            },
+            skywave_smtp::RcptDsn::default(),
+            skywave_smtp::RcptDsn {
+                notify: Some(skywave_smtp::Notify::NEVER),
+                orcpt: None,
+            },
+        ]
     );
 }

@@ -54,6 +54,8 @@ fn message(body: &[u8], recipients: &[&str]) -> OutgoingMessage {
         body: body.to_vec(),
         eight_bit: false,
         mt_priority: None,
+        dsn: Default::default(),
+        rcpt_dsn: Vec::new(),
     }
 }
 
@@ -442,6 +444,8 @@ proptest! {
                 body: body.clone(),
                 eight_bit: false,
                 mt_priority: None,
+                dsn: Default::default(),
+                rcpt_dsn: Vec::new(),
             })
             .collect();
         let mode = if lockstep { ClientMode::Lockstep } else { ClientMode::Pipelining };

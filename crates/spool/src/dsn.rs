@@ -1,5 +1,7 @@
-//! Delivery status notifications (RFC 3464) for recipients that failed for good, and delay
-//! warnings for recipients still being retried long after the message came in.
+//! Delivery status notifications (RFC 3464) for recipients that failed for good or whose
+//! sender asked to hear of their delivery (RFC 3461 `NOTIFY=SUCCESS`), and delay warnings for
+//! recipients still being retried long after the message came in. Each carries what the sender
+//! gave to identify it: `ENVID` as `Original-Envelope-Id`, `ORCPT` as `Original-Recipient`.
 //!
 //! The spool builds the DSN when a message is complete and some recipients failed (including by
 //! expiry), and a delay warning once per message that waits longer than
@@ -8,12 +10,18 @@
 //! message whose own sender is null, so two gateways can never bounce a bounce back and forth.
 
 use crate::priority::header_block;
+use crate::record::{Recipient, Success};
 
-/// One failed recipient, as reported in the DSN.
+/// One recipient, as reported in the DSN.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DsnRecipient {
     /// The recipient address (Final-Recipient).
     pub address: String,
+    /// The address as the sender first gave it (`ORCPT`, reported as Original-Recipient).
+    pub original: Option<String>,
+    /// `Some`: it was delivered or relayed, and this is a success report on it; `status` and
+    /// `diagnostic` are then not used. `None`: it failed or is delayed, as the request says.
+    pub success: Option<Success>,
     /// RFC 3463 status, e.g. `5.1.1`; anything that is not `d.d.d` with class 4 or 5 is reported
     /// as `5.0.0`.
     pub status: String,
@@ -21,6 +29,20 @@ pub struct DsnRecipient {
     pub diagnostic: String,
     /// Time of the last attempt (unix seconds), if any was made.
     pub last_attempt: Option<u64>,
+}
+
+impl DsnRecipient {
+    /// `r`'s address, original address and last attempt, with no status yet.
+    pub fn of(r: &Recipient) -> DsnRecipient {
+        DsnRecipient {
+            address: r.address.clone(),
+            original: r.dsn.orcpt.clone(),
+            success: None,
+            status: String::new(),
+            diagnostic: String::new(),
+            last_attempt: (r.last_attempt > 0).then_some(r.last_attempt),
+        }
+    }
 }
 
 /// What a DSN reports on.
@@ -36,13 +58,15 @@ pub struct DsnRequest<'a> {
     pub arrival: u64,
     /// Now (unix seconds): the DSN's Date.
     pub now: u64,
-    /// The failed recipients.
+    /// The recipients reported on.
     pub recipients: &'a [DsnRecipient],
     /// The original message; only its header block is returned.
     pub original_message: &'a [u8],
     /// `Some`: a delay warning (`Action: delayed`), the recipients still waiting. `None`:
-    /// they failed for good.
+    /// they failed for good, or were delivered (those with `success`).
     pub delayed: Option<Delay>,
+    /// The sender's `ENVID`, if it gave one.
+    pub envid: Option<&'a str>,
 }
 
 /// Why the recipients of a delay warning still wait.
@@ -173,7 +197,10 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
         "From: Mail Delivery System <MAILER-DAEMON@{mta}>\r\n"
     ));
     o.push_str(&format!("To: <{sender}>\r\n"));
+    let (succeeded, failed): (Vec<&DsnRecipient>, Vec<&DsnRecipient>) =
+        req.recipients.iter().partition(|r| r.success.is_some());
     o.push_str(match req.delayed {
+        None if failed.is_empty() => "Subject: Successful Mail Delivery Report\r\n",
         None => "Subject: Undelivered Mail Returned to Sender\r\n",
         Some(Delay::Retried { .. }) => "Subject: Delayed Mail (still being retried)\r\n",
         Some(Delay::Held) => "Subject: Delayed Mail (held for the operator)\r\n",
@@ -195,14 +222,42 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
     o.push_str(&format!("\r\n--{boundary}\r\n"));
     o.push_str("Content-Type: text/plain; charset=us-ascii\r\n");
     o.push_str("Content-Description: Notification\r\n\r\n");
+    let listed = |o: &mut String, rs: &[&DsnRecipient], what: fn(&DsnRecipient) -> String| {
+        for r in rs {
+            o.push_str(&format!("<{}>: {}\r\n", one_line(&r.address, 512), what(r)));
+        }
+    };
     match req.delayed {
-        None => o.push_str(&format!(
-            "This is the mail gateway at {mta}.\r\n\r\n\
-             Your message (queue id {}), received {}, could not be delivered to the\r\n\
-             following recipients. It will not be retried.\r\n\r\n",
-            one_line(req.queue_id, 64),
-            rfc5322_date(req.arrival)
-        )),
+        None => {
+            o.push_str(&format!(
+                "This is the mail gateway at {mta}.\r\n\r\n\
+                 Your message (queue id {}), received {}",
+                one_line(req.queue_id, 64),
+                rfc5322_date(req.arrival)
+            ));
+            if !failed.is_empty() {
+                o.push_str(
+                    ", could not be delivered to the\r\n\
+                     following recipients. It will not be retried.\r\n\r\n",
+                );
+                listed(&mut o, &failed, |r| one_line(&r.diagnostic, 900));
+                if !succeeded.is_empty() {
+                    o.push_str("\r\nAs you asked, you are told that it went on to these:\r\n\r\n");
+                }
+            } else {
+                o.push_str(
+                    ", went on to the\r\n\
+                     recipients below, as you asked to be told.\r\n\r\n",
+                );
+            }
+            listed(&mut o, &succeeded, |r| {
+                match r.success {
+                    Some(Success::Delivered) => "delivered to the mailbox",
+                    _ => "handed on to a system that will not report further",
+                }
+                .to_owned()
+            });
+        }
         Some(Delay::Retried { until }) => o.push_str(&format!(
             "This is the mail gateway at {mta}.\r\n\r\n\
              Your message (queue id {}), received {}, has not yet been delivered to\r\n\
@@ -222,18 +277,17 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
             rfc5322_date(req.arrival)
         )),
     }
-    for r in req.recipients {
-        o.push_str(&format!(
-            "<{}>: {}\r\n",
-            one_line(&r.address, 512),
-            one_line(&r.diagnostic, 900)
-        ));
+    if req.delayed.is_some() {
+        listed(&mut o, &failed, |r| one_line(&r.diagnostic, 900));
     }
 
     // Part 2: for programs (RFC 3464 section 2).
     o.push_str(&format!("\r\n--{boundary}\r\n"));
     o.push_str("Content-Type: message/delivery-status\r\n");
     o.push_str("Content-Description: Delivery report\r\n\r\n");
+    if let Some(id) = req.envid {
+        o.push_str(&format!("Original-Envelope-Id: {}\r\n", one_line(id, 100)));
+    }
     o.push_str(&format!("Reporting-MTA: dns; {mta}\r\n"));
     o.push_str(&format!(
         "X-Skywave-Queue-ID: {}\r\n",
@@ -245,10 +299,27 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
         let looks_smtp =
             diagnostic.len() >= 3 && diagnostic.as_bytes()[..3].iter().all(u8::is_ascii_digit);
         o.push_str("\r\n");
+        if let Some(a) = &r.original {
+            o.push_str(&format!(
+                "Original-Recipient: rfc822; {}\r\n",
+                one_line(a, 512)
+            ));
+        }
         o.push_str(&format!(
             "Final-Recipient: rfc822; {}\r\n",
             one_line(&r.address, 512)
         ));
+        if let Some(success) = r.success {
+            o.push_str(match success {
+                Success::Delivered => "Action: delivered\r\n",
+                Success::Relayed => "Action: relayed\r\n",
+            });
+            o.push_str("Status: 2.0.0\r\n");
+            if let Some(t) = r.last_attempt {
+                o.push_str(&format!("Last-Attempt-Date: {}\r\n", rfc5322_date(t)));
+            }
+            continue;
+        }
         match req.delayed {
             None => {
                 o.push_str("Action: failed\r\n");
@@ -289,6 +360,7 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
     o.push_str(&format!("\r\n--{boundary}\r\n"));
     o.push_str("Content-Type: text/rfc822-headers\r\n");
     o.push_str(match req.delayed {
+        None if failed.is_empty() => "Content-Description: Headers of the message\r\n\r\n",
         None => "Content-Description: Undelivered message headers\r\n\r\n",
         Some(_) => "Content-Description: Headers of the delayed message\r\n\r\n",
     });
@@ -325,6 +397,7 @@ mod tests {
             recipients,
             original_message: message,
             delayed: None,
+            envid: None,
         }
     }
 
@@ -336,12 +409,16 @@ mod tests {
                 status: "5.1.1".into(),
                 diagnostic: "550 5.1.1 <bob@shore.example>: no such user\r\nInjected: x".into(),
                 last_attempt: Some(1_700_000_500),
+                original: None,
+                success: None,
             },
             DsnRecipient {
                 address: "carol@shore.example".into(),
                 status: "bogus".into(),
                 diagnostic: "message expired after 5 days in the queue".into(),
                 last_attempt: None,
+                original: None,
+                success: None,
             },
         ];
         let msg = b"From: alice@ship.example\nSubject: test\n\nsecret body\n";
@@ -369,12 +446,56 @@ mod tests {
     }
 
     #[test]
+    fn a_report_with_failures_and_successes_tells_both() {
+        let failed = DsnRecipient {
+            address: "bob@shore.example".into(),
+            original: None,
+            success: None,
+            status: "5.1.1".into(),
+            diagnostic: "550 5.1.1 no such user".into(),
+            last_attempt: Some(1_700_000_500),
+        };
+        let delivered = DsnRecipient {
+            address: "carol@shore.example".into(),
+            original: Some("Carol@Shore.example".into()),
+            success: Some(Success::Delivered),
+            status: String::new(),
+            diagnostic: String::new(),
+            last_attempt: Some(1_700_000_600),
+        };
+        let rcpts = [failed, delivered];
+        let text = String::from_utf8(build_dsn(&DsnRequest {
+            envid: Some("E\r\n1"),
+            ..request(&rcpts, b"Subject: s\r\n\r\nbody\r\n")
+        }))
+        .unwrap();
+        assert!(text.contains("Subject: Undelivered Mail Returned to Sender\r\n"));
+        assert!(text.contains("<bob@shore.example>: 550 5.1.1 no such user\r\n"));
+        assert!(text.contains(
+            "you are told that it went on to these:\r\n\r\n\
+             <carol@shore.example>: delivered to the mailbox\r\n"
+        ));
+        // One line, whatever the sender gave.
+        assert!(
+            text.contains("Original-Envelope-Id: E  1\r\nReporting-MTA: dns; ship.example\r\n")
+        );
+        assert!(text.contains(
+            "Original-Recipient: rfc822; Carol@Shore.example\r\n\
+             Final-Recipient: rfc822; carol@shore.example\r\nAction: delivered\r\n\
+             Status: 2.0.0\r\nLast-Attempt-Date: "
+        ));
+        assert!(text.contains("Final-Recipient: rfc822; bob@shore.example\r\nAction: failed\r\n"));
+    }
+
+    #[test]
     fn a_delay_warning_says_the_message_is_still_being_tried() {
         let rcpts = vec![DsnRecipient {
             address: "bob@shore.example".into(),
             status: "4.4.1".into(),
             diagnostic: "no reply from shore within the session timeout".into(),
             last_attempt: Some(1_700_014_400),
+            original: None,
+            success: None,
         }];
         let msg = b"From: alice@ship.example\r\nSubject: test\r\n\r\nbody\r\n";
         let delayed = |rcpts: &[DsnRecipient], delay| {

@@ -28,10 +28,10 @@ pub use dirsync::DirSync;
 pub use id::{InvalidQueueId, QueueId};
 pub use priority::Priority;
 pub use record::{
-    DecodeError, EncodeError, Envelope, Failure, QueueFile, RcptState, Recipient, Target,
+    DecodeError, EncodeError, Envelope, Failure, QueueFile, RcptState, Recipient, Success, Target,
 };
 pub use room::{Bytes, Room, Space};
 pub use spool::{
     DEFAULT_DELAY_WARNING, DEFAULT_MIN_FREE_SPACE, Disposition, DueMessage, Entries, Entry, Error,
-    NewMessage, QueueState, RecoveryReport, Result, Spool, SpoolConfig, unix_seconds,
+    Handoff, NewMessage, QueueState, RecoveryReport, Result, Spool, SpoolConfig, unix_seconds,
 };

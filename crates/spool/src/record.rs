@@ -1,12 +1,18 @@
 //! The queue-file format: typed, length-prefixed records, ending in an END record with a checksum.
 //!
 //! ```text
-//! file     = magic ENVELOPE RCPT* WARNED? DEAD? BODY END
+//! file     = magic ENVELOPE DSN? (RCPT RDSN?)* WARNED? DEAD? BODY END
 //! magic    = "SKWSPL01"                         (8 bytes: format name and version)
 //! record   = type:u8 length:u32be payload[length]
 //! ENVELOPE = 0x01  id:str arrival:u64 sender:str priority:i8 expires:u64 body_len:u64
+//! DSN      = 0x07  ret:u8 envid:opt_str         (RFC 3461 MAIL parameters, when given;
+//!                                                ret 0 none, 1 FULL, 2 HDRS)
 //! RCPT     = 0x02  address:str target state attempts:u32 next_attempt:u64 last_attempt:u64
 //!                  last_error:opt_str
+//! RDSN     = 0x06  notify:u8 orcpt:opt_str success:u8
+//!                  (the RCPT before it: its NOTIFY, 0 when not given, else 0x80 | bits 0
+//!                  SUCCESS, 1 FAILURE, 2 DELAY; its ORCPT; and the success the report is to
+//!                  tell, 0 none, 1 delivered, 2 relayed. Written only when one is set.)
 //! WARNED   = 0x05  at:u64                       (when the sender was told of the delay)
 //! DEAD     = 0x03  reason:str                   (the message is a dead letter, and why)
 //! BODY     = 0x04  the message bytes (RFC 5322, CRLF lines, not dot-stuffed)
@@ -17,10 +23,15 @@
 //!          | 0x03 deferred | 0x04 failed status:str diagnostic:str at:u64
 //! ```
 //!
+//! A file without DSN parameters is byte for byte what a gateway without them wrote; one with
+//! them (DSN or RDSN records) is not read by such a gateway.
+//!
 //! Times are unix seconds. Like a Postfix queue file, a file is only complete when it ends in a
 //! valid END record: anything shorter is [`DecodeError::Incomplete`], however it was cut. The
 //! decoder is bounded: every record has a size limit, recipients are limited in number, and it
 //! never allocates more than the input it was given.
+
+use skywave_smtp::dsn::{MailDsn, Notify, RcptDsn, Ret};
 
 use crate::id::{MAX_ID_LEN, QueueId};
 use crate::priority::Priority;
@@ -41,6 +52,8 @@ const T_RCPT: u8 = 0x02;
 const T_DEAD: u8 = 0x03;
 const T_BODY: u8 = 0x04;
 const T_WARNED: u8 = 0x05;
+const T_RDSN: u8 = 0x06;
+const T_DSN: u8 = 0x07;
 const T_END: u8 = 0x7F;
 const RECORD_HEADER: usize = 5;
 
@@ -127,6 +140,20 @@ pub struct Recipient {
     pub last_attempt: u64,
     /// Text of the last temporary error.
     pub last_error: Option<String>,
+    /// What its sender asked to be told (RFC 3461 `NOTIFY`, `ORCPT`).
+    pub dsn: RcptDsn,
+    /// Delivered, and its sender asked to hear so (`NOTIFY=SUCCESS`) from this gateway: the
+    /// report, sent once the message is complete, tells this.
+    pub success: Option<Success>,
+}
+
+/// What a success report says of a recipient (RFC 3464 `Action`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Success {
+    /// `delivered`: final delivery here (a Maildir).
+    Delivered,
+    /// `relayed`: handed to a next hop that will not report (no DSN extension there).
+    Relayed,
 }
 
 impl Recipient {
@@ -140,6 +167,8 @@ impl Recipient {
             next_attempt: 0,
             last_attempt: 0,
             last_error: None,
+            dsn: RcptDsn::default(),
+            success: None,
         }
     }
 }
@@ -166,6 +195,8 @@ pub struct Envelope {
     pub dead_reason: Option<String>,
     /// Size of the message bytes.
     pub size: u64,
+    /// What its sender asked of reports (RFC 3461 `RET`, `ENVID`).
+    pub dsn: MailDsn,
 }
 
 impl Envelope {
@@ -179,6 +210,18 @@ impl Envelope {
         self.recipients
             .iter()
             .any(|r| matches!(r.state, RcptState::Failed(_)))
+    }
+
+    /// True when the sender is to get a report once the message is complete: some recipient
+    /// failed and its `NOTIFY` does not refuse failure reports, or was delivered and asked for
+    /// a success report. Never for the null sender.
+    pub fn needs_report(&self) -> bool {
+        !self.sender.is_empty()
+            && self.recipients.iter().any(|r| match r.state {
+                RcptState::Failed(_) => r.dsn.wants_failure(),
+                RcptState::Delivered { .. } => r.success.is_some(),
+                _ => false,
+            })
     }
 
     /// The earliest next attempt over recipients that still wait for one.
@@ -324,6 +367,17 @@ fn put_str(out: &mut Vec<u8>, field: &'static str, s: &str) -> Result<(), Encode
     Ok(())
 }
 
+fn put_opt_str(out: &mut Vec<u8>, field: &'static str, s: Option<&str>) -> Result<(), EncodeError> {
+    match s {
+        None => out.push(0),
+        Some(s) => {
+            out.push(1);
+            put_str(out, field, s)?;
+        }
+    }
+    Ok(())
+}
+
 fn put_record(out: &mut Vec<u8>, kind: u8, payload: &[u8]) {
     out.push(kind);
     out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
@@ -356,6 +410,16 @@ pub fn encode(file: &QueueFile) -> Result<Vec<u8>, EncodeError> {
     p.extend_from_slice(&env.expires.to_be_bytes());
     p.extend_from_slice(&env.size.to_be_bytes());
     put_record(&mut out, T_ENVELOPE, &p);
+    if !env.dsn.is_empty() {
+        p.clear();
+        p.push(match env.dsn.ret {
+            None => 0,
+            Some(Ret::Full) => 1,
+            Some(Ret::Hdrs) => 2,
+        });
+        put_opt_str(&mut p, "ENVID", env.dsn.envid.as_deref())?;
+        put_record(&mut out, T_DSN, &p);
+    }
 
     for r in &env.recipients {
         p.clear();
@@ -385,14 +449,19 @@ pub fn encode(file: &QueueFile) -> Result<Vec<u8>, EncodeError> {
         p.extend_from_slice(&r.attempts.to_be_bytes());
         p.extend_from_slice(&r.next_attempt.to_be_bytes());
         p.extend_from_slice(&r.last_attempt.to_be_bytes());
-        match &r.last_error {
-            None => p.push(0),
-            Some(e) => {
-                p.push(1);
-                put_str(&mut p, "last error", e)?;
-            }
-        }
+        put_opt_str(&mut p, "last error", r.last_error.as_deref())?;
         put_record(&mut out, T_RCPT, &p);
+        if !r.dsn.is_empty() || r.success.is_some() {
+            p.clear();
+            p.push(r.dsn.notify.map_or(0, |n| 0x80 | n.bits()));
+            put_opt_str(&mut p, "ORCPT", r.dsn.orcpt.as_deref())?;
+            p.push(match r.success {
+                None => 0,
+                Some(Success::Delivered) => 1,
+                Some(Success::Relayed) => 2,
+            });
+            put_record(&mut out, T_RDSN, &p);
+        }
     }
     if let Some(at) = env.delay_warned {
         put_record(&mut out, T_WARNED, &at.to_be_bytes());
@@ -482,6 +551,8 @@ fn record_name(kind: u8) -> &'static str {
         T_RCPT => "RCPT",
         T_DEAD => "DEAD",
         T_WARNED => "WARNED",
+        T_DSN => "DSN",
+        T_RDSN => "RDSN",
         T_BODY => "BODY",
         T_END => "END",
         _ => "unknown",
@@ -503,7 +574,7 @@ fn next_record<'a>(
     let max = match kind {
         T_BODY => MAX_BODY,
         T_END => 4,
-        T_ENVELOPE | T_RCPT | T_DEAD => MAX_META_RECORD,
+        T_ENVELOPE | T_RCPT | T_DEAD | T_DSN | T_RDSN => MAX_META_RECORD,
         T_WARNED => 8,
         found => {
             return Err(DecodeError::UnexpectedRecord {
@@ -555,7 +626,50 @@ fn decode_envelope(payload: &[u8]) -> Result<Envelope, DecodeError> {
         delay_warned: None,
         dead_reason: None,
         size,
+        dsn: MailDsn::default(),
     })
+}
+
+fn decode_dsn(payload: &[u8]) -> Result<MailDsn, DecodeError> {
+    let mut f = Fields {
+        record: "DSN",
+        bytes: payload,
+    };
+    let ret = match f.u8("RET")? {
+        0 => None,
+        1 => Some(Ret::Full),
+        2 => Some(Ret::Hdrs),
+        other => return Err(f.bad(format!("RET {other}, expected 0 to 2"))),
+    };
+    let envid = f.opt_str("ENVID")?;
+    f.finish()?;
+    Ok(MailDsn { ret, envid })
+}
+
+/// Reads an RDSN record into the recipient it follows.
+fn decode_rdsn(payload: &[u8], r: &mut Recipient) -> Result<(), DecodeError> {
+    let mut f = Fields {
+        record: "RDSN",
+        bytes: payload,
+    };
+    let notify = match f.u8("NOTIFY")? {
+        0 => None,
+        b if b & 0x80 != 0 => Some(
+            Notify::from_bits(b & 0x7F)
+                .ok_or_else(|| f.bad(format!("NOTIFY {b:#04x} has unknown bits")))?,
+        ),
+        b => return Err(f.bad(format!("NOTIFY {b:#04x} without its presence bit"))),
+    };
+    let orcpt = f.opt_str("ORCPT")?;
+    r.success = match f.u8("success")? {
+        0 => None,
+        1 => Some(Success::Delivered),
+        2 => Some(Success::Relayed),
+        other => return Err(f.bad(format!("success {other}, expected 0 to 2"))),
+    };
+    f.finish()?;
+    r.dsn = RcptDsn { notify, orcpt };
+    Ok(())
 }
 
 fn decode_rcpt(payload: &[u8]) -> Result<Recipient, DecodeError> {
@@ -596,6 +710,8 @@ fn decode_rcpt(payload: &[u8]) -> Result<Recipient, DecodeError> {
         next_attempt,
         last_attempt,
         last_error,
+        dsn: RcptDsn::default(),
+        success: None,
     })
 }
 
@@ -622,15 +738,28 @@ pub fn decode(input: &[u8]) -> Result<QueueFile, DecodeError> {
     }
     let mut envelope = decode_envelope(payload)?;
     pos += RECORD_HEADER + payload.len();
+    // What the record just read allows next: DSN right after ENVELOPE, RDSN right after RCPT.
+    let mut after_envelope = true;
+    let mut after_rcpt = false;
 
     let message = loop {
         let (kind, payload) = next_record(input, pos, "RCPT, WARNED, DEAD or BODY")?;
+        let (was_envelope, was_rcpt) = (after_envelope, after_rcpt);
+        after_envelope = false;
+        after_rcpt = false;
         match kind {
+            T_DSN if was_envelope => envelope.dsn = decode_dsn(payload)?,
             T_RCPT if envelope.dead_reason.is_none() && envelope.delay_warned.is_none() => {
                 if envelope.recipients.len() >= MAX_RECIPIENTS {
                     return Err(DecodeError::TooManyRecipients);
                 }
                 envelope.recipients.push(decode_rcpt(payload)?);
+                after_rcpt = true;
+            }
+            T_RDSN if was_rcpt => {
+                if let Some(r) = envelope.recipients.last_mut() {
+                    decode_rdsn(payload, r)?;
+                }
             }
             T_WARNED if envelope.dead_reason.is_none() && envelope.delay_warned.is_none() => {
                 let mut f = Fields {
@@ -734,6 +863,7 @@ mod tests {
                 delay_warned: None,
                 dead_reason: None,
                 size: message.len() as u64,
+                dsn: MailDsn::default(),
             },
             message,
         }
@@ -810,6 +940,68 @@ mod tests {
     }
 
     #[test]
+    fn dsn_parameters_are_records_after_the_envelope_and_after_their_recipient() {
+        let mut f = sample();
+        let plain = encode(&f).unwrap();
+        f.envelope.dsn = MailDsn {
+            ret: Some(Ret::Hdrs),
+            envid: Some("E".into()),
+        };
+        f.envelope.recipients[1].dsn = RcptDsn {
+            notify: Some(Notify {
+                success: true,
+                failure: true,
+                delay: false,
+            }),
+            orcpt: Some("B".into()),
+        };
+        f.envelope.recipients[1].success = Some(Success::Relayed);
+        let bytes = encode(&f).unwrap();
+        let env_end =
+            8 + 5 + u32::from_be_bytes([bytes[9], bytes[10], bytes[11], bytes[12]]) as usize;
+        let dsn = [0x07, 0, 0, 0, 5, 2, 1, 0, 1, b'E'];
+        let rdsn = [0x06, 0, 0, 0, 6, 0x83, 1, 0, 1, b'B', 2];
+        assert_eq!(&bytes[env_end..env_end + dsn.len()], &dsn);
+        // The file is the plain one with the two records inserted: the DSN record after the
+        // ENVELOPE, the RDSN record after the second RCPT, just before the BODY.
+        let body_at = plain.len() - 9 - 5 - f.message.len();
+        let mut expected = plain[..env_end].to_vec();
+        expected.extend_from_slice(&dsn);
+        expected.extend_from_slice(&plain[env_end..body_at]);
+        expected.extend_from_slice(&rdsn);
+        let body_and_end = body_at + 5 + f.message.len();
+        expected.extend_from_slice(&plain[body_at..body_and_end]);
+        assert_eq!(&bytes[..expected.len()], &expected[..]);
+        assert_eq!(decode(&bytes).unwrap(), f);
+        // An RDSN record must follow an RCPT, and a DSN record the ENVELOPE.
+        let mut misplaced = plain[..env_end].to_vec();
+        misplaced.extend_from_slice(&rdsn);
+        misplaced.extend_from_slice(&plain[env_end..]);
+        assert!(matches!(
+            decode(&misplaced),
+            Err(DecodeError::UnexpectedRecord { found: 0x06, .. })
+        ));
+        let mut misplaced = plain[..body_at].to_vec();
+        misplaced.extend_from_slice(&dsn);
+        misplaced.extend_from_slice(&plain[body_at..]);
+        assert!(matches!(
+            decode(&misplaced),
+            Err(DecodeError::UnexpectedRecord { found: 0x07, .. })
+        ));
+        // Unknown NOTIFY bits are refused.
+        let mut bad = bytes.clone();
+        let at = bytes
+            .windows(rdsn.len())
+            .position(|w| w == rdsn)
+            .unwrap_or_default();
+        bad[at + 5] = 0x88;
+        assert!(matches!(
+            decode(&bad),
+            Err(DecodeError::Malformed { record: "RDSN", .. })
+        ));
+    }
+
+    #[test]
     fn oversized_record_is_refused_before_reading_it() {
         let mut b = MAGIC.to_vec();
         b.push(T_ENVELOPE);
@@ -860,9 +1052,19 @@ mod tests {
             any::<u64>(),
             any::<u64>(),
             proptest::option::of(arb_text()),
+            (arb_rcpt_dsn(), proptest::option::of(arb_success())),
         )
             .prop_map(
-                |(address, target, state, attempts, next_attempt, last_attempt, last_error)| {
+                |(
+                    address,
+                    target,
+                    state,
+                    attempts,
+                    next_attempt,
+                    last_attempt,
+                    last_error,
+                    (dsn, success),
+                )| {
                     Recipient {
                         address,
                         target,
@@ -871,9 +1073,31 @@ mod tests {
                         next_attempt,
                         last_attempt,
                         last_error,
+                        dsn,
+                        success,
                     }
                 },
             )
+    }
+
+    fn arb_success() -> impl Strategy<Value = Success> {
+        prop_oneof![Just(Success::Delivered), Just(Success::Relayed)]
+    }
+
+    fn arb_rcpt_dsn() -> impl Strategy<Value = RcptDsn> {
+        (
+            proptest::option::of((0u8..8).prop_map(|b| Notify::from_bits(b).unwrap_or_default())),
+            proptest::option::of(arb_text()),
+        )
+            .prop_map(|(notify, orcpt)| RcptDsn { notify, orcpt })
+    }
+
+    fn arb_mail_dsn() -> impl Strategy<Value = MailDsn> {
+        (
+            proptest::option::of(prop_oneof![Just(Ret::Full), Just(Ret::Hdrs)]),
+            proptest::option::of(arb_text()),
+        )
+            .prop_map(|(ret, envid)| MailDsn { ret, envid })
     }
 
     fn arb_file() -> impl Strategy<Value = QueueFile> {
@@ -887,6 +1111,7 @@ mod tests {
             (
                 proptest::option::of(any::<u64>()),
                 proptest::option::of(arb_text()),
+                arb_mail_dsn(),
             ),
             proptest::collection::vec(any::<u8>(), 0..300),
         )
@@ -898,7 +1123,7 @@ mod tests {
                     prio,
                     expires,
                     recipients,
-                    (delay_warned, dead_reason),
+                    (delay_warned, dead_reason, dsn),
                     message,
                 )| {
                     QueueFile {
@@ -912,6 +1137,7 @@ mod tests {
                             delay_warned,
                             dead_reason,
                             size: message.len() as u64,
+                            dsn,
                         },
                         message,
                     }

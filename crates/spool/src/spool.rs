@@ -63,9 +63,10 @@ use crate::id::{InvalidQueueId, QueueId};
 use crate::priority::Priority;
 use crate::record::{
     DecodeError, EncodeError, Envelope, Failure, MAX_BODY, MAX_TEXT, QueueFile, RcptState,
-    Recipient, Target, decode, encode,
+    Recipient, Success, Target, decode, encode,
 };
 use crate::room::{Room, Space, available_space};
+use skywave_smtp::dsn::{MailDsn, RcptDsn};
 
 const TMP: &str = "tmp";
 const QUEUE: &str = "queue";
@@ -272,6 +273,11 @@ pub struct NewMessage<'a> {
     pub priority: Priority,
     /// The message bytes (RFC 5322, CRLF lines, not dot-stuffed).
     pub message: &'a [u8],
+    /// What its sender asked of reports (RFC 3461 `RET`, `ENVID`).
+    pub dsn: MailDsn,
+    /// What its sender asked of reports on each recipient that asked anything (`NOTIFY`,
+    /// `ORCPT`), by address; a recipient not listed asked nothing.
+    pub rcpt_dsn: Vec<(String, RcptDsn)>,
 }
 
 /// A message due for a target, as returned by [`Spool::due`].
@@ -289,6 +295,23 @@ pub struct DueMessage {
     pub sender: String,
     /// The recipients due for this target.
     pub recipients: Vec<String>,
+    /// What its sender asked of reports (`RET`, `ENVID`), to pass on to a next hop.
+    pub dsn: MailDsn,
+    /// Each due recipient's `NOTIFY` and `ORCPT`, in the order of `recipients`.
+    pub rcpt_dsn: Vec<RcptDsn>,
+}
+
+/// How the next hop took a message (RFC 3461 section 6.2): whether success reports are
+/// this gateway's to send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Handoff {
+    /// Delivered here for good (a Maildir): `delivered`.
+    Final,
+    /// Taken by a next hop that was not given the DSN parameters (it does not offer DSN, or
+    /// the bearer cannot carry them): `relayed`.
+    Relayed,
+    /// Taken by a next hop that was given the DSN parameters: it reports, not this gateway.
+    Passed,
 }
 
 /// What became of a message after a status change.
@@ -910,12 +933,19 @@ impl Spool {
                     .iter()
                     .map(|(a, t)| Recipient {
                         last_error: held.map(|w| truncate_text(w, MAX_ERROR_TEXT)),
+                        dsn: msg
+                            .rcpt_dsn
+                            .iter()
+                            .find(|(r, _)| r == a)
+                            .map(|(_, d)| d.clone())
+                            .unwrap_or_default(),
                         ..Recipient::new(a.clone(), t.clone())
                     })
                     .collect(),
                 delay_warned: None,
                 dead_reason: None,
                 size: message.len() as u64,
+                dsn: msg.dsn.clone(),
             },
             message,
         };
@@ -1192,7 +1222,7 @@ impl Spool {
         let env = &file.envelope;
         if !env.is_complete() {
             (Change::Rewrite, Disposition::Queued)
-        } else if env.has_failures() && !env.sender.is_empty() {
+        } else if env.needs_report() {
             (Change::Rewrite, Disposition::NeedsBounce)
         } else {
             (Change::Remove, Disposition::Done)
@@ -1242,11 +1272,14 @@ impl Spool {
         })
     }
 
-    /// Records that the next hop accepted the message for these recipients.
+    /// Records that the next hop accepted the message for these recipients, `how` saying
+    /// whether a success report is now this gateway's to send (for those whose sender asked for
+    /// one, `NOTIFY=SUCCESS`): it goes with the message's report once it is complete.
     pub fn delivered(
         &self,
         id: &QueueId,
         rcpts: &[impl AsRef<str>],
+        how: Handoff,
         now: u64,
     ) -> Result<Disposition> {
         let d = self.update_pure(id, |file, _| {
@@ -1256,6 +1289,12 @@ impl Spool {
                 }
                 r.state = RcptState::Delivered { at: now };
                 r.last_attempt = now;
+                r.success = match how {
+                    _ if !r.dsn.wants_success() => None,
+                    Handoff::Final => Some(Success::Delivered),
+                    Handoff::Relayed => Some(Success::Relayed),
+                    Handoff::Passed => None,
+                };
             }
             Ok(Self::settle(file))
         })?;
@@ -1395,10 +1434,12 @@ impl Spool {
     pub fn bounce(&self, id: &QueueId, dsn_target: Target, now: u64) -> Result<Option<QueueId>> {
         self.update(id, |file, state| {
             let env = &file.envelope;
-            if !env.is_complete() || !env.has_failures() {
+            if !env.is_complete()
+                || !(env.needs_report() || (env.sender.is_empty() && env.has_failures()))
+            {
                 return Err(Error::WrongState {
                     id: env.id.clone(),
-                    state: "not complete with failed recipients".into(),
+                    state: "not complete with anything to report".into(),
                     op: "bounce",
                 });
             }
@@ -1415,12 +1456,15 @@ impl Spool {
             let recipients: Vec<DsnRecipient> = env
                 .recipients
                 .iter()
-                .filter_map(|r| match &r.state {
-                    RcptState::Failed(f) => Some(DsnRecipient {
-                        address: r.address.clone(),
+                .filter_map(|r| match (&r.state, r.success) {
+                    (RcptState::Failed(f), _) if r.dsn.wants_failure() => Some(DsnRecipient {
                         status: f.status.clone(),
                         diagnostic: f.diagnostic.clone(),
-                        last_attempt: (r.last_attempt > 0).then_some(r.last_attempt),
+                        ..DsnRecipient::of(r)
+                    }),
+                    (RcptState::Delivered { .. }, Some(success)) => Some(DsnRecipient {
+                        success: Some(success),
+                        ..DsnRecipient::of(r)
                     }),
                     _ => None,
                 })
@@ -1452,6 +1496,7 @@ impl Spool {
             recipients,
             original_message: &file.message,
             delayed,
+            envid: env.dsn.envid.as_deref(),
         });
         self.enqueue(
             &NewMessage {
@@ -1459,6 +1504,8 @@ impl Spool {
                 recipients: vec![(env.sender.clone(), target)],
                 priority: env.priority,
                 message: &dsn,
+                dsn: MailDsn::default(),
+                rcpt_dsn: Vec::new(),
             },
             now,
         )
@@ -1469,11 +1516,7 @@ impl Spool {
         let mut out = Vec::new();
         for state in [QueueState::Queued, QueueState::Held] {
             for env in self.scan(state)? {
-                if env.dead_reason.is_none()
-                    && env.is_complete()
-                    && env.has_failures()
-                    && !env.sender.is_empty()
-                {
+                if env.dead_reason.is_none() && env.is_complete() && env.needs_report() {
                     out.push((env.id.clone(), env.sender.clone()));
                 }
             }
@@ -1531,15 +1574,15 @@ impl Spool {
             if env.delay_warned.is_some() || env.dead_reason.is_some() || env.sender.is_empty() {
                 return Ok((Change::Nothing, None));
             }
+            // Those whose sender did not refuse delay reports (`NOTIFY` without `DELAY`).
             let recipients: Vec<DsnRecipient> = env
                 .recipients
                 .iter()
-                .filter(|r| !r.state.is_final())
+                .filter(|r| !r.state.is_final() && r.dsn.wants_delay())
                 .map(|r| DsnRecipient {
-                    address: r.address.clone(),
                     status: delay_status(r),
                     diagnostic: delay_diagnostic(r),
-                    last_attempt: (r.last_attempt > 0).then_some(r.last_attempt),
+                    ..DsnRecipient::of(r)
                 })
                 .collect();
             if recipients.is_empty() {
@@ -1663,7 +1706,7 @@ impl Spool {
             if env.dead_reason.is_some() || (expiring && env.expires <= now) {
                 continue;
             }
-            let recipients: Vec<String> = env
+            let (recipients, rcpt_dsn): (Vec<String>, Vec<RcptDsn>) = env
                 .recipients
                 .iter()
                 .filter(|r| &r.target == target)
@@ -1674,8 +1717,8 @@ impl Spool {
                     }
                     _ => false,
                 })
-                .map(|r| r.address.clone())
-                .collect();
+                .map(|r| (r.address.clone(), r.dsn.clone()))
+                .unzip();
             if !recipients.is_empty() {
                 due.push(DueMessage {
                     id: env.id.clone(),
@@ -1684,6 +1727,8 @@ impl Spool {
                     size: env.size,
                     sender: env.sender.clone(),
                     recipients,
+                    dsn: env.dsn.clone(),
+                    rcpt_dsn,
                 });
             }
         }
@@ -2019,7 +2064,7 @@ impl Spool {
         }
         let env = &file.envelope;
         if env.is_complete() {
-            if env.has_failures() && !env.sender.is_empty() {
+            if env.needs_report() {
                 report.pending_bounces.push(id.clone());
             } else {
                 self.remove(state, &name)?;

@@ -1,6 +1,7 @@
 //! Tests of the on-disk queue: every operation, recovery, locking, concurrency and crashes.
 
 use super::*;
+use skywave_smtp::dsn::Notify;
 use std::collections::BTreeMap;
 
 const T0: u64 = 1_800_000_000;
@@ -39,6 +40,8 @@ fn enqueue(s: &Spool, subject: &str, rcpts: &[(&str, Target)], prio: i8, now: u6
                 .collect(),
             priority: Priority::new(prio).unwrap(),
             message: &body,
+            dsn: Default::default(),
+            rcpt_dsn: Vec::new(),
         },
         now,
     )
@@ -112,7 +115,9 @@ fn enqueue_is_durable_and_complete() {
                 sender: "a".into(),
                 recipients: vec![],
                 priority: Priority::NORMAL,
-                message: b"x"
+                message: b"x",
+                dsn: Default::default(),
+                rcpt_dsn: Vec::new(),
             },
             T0
         ),
@@ -169,7 +174,7 @@ fn delivery_per_recipient_and_removal_when_done() {
         RcptState::InFlight
     );
     assert_eq!(
-        s.delivered(&id, &["b@x"], T0 + 2).unwrap(),
+        s.delivered(&id, &["b@x"], Handoff::Passed, T0 + 2).unwrap(),
         Disposition::Queued
     );
     let env = s.load(&id).unwrap().1.envelope;
@@ -177,12 +182,12 @@ fn delivery_per_recipient_and_removal_when_done() {
     assert_eq!(env.recipients[0].attempts, 1);
     assert!(s.due(&peer("shore"), T0 + 3, u64::MAX).unwrap().is_empty());
     assert_eq!(
-        s.delivered(&id, &["c@y"], T0 + 3).unwrap(),
+        s.delivered(&id, &["c@y"], Handoff::Passed, T0 + 3).unwrap(),
         Disposition::Done
     );
     assert!(matches!(s.load(&id), Err(Error::NotFound(_))));
     assert!(matches!(
-        s.delivered(&id, &["c@y"], T0 + 3),
+        s.delivered(&id, &["c@y"], Handoff::Passed, T0 + 3),
         Err(Error::NotFound(_))
     ));
 }
@@ -254,7 +259,7 @@ fn failure_leads_to_a_dsn_to_the_sender_and_none_for_bounces() {
         Disposition::Queued
     );
     assert_eq!(
-        s.delivered(&id, &["c@y"], T0 + 2).unwrap(),
+        s.delivered(&id, &["c@y"], Handoff::Passed, T0 + 2).unwrap(),
         Disposition::NeedsBounce
     );
     assert_eq!(
@@ -308,7 +313,7 @@ fn expiry_fails_waiting_recipients_with_4_4_7() {
     let held = enqueue(&s, "h", &[("b@x", peer("shore"))], 0, T0);
     let young = enqueue(&s, "y", &[("b@x", peer("shore"))], 0, T0 + 500);
     s.hold(&held).unwrap();
-    s.delivered(&a, &["c@y"], T0 + 10).unwrap();
+    s.delivered(&a, &["c@y"], Handoff::Passed, T0 + 10).unwrap();
     s.deferred(&a, &["b@x"], "421 no link", T0 + 20).unwrap();
     assert!(s.expire(T0 + 999).unwrap().is_empty());
     assert_eq!(
@@ -344,6 +349,8 @@ fn enqueue_expiring(s: &Spool, expires: &str, rcpts: &[(&str, Target)], now: u64
                 .collect(),
             priority: Priority::NORMAL,
             message: body.as_bytes(),
+            dsn: Default::default(),
+            rcpt_dsn: Vec::new(),
         },
         now,
     )
@@ -366,7 +373,8 @@ fn a_message_past_its_own_expiry_is_never_sent_and_fails_with_5_4_7() {
     for id in [&wx, &plain] {
         s.mark_in_flight(id, &["ops@shore.example"], T0).unwrap();
     }
-    s.delivered(&plain, &["ops@shore.example"], T0).unwrap();
+    s.delivered(&plain, &["ops@shore.example"], Handoff::Passed, T0)
+        .unwrap();
     s.deferred(&wx, &["ops@shore.example"], "421 link lost", T0)
         .unwrap();
     // Its retry (T0 + 300) lies after its expiry: nothing is to wake the link for.
@@ -754,6 +762,8 @@ fn crash_at_every_step_of_enqueue_keeps_exactly_the_acknowledged_messages() {
                     recipients: vec![("b@x".into(), Target::Lan)],
                     priority: Priority::NORMAL,
                     message: &body,
+                    dsn: Default::default(),
+                    rcpt_dsn: Vec::new(),
                 },
                 T0,
             );
@@ -766,7 +776,7 @@ fn crash_at_every_step_of_enqueue_keeps_exactly_the_acknowledged_messages() {
             // Everything after the crash fails: the process is dead.
             if interrupted {
                 assert!(matches!(
-                    s.delivered(&acked[0], &["b@x"], T0),
+                    s.delivered(&acked[0], &["b@x"], Handoff::Passed, T0),
                     Err(Error::SimulatedCrash(_))
                 ));
             }
@@ -866,7 +876,7 @@ fn crash_during_state_changes_loses_nothing() {
     crash_every_step(
         "delivered",
         setup,
-        |s, id| s.delivered(id, &["b@x"], T0 + 1).map(drop),
+        |s, id| s.delivered(id, &["b@x"], Handoff::Passed, T0 + 1).map(drop),
         rcpt_state_in(&["pending", "delivered"]),
     );
     crash_every_step(
@@ -886,10 +896,10 @@ fn crash_during_state_changes_loses_nothing() {
         "delivered last",
         |s| {
             let id = setup(s);
-            s.delivered(&id, &["c@y"], T0).unwrap();
+            s.delivered(&id, &["c@y"], Handoff::Passed, T0).unwrap();
             id
         },
-        |s, id| s.delivered(id, &["b@x"], T0 + 1).map(drop),
+        |s, id| s.delivered(id, &["b@x"], Handoff::Passed, T0 + 1).map(drop),
         |s, id, k| match s.load(id) {
             Ok((_, f)) => assert_eq!(
                 f.envelope.recipients[0].state,
@@ -986,6 +996,8 @@ fn fsync_cost() {
                 recipients: vec![("c@d".into(), Target::Lan)],
                 priority: Priority::NORMAL,
                 message: &body,
+                dsn: Default::default(),
+                rcpt_dsn: Vec::new(),
             },
             T0,
         )
@@ -1013,6 +1025,8 @@ fn fsync_cost() {
                             recipients: vec![("c@d".into(), Target::Lan)],
                             priority: Priority::NORMAL,
                             message: &body,
+                            dsn: Default::default(),
+                            rcpt_dsn: Vec::new(),
                         },
                         T0,
                     )
@@ -1060,6 +1074,8 @@ fn enqueue_with_header_puts_the_chosen_id_in_front_of_the_message() {
                 recipients: vec![("bob@shore.example".into(), peer("shore"))],
                 priority: Priority::NORMAL,
                 message: &body,
+                dsn: Default::default(),
+                rcpt_dsn: Vec::new(),
             },
             T0,
             |id| format!("X-Queue: {id}\r\n"),
@@ -1121,7 +1137,8 @@ fn new_mail_is_admitted_only_while_it_leaves_the_reserve() {
     assert!(s.admit(0).is_err());
     assert_eq!(s.room().unwrap().space.bytes, 999_999);
     s.mark_in_flight(&id, &["bob@shore.example"], T0).unwrap();
-    s.delivered(&id, &["bob@shore.example"], T0).unwrap();
+    s.delivered(&id, &["bob@shore.example"], Handoff::Passed, T0)
+        .unwrap();
     // Space freed: mail comes in again.
     TEST_DISK.store(2_000_000, Ordering::SeqCst);
     assert_eq!(s.admit(1_000_000), Ok(()));
@@ -1173,7 +1190,8 @@ fn giving_up_fails_only_the_waiting_recipients_of_the_target_asked_for() {
         (0, 1, Disposition::Queued)
     );
     // The in-flight one delivered, the LAN one given up: the message needs its DSN.
-    s.delivered(&id, &["b@shore"], T0 + 3).unwrap();
+    s.delivered(&id, &["b@shore"], Handoff::Passed, T0 + 3)
+        .unwrap();
     assert_eq!(
         s.fail_waiting(&id, None, "5.0.0", "given up", T0 + 4)
             .unwrap(),
@@ -1235,7 +1253,8 @@ fn a_sender_is_told_once_that_mail_still_waits_after_the_delay_warning_time() {
     s.deferred(&tried, &["b@x"], "421 4.3.2 shore is busy", T0 + 60)
         .unwrap();
     s.mark_in_flight(&tried, &["d@lan"], T0 + 60).unwrap();
-    s.delivered(&tried, &["d@lan"], T0 + 60).unwrap();
+    s.delivered(&tried, &["d@lan"], Handoff::Passed, T0 + 60)
+        .unwrap();
     // Held by the operator: its sender hears of it too.
     let held = enqueue(&s, "held", &[("e@x", shore.clone())], 0, T0);
     s.hold(&held).unwrap();
@@ -1247,7 +1266,8 @@ fn a_sender_is_told_once_that_mail_still_waits_after_the_delay_warning_time() {
     let newer = enqueue(&s, "newer", &[("f@x", shore.clone())], 0, T0 + 600);
     let done = enqueue(&s, "done", &[("g@lan", Target::Lan)], 0, T0);
     s.mark_in_flight(&done, &["g@lan"], T0 + 1).unwrap();
-    s.delivered(&done, &["g@lan"], T0 + 1).unwrap();
+    s.delivered(&done, &["g@lan"], Handoff::Passed, T0 + 1)
+        .unwrap();
     let body = msg("bounce");
     s.enqueue(
         &NewMessage {
@@ -1255,6 +1275,8 @@ fn a_sender_is_told_once_that_mail_still_waits_after_the_delay_warning_time() {
             recipients: vec![("h@x".into(), shore.clone())],
             priority: Priority::NORMAL,
             message: &body,
+            dsn: Default::default(),
+            rcpt_dsn: Vec::new(),
         },
         T0,
     )
@@ -1334,4 +1356,154 @@ fn no_delay_warning_when_turned_off_or_past_the_expiry() {
     let s = open(dir.path());
     assert!(warn_to_lan(&s, T0 + 5 * 86_400).is_empty());
     assert_eq!(warn_to_lan(&s, T0 + 5 * 86_400 - 1).len(), 1);
+}
+
+/// Queues a message whose sender asked, per recipient, what `notify` says (`None`: nothing),
+/// with `ENVID=E1`.
+fn enqueue_notify(s: &Spool, rcpts: &[(&str, Target, Option<Notify>)]) -> QueueId {
+    let body = msg("dsn");
+    s.enqueue(
+        &NewMessage {
+            sender: "alice@ship.example".into(),
+            recipients: rcpts
+                .iter()
+                .map(|(a, t, _)| (a.to_string(), t.clone()))
+                .collect(),
+            priority: Priority::NORMAL,
+            message: &body,
+            dsn: MailDsn {
+                ret: None,
+                envid: Some("E1".into()),
+            },
+            rcpt_dsn: rcpts
+                .iter()
+                .filter_map(|(a, _, n)| {
+                    n.map(|n| {
+                        (
+                            a.to_string(),
+                            RcptDsn {
+                                notify: Some(n),
+                                orcpt: Some(a.to_uppercase()),
+                            },
+                        )
+                    })
+                })
+                .collect(),
+        },
+        T0,
+    )
+    .unwrap()
+}
+
+const SUCCESS: Notify = Notify {
+    success: true,
+    failure: false,
+    delay: false,
+};
+
+#[test]
+fn notify_never_silences_a_failure_and_the_message_just_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let id = enqueue_notify(
+        &s,
+        &[("bob@shore.example", peer("shore"), Some(Notify::NEVER))],
+    );
+    let (_, file) = s.load(&id).unwrap();
+    assert_eq!(file.envelope.dsn.envid.as_deref(), Some("E1"));
+    assert_eq!(file.envelope.recipients[0].dsn.notify, Some(Notify::NEVER));
+    let d = s
+        .failed(&id, &["bob@shore.example"], "5.1.1", "550 no", T0 + 1)
+        .unwrap();
+    assert_eq!(d, Disposition::Done);
+    assert!(matches!(s.load(&id), Err(Error::NotFound(_))));
+    assert_eq!(s.entries().unwrap().count(), 0);
+}
+
+#[test]
+fn success_is_reported_as_asked_and_only_when_it_is_this_gateways_to_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let lan = Target::Lan;
+    let id = enqueue_notify(
+        &s,
+        &[
+            ("final@lan.example", lan.clone(), Some(SUCCESS)),
+            ("relayed@shore.example", peer("shore"), Some(SUCCESS)),
+            ("passed@shore.example", peer("other"), Some(SUCCESS)),
+            ("quiet@shore.example", peer("shore"), None),
+            ("failed@shore.example", peer("third"), Some(Notify::NEVER)),
+        ],
+    );
+    s.delivered(&id, &["final@lan.example"], Handoff::Final, T0 + 1)
+        .unwrap();
+    s.delivered(
+        &id,
+        &["relayed@shore.example", "quiet@shore.example"],
+        Handoff::Relayed,
+        T0 + 2,
+    )
+    .unwrap();
+    s.delivered(&id, &["passed@shore.example"], Handoff::Passed, T0 + 3)
+        .unwrap();
+    let d = s
+        .failed(&id, &["failed@shore.example"], "5.1.1", "550 no", T0 + 4)
+        .unwrap();
+    assert_eq!(d, Disposition::NeedsBounce);
+    // The report survives a restart before it is sent.
+    drop(s);
+    let s = open(dir.path());
+    assert_eq!(s.pending_bounces().unwrap().len(), 1);
+    let (_, text) = bounce_to_lan(&s, &id, T0 + 5);
+    assert!(
+        text.contains("Subject: Successful Mail Delivery Report\r\n"),
+        "{text}"
+    );
+    assert!(text.contains("Original-Envelope-Id: E1\r\n"), "{text}");
+    assert!(
+        text.contains(
+            "Original-Recipient: rfc822; FINAL@LAN.EXAMPLE\r\n\
+             Final-Recipient: rfc822; final@lan.example\r\nAction: delivered\r\nStatus: 2.0.0\r\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("Final-Recipient: rfc822; relayed@shore.example\r\nAction: relayed\r\n"),
+        "{text}"
+    );
+    for absent in ["passed@", "quiet@", "failed@", "Action: failed"] {
+        assert!(!text.contains(absent), "{absent} in {text}");
+    }
+    assert!(matches!(s.load(&id), Err(Error::NotFound(_))));
+}
+
+#[test]
+fn a_delay_warning_leaves_out_recipients_whose_sender_refused_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let failure_only = Notify {
+        failure: true,
+        ..Notify::NEVER
+    };
+    let id = enqueue_notify(
+        &s,
+        &[("bob@shore.example", peer("shore"), Some(failure_only))],
+    );
+    let later = T0 + 5 * 3600;
+    assert!(s.warn_delayed(later, |_| Target::Lan).unwrap().is_empty());
+    let both = enqueue_notify(
+        &s,
+        &[
+            ("bob@shore.example", peer("shore"), Some(failure_only)),
+            ("carol@shore.example", peer("shore"), None),
+        ],
+    );
+    let warned = s.warn_delayed(later, |_| Target::Lan).unwrap();
+    assert_eq!(warned.len(), 1);
+    assert_eq!(warned[0].0, both);
+    let text = String::from_utf8(s.load(&warned[0].1).unwrap().1.message).unwrap();
+    assert!(text.contains("carol@shore.example"), "{text}");
+    assert!(!text.contains("bob@shore.example"), "{text}");
+    // The first still waits, unwarned, and its failure is still reported.
+    assert_eq!(s.load(&id).unwrap().1.envelope.delay_warned, None);
 }

@@ -558,6 +558,8 @@ impl Attempt {
                 body: m.body.clone(),
                 eight_bit: false,
                 mt_priority: None,
+                dsn: Default::default(),
+                rcpt_dsn: Vec::new(),
             })
             .collect();
         let session = ClientSession::new(client_cfg.clone(), messages)

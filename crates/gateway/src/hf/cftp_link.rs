@@ -27,7 +27,7 @@ use skywave_hmtp::{
 };
 use skywave_sis::NodeAddress;
 use skywave_smtp::{BodyType, Envelope, Protocol};
-use skywave_spool::{DueMessage, Target};
+use skywave_spool::{DueMessage, Handoff, Target};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -253,6 +253,8 @@ impl CftpLink {
                 recipients: d.recipients.clone(),
                 eight_bit: body.iter().any(|&b| b >= 0x80),
                 body,
+                dsn: Default::default(),
+                rcpt_dsn: Vec::new(),
             };
             match sender.push(m) {
                 Ok(()) => {
@@ -304,7 +306,8 @@ impl CftpLink {
                 round.accepted += u64::from(delivered);
             }
             let outcome = if delivered {
-                Outcome::Delivered
+                // The mail-file carries no DSN parameters: success reports are ours.
+                Outcome::Delivered(Handoff::Relayed)
             } else {
                 Outcome::Deferred(format!(
                     "no acknowledgement from {} for the CFTP file; sent again later",
@@ -393,6 +396,9 @@ impl CftpLink {
                         helo: self.name.clone(),
                         protocol: Protocol::Smtp,
                         auth_user: None,
+                        // A CFTP mail-file has no place for DSN parameters.
+                        dsn: Default::default(),
+                        rcpt_dsn: Vec::new(),
                     };
                     let stored = match later {
                         Some(why) => Err(why),

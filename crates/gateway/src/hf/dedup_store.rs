@@ -229,6 +229,8 @@ mod tests {
                     recipients: vec![(rcpts[0].clone(), skywave_spool::Target::Lan)],
                     priority: skywave_spool::Priority::NORMAL,
                     message: body,
+                    dsn: Default::default(),
+                    rcpt_dsn: Vec::new(),
                 },
                 1,
                 |id| format!("Received: by us id {id}\r\n"),

@@ -39,7 +39,7 @@ use skywave_hmtp::{
 };
 use skywave_route::Compression as RouteCompression;
 use skywave_sis::{NodeAddress, Priority};
-use skywave_spool::{DueMessage, Target};
+use skywave_spool::{DueMessage, Handoff, Target};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -367,6 +367,8 @@ impl HmtpLink {
                     recipients: d.recipients.clone(),
                     eight_bit: body.iter().any(|&b| b >= 0x80),
                     body,
+                    dsn: d.dsn.clone(),
+                    rcpt_dsn: d.rcpt_dsn.clone(),
                 };
                 (d, m)
             })
@@ -378,6 +380,7 @@ impl HmtpLink {
             .get()
             .dictionary
             .filter(|id| skywave_compress::dictionary::by_id(*id).is_some());
+        settings.dsn = self.memory.get().dsn == Some(true);
         let mut client = match HmtpClient::new(settings, messages) {
             Ok(c) => c,
             Err(e) => {
@@ -676,6 +679,8 @@ impl HmtpLink {
                 let wait = self.ctx.config.session_wait(mtu);
                 settings.smtp.idle_timeout = wait;
                 settings.smtp.data_timeout = wait;
+                // The spool keeps NOTIFY, ORCPT, RET and ENVID and reports as they ask.
+                settings.smtp.dsn = true;
                 let now = Instant::now().into_std();
                 let server = if discarding {
                     HmtpServer::discarding(settings, policy, now)
@@ -849,6 +854,9 @@ impl HmtpLink {
                         m.xcut = Some(cuts);
                         m.dictionary = dictionary;
                     }
+                    if outcome.peer_dsn.is_some() {
+                        m.dsn = outcome.peer_dsn;
+                    }
                     m.unanswered &= !answered;
                 });
             }
@@ -864,7 +872,7 @@ impl HmtpLink {
         for (d, result) in o.batch.iter().zip(&outcome.messages) {
             let mut groups: Vec<(Outcome, Vec<String>)> = Vec::new();
             for (rcpt, disp) in &result.recipients {
-                let out = self.to_outcome(disp, &outcome);
+                let out = self.to_outcome(disp, &outcome, o.client.settings().dsn);
                 match groups.iter_mut().find(|(g, _)| *g == out) {
                     Some((_, v)) => v.push(rcpt.clone()),
                     None => groups.push((out, vec![rcpt.clone()])),
@@ -920,10 +928,27 @@ impl HmtpLink {
         }
     }
 
-    fn to_outcome(&self, d: &Disposition, outcome: &BatchOutcome) -> Outcome {
+    /// What `d` means for the spool; `dsn`: the session sent the DSN parameters.
+    fn to_outcome(&self, d: &Disposition, outcome: &BatchOutcome, dsn: bool) -> Outcome {
+        let how = if dsn {
+            Handoff::Passed
+        } else {
+            Handoff::Relayed
+        };
         match d {
+            // Sent with DSN parameters to a peer whose server, this time, did not offer DSN
+            // (it was replaced or reconfigured): its refusal is of the parameters, not of the
+            // mail. Again later, without them (the memory now says so).
+            Disposition::Failed(r) if dsn && outcome.peer_dsn == Some(false) => {
+                Outcome::Deferred(format!(
+                    "{} no longer offers DSN and said: {} {}; sent again without the DSN parameters",
+                    self.name,
+                    r.code,
+                    r.text()
+                ))
+            }
             Disposition::Delivered(r) | Disposition::Deferred(r) | Disposition::Failed(r) => {
-                Outcome::from_reply(&self.name, r)
+                Outcome::from_reply(&self.name, r, how)
             }
             Disposition::NoAnswer => Outcome::Deferred(format!(
                 "no answer from {} ({:?}); the peer drops a copy it already has",

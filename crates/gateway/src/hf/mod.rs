@@ -401,6 +401,8 @@ fn classify<'a>(
             Ok(()) => c.taken.push(r.clone()),
             Err(reply) if reply.is_permanent() => c.refused.push(DsnRecipient {
                 address: r.clone(),
+                original: None,
+                success: None,
                 status: reply
                     .enhanced
                     .map_or_else(|| "5.0.0".to_owned(), |e| e.to_string()),
@@ -894,6 +896,8 @@ mod tests {
             size,
             sender: String::new(),
             recipients: Vec::new(),
+            dsn: Default::default(),
+            rcpt_dsn: Vec::new(),
         }
     }
 

@@ -41,6 +41,9 @@ pub(crate) struct PeerMemory {
     pub(crate) xcut: Option<bool>,
     /// The preset dictionary of the peer's last EHLO reply that this gateway knows.
     pub(crate) dictionary: Option<u32>,
+    /// Whether the peer's server advertised `DSN` in its last EHLO reply (`None`: no reply
+    /// seen yet): a session sends the DSN parameters only when it did.
+    pub(crate) dsn: Option<bool>,
 }
 
 impl fmt::Display for PeerMemory {
@@ -51,7 +54,12 @@ impl fmt::Display for PeerMemory {
             Some(false) => "no",
             None => "no reply yet",
         };
-        write!(f, "cut marker (XCUT): {xcut}; dictionary: ")?;
+        let dsn = match self.dsn {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "no reply yet",
+        };
+        write!(f, "cut marker (XCUT): {xcut}; DSN: {dsn}; dictionary: ")?;
         match self.dictionary {
             // As the EHLO keyword writes it (`XDICT f6ea95f6`).
             Some(id) => write!(f, "{id:08x}")?,
@@ -169,7 +177,8 @@ mod tests {
             &PeerMemory {
                 unanswered: true,
                 xcut: Some(true),
-                dictionary: Some(1)
+                dictionary: Some(1),
+                dsn: None,
             }
         );
         // Replies came: the flag goes, the rest stays.
@@ -195,7 +204,7 @@ mod tests {
             assert!(m.get().unanswered, "{text:?}");
             assert_eq!(m.get().xcut, None);
         }
-        // A file written by this version reads back exactly.
+        // A file written before DSN was remembered reads back with nothing known of it.
         std::fs::write(
             dir.path().join("shore.json"),
             br#"{"unanswered":false,"xcut":false,"dictionary":null}"#,
@@ -207,7 +216,8 @@ mod tests {
             &PeerMemory {
                 unanswered: false,
                 xcut: Some(false),
-                dictionary: None
+                dictionary: None,
+                dsn: None,
             }
         );
     }
@@ -219,6 +229,7 @@ mod tests {
         MemoryFile::open(dir.path(), "shore").update(|m| {
             m.xcut = Some(true);
             m.dictionary = Some(1);
+            m.dsn = Some(true);
         });
         MemoryFile::open(dir.path(), "base").update(|m| m.unanswered = true);
         std::fs::write(dir.path().join("shore.json.tmp"), b"half written").unwrap();
@@ -227,8 +238,8 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "base: cut marker (XCUT): no reply yet; dictionary: none; last session unanswered (a restart takes it as cut)",
-                "shore: cut marker (XCUT): yes; dictionary: 00000001; last session answered"
+                "base: cut marker (XCUT): no reply yet; DSN: no reply yet; dictionary: none; last session unanswered (a restart takes it as cut)",
+                "shore: cut marker (XCUT): yes; DSN: yes; dictionary: 00000001; last session answered"
             ]
         );
     }

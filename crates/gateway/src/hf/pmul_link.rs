@@ -55,8 +55,8 @@ use skywave_route::{
     pool_address,
 };
 use skywave_sis::{NodeAddress, SapId, ServiceType};
-use skywave_smtp::{BodyType, Envelope, Protocol};
-use skywave_spool::{Priority, QueueId, Target};
+use skywave_smtp::{BodyType, Envelope, MailDsn, Protocol, RcptDsn};
+use skywave_spool::{Handoff, Priority, QueueId, Target};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -487,6 +487,10 @@ struct Taken {
     /// (member, its due recipients).
     members: Vec<(String, Vec<String>)>,
     whole: Vec<String>,
+    /// What its sender asked of reports, passed on in the ACP 142 envelope.
+    dsn: MailDsn,
+    /// The same per recipient that asked anything, by address.
+    rcpt_dsn: Vec<(String, RcptDsn)>,
 }
 
 /// The multicast task.
@@ -732,7 +736,16 @@ impl PmulLink {
                     }
                 }
                 spool.mark_in_flight(&d.id, &all, now)?;
+                let rcpt_dsn = file
+                    .envelope
+                    .recipients
+                    .iter()
+                    .filter(|r| !r.dsn.is_empty())
+                    .map(|r| (r.address.clone(), r.dsn.clone()))
+                    .collect();
                 out.push(Taken {
+                    dsn: file.envelope.dsn.clone(),
+                    rcpt_dsn,
                     id: d.id,
                     from: d.sender,
                     priority: d.priority,
@@ -804,14 +817,21 @@ impl PmulLink {
             .chain(t.whole.iter())
             .map(|r| MuleRecipient {
                 address: r.clone(),
-                params: String::new(),
+                params: t
+                    .rcpt_dsn
+                    .iter()
+                    .find(|(a, _)| a == r)
+                    .map(|(_, d)| d.esmtp().trim_start().to_owned())
+                    .unwrap_or_default(),
             })
             .collect();
-        let mail_params = if t.priority.value() == 0 {
+        let mut mail_params = if t.priority.value() == 0 {
             String::new()
         } else {
             format!("MT-PRIORITY={}", t.priority.value())
         };
+        mail_params.push_str(&t.dsn.esmtp());
+        let mail_params = mail_params.trim_start().to_owned();
         let now = self.ctx.clock.unix_ms();
         let lifetime = lifetime_ms(&t.message, now);
 
@@ -1203,7 +1223,14 @@ impl PmulLink {
                 if !m.rcpts.is_empty() {
                     self.ctx
                         .recorder
-                        .record(&o.id, &o.from, o.size, m.rcpts.clone(), Outcome::Delivered)
+                        .record(
+                            &o.id,
+                            &o.from,
+                            o.size,
+                            m.rcpts.clone(),
+                            // The DSN parameters went in the envelope: the ship reports.
+                            Outcome::Delivered(Handoff::Passed),
+                        )
                         .await;
                 }
             }
@@ -1260,7 +1287,7 @@ impl PmulLink {
             }
             if !o.whole.is_empty() {
                 let outcome = if complete == o.members.len() {
-                    Outcome::Delivered
+                    Outcome::Delivered(Handoff::Passed)
                 } else {
                     Outcome::Deferred(format!(
                         "{} of {} ships of {} acknowledged",
@@ -1460,6 +1487,18 @@ impl PmulLink {
             .split_ascii_whitespace()
             .find_map(|p| p.strip_prefix("MT-PRIORITY="))
             .and_then(|v| v.parse::<i8>().ok());
+        // The envelope carries the DSN parameters as SMTP writes them (RFC 8494 section 3.3).
+        let rcpt_dsn = taken
+            .iter()
+            .map(|a| {
+                mail.envelope
+                    .recipients
+                    .iter()
+                    .find(|r| r.address == *a)
+                    .map(|r| RcptDsn::parse(&r.params))
+                    .unwrap_or_default()
+            })
+            .collect();
         let envelope = Envelope {
             reverse_path: mail.envelope.reverse_path.clone(),
             recipients: taken,
@@ -1469,6 +1508,8 @@ impl PmulLink {
             helo: peer.name.clone(),
             protocol: Protocol::Smtp,
             auth_user: None,
+            dsn: MailDsn::parse(&mail.envelope.mail_params),
+            rcpt_dsn,
         };
         let reference = format!("pmul-{}-{message_id}", peer.name);
         let stored = self

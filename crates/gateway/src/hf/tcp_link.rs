@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use skywave_route::Compression as RouteCompression;
 use skywave_smtp::{OutgoingMessage, RecipientStatus};
-use skywave_spool::{DueMessage, Target};
+use skywave_spool::{DueMessage, Handoff, Target};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{Instrument, info, info_span, warn};
@@ -82,6 +82,8 @@ impl TcpLink {
                 eight_bit: body.iter().any(|&b| b >= 0x80),
                 body: body.clone(),
                 mt_priority: Some(d.priority.value()),
+                dsn: d.dsn.clone(),
+                rcpt_dsn: d.rcpt_dsn.clone(),
             })
             .collect();
         let mut settings = TcpBearerSettings::new(self.ctx.hostname.clone());
@@ -92,6 +94,11 @@ impl TcpLink {
         match send_batch(self.address.as_str(), &settings, messages).await {
             Ok(t) => {
                 let mut accepted = 0u64;
+                let how = if t.dsn {
+                    Handoff::Passed
+                } else {
+                    Handoff::Relayed
+                };
                 for ((d, _), o) in loaded.iter().zip(&t.outcomes) {
                     let mut groups: Vec<(Outcome, Vec<String>)> = Vec::new();
                     for r in &o.recipients {
@@ -99,7 +106,7 @@ impl TcpLink {
                             RecipientStatus::Delivered(reply)
                             | RecipientStatus::Deferred(reply)
                             | RecipientStatus::Failed(reply) => {
-                                Outcome::from_reply(&self.name, reply)
+                                Outcome::from_reply(&self.name, reply, how)
                             }
                             RecipientStatus::Unknown => Outcome::Deferred(format!(
                                 "no answer from {} ({:?})",
@@ -111,7 +118,10 @@ impl TcpLink {
                             None => groups.push((out, vec![r.address.clone()])),
                         }
                     }
-                    if groups.iter().any(|(g, _)| *g == Outcome::Delivered) {
+                    if groups
+                        .iter()
+                        .any(|(g, _)| matches!(g, Outcome::Delivered(_)))
+                    {
                         accepted += 1;
                     }
                     for (out, rcpts) in groups {
