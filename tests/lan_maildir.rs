@@ -487,5 +487,8 @@ async fn smtplib_asks_for_a_success_report_and_gets_one_from_the_maildir_deliver
         assert!(report.contains(want), "{want:?} in {report}");
     }
     assert!(!report.contains("Tell me."), "headers only: {report}");
+    let page = support::metrics(gw.metrics.expect("metrics enabled")).await;
+    assert!(page.contains("skywave_success_reports_total 1"), "{page}");
+    assert!(!page.contains("skywave_bounced_total"), "{page}");
     assert_eq!(gw.stop().await, 0);
 }

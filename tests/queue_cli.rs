@@ -29,6 +29,8 @@ fn skywave_queue(flag: &str, path: &Path, args: &[&str]) -> (i32, String, String
     )
 }
 
+/// Queues a message from ops@ship.test to `rcpt`, who asked for failure and delay reports and gave
+/// `ORCPT`, with `ENVID=E-<subject>`.
 fn enqueue(spool: &Spool, rcpt: &str, target: Target, subject: &str) -> String {
     let message = format!("From: ops@ship.test\r\nSubject: {subject}\r\n\r\nbody\r\n");
     spool
@@ -38,8 +40,21 @@ fn enqueue(spool: &Spool, rcpt: &str, target: Target, subject: &str) -> String {
                 recipients: vec![(rcpt.to_string(), target)],
                 priority: Priority::new(0).unwrap(),
                 message: message.as_bytes(),
-                dsn: Default::default(),
-                rcpt_dsn: Vec::new(),
+                dsn: skywave_smtp::MailDsn {
+                    ret: Some(skywave_smtp::Ret::Hdrs),
+                    envid: Some(format!("E-{subject}")),
+                },
+                rcpt_dsn: vec![(
+                    rcpt.to_string(),
+                    skywave_smtp::RcptDsn {
+                        notify: Some(skywave_smtp::Notify {
+                            failure: true,
+                            delay: true,
+                            success: false,
+                        }),
+                        orcpt: Some(rcpt.to_uppercase()),
+                    },
+                )],
             },
             unix_seconds(std::time::SystemTime::now()),
         )
@@ -79,6 +94,14 @@ fn an_operator_steers_the_queue() {
     assert!(out.contains("state:     queued"), "{out}");
     assert!(out.contains("Subject: to shore"), "{out}");
     assert!(!out.contains("warned:"), "{out}");
+    assert!(
+        out.contains("reports:   RET=HDRS ENVID=E-to+20shore\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("; asked NOTIFY=FAILURE,DELAY ORCPT=rfc822;CDR@SHORE.TEST\n"),
+        "{out}"
+    );
     // Once its sender was told of the delay, show says so.
     let (spool, _) = Spool::open(&root, SpoolConfig::default()).unwrap();
     let now = unix_seconds(std::time::SystemTime::now());

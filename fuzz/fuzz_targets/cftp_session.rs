@@ -35,6 +35,8 @@ fn message(i: usize, body: &[u8]) -> BatchMessage {
         recipients: vec![format!("r{i}@y")],
         body: text,
         eight_bit: true,
+        dsn: Default::default(),
+        rcpt_dsn: Vec::new(),
     }
 }
 

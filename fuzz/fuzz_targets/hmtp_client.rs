@@ -30,6 +30,8 @@ fn batch(tag: u8) -> Vec<BatchMessage> {
             recipients: vec![format!("r{i}@shore.example"), "ops@shore.example".into()],
             body: format!("Subject: {tag}/{i}\r\n\r\nreport {tag} {i}\r\n").into_bytes(),
             eight_bit: false,
+            dsn: Default::default(),
+            rcpt_dsn: Vec::new(),
         })
         .collect()
 }

@@ -75,6 +75,7 @@ fuzz_target!(|data: &[u8]| {
         config.max_input_buffer = 128;
     }
     let reject_messages = flags & 32 != 0;
+    config.dsn = flags & 64 != 0;
     let start = Instant::now();
     let mut now = start;
     let mut session = ServerSession::new(config, Permissive, now);

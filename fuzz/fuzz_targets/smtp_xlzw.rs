@@ -110,6 +110,8 @@ fuzz_target!(|data: &[u8]| {
         body: b"x\r\n".to_vec(),
         eight_bit: false,
         mt_priority: None,
+        dsn: Default::default(),
+        rcpt_dsn: Vec::new(),
     };
     let mut client = ClientSession::new(cc, vec![message]).expect("valid message");
     client.feed(b"220 x\r\n");

@@ -320,6 +320,10 @@ fn show(spool: &Spool, id: &QueueId, now: u64) -> anyhow::Result<()> {
     );
     println!("size:      {} bytes", env.size);
     println!("priority:  {}", env.priority);
+    if !env.dsn.is_empty() {
+        // As the sender's MAIL gave them (RFC 3461).
+        println!("reports:  {}", env.dsn.esmtp());
+    }
     if let Some(t) = env.delay_warned {
         println!(
             "warned:    the sender was told of the delay {} ago",
@@ -343,6 +347,12 @@ fn show(spool: &Spool, id: &QueueId, now: u64) -> anyhow::Result<()> {
         }
         if let Some(err) = &r.last_error {
             line.push_str(&format!("; last error: {err}"));
+        }
+        if !r.dsn.is_empty() {
+            line.push_str(&format!("; asked{}", r.dsn.esmtp()));
+        }
+        if r.success.is_some() {
+            line.push_str("; its delivery is reported once the message is complete");
         }
         println!("{line}");
     }

@@ -40,6 +40,12 @@ pub(crate) fn bounced() {
     metrics::counter!("skywave_bounced_total").increment(1);
 }
 
+/// Counts a report of delivery only (a DSN with `Action: delivered` or `relayed`, as its
+/// sender asked with `NOTIFY=SUCCESS`).
+pub(crate) fn success_reported() {
+    metrics::counter!("skywave_success_reports_total").increment(1);
+}
+
 /// A sender was told its message is delayed (a DSN with `Action: delayed`).
 pub(crate) fn delay_warned() {
     metrics::counter!("skywave_delay_warnings_total").increment(1);

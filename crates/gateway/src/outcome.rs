@@ -206,8 +206,14 @@ impl Recorder {
         dsn_target(&self.routes.current(), sender)
     }
 
-    fn bounce_queued(&self, target: &Target) {
-        m::bounced();
+    /// A DSN was queued towards `target`: counted as a bounce when it reports a failure, else
+    /// as a success report.
+    fn bounce_queued(&self, target: &Target, failure: bool) {
+        if failure {
+            m::bounced();
+        } else {
+            m::success_reported();
+        }
         self.wake(target);
     }
 
@@ -228,10 +234,20 @@ impl Recorder {
         let qid = id.clone();
         let dsn_target = target.clone();
         let now = self.clock.unix_now();
-        match crate::blocking::spawn(move || spool.bounce(&qid, dsn_target, now)).await {
-            Ok(Ok(Some(dsn))) => {
-                info!(queue_id = %id, dsn = %dsn, %target, "bounce queued");
-                self.bounce_queued(&target);
+        let queued = crate::blocking::spawn(move || {
+            // Read first, for the count: whether the report tells of a failure.
+            let failure = spool
+                .load(&qid)
+                .map_or(true, |(_, f)| f.envelope.reports_failure());
+            spool
+                .bounce(&qid, dsn_target, now)
+                .map(|d| d.map(|d| (d, failure)))
+        })
+        .await;
+        match queued {
+            Ok(Ok(Some((dsn, failure)))) => {
+                info!(queue_id = %id, dsn = %dsn, %target, failure, "DSN queued");
+                self.bounce_queued(&target, failure);
             }
             Ok(Ok(None)) => debug!("no bounce for a null sender"),
             other => warn!(?other, "cannot queue the bounce"),
@@ -285,7 +301,7 @@ impl Recorder {
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
         info!(dsn = %queued, to = %sender, %target, refused = refused.len(), "bounce queued for recipients refused on arrival");
-        self.bounce_queued(&target);
+        self.bounce_queued(&target, true);
         Ok(Some(queued))
     }
 

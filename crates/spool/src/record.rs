@@ -212,6 +212,14 @@ impl Envelope {
             .any(|r| matches!(r.state, RcptState::Failed(_)))
     }
 
+    /// True when some recipient failed and its sender did not refuse failure reports: the
+    /// report, once the message is complete, is a bounce.
+    pub fn reports_failure(&self) -> bool {
+        self.recipients
+            .iter()
+            .any(|r| matches!(r.state, RcptState::Failed(_)) && r.dsn.wants_failure())
+    }
+
     /// True when the sender is to get a report once the message is complete: some recipient
     /// failed and its `NOTIFY` does not refuse failure reports, or was delivered and asked for
     /// a success report. Never for the null sender.
