@@ -319,11 +319,12 @@ pub enum Handoff {
 pub enum Disposition {
     /// Some recipients still wait for delivery.
     Queued,
-    /// Every recipient is delivered or failed, and no DSN is needed (or the sender is null):
-    /// the message has left the spool.
+    /// Every recipient is delivered or failed, and no DSN is needed (the sender is null, or
+    /// asked for none, [`Envelope::needs_report`]): the message has left the spool.
     Done,
-    /// Every recipient is final and some failed: the message stays until [`Spool::bounce`] has
-    /// queued its DSN. [`Spool::pending_bounces`] lists such messages after a restart.
+    /// Every recipient is final and its sender is to get a report: some failed, or were
+    /// delivered and the sender asked to hear so. The message stays until [`Spool::bounce`]
+    /// has queued its DSN. [`Spool::pending_bounces`] lists such messages after a restart.
     NeedsBounce,
     /// The message became a dead letter, for this reason.
     Dead(String),
@@ -1425,9 +1426,11 @@ impl Spool {
         })
     }
 
-    /// Builds the DSN of a complete message with failed recipients, queues it to the original
-    /// sender via `dsn_target` (chosen by the caller's routing table), then removes the
-    /// original. Returns the DSN's queue id (`None` when no DSN was due: null sender).
+    /// Builds the DSN of a complete message, on its failed recipients (those whose sender did
+    /// not say `NOTIFY` without `FAILURE`) and on those delivered whose sender asked to hear
+    /// so, queues it to the original sender via `dsn_target` (chosen by the caller's routing
+    /// table), then removes the original. Returns the DSN's queue id (`None` when no DSN was
+    /// due: null sender).
     ///
     /// A crash between queueing the DSN and removing the original can send the DSN twice,
     /// never zero times.
