@@ -371,6 +371,8 @@ pub struct SpoolSettings {
     /// Seconds a message waits before its sender is told, once, that it is delayed; `None`:
     /// never (`delay_warning = false`).
     pub delay_warning: Option<u64>,
+    /// The largest message a failure report returns whole when its sender asked `RET=FULL`.
+    pub return_full_limit: u64,
 }
 
 // ---- the file as written ------------------------------------------------------------------
@@ -429,7 +431,7 @@ struct RawHf {
 #[serde(deny_unknown_fields)]
 struct RawSmtp {
     listen: Option<Addr>,
-    max_message_size: Option<ByteSize>,
+    max_message_size: Option<Spanned<ByteSize>>,
     max_recipients: Option<Spanned<i64>>,
     idle_timeout: Option<Secs>,
     data_timeout: Option<Secs>,
@@ -480,6 +482,7 @@ struct RawSpool {
     max_attempts: Option<Spanned<i64>>,
     min_free_space: Option<ByteSize>,
     delay_warning: Option<Spanned<toml::Value>>,
+    return_full_limit: Option<ByteSize>,
 }
 
 /// A socket address written as "host:port" with a numeric IP.
@@ -520,13 +523,9 @@ impl<'de> Deserialize<'de> for ByteSize {
                 f.write_str("a size: a number of bytes or a string such as \"10 MiB\"")
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<ByteSize, E> {
-                u64::try_from(v)
-                    .ok()
-                    .filter(|&v| v > 0)
-                    .map(ByteSize)
-                    .ok_or_else(|| {
-                        E::custom(format!("size {v} must be a positive number of bytes"))
-                    })
+                u64::try_from(v).ok().map(ByteSize).ok_or_else(|| {
+                    E::custom(format!("size {v} must be a number of bytes, 0 or more"))
+                })
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<ByteSize, E> {
                 parse_size(v).map(ByteSize).ok_or_else(|| {
@@ -557,7 +556,7 @@ fn parse_size(s: &str) -> Option<u64> {
         "GiB" => 1 << 30,
         _ => return None,
     };
-    number.checked_mul(factor).filter(|&n| n > 0)
+    number.checked_mul(factor)
 }
 
 /// A duration: whole seconds, or a string with a unit ("90s", "5m", "2h", "5d").
@@ -819,6 +818,10 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
             .min_free_space
             .map_or(skywave_spool::DEFAULT_MIN_FREE_SPACE, |s| s.0),
         delay_warning: Some(skywave_spool::DEFAULT_DELAY_WARNING),
+        return_full_limit: raw
+            .spool
+            .return_full_limit
+            .map_or(skywave_spool::DEFAULT_RETURN_FULL_LIMIT, |s| s.0),
     };
     let mut spool = spool;
     if let Some(v) = &raw.spool.delay_warning {
@@ -953,6 +956,15 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
         Some(raw.metrics.listen.map_or_else(default_metrics, |a| a.0))
     };
 
+    if let Some(s) = &raw.smtp.max_message_size
+        && s.get_ref().0 == 0
+    {
+        err(
+            s.span(),
+            "max_message_size = 0 would refuse every message; expected a size such as \"10 MiB\""
+                .into(),
+        );
+    }
     if !errors.is_empty() {
         return Err(ConfigError::Invalid(errors));
     }
@@ -963,7 +975,11 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
         routes: path(&raw.routes),
         smtp: SmtpConfig {
             listen: raw.smtp.listen.map_or_else(default_smtp, |a| a.0),
-            max_message_size: raw.smtp.max_message_size.map_or(10 << 20, |s| s.0),
+            max_message_size: raw
+                .smtp
+                .max_message_size
+                .as_ref()
+                .map_or(10 << 20, |s| s.get_ref().0),
             max_recipients,
             idle_timeout: Duration::from_secs(raw.smtp.idle_timeout.map_or(300, |s| s.0)),
             data_timeout: Duration::from_secs(raw.smtp.data_timeout.map_or(180, |s| s.0)),
@@ -1459,6 +1475,33 @@ mod tests {
         assert_eq!(spool("[spool]\ndelay_warning = \"12h\"\n"), Some(12 * 3600));
         assert_eq!(spool("[spool]\ndelay_warning = 600\n"), Some(600));
         assert_eq!(spool("[spool]\ndelay_warning = false\n"), None);
+    }
+
+    #[test]
+    fn a_whole_message_comes_back_up_to_ten_kilobytes_unless_told_otherwise() {
+        let limit = |extra: &str| {
+            parse("skywave.toml", &format!("{GOOD}{extra}"), Path::new(""))
+                .unwrap()
+                .spool
+                .return_full_limit
+        };
+        assert_eq!(limit(""), 10_000);
+        assert_eq!(limit("[spool]\nreturn_full_limit = \"50 kB\"\n"), 50_000);
+        assert_eq!(limit("[spool]\nreturn_full_limit = 0\n"), 0);
+        // 0 is a size where it means "none" (as min_free_space's does), not for the largest
+        // message taken.
+        let c = parse(
+            "skywave.toml",
+            &format!("{GOOD}[spool]\nmin_free_space = 0\n"),
+            Path::new(""),
+        )
+        .unwrap();
+        assert_eq!(c.spool.min_free_space, 0);
+        let msg = error(&format!("{GOOD}[smtp]\nmax_message_size = \"0 MB\"\n"));
+        assert!(
+            msg.contains("max_message_size = 0 would refuse every message"),
+            "{msg}"
+        );
     }
 
     #[test]

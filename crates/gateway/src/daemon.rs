@@ -250,6 +250,7 @@ pub async fn start_with(
         id_salt: config.simulation.map(|s| s.id_salt),
         min_free_space: config.spool.min_free_space,
         delay_warning: config.spool.delay_warning,
+        return_full_limit: config.spool.return_full_limit,
         ..SpoolConfig::default()
     };
     let spool_dir = config.spool_dir();

@@ -281,6 +281,7 @@ impl Recorder {
             original_message: message,
             delayed: None,
             envid: None,
+            returned: skywave_spool::dsn::Returned::Headers,
         });
         let spool = Arc::clone(&self.spool);
         let new = (sender.to_owned(), target.clone());

@@ -67,6 +67,21 @@ pub struct DsnRequest<'a> {
     pub delayed: Option<Delay>,
     /// The sender's `ENVID`, if it gave one.
     pub envid: Option<&'a str>,
+    /// What of the original message goes back.
+    pub returned: Returned,
+}
+
+/// What of the original message a DSN returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Returned {
+    /// Its header block (`text/rfc822-headers`): every report but a failure whose sender asked
+    /// for more.
+    Headers,
+    /// All of it (`message/rfc822`): a failure report whose sender asked `RET=FULL`.
+    Whole,
+    /// Its header block, although the sender asked `RET=FULL`: the message is larger than the
+    /// limit this gateway returns (bytes), and the report says so.
+    HeadersOver(u64),
 }
 
 /// Why the recipients of a delay warning still wait.
@@ -180,16 +195,21 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
     let mta = one_line(req.reporting_mta, 255);
     let sender = one_line(req.original_sender, 512);
-    let headers = crlf(header_block(req.original_message));
+    let returned = match req.returned {
+        Returned::Whole => crlf(req.original_message),
+        Returned::Headers | Returned::HeadersOver(_) => crlf(header_block(req.original_message)),
+    };
     let mut boundary = format!("=_skywave_dsn_{}_{}", one_line(req.queue_id, 64), req.now);
-    // The boundary must not occur in the content; the original headers are the only part we
-    // do not write ourselves. Bounded: each round makes it longer than any header line.
+    // The boundary must not occur in the content; what is returned of the original is the only
+    // part we do not write ourselves. Bounded: each round adds to its length, and a boundary
+    // found 8 times is at least 16 bytes longer than where it was first found.
     for n in 0..8 {
-        if !contains(&headers, boundary.as_bytes()) {
+        if !contains(&returned, boundary.as_bytes()) {
             break;
         }
         boundary.push_str(&format!("_{n}"));
     }
+    let eight_bit = returned.iter().any(|&b| b >= 0x80);
 
     let mut o = String::with_capacity(2048);
     let date = rfc5322_date(req.now);
@@ -216,6 +236,9 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
     o.push_str(&format!(
         "Content-Type: multipart/report; report-type=delivery-status;\r\n\tboundary=\"{boundary}\"\r\n"
     ));
+    if eight_bit {
+        o.push_str("Content-Transfer-Encoding: 8bit\r\n");
+    }
     o.push_str("\r\nThis is a MIME-encapsulated delivery status notification.\r\n");
 
     // Part 1: for people.
@@ -279,6 +302,13 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
     }
     if req.delayed.is_some() {
         listed(&mut o, &failed, |r| one_line(&r.diagnostic, 900));
+    }
+    if let Returned::HeadersOver(limit) = req.returned {
+        o.push_str(&format!(
+            "\r\nYou asked for the whole message back (RET=FULL). It is larger than the\r\n\
+             {limit} bytes this gateway returns over the radio, so only its header is\r\n\
+             below.\r\n"
+        ));
     }
 
     // Part 2: for programs (RFC 3464 section 2).
@@ -356,17 +386,28 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
         }
     }
 
-    // Part 3: the original headers.
+    // Part 3: the original, its headers or all of it.
     o.push_str(&format!("\r\n--{boundary}\r\n"));
-    o.push_str("Content-Type: text/rfc822-headers\r\n");
-    o.push_str(match req.delayed {
-        None if failed.is_empty() => "Content-Description: Headers of the message\r\n\r\n",
-        None => "Content-Description: Undelivered message headers\r\n\r\n",
-        Some(_) => "Content-Description: Headers of the delayed message\r\n\r\n",
-    });
+    if req.returned == Returned::Whole {
+        o.push_str("Content-Type: message/rfc822\r\n");
+        if eight_bit {
+            o.push_str("Content-Transfer-Encoding: 8bit\r\n");
+        }
+        o.push_str("Content-Description: Undelivered message\r\n\r\n");
+    } else {
+        o.push_str("Content-Type: text/rfc822-headers\r\n");
+        if eight_bit {
+            o.push_str("Content-Transfer-Encoding: 8bit\r\n");
+        }
+        o.push_str(match req.delayed {
+            None if failed.is_empty() => "Content-Description: Headers of the message\r\n\r\n",
+            None => "Content-Description: Undelivered message headers\r\n\r\n",
+            Some(_) => "Content-Description: Headers of the delayed message\r\n\r\n",
+        });
+    }
     let mut out = o.into_bytes();
-    out.extend_from_slice(&headers);
-    if !headers.is_empty() && !headers.ends_with(b"\r\n") {
+    out.extend_from_slice(&returned);
+    if !returned.is_empty() && !returned.ends_with(b"\r\n") {
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
@@ -398,6 +439,7 @@ mod tests {
             original_message: message,
             delayed: None,
             envid: None,
+            returned: Returned::Headers,
         }
     }
 
@@ -485,6 +527,34 @@ mod tests {
              Status: 2.0.0\r\nLast-Attempt-Date: "
         ));
         assert!(text.contains("Final-Recipient: rfc822; bob@shore.example\r\nAction: failed\r\n"));
+    }
+
+    #[test]
+    fn a_whole_message_goes_back_as_message_rfc822_marked_8bit_when_it_is() {
+        let rcpts = [DsnRecipient {
+            address: "bob@shore.example".into(),
+            original: None,
+            success: None,
+            status: "5.1.1".into(),
+            diagnostic: "550 no".into(),
+            last_attempt: None,
+        }];
+        let msg = "Subject: caf\u{e9}\nX: y\n\nbody line\n".as_bytes();
+        let dsn = build_dsn(&DsnRequest {
+            returned: Returned::Whole,
+            ..request(&rcpts, msg)
+        });
+        let text = String::from_utf8(dsn.clone()).unwrap();
+        assert!(text.contains(
+            "boundary=\"=_skywave_dsn_0065A1B2C300000001ABCDEF_1700432000\"\r\n\
+             Content-Transfer-Encoding: 8bit\r\n"
+        ));
+        assert!(text.contains(
+            "Content-Type: message/rfc822\r\nContent-Transfer-Encoding: 8bit\r\n\
+             Content-Description: Undelivered message\r\n\r\n\
+             Subject: caf\u{e9}\r\nX: y\r\n\r\nbody line\r\n\r\n--"
+        ));
+        assert!(!dsn.windows(2).any(|w| w[1] == b'\n' && w[0] != b'\r'));
     }
 
     #[test]

@@ -32,6 +32,7 @@ pub use record::{
 };
 pub use room::{Bytes, Room, Space};
 pub use spool::{
-    DEFAULT_DELAY_WARNING, DEFAULT_MIN_FREE_SPACE, Disposition, DueMessage, Entries, Entry, Error,
-    Handoff, NewMessage, QueueState, RecoveryReport, Result, Spool, SpoolConfig, unix_seconds,
+    DEFAULT_DELAY_WARNING, DEFAULT_MIN_FREE_SPACE, DEFAULT_RETURN_FULL_LIMIT, Disposition,
+    DueMessage, Entries, Entry, Error, Handoff, NewMessage, QueueState, RecoveryReport, Result,
+    Spool, SpoolConfig, unix_seconds,
 };

@@ -57,7 +57,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::dsn::{Delay, DsnRecipient, DsnRequest, build_dsn};
+use crate::dsn::{Delay, DsnRecipient, DsnRequest, Returned, build_dsn};
 use crate::expiry::message_expiry;
 use crate::id::{InvalidQueueId, QueueId};
 use crate::priority::Priority;
@@ -66,7 +66,7 @@ use crate::record::{
     Recipient, Success, Target, decode, encode,
 };
 use crate::room::{Room, Space, available_space};
-use skywave_smtp::dsn::{MailDsn, RcptDsn};
+use skywave_smtp::dsn::{MailDsn, RcptDsn, Ret};
 
 const TMP: &str = "tmp";
 const QUEUE: &str = "queue";
@@ -197,6 +197,11 @@ pub const DEFAULT_MIN_FREE_SPACE: u64 = 100_000_000;
 /// sender hears of an outage the same watch.
 pub const DEFAULT_DELAY_WARNING: u64 = 4 * 3600;
 
+/// The default of [`SpoolConfig::return_full_limit`]: 10 kB, a fifth of Postfix's
+/// `bounce_size_limit`, because the returned message crosses the air a second time (some
+/// 30 s at 1200 bit/s once compressed).
+pub const DEFAULT_RETURN_FULL_LIMIT: u64 = 10_000;
+
 /// Spool settings.
 #[derive(Clone, Debug)]
 pub struct SpoolConfig {
@@ -232,6 +237,10 @@ pub struct SpoolConfig {
     /// waiting ([`Spool::warn_delayed`]; sendmail's `Timeout.queuewarn`, Postfix's
     /// `delay_warning_time`). `None`: never.
     pub delay_warning: Option<u64>,
+    /// The largest message a failure report returns whole, in bytes, when its sender asked
+    /// `RET=FULL` (Postfix's `bounce_size_limit`); a larger one, and every other report, returns
+    /// the header block only. 0: never the whole message.
+    pub return_full_limit: u64,
 }
 
 impl Default for SpoolConfig {
@@ -242,6 +251,7 @@ impl Default for SpoolConfig {
             max_lifetime: 5 * 86_400,
             max_attempts: 200,
             delay_warning: Some(DEFAULT_DELAY_WARNING),
+            return_full_limit: DEFAULT_RETURN_FULL_LIMIT,
             reporting_mta: "localhost".into(),
             durable: true,
             id_salt: None,
@@ -1480,7 +1490,8 @@ impl Spool {
 
     /// Queues, towards `target`, the DSN of `file` to its sender on `recipients` (a delay
     /// warning when `delayed` says until when they are tried), at the message's priority and
-    /// with the null reverse path.
+    /// with the null reverse path. It returns the header block, or all of a failed message
+    /// whose sender asked `RET=FULL` when it is within [`SpoolConfig::return_full_limit`].
     fn queue_dsn(
         &self,
         file: &QueueFile,
@@ -1490,6 +1501,13 @@ impl Spool {
         now: u64,
     ) -> Result<QueueId> {
         let env = &file.envelope;
+        let failure = delayed.is_none() && recipients.iter().any(|r| r.success.is_none());
+        let limit = self.config.return_full_limit;
+        let returned = match env.dsn.ret {
+            Some(Ret::Full) if failure && env.size <= limit => Returned::Whole,
+            Some(Ret::Full) if failure => Returned::HeadersOver(limit),
+            _ => Returned::Headers,
+        };
         let dsn = build_dsn(&DsnRequest {
             reporting_mta: &self.config.reporting_mta,
             queue_id: env.id.as_str(),
@@ -1500,6 +1518,7 @@ impl Spool {
             original_message: &file.message,
             delayed,
             envid: env.dsn.envid.as_deref(),
+            returned,
         });
         self.enqueue(
             &NewMessage {

@@ -1,7 +1,7 @@
 //! Tests of the on-disk queue: every operation, recovery, locking, concurrency and crashes.
 
 use super::*;
-use skywave_smtp::dsn::Notify;
+use skywave_smtp::dsn::{Notify, Ret};
 use std::collections::BTreeMap;
 
 const T0: u64 = 1_800_000_000;
@@ -1506,4 +1506,70 @@ fn a_delay_warning_leaves_out_recipients_whose_sender_refused_it() {
     assert!(!text.contains("bob@shore.example"), "{text}");
     // The first still waits, unwarned, and its failure is still reported.
     assert_eq!(s.load(&id).unwrap().1.envelope.delay_warned, None);
+}
+
+#[test]
+fn ret_full_returns_the_whole_of_a_failed_message_up_to_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open_with(
+        dir.path(),
+        SpoolConfig {
+            reporting_mta: "ship.example".into(),
+            return_full_limit: 2000,
+            ..SpoolConfig::default()
+        },
+    );
+    let failed = |body: &[u8], ret: Option<Ret>| {
+        let id = s
+            .enqueue(
+                &NewMessage {
+                    sender: "alice@ship.example".into(),
+                    recipients: vec![("bob@shore.example".into(), peer("shore"))],
+                    priority: Priority::NORMAL,
+                    message: body,
+                    dsn: MailDsn { ret, envid: None },
+                    rcpt_dsn: Vec::new(),
+                },
+                T0,
+            )
+            .unwrap();
+        let d = s
+            .failed(&id, &["bob@shore.example"], "5.1.1", "550 no", T0 + 1)
+            .unwrap();
+        assert_eq!(d, Disposition::NeedsBounce);
+        bounce_to_lan(&s, &id, T0 + 2).1
+    };
+    let small = b"Subject: small\r\n\r\nthe body comes back\r\n";
+    let whole = failed(small, Some(Ret::Full));
+    assert!(
+        whole.contains("Content-Type: message/rfc822\r\n"),
+        "{whole}"
+    );
+    assert!(
+        whole.contains("\r\nSubject: small\r\n\r\nthe body comes back\r\n"),
+        "{whole}"
+    );
+    // Without RET, or with RET=HDRS, the header only.
+    for ret in [None, Some(Ret::Hdrs)] {
+        let text = failed(small, ret);
+        assert!(
+            text.contains("Content-Type: text/rfc822-headers\r\n"),
+            "{text}"
+        );
+        assert!(!text.contains("the body comes back"), "{text}");
+    }
+    // Over the limit: the header only, and the report says why.
+    let mut big = b"Subject: big\r\n\r\n".to_vec();
+    big.extend(std::iter::repeat_n(b'x', 3000));
+    big.extend_from_slice(b"\r\n");
+    let text = failed(&big, Some(Ret::Full));
+    assert!(
+        text.contains("Content-Type: text/rfc822-headers\r\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("(RET=FULL). It is larger than the\r\n2000 bytes"),
+        "{text}"
+    );
+    assert!(!text.contains("xxxx"), "{text}");
 }
