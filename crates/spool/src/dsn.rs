@@ -201,8 +201,8 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
     };
     let mut boundary = format!("=_skywave_dsn_{}_{}", one_line(req.queue_id, 64), req.now);
     // The boundary must not occur in the content; what is returned of the original is the only
-    // part we do not write ourselves. Bounded: each round adds to its length, and a boundary
-    // found 8 times is at least 16 bytes longer than where it was first found.
+    // part we do not write ourselves. At most 8 rounds, each making it longer: with the queue
+    // id and the time in it, even one clash takes a message written to cause it.
     for n in 0..8 {
         if !contains(&returned, boundary.as_bytes()) {
             break;
@@ -217,10 +217,11 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
         "From: Mail Delivery System <MAILER-DAEMON@{mta}>\r\n"
     ));
     o.push_str(&format!("To: <{sender}>\r\n"));
-    let (succeeded, failed): (Vec<&DsnRecipient>, Vec<&DsnRecipient>) =
+    // Delivered as asked, and the others: failed, or delayed in a delay warning.
+    let (succeeded, others): (Vec<&DsnRecipient>, Vec<&DsnRecipient>) =
         req.recipients.iter().partition(|r| r.success.is_some());
     o.push_str(match req.delayed {
-        None if failed.is_empty() => "Subject: Successful Mail Delivery Report\r\n",
+        None if others.is_empty() => "Subject: Successful Mail Delivery Report\r\n",
         None => "Subject: Undelivered Mail Returned to Sender\r\n",
         Some(Delay::Retried { .. }) => "Subject: Delayed Mail (still being retried)\r\n",
         Some(Delay::Held) => "Subject: Delayed Mail (held for the operator)\r\n",
@@ -258,12 +259,12 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
                 one_line(req.queue_id, 64),
                 rfc5322_date(req.arrival)
             ));
-            if !failed.is_empty() {
+            if !others.is_empty() {
                 o.push_str(
                     ", could not be delivered to the\r\n\
                      following recipients. It will not be retried.\r\n\r\n",
                 );
-                listed(&mut o, &failed, |r| one_line(&r.diagnostic, 900));
+                listed(&mut o, &others, |r| one_line(&r.diagnostic, 900));
                 if !succeeded.is_empty() {
                     o.push_str("\r\nAs you asked, you are told that it went on to these:\r\n\r\n");
                 }
@@ -301,7 +302,7 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
         )),
     }
     if req.delayed.is_some() {
-        listed(&mut o, &failed, |r| one_line(&r.diagnostic, 900));
+        listed(&mut o, &others, |r| one_line(&r.diagnostic, 900));
     }
     if let Returned::HeadersOver(limit) = req.returned {
         o.push_str(&format!(
@@ -400,7 +401,7 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
             o.push_str("Content-Transfer-Encoding: 8bit\r\n");
         }
         o.push_str(match req.delayed {
-            None if failed.is_empty() => "Content-Description: Headers of the message\r\n\r\n",
+            None if others.is_empty() => "Content-Description: Headers of the message\r\n\r\n",
             None => "Content-Description: Undelivered message headers\r\n\r\n",
             Some(_) => "Content-Description: Headers of the delayed message\r\n\r\n",
         });

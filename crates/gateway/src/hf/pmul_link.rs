@@ -1487,7 +1487,8 @@ impl PmulLink {
             .split_ascii_whitespace()
             .find_map(|p| p.strip_prefix("MT-PRIORITY="))
             .and_then(|v| v.parse::<i8>().ok());
-        // The envelope carries the DSN parameters as SMTP writes them (RFC 8494 section 3.3).
+        // The envelope carries the DSN parameters as SMTP writes them (RFC 8494's example
+        // envelope, in `skywave_pmul::mule`, has `RET`, `ENVID`, `NOTIFY` and `ORCPT`).
         let rcpt_dsn = taken
             .iter()
             .map(|a| {
