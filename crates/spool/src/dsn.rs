@@ -274,13 +274,6 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
                      recipients below, as you asked to be told.\r\n\r\n",
                 );
             }
-            listed(&mut o, &succeeded, |r| {
-                match r.success {
-                    Some(Success::Delivered) => "delivered to the mailbox",
-                    _ => "handed on to a system that will not report further",
-                }
-                .to_owned()
-            });
         }
         Some(Delay::Retried { until }) => o.push_str(&format!(
             "This is the mail gateway at {mta}.\r\n\r\n\
@@ -303,7 +296,17 @@ pub fn build_dsn(req: &DsnRequest<'_>) -> Vec<u8> {
     }
     if req.delayed.is_some() {
         listed(&mut o, &others, |r| one_line(&r.diagnostic, 900));
+        if !succeeded.is_empty() {
+            o.push_str("\r\nAs you asked, you are told that it went on to these:\r\n\r\n");
+        }
     }
+    listed(&mut o, &succeeded, |r| {
+        match r.success {
+            Some(Success::Delivered) => "delivered to the mailbox",
+            _ => "handed on to a system that will not report further",
+        }
+        .to_owned()
+    });
     if let Returned::HeadersOver(limit) = req.returned {
         o.push_str(&format!(
             "\r\nYou asked for the whole message back (RET=FULL). It is larger than the\r\n\

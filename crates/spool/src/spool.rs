@@ -1597,7 +1597,7 @@ impl Spool {
                 return Ok((Change::Nothing, None));
             }
             // Those whose sender did not refuse delay reports (`NOTIFY` without `DELAY`).
-            let recipients: Vec<DsnRecipient> = env
+            let mut recipients: Vec<DsnRecipient> = env
                 .recipients
                 .iter()
                 .filter(|r| !r.state.is_final() && r.dsn.wants_delay())
@@ -1610,6 +1610,14 @@ impl Spool {
             if recipients.is_empty() {
                 return Ok((Change::Nothing, None));
             }
+            // Deliveries the sender asked to hear of go with it rather than wait for the rest
+            // of the message, and are not told again in its final report.
+            recipients.extend(env.recipients.iter().filter_map(|r| {
+                r.success.map(|s| DsnRecipient {
+                    success: Some(s),
+                    ..DsnRecipient::of(r)
+                })
+            }));
             let delay = match state {
                 QueueState::Held => Delay::Held,
                 _ => Delay::Retried { until: env.expires },
@@ -1617,6 +1625,9 @@ impl Spool {
             let dsn_id = self.queue_dsn(file, &recipients, Some(delay), target, now)?;
             tracing::info!(queue_id = %env.id, dsn = %dsn_id, to = %env.sender, "queued a delay warning");
             file.envelope.delay_warned = Some(now);
+            for r in &mut file.envelope.recipients {
+                r.success = None;
+            }
             Ok((Change::Rewrite, Some(dsn_id)))
         })
     }

@@ -1573,3 +1573,45 @@ fn ret_full_returns_the_whole_of_a_failed_message_up_to_the_limit() {
     );
     assert!(!text.contains("xxxx"), "{text}");
 }
+
+#[test]
+fn a_delivery_asked_for_goes_with_the_delay_warning_and_is_not_told_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let id = enqueue_notify(
+        &s,
+        &[
+            ("captain@ship.example", Target::Lan, Some(SUCCESS)),
+            ("ops@shore.example", peer("shore"), None),
+        ],
+    );
+    s.delivered(&id, &["captain@ship.example"], Handoff::Final, T0 + 1)
+        .unwrap();
+    let warned = warn_to_lan(&s, T0 + 5 * 3600);
+    assert_eq!(warned.len(), 1);
+    let text = &warned[0].1;
+    assert!(
+        text.contains("Subject: Delayed Mail (still being retried)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Final-Recipient: rfc822; ops@shore.example\r\nAction: delayed\r\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "Final-Recipient: rfc822; captain@ship.example\r\nAction: delivered\r\nStatus: 2.0.0\r\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("you are told that it went on to these:\r\n\r\n<captain@ship.example>: delivered to the mailbox\r\n"),
+        "{text}"
+    );
+    // The shore's copy goes at last: nothing is left to tell, and the message just leaves.
+    let d = s
+        .delivered(&id, &["ops@shore.example"], Handoff::Passed, T0 + 6 * 3600)
+        .unwrap();
+    assert_eq!(d, Disposition::Done);
+    assert!(matches!(s.load(&id), Err(Error::NotFound(_))));
+}
