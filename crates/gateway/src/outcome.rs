@@ -67,7 +67,9 @@ pub fn give_up(
     let finished = matches!(disposition, Disposition::NeedsBounce | Disposition::Done);
     let dsn = if disposition == Disposition::NeedsBounce {
         let (_, file) = spool.load(id)?;
-        spool.bounce(id, dsn_target(table, &file.envelope.sender), now)?
+        spool
+            .bounce(id, dsn_target(table, &file.envelope.sender), now)?
+            .map(|r| r.dsn)
     } else {
         None
     };
@@ -234,20 +236,11 @@ impl Recorder {
         let qid = id.clone();
         let dsn_target = target.clone();
         let now = self.clock.unix_now();
-        let queued = crate::blocking::spawn(move || {
-            // Read first, for the count: whether the report tells of a failure.
-            let failure = spool
-                .load(&qid)
-                .map_or(true, |(_, f)| f.envelope.reports_failure());
-            spool
-                .bounce(&qid, dsn_target, now)
-                .map(|d| d.map(|d| (d, failure)))
-        })
-        .await;
+        let queued = crate::blocking::spawn(move || spool.bounce(&qid, dsn_target, now)).await;
         match queued {
-            Ok(Ok(Some((dsn, failure)))) => {
-                info!(queue_id = %id, dsn = %dsn, %target, failure, "DSN queued");
-                self.bounce_queued(&target, failure);
+            Ok(Ok(Some(r))) => {
+                info!(queue_id = %id, dsn = %r.dsn, %target, failure = r.failure, "DSN queued");
+                self.bounce_queued(&target, r.failure);
             }
             Ok(Ok(None)) => debug!("no bounce for a null sender"),
             other => warn!(?other, "cannot queue the bounce"),

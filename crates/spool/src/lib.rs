@@ -33,6 +33,6 @@ pub use record::{
 pub use room::{Bytes, Room, Space};
 pub use spool::{
     DEFAULT_DELAY_WARNING, DEFAULT_MIN_FREE_SPACE, DEFAULT_RETURN_FULL_LIMIT, Disposition,
-    DueMessage, Entries, Entry, Error, Handoff, NewMessage, QueueState, RecoveryReport, Result,
-    Spool, SpoolConfig, unix_seconds,
+    DueMessage, Entries, Entry, Error, Handoff, NewMessage, QueueState, QueuedReport,
+    RecoveryReport, Result, Spool, SpoolConfig, unix_seconds,
 };

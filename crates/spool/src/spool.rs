@@ -324,6 +324,26 @@ pub enum Handoff {
     Passed,
 }
 
+impl Handoff {
+    /// Taken by a next hop, which was given the DSN parameters or not.
+    pub fn onward(parameters_given: bool) -> Handoff {
+        if parameters_given {
+            Handoff::Passed
+        } else {
+            Handoff::Relayed
+        }
+    }
+}
+
+/// The DSN [`Spool::bounce`] queued.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueuedReport {
+    /// Its queue id.
+    pub dsn: QueueId,
+    /// It tells of a failure (a bounce), not of deliveries only.
+    pub failure: bool,
+}
+
 /// What became of a message after a status change.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Disposition {
@@ -1439,12 +1459,17 @@ impl Spool {
     /// Builds the DSN of a complete message, on its failed recipients (those whose sender did
     /// not say `NOTIFY` without `FAILURE`) and on those delivered whose sender asked to hear
     /// so, queues it to the original sender via `dsn_target` (chosen by the caller's routing
-    /// table), then removes the original. Returns the DSN's queue id (`None` when no DSN was
-    /// due: null sender).
+    /// table), then removes the original. Returns the DSN queued (`None` when no DSN was due:
+    /// null sender).
     ///
     /// A crash between queueing the DSN and removing the original can send the DSN twice,
     /// never zero times.
-    pub fn bounce(&self, id: &QueueId, dsn_target: Target, now: u64) -> Result<Option<QueueId>> {
+    pub fn bounce(
+        &self,
+        id: &QueueId,
+        dsn_target: Target,
+        now: u64,
+    ) -> Result<Option<QueuedReport>> {
         self.update(id, |file, state| {
             let env = &file.envelope;
             if !env.is_complete()
@@ -1482,9 +1507,10 @@ impl Spool {
                     _ => None,
                 })
                 .collect();
-            let dsn_id = self.queue_dsn(file, &recipients, None, dsn_target, now)?;
-            tracing::info!(queue_id = %env.id, dsn = %dsn_id, to = %env.sender, "queued a DSN");
-            Ok((Change::Remove, Some(dsn_id)))
+            let failure = env.reports_failure();
+            let dsn = self.queue_dsn(file, &recipients, None, dsn_target, now)?;
+            tracing::info!(queue_id = %env.id, %dsn, to = %env.sender, failure, "queued a DSN");
+            Ok((Change::Remove, Some(QueuedReport { dsn, failure })))
         })
     }
 

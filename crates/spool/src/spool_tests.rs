@@ -59,7 +59,7 @@ fn first_failure(s: &Spool, id: &QueueId) -> Failure {
 
 /// Bounces `id` to the LAN at `now`: the DSN's id and text.
 fn bounce_to_lan(s: &Spool, id: &QueueId, now: u64) -> (QueueId, String) {
-    let dsn = s.bounce(id, Target::Lan, now).unwrap().unwrap();
+    let dsn = s.bounce(id, Target::Lan, now).unwrap().unwrap().dsn;
     let text = String::from_utf8(s.load(&dsn).unwrap().1.message).unwrap();
     (dsn, text)
 }
@@ -266,7 +266,7 @@ fn failure_leads_to_a_dsn_to_the_sender_and_none_for_bounces() {
         s.pending_bounces().unwrap(),
         vec![(id.clone(), "alice@ship.example".to_string())]
     );
-    let dsn_id = s.bounce(&id, Target::Lan, T0 + 3).unwrap().unwrap();
+    let dsn_id = s.bounce(&id, Target::Lan, T0 + 3).unwrap().unwrap().dsn;
     assert!(matches!(s.load(&id), Err(Error::NotFound(_))));
     assert!(s.pending_bounces().unwrap().is_empty());
     let (_, dsn) = s.load(&dsn_id).unwrap();

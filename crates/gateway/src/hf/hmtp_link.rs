@@ -930,11 +930,7 @@ impl HmtpLink {
 
     /// What `d` means for the spool; `dsn`: the session sent the DSN parameters.
     fn to_outcome(&self, d: &Disposition, outcome: &BatchOutcome, dsn: bool) -> Outcome {
-        let how = if dsn {
-            Handoff::Passed
-        } else {
-            Handoff::Relayed
-        };
+        let how = Handoff::onward(dsn);
         match d {
             // Sent with DSN parameters to a peer whose server, this time, did not offer DSN
             // (it was replaced or reconfigured): its refusal is of the parameters, not of the

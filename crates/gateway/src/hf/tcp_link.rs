@@ -94,11 +94,7 @@ impl TcpLink {
         match send_batch(self.address.as_str(), &settings, messages).await {
             Ok(t) => {
                 let mut accepted = 0u64;
-                let how = if t.dsn {
-                    Handoff::Passed
-                } else {
-                    Handoff::Relayed
-                };
+                let how = Handoff::onward(t.dsn);
                 for ((d, _), o) in loaded.iter().zip(&t.outcomes) {
                     let mut groups: Vec<(Outcome, Vec<String>)> = Vec::new();
                     for r in &o.recipients {
