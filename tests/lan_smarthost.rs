@@ -79,6 +79,12 @@ async fn start_sink_with(
         .kill_on_drop(true)
         .spawn()
         .expect("start aiosmtpd");
+    wait_listening(port).await;
+    sink
+}
+
+/// Waits until the sink on `port` accepts connections (each probe is one to the sink).
+async fn wait_listening(port: u16) {
     let deadline = tokio::time::Instant::now() + STEP;
     while tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
@@ -86,11 +92,10 @@ async fn start_sink_with(
     {
         assert!(
             tokio::time::Instant::now() < deadline,
-            "aiosmtpd did not start"
+            "the smarthost did not start"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    sink
 }
 
 /// Whether aiosmtpd can be imported; when not, a SKIPPED note, or a failure under
@@ -304,5 +309,206 @@ async fn starttls_to_the_smarthost_verifies_its_certificate() {
         let text = std::fs::read_to_string(f).unwrap();
         assert!(text.contains("X-Sink-TLS: yes\r\n"), "{text}");
     }
+    assert_eq!(gw.stop().await, 0);
+}
+
+/// aiosmtpd extended with the DSN keyword (RFC 3461), which it does not implement: the server
+/// class takes `RET`/`ENVID` off MAIL and `NOTIFY`/`ORCPT` off RCPT before aiosmtpd's own checks
+/// (which refuse any parameter they do not know with 555) and keeps them for the handler, which
+/// writes them, the connection's number and every RCPT it was asked into the stored file.
+const DSN_SINK: &str = r#"
+import asyncio, itertools, os, sys
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import SMTP
+
+outdir, port, rcpt_log = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+connections = itertools.count(1)
+
+def split(arg, keys):
+    keep, dsn = [], []
+    for w in arg.split(" "):
+        (dsn if w.upper().startswith(keys) else keep).append(w)
+    return " ".join(keep), dsn
+
+class DsnSMTP(SMTP):
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.number = next(connections)
+        self.mail_dsn, self.rcpt_dsn = [], []
+
+    async def smtp_MAIL(self, arg):
+        arg, self.mail_dsn = split(arg or "", ("RET=", "ENVID="))
+        self.rcpt_dsn = []
+        await super().smtp_MAIL(arg)
+
+    async def smtp_RCPT(self, arg):
+        arg, dsn = split(arg or "", ("NOTIFY=", "ORCPT="))
+        with open(rcpt_log, "a") as f:
+            f.write("%d %s\n" % (self.number, arg))
+        self.rcpt_dsn.append(" ".join([arg.split(" ")[0]] + dsn))
+        await super().smtp_RCPT(arg)
+
+class Sink:
+    def __init__(self):
+        self.n = 0
+
+    async def handle_EHLO(self, server, session, envelope, hostname, responses):
+        session.host_name = hostname
+        return responses[:-1] + ["250-DSN", responses[-1]]
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if address.startswith("reject@"):
+            return "550 5.1.1 no such user here"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server, session, envelope):
+        self.n += 1
+        path = os.path.join(outdir, "%03d.eml" % self.n)
+        with open(path + ".tmp", "wb") as f:
+            f.write(("X-Envelope-From: %s\r\nX-Envelope-To: %s\r\nX-Sink-Connection: %d\r\n"
+                     "X-Sink-Mail-Dsn: %s\r\nX-Sink-Rcpt-Dsn: %s\r\n" % (
+                envelope.mail_from, ",".join(envelope.rcpt_tos), server.number,
+                " ".join(server.mail_dsn), " | ".join(server.rcpt_dsn))).encode())
+            f.write(envelope.original_content)
+        os.rename(path + ".tmp", path)
+        return "250 OK stored"
+
+class DsnController(Controller):
+    def factory(self):
+        return DsnSMTP(self.handler, **self.SMTP_kwargs)
+
+DsnController(Sink(), hostname="127.0.0.1", port=port).start()
+asyncio.new_event_loop().run_forever()
+"#;
+
+const SEND_DSN: &str = r#"
+import smtplib, sys
+port = int(sys.argv[1])
+def body(subject, to):
+    return "From: a@ship.test\r\nTo: %s\r\nSubject: %s\r\n\r\nbody\r\n" % (to, subject)
+with smtplib.SMTP("127.0.0.1", port, timeout=20) as s:
+    s.ehlo("client.ship.test")
+    assert s.has_extn("dsn"), s.esmtp_features
+    s.sendmail("a@ship.test", ["ops@ship.test"], body("one", "ops@ship.test"),
+               mail_options=["RET=HDRS", "ENVID=order+2B42"],
+               rcpt_options=["NOTIFY=SUCCESS,FAILURE", "ORCPT=rfc822;Ops+2BDesk@ship.test"])
+    refused = s.sendmail("a@ship.test", ["ops@ship.test", "reject@ship.test"],
+                         body("two", "ops@ship.test, reject@ship.test"),
+                         rcpt_options=["NOTIFY=FAILURE"])
+    assert refused == {}, refused
+    s.sendmail("a@ship.test", ["ops@ship.test"], body("three", "ops@ship.test"))
+"#;
+
+/// One round of LAN mail to a smarthost that offers DSN: the three messages go over one
+/// connection, one transaction each; a refused recipient is refused once, in its message's own
+/// transaction, while the other gets its copy; the DSN parameters go on, so the smarthost, not
+/// this gateway, reports the success asked for; and each message arrives byte for byte, without
+/// a blank line added at its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_goes_over_one_connection_with_a_reply_per_recipient_and_the_dsn_parameters() {
+    if !have_aiosmtpd() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let inbox = tmp.path().join("inbox");
+    std::fs::create_dir(&inbox).unwrap();
+    let port = free_port();
+    let script = tmp.path().join("dsn_sink.py");
+    std::fs::write(&script, DSN_SINK).unwrap();
+    let _sink = Command::new("python3")
+        .arg(&script)
+        .arg(&inbox)
+        .arg(port.to_string())
+        .arg(tmp.path().join("rcpt.log"))
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the DSN sink");
+    wait_listening(port).await;
+
+    let extra = format!("[delivery]\nsmarthost = \"127.0.0.1:{port}\"\ntimeout = \"10s\"\n");
+    let gw = Gateway::start(tmp.path(), &routes("\"127.0.0.0/8\""), &extra).await;
+    let config = gw.config.to_str().unwrap().to_owned();
+    let queue = |verb: &'static str| {
+        let config = config.clone();
+        async move {
+            let args = ["queue", "--config", &config, verb, "--peer", "lan"];
+            let (code, out, err) = support::run(support::skywave().to_str().unwrap(), &args).await;
+            assert_eq!(code, 0, "{out}{err}");
+        }
+    };
+    // Held, so that the three messages are due together, in one round.
+    queue("hold").await;
+    let p = gw.smtp.port().to_string();
+    let (code, out, err) = python(SEND_DSN, &[&p]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    queue("release").await;
+
+    // The three copies, then the bounce for reject@ (a later round: a second connection).
+    let files = wait_files(&inbox, 4).await;
+    assert_eq!(files.len(), 4, "{}", gw.log());
+    let text: Vec<String> = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect();
+    // The sink numbers its connections, the readiness probes above included.
+    let connection = |t: &str| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("X-Sink-Connection: "))
+            .map(str::to_owned)
+    };
+    let first = connection(&text[0]).expect("numbered");
+    for (t, subject) in text.iter().zip(["one", "two", "three"]) {
+        assert_eq!(connection(t).as_ref(), Some(&first), "{t}");
+        assert!(t.contains(&format!("Subject: {subject}\r\n")), "{t}");
+        assert!(t.ends_with("\r\n\r\nbody\r\n"), "{t:?}");
+    }
+    // What the sender asked went on, as the sender wrote it (xtext and all).
+    assert!(
+        text[0].contains("X-Sink-Mail-Dsn: RET=HDRS ENVID=order+2B42\r\n"),
+        "{}",
+        text[0]
+    );
+    assert!(
+        text[0].contains(
+            "X-Sink-Rcpt-Dsn: TO:<ops@ship.test> NOTIFY=SUCCESS,FAILURE ORCPT=rfc822;Ops+2BDesk@ship.test\r\n"
+        ),
+        "{}",
+        text[0]
+    );
+    assert!(
+        text[1].contains("X-Envelope-To: ops@ship.test\r\n"),
+        "{}",
+        text[1]
+    );
+    assert!(
+        text[2].contains("X-Sink-Mail-Dsn: \r\nX-Sink-Rcpt-Dsn: TO:<ops@ship.test>\r\n"),
+        "{}",
+        text[2]
+    );
+    // The refused recipient was asked once, beside its fellow, in message two's transaction.
+    let rcpts = std::fs::read_to_string(tmp.path().join("rcpt.log")).unwrap();
+    assert_eq!(rcpts.matches("reject@ship.test").count(), 1, "{rcpts}");
+    let on_first = rcpts
+        .lines()
+        .filter(|l| l.split(' ').next() == Some(first.as_str()));
+    assert_eq!(on_first.count(), 4, "{rcpts}");
+    let bounce = &text[3];
+    assert!(
+        bounce.starts_with("X-Envelope-From: <>\r\nX-Envelope-To: a@ship.test\r\n"),
+        "{bounce}"
+    );
+    assert_ne!(connection(bounce), Some(first), "{bounce}");
+    assert!(bounce.contains("reject@ship.test"), "{bounce}");
+    assert!(bounce.contains("Status: 5.1.1"), "{bounce}");
+    // The success asked for in message one is the smarthost's to report: none from here.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(wait_files(&inbox, 0).await.len(), 4);
+    let page = support::metrics(gw.metrics.unwrap()).await;
+    assert!(page.contains("skywave_bounced_total 1"), "{page}");
+    let reports = page
+        .lines()
+        .find_map(|l| l.strip_prefix("skywave_success_reports_total "));
+    assert!(matches!(reports, None | Some("0")), "{page}");
     assert_eq!(gw.stop().await, 0);
 }

@@ -320,7 +320,7 @@ pub enum Delivery {
         host: String,
         /// Port.
         port: u16,
-        /// Time allowed for one delivery attempt.
+        /// Time allowed to connect, and for each message's transaction.
         timeout: Duration,
         /// STARTTLS towards it.
         tls: SmarthostTls,

@@ -8,12 +8,10 @@
 //!   so that a delivery cut off by a crash is checked by its one name (never by scanning the
 //!   mailbox); up to [`MAILDIR_PARALLEL`] messages are written at once, so that fsync latency
 //!   does not set the pace;
-//! - SMTP to the LAN smarthost with lettre (`send_raw` with the queued envelope), where a 4xx or
-//!   a connection failure defers the recipients (retried with the spool's backoff) and a 5xx
-//!   fails them (the spool builds a DSN and [`Spool::bounce`] queues it to the sender). lettre
-//!   reports one result per transaction, so a permanent refusal of a message with several
-//!   recipients is followed by one transaction per recipient: one bad address never bounces
-//!   the others.
+//! - SMTP to the LAN smarthost, see [`crate::smarthost`]: the round's messages over one
+//!   connection, one transaction each, where a 4xx or a connection failure defers a recipient
+//!   (retried with the spool's backoff) and a 5xx fails it (the spool builds a DSN and
+//!   [`Spool::bounce`] queues it to the sender), each recipient by its own RCPT reply.
 //!
 //! The loop runs whatever [`Spool::due`] returns for the LAN, sleeps until the spool's next due
 //! time (at most a minute, so expiry is checked too), and wakes at once when the listener has
@@ -29,9 +27,10 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 use tracing::{Instrument, info, info_span, warn};
 
-use crate::config::{Delivery, LineEnds, SmarthostTls};
+use crate::config::{Delivery, LineEnds};
 use crate::maildir::{self, Attempt, Journal, Namer};
 use crate::outcome::{Outcome, Recorder};
+use crate::smarthost::{Connection, Hop};
 
 /// Most bytes of LAN mail taken from the spool in one round.
 const ROUND_BYTES: u64 = 4 << 20;
@@ -212,15 +211,24 @@ pub async fn run(ctx: Arc<DeliveryContext>, mut shutdown: watch::Receiver<bool>)
             (Delivery::Maildir { dir, line_ends }, Some(h)) => {
                 maildir_round(&ctx, &shared, h, dir, *line_ends, due, &shutdown).await;
             }
-            _ => {
-                for msg in due {
-                    if *shutdown.borrow() {
-                        break;
-                    }
-                    let span = info_span!("deliver", queue_id = %msg.id);
-                    to_smarthost(&ctx, msg).instrument(span).await;
-                }
+            (
+                Delivery::Smarthost {
+                    host,
+                    port,
+                    timeout,
+                    tls,
+                },
+                _,
+            ) => {
+                let hop = Hop {
+                    host,
+                    port: *port,
+                    timeout: *timeout,
+                    tls,
+                };
+                smarthost_round(&ctx, &hop, due, &shutdown).await;
             }
+            (Delivery::Maildir { .. }, None) => {}
         }
         if *shutdown.borrow() {
             return;
@@ -248,172 +256,87 @@ pub async fn run(ctx: Arc<DeliveryContext>, mut shutdown: watch::Receiver<bool>)
     }
 }
 
-/// One message to the LAN smarthost (the [`Delivery::Smarthost`] case; does nothing otherwise).
-async fn to_smarthost(ctx: &Arc<DeliveryContext>, msg: DueMessage) {
+/// One round of deliveries to the LAN smarthost over one connection (see [`crate::smarthost`]):
+/// each message in one transaction, each recipient recorded as the smarthost answered it. A
+/// connection that cannot be made, or breaks, defers the messages it would have carried; the
+/// next message tries a new one.
+async fn smarthost_round(
+    ctx: &Arc<DeliveryContext>,
+    hop: &Hop<'_>,
+    due: Vec<DueMessage>,
+    shutdown: &watch::Receiver<bool>,
+) {
+    let mut conn: Option<Connection> = None;
+    for msg in due {
+        if *shutdown.borrow() {
+            break;
+        }
+        let span = info_span!("deliver", queue_id = %msg.id);
+        conn = to_smarthost(ctx, hop, conn, msg).instrument(span).await;
+    }
+    if let Some(c) = conn {
+        c.close(hop.timeout).await;
+    }
+}
+
+/// One message to the smarthost, on `conn` or a new connection; gives back the connection for
+/// the next message, unless it broke.
+async fn to_smarthost(
+    ctx: &Arc<DeliveryContext>,
+    hop: &Hop<'_>,
+    conn: Option<Connection>,
+    msg: DueMessage,
+) -> Option<Connection> {
     let now = ctx.recorder.clock.unix_now();
-    let groups = match &ctx.delivery {
-        Delivery::Maildir { .. } => return,
-        Delivery::Smarthost {
-            host,
-            port,
-            timeout,
-            tls,
-        } => {
-            let spool = Arc::clone(&ctx.spool);
-            let id = msg.id.clone();
-            let rcpts = msg.recipients.clone();
-            let loaded = crate::blocking::spawn(move || {
-                spool.mark_in_flight(&id, &rcpts, now)?;
-                spool.load(&id)
-            })
-            .await;
-            let file = match loaded {
-                Ok(Ok((_, file))) => file,
-                other => {
-                    warn!(?other, "cannot load the message");
-                    return;
-                }
-            };
-            let send = |rcpts: Vec<String>| {
-                let body = &file.message;
-                let sender = &msg.sender;
-                async move {
-                    let hop = Hop {
-                        host,
-                        port: *port,
-                        timeout: *timeout,
-                        tls,
-                    };
-                    let o = smarthost(ctx, &hop, sender, &rcpts, body).await;
-                    (rcpts, o)
-                }
-            };
-            let (all, outcome) = send(msg.recipients.clone()).await;
-            if matches!(outcome, Outcome::Failed { .. }) && all.len() > 1 {
-                // lettre gives one result per transaction: when it was refused for good, find
-                // out which recipients are refused by sending to each alone, so that one bad
-                // address never bounces the others. Bounded by the recipient count.
-                let mut groups = Vec::with_capacity(all.len());
-                for r in all {
-                    groups.push(send(vec![r]).await);
-                }
-                groups
-            } else {
-                vec![(all, outcome)]
-            }
+    let spool = Arc::clone(&ctx.spool);
+    let id = msg.id.clone();
+    let rcpts = msg.recipients.clone();
+    let loaded = crate::blocking::spawn(move || {
+        spool.mark_in_flight(&id, &rcpts, now)?;
+        spool.load(&id)
+    })
+    .await;
+    let file = match loaded {
+        Ok(Ok((_, file))) => file,
+        other => {
+            warn!(?other, "cannot load the message");
+            return conn;
         }
     };
-    for (rcpts, outcome) in groups {
+    let conn = match conn {
+        Some(c) => Ok(c),
+        None => Connection::open(hop, &ctx.hostname).await,
+    };
+    let (conn, outcomes) = match conn {
+        Ok(c) => c.send(hop, &msg, &file.message).await,
+        Err(why) => {
+            let o = Outcome::Deferred(why);
+            (
+                None,
+                msg.recipients
+                    .iter()
+                    .map(|r| (r.clone(), o.clone()))
+                    .collect(),
+            )
+        }
+    };
+    // One record per distinct outcome, so that a message wholly delivered is one spool write.
+    let mut groups: Vec<(Outcome, Vec<String>)> = Vec::new();
+    for (rcpt, o) in outcomes {
+        match groups.iter_mut().find(|(g, _)| *g == o) {
+            Some((_, rs)) => rs.push(rcpt),
+            None => groups.push((o, vec![rcpt])),
+        }
+    }
+    for (outcome, rcpts) in groups {
+        if let Outcome::Delivered(how) = &outcome {
+            info!(smarthost = %hop.host, recipients = rcpts.len(), ?how, "delivered to the smarthost");
+        }
         ctx.recorder
             .record(&msg.id, &msg.sender, msg.size, rcpts, outcome)
             .await;
     }
-}
-
-/// The smarthost, as one delivery attempt sees it.
-struct Hop<'a> {
-    host: &'a str,
-    port: u16,
-    timeout: Duration,
-    tls: &'a SmarthostTls,
-}
-
-async fn smarthost(
-    ctx: &DeliveryContext,
-    hop: &Hop<'_>,
-    sender: &str,
-    rcpts: &[String],
-    body: &[u8],
-) -> Outcome {
-    use lettre::transport::smtp::extension::ClientId;
-    use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
-    let from = if sender.is_empty() {
-        None
-    } else {
-        match sender.parse::<lettre::Address>() {
-            Ok(a) => Some(a),
-            Err(e) => {
-                return Outcome::Failed {
-                    status: "5.1.7".into(),
-                    diagnostic: format!("sender <{sender}> cannot be sent over SMTP: {e}"),
-                };
-            }
-        }
-    };
-    let mut to = Vec::new();
-    for r in rcpts {
-        match r.parse::<lettre::Address>() {
-            Ok(a) => to.push(a),
-            Err(e) => {
-                return Outcome::Failed {
-                    status: "5.1.3".into(),
-                    diagnostic: format!("recipient <{r}> cannot be sent over SMTP: {e}"),
-                };
-            }
-        }
-    }
-    let envelope = match lettre::address::Envelope::new(from, to) {
-        Ok(e) => e,
-        Err(e) => {
-            return Outcome::Failed {
-                status: "5.1.3".into(),
-                diagnostic: format!("bad envelope: {e}"),
-            };
-        }
-    };
-    let Hop {
-        host,
-        port,
-        timeout,
-        tls,
-    } = *hop;
-    let tls = match tls_parameters(host, tls) {
-        Ok(t) => t,
-        Err(e) => return Outcome::Deferred(format!("smarthost {host}:{port}: TLS set-up: {e}")),
-    };
-    let transport = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host)
-        .port(port)
-        .tls(tls)
-        .timeout(Some(timeout))
-        .hello_name(ClientId::Domain(ctx.hostname.clone()))
-        .build();
-    match tokio::time::timeout(timeout, transport.send_raw(&envelope, body)).await {
-        Ok(Ok(response)) => {
-            info!(smarthost = %host, reply = ?response.code(), "delivered to the smarthost");
-            // lettre sends no DSN parameters: a success report asked for is ours (relayed).
-            Outcome::Delivered(Handoff::Relayed)
-        }
-        Ok(Err(e)) if e.is_permanent() => Outcome::Failed {
-            status: "5.0.0".to_owned(),
-            diagnostic: format!("smarthost {host}:{port} refused the message: {e}"),
-        },
-        Ok(Err(e)) => Outcome::Deferred(format!("smarthost {host}:{port}: {e}")),
-        Err(_) => Outcome::Deferred(format!(
-            "smarthost {host}:{port}: no answer within {} s",
-            timeout.as_secs()
-        )),
-    }
-}
-
-/// lettre's TLS setting for the smarthost: the public web roots plus the configured ones, the
-/// certificate checked against the host name we connect to.
-fn tls_parameters(
-    host: &str,
-    tls: &SmarthostTls,
-) -> Result<lettre::transport::smtp::client::Tls, lettre::transport::smtp::Error> {
-    use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
-    let params = |ca: &Option<Vec<u8>>| {
-        let mut b = TlsParameters::builder(host.to_owned());
-        if let Some(pem) = ca {
-            b = b.add_root_certificate(Certificate::from_pem(pem)?);
-        }
-        b.build()
-    };
-    Ok(match tls {
-        SmarthostTls::None => Tls::None,
-        SmarthostTls::Opportunistic { ca } => Tls::Opportunistic(params(ca)?),
-        SmarthostTls::Required { ca } => Tls::Required(params(ca)?),
-    })
+    conn
 }
 
 /// One round of Maildir deliveries, in the order the module docs of [`crate::maildir`] give:

@@ -32,6 +32,7 @@ pub mod intake;
 pub mod maildir;
 pub mod metrics;
 pub mod outcome;
+pub mod smarthost;
 pub mod smtp_listener;
 pub mod status;
 pub mod tcp_bearer;

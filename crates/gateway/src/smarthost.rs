@@ -1,0 +1,642 @@
+//! LAN delivery to the smarthost: one SMTP transaction per message, a reply for each recipient.
+//!
+//! Sits at the end of the receiving side of the data path, beside the Maildir: the delivery loop
+//! ([`crate::delivery`]) hands it the LAN mail of a round. It speaks SMTP through lettre's
+//! connection (`AsyncSmtpConnection`: the socket, STARTTLS with rustls, dot-stuffing, reply
+//! parsing) and writes each transaction itself, because lettre's transport gives one result for
+//! a whole transaction and sends no parameters beyond `BODY` and `SMTPUTF8`:
+//! - **One reply per recipient.** Each RCPT's reply decides that recipient: a 550 for one
+//!   address bounces that one while the others are delivered in the same transaction, and a 4xx
+//!   (say 452, too many recipients) defers only its own.
+//! - **DSN passed on** (RFC 3461 section 6.2): to a smarthost that offers `DSN`, MAIL carries
+//!   the sender's `RET` and `ENVID` and each RCPT its `NOTIFY` and `ORCPT`, so the next hop
+//!   reports success (or nothing, for `NOTIFY=NEVER`) and this gateway does not
+//!   ([`Handoff::Passed`]). To one that does not, this gateway reports `relayed`.
+//! - **SIZE** (RFC 1870) when offered, so a smarthost refuses an oversized message before its
+//!   text crosses the LAN; `BODY=8BITMIME` and `SMTPUTF8` when the message needs them.
+//! - **One connection for a round**: the messages of a round share it, and it is closed (QUIT)
+//!   at the end of the round, or dropped when it breaks.
+//! - **The message byte for byte.** The queued text ends with CRLF and lettre writes CRLF "."
+//!   CRLF after it, so that CRLF is left off: the smarthost gets no blank line the sender did not
+//!   write.
+//!
+//! lettre parses the EHLO reply for its own few keywords only; the connection sends EHLO once
+//! more (after STARTTLS, if any) and reads `DSN` and `SIZE` with skywave-smtp's
+//! [`Extensions`].
+
+use std::time::Duration;
+
+use lettre::Address;
+use lettre::transport::smtp::client::{AsyncSmtpConnection, Tls, TlsParameters};
+use lettre::transport::smtp::commands::{Data, Ehlo, Mail, Quit, Rcpt, Rset};
+use lettre::transport::smtp::extension::{
+    ClientId, MailBodyParameter, MailParameter, RcptParameter,
+};
+use lettre::transport::smtp::response::Response;
+use skywave_smtp::{Extensions, Reply, ReplyParser};
+use skywave_spool::{DueMessage, Handoff};
+
+use crate::config::SmarthostTls;
+use crate::outcome::Outcome;
+
+/// The smarthost, as the deliveries of a round see it.
+#[derive(Debug, Clone, Copy)]
+pub struct Hop<'a> {
+    /// Host name or address.
+    pub host: &'a str,
+    /// Port.
+    pub port: u16,
+    /// Time allowed for the connection, and for each message's transaction.
+    pub timeout: Duration,
+    /// STARTTLS towards it.
+    pub tls: &'a SmarthostTls,
+}
+
+impl Hop<'_> {
+    fn name(&self) -> String {
+        format!("smarthost {}:{}", self.host, self.port)
+    }
+}
+
+/// An open connection to the smarthost and what its EHLO offered.
+pub struct Connection {
+    conn: AsyncSmtpConnection,
+    offers: Extensions,
+    /// A transaction may be open (one ended early): RSET before the next MAIL.
+    dirty: bool,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("offers", &self.offers)
+            .field("dirty", &self.dirty)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The connection broke (or timed out) in a transaction: every recipient not yet decided is
+/// deferred with this text, and the connection is not used again.
+#[derive(Debug)]
+struct Broken(String);
+
+impl Connection {
+    /// Connects, says EHLO, starts TLS as `[delivery] tls` says, and reads the offers.
+    /// The error is the reason to defer the round's mail.
+    pub async fn open(hop: &Hop<'_>, hello: &str) -> Result<Connection, String> {
+        let name = hop.name();
+        match tokio::time::timeout(hop.timeout, Self::open_inner(hop, hello)).await {
+            Ok(Ok(c)) => Ok(c),
+            Ok(Err(e)) => Err(format!("{name}: {e}")),
+            Err(_) => Err(format!(
+                "{name}: no answer within {} s",
+                hop.timeout.as_secs()
+            )),
+        }
+    }
+
+    async fn open_inner(hop: &Hop<'_>, hello: &str) -> Result<Connection, String> {
+        let hello = ClientId::Domain(hello.to_owned());
+        let tls = tls_parameters(hop.host, hop.tls).map_err(|e| format!("TLS set-up: {e}"))?;
+        let mut conn = AsyncSmtpConnection::connect_tokio1(
+            (hop.host, hop.port),
+            Some(hop.timeout),
+            &hello,
+            None,
+            None,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        match tls {
+            Tls::Opportunistic(p) if conn.can_starttls() => conn.starttls(p, &hello).await,
+            Tls::Required(p) => conn.starttls(p, &hello).await,
+            _ => Ok(()),
+        }
+        .map_err(|e| format!("STARTTLS: {e}"))?;
+        let ehlo = conn
+            .command(Ehlo::new(hello))
+            .await
+            .map_err(|e| format!("EHLO: {e}"))?;
+        Ok(Connection {
+            offers: Extensions::from_ehlo(&reply_of(&ehlo)),
+            conn,
+            dirty: false,
+        })
+    }
+
+    /// Whether the smarthost offers DSN (RFC 3461).
+    pub fn offers_dsn(&self) -> bool {
+        self.offers.dsn
+    }
+
+    /// Sends `msg` (its queued text `body`) in one transaction. Every due recipient comes back
+    /// once, with what the smarthost said of it; the connection is gone when it broke.
+    pub async fn send(
+        mut self,
+        hop: &Hop<'_>,
+        msg: &DueMessage,
+        body: &[u8],
+    ) -> (Option<Connection>, Vec<(String, Outcome)>) {
+        let mut decided = Vec::with_capacity(msg.recipients.len());
+        let txn = self.transaction(hop, msg, body, &mut decided);
+        let kept = match tokio::time::timeout(hop.timeout, txn).await {
+            Ok(Ok(())) => Some(self),
+            broken => {
+                let why = match broken {
+                    Ok(Err(Broken(why))) => why,
+                    _ => format!(
+                        "{}: no answer within {} s",
+                        hop.name(),
+                        hop.timeout.as_secs()
+                    ),
+                };
+                // Dropped, not aborted: lettre's abort says QUIT and waits for the reply of a
+                // server that may never answer.
+                drop(self);
+                let done: Vec<String> = decided.iter().map(|(r, _)| r.clone()).collect();
+                for r in &msg.recipients {
+                    if !done.contains(r) {
+                        decided.push((r.clone(), Outcome::Deferred(why.clone())));
+                    }
+                }
+                None
+            }
+        };
+        // In the message's order, as the log and the records read best.
+        decided.sort_by_key(|(r, _)| msg.recipients.iter().position(|x| x == r));
+        (kept, decided)
+    }
+
+    async fn transaction(
+        &mut self,
+        hop: &Hop<'_>,
+        msg: &DueMessage,
+        body: &[u8],
+        decided: &mut Vec<(String, Outcome)>,
+    ) -> Result<(), Broken> {
+        let peer = hop.name();
+        let broken =
+            |what: &str, e: lettre::transport::smtp::Error| Broken(format!("{peer}: {what}: {e}"));
+        if self.dirty {
+            self.conn
+                .command(Rset)
+                .await
+                .map_err(|e| broken("RSET", e))?;
+            self.dirty = false;
+        }
+        let all = |decided: &mut Vec<(String, Outcome)>, rcpts: &[String], o: Outcome| {
+            decided.extend(rcpts.iter().map(|r| (r.clone(), o.clone())));
+        };
+        // The envelope as lettre's types take it; an address it cannot carry fails alone.
+        let from = if msg.sender.is_empty() {
+            None
+        } else {
+            match msg.sender.parse::<Address>() {
+                Ok(a) => Some(a),
+                Err(e) => {
+                    let o = Outcome::Failed {
+                        status: "5.1.7".into(),
+                        diagnostic: format!(
+                            "sender <{}> cannot be sent over SMTP: {e}",
+                            msg.sender
+                        ),
+                    };
+                    all(decided, &msg.recipients, o);
+                    return Ok(());
+                }
+            }
+        };
+        let mut to = Vec::with_capacity(msg.recipients.len());
+        for (i, r) in msg.recipients.iter().enumerate() {
+            match r.parse::<Address>() {
+                Ok(a) => to.push((r, a, msg.rcpt_dsn.get(i).cloned().unwrap_or_default())),
+                Err(e) => decided.push((
+                    r.clone(),
+                    Outcome::Failed {
+                        status: "5.1.3".into(),
+                        diagnostic: format!("recipient <{r}> cannot be sent over SMTP: {e}"),
+                    },
+                )),
+            }
+        }
+        if to.is_empty() {
+            return Ok(());
+        }
+        let undecided: Vec<String> = to.iter().map(|(r, _, _)| (*r).clone()).collect();
+        let params = match self.mail_parameters(msg, body, &to) {
+            Ok(p) => p,
+            Err(why) => {
+                all(
+                    decided,
+                    &undecided,
+                    Outcome::Deferred(format!("{peer}: {why}")),
+                );
+                return Ok(());
+            }
+        };
+        let dsn = self.offers.dsn;
+        let how = Handoff::onward(dsn);
+        match answer(self.conn.command(Mail::new(from, params)).await) {
+            Answer::Reply(r) if r.is_positive() => {}
+            Answer::Reply(r) => {
+                all(decided, &undecided, Outcome::from_reply(&peer, &r, how));
+                return Ok(());
+            }
+            Answer::Broken(e) => return Err(broken("MAIL", e)),
+        }
+        self.dirty = true;
+        let mut accepted = Vec::with_capacity(to.len());
+        for (r, address, rdsn) in to {
+            let mut params = Vec::new();
+            if dsn {
+                if let Some(n) = rdsn.notify {
+                    params.push(RcptParameter::Other {
+                        keyword: "NOTIFY".into(),
+                        value: Some(n.to_string()),
+                    });
+                }
+                if let Some(o) = rdsn.orcpt {
+                    // lettre writes the value as xtext.
+                    params.push(RcptParameter::Other {
+                        keyword: "ORCPT".into(),
+                        value: Some(format!("rfc822;{o}")),
+                    });
+                }
+            }
+            match answer(self.conn.command(Rcpt::new(address, params)).await) {
+                Answer::Reply(reply) if reply.is_positive() => accepted.push(r.clone()),
+                Answer::Reply(reply) => {
+                    decided.push((r.clone(), Outcome::from_reply(&peer, &reply, how)));
+                }
+                Answer::Broken(e) => return Err(broken("RCPT", e)),
+            }
+        }
+        if accepted.is_empty() {
+            // Nothing to send: end the transaction before the next one.
+            return Ok(());
+        }
+        match answer(self.conn.command(Data).await) {
+            Answer::Reply(r) if r.code == 354 => {}
+            Answer::Reply(r) => {
+                all(decided, &accepted, Outcome::from_reply(&peer, &r, how));
+                return Ok(());
+            }
+            Answer::Broken(e) => return Err(broken("DATA", e)),
+        }
+        let text = body.strip_suffix(b"\r\n").unwrap_or(body);
+        match answer(self.conn.message(text).await) {
+            Answer::Reply(r) => {
+                // The transaction is over, whatever the reply.
+                self.dirty = false;
+                all(decided, &accepted, Outcome::from_reply(&peer, &r, how));
+                Ok(())
+            }
+            Answer::Broken(e) => Err(broken("the message text", e)),
+        }
+    }
+
+    /// MAIL's parameters for `msg`, or why the smarthost cannot take it (an extension it lacks).
+    fn mail_parameters(
+        &self,
+        msg: &DueMessage,
+        body: &[u8],
+        to: &[(&String, Address, skywave_smtp::RcptDsn)],
+    ) -> Result<Vec<MailParameter>, String> {
+        let mut params = Vec::new();
+        let intl = !msg.sender.is_ascii() || to.iter().any(|(r, _, _)| !r.is_ascii());
+        if intl {
+            if !self
+                .conn
+                .server_info()
+                .supports_feature(lettre::transport::smtp::extension::Extension::SmtpUtfEight)
+            {
+                return Err(
+                    "an address is not ASCII and the smarthost does not offer SMTPUTF8".into(),
+                );
+            }
+            params.push(MailParameter::SmtpUtfEight);
+        }
+        if !body.is_ascii() {
+            if !self.offers.eight_bit_mime {
+                return Err(
+                    "the message is 8-bit and the smarthost does not offer 8BITMIME (this gateway does not convert)"
+                        .into(),
+                );
+            }
+            params.push(MailParameter::Body(MailBodyParameter::EightBitMime));
+        }
+        if self.offers.size.is_some() {
+            params.push(MailParameter::Size(body.len()));
+        }
+        if self.offers.dsn {
+            match msg.dsn.ret {
+                Some(skywave_smtp::Ret::Full) => params.push(other("RET", "FULL")),
+                Some(skywave_smtp::Ret::Hdrs) => params.push(other("RET", "HDRS")),
+                None => {}
+            }
+            if let Some(id) = &msg.dsn.envid {
+                // lettre writes the value as xtext.
+                params.push(other("ENVID", id));
+            }
+        }
+        Ok(params)
+    }
+
+    /// Ends the connection politely (the end of a round).
+    pub async fn close(mut self, timeout: Duration) {
+        let _ = tokio::time::timeout(timeout, self.conn.command(Quit)).await;
+    }
+}
+
+fn other(keyword: &str, value: &str) -> MailParameter {
+    MailParameter::Other {
+        keyword: keyword.to_owned(),
+        value: Some(value.to_owned()),
+    }
+}
+
+/// What one command brought: a reply (positive or not), or a broken connection.
+enum Answer {
+    Reply(Reply),
+    Broken(lettre::transport::smtp::Error),
+}
+
+/// lettre returns a negative reply as an error with its code and joined text; both kinds become
+/// a [`Reply`] here, so that one rule ([`Outcome::from_reply`]) reads every reply.
+fn answer(result: Result<Response, lettre::transport::smtp::Error>) -> Answer {
+    match result {
+        Ok(r) => Answer::Reply(reply_of(&r)),
+        Err(e) => match e.status() {
+            Some(code) => {
+                let text =
+                    std::error::Error::source(&e).map_or_else(String::new, |s| s.to_string());
+                Answer::Reply(parse_reply(&format!("{code} {}\r\n", one_line(&text))))
+            }
+            None => Answer::Broken(e),
+        },
+    }
+}
+
+/// A lettre response as skywave-smtp's [`Reply`] (its enhanced status code read the same way
+/// as every other reply's).
+fn reply_of(r: &Response) -> Reply {
+    let code = r.code().to_string();
+    let lines: Vec<&str> = r.message().collect();
+    let mut wire = String::new();
+    for (i, line) in lines.iter().enumerate() {
+        let sep = if i + 1 == lines.len() { ' ' } else { '-' };
+        wire.push_str(&format!("{code}{sep}{}\r\n", one_line(line)));
+    }
+    if lines.is_empty() {
+        wire = format!("{code} \r\n");
+    }
+    parse_reply(&wire)
+}
+
+fn parse_reply(wire: &str) -> Reply {
+    let mut p = ReplyParser::default();
+    p.push(wire.as_bytes());
+    match p.next_reply() {
+        Ok(Some(r)) => r,
+        // Only a reply lettre parsed reaches here; keep its code if ours disagrees.
+        _ => Reply::plain(
+            wire.get(..3).and_then(|c| c.parse().ok()).unwrap_or(451),
+            wire.get(4..).unwrap_or("").trim_end().to_owned(),
+        ),
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.replace(['\r', '\n'], " ")
+}
+
+/// lettre's TLS setting for the smarthost: the public web roots plus the configured ones, the
+/// certificate checked against the host name we connect to.
+pub fn tls_parameters(
+    host: &str,
+    tls: &SmarthostTls,
+) -> Result<Tls, lettre::transport::smtp::Error> {
+    use lettre::transport::smtp::client::Certificate;
+    let params = |ca: &Option<Vec<u8>>| {
+        let mut b = TlsParameters::builder(host.to_owned());
+        if let Some(pem) = ca {
+            b = b.add_root_certificate(Certificate::from_pem(pem)?);
+        }
+        b.build()
+    };
+    Ok(match tls {
+        SmarthostTls::None => Tls::None,
+        SmarthostTls::Opportunistic { ca } => Tls::Opportunistic(params(ca)?),
+        SmarthostTls::Required { ca } => Tls::Required(params(ca)?),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skywave_smtp::{MailDsn, Notify, RcptDsn, Ret};
+    use skywave_spool::{Priority, QueueId};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    use tokio::net::TcpListener;
+
+    /// A scripted SMTP server on 127.0.0.1: for each command line it reads, the next reply of
+    /// `replies` ("" to never answer); the message text after a 354 is read up to its ".".
+    /// Returns its port and the lines it read.
+    async fn server(replies: Vec<&'static str>) -> (u16, tokio::task::JoinHandle<Vec<String>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let task = tokio::spawn(async move {
+            let (sock, _) = listener.accept().await.expect("accept");
+            let (r, mut w) = sock.into_split();
+            let mut r = BufReader::new(r);
+            let mut seen = Vec::new();
+            w.write_all(b"220 smarthost.lan ESMTP\r\n")
+                .await
+                .expect("greet");
+            let mut after_text = false;
+            for reply in replies {
+                let mut line = String::new();
+                // The reply to the message text answers its ".", not a new command line.
+                if !std::mem::take(&mut after_text) {
+                    if r.read_line(&mut line).await.unwrap_or(0) == 0 {
+                        break;
+                    }
+                    seen.push(line.trim_end().to_owned());
+                }
+                if reply.is_empty() {
+                    // Never answer; hold the connection until the client drops it.
+                    let _ = r.read_line(&mut line).await;
+                    break;
+                }
+                w.write_all(reply.as_bytes()).await.expect("reply");
+                if reply.starts_with("354") {
+                    let mut text = String::new();
+                    while text != ".\r\n" {
+                        text.clear();
+                        if r.read_line(&mut text).await.unwrap_or(0) == 0 {
+                            break;
+                        }
+                        seen.push(format!("text: {}", text.trim_end()));
+                    }
+                    after_text = true;
+                }
+            }
+            seen
+        });
+        (port, task)
+    }
+
+    fn message(rcpts: &[&str]) -> DueMessage {
+        DueMessage {
+            id: QueueId::parse("006B0D30E2000000005B054E").expect("id"),
+            priority: Priority::NORMAL,
+            arrival: 0,
+            size: 30,
+            sender: "a@ship.test".into(),
+            recipients: rcpts.iter().map(|r| (*r).to_owned()).collect(),
+            dsn: MailDsn {
+                ret: Some(Ret::Hdrs),
+                envid: Some("order 42".into()),
+            },
+            rcpt_dsn: rcpts
+                .iter()
+                .map(|_| RcptDsn {
+                    notify: Some(Notify {
+                        success: true,
+                        failure: true,
+                        delay: false,
+                    }),
+                    orcpt: None,
+                })
+                .collect(),
+        }
+    }
+
+    const EHLO_DSN: &str = "250-smarthost.lan\r\n250-SIZE 100000\r\n250 DSN\r\n";
+
+    #[tokio::test]
+    async fn each_recipient_gets_its_own_reply_and_the_parameters_go_on() {
+        let (port, seen) = server(vec![
+            EHLO_DSN,
+            EHLO_DSN,
+            "250 2.1.0 ok\r\n",
+            "250 2.1.5 ok\r\n",
+            "452 4.5.3 too many recipients\r\n",
+            "550 5.1.1 no such user\r\n",
+            "354 go on\r\n",
+            "250 2.0.0 queued as 42\r\n",
+            "221 bye\r\n",
+        ])
+        .await;
+        let tls = SmarthostTls::None;
+        let hop = Hop {
+            host: "127.0.0.1",
+            port,
+            timeout: Duration::from_secs(10),
+            tls: &tls,
+        };
+        let conn = Connection::open(&hop, "gw.ship.test").await.expect("open");
+        assert!(conn.offers_dsn());
+        let msg = message(&["ok@lan.test", "busy@lan.test", "gone@lan.test"]);
+        let body = b"Subject: x\r\n\r\n.dot\r\nbody\r\n";
+        let (conn, outcomes) = conn.send(&hop, &msg, body).await;
+        conn.expect("kept").close(hop.timeout).await;
+        assert_eq!(outcomes.len(), 3);
+        assert_eq!(
+            outcomes[0],
+            ("ok@lan.test".into(), Outcome::Delivered(Handoff::Passed))
+        );
+        assert!(
+            matches!(&outcomes[1], (r, Outcome::Deferred(t)) if r == "busy@lan.test" && t.contains("452"))
+        );
+        assert!(
+            matches!(&outcomes[2], (r, Outcome::Failed { status, .. }) if r == "gone@lan.test" && status == "5.1.1")
+        );
+        let seen = seen.await.expect("server");
+        assert_eq!(
+            seen[2..5],
+            [
+                "MAIL FROM:<a@ship.test> SIZE=26 RET=HDRS ENVID=order+2042",
+                "RCPT TO:<ok@lan.test> NOTIFY=SUCCESS,FAILURE",
+                "RCPT TO:<busy@lan.test> NOTIFY=SUCCESS,FAILURE",
+            ]
+        );
+        // Dot-stuffed, and no blank line added before the end.
+        assert_eq!(
+            seen[7..],
+            [
+                "text: Subject: x",
+                "text: ",
+                "text: ..dot",
+                "text: body",
+                "text: .",
+                "QUIT"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_smarthost_that_stops_answering_defers_everything_and_is_let_go() {
+        let (port, seen) = server(vec![EHLO_DSN, "250 smarthost.lan\r\n", ""]).await;
+        let tls = SmarthostTls::None;
+        let hop = Hop {
+            host: "127.0.0.1",
+            port,
+            timeout: Duration::from_millis(500),
+            tls: &tls,
+        };
+        let conn = Connection::open(&hop, "gw.ship.test").await.expect("open");
+        assert!(!conn.offers_dsn());
+        let (conn, outcomes) = conn
+            .send(&hop, &message(&["a@lan.test", "b@lan.test"]), b"x\r\n")
+            .await;
+        assert!(conn.is_none());
+        assert_eq!(outcomes.len(), 2);
+        for (_, o) in &outcomes {
+            assert!(
+                matches!(o, Outcome::Deferred(t) if t.contains("no answer within")),
+                "{o:?}"
+            );
+        }
+        // Without DSN offered, no DSN parameter was sent.
+        assert_eq!(seen.await.expect("server")[2], "MAIL FROM:<a@ship.test>");
+    }
+
+    #[test]
+    fn a_refusal_keeps_its_code_and_enhanced_status() {
+        let r = parse_reply("550 5.1.1 no such user here\r\n");
+        assert_eq!(r.code, 550);
+        assert_eq!(r.enhanced.map(|e| e.to_string()).as_deref(), Some("5.1.1"));
+        match Outcome::from_reply("smarthost h:25", &r, Handoff::Relayed) {
+            Outcome::Failed { status, diagnostic } => {
+                assert_eq!(status, "5.1.1");
+                assert!(diagnostic.contains("550"), "{diagnostic}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let r = parse_reply("452 4.5.3 too many recipients\r\n");
+        assert!(matches!(
+            Outcome::from_reply("h", &r, Handoff::Relayed),
+            Outcome::Deferred(_)
+        ));
+    }
+
+    #[test]
+    fn a_multiline_response_keeps_its_lines() {
+        use lettre::transport::smtp::response::{Category, Code, Detail, Severity};
+        let r = Response::new(
+            Code::new(
+                Severity::PositiveCompletion,
+                Category::MailSystem,
+                Detail::Zero,
+            ),
+            vec!["smarthost.lan".into(), "SIZE 1000".into(), "DSN".into()],
+        );
+        let reply = reply_of(&r);
+        assert_eq!(reply.code, 250);
+        assert_eq!(reply.lines, ["smarthost.lan", "SIZE 1000", "DSN"]);
+        let ext = Extensions::from_ehlo(&reply);
+        assert!(ext.dsn);
+        assert_eq!(ext.size, Some(1000));
+    }
+}
