@@ -316,13 +316,19 @@ async fn starttls_to_the_smarthost_verifies_its_certificate() {
 /// class takes `RET`/`ENVID` off MAIL and `NOTIFY`/`ORCPT` off RCPT before aiosmtpd's own checks
 /// (which refuse any parameter they do not know with 555) and keeps them for the handler, which
 /// writes them, the connection's number and every RCPT it was asked into the stored file.
+///
+/// With `SINK_TLS` = "starttls" or "implicit" (and `SINK_CERT`, `SINK_KEY`) it requires STARTTLS
+/// or speaks TLS from the first byte; with `SINK_AUTH` = "name:password" it requires AUTH (over
+/// TLS) with that name and password. The stored file says whether the connection was encrypted
+/// and who logged in.
 const DSN_SINK: &str = r#"
-import asyncio, itertools, os, sys
+import asyncio, itertools, os, ssl, sys
 from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import SMTP
+from aiosmtpd.smtp import SMTP, AuthResult
 
 outdir, port, rcpt_log = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 connections = itertools.count(1)
+mode, account = os.environ.get("SINK_TLS", ""), os.environ.get("SINK_AUTH", "")
 
 def split(arg, keys):
     keep, dsn = [], []
@@ -367,9 +373,12 @@ class Sink:
         path = os.path.join(outdir, "%03d.eml" % self.n)
         with open(path + ".tmp", "wb") as f:
             f.write(("X-Envelope-From: %s\r\nX-Envelope-To: %s\r\nX-Sink-Connection: %d\r\n"
-                     "X-Sink-Mail-Dsn: %s\r\nX-Sink-Rcpt-Dsn: %s\r\n" % (
+                     "X-Sink-Mail-Dsn: %s\r\nX-Sink-Rcpt-Dsn: %s\r\nX-Sink-TLS: %s\r\n"
+                     "X-Sink-Auth: %s\r\n" % (
                 envelope.mail_from, ",".join(envelope.rcpt_tos), server.number,
-                " ".join(server.mail_dsn), " | ".join(server.rcpt_dsn))).encode())
+                " ".join(server.mail_dsn), " | ".join(server.rcpt_dsn),
+                "yes" if server.transport.get_extra_info("ssl_object") else "no",
+                session.auth_data or "")).encode())
             f.write(envelope.original_content)
         os.rename(path + ".tmp", path)
         return "250 OK stored"
@@ -378,9 +387,47 @@ class DsnController(Controller):
     def factory(self):
         return DsnSMTP(self.handler, **self.SMTP_kwargs)
 
-DsnController(Sink(), hostname="127.0.0.1", port=port).start()
+def check(server, session, envelope, mechanism, auth_data):
+    given = "%s:%s" % (auth_data.login.decode(), auth_data.password.decode())
+    # handled=False: aiosmtpd then answers a failure with 535 itself.
+    return AuthResult(success=given == account, handled=False, auth_data=auth_data.login.decode())
+
+options, wrap = {}, None
+if mode:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(os.environ["SINK_CERT"], os.environ["SINK_KEY"])
+    if mode == "starttls":
+        options.update(tls_context=context, require_starttls=True)
+    else:
+        wrap = context
+if account:
+    options.update(authenticator=check, auth_required=True, auth_require_tls=True)
+DsnController(Sink(), hostname="127.0.0.1", port=port, ssl_context=wrap, **options).start()
 asyncio.new_event_loop().run_forever()
 "#;
+
+/// Starts [`DSN_SINK`] on `port`, storing into `inbox` (its RCPT log beside it in `dir`), with
+/// `env` (`SINK_TLS`, ...), and waits until it accepts connections.
+async fn start_dsn_sink(
+    dir: &std::path::Path,
+    inbox: &std::path::Path,
+    port: u16,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> tokio::process::Child {
+    let script = dir.join("dsn_sink.py");
+    std::fs::write(&script, DSN_SINK).unwrap();
+    let sink = Command::new("python3")
+        .arg(&script)
+        .arg(inbox)
+        .arg(port.to_string())
+        .arg(dir.join("rcpt.log"))
+        .envs(env.iter().copied())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the DSN sink");
+    wait_listening(port).await;
+    sink
+}
 
 const SEND_DSN: &str = r#"
 import smtplib, sys
@@ -414,17 +461,7 @@ async fn a_round_goes_over_one_connection_with_a_reply_per_recipient_and_the_dsn
     let inbox = tmp.path().join("inbox");
     std::fs::create_dir(&inbox).unwrap();
     let port = free_port();
-    let script = tmp.path().join("dsn_sink.py");
-    std::fs::write(&script, DSN_SINK).unwrap();
-    let _sink = Command::new("python3")
-        .arg(&script)
-        .arg(&inbox)
-        .arg(port.to_string())
-        .arg(tmp.path().join("rcpt.log"))
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the DSN sink");
-    wait_listening(port).await;
+    let _sink = start_dsn_sink(tmp.path(), &inbox, port, &[]).await;
 
     let extra = format!("[delivery]\nsmarthost = \"127.0.0.1:{port}\"\ntimeout = \"10s\"\n");
     let gw = Gateway::start(tmp.path(), &routes("\"127.0.0.0/8\""), &extra).await;
@@ -510,5 +547,108 @@ async fn a_round_goes_over_one_connection_with_a_reply_per_recipient_and_the_dsn
         .lines()
         .find_map(|l| l.strip_prefix("skywave_success_reports_total "));
     assert!(matches!(reports, None | Some("0")), "{page}");
+    assert_eq!(gw.stop().await, 0);
+}
+
+/// [`DSN_SINK`] with TLS (`mode`: "starttls" or "implicit", its certificate `smarthost.pem`
+/// for "localhost" in `dir`) and, unless `account` is empty, AUTH as "name:password". Gives its
+/// inbox, its port and the process.
+async fn tls_sink(
+    dir: &std::path::Path,
+    mode: &str,
+    account: &str,
+) -> (std::path::PathBuf, u16, tokio::process::Child) {
+    let inbox = dir.join("inbox");
+    std::fs::create_dir(&inbox).unwrap();
+    certificate(dir, "smarthost", "localhost");
+    let port = free_port();
+    let (cert, key) = (dir.join("smarthost.pem"), dir.join("smarthost.key"));
+    let env = [
+        ("SINK_TLS", std::ffi::OsStr::new(mode)),
+        ("SINK_CERT", cert.as_os_str()),
+        ("SINK_KEY", key.as_os_str()),
+        ("SINK_AUTH", std::ffi::OsStr::new(account)),
+    ];
+    let sink = start_dsn_sink(dir, &inbox, port, &env).await;
+    (inbox, port, sink)
+}
+
+/// The smarthost of a shore station's relay: STARTTLS required, and AUTH with the account in
+/// `[delivery] auth_file`. A wrong password defers the mail (the gateway's configuration, not
+/// the mail, is at fault) and says so; the right one delivers it, over TLS, as that account.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_to_the_smarthost_goes_over_starttls_and_a_wrong_password_defers() {
+    if !have_aiosmtpd() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (inbox, port, _sink) = tls_sink(tmp.path(), "starttls", "gw-ship:s3cret").await;
+    let extra = |backoff: u32| {
+        format!(
+            "[delivery]\nsmarthost = \"localhost:{port}\"\ntimeout = \"10s\"\ntls = \"required\"\ntls_ca = \"smarthost.pem\"\nauth_file = \"relay.auth\"\n[spool]\nmin_backoff = {backoff}\nmax_backoff = {backoff}\n"
+        )
+    };
+    std::fs::write(tmp.path().join("relay.auth"), "gw-ship:wrong\n").unwrap();
+    let gw = Gateway::start(tmp.path(), &routes("\"127.0.0.0/8\""), &extra(600)).await;
+    let p = gw.smtp.port().to_string();
+    let (code, out, err) = python(SEND, &[&p, "ops@ship.test", "relayed"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let deadline = tokio::time::Instant::now() + STEP;
+    while !gw.log().contains("delivery deferred") {
+        assert!(tokio::time::Instant::now() < deadline, "{}", gw.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let log = gw.log();
+    assert!(
+        log.contains("AUTH as \"gw-ship\" failed (permanent error (535)"),
+        "{log}"
+    );
+    assert!(log.contains("check [delivery] auth_file"), "{log}");
+    assert!(
+        !log.contains("wrong"),
+        "the password is never logged: {log}"
+    );
+    assert!(wait_files(&inbox, 0).await.is_empty());
+    assert_eq!(gw.stop().await, 0);
+
+    std::fs::write(tmp.path().join("relay.auth"), "gw-ship:s3cret\n").unwrap();
+    let gw = Gateway::start(tmp.path(), &routes("\"127.0.0.0/8\""), &extra(1)).await;
+    let (code, out, err) = support::run(
+        support::skywave().to_str().unwrap(),
+        &["queue", "--config", gw.config.to_str().unwrap(), "flush"],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let files = wait_files(&inbox, 1).await;
+    assert_eq!(files.len(), 1, "{}", gw.log());
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(
+        text.contains("X-Sink-TLS: yes\r\nX-Sink-Auth: gw-ship\r\n"),
+        "{text}"
+    );
+    assert!(text.contains("Subject: relayed\r\n"), "{text}");
+    assert_eq!(gw.stop().await, 0);
+}
+
+/// A smarthost that speaks TLS from the first byte (SMTPS, port 465 style): `tls = "implicit"`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn implicit_tls_to_the_smarthost() {
+    if !have_aiosmtpd() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (inbox, port, _sink) = tls_sink(tmp.path(), "implicit", "").await;
+    let extra = format!(
+        "[delivery]\nsmarthost = \"localhost:{port}\"\ntimeout = \"10s\"\ntls = \"implicit\"\ntls_ca = \"smarthost.pem\"\n"
+    );
+    let gw = Gateway::start(tmp.path(), &routes("\"127.0.0.0/8\""), &extra).await;
+    let p = gw.smtp.port().to_string();
+    let (code, out, err) = python(SEND, &[&p, "ops@ship.test", "wrapped"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let files = wait_files(&inbox, 1).await;
+    assert_eq!(files.len(), 1, "{}", gw.log());
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(text.contains("X-Sink-TLS: yes\r\n"), "{text}");
+    assert!(text.contains("Subject: wrapped\r\n"), "{text}");
     assert_eq!(gw.stop().await, 0);
 }

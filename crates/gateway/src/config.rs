@@ -322,9 +322,30 @@ pub enum Delivery {
         port: u16,
         /// Time allowed to connect, and for each message's transaction.
         timeout: Duration,
-        /// STARTTLS towards it.
+        /// TLS towards it.
         tls: SmarthostTls,
+        /// The name and password it wants (`[delivery] auth_file`), sent only over TLS.
+        auth: Option<SmarthostAuth>,
     },
+}
+
+/// The name and password the smarthost wants (SMTP AUTH, PLAIN or LOGIN).
+#[derive(Clone, PartialEq, Eq)]
+pub struct SmarthostAuth {
+    /// The name.
+    pub user: String,
+    /// The password.
+    pub password: String,
+}
+
+impl std::fmt::Debug for SmarthostAuth {
+    // The configuration is logged at debug level: never the password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SmarthostAuth")
+            .field("user", &self.user)
+            .field("password", &"(hidden)")
+            .finish()
+    }
 }
 
 /// Line ends of the files written into a Maildir (`[delivery] line_ends`).
@@ -350,6 +371,11 @@ pub enum SmarthostTls {
     },
     /// STARTTLS or no delivery (the attempt is retried).
     Required {
+        /// Extra trusted root certificates, PEM (beside the public web roots).
+        ca: Option<Vec<u8>>,
+    },
+    /// TLS from the first byte (SMTPS, RFC 8314; port 465).
+    Implicit {
         /// Extra trusted root certificates, PEM (beside the public web roots).
         ca: Option<Vec<u8>>,
     },
@@ -463,6 +489,7 @@ struct RawDelivery {
     timeout: Option<Secs>,
     tls: Option<Spanned<String>>,
     tls_ca: Option<Spanned<String>>,
+    auth_file: Option<Spanned<String>>,
     line_ends: Option<Spanned<String>>,
 }
 
@@ -776,21 +803,54 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
                     None | Some((_, "none")) => SmarthostTls::None,
                     Some((_, "opportunistic")) => SmarthostTls::Opportunistic { ca },
                     Some((_, "required")) => SmarthostTls::Required { ca },
+                    Some((_, "implicit")) => SmarthostTls::Implicit { ca },
                     Some((t, other)) => {
                         err(
                             t.span(),
                             format!(
-                                "tls = {other:?}; expected \"none\", \"opportunistic\" or \"required\""
+                                "tls = {other:?}; expected \"none\", \"opportunistic\", \"required\" or \"implicit\""
                             ),
                         );
                         SmarthostTls::None
                     }
                 };
+                let auth = raw.delivery.auth_file.as_ref().and_then(|a| {
+                    if matches!(tls, SmarthostTls::None | SmarthostTls::Opportunistic { .. }) {
+                        err(
+                            a.span(),
+                            "auth_file needs tls = \"required\" or \"implicit\": the password \
+                             is only sent over TLS"
+                                .to_owned(),
+                        );
+                    }
+                    match read_users(&path(a)) {
+                        Ok(users) if users.len() == 1 => users
+                            .into_iter()
+                            .next()
+                            .map(|(user, password)| SmarthostAuth { user, password }),
+                        Ok(users) => {
+                            err(
+                                a.span(),
+                                format!(
+                                    "auth_file {} has {} \"name:password\" lines; expected one",
+                                    path(a).display(),
+                                    users.len()
+                                ),
+                            );
+                            None
+                        }
+                        Err(message) => {
+                            err(a.span(), message.replacen("users_file", "auth_file", 1));
+                            None
+                        }
+                    }
+                });
                 Delivery::Smarthost {
                     host,
                     port,
                     timeout: Duration::from_secs(raw.delivery.timeout.map_or(60, |t| t.0)),
                     tls,
+                    auth,
                 }
             }
             None => {
@@ -1148,7 +1208,8 @@ fn read_ca(file: &Path) -> Result<Vec<u8>, String> {
     Ok(pem)
 }
 
-/// Reads a users file: one `name:password` per line; blank lines and `#` comments ignored.
+/// Reads a users file (or the smarthost's `auth_file`): one `name:password` per line; blank
+/// lines and `#` comments ignored.
 fn read_users(path: &Path) -> Result<Vec<(String, String)>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read users_file {}: {e}", path.display()))?;
@@ -1557,7 +1618,7 @@ mod tests {
         let msg = parse_in("tls = \"yes\"\n").unwrap_err().to_string();
         assert!(
             msg.contains(
-                "skywave.toml:6:7: error: tls = \"yes\"; expected \"none\", \"opportunistic\" or \"required\""
+                "skywave.toml:6:7: error: tls = \"yes\"; expected \"none\", \"opportunistic\", \"required\" or \"implicit\""
             ),
             "{msg}"
         );
@@ -1570,6 +1631,60 @@ mod tests {
         );
         let msg = parse_in("tls_ca = \"junk.pem\"\n").unwrap_err().to_string();
         assert!(msg.contains("holds no usable PEM certificate"), "{msg}");
+        assert_eq!(
+            tls_of(parse_in("tls = \"implicit\"\n").unwrap()),
+            SmarthostTls::Implicit { ca: None }
+        );
+    }
+
+    #[test]
+    fn smarthost_auth_goes_only_over_tls() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("auth"),
+            "# the relay's account\ngw:s3cret\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("two"), "a:b\nc:d\n").unwrap();
+        let parse_in = |extra: &str| {
+            parse(
+                "skywave.toml",
+                &format!("{GOOD}[delivery]\nsmarthost = \"relay.lan:587\"\n{extra}"),
+                dir.path(),
+            )
+        };
+        let c = parse_in("tls = \"required\"\nauth_file = \"auth\"\n").unwrap();
+        let Delivery::Smarthost {
+            auth: Some(auth), ..
+        } = c.delivery
+        else {
+            panic!("{:?}", c.delivery)
+        };
+        assert_eq!(
+            (auth.user.as_str(), auth.password.as_str()),
+            ("gw", "s3cret")
+        );
+        assert!(!format!("{auth:?}").contains("s3cret"));
+        let msg = parse_in("tls = \"opportunistic\"\nauth_file = \"auth\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains(
+                "skywave.toml:7:13: error: auth_file needs tls = \"required\" or \"implicit\""
+            ),
+            "{msg}"
+        );
+        let msg = parse_in("tls = \"implicit\"\nauth_file = \"two\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("has 2 \"name:password\" lines; expected one"),
+            "{msg}"
+        );
+        let msg = parse_in("tls = \"implicit\"\nauth_file = \"none\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("cannot read auth_file"), "{msg}");
     }
 
     #[test]

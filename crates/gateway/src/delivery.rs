@@ -217,6 +217,7 @@ pub async fn run(ctx: Arc<DeliveryContext>, mut shutdown: watch::Receiver<bool>)
                     port,
                     timeout,
                     tls,
+                    auth,
                 },
                 _,
             ) => {
@@ -225,6 +226,7 @@ pub async fn run(ctx: Arc<DeliveryContext>, mut shutdown: watch::Receiver<bool>)
                     port: *port,
                     timeout: *timeout,
                     tls,
+                    auth: auth.as_ref(),
                 };
                 smarthost_round(&ctx, &hop, due, &shutdown).await;
             }

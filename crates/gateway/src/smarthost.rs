@@ -14,6 +14,8 @@
 //!   ([`Handoff::Passed`]). To one that does not, this gateway reports `relayed`.
 //! - **SIZE** (RFC 1870) when offered, so a smarthost refuses an oversized message before its
 //!   text crosses the LAN; `BODY=8BITMIME` and `SMTPUTF8` when the message needs them.
+//! - **TLS and AUTH** as `[delivery]` says: STARTTLS (opportunistic or required) or TLS from
+//!   the first byte (port 465), and a name and password (PLAIN or LOGIN) only over TLS.
 //! - **One connection for a round**: the messages of a round share it, and it is closed (QUIT)
 //!   at the end of the round, or dropped when it breaks.
 //! - **The message byte for byte.** The queued text ends with CRLF and lettre writes CRLF "."
@@ -27,6 +29,7 @@
 use std::time::Duration;
 
 use lettre::Address;
+use lettre::transport::smtp::authentication::{Credentials, Mechanism};
 use lettre::transport::smtp::client::{AsyncSmtpConnection, Tls, TlsParameters};
 use lettre::transport::smtp::commands::{Data, Ehlo, Mail, Quit, Rcpt, Rset};
 use lettre::transport::smtp::extension::{
@@ -36,7 +39,7 @@ use lettre::transport::smtp::response::Response;
 use skywave_smtp::{Extensions, Reply, ReplyParser};
 use skywave_spool::{DueMessage, Handoff};
 
-use crate::config::SmarthostTls;
+use crate::config::{SmarthostAuth, SmarthostTls};
 use crate::outcome::Outcome;
 
 /// The smarthost, as the deliveries of a round see it.
@@ -48,8 +51,11 @@ pub struct Hop<'a> {
     pub port: u16,
     /// Time allowed for the connection, and for each message's transaction.
     pub timeout: Duration,
-    /// STARTTLS towards it.
+    /// TLS towards it.
     pub tls: &'a SmarthostTls,
+    /// The name and password it wants, if any (sent only over TLS: the configuration sees to
+    /// it).
+    pub auth: Option<&'a SmarthostAuth>,
 }
 
 impl Hop<'_> {
@@ -98,11 +104,15 @@ impl Connection {
     async fn open_inner(hop: &Hop<'_>, hello: &str) -> Result<Connection, String> {
         let hello = ClientId::Domain(hello.to_owned());
         let tls = tls_parameters(hop.host, hop.tls).map_err(|e| format!("TLS set-up: {e}"))?;
+        let implicit = match &tls {
+            Tls::Wrapper(p) => Some(p.clone()),
+            _ => None,
+        };
         let mut conn = AsyncSmtpConnection::connect_tokio1(
             (hop.host, hop.port),
             Some(hop.timeout),
             &hello,
-            None,
+            implicit,
             None,
         )
         .await
@@ -113,6 +123,19 @@ impl Connection {
             _ => Ok(()),
         }
         .map_err(|e| format!("STARTTLS: {e}"))?;
+        if let Some(a) = hop.auth {
+            // A refusal (535) is this gateway's configuration, not the mail's fault: the error
+            // defers the round's mail and says why.
+            let credentials = Credentials::new(a.user.clone(), a.password.clone());
+            conn.auth(&[Mechanism::Plain, Mechanism::Login], &credentials)
+                .await
+                .map_err(|e| {
+                    format!(
+                        "AUTH as {:?} failed ({e}); check [delivery] auth_file",
+                        a.user
+                    )
+                })?;
+        }
         let ehlo = conn
             .command(Ehlo::new(hello))
             .await
@@ -428,6 +451,7 @@ pub fn tls_parameters(
         SmarthostTls::None => Tls::None,
         SmarthostTls::Opportunistic { ca } => Tls::Opportunistic(params(ca)?),
         SmarthostTls::Required { ca } => Tls::Required(params(ca)?),
+        SmarthostTls::Implicit { ca } => Tls::Wrapper(params(ca)?),
     })
 }
 
@@ -534,6 +558,7 @@ mod tests {
             port,
             timeout: Duration::from_secs(10),
             tls: &tls,
+            auth: None,
         };
         let conn = Connection::open(&hop, "gw.ship.test").await.expect("open");
         assert!(conn.offers_dsn());
@@ -584,6 +609,7 @@ mod tests {
             port,
             timeout: Duration::from_millis(500),
             tls: &tls,
+            auth: None,
         };
         let conn = Connection::open(&hop, "gw.ship.test").await.expect("open");
         assert!(!conn.offers_dsn());
