@@ -7,7 +7,8 @@
 //! a whole transaction and sends no parameters beyond `BODY` and `SMTPUTF8`:
 //! - **One reply per recipient.** Each RCPT's reply decides that recipient: a 550 for one
 //!   address bounces that one while the others are delivered in the same transaction, and a 4xx
-//!   (say 452, too many recipients) defers only its own.
+//!   defers only its own. A 452 (too many recipients) after others were taken sends those
+//!   recipients again at once, in the next transaction, as RFC 5321 section 4.5.3.1.10 asks.
 //! - **DSN passed on** (RFC 3461 section 6.2): to a smarthost that offers `DSN`, MAIL carries
 //!   the sender's `RET` and `ENVID` and each RCPT its `NOTIFY` and `ORCPT`, so the next hop
 //!   reports success (or nothing, for `NOTIFY=NEVER`) and this gateway does not
@@ -161,28 +162,33 @@ impl Connection {
         body: &[u8],
     ) -> (Option<Connection>, Vec<(String, Outcome)>) {
         let mut decided = Vec::with_capacity(msg.recipients.len());
-        let txn = self.transaction(hop, msg, body, &mut decided);
-        let kept = match tokio::time::timeout(hop.timeout, txn).await {
-            Ok(Ok(())) => Some(self),
-            broken => {
-                let why = match broken {
-                    Ok(Err(Broken(why))) => why,
-                    _ => format!(
-                        "{}: no answer within {} s",
-                        hop.name(),
-                        hop.timeout.as_secs()
-                    ),
-                };
-                // Dropped, not aborted: lettre's abort says QUIT and waits for the reply of a
-                // server that may never answer.
-                drop(self);
-                let done: Vec<String> = decided.iter().map(|(r, _)| r.clone()).collect();
-                for r in &msg.recipients {
-                    if !done.contains(r) {
-                        decided.push((r.clone(), Outcome::Deferred(why.clone())));
+        let mut pending: Vec<&str> = msg.recipients.iter().map(String::as_str).collect();
+        // Bounded: a transaction that gives back recipients delivered at least one other.
+        let kept = loop {
+            let txn = self.transaction(hop, msg, &pending, body, &mut decided);
+            match tokio::time::timeout(hop.timeout, txn).await {
+                Ok(Ok(more)) if !more.is_empty() => pending = more,
+                Ok(Ok(_)) => break Some(self),
+                broken => {
+                    let why = match broken {
+                        Ok(Err(Broken(why))) => why,
+                        _ => format!(
+                            "{}: no answer within {} s",
+                            hop.name(),
+                            hop.timeout.as_secs()
+                        ),
+                    };
+                    // Dropped, not aborted: lettre's abort says QUIT and waits for the reply of a
+                    // server that may never answer.
+                    drop(self);
+                    let done: Vec<String> = decided.iter().map(|(r, _)| r.clone()).collect();
+                    for r in &msg.recipients {
+                        if !done.contains(r) {
+                            decided.push((r.clone(), Outcome::Deferred(why.clone())));
+                        }
                     }
+                    break None;
                 }
-                None
             }
         };
         // In the message's order, as the log and the records read best.
@@ -190,13 +196,18 @@ impl Connection {
         (kept, decided)
     }
 
-    async fn transaction(
+    /// One transaction of `msg` for the recipients `pending`, each decided into `decided`,
+    /// except those refused with 452 (too many recipients, RFC 5321 section 4.5.3.1.10) in a
+    /// transaction that delivered others: those are given back for the next transaction, at
+    /// once, rather than waiting out a retry.
+    async fn transaction<'m>(
         &mut self,
         hop: &Hop<'_>,
-        msg: &DueMessage,
+        msg: &'m DueMessage,
+        pending: &[&str],
         body: &[u8],
         decided: &mut Vec<(String, Outcome)>,
-    ) -> Result<(), Broken> {
+    ) -> Result<Vec<&'m str>, Broken> {
         let peer = hop.name();
         let broken =
             |what: &str, e: lettre::transport::smtp::Error| Broken(format!("{peer}: {what}: {e}"));
@@ -225,12 +236,15 @@ impl Connection {
                         ),
                     };
                     all(decided, &msg.recipients, o);
-                    return Ok(());
+                    return Ok(Vec::new());
                 }
             }
         };
-        let mut to = Vec::with_capacity(msg.recipients.len());
+        let mut to = Vec::with_capacity(pending.len());
         for (i, r) in msg.recipients.iter().enumerate() {
+            if !pending.contains(&r.as_str()) {
+                continue;
+            }
             match r.parse::<Address>() {
                 Ok(a) => to.push((r, a, msg.rcpt_dsn.get(i).cloned().unwrap_or_default())),
                 Err(e) => decided.push((
@@ -243,7 +257,7 @@ impl Connection {
             }
         }
         if to.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let undecided: Vec<String> = to.iter().map(|(r, _, _)| (*r).clone()).collect();
         let params = match self.mail_parameters(msg, body, &to) {
@@ -254,7 +268,7 @@ impl Connection {
                     &undecided,
                     Outcome::Deferred(format!("{peer}: {why}")),
                 );
-                return Ok(());
+                return Ok(Vec::new());
             }
         };
         let dsn = self.offers.dsn;
@@ -263,12 +277,13 @@ impl Connection {
             Answer::Reply(r) if r.is_positive() => {}
             Answer::Reply(r) => {
                 all(decided, &undecided, Outcome::from_reply(&peer, &r, how));
-                return Ok(());
+                return Ok(Vec::new());
             }
             Answer::Broken(e) => return Err(broken("MAIL", e)),
         }
         self.dirty = true;
         let mut accepted = Vec::with_capacity(to.len());
+        let mut too_many = Vec::new();
         for (r, address, rdsn) in to {
             let mut params = Vec::new();
             if dsn {
@@ -288,6 +303,7 @@ impl Connection {
             }
             match answer(self.conn.command(Rcpt::new(address, params)).await) {
                 Answer::Reply(reply) if reply.is_positive() => accepted.push(r.clone()),
+                Answer::Reply(reply) if reply.code == 452 => too_many.push((r, reply)),
                 Answer::Reply(reply) => {
                     decided.push((r.clone(), Outcome::from_reply(&peer, &reply, how)));
                 }
@@ -295,14 +311,30 @@ impl Connection {
             }
         }
         if accepted.is_empty() {
-            // Nothing to send: end the transaction before the next one.
-            return Ok(());
+            // Nothing to send: end the transaction before the next one. The 452s are this
+            // attempt's answer: a retry will tell.
+            for (r, reply) in too_many {
+                decided.push((r.clone(), Outcome::from_reply(&peer, &reply, how)));
+            }
+            return Ok(Vec::new());
         }
+        // The others go in the next transaction if this one delivers, and wait otherwise.
+        let mut again: Vec<&str> = Vec::new();
+        let mut give_back = |delivered: bool, decided: &mut Vec<(String, Outcome)>| {
+            for (r, reply) in &too_many {
+                if delivered {
+                    again.push(r.as_str());
+                } else {
+                    decided.push(((*r).clone(), Outcome::from_reply(&peer, reply, how)));
+                }
+            }
+        };
         match answer(self.conn.command(Data).await) {
             Answer::Reply(r) if r.code == 354 => {}
             Answer::Reply(r) => {
                 all(decided, &accepted, Outcome::from_reply(&peer, &r, how));
-                return Ok(());
+                give_back(false, decided);
+                return Ok(again);
             }
             Answer::Broken(e) => return Err(broken("DATA", e)),
         }
@@ -312,7 +344,8 @@ impl Connection {
                 // The transaction is over, whatever the reply.
                 self.dirty = false;
                 all(decided, &accepted, Outcome::from_reply(&peer, &r, how));
-                Ok(())
+                give_back(r.is_positive(), decided);
+                Ok(again)
             }
             Answer::Broken(e) => Err(broken("the message text", e)),
         }
@@ -547,8 +580,18 @@ mod tests {
             "250 2.1.5 ok\r\n",
             "452 4.5.3 too many recipients\r\n",
             "550 5.1.1 no such user\r\n",
+            "452 4.5.3 too many recipients\r\n",
             "354 go on\r\n",
             "250 2.0.0 queued as 42\r\n",
+            // The two refused with 452 go again at once, in a second transaction ...
+            "250 2.1.0 ok\r\n",
+            "250 2.1.5 ok\r\n",
+            "452 4.5.3 too many recipients\r\n",
+            "354 go on\r\n",
+            "250 2.0.0 queued as 43\r\n",
+            // ... and the one refused again in a third, where nothing is taken: it waits.
+            "250 2.1.0 ok\r\n",
+            "452 4.5.3 too many recipients\r\n",
             "221 bye\r\n",
         ])
         .await;
@@ -562,42 +605,45 @@ mod tests {
         };
         let conn = Connection::open(&hop, "gw.ship.test").await.expect("open");
         assert!(conn.offers_dsn());
-        let msg = message(&["ok@lan.test", "busy@lan.test", "gone@lan.test"]);
+        let rcpts = [
+            "ok@lan.test",
+            "busy@lan.test",
+            "gone@lan.test",
+            "late@lan.test",
+        ];
+        let msg = message(&rcpts);
         let body = b"Subject: x\r\n\r\n.dot\r\nbody\r\n";
         let (conn, outcomes) = conn.send(&hop, &msg, body).await;
         conn.expect("kept").close(hop.timeout).await;
-        assert_eq!(outcomes.len(), 3);
-        assert_eq!(
-            outcomes[0],
-            ("ok@lan.test".into(), Outcome::Delivered(Handoff::Passed))
-        );
-        assert!(
-            matches!(&outcomes[1], (r, Outcome::Deferred(t)) if r == "busy@lan.test" && t.contains("452"))
-        );
+        let passed = Outcome::Delivered(Handoff::Passed);
+        assert_eq!(outcomes.len(), 4);
+        assert_eq!(outcomes[0], ("ok@lan.test".into(), passed.clone()));
+        assert_eq!(outcomes[1], ("busy@lan.test".into(), passed));
         assert!(
             matches!(&outcomes[2], (r, Outcome::Failed { status, .. }) if r == "gone@lan.test" && status == "5.1.1")
         );
+        assert!(
+            matches!(&outcomes[3], (r, Outcome::Deferred(t)) if r == "late@lan.test" && t.contains("452"))
+        );
         let seen = seen.await.expect("server");
-        assert_eq!(
-            seen[2..5],
-            [
-                "MAIL FROM:<a@ship.test> SIZE=26 RET=HDRS ENVID=order+2042",
-                "RCPT TO:<ok@lan.test> NOTIFY=SUCCESS,FAILURE",
-                "RCPT TO:<busy@lan.test> NOTIFY=SUCCESS,FAILURE",
-            ]
-        );
+        let mail = "MAIL FROM:<a@ship.test> SIZE=26 RET=HDRS ENVID=order+2042";
+        let rcpt = |r: &str| format!("RCPT TO:<{r}> NOTIFY=SUCCESS,FAILURE");
         // Dot-stuffed, and no blank line added before the end.
-        assert_eq!(
-            seen[7..],
-            [
-                "text: Subject: x",
-                "text: ",
-                "text: ..dot",
-                "text: body",
-                "text: .",
-                "QUIT"
-            ]
-        );
+        let text = [
+            "text: Subject: x",
+            "text: ",
+            "text: ..dot",
+            "text: body",
+            "text: .",
+        ];
+        let mut expected: Vec<String> = vec![mail.into()];
+        expected.extend(rcpts.iter().map(|r| rcpt(r)));
+        expected.push("DATA".into());
+        expected.extend(text.iter().map(|t| (*t).to_owned()));
+        expected.extend([mail.into(), rcpt(rcpts[1]), rcpt(rcpts[3]), "DATA".into()]);
+        expected.extend(text.iter().map(|t| (*t).to_owned()));
+        expected.extend([mail.into(), rcpt(rcpts[3]), "QUIT".into()]);
+        assert_eq!(seen[2..], expected[..]);
     }
 
     #[tokio::test]
