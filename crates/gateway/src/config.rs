@@ -610,7 +610,7 @@ impl<'de> Deserialize<'de> for Secs {
                     })
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Secs, E> {
-                parse_duration(v).map(Secs).ok_or_else(|| {
+                skywave_route::parse_duration(v).map(Secs).ok_or_else(|| {
                     E::custom(format!(
                         "{v:?} is not a duration; expected a number with a unit s, m, h or d, \
                          such as \"90s\" or \"5d\""
@@ -620,20 +620,6 @@ impl<'de> Deserialize<'de> for Secs {
         }
         d.deserialize_any(V)
     }
-}
-
-fn parse_duration(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let number: u64 = s[..split].parse().ok()?;
-    let factor = match s[split..].trim() {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => return None,
-    };
-    number.checked_mul(factor).filter(|&n| n > 0)
 }
 
 // ---- loading ------------------------------------------------------------------------------
@@ -888,7 +874,9 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
         let after = match v.get_ref() {
             toml::Value::Boolean(false) => Some(None),
             toml::Value::Integer(n) => u64::try_from(*n).ok().filter(|&n| n > 0).map(Some),
-            toml::Value::String(t) => parse_duration(t).filter(|&n| n > 0).map(Some),
+            toml::Value::String(t) => skywave_route::parse_duration(t)
+                .filter(|&n| n > 0)
+                .map(Some),
             _ => None,
         };
         match after {

@@ -385,6 +385,16 @@ pub async fn start_with(
             )),
         ),
         (
+            "peer fallback",
+            tokio::spawn(crate::fallback::run(
+                Arc::clone(&spool),
+                Arc::clone(&routes),
+                clock,
+                Arc::clone(&hf_wake),
+                shutdown_rx.clone(),
+            )),
+        ),
+        (
             "EMCON switch",
             tokio::spawn(emcon::follow(
                 config.state_dir.clone(),

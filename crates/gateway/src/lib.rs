@@ -26,6 +26,7 @@ pub mod delivery;
 pub mod demo;
 pub(crate) mod durable;
 pub mod emcon;
+pub mod fallback;
 pub mod fleet;
 pub mod hf;
 pub mod intake;

@@ -46,6 +46,11 @@ pub(crate) fn success_reported() {
     metrics::counter!("skywave_success_reports_total").increment(1);
 }
 
+/// Counts recipients moved from a peer to its fallback after waiting too long for it.
+pub(crate) fn fell_back(recipients: u64) {
+    metrics::counter!("skywave_fallback_total").increment(recipients);
+}
+
 /// A sender was told its message is delayed (a DSN with `Action: delayed`).
 pub(crate) fn delay_warned() {
     metrics::counter!("skywave_delay_warnings_total").increment(1);

@@ -41,6 +41,9 @@ pub struct Status {
     /// The peers with a radio schedule and where it stands now, one line each, by name
     /// (empty when the routing table cannot be read: `skywave routes check` says why).
     pub schedules: Vec<String>,
+    /// The peers with a fallback, one line each, by name (empty when the routing table cannot
+    /// be read).
+    pub fallbacks: Vec<String>,
 }
 
 /// Sessions shown by `skywave status`.
@@ -75,11 +78,12 @@ pub fn read(config: &Config) -> skywave_spool::Result<Status> {
             .into_iter()
             .map(|(name, memory)| format!("{name}: {memory}"))
             .collect(),
-        schedules: skywave_route::RoutingTable::load(&config.routes)
-            .map(|table| schedules(&table, now))
-            .unwrap_or_default(),
         ..Status::default()
     };
+    if let Ok(table) = skywave_route::RoutingTable::load(&config.routes) {
+        status.schedules = schedules(&table, now);
+        status.fallbacks = fallbacks(&table);
+    }
     for entry in spool.entries()? {
         let entry = entry?;
         match entry.state {
@@ -181,6 +185,15 @@ pub fn render(status: &Status) -> String {
             let _ = writeln!(out, "  {line}");
         }
     }
+    if !status.fallbacks.is_empty() {
+        let _ = writeln!(
+            out,
+            "fallbacks (mail still waiting that long after its arrival moves on):"
+        );
+        for line in &status.fallbacks {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
     let _ = writeln!(out, "HMTP peers, as remembered across restarts:");
     if status.links.is_empty() {
         let _ = writeln!(out, "  (none)");
@@ -206,6 +219,23 @@ fn schedules(table: &skywave_route::RoutingTable, now: u64) -> Vec<String> {
                 "{:<20} {schedule}: {}{bypass}",
                 p.name,
                 schedule.state_at(now).describe(now)
+            ))
+        })
+        .collect()
+}
+
+/// One line per peer with a fallback: after how long its mail goes where.
+fn fallbacks(table: &skywave_route::RoutingTable) -> Vec<String> {
+    table
+        .peers()
+        .iter()
+        .filter_map(|p| {
+            let fb = p.fallback.as_ref()?;
+            Some(format!(
+                "{:<20} after {}: to {}",
+                p.name,
+                skywave_route::duration_text(fb.after),
+                fb.peer
             ))
         })
         .collect()
@@ -296,6 +326,31 @@ mod tests {
         // A peer without one is not listed, and without any the section is left out.
         assert!(!shown.contains("ship2"), "{shown}");
         assert!(!render(&Status::default()).contains("radio schedules"));
+    }
+
+    #[test]
+    fn peers_with_a_fallback_say_where_their_mail_goes() {
+        let table = skywave_route::RoutingTable::parse(
+            "routes.toml",
+            "[[peer]]\nname = \"shore-sat\"\nprotocol = \"smtp\"\ntcp_address = \"mail.shore:25\"\n\
+             fallback = \"shore-hf\"\nfallback_after = 5400\n\
+             [[peer]]\nname = \"shore-hf\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n\
+             [[route]]\nmatch = \"a.example\"\nto = \"shore-sat\"\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let status = Status {
+            fallbacks: fallbacks(&table),
+            ..Status::default()
+        };
+        assert!(
+            render(&status).contains(
+                "fallbacks (mail still waiting that long after its arrival moves on):\n  \
+                 shore-sat            after 90 min: to shore-hf\n"
+            ),
+            "{}",
+            render(&status)
+        );
+        assert!(!render(&Status::default()).contains("fallbacks"));
     }
 
     #[test]

@@ -1612,3 +1612,74 @@ async fn success_reports_come_from_the_gateway_that_delivers_and_never_means_nev
     assert_eq!(pair.shore.spool().entries().unwrap().count(), 0);
     pair.stop().await;
 }
+
+/// A peer with a fallback (`fallback = "shore"`, `fallback_after = "10m"`): mail for
+/// ops@shore.example is routed to "shore-far", a node that never answers, and after ten minutes
+/// it goes to "shore" instead and arrives, once; the rest of the ship's mail for the shore went
+/// at once all along.
+#[tokio::test(start_paused = true)]
+async fn mail_that_waited_too_long_for_its_peer_goes_to_the_fallback() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), "deflate");
+    o.ship_peer_extra =
+        "\n[[peer]]\nname = \"shore-far\"\nnode = \"0.0.9.9\"\nprotocol = \"hmtp\"\n\
+                         fallback = \"shore\"\nfallback_after = \"10m\"\n\n\
+                         [[route]]\nmatch = \"ops@shore.example\"\nto = \"shore-far\"\n"
+            .into();
+    let pair = Pair::start(&o).await.unwrap();
+    let start = tokio::time::Instant::now();
+    let far = submit_as_alice(
+        &pair,
+        1,
+        message("alice@ship.example", "ops@shore.example", 1, 2000),
+    )
+    .await;
+    let near = message("alice@ship.example", "desk@shore.example", 2, 2000);
+    pair.ship
+        .submit("alice@ship.example", &["desk@shore.example"], &near)
+        .await
+        .unwrap();
+    // The one for the shore's desk goes at once; the one for ops waits for shore-far.
+    let got = wait_for(&pair.shore_maildir, 1, Duration::from_secs(300)).await;
+    assert_eq!(got.len(), 1, "{:?}", got.keys());
+    assert!(
+        got.contains_key("<2.alice@ship.example>"),
+        "{:?}",
+        got.keys()
+    );
+    let got = wait_for(&pair.shore_maildir, 2, Duration::from_secs(540)).await;
+    assert_eq!(got.len(), 1, "too early: {:?}", got.keys());
+    // After ten minutes it goes to the shore, once.
+    let got = wait_for(&pair.shore_maildir, 2, Duration::from_secs(600)).await;
+    let waited = start.elapsed();
+    assert!(
+        got.contains_key(&far.0),
+        "{:?} after {waited:?}",
+        got.keys()
+    );
+    assert!(
+        waited >= Duration::from_secs(600) && waited < Duration::from_secs(900),
+        "{waited:?}"
+    );
+    let sent = vec![far, ("<2.alice@ship.example>".to_owned(), near)];
+    all_arrive_once(&pair, &sent).await;
+    // Both went to the shore's node by the peer "shore"; nothing reached "shore-far".
+    let ship = pair.ship.hf().transfers();
+    let out = outgoing(&ship);
+    assert!(
+        out.iter()
+            .filter(|r| r.accepted > 0)
+            .all(|r| r.peer == "shore"),
+        "{out:#?}"
+    );
+    assert_eq!(
+        out.iter()
+            .filter(|r| r.peer == "shore")
+            .map(|r| r.accepted)
+            .sum::<u64>(),
+        2,
+        "{out:#?}"
+    );
+    assert_eq!(pair.ship.spool().entries().unwrap().count(), 0);
+    pair.stop().await;
+}

@@ -13,7 +13,8 @@ use toml::Spanned;
 
 use crate::diag::{Diagnostic, Severity};
 use crate::model::{
-    AckMode, Bearer, Cidr, Compression, Group, GroupBearer, Lan, Peer, Priority, Protocol,
+    AckMode, Bearer, Cidr, Compression, DEFAULT_FALLBACK_AFTER, Fallback, Group, GroupBearer, Lan,
+    Peer, Priority, Protocol,
 };
 use crate::pattern::Pattern;
 use crate::schedule::Schedule;
@@ -104,6 +105,8 @@ struct RawPeer {
     ip: Option<Spanned<String>>,
     schedule: Option<Spanned<Vec<Spanned<String>>>>,
     schedule_bypass: Option<Spanned<IntOrStr>>,
+    fallback: Option<Spanned<String>>,
+    fallback_after: Option<Spanned<IntOrStr>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -364,7 +367,7 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<RoutingTable, Vec<Diagnost
     }
 
     // Peers that no route uses: probably a typo in a route or a leftover. A member of a group
-    // that routes use is reached through it.
+    // that routes use is reached through it, and a fallback through the peer it stands behind.
     for (i, (peer, span)) in peers.iter().enumerate() {
         let used = rules.iter().any(|r| match r.target {
             Target::Peer(p) => p == i,
@@ -372,7 +375,9 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<RoutingTable, Vec<Diagnost
                 .get(g)
                 .is_some_and(|(g, _)| g.members.contains(&peer.name)),
             Target::Lan => false,
-        });
+        }) || peers
+            .iter()
+            .any(|(p, _)| p.fallback.as_ref().is_some_and(|f| f.peer == peer.name));
         if !used {
             ck.warning(
                 span.clone(),
@@ -677,6 +682,7 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
             }
         };
         let (schedule, schedule_bypass) = check_schedule(ck, p, &name, protocol);
+        let fallback = check_fallback_after(ck, p, &name);
         if duplicate.is_some() {
             continue;
         }
@@ -699,12 +705,113 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 ip,
                 schedule,
                 schedule_bypass,
+                fallback,
                 line,
             },
             header,
         ));
     }
+    check_fallbacks(ck, raw, &mut peers);
     peers
+}
+
+/// A peer's `fallback` with its `fallback_after` (the peer it names is checked by
+/// [`check_fallbacks`], once every peer is known).
+fn check_fallback_after(ck: &mut Checker<'_>, p: &RawPeer, name: &str) -> Option<Fallback> {
+    let after = p.fallback_after.as_ref().and_then(|v| {
+        let parsed = match v.get_ref() {
+            IntOrStr::Int(n) => u64::try_from(*n).ok().filter(|&n| n > 0),
+            IntOrStr::Str(s) => crate::model::parse_duration(s),
+        };
+        if parsed.is_none() {
+            ck.error(
+                v.span(),
+                "fallback_after is not a duration; expected seconds, or a number with a unit s, m, h or d, such as \"30m\""
+                    .to_owned(),
+            );
+        }
+        parsed
+    });
+    match (&p.fallback, &p.fallback_after) {
+        (Some(f), _) => Some(Fallback {
+            peer: f.get_ref().clone(),
+            after: after.unwrap_or(DEFAULT_FALLBACK_AFTER),
+        }),
+        (None, Some(v)) => {
+            ck.error(
+                v.span(),
+                format!(
+                    "fallback_after without fallback: say which peer takes the mail of peer \"{name}\" that waited that long (fallback = \"name\")"
+                ),
+            );
+            None
+        }
+        (None, None) => None,
+    }
+}
+
+/// Every `fallback` names another peer that can take unicast mail, and following them never
+/// comes back to where it started (mail would go round for ever). A fallback that does not
+/// check out is reported at its key and dropped.
+fn check_fallbacks(
+    ck: &mut Checker<'_>,
+    raw: &[Spanned<RawPeer>],
+    peers: &mut [(Peer, Range<usize>)],
+) {
+    let span_of = |name: &str| {
+        raw.iter()
+            .find(|r| r.get_ref().name.get_ref() == name)
+            .and_then(|r| r.get_ref().fallback.as_ref())
+            .map(Spanned::span)
+    };
+    for i in 0..peers.len() {
+        let Some(fallback) = peers[i].0.fallback.clone() else {
+            continue;
+        };
+        let name = peers[i].0.name.clone();
+        let span = span_of(&name).unwrap_or_else(|| peers[i].1.clone());
+        let problem = match peers.iter().find(|(p, _)| p.name == fallback.peer) {
+            None => Some(format!(
+                "fallback \"{}\" is not a peer; expected the name of a [[peer]] that takes the mail of \"{name}\" when it has waited too long",
+                fallback.peer
+            )),
+            Some(_) if fallback.peer == name => {
+                Some(format!("peer \"{name}\" cannot be its own fallback"))
+            }
+            Some((p, _)) if p.emcon => Some(format!(
+                "fallback \"{}\" keeps EMCON and is reached only by multicast; expected a peer that takes unicast mail",
+                p.name
+            )),
+            Some(_) => {
+                // Follow the chain: at most one step per peer before it must end.
+                let mut at = fallback.peer.clone();
+                let mut steps = 0;
+                let mut cycle = false;
+                while let Some(next) = peers
+                    .iter()
+                    .find(|(p, _)| p.name == at)
+                    .and_then(|(p, _)| p.fallback.as_ref())
+                {
+                    if next.peer == name || steps > peers.len() {
+                        cycle = true;
+                        break;
+                    }
+                    at = next.peer.clone();
+                    steps += 1;
+                }
+                cycle.then(|| {
+                    format!(
+                        "fallback \"{}\" leads back to \"{name}\": mail would go round the fallbacks for ever",
+                        fallback.peer
+                    )
+                })
+            }
+        };
+        if let Some(message) = problem {
+            ck.error(span, message);
+            peers[i].0.fallback = None;
+        }
+    }
 }
 
 /// A peer's `schedule` and `schedule_bypass`, each error at the window or key it is about.

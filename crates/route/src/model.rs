@@ -247,8 +247,52 @@ pub struct Peer {
     /// its P_MUL acknowledgements come from and mail for it alone goes; its P_MUL id is
     /// derived from it ([`pmul_ip_id`]).
     pub ip: Option<IpAddr>,
+    /// Another peer that takes this one's mail once it has waited too long (`fallback =
+    /// "shore-hf"`, `fallback_after = "30m"`): the HF path behind a satellite or line-of-sight
+    /// IP link, say.
+    pub fallback: Option<Fallback>,
     /// Line of the `[[peer]]` entry in the file.
     pub line: usize,
+}
+
+/// Where a peer's mail goes when it has waited too long for the peer (`fallback`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fallback {
+    /// The peer that takes it.
+    pub peer: String,
+    /// Seconds after a message's arrival at this gateway from which its recipients still
+    /// waiting for this peer go to the fallback peer instead (`fallback_after`; default
+    /// [`DEFAULT_FALLBACK_AFTER`]).
+    pub after: u64,
+}
+
+/// `fallback_after` when only `fallback` is given: half an hour.
+pub const DEFAULT_FALLBACK_AFTER: u64 = 1800;
+
+/// Seconds as an administrator reads them: "30 min", "2 h", "90 s".
+pub fn duration_text(secs: u64) -> String {
+    match secs {
+        s if s % 3600 == 0 => format!("{} h", s / 3600),
+        s if s % 60 == 0 => format!("{} min", s / 60),
+        s => format!("{s} s"),
+    }
+}
+
+/// A duration as the configuration files write it in a string: a number with a unit `s`, `m`,
+/// `h` or `d` ("90s", "30m"), in seconds; `None` for anything else, zero, or an overflow. (A
+/// bare number of seconds is written as a TOML integer.)
+pub fn parse_duration(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let number: u64 = s[..split].parse().ok()?;
+    let factor = match s[split..].trim() {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return None,
+    };
+    number.checked_mul(factor).filter(|&n| n > 0)
 }
 
 /// How P_MUL acknowledgements travel to a peer (`pmul_acks`).

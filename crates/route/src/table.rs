@@ -799,6 +799,14 @@ impl fmt::Display for Explanation {
                                 "  radio schedule: {schedule}: sessions start only in a window, with what fits in the time left; {bypass}"
                             )?;
                         }
+                        if let Some(fb) = &p.fallback {
+                            writeln!(
+                                f,
+                                "  fallback: mail still waiting {} after its arrival goes to peer \"{}\" (if within that peer's size limit and not held for its size)",
+                                crate::model::duration_text(fb.after),
+                                fb.peer
+                            )?;
+                        }
                         if let Some(g) = group {
                             writeln!(f, "  member of group \"{}\":", g.name)?;
                             write_group(f, g)?;

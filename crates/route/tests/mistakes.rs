@@ -56,7 +56,7 @@ fn unknown_key_lists_the_expected_ones() {
         [
             "routes.toml:4:1: error: unknown field `protocl`, expected one of `name`, `node`, `protocol`, \
           `skywave`, `xcut`, `compression`, `priority`, `size_limit`, `batch_bytes`, `bearer`, `sis_server`, \
-          `tcp_address`, `hold`, `hold_above`, `emcon`, `pmul_acks`, `ip`, `schedule`, `schedule_bypass`\n  |\n4 | protocl = \"hmtp\"\n  | ^^^^^^^"
+          `tcp_address`, `hold`, `hold_above`, `emcon`, `pmul_acks`, `ip`, `schedule`, `schedule_bypass`, `fallback`, `fallback_after`\n  |\n4 | protocl = \"hmtp\"\n  | ^^^^^^^"
         ]
     );
 }
@@ -756,5 +756,82 @@ fn hold_above_is_read_and_explained_and_useless_values_are_warned_of() {
             "routes.toml:6:14: warning: hold_above (2000000 bytes) is not below size_limit (1000000 bytes): \
              no message for peer \"shore\" is large enough to be held, as larger ones are refused"
         ]
+    );
+}
+
+/// A satellite peer with the HF peer behind it: read, explained, and the HF peer counts as used
+/// (no "never used" warning) although no route names it.
+#[test]
+fn a_fallback_is_read_and_explained() {
+    let text = "[[peer]]\nname = \"shore-sat\"\nprotocol = \"smtp\"\ntcp_address = \"mail.shore.example:25\"\n\
+                fallback = \"shore-hf\"\nfallback_after = \"45m\"\n\
+                [[peer]]\nname = \"shore-hf\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n\
+                fallback = \"shore-cftp\"\n\
+                [[peer]]\nname = \"shore-cftp\"\nnode = \"0.0.1.1\"\nprotocol = \"cftp\"\n\
+                [[route]]\nmatch = \"shore.example\"\nto = \"shore-sat\"\n";
+    let table = RoutingTable::parse("routes.toml", text).expect("valid");
+    let fb = |name: &str| table.peer(name).and_then(|p| p.fallback.clone());
+    assert_eq!(
+        fb("shore-sat").map(|f| (f.peer, f.after)),
+        Some(("shore-hf".to_owned(), 2700))
+    );
+    // fallback_after left out: half an hour.
+    assert_eq!(
+        fb("shore-hf").map(|f| (f.peer, f.after)),
+        Some(("shore-cftp".to_owned(), 1800))
+    );
+    assert!(table.warnings().is_empty(), "{:?}", table.warnings());
+    let explained = table.explain("ops@shore.example", None).to_string();
+    assert!(
+        explained.contains(
+            "  fallback: mail still waiting 45 min after its arrival goes to peer \"shore-hf\" \
+             (if within that peer's size limit and not held for its size)\n"
+        ),
+        "{explained}"
+    );
+}
+
+#[test]
+fn fallback_mistakes_point_at_the_key() {
+    let peer = |name: &str, extra: &str| {
+        format!("[[peer]]\nname = \"{name}\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n{extra}")
+    };
+    let route = "[[route]]\nmatch = \"a.example\"\nto = \"a\"\n";
+    assert_eq!(
+        one_error(&format!("{}{route}", peer("a", "fallback = \"b\"\n"))),
+        "routes.toml:5:12: error: fallback \"b\" is not a peer; expected the name of a [[peer]] \
+         that takes the mail of \"a\" when it has waited too long"
+    );
+    assert_eq!(
+        one_error(&format!("{}{route}", peer("a", "fallback = \"a\"\n"))),
+        "routes.toml:5:12: error: peer \"a\" cannot be its own fallback"
+    );
+    let errs = errors(&format!(
+        "{}{}{route}",
+        peer("a", "fallback = \"b\"\n"),
+        peer("b", "protocol = \"cftp\"\n").replace("protocol = \"hmtp\"\n", "")
+            + "fallback = \"a\"\n"
+    ));
+    assert!(
+        errs.iter().any(|e| e
+            == "routes.toml:5:12: error: fallback \"b\" leads back to \"a\": mail would go round the fallbacks for ever"),
+        "{errs:#?}"
+    );
+    assert_eq!(
+        one_error(&format!(
+            "{}{route}",
+            peer("a", "fallback_after = \"30m\"\n")
+        )),
+        "routes.toml:5:18: error: fallback_after without fallback: say which peer takes the mail of \
+         peer \"a\" that waited that long (fallback = \"name\")"
+    );
+    assert_eq!(
+        one_error(&format!(
+            "{}{}{route}",
+            peer("a", "fallback = \"b\"\nfallback_after = \"soon\"\n"),
+            peer("b", "").replace("0.0.1.1", "0.0.1.2")
+        )),
+        "routes.toml:6:18: error: fallback_after is not a duration; expected seconds, or a number \
+         with a unit s, m, h or d, such as \"30m\""
     );
 }

@@ -1456,6 +1456,66 @@ impl Spool {
         })
     }
 
+    /// Moves to `to` the recipients still waiting for `from` (pending or deferred, not in
+    /// flight) of every queued message that arrived at or before `arrived_by` and is at most
+    /// `max_size` bytes: a peer's fallback (the routing table's `fallback`) taking the mail that
+    /// has waited too long for the peer. Each moved recipient starts afresh for `to`: pending,
+    /// due at once, no attempt counted, its last error kept for the operator. Nothing moves
+    /// while `from` is held by an operator, nor out of a held message or a dead letter: hold
+    /// means that the mail waits. Returns each message changed with the recipients moved.
+    ///
+    /// A recipient a link took for `from` just before the move still goes there (its state is
+    /// what counts): at worst it travels both ways once and the receiver drops the duplicate.
+    pub fn fall_back(
+        &self,
+        from: &Target,
+        to: &Target,
+        arrived_by: u64,
+        max_size: u64,
+    ) -> Result<Vec<(QueueId, Vec<String>)>> {
+        if from == to || self.is_target_held(from)? {
+            return Ok(Vec::new());
+        }
+        let waiting = |r: &Recipient| {
+            &r.target == from && matches!(r.state, RcptState::Pending | RcptState::Deferred)
+        };
+        let mut moved = Vec::new();
+        for env in self.scan(QueueState::Queued)? {
+            if env.dead_reason.is_some()
+                || env.arrival > arrived_by
+                || env.size > max_size
+                || !env.recipients.iter().any(waiting)
+            {
+                continue;
+            }
+            let result = self.update_pure(&env.id, |file, state| {
+                if state != QueueState::Queued {
+                    return Ok((Change::Nothing, Vec::new()));
+                }
+                let mut these = Vec::new();
+                for r in file.envelope.recipients.iter_mut().filter(|r| waiting(r)) {
+                    r.target = to.clone();
+                    r.state = RcptState::Pending;
+                    r.attempts = 0;
+                    r.next_attempt = 0;
+                    these.push(r.address.clone());
+                }
+                let change = if these.is_empty() {
+                    Change::Nothing
+                } else {
+                    Change::Rewrite
+                };
+                Ok((change, these))
+            });
+            match result {
+                Ok(these) if !these.is_empty() => moved.push((env.id.clone(), these)),
+                Ok(_) | Err(Error::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(moved)
+    }
+
     /// Builds the DSN of a complete message, on its failed recipients (those whose sender did
     /// not say `NOTIFY` without `FAILURE`) and on those delivered whose sender asked to hear
     /// so, queues it to the original sender via `dsn_target` (chosen by the caller's routing

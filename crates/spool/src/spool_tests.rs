@@ -1615,3 +1615,103 @@ fn a_delivery_asked_for_goes_with_the_delay_warning_and_is_not_told_twice() {
     assert_eq!(d, Disposition::Done);
     assert!(matches!(s.load(&id), Err(Error::NotFound(_))));
 }
+
+#[test]
+fn fall_back_moves_only_what_waited_long_enough_and_is_free_to_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let (sat, hf) = (peer("shore-sat"), peer("shore-hf"));
+    // Old, two recipients for the satellite peer (one tried and deferred) and one for the LAN.
+    let old = enqueue(
+        &s,
+        "old",
+        &[
+            ("a@shore.example", sat.clone()),
+            ("b@shore.example", sat.clone()),
+            ("c@ship.example", Target::Lan),
+        ],
+        0,
+        T0,
+    );
+    s.mark_in_flight(&old, &["b@shore.example"], T0 + 10)
+        .unwrap();
+    s.deferred(&old, &["b@shore.example"], "connection refused", T0 + 10)
+        .unwrap();
+    // Old but in flight: its outcome decides.
+    let flying = enqueue(&s, "flying", &[("d@shore.example", sat.clone())], 0, T0);
+    s.mark_in_flight(&flying, &["d@shore.example"], T0 + 20)
+        .unwrap();
+    // Old but held by the operator.
+    let held = enqueue(&s, "held", &[("e@shore.example", sat.clone())], 0, T0);
+    s.hold(&held).unwrap();
+    // Too young.
+    let young = enqueue(
+        &s,
+        "young",
+        &[("f@shore.example", sat.clone())],
+        0,
+        T0 + 1000,
+    );
+
+    let moved = s.fall_back(&sat, &hf, T0 + 600, u64::MAX).unwrap();
+    assert_eq!(
+        moved,
+        [(
+            old.clone(),
+            vec!["a@shore.example".to_owned(), "b@shore.example".to_owned()]
+        )]
+    );
+    let stays = |s: &Spool, id: &QueueId| {
+        s.load(id)
+            .unwrap()
+            .1
+            .envelope
+            .recipients
+            .iter()
+            .all(|r| r.target == sat)
+    };
+    assert!(stays(&s, &flying));
+    // Durable, and each starts afresh for the fallback: due at once, no attempt counted.
+    drop(s);
+    let s = open(dir.path());
+    let env = s.load(&old).unwrap().1.envelope;
+    for r in &env.recipients[..2] {
+        assert_eq!(r.target, hf);
+        assert_eq!(
+            (r.state.clone(), r.attempts, r.next_attempt),
+            (RcptState::Pending, 0, 0)
+        );
+    }
+    assert_eq!(
+        env.recipients[1].last_error.as_deref(),
+        Some("connection refused")
+    );
+    assert_eq!(env.recipients[2].target, Target::Lan);
+    assert_eq!(
+        ids(&s.due(&hf, T0 + 600, u64::MAX).unwrap()),
+        std::slice::from_ref(&old)
+    );
+    assert!(ids(&s.due(&sat, T0 + 2000, u64::MAX).unwrap()).contains(&young));
+    // The others stayed where they were.
+    for id in [&flying, &held, &young] {
+        assert!(stays(&s, id));
+    }
+    // The restart made the one in flight waiting again: now it goes; nothing is moved twice.
+    assert_eq!(
+        s.fall_back(&sat, &hf, T0 + 600, u64::MAX).unwrap(),
+        [(flying, vec!["d@shore.example".to_owned()])]
+    );
+    // Nothing over the size allowed, nothing from a held peer.
+    assert!(s.fall_back(&sat, &hf, T0 + 5000, 10).unwrap().is_empty());
+    s.hold_target(&sat).unwrap();
+    assert!(
+        s.fall_back(&sat, &hf, T0 + 5000, u64::MAX)
+            .unwrap()
+            .is_empty()
+    );
+    s.release_target(&sat).unwrap();
+    assert_eq!(
+        s.fall_back(&sat, &hf, T0 + 5000, u64::MAX).unwrap(),
+        [(young, vec!["f@shore.example".to_owned()])]
+    );
+}
