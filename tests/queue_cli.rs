@@ -244,3 +244,63 @@ fn an_operator_gives_up_on_a_peers_mail_and_the_senders_are_told_why() {
     assert_eq!(code, 0);
     assert!(out.contains("no message waits for shore"), "{out}");
 }
+
+/// `skywave queue move`: the satellite link is down for the day, so the operator sends its
+/// waiting mail by HF now (its fallback), whatever its age; what HF would hold for its size
+/// stays, and the command says so.
+#[test]
+fn an_operator_sends_a_peers_mail_by_its_fallback_now() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("skywave.toml");
+    std::fs::write(
+        &config,
+        "hostname = \"gw.ship.test\"\nstate_dir = \"state\"\nroutes = \"routes.toml\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("routes.toml"),
+        "[lan]\ndomains = [\"ship.test\"]\n\n\
+         [[peer]]\nname = \"shore-sat\"\nprotocol = \"smtp\"\ntcp_address = \"mail.shore.test:25\"\n\
+         fallback = \"shore-hf\"\nfallback_after = \"2h\"\n\n\
+         [[peer]]\nname = \"shore-hf\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\nhold_above = 200\n\n\
+         [[route]]\nmatch = \"shore.test\"\nto = \"shore-sat\"\n",
+    )
+    .unwrap();
+    let root = dir.path().join("state").join("spool");
+    let (spool, _) = Spool::open(&root, SpoolConfig::default()).unwrap();
+    let sat = Target::Peer("shore-sat".into());
+    let small = enqueue(&spool, "cdr@shore.test", sat.clone(), "one");
+    let big = enqueue(&spool, "xo@shore.test", sat.clone(), &"long ".repeat(60));
+    drop(spool);
+
+    let (code, _, err) = queue_of(&config, &["move", "--peer", "shore-hf"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains(
+            "peer \"shore-hf\" has no fallback in the routing table; say where with --to PEER"
+        ),
+        "{err}"
+    );
+    let (code, out, err) = queue_of(&config, &["move", "--peer", "shore-sat"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("moved 1 recipient(s) of 1 message(s) from shore-sat to shore-hf\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("1 message(s) still wait for shore-sat: over the 200 bytes shore-hf takes without holding it"),
+        "{out}"
+    );
+    let (_, list, _) = queue_of(&config, &["list", "--peer", "shore-hf"]);
+    assert!(list.contains(&small) && !list.contains(&big), "{list}");
+    // Nothing left that fits: nothing more moves.
+    let (code, out, _) = queue_of(
+        &config,
+        &["move", "--peer", "shore-sat", "--to", "shore-hf"],
+    );
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("moved 0 recipient(s) of 0 message(s)"),
+        "{out}"
+    );
+}

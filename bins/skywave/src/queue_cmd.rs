@@ -73,6 +73,17 @@ enum QueueCommand {
         #[arg(long, default_value = "no delivery is possible on this route for now")]
         reason: String,
     },
+    /// Send a peer's waiting mail by another peer now: its fallback (`fallback` in the routing
+    /// table) unless --to says which. Takes what is not held, not in the middle of an attempt,
+    /// and within the other peer's size_limit and hold_above, whatever its age. Needs --config.
+    Move {
+        /// The peer whose mail moves.
+        #[arg(long)]
+        peer: String,
+        /// The peer that takes it (default: the fallback of --peer).
+        #[arg(long)]
+        to: Option<String>,
+    },
     /// Delete a message for good (no bounce is sent).
     Delete {
         /// Queue id.
@@ -147,6 +158,15 @@ pub(crate) fn run(args: QueueArgs) -> anyhow::Result<ExitCode> {
             let reason = format!("returned by the operator of {}: {reason}", config.hostname);
             bounce(&spool, &table, id.as_deref(), peer.as_deref(), &reason, now)?;
         }
+        QueueCommand::Move { peer, to } => {
+            let Some(config) = &config else {
+                bail!("move needs --config: the routing table says which peers there are");
+            };
+            let table = RoutingTable::load(&config.routes).with_context(|| {
+                format!("cannot load the routing table {}", config.routes.display())
+            })?;
+            move_mail(&spool, &table, &peer, to.as_deref())?;
+        }
         QueueCommand::Delete { id } => {
             let state = spool.delete(&queue_id(&id)?)?;
             println!("deleted {id} (was {})", state.name());
@@ -159,6 +179,52 @@ pub(crate) fn run(args: QueueArgs) -> anyhow::Result<ExitCode> {
     // Whatever changed, a running gateway looks at its queue at once (not at its next timer).
     spool.nudge();
     Ok(ExitCode::SUCCESS)
+}
+
+/// `skywave queue move`: what waits for `peer` goes to `to` (or to its fallback) now.
+fn move_mail(
+    spool: &Spool,
+    table: &RoutingTable,
+    peer: &str,
+    to: Option<&str>,
+) -> anyhow::Result<()> {
+    let Some(from) = table.peer(peer) else {
+        bail!("no peer \"{peer}\" in the routing table");
+    };
+    let to = match (to, &from.fallback) {
+        (Some(t), _) => t,
+        (None, Some(fb)) => fb.peer.as_str(),
+        (None, None) => {
+            bail!("peer \"{peer}\" has no fallback in the routing table; say where with --to PEER")
+        }
+    };
+    let Some(into) = table.peer(to) else {
+        bail!("no peer \"{to}\" in the routing table");
+    };
+    if into.name == from.name {
+        bail!("--to names \"{to}\" itself");
+    }
+    if into.emcon {
+        bail!("peer \"{to}\" keeps EMCON and is reached only by multicast");
+    }
+    let target = Target::Peer(from.name.clone());
+    if spool.is_target_held(&target)? {
+        bail!("{peer} is held: release it first (`skywave queue release --peer {peer}`)");
+    }
+    let moved = skywave_gateway::fallback::move_waiting(spool, from, into, u64::MAX)?;
+    let rcpts: usize = moved.iter().map(|(_, r)| r.len()).sum();
+    println!(
+        "moved {rcpts} recipient(s) of {} message(s) from {peer} to {to}",
+        moved.len()
+    );
+    let left = spool.waiting(&target)?.len();
+    if left > 0 {
+        println!(
+            "{left} message(s) still wait for {peer}: over the {} bytes {to} takes without holding it",
+            skywave_gateway::fallback::size_allowed(into)
+        );
+    }
+    Ok(())
 }
 
 /// `skywave queue bounce`: one message, or every queued or held message with mail for `peer`.

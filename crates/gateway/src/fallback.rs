@@ -17,8 +17,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use skywave_route::SharedRoutes;
-use skywave_spool::{Spool, Target};
+use skywave_route::{Peer, SharedRoutes};
+use skywave_spool::{QueueId, Spool, Target};
 use tokio::sync::{Notify, watch};
 use tracing::{info, warn};
 
@@ -38,15 +38,10 @@ pub async fn look(spool: &Arc<Spool>, routes: &SharedRoutes, clock: Clock, wake:
         let Some(to) = table.peer(&fb.peer) else {
             continue;
         };
-        let max_size = to.size_limit.min(to.hold_above.unwrap_or(u64::MAX));
-        let (from, into) = (
-            Target::Peer(peer.name.clone()),
-            Target::Peer(to.name.clone()),
-        );
         let arrived_by = now.saturating_sub(fb.after);
-        let s = Arc::clone(spool);
+        let (s, from, into) = (Arc::clone(spool), peer.clone(), to.clone());
         let moved =
-            crate::blocking::spawn(move || s.fall_back(&from, &into, arrived_by, max_size)).await;
+            crate::blocking::spawn(move || move_waiting(&s, &from, &into, arrived_by)).await;
         match moved {
             Ok(Ok(moved)) => {
                 for (id, rcpts) in moved {
@@ -66,6 +61,29 @@ pub async fn look(spool: &Arc<Spool>, routes: &SharedRoutes, clock: Clock, wake:
         wake.notify_waiters();
     }
     count
+}
+
+/// The largest message `to` takes without holding it for its operator: its `size_limit`, or
+/// its `hold_above` when that is lower.
+pub fn size_allowed(to: &Peer) -> u64 {
+    to.size_limit.min(to.hold_above.unwrap_or(u64::MAX))
+}
+
+/// Moves to `to` what still waits for `from` of the messages that arrived by `arrived_by` and
+/// are within [`size_allowed`] for `to` ([`Spool::fall_back`]): the fallback's rule, and the
+/// operator's `skywave queue move` (which takes everything, whatever its age).
+pub fn move_waiting(
+    spool: &Spool,
+    from: &Peer,
+    to: &Peer,
+    arrived_by: u64,
+) -> skywave_spool::Result<Vec<(QueueId, Vec<String>)>> {
+    spool.fall_back(
+        &Target::Peer(from.name.clone()),
+        &Target::Peer(to.name.clone()),
+        arrived_by,
+        size_allowed(to),
+    )
 }
 
 /// Looks at start-up and every [`POLL`] until `shutdown` turns true.
