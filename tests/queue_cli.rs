@@ -148,6 +148,20 @@ fn an_operator_steers_the_queue() {
     assert!(err.contains("is not a queue id"), "{err}");
 }
 
+/// A gateway's `skywave.toml` (state under `dir/state`) and its `routes.toml`: the LAN domain
+/// ship.test, then `routes`; returns the configuration's path.
+fn gateway_files(dir: &Path, routes: &str) -> std::path::PathBuf {
+    let config = dir.join("skywave.toml");
+    std::fs::write(
+        &config,
+        "hostname = \"gw.ship.test\"\nstate_dir = \"state\"\nroutes = \"routes.toml\"\n",
+    )
+    .unwrap();
+    let table = format!("[lan]\ndomains = [\"ship.test\"]\n\n{routes}");
+    std::fs::write(dir.join("routes.toml"), table).unwrap();
+    config
+}
+
 /// `skywave queue --config C ARGS...`, the way an operator names a gateway.
 fn queue_of(config: &Path, args: &[&str]) -> (i32, String, String) {
     skywave_queue("--config", config, args)
@@ -156,18 +170,11 @@ fn queue_of(config: &Path, args: &[&str]) -> (i32, String, String) {
 #[test]
 fn an_operator_gives_up_on_a_peers_mail_and_the_senders_are_told_why() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("skywave.toml");
-    std::fs::write(
-        &config,
-        "hostname = \"gw.ship.test\"\nstate_dir = \"state\"\nroutes = \"routes.toml\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("routes.toml"),
-        "[lan]\ndomains = [\"ship.test\"]\n\n[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\n\
-         protocol = \"hmtp\"\n\n[[route]]\nmatch = \"shore.test\"\nto = \"shore\"\n",
-    )
-    .unwrap();
+    let config = gateway_files(
+        dir.path(),
+        "[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n\n\
+         [[route]]\nmatch = \"shore.test\"\nto = \"shore\"\n",
+    );
     let root = dir.path().join("state").join("spool");
     let (spool, _) = Spool::open(&root, SpoolConfig::default()).unwrap();
     let first = enqueue(
@@ -251,21 +258,13 @@ fn an_operator_gives_up_on_a_peers_mail_and_the_senders_are_told_why() {
 #[test]
 fn an_operator_sends_a_peers_mail_by_its_fallback_now() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("skywave.toml");
-    std::fs::write(
-        &config,
-        "hostname = \"gw.ship.test\"\nstate_dir = \"state\"\nroutes = \"routes.toml\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("routes.toml"),
-        "[lan]\ndomains = [\"ship.test\"]\n\n\
-         [[peer]]\nname = \"shore-sat\"\nprotocol = \"smtp\"\ntcp_address = \"mail.shore.test:25\"\n\
+    let config = gateway_files(
+        dir.path(),
+        "[[peer]]\nname = \"shore-sat\"\nprotocol = \"smtp\"\ntcp_address = \"mail.shore.test:25\"\n\
          fallback = \"shore-hf\"\nfallback_after = \"2h\"\n\n\
          [[peer]]\nname = \"shore-hf\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\nhold_above = 200\n\n\
          [[route]]\nmatch = \"shore.test\"\nto = \"shore-sat\"\n",
-    )
-    .unwrap();
+    );
     let root = dir.path().join("state").join("spool");
     let (spool, _) = Spool::open(&root, SpoolConfig::default()).unwrap();
     let sat = Target::Peer("shore-sat".into());
