@@ -652,3 +652,52 @@ async fn implicit_tls_to_the_smarthost() {
     assert!(text.contains("Subject: wrapped\r\n"), "{text}");
     assert_eq!(gw.stop().await, 0);
 }
+
+/// A smarthost that takes the connection and never answers: the round's first message waits
+/// out the timeout and is deferred, and the others are deferred with it without another
+/// connection each (which would cost the whole timeout per message).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_smarthost_that_never_answers_costs_one_timeout_per_round() {
+    let tmp = tempfile::tempdir().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&connections);
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((sock, _)) = listener.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            held.push(sock);
+        }
+    });
+    let extra = format!(
+        "[delivery]\nsmarthost = \"127.0.0.1:{port}\"\ntimeout = \"2s\"\n[spool]\nmin_backoff = 600\nmax_backoff = 600\n"
+    );
+    let gw = Gateway::start(tmp.path(), &routes("\"127.0.0.0/8\""), &extra).await;
+    let config = gw.config.to_str().unwrap().to_owned();
+    let queue = |verb: &'static str| {
+        let config = config.clone();
+        async move {
+            let args = ["queue", "--config", &config, verb, "--peer", "lan"];
+            let (code, out, err) = support::run(support::skywave().to_str().unwrap(), &args).await;
+            assert_eq!(code, 0, "{out}{err}");
+        }
+    };
+    queue("hold").await;
+    let p = gw.smtp.port().to_string();
+    for subject in ["one", "two", "three"] {
+        let (code, out, err) = python(SEND, &[&p, "ops@ship.test", subject]).await;
+        assert_eq!(code, 0, "{out}{err}");
+    }
+    queue("release").await;
+    let deadline = tokio::time::Instant::now() + STEP;
+    while gw.log().matches("delivery deferred").count() < 3 {
+        assert!(tokio::time::Instant::now() < deadline, "{}", gw.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let log = gw.log();
+    assert_eq!(log.matches("no answer within 2 s").count(), 3, "{log}");
+    assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(gw.stop().await, 0);
+    silent.abort();
+}

@@ -260,35 +260,36 @@ pub async fn run(ctx: Arc<DeliveryContext>, mut shutdown: watch::Receiver<bool>)
 
 /// One round of deliveries to the LAN smarthost over one connection (see [`crate::smarthost`]):
 /// each message in one transaction, each recipient recorded as the smarthost answered it. A
-/// connection that cannot be made, or breaks, defers the messages it would have carried; the
-/// next message tries a new one.
+/// connection that breaks defers what it was carrying, and the next message tries a new one;
+/// one that cannot be made defers the rest of the round too, without trying again (a host that
+/// does not answer would otherwise cost the whole timeout per message).
 async fn smarthost_round(
     ctx: &Arc<DeliveryContext>,
     hop: &Hop<'_>,
     due: Vec<DueMessage>,
     shutdown: &watch::Receiver<bool>,
 ) {
-    let mut conn: Option<Connection> = None;
+    let mut link: Result<Option<Connection>, String> = Ok(None);
     for msg in due {
         if *shutdown.borrow() {
             break;
         }
         let span = info_span!("deliver", queue_id = %msg.id);
-        conn = to_smarthost(ctx, hop, conn, msg).instrument(span).await;
+        link = to_smarthost(ctx, hop, link, msg).instrument(span).await;
     }
-    if let Some(c) = conn {
+    if let Ok(Some(c)) = link {
         c.close(hop.timeout).await;
     }
 }
 
-/// One message to the smarthost, on `conn` or a new connection; gives back the connection for
-/// the next message, unless it broke.
+/// One message to the smarthost, on the round's connection or a new one; gives back the
+/// connection for the next message (`None` when it broke), or why none can be made.
 async fn to_smarthost(
     ctx: &Arc<DeliveryContext>,
     hop: &Hop<'_>,
-    conn: Option<Connection>,
+    link: Result<Option<Connection>, String>,
     msg: DueMessage,
-) -> Option<Connection> {
+) -> Result<Option<Connection>, String> {
     let now = ctx.recorder.clock.unix_now();
     let spool = Arc::clone(&ctx.spool);
     let id = msg.id.clone();
@@ -302,24 +303,23 @@ async fn to_smarthost(
         Ok(Ok((_, file))) => file,
         other => {
             warn!(?other, "cannot load the message");
-            return conn;
+            return link;
         }
     };
-    let conn = match conn {
-        Some(c) => Ok(c),
-        None => Connection::open(hop, &ctx.hostname).await,
+    let conn = match link {
+        Ok(Some(c)) => Ok(c),
+        Ok(None) => Connection::open(hop, &ctx.hostname).await,
+        Err(why) => Err(why),
     };
-    let (conn, outcomes) = match conn {
-        Ok(c) => c.send(hop, &msg, &file.message).await,
+    let (link, outcomes) = match conn {
+        Ok(c) => {
+            let (kept, outcomes) = c.send(hop, &msg, &file.message).await;
+            (Ok(kept), outcomes)
+        }
         Err(why) => {
-            let o = Outcome::Deferred(why);
-            (
-                None,
-                msg.recipients
-                    .iter()
-                    .map(|r| (r.clone(), o.clone()))
-                    .collect(),
-            )
+            let o = Outcome::Deferred(why.clone());
+            let outcomes = msg.recipients.iter().map(|r| (r.clone(), o.clone()));
+            (Err(why), outcomes.collect())
         }
     };
     // One record per distinct outcome, so that a message wholly delivered is one spool write.
@@ -338,7 +338,7 @@ async fn to_smarthost(
             .record(&msg.id, &msg.sender, msg.size, rcpts, outcome)
             .await;
     }
-    conn
+    link
 }
 
 /// One round of Maildir deliveries, in the order the module docs of [`crate::maildir`] give:

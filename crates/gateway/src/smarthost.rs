@@ -235,7 +235,8 @@ impl Connection {
                             msg.sender
                         ),
                     };
-                    all(decided, &msg.recipients, o);
+                    let these: Vec<String> = pending.iter().map(|r| (*r).to_owned()).collect();
+                    all(decided, &these, o);
                     return Ok(Vec::new());
                 }
             }
