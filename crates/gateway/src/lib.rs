@@ -4,10 +4,12 @@
 //! - [`config`]: `skywave.toml`, with compiler-style errors.
 //! - [`smtp_listener`]: the LAN SMTP front end (relay control, STARTTLS, AUTH, spooling), and
 //!   [`intake`], what it and the HF side share to take a message into the spool.
-//! - [`delivery`] and [`maildir`]: LAN delivery into a Maildir or to the smarthost.
+//! - [`delivery`], [`maildir`] and [`smarthost`]: LAN delivery into a Maildir or to the
+//!   smarthost (a connection per round, a reply per recipient, DSN, AUTH, TLS).
 //! - [`hf`]: the HF side: SIS endpoints, one link per peer (HMTP, CFTP, P_MUL), transfer
 //!   records; [`tcp_bearer`] for SMTP peers over TCP/IP (JNOS, XLZW).
 //! - [`outcome`]: what a delivery attempt did to each recipient, applied to the spool.
+//! - [`fallback`]: a peer's mail that waited too long goes to the peer behind it.
 //! - [`emcon`]: the EMCON switch.
 //! - [`metrics`]: Prometheus counters and the endpoint.
 //! - [`daemon`]: `skywave run` (start-up, SIGHUP reload, graceful shutdown).
