@@ -786,25 +786,31 @@ fn check_fallbacks(
                 // Follow the chain: at most one step per peer before it must end.
                 let mut at = fallback.peer.clone();
                 let mut steps = 0;
-                let mut cycle = false;
+                let mut problem = None;
                 while let Some(next) = peers
                     .iter()
                     .find(|(p, _)| p.name == at)
                     .and_then(|(p, _)| p.fallback.as_ref())
                 {
-                    if next.peer == name || steps > peers.len() {
-                        cycle = true;
+                    if next.peer == name {
+                        problem = Some(format!(
+                            "fallback \"{}\" leads back to \"{name}\": mail would go round the fallbacks for ever",
+                            fallback.peer
+                        ));
+                        break;
+                    }
+                    if steps > peers.len() {
+                        // A loop further on, reported at its own peers.
+                        problem = Some(format!(
+                            "fallback \"{}\" leads into a loop of fallbacks that never ends",
+                            fallback.peer
+                        ));
                         break;
                     }
                     at = next.peer.clone();
                     steps += 1;
                 }
-                cycle.then(|| {
-                    format!(
-                        "fallback \"{}\" leads back to \"{name}\": mail would go round the fallbacks for ever",
-                        fallback.peer
-                    )
-                })
+                problem
             }
         };
         if let Some(message) = problem {

@@ -817,6 +817,24 @@ fn fallback_mistakes_point_at_the_key() {
             == "routes.toml:5:12: error: fallback \"b\" leads back to \"a\": mail would go round the fallbacks for ever"),
         "{errs:#?}"
     );
+    // a -> b -> c -> b: the loop is told at b and c, and at a as what it leads into.
+    let errs = errors(&format!(
+        "{}{}{}{route}",
+        peer("a", "fallback = \"b\"\n"),
+        peer("b", "fallback = \"c\"\n").replace("0.0.1.1", "0.0.1.2"),
+        peer("c", "fallback = \"b\"\n").replace("0.0.1.1", "0.0.1.3")
+    ));
+    assert!(
+        errs.iter().any(|e| e
+            == "routes.toml:5:12: error: fallback \"b\" leads into a loop of fallbacks that never ends"),
+        "{errs:#?}"
+    );
+    assert!(
+        errs.iter().any(|e| e.ends_with(
+            "error: fallback \"c\" leads back to \"b\": mail would go round the fallbacks for ever"
+        )),
+        "{errs:#?}"
+    );
     assert_eq!(
         one_error(&format!(
             "{}{route}",
