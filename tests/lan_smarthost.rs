@@ -573,6 +573,22 @@ async fn tls_sink(
     (inbox, port, sink)
 }
 
+/// `skywave status`, asked again until its smarthost line contains `what` (the round's report
+/// is written when the round ends, after its last message is recorded), or the time limit.
+async fn status_until(gw: &Gateway, what: &str) -> String {
+    let deadline = tokio::time::Instant::now() + STEP;
+    loop {
+        let (_, status, _) = support::skywave_status(&gw.config).await;
+        let done = status
+            .lines()
+            .any(|l| l.starts_with("LAN smarthost: ") && l.contains(what));
+        if done || tokio::time::Instant::now() > deadline {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The smarthost of a shore station's relay: STARTTLS required, and AUTH with the account in
 /// `[delivery] auth_file`. A wrong password defers the mail (the gateway's configuration, not
 /// the mail, is at fault) and says so; the right one delivers it, over TLS, as that account.
@@ -609,6 +625,21 @@ async fn auth_to_the_smarthost_goes_over_starttls_and_a_wrong_password_defers() 
         "the password is never logged: {log}"
     );
     assert!(wait_files(&inbox, 0).await.is_empty());
+    // `skywave status` says so too (once the round is over).
+    let status = status_until(&gw, ": 1 deferred").await;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("LAN smarthost: "))
+        .unwrap_or_default();
+    assert!(
+        line.starts_with(&format!("LAN smarthost: localhost:{port}, last round ")),
+        "{status}"
+    );
+    assert!(
+        line.contains(": 0 delivered, 1 deferred, 0 failed (no connection); smarthost localhost:")
+            && line.contains("AUTH as \"gw-ship\" failed"),
+        "{status}"
+    );
     assert_eq!(gw.stop().await, 0);
 
     std::fs::write(tmp.path().join("relay.auth"), "gw-ship:s3cret\n").unwrap();
@@ -627,6 +658,13 @@ async fn auth_to_the_smarthost_goes_over_starttls_and_a_wrong_password_defers() 
         "{text}"
     );
     assert!(text.contains("Subject: relayed\r\n"), "{text}");
+    let status = status_until(&gw, "1 delivered").await;
+    assert!(
+        status.contains(
+            ": 1 delivered, 0 deferred, 0 failed (TLS; offers DSN, SIZE, 8BITMIME, SMTPUTF8)\n"
+        ),
+        "{status}"
+    );
     assert_eq!(gw.stop().await, 0);
 }
 

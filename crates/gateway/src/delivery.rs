@@ -30,7 +30,7 @@ use tracing::{Instrument, info, info_span, warn};
 use crate::config::{Delivery, LineEnds};
 use crate::maildir::{self, Attempt, Journal, Namer};
 use crate::outcome::{Outcome, Recorder};
-use crate::smarthost::{Connection, Hop};
+use crate::smarthost::{Connection, Hop, ROUND_FILE, RoundReport};
 
 /// Most bytes of LAN mail taken from the spool in one round.
 const ROUND_BYTES: u64 = 4 << 20;
@@ -269,16 +269,38 @@ async fn smarthost_round(
     due: Vec<DueMessage>,
     shutdown: &watch::Receiver<bool>,
 ) {
+    if due.is_empty() {
+        return;
+    }
     let mut link: Result<Option<Connection>, String> = Ok(None);
+    let mut report = RoundReport {
+        host: format!("{}:{}", hop.host, hop.port),
+        ..RoundReport::default()
+    };
     for msg in due {
         if *shutdown.borrow() {
             break;
         }
         let span = info_span!("deliver", queue_id = %msg.id);
-        link = to_smarthost(ctx, hop, link, msg).instrument(span).await;
+        link = to_smarthost(ctx, hop, link, msg, &mut report)
+            .instrument(span)
+            .await;
     }
     if let Ok(Some(c)) = link {
         c.close(hop.timeout).await;
+    }
+    report.at = ctx.recorder.clock.unix_now();
+    // Beside the hand-off journal: in the state directory.
+    let path = ctx.journal.with_file_name(ROUND_FILE);
+    let written = match serde_json::to_vec(&report) {
+        Ok(bytes) => crate::blocking::spawn(move || crate::durable::replace(&path, &bytes))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string())),
+        Err(e) => Err(e.to_string()),
+    };
+    if let Err(e) = written {
+        warn!(error = %e, "cannot write the smarthost's round report for skywave status");
     }
 }
 
@@ -289,6 +311,7 @@ async fn to_smarthost(
     hop: &Hop<'_>,
     link: Result<Option<Connection>, String>,
     msg: DueMessage,
+    report: &mut RoundReport,
 ) -> Result<Option<Connection>, String> {
     let now = ctx.recorder.clock.unix_now();
     let spool = Arc::clone(&ctx.spool);
@@ -313,6 +336,7 @@ async fn to_smarthost(
     };
     let (link, outcomes) = match conn {
         Ok(c) => {
+            c.describe_into(report);
             let (kept, outcomes) = c.send(hop, &msg, &file.message).await;
             (Ok(kept), outcomes)
         }
@@ -325,6 +349,7 @@ async fn to_smarthost(
     // One record per distinct outcome, so that a message wholly delivered is one spool write.
     let mut groups: Vec<(Outcome, Vec<String>)> = Vec::new();
     for (rcpt, o) in outcomes {
+        report.count(&o);
         match groups.iter_mut().find(|(g, _)| *g == o) {
             Some((_, rs)) => rs.push(rcpt),
             None => groups.push((o, vec![rcpt])),

@@ -43,6 +43,87 @@ use skywave_spool::{DueMessage, Handoff};
 use crate::config::{SmarthostAuth, SmarthostTls};
 use crate::outcome::Outcome;
 
+/// What the last round of deliveries to the smarthost came to. The delivery loop keeps it in
+/// `state_dir/smarthost.json` ([`ROUND_FILE`]) for `skywave status`, which runs in another
+/// process: an administrator sees at once that the smarthost refuses the gateway's login, say,
+/// without reading the log.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RoundReport {
+    /// The smarthost, "host:port".
+    pub host: String,
+    /// When the round ended (unix seconds).
+    pub at: u64,
+    /// Recipients delivered, deferred and failed in it.
+    pub delivered: u64,
+    /// See `delivered`.
+    pub deferred: u64,
+    /// See `delivered`.
+    pub failed: u64,
+    /// The connection was encrypted (STARTTLS or implicit TLS).
+    pub tls: bool,
+    /// What its EHLO offered that this gateway uses (`DSN`, `SIZE`, `8BITMIME`, `SMTPUTF8`);
+    /// empty when no connection was made.
+    pub offers: Vec<String>,
+    /// The first reason a recipient was deferred or failed in the round, if any.
+    pub problem: Option<String>,
+}
+
+/// The file [`RoundReport`] is kept in, under the state directory.
+pub const ROUND_FILE: &str = "smarthost.json";
+
+impl RoundReport {
+    /// Counts one recipient's outcome.
+    pub fn count(&mut self, outcome: &Outcome) {
+        let why = match outcome {
+            Outcome::Delivered(_) => {
+                self.delivered += 1;
+                return;
+            }
+            Outcome::Deferred(why)
+            | Outcome::Failed {
+                diagnostic: why, ..
+            } => why,
+            Outcome::Requeue => return,
+        };
+        if matches!(outcome, Outcome::Failed { .. }) {
+            self.failed += 1;
+        } else {
+            self.deferred += 1;
+        }
+        if self.problem.is_none() {
+            self.problem = Some(why.clone());
+        }
+    }
+
+    /// One line for `skywave status`.
+    pub fn describe(&self) -> String {
+        let date = skywave_smtp::rfc5322_date(skywave_smtp::DateTime {
+            unix_seconds: i64::try_from(self.at).unwrap_or(0),
+            offset_minutes: 0,
+        });
+        let link = match (self.offers.is_empty() && !self.tls, self.tls) {
+            (true, _) => "no connection".to_owned(),
+            (false, tls) => format!(
+                "{}; offers {}",
+                if tls { "TLS" } else { "plain" },
+                if self.offers.is_empty() {
+                    "nothing this gateway uses".to_owned()
+                } else {
+                    self.offers.join(", ")
+                }
+            ),
+        };
+        let mut line = format!(
+            "{}, last round {date}: {} delivered, {} deferred, {} failed ({link})",
+            self.host, self.delivered, self.deferred, self.failed
+        );
+        if let Some(p) = &self.problem {
+            line.push_str(&format!("; {p}"));
+        }
+        line
+    }
+}
+
 /// The smarthost, as the deliveries of a round see it.
 #[derive(Debug, Clone, Copy)]
 pub struct Hop<'a> {
@@ -151,6 +232,24 @@ impl Connection {
     /// Whether the smarthost offers DSN (RFC 3461).
     pub fn offers_dsn(&self) -> bool {
         self.offers.dsn
+    }
+
+    /// Notes in `report` how the connection stands: encrypted or not, and the extensions its
+    /// EHLO offered that this gateway uses.
+    pub fn describe_into(&self, report: &mut RoundReport) {
+        use lettre::transport::smtp::extension::Extension;
+        report.tls = self.conn.is_encrypted();
+        let info = self.conn.server_info();
+        report.offers = [
+            ("DSN", self.offers.dsn),
+            ("SIZE", self.offers.size.is_some()),
+            ("8BITMIME", self.offers.eight_bit_mime),
+            ("SMTPUTF8", info.supports_feature(Extension::SmtpUtfEight)),
+        ]
+        .into_iter()
+        .filter(|(_, on)| *on)
+        .map(|(k, _)| k.to_owned())
+        .collect();
     }
 
     /// Sends `msg` (its queued text `body`) in one transaction. Every due recipient comes back

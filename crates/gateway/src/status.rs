@@ -44,6 +44,8 @@ pub struct Status {
     /// The peers with a fallback, one line each, by name (empty when the routing table cannot
     /// be read).
     pub fallbacks: Vec<String>,
+    /// LAN delivery to a smarthost: how its last round went (`None` for a Maildir).
+    pub smarthost: Option<String>,
 }
 
 /// Sessions shown by `skywave status`.
@@ -80,6 +82,14 @@ pub fn read(config: &Config) -> skywave_spool::Result<Status> {
             .collect(),
         ..Status::default()
     };
+    if let crate::config::Delivery::Smarthost { host, port, .. } = &config.delivery {
+        let path = config.state_dir.join(crate::smarthost::ROUND_FILE);
+        let report = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<crate::smarthost::RoundReport>(&b).ok());
+        status.smarthost =
+            Some(report.map_or_else(|| format!("{host}:{port}, no round yet"), |r| r.describe()));
+    }
     if let Ok(table) = skywave_route::RoutingTable::load(&config.routes) {
         status.schedules = schedules(&table, now);
         status.fallbacks = fallbacks(&table);
@@ -150,6 +160,9 @@ pub fn render(status: &Status) -> String {
             status.held_targets.join(", ")
         }
     );
+    if let Some(line) = &status.smarthost {
+        let _ = writeln!(out, "LAN smarthost: {line}");
+    }
     let _ = writeln!(out, "recipients waiting per target:");
     if status.depth.is_empty() {
         let _ = writeln!(out, "  (none)");
@@ -417,5 +430,47 @@ mod tests {
             ),
             "{out}"
         );
+    }
+
+    #[test]
+    fn the_smarthost_line_says_how_its_last_round_went() {
+        use crate::outcome::Outcome;
+        use crate::smarthost::RoundReport;
+        let mut r = RoundReport {
+            host: "relay.lan:587".into(),
+            at: 1_796_083_200 + 9 * 3600 + 12 * 60,
+            tls: true,
+            ..RoundReport::default()
+        };
+        r.count(&Outcome::Deferred(
+            "smarthost relay.lan:587: AUTH as \"gw\" failed (permanent error (535): 5.7.8 no)"
+                .into(),
+        ));
+        r.count(&Outcome::Deferred("later".into()));
+        let status = Status {
+            smarthost: Some(r.describe()),
+            ..Status::default()
+        };
+        let shown = render(&status);
+        assert!(
+            shown.contains(
+                "LAN smarthost: relay.lan:587, last round Tue, 1 Dec 2026 09:12:00 +0000: 0 delivered, \
+                 2 deferred, 0 failed (TLS; offers nothing this gateway uses); smarthost relay.lan:587: \
+                 AUTH as \"gw\" failed (permanent error (535): 5.7.8 no)\n"
+            ),
+            "{shown}"
+        );
+        r.problem = None;
+        r.tls = false;
+        r.offers = vec!["DSN".into(), "SIZE".into()];
+        r.deferred = 0;
+        r.delivered = 3;
+        assert!(
+            r.describe()
+                .ends_with(": 3 delivered, 0 deferred, 0 failed (plain; offers DSN, SIZE)"),
+            "{}",
+            r.describe()
+        );
+        assert!(!render(&Status::default()).contains("LAN smarthost"));
     }
 }
