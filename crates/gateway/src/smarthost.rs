@@ -24,8 +24,8 @@
 //!   write.
 //!
 //! lettre parses the EHLO reply for its own few keywords only; the connection sends EHLO once
-//! more (after STARTTLS, if any) and reads `DSN` and `SIZE` with skywave-smtp's
-//! [`Extensions`].
+//! more (after STARTTLS, if any) and reads every keyword it acts on (`DSN`, `SIZE`,
+//! `8BITMIME`, `SMTPUTF8`) with skywave-smtp's [`Extensions`], one reading for all.
 
 use std::time::Duration;
 
@@ -237,14 +237,12 @@ impl Connection {
     /// Notes in `report` how the connection stands: encrypted or not, and the extensions its
     /// EHLO offered that this gateway uses.
     pub fn describe_into(&self, report: &mut RoundReport) {
-        use lettre::transport::smtp::extension::Extension;
         report.tls = self.conn.is_encrypted();
-        let info = self.conn.server_info();
         report.offers = [
             ("DSN", self.offers.dsn),
             ("SIZE", self.offers.size.is_some()),
             ("8BITMIME", self.offers.eight_bit_mime),
-            ("SMTPUTF8", info.supports_feature(Extension::SmtpUtfEight)),
+            ("SMTPUTF8", self.offers.smtputf8),
         ]
         .into_iter()
         .filter(|(_, on)| *on)
@@ -461,11 +459,7 @@ impl Connection {
         let mut params = Vec::new();
         let intl = !msg.sender.is_ascii() || to.iter().any(|(r, _, _)| !r.is_ascii());
         if intl {
-            if !self
-                .conn
-                .server_info()
-                .supports_feature(lettre::transport::smtp::extension::Extension::SmtpUtfEight)
-            {
+            if !self.offers.smtputf8 {
                 return Err(
                     "an address is not ASCII and the smarthost does not offer SMTPUTF8".into(),
                 );
@@ -810,5 +804,8 @@ mod tests {
         let ext = Extensions::from_ehlo(&reply);
         assert!(ext.dsn);
         assert_eq!(ext.size, Some(1000));
+        assert!(!ext.smtputf8);
+        let utf8 = Response::new(r.code(), vec!["smarthost.lan".into(), "SMTPUTF8".into()]);
+        assert!(Extensions::from_ehlo(&reply_of(&utf8)).smtputf8);
     }
 }

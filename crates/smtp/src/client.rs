@@ -64,6 +64,8 @@ pub struct Extensions {
     pub mt_priority: bool,
     /// STARTTLS (RFC 3207); reported only, the client does not start TLS itself.
     pub starttls: bool,
+    /// SMTPUTF8 (RFC 6531); reported only (the gateway's smarthost delivery reads it).
+    pub smtputf8: bool,
     /// DSN (RFC 3461): the messages' `RET`, `ENVID`, `NOTIFY` and `ORCPT` are sent on.
     pub dsn: bool,
     /// skywave's `XDICT id...`: the preset deflate dictionaries (RFC 1950 DICTIDs, hex) the
@@ -94,6 +96,7 @@ impl Extensions {
                 "8BITMIME" => ext.eight_bit_mime = true,
                 "MT-PRIORITY" => ext.mt_priority = true,
                 "STARTTLS" => ext.starttls = true,
+                "SMTPUTF8" => ext.smtputf8 = true,
                 "DSN" => ext.dsn = true,
                 sum::KEYWORD => ext.session_sum = true,
                 CUT_KEYWORD => ext.session_cut = true,
