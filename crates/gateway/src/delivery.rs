@@ -331,12 +331,14 @@ async fn to_smarthost(
     };
     let conn = match link {
         Ok(Some(c)) => Ok(c),
-        Ok(None) => Connection::open(hop, &ctx.hostname).await,
+        Ok(None) => Connection::open(hop, &ctx.hostname).await.inspect(|c| {
+            // Once per connection: what it offered stays so for its life.
+            c.describe_into(report);
+        }),
         Err(why) => Err(why),
     };
     let (link, outcomes) = match conn {
         Ok(c) => {
-            c.describe_into(report);
             let (kept, outcomes) = c.send(hop, &msg, &file.message).await;
             (Ok(kept), outcomes)
         }

@@ -62,8 +62,8 @@ pub struct RoundReport {
     /// The connection was encrypted (STARTTLS or implicit TLS).
     pub tls: bool,
     /// What its EHLO offered that this gateway uses (`DSN`, `SIZE`, `8BITMIME`, `SMTPUTF8`);
-    /// empty when no connection was made.
-    pub offers: Vec<String>,
+    /// `None` when no connection was made.
+    pub offers: Option<Vec<String>>,
     /// The first reason a recipient was deferred or failed in the round, if any.
     pub problem: Option<String>,
 }
@@ -101,15 +101,15 @@ impl RoundReport {
             unix_seconds: i64::try_from(self.at).unwrap_or(0),
             offset_minutes: 0,
         });
-        let link = match (self.offers.is_empty() && !self.tls, self.tls) {
-            (true, _) => "no connection".to_owned(),
-            (false, tls) => format!(
+        let link = match &self.offers {
+            None => "no connection".to_owned(),
+            Some(offers) => format!(
                 "{}; offers {}",
-                if tls { "TLS" } else { "plain" },
-                if self.offers.is_empty() {
+                if self.tls { "TLS" } else { "plain" },
+                if offers.is_empty() {
                     "nothing this gateway uses".to_owned()
                 } else {
-                    self.offers.join(", ")
+                    offers.join(", ")
                 }
             ),
         };
@@ -238,16 +238,18 @@ impl Connection {
     /// EHLO offered that this gateway uses.
     pub fn describe_into(&self, report: &mut RoundReport) {
         report.tls = self.conn.is_encrypted();
-        report.offers = [
-            ("DSN", self.offers.dsn),
-            ("SIZE", self.offers.size.is_some()),
-            ("8BITMIME", self.offers.eight_bit_mime),
-            ("SMTPUTF8", self.offers.smtputf8),
-        ]
-        .into_iter()
-        .filter(|(_, on)| *on)
-        .map(|(k, _)| k.to_owned())
-        .collect();
+        report.offers = Some(
+            [
+                ("DSN", self.offers.dsn),
+                ("SIZE", self.offers.size.is_some()),
+                ("8BITMIME", self.offers.eight_bit_mime),
+                ("SMTPUTF8", self.offers.smtputf8),
+            ]
+            .into_iter()
+            .filter(|(_, on)| *on)
+            .map(|(k, _)| k.to_owned())
+            .collect(),
+        );
     }
 
     /// Sends `msg` (its queued text `body`) in one transaction. Every due recipient comes back

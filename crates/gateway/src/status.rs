@@ -440,6 +440,7 @@ mod tests {
             host: "relay.lan:587".into(),
             at: 1_796_083_200 + 9 * 3600 + 12 * 60,
             tls: true,
+            offers: Some(Vec::new()),
             ..RoundReport::default()
         };
         r.count(&Outcome::Deferred(
@@ -462,12 +463,26 @@ mod tests {
         );
         r.problem = None;
         r.tls = false;
-        r.offers = vec!["DSN".into(), "SIZE".into()];
+        r.offers = Some(vec!["DSN".into(), "SIZE".into()]);
         r.deferred = 0;
         r.delivered = 3;
         assert!(
             r.describe()
                 .ends_with(": 3 delivered, 0 deferred, 0 failed (plain; offers DSN, SIZE)"),
+            "{}",
+            r.describe()
+        );
+        // A plain connection to a server that offers none of those is still a connection.
+        r.offers = Some(Vec::new());
+        assert!(
+            r.describe()
+                .ends_with("(plain; offers nothing this gateway uses)"),
+            "{}",
+            r.describe()
+        );
+        r.offers = None;
+        assert!(
+            r.describe().ends_with("(no connection)"),
             "{}",
             r.describe()
         );
