@@ -447,6 +447,15 @@ with smtplib.SMTP("127.0.0.1", port, timeout=20) as s:
     s.sendmail("a@ship.test", ["ops@ship.test"], body("three", "ops@ship.test"))
 "#;
 
+/// `skywave queue --config C VERB --peer lan` ("hold" or "release"), which must succeed: mail
+/// for the LAN held, so that what is sent meanwhile is due together, in one round.
+async fn hold_lan(gw: &Gateway, verb: &str) {
+    let config = gw.config.to_str().unwrap();
+    let args = ["queue", "--config", config, verb, "--peer", "lan"];
+    let (code, out, err) = support::run(support::skywave().to_str().unwrap(), &args).await;
+    assert_eq!(code, 0, "{out}{err}");
+}
+
 /// One round of LAN mail to a smarthost that offers DSN: the three messages go over one
 /// connection, one transaction each; a refused recipient is refused once, in its message's own
 /// transaction, while the other gets its copy; the DSN parameters go on, so the smarthost, not
@@ -465,21 +474,12 @@ async fn a_round_goes_over_one_connection_with_a_reply_per_recipient_and_the_dsn
 
     let extra = format!("[delivery]\nsmarthost = \"127.0.0.1:{port}\"\ntimeout = \"10s\"\n");
     let gw = Gateway::start(tmp.path(), &routes("\"127.0.0.0/8\""), &extra).await;
-    let config = gw.config.to_str().unwrap().to_owned();
-    let queue = |verb: &'static str| {
-        let config = config.clone();
-        async move {
-            let args = ["queue", "--config", &config, verb, "--peer", "lan"];
-            let (code, out, err) = support::run(support::skywave().to_str().unwrap(), &args).await;
-            assert_eq!(code, 0, "{out}{err}");
-        }
-    };
     // Held, so that the three messages are due together, in one round.
-    queue("hold").await;
+    hold_lan(&gw, "hold").await;
     let p = gw.smtp.port().to_string();
     let (code, out, err) = python(SEND_DSN, &[&p]).await;
     assert_eq!(code, 0, "{out}{err}");
-    queue("release").await;
+    hold_lan(&gw, "release").await;
 
     // The three copies, then the bounce for reject@ (a later round: a second connection).
     let files = wait_files(&inbox, 4).await;
@@ -712,22 +712,13 @@ async fn a_smarthost_that_never_answers_costs_one_timeout_per_round() {
         "[delivery]\nsmarthost = \"127.0.0.1:{port}\"\ntimeout = \"2s\"\n[spool]\nmin_backoff = 600\nmax_backoff = 600\n"
     );
     let gw = Gateway::start(tmp.path(), &routes("\"127.0.0.0/8\""), &extra).await;
-    let config = gw.config.to_str().unwrap().to_owned();
-    let queue = |verb: &'static str| {
-        let config = config.clone();
-        async move {
-            let args = ["queue", "--config", &config, verb, "--peer", "lan"];
-            let (code, out, err) = support::run(support::skywave().to_str().unwrap(), &args).await;
-            assert_eq!(code, 0, "{out}{err}");
-        }
-    };
-    queue("hold").await;
+    hold_lan(&gw, "hold").await;
     let p = gw.smtp.port().to_string();
     for subject in ["one", "two", "three"] {
         let (code, out, err) = python(SEND, &[&p, "ops@ship.test", subject]).await;
         assert_eq!(code, 0, "{out}{err}");
     }
-    queue("release").await;
+    hold_lan(&gw, "release").await;
     let deadline = tokio::time::Instant::now() + STEP;
     while gw.log().matches("delivery deferred").count() < 3 {
         assert!(tokio::time::Instant::now() < deadline, "{}", gw.log());
