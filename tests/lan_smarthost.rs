@@ -360,6 +360,8 @@ class Sink:
 
     async def handle_EHLO(self, server, session, envelope, hostname, responses):
         session.host_name = hostname
+        if os.environ.get("SINK_7BIT"):
+            responses = [r for r in responses if "8BITMIME" not in r]
         return responses[:-1] + ["250-DSN", responses[-1]]
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
@@ -547,6 +549,90 @@ async fn a_round_goes_over_one_connection_with_a_reply_per_recipient_and_the_dsn
         .lines()
         .find_map(|l| l.strip_prefix("skywave_success_reports_total "));
     assert!(matches!(reports, None | Some("0")), "{page}");
+    assert_eq!(gw.stop().await, 0);
+}
+
+/// Sends one 8-bit message (BODY=8BITMIME) to the gateway: UTF-8 text without MIME, or a
+/// multipart of 8-bit text, 7-bit text, binary octets and an enclosed 8-bit message. Writes what
+/// it sent to argv[2].
+const SEND_8BIT: &str = r#"
+import smtplib, sys
+port, keep = int(sys.argv[1]), sys.argv[2]
+text = "Wind 270\u00b0 25 kn, sea 4. Gr\u00fc\u00dfe an Bord ".encode() + b"\r\n"
+binary = bytes(b for b in range(256) if b not in (0, 10, 13))
+msg = (b"From: a@ship.test\r\nTo: ops@ship.test\r\nSubject: 8-bit\r\nMIME-Version: 1.0\r\n"
+       b"Content-Type: multipart/mixed; boundary=\"=_b\"\r\n\r\n"
+       b"--=_b\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n"
+       + text * 8 +
+       b"--=_b\r\nContent-Type: text/plain\r\n\r\nplain seven-bit text\r\n"
+       b"--=_b\r\nContent-Type: application/octet-stream\r\nContent-Transfer-Encoding: binary\r\n\r\n"
+       + binary + b"\r\n"
+       b"--=_b\r\nContent-Type: message/rfc822\r\n\r\nSubject: enclosed\r\n\r\n" + text +
+       b"--=_b--\r\n")
+open(keep, "wb").write(msg)
+with smtplib.SMTP("127.0.0.1", port, timeout=20) as s:
+    s.ehlo("client.ship.test")
+    s.sendmail("a@ship.test", ["ops@ship.test"], msg, mail_options=["BODY=8BITMIME"])
+"#;
+
+/// Compares two messages as a reader sees them: argv[1] the original, argv[2] the delivered one,
+/// which must be 7-bit; every leaf part's type and decoded content must be the same.
+const SAME_CONTENT: &str = r#"
+import email, email.policy, sys
+sent, got = open(sys.argv[1], "rb").read(), open(sys.argv[2], "rb").read()
+assert all(b < 128 for b in got), "8-bit octets reached the smarthost"
+def leaves(raw):
+    out = []
+    for part in email.message_from_bytes(raw, policy=email.policy.compat32).walk():
+        if part.is_multipart():
+            continue
+        out.append((part.get_content_type(), part.get_payload(decode=True)))
+    return out
+a, b = leaves(sent), leaves(got)
+assert len(a) == 4 and a == b, (a, b)
+encodings = [p.get("Content-Transfer-Encoding") for p in
+             email.message_from_bytes(got, policy=email.policy.compat32).walk()]
+print(" ".join(str(e) for e in encodings))
+"#;
+
+/// To a smarthost that does not offer 8BITMIME, 8-bit mail goes made 7-bit (RFC 6152 section
+/// 3): quoted-printable text, base64 octets, 7-bit parts as they were, and every part reads the
+/// same to a MIME reader (Python's `email`, not skywave's code). Until 2026-11-30 it waited,
+/// deferred, until its lifetime ran out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_bit_mail_reaches_a_smarthost_without_8bitmime_as_7bit_and_reads_the_same() {
+    if !have_aiosmtpd() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let inbox = tmp.path().join("inbox");
+    std::fs::create_dir(&inbox).unwrap();
+    let port = free_port();
+    let seven = std::ffi::OsStr::new("1");
+    let _sink = start_dsn_sink(tmp.path(), &inbox, port, &[("SINK_7BIT", seven)]).await;
+    let extra = format!("[delivery]\nsmarthost = \"127.0.0.1:{port}\"\ntimeout = \"10s\"\n");
+    let gw = Gateway::start(tmp.path(), &routes("\"127.0.0.0/8\""), &extra).await;
+    let sent = tmp.path().join("sent.eml");
+    let p = gw.smtp.port().to_string();
+    let (code, out, err) = python(SEND_8BIT, &[&p, sent.to_str().unwrap()]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let files = wait_files(&inbox, 1).await;
+    assert_eq!(files.len(), 1, "{}", gw.log());
+    let (code, out, err) = python(
+        SAME_CONTENT,
+        &[sent.to_str().unwrap(), files[0].to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    // The multipart and the enclosed message say 7bit only where they named an encoding.
+    assert_eq!(
+        out.trim(),
+        "None quoted-printable None base64 None quoted-printable",
+        "{}",
+        std::fs::read_to_string(&files[0]).unwrap()
+    );
+    let status = status_until(&gw, "1 delivered").await;
+    assert!(status.contains("offers DSN, SIZE, SMTPUTF8)"), "{status}");
     assert_eq!(gw.stop().await, 0);
 }
 

@@ -14,7 +14,10 @@
 //!   reports success (or nothing, for `NOTIFY=NEVER`) and this gateway does not
 //!   ([`Handoff::Passed`]). To one that does not, this gateway reports `relayed`.
 //! - **SIZE** (RFC 1870) when offered, so a smarthost refuses an oversized message before its
-//!   text crosses the LAN; `BODY=8BITMIME` and `SMTPUTF8` when the message needs them.
+//!   text crosses the LAN; `BODY=8BITMIME` and `SMTPUTF8` when the message needs them. To a
+//!   smarthost without `8BITMIME` an 8-bit message goes made 7-bit (quoted-printable or base64
+//!   parts, [`skywave_smtp::downgrade`]; RFC 6152 section 3), or waits with the reason when it
+//!   cannot be (an 8-bit header field).
 //! - **TLS and AUTH** as `[delivery]` says: STARTTLS (opportunistic or required) or TLS from
 //!   the first byte (port 465), and a name and password (PLAIN or LOGIN) only over TLS.
 //! - **One connection for a round**: the messages of a round share it, and it is closed (QUIT)
@@ -27,6 +30,7 @@
 //! more (after STARTTLS, if any) and reads every keyword it acts on (`DSN`, `SIZE`,
 //! `8BITMIME`, `SMTPUTF8`) with skywave-smtp's [`Extensions`], one reading for all.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use lettre::Address;
@@ -360,7 +364,7 @@ impl Connection {
             return Ok(Vec::new());
         }
         let undecided: Vec<String> = to.iter().map(|(r, _, _)| (*r).clone()).collect();
-        let params = match self.mail_parameters(msg, body, &to) {
+        let (params, body) = match self.mail_parameters(msg, body, &to) {
             Ok(p) => p,
             Err(why) => {
                 all(
@@ -438,7 +442,7 @@ impl Connection {
             }
             Answer::Broken(e) => return Err(broken("DATA", e)),
         }
-        let text = body.strip_suffix(b"\r\n").unwrap_or(body);
+        let text = body.strip_suffix(b"\r\n").unwrap_or(&body);
         match answer(self.conn.message(text).await) {
             Answer::Reply(r) => {
                 // The transaction is over, whatever the reply.
@@ -451,13 +455,14 @@ impl Connection {
         }
     }
 
-    /// MAIL's parameters for `msg`, or why the smarthost cannot take it (an extension it lacks).
-    fn mail_parameters(
+    /// MAIL's parameters for `msg` and the text to send (8-bit text made 7-bit for a smarthost
+    /// without `8BITMIME`), or why the smarthost cannot take it (an extension it lacks).
+    fn mail_parameters<'b>(
         &self,
         msg: &DueMessage,
-        body: &[u8],
+        body: &'b [u8],
         to: &[(&String, Address, skywave_smtp::RcptDsn)],
-    ) -> Result<Vec<MailParameter>, String> {
+    ) -> Result<(Vec<MailParameter>, Cow<'b, [u8]>), String> {
         let mut params = Vec::new();
         let intl = !msg.sender.is_ascii() || to.iter().any(|(r, _, _)| !r.is_ascii());
         if intl {
@@ -468,14 +473,21 @@ impl Connection {
             }
             params.push(MailParameter::SmtpUtfEight);
         }
-        if !body.is_ascii() {
-            if !self.offers.eight_bit_mime {
-                return Err(
-                    "the message is 8-bit and the smarthost does not offer 8BITMIME (this gateway does not convert)"
-                        .into(),
-                );
+        let original = body;
+        let mut body = Cow::Borrowed(original);
+        if !original.is_ascii() {
+            if self.offers.eight_bit_mime {
+                params.push(MailParameter::Body(MailBodyParameter::EightBitMime));
+            } else {
+                // RFC 6152 §3: convert, or do not send.
+                body = skywave_smtp::downgrade::seven_bit(original).map_err(|e| {
+                    format!(
+                        "the message is 8-bit, the smarthost does not offer 8BITMIME, \
+                         and it cannot be made 7-bit: {e}"
+                    )
+                })?;
+                tracing::debug!(id = %msg.id, "8-bit parts made 7-bit for a smarthost without 8BITMIME");
             }
-            params.push(MailParameter::Body(MailBodyParameter::EightBitMime));
         }
         if self.offers.size.is_some() {
             params.push(MailParameter::Size(body.len()));
@@ -491,7 +503,7 @@ impl Connection {
                 params.push(other("ENVID", id));
             }
         }
-        Ok(params)
+        Ok((params, body))
     }
 
     /// Ends the connection politely (the end of a round).
@@ -665,6 +677,19 @@ mod tests {
         }
     }
 
+    static PLAIN: SmarthostTls = SmarthostTls::None;
+
+    /// The scripted server on `port`, plain SMTP, no AUTH.
+    fn plain_hop(port: u16, timeout: Duration) -> Hop<'static> {
+        Hop {
+            host: "127.0.0.1",
+            port,
+            timeout,
+            tls: &PLAIN,
+            auth: None,
+        }
+    }
+
     const EHLO_DSN: &str = "250-smarthost.lan\r\n250-SIZE 100000\r\n250 DSN\r\n";
 
     #[tokio::test]
@@ -691,14 +716,7 @@ mod tests {
             "221 bye\r\n",
         ])
         .await;
-        let tls = SmarthostTls::None;
-        let hop = Hop {
-            host: "127.0.0.1",
-            port,
-            timeout: Duration::from_secs(10),
-            tls: &tls,
-            auth: None,
-        };
+        let hop = plain_hop(port, Duration::from_secs(10));
         let conn = Connection::open(&hop, "gw.ship.test").await.expect("open");
         assert!(conn.offers_dsn());
         let rcpts = [
@@ -743,16 +761,66 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn to_a_smarthost_without_8bitmime_8bit_text_goes_as_7bit_or_waits() {
+        const EHLO_7BIT: &str = "250-smarthost.lan\r\n250 SIZE 100000\r\n";
+        let (port, seen) = server(vec![
+            EHLO_7BIT,
+            EHLO_7BIT,
+            "250 2.1.0 ok\r\n",
+            "250 2.1.5 ok\r\n",
+            "354 go on\r\n",
+            "250 2.0.0 queued\r\n",
+            "221 bye\r\n",
+        ])
+        .await;
+        let hop = plain_hop(port, Duration::from_secs(10));
+        let conn = Connection::open(&hop, "gw.ship.test").await.expect("open");
+        let body = "Subject: x\r\n\r\nSea 4, 270\u{b0}\r\n";
+        let (conn, outcomes) = conn
+            .send(&hop, &message(&["a@lan.test"]), body.as_bytes())
+            .await;
+        assert_eq!(
+            outcomes,
+            vec![("a@lan.test".into(), Outcome::Delivered(Handoff::Relayed))]
+        );
+        // An 8-bit header field cannot be made 7-bit: the mail waits, and nothing is sent.
+        let (conn, outcomes) = conn
+            .expect("kept")
+            .send(
+                &hop,
+                &message(&["b@lan.test"]),
+                "Subject: 270\u{b0}\r\n\r\nx\r\n".as_bytes(),
+            )
+            .await;
+        assert!(
+            matches!(&outcomes[..], [(_, Outcome::Deferred(t))] if t.contains("8BITMIME") && t.contains("\"Subject\" holds 8-bit")),
+            "{outcomes:?}"
+        );
+        conn.expect("kept").close(hop.timeout).await;
+        let text = [
+            "Subject: x",
+            "MIME-Version: 1.0",
+            "Content-Type: text/plain; charset=utf-8",
+            "Content-Transfer-Encoding: quoted-printable",
+            "",
+            "Sea 4, 270=C2=B0",
+        ];
+        // SIZE is the size of what is sent, with no BODY=8BITMIME.
+        let size = text.iter().map(|l| l.len() + 2).sum::<usize>();
+        let mut expected = vec![
+            format!("MAIL FROM:<a@ship.test> SIZE={size}"),
+            "RCPT TO:<a@lan.test>".into(),
+            "DATA".into(),
+        ];
+        expected.extend(text.iter().map(|t| format!("text: {t}")));
+        expected.extend(["text: .".into(), "QUIT".into()]);
+        assert_eq!(seen.await.expect("server")[2..], expected[..]);
+    }
+
+    #[tokio::test]
     async fn a_smarthost_that_stops_answering_defers_everything_and_is_let_go() {
         let (port, seen) = server(vec![EHLO_DSN, "250 smarthost.lan\r\n", ""]).await;
-        let tls = SmarthostTls::None;
-        let hop = Hop {
-            host: "127.0.0.1",
-            port,
-            timeout: Duration::from_millis(500),
-            tls: &tls,
-            auth: None,
-        };
+        let hop = plain_hop(port, Duration::from_millis(500));
         let conn = Connection::open(&hop, "gw.ship.test").await.expect("open");
         assert!(!conn.offers_dsn());
         let (conn, outcomes) = conn

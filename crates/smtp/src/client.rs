@@ -1,7 +1,7 @@
 //! The sans-IO SMTP client session: delivers a list of messages to one server.
 //!
-//! Used for LAN delivery, the SMTP-over-TCP bearer and, in [`ClientMode::Batch`], as the HMTP
-//! client. The owner writes [`ClientSession::take_output`] to the server, feeds the server's bytes
+//! Used for the SMTP-over-TCP bearer, the benchmarks' SMTP stacks and, in [`ClientMode::Batch`],
+//! as the HMTP client. The owner writes [`ClientSession::take_output`] to the server, feeds the server's bytes
 //! to [`ClientSession::feed`] and collects a [`MessageOutcome`] per message from
 //! [`ClientSession::poll_event`]. Read timeouts are the owner's (it knows its link); when the
 //! connection ends, it calls [`ClientSession::connection_closed`].
@@ -605,8 +605,33 @@ impl ClientSession {
         line
     }
 
+    /// RFC 6152 section 3: 8-bit text for a server that does not offer `8BITMIME` (JNOS answers
+    /// HELO only) goes made 7-bit ([`crate::downgrade`]). Text that cannot be (an 8-bit header
+    /// field) goes as it is, as it did before this conversion existed: the old peers this path
+    /// serves keep 8-bit text as it comes, and holding the mail back would strand it.
+    fn fit_body(&mut self, i: usize, ext: &Extensions) {
+        let Some(m) = self.messages.get_mut(i) else {
+            return;
+        };
+        if !m.eight_bit || ext.eight_bit_mime {
+            return;
+        }
+        match crate::downgrade::seven_bit(&m.body) {
+            Ok(std::borrow::Cow::Owned(text)) => {
+                m.body = text;
+                m.eight_bit = false;
+            }
+            Ok(std::borrow::Cow::Borrowed(_)) => m.eight_bit = false,
+            Err(e) => tracing::warn!(
+                message = i,
+                "8-bit text for a server without 8BITMIME goes as it is: {e}"
+            ),
+        }
+    }
+
     fn send_mail(&mut self, i: usize) {
         let ext = self.extensions.clone().unwrap_or_default();
+        self.fit_body(i, &ext);
         let line = self.mail_command(i, &ext);
         self.send_line(&line);
         self.expect.push_back(Expect::Mail(i));
@@ -705,6 +730,7 @@ impl ClientSession {
         self.send_ehlo();
         let ext = self.config.batch_extensions.clone();
         for i in 0..self.messages.len() {
+            self.fit_body(i, &ext);
             let line = self.mail_command(i, &ext);
             self.send_line(&line);
             self.expect.push_back(Expect::Mail(i));

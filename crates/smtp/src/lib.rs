@@ -8,6 +8,7 @@
 //! - [`reply`]: the reply type, its wire form and a bounded reply parser.
 //! - [`data`]: dot-stuffing and the streaming DATA reader (end of data only at CRLF.CRLF).
 //! - [`dsn`]: the DSN extension's parameters (RFC 3461: `NOTIFY`, `ORCPT`, `RET`, `ENVID`).
+//! - [`downgrade`]: an 8-bit message made 7-bit for a server without `8BITMIME` (RFC 6152).
 //! - [`server`]: the server session with its policy hook, limits and HMTP-66 reply buffering.
 //! - [`client`]: the client session.
 //! - [`received`]: the `Received:` trace header and RFC 5322 dates.
@@ -40,9 +41,9 @@
 //! [`Policy`], which decides whether they are routed; malformed paths get `501`.
 
 mod address;
-mod base64;
 pub mod client;
 pub mod data;
+pub mod downgrade;
 pub mod dsn;
 pub mod received;
 pub mod reply;

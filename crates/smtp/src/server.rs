@@ -68,12 +68,12 @@ use smtp_proto::{
 use thiserror::Error;
 
 use crate::address;
-use crate::base64;
 use crate::data::{DataFault, DataLimits, DataReader};
 use crate::dsn::{MailDsn, RcptDsn};
 use crate::received::Protocol;
 use crate::reply::{EnhancedCode, Reply};
 use crate::sum::{self, SessionSum};
+use base64::Engine as _;
 
 /// When AUTH is offered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1383,9 +1383,11 @@ impl<P: Policy> ServerSession<P> {
         if line == b"=" {
             return Some(Vec::new());
         }
-        match base64::decode(line) {
-            Some(decoded) => Some(decoded),
-            None => {
+        // Strict: padding required, no white space, no stray bits (RFC 4954 §4 asks for
+        // RFC 4648 base64, and a malformed response is refused with 501).
+        match base64::engine::general_purpose::STANDARD.decode(line) {
+            Ok(decoded) => Some(decoded),
+            Err(_) => {
                 self.error(Reply::new(501, esc(5, 5, 2), "Invalid base64 data"));
                 None
             }

@@ -67,6 +67,42 @@ fn lockstep_sends_one_command_per_reply() {
 }
 
 #[test]
+fn eight_bit_text_goes_as_7bit_to_a_server_without_8bitmime() {
+    let mut m = msg("a@x", &["b@y"], "Subject: x\r\n\r\n270\u{b0}\r\n");
+    m.eight_bit = true;
+    // Not convertible: an 8-bit header field goes as it is (with a warning), as before.
+    let mut raw = msg("a@x", &["b@y"], "Subject: 270\u{b0}\r\n\r\nx\r\n");
+    raw.eight_bit = true;
+    let mut c =
+        ClientSession::new(ClientConfig::new("gw", ClientMode::Lockstep), vec![m, raw]).unwrap();
+    c.feed(b"220 mx ESMTP\r\n");
+    assert_eq!(text(&mut c), "EHLO gw\r\n");
+    // EHLO refused: HELO, and no extension at all.
+    c.feed(b"500 what\r\n");
+    assert_eq!(text(&mut c), "HELO gw\r\n");
+    c.feed(b"250 mx\r\n");
+    assert_eq!(text(&mut c), "MAIL FROM:<a@x>\r\n");
+    c.feed(b"250 ok\r\n");
+    assert_eq!(text(&mut c), "RCPT TO:<b@y>\r\n");
+    c.feed(b"250 ok\r\n");
+    assert_eq!(text(&mut c), "DATA\r\n");
+    c.feed(b"354 go\r\n");
+    assert_eq!(
+        text(&mut c),
+        "Subject: x\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\
+         Content-Transfer-Encoding: quoted-printable\r\n\r\n270=C2=B0\r\n.\r\n"
+    );
+    c.feed(b"250 queued\r\n");
+    assert_eq!(text(&mut c), "MAIL FROM:<a@x>\r\n");
+    c.feed(b"250 ok\r\n");
+    assert_eq!(text(&mut c), "RCPT TO:<b@y>\r\n");
+    c.feed(b"250 ok\r\n");
+    assert_eq!(text(&mut c), "DATA\r\n");
+    c.feed(b"354 go\r\n");
+    assert_eq!(text(&mut c), "Subject: 270\u{b0}\r\n\r\nx\r\n.\r\n");
+}
+
+#[test]
 fn pipelining_sends_groups_and_rset_after_failed_data() {
     let msgs = vec![
         msg("a@x", &["unknown@y"], "one\r\n"),

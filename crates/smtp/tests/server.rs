@@ -701,6 +701,11 @@ fn auth_login_and_plain_with_continuations() {
         h.send(b"not base64!\r\n"),
         "501 5.5.2 Invalid base64 data\r\n"
     );
+    // Strict RFC 4648: padding required, no white space inside.
+    for bad in [&b"AGFsaWNlAHNlY3JldA\r\n"[..], b"AGFsaWNl AHNlY3JldA==\r\n"] {
+        assert_eq!(h.send(b"AUTH PLAIN\r\n"), "334 \r\n");
+        assert_eq!(h.send(bad), "501 5.5.2 Invalid base64 data\r\n");
+    }
     assert_eq!(
         h.send(b"AUTH CRAM-MD5\r\n"),
         "504 5.5.4 Unrecognized authentication type\r\n"
