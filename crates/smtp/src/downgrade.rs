@@ -14,8 +14,9 @@
 //!
 //! What cannot be converted is refused with a reason, never altered: 8-bit octets in a header
 //! field (that is `SMTPUTF8`'s work, RFC 6531, not a transfer encoding's), 8-bit octets in a part
-//! that claims quoted-printable or base64 already (its decoded content is not defined), and in
-//! `message/partial` or `message/external-body`, which RFC 2046 §5.2 keeps 7-bit.
+//! that claims quoted-printable or base64 already (its decoded content is not defined), in
+//! `message/partial` or `message/external-body`, which RFC 2046 §5.2 keeps 7-bit, and under a
+//! signature (`multipart/signed`, RFC 1847), which a new encoding would break.
 //!
 //! The MIME structure (header blocks, boundaries, nested messages) is walked here on the raw
 //! bytes, because the conversion must know the exact byte range of every field and body to leave
@@ -55,6 +56,12 @@ pub enum DowngradeError {
     /// A multipart's boundary is missing or never occurs in its body.
     #[error("a multipart part {0}")]
     Multipart(&'static str),
+    /// 8-bit octets under a signature (`multipart/signed`, RFC 1847), which would no longer
+    /// verify once re-encoded.
+    #[error(
+        "8-bit octets in signed content (multipart/signed), whose signature re-encoding would break"
+    )]
+    Signed,
     /// Parts nested deeper than [`MAX_DEPTH`].
     #[error("MIME parts nested more than {MAX_DEPTH} deep")]
     TooDeep,
@@ -278,6 +285,7 @@ impl Walker {
             .unwrap_or((&mime.content_type, ""));
         let mut body = Vec::new();
         let new_encoding = match (major, mime.content_type.as_str()) {
+            (_, "multipart/signed") => return Err(DowngradeError::Signed),
             ("multipart", _) => {
                 let boundary = mime
                     .boundary
@@ -609,7 +617,12 @@ mod tests {
 
     #[test]
     fn what_cannot_be_converted_is_refused_with_its_reason() {
-        let cases: [(&str, DowngradeError); 6] = [
+        let cases: [(&str, DowngradeError); 7] = [
+            (
+                "MIME-Version: 1.0\r\nContent-Type: multipart/signed; boundary=s; protocol=\"application/pgp-signature\"\r\n\r\n\
+                 --s\r\nContent-Type: text/plain\r\n\r\n\u{e9}\r\n--s--\r\n",
+                DowngradeError::Signed,
+            ),
             (
                 "Subject: Gr\u{fc}\u{df}e\r\n\r\nx\r\n",
                 DowngradeError::EightBitHeader {
