@@ -37,12 +37,32 @@ pub fn message_expiry(message: &[u8]) -> Option<u64> {
 /// mail-parser's reader of `Date:` fields; `None` for what is not a valid date (years outside
 /// 1900-3000 included).
 pub fn parse_date_time(text: &str) -> Option<i64> {
-    if text.len() > MAX_DATE {
+    if text.len() > MAX_DATE || short_year(text) {
         return None;
     }
     mail_parser::DateTime::parse_rfc822(text)
         .filter(mail_parser::DateTime::is_valid)
         .map(|d| d.to_timestamp())
+}
+
+/// Whether the year after the month name has a single digit. RFC 5322 allows four or more
+/// digits, and two or three in the obsolete form (section 4.3); mail-parser reads "1 Jan 5" as
+/// 2005, so a mistyped expiry would bounce the message at once. It is no date: ignored.
+fn short_year(text: &str) -> bool {
+    const MONTHS: [&str; 12] = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ];
+    let mut tokens = text
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|t| !t.is_empty());
+    while let Some(t) = tokens.next() {
+        if MONTHS.iter().any(|m| t.eq_ignore_ascii_case(m)) {
+            return tokens
+                .next()
+                .is_some_and(|y| y.len() == 1 && y.bytes().all(|b| b.is_ascii_digit()));
+        }
+    }
+    false
 }
 
 /// Longest date-time looked at; any real one is under 100 bytes.
@@ -85,6 +105,9 @@ mod tests {
             "Fri, 21 Nov 1997 09:61:00 -0600",
             "1 Jan 3001 00:00 +0000",
             "1 Jan 1899 00:00 +0000",
+            // A one-digit year (mail-parser alone reads it as 2005).
+            "Tue, 1 Jul 5 10:52:37 +0200",
+            "1 JAN 7 00:00 GMT",
         ] {
             assert_eq!(parse_date_time(text), None, "{text:?}");
         }
