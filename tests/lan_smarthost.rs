@@ -376,11 +376,11 @@ class Sink:
         with open(path + ".tmp", "wb") as f:
             f.write(("X-Envelope-From: %s\r\nX-Envelope-To: %s\r\nX-Sink-Connection: %d\r\n"
                      "X-Sink-Mail-Dsn: %s\r\nX-Sink-Rcpt-Dsn: %s\r\nX-Sink-TLS: %s\r\n"
-                     "X-Sink-Auth: %s\r\n" % (
+                     "X-Sink-Auth: %s\r\nX-Sink-Utf8: %s\r\n" % (
                 envelope.mail_from, ",".join(envelope.rcpt_tos), server.number,
                 " ".join(server.mail_dsn), " | ".join(server.rcpt_dsn),
                 "yes" if server.transport.get_extra_info("ssl_object") else "no",
-                session.auth_data or "")).encode())
+                session.auth_data or "", envelope.smtp_utf8)).encode())
             f.write(envelope.original_content)
         os.rename(path + ".tmp", path)
         return "250 OK stored"
@@ -431,6 +431,26 @@ async fn start_dsn_sink(
     sink
 }
 
+/// A gateway whose LAN smarthost is [`DSN_SINK`] (started with `env`): its directory, the
+/// sink's inbox, the sink and the gateway.
+async fn gateway_and_dsn_sink(
+    env: &[(&str, &std::ffi::OsStr)],
+) -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    tokio::process::Child,
+    Gateway,
+) {
+    let tmp = tempfile::tempdir().unwrap();
+    let inbox = tmp.path().join("inbox");
+    std::fs::create_dir(&inbox).unwrap();
+    let port = free_port();
+    let sink = start_dsn_sink(tmp.path(), &inbox, port, env).await;
+    let extra = format!("[delivery]\nsmarthost = \"127.0.0.1:{port}\"\ntimeout = \"10s\"\n");
+    let gw = Gateway::start(tmp.path(), &routes("\"127.0.0.0/8\""), &extra).await;
+    (tmp, inbox, sink, gw)
+}
+
 const SEND_DSN: &str = r#"
 import smtplib, sys
 port = int(sys.argv[1])
@@ -468,14 +488,7 @@ async fn a_round_goes_over_one_connection_with_a_reply_per_recipient_and_the_dsn
     if !have_aiosmtpd() {
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let inbox = tmp.path().join("inbox");
-    std::fs::create_dir(&inbox).unwrap();
-    let port = free_port();
-    let _sink = start_dsn_sink(tmp.path(), &inbox, port, &[]).await;
-
-    let extra = format!("[delivery]\nsmarthost = \"127.0.0.1:{port}\"\ntimeout = \"10s\"\n");
-    let gw = Gateway::start(tmp.path(), &routes("\"127.0.0.0/8\""), &extra).await;
+    let (tmp, inbox, _sink, gw) = gateway_and_dsn_sink(&[]).await;
     // Held, so that the three messages are due together, in one round.
     hold_lan(&gw, "hold").await;
     let p = gw.smtp.port().to_string();
@@ -604,14 +617,8 @@ async fn eight_bit_mail_reaches_a_smarthost_without_8bitmime_as_7bit_and_reads_t
     if !have_aiosmtpd() {
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let inbox = tmp.path().join("inbox");
-    std::fs::create_dir(&inbox).unwrap();
-    let port = free_port();
     let seven = std::ffi::OsStr::new("1");
-    let _sink = start_dsn_sink(tmp.path(), &inbox, port, &[("SINK_7BIT", seven)]).await;
-    let extra = format!("[delivery]\nsmarthost = \"127.0.0.1:{port}\"\ntimeout = \"10s\"\n");
-    let gw = Gateway::start(tmp.path(), &routes("\"127.0.0.0/8\""), &extra).await;
+    let (tmp, inbox, _sink, gw) = gateway_and_dsn_sink(&[("SINK_7BIT", seven)]).await;
     let sent = tmp.path().join("sent.eml");
     let p = gw.smtp.port().to_string();
     let (code, out, err) = python(SEND_8BIT, &[&p, sent.to_str().unwrap()]).await;
@@ -633,6 +640,53 @@ async fn eight_bit_mail_reaches_a_smarthost_without_8bitmime_as_7bit_and_reads_t
     );
     let status = status_until(&gw, "1 delivered").await;
     assert!(status.contains("offers DSN, SIZE, SMTPUTF8)"), "{status}");
+    assert_eq!(gw.stop().await, 0);
+}
+
+/// Internationalized mail (RFC 6531): UTF-8 header fields, sent with SMTPUTF8 (smtplib puts
+/// the parameter only on a transaction to a server that offers it), to an ASCII recipient and
+/// to a UTF-8 one. Prints the recipients refused.
+const SEND_EAI: &str = r#"
+import smtplib, sys
+msg = "From: J\u00f6rg <joerg@ship.test>\r\nTo: ops@ship.test\r\nSubject: Gr\u00fc\u00dfe\r\n\r\nbody\r\n"
+with smtplib.SMTP("127.0.0.1", int(sys.argv[1]), timeout=20) as s:
+    s.ehlo("client.ship.test")
+    assert s.has_extn("smtputf8"), s.esmtp_features
+    print(s.sendmail("joerg@ship.test", ["ops@ship.test", "m\u00f8ller@ship.test"], msg.encode(),
+                     mail_options=["SMTPUTF8", "BODY=8BITMIME"]))
+"#;
+
+/// The LAN listener offers SMTPUTF8 (RFC 6531), so a client that follows it hands over mail with
+/// UTF-8 header fields rather than return it to its sender (Postfix does for mail that asked
+/// for SMTPUTF8): it reaches the smarthost with SMTPUTF8 and its header as it was, and the
+/// `Received:` header names the protocol `UTF8SMTP`. An internationalised address, which not
+/// every bearer can carry, is refused with RFC 6531's 553 5.6.7, the others in the transaction
+/// taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn utf8_header_fields_go_through_with_smtputf8() {
+    if !have_aiosmtpd() {
+        return;
+    }
+    let (_tmp, inbox, _sink, gw) = gateway_and_dsn_sink(&[]).await;
+    let p = gw.smtp.port().to_string();
+    let (code, out, err) = python(SEND_EAI, &[&p]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("'møller@ship.test': (553, b'5.6.7 non-ASCII character U+00F8 in address;"),
+        "{out}"
+    );
+    let files = wait_files(&inbox, 1).await;
+    assert_eq!(files.len(), 1, "{}", gw.log());
+    let got = std::fs::read_to_string(&files[0]).unwrap();
+    for line in [
+        "X-Envelope-To: ops@ship.test\r\n",
+        "X-Sink-Utf8: True\r\n",
+        "From: J\u{f6}rg <joerg@ship.test>\r\n",
+        "Subject: Gr\u{fc}\u{df}e\r\n",
+        "with UTF8SMTP id ",
+    ] {
+        assert!(got.contains(line), "{line:?} in {got}");
+    }
     assert_eq!(gw.stop().await, 0);
 }
 

@@ -165,6 +165,7 @@ impl Gateway {
             auth_user: None,
             dsn,
             rcpt_dsn: recipients.iter().map(|(_, d)| d.clone()).collect(),
+            smtputf8: false,
         };
         self.intake
             .store(

@@ -464,14 +464,18 @@ impl Connection {
         to: &[(&String, Address, skywave_smtp::RcptDsn)],
     ) -> Result<(Vec<MailParameter>, Cow<'b, [u8]>), String> {
         let mut params = Vec::new();
-        let intl = !msg.sender.is_ascii() || to.iter().any(|(r, _, _)| !r.is_ascii());
-        if intl {
-            if !self.offers.smtputf8 {
+        let addresses =
+            std::iter::once(msg.sender.as_str()).chain(to.iter().map(|(r, _, _)| r.as_str()));
+        if skywave_smtp::downgrade::needs_smtputf8("", addresses.clone(), body) {
+            if self.offers.smtputf8 {
+                params.push(MailParameter::SmtpUtfEight);
+            } else if addresses.clone().any(|a| !a.is_ascii()) {
                 return Err(
                     "an address is not ASCII and the smarthost does not offer SMTPUTF8".into(),
                 );
             }
-            params.push(MailParameter::SmtpUtfEight);
+            // UTF-8 header fields alone go as 8-bit text, as most servers take them (or wait
+            // below, for one without 8BITMIME either).
         }
         let original = body;
         let mut body = Cow::Borrowed(original);
@@ -815,6 +819,45 @@ mod tests {
         expected.extend(text.iter().map(|t| format!("text: {t}")));
         expected.extend(["text: .".into(), "QUIT".into()]);
         assert_eq!(seen.await.expect("server")[2..], expected[..]);
+    }
+
+    #[tokio::test]
+    async fn smtputf8_goes_with_utf8_header_fields_or_addresses_where_offered() {
+        const EHLO_UTF8: &str = "250-smarthost.lan\r\n250-8BITMIME\r\n250 SMTPUTF8\r\n";
+        let mut replies = vec![EHLO_UTF8, EHLO_UTF8];
+        for _ in 0..2 {
+            replies.extend(["250 ok\r\n", "250 ok\r\n", "354 go\r\n", "250 queued\r\n"]);
+        }
+        replies.push("221 bye\r\n");
+        let (port, seen) = server(replies).await;
+        let hop = plain_hop(port, Duration::from_secs(10));
+        let conn = Connection::open(&hop, "gw.ship.test").await.expect("open");
+        let header = "Subject: Gr\u{fc}\u{df}e\r\n\r\nx\r\n";
+        let (conn, outcomes) = conn
+            .send(&hop, &message(&["a@lan.test"]), header.as_bytes())
+            .await;
+        assert!(
+            matches!(outcomes[..], [(_, Outcome::Delivered(_))]),
+            "{outcomes:?}"
+        );
+        let (conn, outcomes) = conn
+            .expect("kept")
+            .send(&hop, &message(&["m\u{f8}ller@lan.test"]), b"x\r\n")
+            .await;
+        assert!(
+            matches!(outcomes[..], [(_, Outcome::Delivered(_))]),
+            "{outcomes:?}"
+        );
+        conn.expect("kept").close(hop.timeout).await;
+        let seen = seen.await.expect("server");
+        let mails: Vec<&String> = seen.iter().filter(|l| l.starts_with("MAIL")).collect();
+        assert_eq!(
+            mails,
+            [
+                "MAIL FROM:<a@ship.test> SMTPUTF8 BODY=8BITMIME",
+                "MAIL FROM:<a@ship.test> SMTPUTF8"
+            ]
+        );
     }
 
     #[tokio::test]

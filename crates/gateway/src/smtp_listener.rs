@@ -103,6 +103,9 @@ fn session_config(ctx: &ListenerContext) -> ServerConfig {
     c.data_timeout = ctx.smtp.data_timeout;
     // The spool keeps NOTIFY, ORCPT, RET and ENVID and reports as they ask.
     c.dsn = true;
+    // UTF-8 addresses and header fields are carried as they came (RFC 6531): the spool, the
+    // routing table and every bearer take them, so a LAN client may say so.
+    c.smtputf8 = true;
     c.starttls = ctx.tls.is_some();
     c.auth = if ctx.tls.is_some() && !ctx.smtp.users.is_empty() {
         AuthMode::AfterTls

@@ -310,9 +310,11 @@ pub enum AddressError {
         /// Length found.
         len: usize,
     },
-    /// Non-ASCII characters (SMTPUTF8 is not offered).
+    /// Non-ASCII characters: UTF-8 header fields cross every bearer, internationalised
+    /// addresses (RFC 6531) do not (5066 addresses in routes, JNOS, P_MUL's envelope).
     #[error(
-        "non-ASCII character {0:?} in address; internationalised addresses (SMTPUTF8) are not supported"
+        "non-ASCII character U+{:04X} in address; this gateway carries UTF-8 header fields (SMTPUTF8) but not internationalised addresses",
+        u32::from(*.0)
     )]
     NonAscii(char),
     /// No `@` at all.
@@ -360,7 +362,8 @@ pub enum AddressError {
 /// An SMTP refusal: the reply code, the RFC 3463 enhanced status code and the text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
-    /// Basic reply code: 550 (mailbox unavailable / not routed) or 554 (relay denied).
+    /// Basic reply code: 550 (mailbox unavailable / not routed), 553 (an address this gateway
+    /// cannot carry) or 554 (relay denied).
     pub code: u16,
     /// Enhanced status code, e.g. `5.7.1`.
     pub enhanced: &'static str,
@@ -390,15 +393,19 @@ impl AddressError {
     }
 
     /// The SMTP reply a server should give for this refusal: 550 5.7.1 for relay tricks
-    /// (delivery not authorised), 550 5.1.3 for bad syntax or length.
+    /// (delivery not authorised), 553 5.6.7 for an internationalised address (RFC 6531's
+    /// "non-ASCII addresses not permitted", as Postfix answers), 550 5.1.3 for bad syntax or
+    /// length.
     pub fn smtp_reply(&self) -> Refusal {
-        let enhanced = if self.is_relay_trick() {
-            "5.7.1"
+        let (code, enhanced) = if self.is_relay_trick() {
+            (550, "5.7.1")
+        } else if matches!(self, AddressError::NonAscii(_)) {
+            (553, "5.6.7")
         } else {
-            "5.1.3"
+            (550, "5.1.3")
         };
         Refusal {
-            code: 550,
+            code,
             enhanced,
             text: self.to_string(),
         }

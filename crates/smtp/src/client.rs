@@ -64,7 +64,8 @@ pub struct Extensions {
     pub mt_priority: bool,
     /// STARTTLS (RFC 3207); reported only, the client does not start TLS itself.
     pub starttls: bool,
-    /// SMTPUTF8 (RFC 6531); reported only (the gateway's smarthost delivery reads it).
+    /// SMTPUTF8 (RFC 6531): sent on MAIL for a message that needs it
+    /// ([`crate::downgrade::needs_smtputf8`]).
     pub smtputf8: bool,
     /// DSN (RFC 3461): the messages' `RET`, `ENVID`, `NOTIFY` and `ORCPT` are sent on.
     pub dsn: bool,
@@ -593,6 +594,17 @@ impl ClientSession {
         }
         if m.eight_bit && ext.eight_bit_mime {
             line.push_str(" BODY=8BITMIME");
+        }
+        // To a server without it, such mail goes as it is, as it did before: the old peers
+        // this path serves take UTF-8 as octets.
+        if ext.smtputf8
+            && crate::downgrade::needs_smtputf8(
+                &m.reverse_path,
+                m.recipients.iter().map(String::as_str),
+                &m.body,
+            )
+        {
+            line.push_str(" SMTPUTF8");
         }
         if let Some(p) = m.mt_priority
             && ext.mt_priority

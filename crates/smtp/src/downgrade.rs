@@ -1,4 +1,5 @@
-//! An 8-bit message made 7-bit for a server that does not offer `8BITMIME`.
+//! An 8-bit message made 7-bit for a server that does not offer `8BITMIME`, and whether a
+//! message needs `SMTPUTF8` ([`needs_smtputf8`]).
 //!
 //! RFC 6152 §3 leaves a client holding 8-bit mail for such a server two choices: convert the
 //! message to 7 bits or give up on it. This module converts, as a relay that wants its mail
@@ -96,6 +97,20 @@ pub fn seven_bit(message: &[u8]) -> Result<Cow<'_, [u8]>, DowngradeError> {
     };
     Walker { eol }.entity(message, Context::Message, 0, &mut out)?;
     Ok(Cow::Owned(out))
+}
+
+/// Whether a message needs `SMTPUTF8` (RFC 6531) of the next hop: an address of its envelope
+/// that is not ASCII, or 8-bit octets in its header section (UTF-8 header fields, RFC 6532).
+/// The spool does not keep whether the client said `SMTPUTF8`; this reads the same from the
+/// message itself, as Postfix's `smtputf8_autodetect_classes` does.
+pub fn needs_smtputf8<'a>(
+    sender: &str,
+    mut recipients: impl Iterator<Item = &'a str>,
+    message: &[u8],
+) -> bool {
+    !sender.is_ascii()
+        || recipients.any(|r| !r.is_ascii())
+        || !split_entity(message).header.is_ascii()
 }
 
 /// Where an entity stands, which decides its default type and whether it must carry
@@ -502,6 +517,28 @@ mod tests {
             walk(&m, &mut out);
         }
         out
+    }
+
+    #[test]
+    fn smtputf8_is_needed_for_an_address_or_a_header_field_that_is_not_ascii() {
+        let ascii = b"Subject: x\r\n\r\nGr\xc3\xbc\xc3\x9fe\r\n";
+        assert!(!needs_smtputf8("a@ship", ["b@shore"].into_iter(), ascii));
+        assert!(needs_smtputf8(
+            "j\u{f6}rg@ship",
+            ["b@shore"].into_iter(),
+            ascii
+        ));
+        assert!(needs_smtputf8(
+            "",
+            ["b@shore", "m\u{f8}ller@shore"].into_iter(),
+            ascii
+        ));
+        let header = "Subject: Gr\u{fc}\u{df}e\r\n\r\nx\r\n";
+        assert!(needs_smtputf8(
+            "a@ship",
+            ["b@shore"].into_iter(),
+            header.as_bytes()
+        ));
     }
 
     #[test]

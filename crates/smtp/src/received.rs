@@ -19,6 +19,14 @@ pub enum Protocol {
     Esmtpa,
     /// EHLO over TLS with successful AUTH.
     Esmtpsa,
+    /// SMTPUTF8 (RFC 6531 section 3.7.3), then as the four above without it.
+    Utf8Smtp,
+    /// SMTPUTF8 over TLS.
+    Utf8Smtps,
+    /// SMTPUTF8 with successful AUTH.
+    Utf8Smtpa,
+    /// SMTPUTF8 over TLS with successful AUTH.
+    Utf8Smtpsa,
 }
 
 impl Protocol {
@@ -33,6 +41,19 @@ impl Protocol {
         }
     }
 
+    /// The protocol with SMTPUTF8 in use when `utf8` (RFC 6531 registers `UTF8SMTP`, `...S`,
+    /// `...A` and `...SA` for the `with` clause); unchanged otherwise, and for plain HELO,
+    /// which cannot carry it.
+    pub fn utf8(self, utf8: bool) -> Self {
+        match (utf8, self) {
+            (false, p) | (true, p @ Self::Smtp) => p,
+            (true, Self::Esmtp | Self::Utf8Smtp) => Self::Utf8Smtp,
+            (true, Self::Esmtps | Self::Utf8Smtps) => Self::Utf8Smtps,
+            (true, Self::Esmtpa | Self::Utf8Smtpa) => Self::Utf8Smtpa,
+            (true, Self::Esmtpsa | Self::Utf8Smtpsa) => Self::Utf8Smtpsa,
+        }
+    }
+
     /// The keyword written in the header.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -41,6 +62,10 @@ impl Protocol {
             Self::Esmtps => "ESMTPS",
             Self::Esmtpa => "ESMTPA",
             Self::Esmtpsa => "ESMTPSA",
+            Self::Utf8Smtp => "UTF8SMTP",
+            Self::Utf8Smtps => "UTF8SMTPS",
+            Self::Utf8Smtpa => "UTF8SMTPA",
+            Self::Utf8Smtpsa => "UTF8SMTPSA",
         }
     }
 }
@@ -171,6 +196,26 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn smtputf8_names_the_utf8_protocols_of_rfc_6531() {
+        let names: Vec<&str> = [
+            Protocol::Smtp,
+            Protocol::Esmtp,
+            Protocol::Esmtps,
+            Protocol::Esmtpa,
+            Protocol::Esmtpsa,
+        ]
+        .iter()
+        .map(|p| p.utf8(true).as_str())
+        .collect();
+        assert_eq!(
+            names,
+            ["SMTP", "UTF8SMTP", "UTF8SMTPS", "UTF8SMTPA", "UTF8SMTPSA"]
+        );
+        assert_eq!(Protocol::Esmtps.utf8(false), Protocol::Esmtps);
+        assert_eq!(Protocol::Utf8Smtpa.utf8(true), Protocol::Utf8Smtpa);
+    }
 
     #[test]
     fn dates() {

@@ -63,7 +63,7 @@ use std::time::{Duration, Instant};
 use skywave_compress::{Limits, LzwSession};
 use smtp_proto::{
     AUTH_LOGIN, AUTH_PLAIN, Error as ParseError, MAIL_BODY_7BIT, MAIL_BODY_8BITMIME, MAIL_RET_FULL,
-    MAIL_RET_HDRS, MailFrom, RcptTo, Request,
+    MAIL_RET_HDRS, MAIL_SMTPUTF8, MailFrom, RcptTo, Request,
 };
 use thiserror::Error;
 
@@ -139,13 +139,19 @@ pub struct ServerConfig {
     /// and `ORCPT` on RCPT, handed to the owner in the [`Envelope`]. Only for an owner that
     /// keeps them and reports as they ask (the gateway's spool does).
     pub dsn: bool,
+    /// Advertise and accept SMTPUTF8 (RFC 6531): the client may say that the envelope or the
+    /// header fields are in UTF-8 ([`Envelope::smtputf8`]), and the `Received:` header then
+    /// names the protocol `UTF8SMTP`. The session takes UTF-8 addresses either way; without
+    /// this, a client that follows RFC 6531 returns internationalized mail to its sender
+    /// rather than send it here.
+    pub smtputf8: bool,
 }
 
 impl ServerConfig {
     /// Defaults: 10 MiB messages, 100 recipients, 2048-octet command lines, 1000-octet message
     /// lines, 10 000 commands, 20 errors, 5 minutes idle and 3 minutes stalled DATA, STARTTLS
     /// and AUTH off, no reply buffering, MT-PRIORITY on, XLZW accepted (JNOS peers connect to
-    /// the LAN listener), DSN off.
+    /// the LAN listener), DSN and SMTPUTF8 off.
     pub fn new(hostname: impl Into<String>) -> Self {
         Self {
             hostname: hostname.into(),
@@ -168,6 +174,7 @@ impl ServerConfig {
             extra_ehlo: Vec::new(),
             session_sum: false,
             dsn: false,
+            smtputf8: false,
         }
     }
 
@@ -218,6 +225,8 @@ pub struct Envelope {
     /// The DSN parameters of each RCPT, in the order of `recipients`: the server session gives
     /// one each; an owner building an envelope itself may leave it empty (nothing asked).
     pub rcpt_dsn: Vec<RcptDsn>,
+    /// MAIL carried `SMTPUTF8` (RFC 6531; only when [`ServerConfig::smtputf8`]).
+    pub smtputf8: bool,
 }
 
 /// What the owner learned from the TLS handshake, kept for logs and policy.
@@ -1079,6 +1088,9 @@ impl<P: Policy> ServerSession<P> {
         if self.config.dsn {
             lines.push("DSN".to_owned());
         }
+        if self.config.smtputf8 {
+            lines.push("SMTPUTF8".to_owned());
+        }
         if self.config.session_sum {
             lines.push(sum::KEYWORD.to_owned());
         }
@@ -1105,15 +1117,21 @@ impl<P: Policy> ServerSession<P> {
         } else {
             0
         };
-        let unsupported = from.flags & !(MAIL_BODY_7BIT | MAIL_BODY_8BITMIME | dsn_flags) != 0
-            || from.trans_id.is_some()
-            || from.by != 0
-            || (from.env_id.is_some() && !self.config.dsn)
-            || from.solicit.is_some()
-            || from.mtrk.is_some()
-            || (from.auth.is_some() && !self.auth_offered() && self.info.auth_user.is_none())
-            || from.hold_for != 0
-            || from.hold_until != 0;
+        let utf8_flag = if self.config.smtputf8 {
+            MAIL_SMTPUTF8
+        } else {
+            0
+        };
+        let unsupported =
+            from.flags & !(MAIL_BODY_7BIT | MAIL_BODY_8BITMIME | dsn_flags | utf8_flag) != 0
+                || from.trans_id.is_some()
+                || from.by != 0
+                || (from.env_id.is_some() && !self.config.dsn)
+                || from.solicit.is_some()
+                || from.mtrk.is_some()
+                || (from.auth.is_some() && !self.auth_offered() && self.info.auth_user.is_none())
+                || from.hold_for != 0
+                || from.hold_until != 0;
         let upper = line.to_ascii_uppercase();
         let has_priority = contains(&upper, b"MT-PRIORITY=");
         let has_params = from.size != 0 || from.flags != 0 || from.env_id.is_some() || has_priority;
@@ -1159,6 +1177,7 @@ impl<P: Policy> ServerSession<P> {
         } else {
             BodyType::Unspecified
         };
+        let smtputf8 = from.flags & MAIL_SMTPUTF8 != 0;
         let request = MailRequest {
             reverse_path: from.address,
             declared_size: (from.size != 0).then_some(from.size),
@@ -1175,10 +1194,11 @@ impl<P: Policy> ServerSession<P> {
                     body_type,
                     mt_priority,
                     helo: self.info.helo.clone().unwrap_or_default(),
-                    protocol: self.protocol(),
+                    protocol: self.protocol().utf8(smtputf8),
                     auth_user: self.info.auth_user.clone(),
                     dsn,
                     rcpt_dsn: Vec::new(),
+                    smtputf8,
                 });
                 self.reply(Reply::new(250, esc(2, 1, 0), "Ok"));
             }

@@ -103,6 +103,38 @@ fn eight_bit_text_goes_as_7bit_to_a_server_without_8bitmime() {
 }
 
 #[test]
+fn smtputf8_goes_with_mail_that_needs_it_when_the_server_offers_it() {
+    let intl = msg("j\u{f6}rg@x", &["b@y"], "Subject: x\r\n\r\nx\r\n");
+    let header = msg("a@x", &["b@y"], "Subject: Gr\u{fc}\u{df}e\r\n\r\nx\r\n");
+    let ascii = msg("a@x", &["b@y"], "Subject: x\r\n\r\nx\r\n");
+    let mut c = ClientSession::new(
+        ClientConfig::new("gw", ClientMode::Lockstep),
+        vec![intl, header, ascii],
+    )
+    .unwrap();
+    c.feed(b"220 mx ESMTP\r\n");
+    text(&mut c);
+    c.feed(b"250-mx\r\n250-8BITMIME\r\n250 SMTPUTF8\r\n");
+    let mut mails = Vec::new();
+    for _ in 0..3 {
+        mails.push(text(&mut c));
+        for reply in ["250 ok\r\n", "250 ok\r\n", "354 go\r\n"] {
+            c.feed(reply.as_bytes());
+            text(&mut c);
+        }
+        c.feed(b"250 queued\r\n");
+    }
+    assert_eq!(
+        mails,
+        [
+            "MAIL FROM:<j\u{f6}rg@x> SMTPUTF8\r\n",
+            "MAIL FROM:<a@x> SMTPUTF8\r\n",
+            "MAIL FROM:<a@x>\r\n"
+        ]
+    );
+}
+
+#[test]
 fn pipelining_sends_groups_and_rset_after_failed_data() {
     let msgs = vec![
         msg("a@x", &["unknown@y"], "one\r\n"),

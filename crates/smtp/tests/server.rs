@@ -149,6 +149,7 @@ fn full_session_lockstep() {
             auth_user: None,
             dsn: Default::default(),
             rcpt_dsn: vec![Default::default(); 2],
+            smtputf8: false,
         }
     );
     // Nothing after QUIT is processed.
@@ -898,6 +899,46 @@ fn hmtp_release_held_sends_what_is_held_and_keeps_holding() {
             xsum(b"NOOP\r\nEHLO c\r\nMAIL FROM:<a@x>\r\nRSET\r\nQUIT\r\n")
         )
     );
+}
+
+#[test]
+fn smtputf8_is_taken_only_when_offered_and_named_in_the_protocol() {
+    // Off (the default): not advertised, and the parameter is refused as unknown; UTF-8
+    // addresses are taken as they come, as before.
+    let mut h = Harness::plain();
+    assert!(!h.send(b"EHLO c\r\n").contains("SMTPUTF8"));
+    assert_eq!(
+        h.send(b"MAIL FROM:<a@x> SMTPUTF8\r\n"),
+        "555 5.5.4 MAIL parameters not recognized or not implemented\r\n"
+    );
+
+    let mut config = ServerConfig::new("mx.test");
+    config.smtputf8 = true;
+    let mut h = Harness::new(config);
+    h.send(b"");
+    assert!(h.send(b"EHLO c\r\n").contains("250-SMTPUTF8\r\n"));
+    assert_eq!(
+        h.send("MAIL FROM:<j\u{f6}rg@x> SMTPUTF8 BODY=8BITMIME\r\n".as_bytes()),
+        "250 2.1.0 Ok\r\n"
+    );
+    assert_eq!(
+        h.send("RCPT TO:<m\u{f8}ller@y>\r\n".as_bytes()),
+        "250 2.1.5 Ok\r\n"
+    );
+    h.send(b"DATA\r\n");
+    h.send("Subject: Gr\u{fc}\u{df}e\r\n\r\nx\r\n.\r\n".as_bytes());
+    h.send(b"MAIL FROM:<a@x>\r\n");
+    h.send(b"RCPT TO:<b@y>\r\n");
+    h.send(b"DATA\r\n");
+    h.send(b"x\r\n.\r\n");
+    let (utf8, _) = &h.messages[0];
+    assert!(utf8.smtputf8);
+    assert_eq!(utf8.reverse_path, "j\u{f6}rg@x");
+    assert_eq!(utf8.recipients, ["m\u{f8}ller@y"]);
+    assert_eq!(utf8.protocol.as_str(), "UTF8SMTP");
+    let (plain, _) = &h.messages[1];
+    assert!(!plain.smtputf8);
+    assert_eq!(plain.protocol.as_str(), "ESMTP");
 }
 
 #[test]

@@ -399,6 +399,7 @@ impl CftpLink {
                         // A CFTP mail-file has no place for DSN parameters.
                         dsn: Default::default(),
                         rcpt_dsn: Vec::new(),
+                        smtputf8: false,
                     };
                     let stored = match later {
                         Some(why) => Err(why),

@@ -1511,6 +1511,7 @@ impl PmulLink {
             auth_user: None,
             dsn: MailDsn::parse(&mail.envelope.mail_params),
             rcpt_dsn,
+            smtputf8: false,
         };
         let reference = format!("pmul-{}-{message_id}", peer.name);
         let stored = self
