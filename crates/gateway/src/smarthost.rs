@@ -464,12 +464,11 @@ impl Connection {
         to: &[(&String, Address, skywave_smtp::RcptDsn)],
     ) -> Result<(Vec<MailParameter>, Cow<'b, [u8]>), String> {
         let mut params = Vec::new();
-        let addresses =
-            std::iter::once(msg.sender.as_str()).chain(to.iter().map(|(r, _, _)| r.as_str()));
-        if skywave_smtp::downgrade::needs_smtputf8("", addresses.clone(), body) {
+        let recipients = || to.iter().map(|(r, _, _)| r.as_str());
+        if skywave_smtp::downgrade::needs_smtputf8(&msg.sender, recipients(), body) {
             if self.offers.smtputf8 {
                 params.push(MailParameter::SmtpUtfEight);
-            } else if addresses.clone().any(|a| !a.is_ascii()) {
+            } else if !msg.sender.is_ascii() || recipients().any(|r| !r.is_ascii()) {
                 return Err(
                     "an address is not ASCII and the smarthost does not offer SMTPUTF8".into(),
                 );
