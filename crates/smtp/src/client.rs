@@ -1,8 +1,8 @@
 //! The sans-IO SMTP client session: delivers a list of messages to one server.
 //!
 //! Used for the SMTP-over-TCP bearer, the benchmarks' SMTP stacks and, in [`ClientMode::Batch`],
-//! as the HMTP client. The owner writes [`ClientSession::take_output`] to the server, feeds the server's bytes
-//! to [`ClientSession::feed`] and collects a [`MessageOutcome`] per message from
+//! as the HMTP client. The owner writes [`ClientSession::take_output`] to the server, feeds the
+//! server's bytes to [`ClientSession::feed`] and collects a [`MessageOutcome`] per message from
 //! [`ClientSession::poll_event`]. Read timeouts are the owner's (it knows its link); when the
 //! connection ends, it calls [`ClientSession::connection_closed`].
 //!

@@ -60,6 +60,7 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use skywave_compress::{Limits, LzwSession};
 use smtp_proto::{
     AUTH_LOGIN, AUTH_PLAIN, Error as ParseError, MAIL_BODY_7BIT, MAIL_BODY_8BITMIME, MAIL_RET_FULL,
@@ -73,7 +74,6 @@ use crate::dsn::{MailDsn, RcptDsn};
 use crate::received::Protocol;
 use crate::reply::{EnhancedCode, Reply};
 use crate::sum::{self, SessionSum};
-use base64::Engine as _;
 
 /// When AUTH is offered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
