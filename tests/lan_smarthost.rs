@@ -645,7 +645,8 @@ async fn eight_bit_mail_reaches_a_smarthost_without_8bitmime_as_7bit_and_reads_t
 
 /// Internationalized mail (RFC 6531): UTF-8 header fields, sent with SMTPUTF8 (smtplib puts
 /// the parameter only on a transaction to a server that offers it), to an ASCII recipient and
-/// to a UTF-8 one. Prints the recipients refused.
+/// to a UTF-8 one, then from a UTF-8 sender. Prints the recipients refused, and the sender's
+/// refusal.
 const SEND_EAI: &str = r#"
 import smtplib, sys
 msg = "From: J\u00f6rg <joerg@ship.test>\r\nTo: ops@ship.test\r\nSubject: Gr\u00fc\u00dfe\r\n\r\nbody\r\n"
@@ -654,6 +655,10 @@ with smtplib.SMTP("127.0.0.1", int(sys.argv[1]), timeout=20) as s:
     assert s.has_extn("smtputf8"), s.esmtp_features
     print(s.sendmail("joerg@ship.test", ["ops@ship.test", "m\u00f8ller@ship.test"], msg.encode(),
                      mail_options=["SMTPUTF8", "BODY=8BITMIME"]))
+    try:
+        s.sendmail("j\u00f6rg@ship.test", ["ops@ship.test"], msg.encode(), mail_options=["SMTPUTF8"])
+    except smtplib.SMTPSenderRefused as e:
+        print("sender refused", e.smtp_code, e.smtp_error.decode())
 "#;
 
 /// The LAN listener offers SMTPUTF8 (RFC 6531), so a client that follows it hands over mail with
@@ -661,7 +666,7 @@ with smtplib.SMTP("127.0.0.1", int(sys.argv[1]), timeout=20) as s:
 /// for SMTPUTF8): it reaches the smarthost with SMTPUTF8 and its header as it was, and the
 /// `Received:` header names the protocol `UTF8SMTP`. An internationalised address, which not
 /// every bearer can carry, is refused with RFC 6531's 553 5.6.7, the others in the transaction
-/// taken.
+/// taken; so is a sender's, to which no report could be routed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn utf8_header_fields_go_through_with_smtputf8() {
     if !have_aiosmtpd() {
@@ -673,6 +678,10 @@ async fn utf8_header_fields_go_through_with_smtputf8() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         out.contains("'møller@ship.test': (553, b'5.6.7 non-ASCII character U+00F8 in address;"),
+        "{out}"
+    );
+    assert!(
+        out.contains("sender refused 553 5.6.7 non-ASCII character U+00F6 in address;"),
         "{out}"
     );
     let files = wait_files(&inbox, 1).await;

@@ -46,7 +46,7 @@ enum Command {
         #[command(subcommand)]
         command: sis_cmd::SisCommand,
     },
-    /// Inspect and steer the spool: list, show, hold, release, bounce, delete, flush.
+    /// Inspect and steer the spool: list, show, hold, release, bounce, move, delete, flush.
     Queue(queue_cmd::QueueArgs),
     /// Check a routing table, and explain where an address would go.
     Routes {

@@ -17,7 +17,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use skywave_route::{Destination, LookupError, RelayDecision, RoutingTable, SharedRoutes};
+use skywave_route::{
+    AddressError, Destination, LookupError, RelayDecision, RoutingTable, SharedRoutes,
+};
 use skywave_smtp::{
     Credentials, DateTime, EnhancedCode, Envelope, MailRequest, Policy, RcptDsn, ReceivedInfo,
     Reply, SessionInfo, Verdict, received_header,
@@ -163,7 +165,10 @@ impl GatewayPolicy {
                         format!("no route for {a} at this gateway"),
                     ));
                 }
-                Err(e) => return Err(reply(550, "5.1.3", e.to_string())),
+                Err(e) => {
+                    let refusal = e.smtp_reply();
+                    return Err(reply(refusal.code, refusal.enhanced, refusal.text));
+                }
             },
         };
         let (target, limit, hold_above) = match route.destination {
@@ -207,6 +212,12 @@ impl Policy for GatewayPolicy {
         self.table = self.routes.current();
         self.declared_size = mail.declared_size;
         self.targets.clear();
+        // A sender this gateway could not route a report back to, as for a recipient
+        // (553 5.6.7, RFC 6531): UTF-8 header fields cross every bearer, such addresses do not.
+        if let Some(c) = mail.reverse_path.chars().find(|c| !c.is_ascii()) {
+            let refusal = AddressError::NonAscii(c).smtp_reply();
+            return Verdict::Reject(reply(refusal.code, refusal.enhanced, refusal.text));
+        }
         let declared = mail.declared_size.unwrap_or(0) as u64;
         match self.spool.as_ref().map(|spool| spool.admit(declared)) {
             Some(Err(room)) => Verdict::Reject(short_of_space(room)),

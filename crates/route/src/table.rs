@@ -92,8 +92,8 @@ pub enum LookupError {
 }
 
 impl LookupError {
-    /// The SMTP refusal for this error: the address's own (550 5.7.1 or 550 5.1.3), or
-    /// 550 5.1.2 when nothing routes the domain.
+    /// The SMTP refusal for this error: the address's own (550 5.7.1, 553 5.6.7 or 550 5.1.3),
+    /// or 550 5.1.2 when nothing routes the domain.
     pub fn smtp_reply(&self) -> Refusal {
         match self {
             LookupError::Address(e) => e.smtp_reply(),
