@@ -89,7 +89,8 @@ pub fn seven_bit(message: &[u8]) -> Result<Cow<'_, [u8]>, DowngradeError> {
     if message.is_ascii() {
         return Ok(Cow::Borrowed(message));
     }
-    let mut out = Vec::with_capacity(message.len() + message.len() / 4);
+    // Base64 takes 4/3 and its line ends; most text grows less under quoted-printable.
+    let mut out = Vec::with_capacity(message.len() / 2 * 3 + 1024);
     let eol: &[u8] = if message.windows(2).any(|w| w == b"\r\n") {
         b"\r\n"
     } else {
@@ -111,6 +112,18 @@ pub fn needs_smtputf8<'a>(
     !sender.is_ascii()
         || recipients.any(|r| !r.is_ascii())
         || !split_entity(message).header.is_ascii()
+}
+
+/// What becomes of an entity's body.
+enum Plan<'m> {
+    /// Its parts, each made 7-bit, between its boundary's delimiter lines.
+    Multipart(&'m str, Context),
+    /// The enclosed message, made 7-bit.
+    Message,
+    /// Text: quoted-printable.
+    QuotedPrintable,
+    /// Anything else: base64.
+    Base64,
 }
 
 /// Where an entity stands, which decides its default type and whether it must carry
@@ -298,8 +311,9 @@ impl Walker {
             .content_type
             .split_once('/')
             .unwrap_or((&mime.content_type, ""));
-        let mut body = Vec::new();
-        let new_encoding = match (major, mime.content_type.as_str()) {
+        // What becomes of the body, decided before anything is written: the header block goes
+        // first, then the body straight into `out` (no copy of a converted body in between).
+        let plan = match (major, mime.content_type.as_str()) {
             (_, "multipart/signed") => return Err(DowngradeError::Signed),
             ("multipart", _) => {
                 let boundary = mime
@@ -312,29 +326,23 @@ impl Walker {
                 } else {
                     Context::Part
                 };
-                self.multipart(entity.body, boundary, inner, depth, &mut body)?;
-                "7bit"
+                Plan::Multipart(boundary, inner)
             }
-            (_, "message/rfc822" | "message/global") => {
-                self.entity(entity.body, Context::Message, depth + 1, &mut body)?;
-                "7bit"
-            }
+            (_, "message/rfc822" | "message/global") => Plan::Message,
             ("message", _) => {
                 return Err(DowngradeError::SevenBitOnly {
                     content_type: mime.content_type,
                 });
             }
-            ("text", _) => {
-                self.quoted_printable(entity.body, &mut body);
-                "quoted-printable"
-            }
-            _ => {
-                self.base64(entity.body, &mut body);
-                "base64"
-            }
+            ("text", _) => Plan::QuotedPrintable,
+            _ => Plan::Base64,
         };
-        // The header block again, its transfer encoding replaced where the body's changed.
-        let leaf = !matches!(major, "multipart" | "message");
+        let (new_encoding, leaf) = match plan {
+            Plan::Multipart(..) | Plan::Message => ("7bit", false),
+            Plan::QuotedPrintable => ("quoted-printable", true),
+            Plan::Base64 => ("base64", true),
+        };
+        // The header block again, its transfer encoding replaced where the body's changes.
         for f in &entity.fields {
             if !f.is("Content-Transfer-Encoding") {
                 out.extend_from_slice(f.raw);
@@ -360,8 +368,20 @@ impl Walker {
         } else {
             entity.separator
         });
-        out.extend_from_slice(&body);
-        Ok(())
+        match plan {
+            Plan::Multipart(boundary, inner) => {
+                self.multipart(entity.body, boundary, inner, depth, out)
+            }
+            Plan::Message => self.entity(entity.body, Context::Message, depth + 1, out),
+            Plan::QuotedPrintable => {
+                self.quoted_printable(entity.body, out);
+                Ok(())
+            }
+            Plan::Base64 => {
+                self.base64(entity.body, out);
+                Ok(())
+            }
+        }
     }
 
     fn line(&self, text: &[u8], out: &mut Vec<u8>) {
@@ -384,14 +404,20 @@ impl Walker {
     }
 
     /// Base64 in lines of 76 characters (RFC 2045 §6.8), ending with a line end when the
-    /// original body did.
+    /// original body did. Each line is 57 octets encoded in place (a multiple of 3, so only
+    /// the last line has padding).
     fn base64(&self, body: &[u8], out: &mut Vec<u8>) {
-        let text = base64::engine::general_purpose::STANDARD.encode(body);
-        for (i, chunk) in text.as_bytes().chunks(76).enumerate() {
+        out.reserve(body.len() / 57 * (76 + self.eol.len()) + 80);
+        let mut line = [0u8; 76];
+        for (i, chunk) in body.chunks(57).enumerate() {
             if i > 0 {
                 out.extend_from_slice(self.eol);
             }
-            out.extend_from_slice(chunk);
+            // 57 octets always fit 76 characters; the error case cannot happen.
+            if let Ok(n) = base64::engine::general_purpose::STANDARD.encode_slice(chunk, &mut line)
+            {
+                out.extend_from_slice(&line[..n]);
+            }
         }
         if body.ends_with(b"\n") {
             out.extend_from_slice(self.eol);
