@@ -311,7 +311,8 @@ pub enum AddressError {
         len: usize,
     },
     /// Non-ASCII characters: UTF-8 header fields cross every bearer, internationalised
-    /// addresses (RFC 6531) do not (5066 addresses in routes, JNOS, P_MUL's envelope).
+    /// addresses (RFC 6531) do not (this table's patterns, JNOS and P_MUL's envelope are
+    /// ASCII).
     #[error(
         "non-ASCII character U+{:04X} in address; this gateway carries UTF-8 header fields (SMTPUTF8) but not internationalised addresses",
         u32::from(*.0)
