@@ -565,9 +565,8 @@ async fn a_round_goes_over_one_connection_with_a_reply_per_recipient_and_the_dsn
     assert_eq!(gw.stop().await, 0);
 }
 
-/// Sends one 8-bit message (BODY=8BITMIME) to the gateway: UTF-8 text without MIME, or a
-/// multipart of 8-bit text, 7-bit text, binary octets and an enclosed 8-bit message. Writes what
-/// it sent to argv[2].
+/// Sends one 8-bit message (BODY=8BITMIME) to the gateway: a multipart of 8-bit text, 7-bit
+/// text, binary octets and an enclosed 8-bit message. Writes what it sent to argv[2].
 const SEND_8BIT: &str = r#"
 import smtplib, sys
 port, keep = int(sys.argv[1]), sys.argv[2]
