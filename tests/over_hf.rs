@@ -605,3 +605,154 @@ async fn the_example_routing_tables_check() {
         assert!(out.contains("1 peer, 2 routes, OK"), "{file}: {out}");
     }
 }
+
+/// What the foreign peer of [`foreign_hmtp_peer`] saw of one session: the messages its server
+/// took (envelope and text), in order.
+type PeerSession = Vec<(skywave_smtp::Envelope, Vec<u8>)>;
+
+/// An HMTP peer that is not skywave, on the shore's node: a SIS client on SAP 3 feeding the
+/// hmtp crate's server, configured as such a peer may be (Annex F asks only that it should
+/// offer 8BITMIME: this one does not), its replies sent back to the ship's node. Each session
+/// it finishes is sent on `done`.
+async fn foreign_hmtp_peer(sis: String, done: tokio::sync::mpsc::UnboundedSender<PeerSession>) {
+    use skywave_hmtp::{DedupCache, HmtpServer, ServerEvent, ServerSettings};
+    use skywave_sis::client::Event;
+    use skywave_sis::{Client, ClientConfig, Priority, SapId, ServiceType, Ttl, UnidataRequest};
+    let connector = move || {
+        let sis = sis.clone();
+        async move { tokio::net::TcpStream::connect(sis).await }
+    };
+    let cfg = ClientConfig::new(SapId::new(3).unwrap(), ServiceType::ARQ_NODE_CONFIRM);
+    let (client, _, mut events) = Client::connect(connector, cfg).await.unwrap();
+    let mut settings = ServerSettings::new("mx.shore.example", 2048);
+    settings.smtp.eight_bit_mime = false;
+    let mut dedup = DedupCache::new(Duration::from_secs(3600), 1000);
+    let mut server = None;
+    let mut session = PeerSession::new();
+    while let Some(event) = events.recv().await {
+        let Event::Unidata(ind) = event else { continue };
+        let now = std::time::Instant::now();
+        let s = server.get_or_insert_with(|| {
+            HmtpServer::new(settings.clone(), skywave_smtp::AcceptAll, now).unwrap()
+        });
+        s.receive(now, &ind.updu, &mut dedup);
+        let mut closed = false;
+        while let Some(ev) = s.poll_event() {
+            match ev {
+                ServerEvent::Message(m) => {
+                    let id = format!("F{}", session.len());
+                    session.push((m.envelope, m.body));
+                    s.accepted(m.ticket, &id, now, &mut dedup).unwrap();
+                }
+                ServerEvent::Duplicate { .. } => {}
+                ServerEvent::Closed(_) => closed = true,
+            }
+        }
+        while let Some(replies) = s.take_transmission() {
+            for updu in replies {
+                // Delivery is the ship's to judge, from the replies it gets.
+                let _pending = client.send_unidata(UnidataRequest {
+                    priority: Priority::new(0).unwrap(),
+                    dest_sap: SapId::new(3).unwrap(),
+                    dest: ind.src,
+                    mode: ServiceType::DEFAULT,
+                    ttl: Ttl::INFINITE,
+                    updu: updu.into(),
+                });
+            }
+        }
+        if closed {
+            server = None;
+            if done.send(std::mem::take(&mut session)).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// The next session the foreign peer finished, within [`DELIVERY_LIMIT`].
+async fn next_session(
+    sessions: &mut tokio::sync::mpsc::UnboundedReceiver<PeerSession>,
+    side: &Side,
+) -> PeerSession {
+    timeout(DELIVERY_LIMIT, sessions.recv())
+        .await
+        .unwrap_or_else(|_| panic!("no session reached the peer; ship log:\n{}", side.log()))
+        .expect("the peer stopped")
+}
+
+/// Submits one 8-bit message (`BODY=8BITMIME`) to the gateway at `host` `port`.
+const SEND_8BIT: &str = r#"
+import smtplib, sys
+host, port, subject = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+msg = ("From: <alice@ship.example>\r\nTo: <ops@shore.example>\r\nSubject: %s\r\n\r\n"
+       "Cr\u00e8me br\u00fbl\u00e9e tonight.\r\n" % subject).encode("utf-8")
+with smtplib.SMTP(host, port, timeout=60) as s:
+    refused = s.sendmail("alice@ship.example", ["ops@shore.example"], msg,
+                         mail_options=["BODY=8BITMIME"])
+    assert not refused, refused
+"#;
+
+/// STANAG 5066 Annex F asks an HMTP server only that it should offer 8BITMIME. The ship's
+/// first session to a peer that does not (not skywave: plain pipelined SMTP) assumes it, as a
+/// batch must, and the peer refuses the parameter; the ship learns from the peer's EHLO reply,
+/// keeps the mail, and sends it again at once made 7-bit (RFC 6152), as it does every later
+/// 8-bit message; `skywave status` says what it learnt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_hmtp_peer_without_8bitmime_gets_8bit_mail_made_7bit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let emu = Emu::start().await;
+    let ship_side = Side::write(tmp.path(), "ship", &emu.ship_sis);
+    let routes = ship_side.dir.join("routes.toml");
+    let text = std::fs::read_to_string(&routes).unwrap();
+    let skywave_peer = "skywave = true\ncompression = \"deflate\"\n";
+    assert!(text.contains(skywave_peer), "{text}");
+    std::fs::write(&routes, text.replace(skywave_peer, "skywave = false\n")).unwrap();
+    let (done, mut sessions) = tokio::sync::mpsc::unbounded_channel();
+    let peer = tokio::spawn(foreign_hmtp_peer(emu.shore_sis.clone(), done));
+    let ship = Gateway::start(&ship_side).await;
+    let (host, port) = ship.smtp.rsplit_once(':').unwrap();
+
+    let (code, out) = run("python3", &["-c", SEND_8BIT, host, port, "menu 1"]).await;
+    assert_eq!(code, 0, "{out}");
+    let first = next_session(&mut sessions, &ship_side).await;
+    assert!(first.is_empty(), "taken with BODY=8BITMIME: {first:?}");
+    let again = next_session(&mut sessions, &ship_side).await;
+    let later = {
+        let (code, out) = run("python3", &["-c", SEND_8BIT, host, port, "menu 2"]).await;
+        assert_eq!(code, 0, "{out}");
+        next_session(&mut sessions, &ship_side).await
+    };
+    for (session, subject) in [(again, "menu 1"), (later, "menu 2")] {
+        assert_eq!(session.len(), 1, "{session:?}");
+        let (envelope, body) = &session[0];
+        let text = String::from_utf8_lossy(body);
+        assert_eq!(envelope.body_type, skywave_smtp::BodyType::Unspecified);
+        assert!(body.is_ascii(), "{text}");
+        for want in [
+            format!("Subject: {subject}\r\n"),
+            "MIME-Version: 1.0\r\n".to_owned(),
+            "Content-Type: text/plain; charset=utf-8\r\n".to_owned(),
+            "Content-Transfer-Encoding: quoted-printable\r\n".to_owned(),
+            "\r\n\r\nCr=C3=A8me br=C3=BBl=C3=A9e tonight.\r\n".to_owned(),
+        ] {
+            assert!(text.contains(&want), "{want:?} in {text}");
+        }
+    }
+    assert!(
+        ship_side
+            .log()
+            .contains("shore does not offer 8BITMIME and said: 555 "),
+        "{}",
+        ship_side.log()
+    );
+    let (code, status) = run(
+        skywave_e2e::bin("skywave").to_str().unwrap(),
+        &["status", "--config", ship_side.config.to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(code, 0, "{status}");
+    assert!(status.contains("; DSN: no; 8BITMIME: no; "), "{status}");
+    peer.abort();
+    drop(ship);
+}

@@ -34,7 +34,8 @@ pub struct BatchMessage {
     pub recipients: Vec<String>,
     /// The message with CRLF line ends, not dot-stuffed.
     pub body: Vec<u8>,
-    /// The message has 8-bit content (`BODY=8BITMIME` is sent).
+    /// The message has 8-bit content: `BODY=8BITMIME` is sent, or, towards a peer known not to
+    /// offer 8BITMIME ([`ClientSettings::eight_bit_mime`]), the text is made 7-bit first.
     pub eight_bit: bool,
     /// Its DSN parameters (sent when [`ClientSettings::dsn`]).
     pub dsn: MailDsn,
@@ -87,10 +88,16 @@ pub struct ClientSettings {
     /// and its server reports as they ask. A batch goes before any reply, so this is what the
     /// peer said last time; without it the gateway reports success itself (`relayed`).
     pub dsn: bool,
+    /// The peer offered `8BITMIME` in its last EHLO reply, or nothing is known of it yet
+    /// (Annex F asks both sides that they should implement it): 8-bit messages go with
+    /// `BODY=8BITMIME`. False: they are made 7-bit first (quoted-printable or base64, the smtp
+    /// crate's `downgrade`), as RFC 6152 asks; one that cannot be converted goes as it is,
+    /// without the parameter.
+    pub eight_bit_mime: bool,
 }
 
 impl ClientSettings {
-    /// Settings with default decompression limits.
+    /// Settings with default decompression limits, no DSN, 8BITMIME assumed.
     pub fn new(hostname: impl Into<String>, mtu: usize, compression: Compression) -> Self {
         Self {
             hostname: hostname.into(),
@@ -99,6 +106,7 @@ impl ClientSettings {
             limits: Limits::default(),
             dictionary: None,
             dsn: false,
+            eight_bit_mime: true,
         }
     }
 }
@@ -176,6 +184,9 @@ pub struct BatchOutcome {
     /// Whether the peer advertised `DSN` in its EHLO reply, `None` when no EHLO reply was
     /// read.
     pub peer_dsn: Option<bool>,
+    /// Whether the peer advertised `8BITMIME` in its EHLO reply, `None` when no EHLO reply
+    /// was read.
+    pub peer_eight_bit_mime: Option<bool>,
     /// Whole reply streams read and set aside because their closing reply (221 or 421) did not
     /// name a checksum of this session's octets (`XSUM`): late replies to an earlier session.
     pub stale_reply_streams: usize,
@@ -187,6 +198,8 @@ pub struct HmtpClient {
     settings: ClientSettings,
     ids: Vec<String>,
     recipients: Vec<Vec<String>>,
+    /// Per message: `BODY=8BITMIME` went with it.
+    body_8bitmime: Vec<bool>,
     session: ClientSession,
     decoder: StreamDecoder,
     submission: Option<Vec<Vec<u8>>>,
@@ -209,7 +222,12 @@ impl HmtpClient {
         let mut config = ClientConfig::new(settings.hostname.clone(), ClientMode::Batch);
         config.expect_greeting = false;
         config.batch_extensions.dsn = settings.dsn;
+        config.batch_extensions.eight_bit_mime = settings.eight_bit_mime;
         let ids = messages.iter().map(|m| m.id.clone()).collect();
+        let body_8bitmime = messages
+            .iter()
+            .map(|m| m.eight_bit && settings.eight_bit_mime)
+            .collect();
         let recipients = messages.iter().map(|m| m.recipients.clone()).collect();
         let outgoing = messages
             .into_iter()
@@ -250,6 +268,7 @@ impl HmtpClient {
             settings,
             ids,
             recipients,
+            body_8bitmime,
             session,
             submission: Some(updus),
             results: vec![None; count],
@@ -269,6 +288,12 @@ impl HmtpClient {
     /// The settings.
     pub fn settings(&self) -> &ClientSettings {
         &self.settings
+    }
+
+    /// Whether message `index` of the batch went with `BODY=8BITMIME`: a refusal from a peer
+    /// that no longer offers 8BITMIME may be of the parameter, not of the mail.
+    pub fn sent_8bitmime(&self, index: usize) -> bool {
+        self.body_8bitmime.get(index).copied().unwrap_or(false)
     }
 
     /// Consumes one reply U_PDU (in order).
@@ -412,6 +437,7 @@ impl HmtpClient {
                 .unwrap_or_default(),
             peer_cuts: self.session.server_extensions().map(|e| e.session_cut),
             peer_dsn: self.session.server_extensions().map(|e| e.dsn),
+            peer_eight_bit_mime: self.session.server_extensions().map(|e| e.eight_bit_mime),
             stale_reply_streams: self.stale_reply_streams,
         });
     }

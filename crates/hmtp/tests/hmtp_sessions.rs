@@ -123,9 +123,23 @@ fn session<P: Policy>(
     server: &mut HmtpServer<P>,
     owner: &mut Owner,
 ) -> (skywave_hmtp::BatchOutcome, Vec<Vec<u8>>, usize) {
+    let settings = ClientSettings::new("ship.example", mtu, compression);
+    let (outcome, submission, transmissions, _) = session_with(settings, batch, server, owner);
+    (outcome, submission, transmissions)
+}
+
+/// [`session`] with the client's settings given; also returns which messages went with
+/// `BODY=8BITMIME`.
+fn session_with<P: Policy>(
+    settings: ClientSettings,
+    batch: Vec<BatchMessage>,
+    server: &mut HmtpServer<P>,
+    owner: &mut Owner,
+) -> (skywave_hmtp::BatchOutcome, Vec<Vec<u8>>, usize, Vec<bool>) {
     let now = Instant::now();
-    let mut client =
-        HmtpClient::new(ClientSettings::new("ship.example", mtu, compression), batch).unwrap();
+    let mtu = settings.mtu;
+    let count = batch.len();
+    let mut client = HmtpClient::new(settings, batch).unwrap();
     let submission = client.transmission();
     assert!(
         client.transmission().is_empty(),
@@ -140,7 +154,8 @@ fn session<P: Policy>(
         }
     }
     let outcome = client.outcome().cloned().expect("session finished");
-    (outcome, submission, replies.len())
+    let body_8bitmime = (0..count).map(|i| client.sent_8bitmime(i)).collect();
+    (outcome, submission, replies.len(), body_8bitmime)
 }
 
 #[test]
@@ -261,6 +276,86 @@ fn the_dictionary_is_used_once_the_peer_advertised_it() {
     let replies = owner.serve(&mut server, &[e.take_output()], Instant::now());
     assert!(owner.spooled.is_empty());
     assert!(replies.iter().flatten().all(|u| !u.is_empty()));
+}
+
+/// STANAG 5066 Annex F says only that an HMTP server should offer 8BITMIME. The first session
+/// to a peer that does not assumes it, as a batch must, and its 8-bit mail is refused for the
+/// parameter; the outcome says what the peer offered, and the next session, told so, sends the
+/// text made 7-bit, or as it is where it cannot be (an 8-bit header field).
+#[test]
+fn a_peer_without_8bitmime_gets_8bit_mail_made_7bit_once_it_is_known() {
+    let mut batch = messages(3, 11);
+    batch[0].body =
+        "From: a@ship.example\r\nSubject: menu\r\n\r\nCr\u{e8}me br\u{fb}l\u{e9}e tonight.\r\n"
+            .as_bytes()
+            .to_vec();
+    batch[0].eight_bit = true;
+    batch[2].body = "From: a@ship.example\r\nSubject: Gr\u{fc}\u{df}e\r\n\r\nHallo\r\n"
+        .as_bytes()
+        .to_vec();
+    batch[2].eight_bit = true;
+    let mut config = server_settings(512);
+    config.smtp.eight_bit_mime = false;
+    for compression in SCHEMES {
+        let mut owner = Owner::new();
+        let mut server = HmtpServer::new(config.clone(), AcceptAll, Instant::now()).unwrap();
+        let settings = ClientSettings::new("ship.example", 512, compression);
+        let (first, _, _, sent_8bit) =
+            session_with(settings.clone(), batch.clone(), &mut server, &mut owner);
+        assert_eq!(first.peer_eight_bit_mime, Some(false));
+        assert_eq!(sent_8bit, [true, false, true]);
+        for i in [0, 2] {
+            assert!(
+                first.messages[i]
+                    .recipients
+                    .iter()
+                    .all(|(_, d)| matches!(d, Disposition::Failed(r) if r.code == 555)),
+                "{:?}",
+                first.messages[i]
+            );
+        }
+        assert_eq!(owner.spooled.len(), 1, "only the 7-bit message");
+
+        let mut owner = Owner::new();
+        let mut server = HmtpServer::new(config.clone(), AcceptAll, Instant::now()).unwrap();
+        let told = ClientSettings {
+            eight_bit_mime: false,
+            ..settings
+        };
+        let (second, _, _, sent_8bit) = session_with(told, batch.clone(), &mut server, &mut owner);
+        assert_eq!(sent_8bit, [false, false, false]);
+        assert!(second.messages.iter().all(|m| {
+            m.recipients
+                .iter()
+                .all(|(_, d)| matches!(d, Disposition::Delivered(_)))
+        }));
+        let bodies: Vec<&[u8]> = owner.spooled.iter().map(|(_, b)| &b[..]).collect();
+        let converted = skywave_smtp::downgrade::seven_bit(&batch[0].body).unwrap();
+        assert!(converted.is_ascii());
+        assert_eq!(bodies, [&converted[..], &batch[1].body, &batch[2].body]);
+        assert!(
+            owner
+                .spooled
+                .iter()
+                .all(|(e, _)| e.body_type == skywave_smtp::BodyType::Unspecified)
+        );
+    }
+    // A peer that offers it is told so, and gets the octets as they are.
+    let mut owner = Owner::new();
+    let mut server = HmtpServer::new(server_settings(512), AcceptAll, Instant::now()).unwrap();
+    let (outcome, _, _, sent_8bit) = session_with(
+        ClientSettings::new("ship.example", 512, Compression::Deflate),
+        batch.clone(),
+        &mut server,
+        &mut owner,
+    );
+    assert_eq!(outcome.peer_eight_bit_mime, Some(true));
+    assert_eq!(sent_8bit, [true, false, true]);
+    assert_eq!(owner.spooled[0].1, batch[0].body);
+    assert_eq!(
+        owner.spooled[0].0.body_type,
+        skywave_smtp::BodyType::EightBitMime
+    );
 }
 
 #[test]

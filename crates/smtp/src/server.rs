@@ -145,13 +145,18 @@ pub struct ServerConfig {
     /// this, a client that follows RFC 6531 returns internationalized mail to its sender
     /// rather than send it here.
     pub smtputf8: bool,
+    /// Advertise and accept 8BITMIME (RFC 6152), on by default. Off, `BODY=` gets `555 5.5.4`
+    /// as any parameter not offered: a server that cannot take 8-bit text, against which a
+    /// client's conversion to 7 bits is tested (STANAG 5066 Annex F asks HMTP servers only
+    /// that they should offer it).
+    pub eight_bit_mime: bool,
 }
 
 impl ServerConfig {
     /// Defaults: 10 MiB messages, 100 recipients, 2048-octet command lines, 1000-octet message
     /// lines, 10 000 commands, 20 errors, 5 minutes idle and 3 minutes stalled DATA, STARTTLS
     /// and AUTH off, no reply buffering, MT-PRIORITY on, XLZW accepted (JNOS peers connect to
-    /// the LAN listener), DSN and SMTPUTF8 off.
+    /// the LAN listener), 8BITMIME on, DSN and SMTPUTF8 off.
     pub fn new(hostname: impl Into<String>) -> Self {
         Self {
             hostname: hostname.into(),
@@ -175,6 +180,7 @@ impl ServerConfig {
             session_sum: false,
             dsn: false,
             smtputf8: false,
+            eight_bit_mime: true,
         }
     }
 
@@ -1073,9 +1079,11 @@ impl<P: Policy> ServerSession<P> {
             hostname,
             "PIPELINING".to_owned(),
             format!("SIZE {}", self.config.max_message_size),
-            "8BITMIME".to_owned(),
             "ENHANCEDSTATUSCODES".to_owned(),
         ];
+        if self.config.eight_bit_mime {
+            lines.insert(3, "8BITMIME".to_owned());
+        }
         if self.config.mt_priority {
             lines.push("MT-PRIORITY".to_owned());
         }
@@ -1122,16 +1130,20 @@ impl<P: Policy> ServerSession<P> {
         } else {
             0
         };
-        let unsupported =
-            from.flags & !(MAIL_BODY_7BIT | MAIL_BODY_8BITMIME | dsn_flags | utf8_flag) != 0
-                || from.trans_id.is_some()
-                || from.by != 0
-                || (from.env_id.is_some() && !self.config.dsn)
-                || from.solicit.is_some()
-                || from.mtrk.is_some()
-                || (from.auth.is_some() && !self.auth_offered() && self.info.auth_user.is_none())
-                || from.hold_for != 0
-                || from.hold_until != 0;
+        let body_flags = if self.config.eight_bit_mime {
+            MAIL_BODY_7BIT | MAIL_BODY_8BITMIME
+        } else {
+            0
+        };
+        let unsupported = from.flags & !(body_flags | dsn_flags | utf8_flag) != 0
+            || from.trans_id.is_some()
+            || from.by != 0
+            || (from.env_id.is_some() && !self.config.dsn)
+            || from.solicit.is_some()
+            || from.mtrk.is_some()
+            || (from.auth.is_some() && !self.auth_offered() && self.info.auth_user.is_none())
+            || from.hold_for != 0
+            || from.hold_until != 0;
         let upper = line.to_ascii_uppercase();
         let has_priority = contains(&upper, b"MT-PRIORITY=");
         let has_params = from.size != 0 || from.flags != 0 || from.env_id.is_some() || has_priority;

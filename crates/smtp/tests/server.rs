@@ -942,6 +942,34 @@ fn smtputf8_is_taken_only_when_offered_and_named_in_the_protocol() {
 }
 
 #[test]
+fn eight_bit_mime_off_is_neither_offered_nor_taken() {
+    // On (the default): offered, and BODY= in either form taken and reported.
+    let mut h = Harness::plain();
+    assert!(h.send(b"EHLO c\r\n").contains("250-8BITMIME\r\n"));
+    assert_eq!(
+        h.send(b"MAIL FROM:<a@x> BODY=8BITMIME\r\n"),
+        "250 2.1.0 Ok\r\n"
+    );
+
+    let mut config = ServerConfig::new("mx.test");
+    config.eight_bit_mime = false;
+    let mut h = Harness::new(config);
+    h.send(b"");
+    let ehlo = h.send(b"EHLO c\r\n");
+    assert!(!ehlo.contains("8BITMIME"), "{ehlo}");
+    assert!(ehlo.contains("250-PIPELINING\r\n250-SIZE"), "{ehlo}");
+    // RFC 6152 defines BODY= only for a server that offers 8BITMIME: either value is a
+    // parameter this one does not know.
+    for body in ["8BITMIME", "7BIT"] {
+        assert_eq!(
+            h.send(format!("MAIL FROM:<a@x> BODY={body}\r\n").as_bytes()),
+            "555 5.5.4 MAIL parameters not recognized or not implemented\r\n"
+        );
+    }
+    assert_eq!(h.send(b"MAIL FROM:<a@x>\r\n"), "250 2.1.0 Ok\r\n");
+}
+
+#[test]
 fn dsn_parameters_are_taken_only_when_offered_and_checked() {
     // Off (the default): not advertised, and the parameters are refused as unknown.
     let mut h = Harness::plain();

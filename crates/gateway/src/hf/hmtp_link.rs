@@ -381,6 +381,8 @@ impl HmtpLink {
             .dictionary
             .filter(|id| skywave_compress::dictionary::by_id(*id).is_some());
         settings.dsn = self.memory.get().dsn == Some(true);
+        // Assumed until the peer's EHLO says otherwise: Annex F asks for it.
+        settings.eight_bit_mime = self.memory.get().eight_bit_mime != Some(false);
         let mut client = match HmtpClient::new(settings, messages) {
             Ok(c) => c,
             Err(e) => {
@@ -857,6 +859,9 @@ impl HmtpLink {
                     if outcome.peer_dsn.is_some() {
                         m.dsn = outcome.peer_dsn;
                     }
+                    if outcome.peer_eight_bit_mime.is_some() {
+                        m.eight_bit_mime = outcome.peer_eight_bit_mime;
+                    }
                     m.unanswered &= !answered;
                 });
             }
@@ -869,10 +874,14 @@ impl HmtpLink {
             _ => {}
         }
         let mut accepted = 0u64;
-        for (d, result) in o.batch.iter().zip(&outcome.messages) {
+        for (i, (d, result)) in o.batch.iter().zip(&outcome.messages).enumerate() {
             let mut groups: Vec<(Outcome, Vec<String>)> = Vec::new();
+            let sent = Sent {
+                dsn: o.client.settings().dsn,
+                body_8bitmime: o.client.sent_8bitmime(i),
+            };
             for (rcpt, disp) in &result.recipients {
-                let out = self.to_outcome(disp, &outcome, o.client.settings().dsn);
+                let out = to_outcome(&self.name, disp, &outcome, sent);
                 match groups.iter_mut().find(|(g, _)| *g == out) {
                     Some((_, v)) => v.push(rcpt.clone()),
                     None => groups.push((out, vec![rcpt.clone()])),
@@ -928,40 +937,136 @@ impl HmtpLink {
         }
     }
 
-    /// What `d` means for the spool; `dsn`: the session sent the DSN parameters.
-    fn to_outcome(&self, d: &Disposition, outcome: &BatchOutcome, dsn: bool) -> Outcome {
-        let how = Handoff::onward(dsn);
-        match d {
-            // Sent with DSN parameters to a peer whose server, this time, did not offer DSN
-            // (it was replaced or reconfigured): its refusal is of the parameters, not of the
-            // mail. Again later, without them (the memory now says so).
-            Disposition::Failed(r) if dsn && outcome.peer_dsn == Some(false) => {
-                Outcome::Deferred(format!(
-                    "{} no longer offers DSN and said: {} {}; sent again without the DSN parameters",
-                    self.name,
-                    r.code,
-                    r.text()
-                ))
-            }
-            Disposition::Delivered(r) | Disposition::Deferred(r) | Disposition::Failed(r) => {
-                Outcome::from_reply(&self.name, r, how)
-            }
-            Disposition::NoAnswer => Outcome::Deferred(format!(
-                "no answer from {} ({:?}); the peer drops a copy it already has",
-                self.name, outcome.end
-            )),
-            Disposition::Collision => Outcome::Requeue,
-        }
-    }
-
     fn unix_f64(&self) -> f64 {
         self.ctx.clock.unix_f64()
+    }
+}
+
+/// What a session sent with one message beyond the envelope: what a refusal may be of.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    /// The DSN parameters.
+    dsn: bool,
+    /// `BODY=8BITMIME`.
+    body_8bitmime: bool,
+}
+
+/// What `d`, a recipient's disposition in a session to `peer`, means for the spool.
+fn to_outcome(peer: &str, d: &Disposition, outcome: &BatchOutcome, sent: Sent) -> Outcome {
+    match d {
+        // Sent with a parameter the peer's server, this time, did not offer (the batch went
+        // before its EHLO reply, on what it said last time or on Annex F's word; or it was
+        // replaced or reconfigured): its refusal is of the parameter, not of the mail. Again
+        // later, without it (the memory now says so).
+        Disposition::Failed(r) => {
+            let mut not_offered = Vec::new();
+            if sent.dsn && outcome.peer_dsn == Some(false) {
+                not_offered.push(("DSN", "without the DSN parameters"));
+            }
+            if sent.body_8bitmime && outcome.peer_eight_bit_mime == Some(false) {
+                not_offered.push(("8BITMIME", "with its 8-bit text made 7-bit"));
+            }
+            if not_offered.is_empty() {
+                return Outcome::from_reply(peer, r, Handoff::onward(sent.dsn));
+            }
+            let (names, agains): (Vec<&str>, Vec<&str>) = not_offered.into_iter().unzip();
+            Outcome::Deferred(format!(
+                "{peer} does not offer {} and said: {} {}; sent again {}",
+                names.join(" or "),
+                r.code,
+                r.text(),
+                agains.join(" and ")
+            ))
+        }
+        Disposition::Delivered(r) | Disposition::Deferred(r) => {
+            Outcome::from_reply(peer, r, Handoff::onward(sent.dsn))
+        }
+        Disposition::NoAnswer => Outcome::Deferred(format!(
+            "no answer from {peer} ({:?}); the peer drops a copy it already has",
+            outcome.end
+        )),
+        Disposition::Collision => Outcome::Requeue,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn session_to(peer_dsn: Option<bool>, peer_eight_bit_mime: Option<bool>) -> BatchOutcome {
+        BatchOutcome {
+            messages: Vec::new(),
+            end: SessionEnd::Completed,
+            sent: Default::default(),
+            received: Default::default(),
+            peer_dictionaries: Vec::new(),
+            peer_cuts: Some(true),
+            peer_dsn,
+            peer_eight_bit_mime,
+            stale_reply_streams: 0,
+        }
+    }
+
+    #[test]
+    fn a_refusal_of_a_parameter_the_peer_does_not_offer_waits_to_go_without_it() {
+        let refused = Disposition::Failed(skywave_smtp::Reply::new(
+            555,
+            skywave_smtp::EnhancedCode::new(5, 5, 4),
+            "MAIL parameters not recognized or not implemented",
+        ));
+        let eight = Sent {
+            dsn: false,
+            body_8bitmime: true,
+        };
+        assert_eq!(
+            to_outcome("shore", &refused, &session_to(None, Some(false)), eight),
+            Outcome::Deferred(
+                "shore does not offer 8BITMIME and said: 555 MAIL parameters not recognized or \
+                 not implemented; sent again with its 8-bit text made 7-bit"
+                    .into()
+            )
+        );
+        let both = Sent {
+            dsn: true,
+            body_8bitmime: true,
+        };
+        let Outcome::Deferred(why) = to_outcome(
+            "shore",
+            &refused,
+            &session_to(Some(false), Some(false)),
+            both,
+        ) else {
+            panic!("not deferred");
+        };
+        assert!(
+            why.starts_with("shore does not offer DSN or 8BITMIME and said: 555 ")
+                && why.ends_with(
+                    "; sent again without the DSN parameters and with its 8-bit text made 7-bit"
+                ),
+            "{why}"
+        );
+        // The peer offers what was sent, or was sent none of what it lacks: a refusal is of
+        // the mail.
+        for (session, sent) in [
+            (session_to(Some(true), Some(true)), both),
+            (
+                session_to(Some(true), Some(false)),
+                Sent {
+                    dsn: true,
+                    body_8bitmime: false,
+                },
+            ),
+            (session_to(None, None), both),
+        ] {
+            assert!(
+                matches!(
+                    to_outcome("shore", &refused, &session, sent),
+                    Outcome::Failed { ref status, .. } if status == "5.5.4"
+                ),
+                "{session:?} {sent:?}"
+            );
+        }
+    }
 
     #[test]
     fn only_real_stream_starts_are_taken() {

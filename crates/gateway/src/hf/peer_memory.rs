@@ -1,6 +1,6 @@
 //! What an HMTP link remembers of its peer across a restart, on disk.
 //!
-//! The link scheduler ([`super::hmtp_link`]) learns three things that a restart must not
+//! The link scheduler ([`super::hmtp_link`]) learns four things that a restart must not
 //! forget, one small JSON file per peer (`state_dir/links/<peer>.json`):
 //!
 //! - Whether a session of ours may be cut short at the peer. A session goes to the 5066 node
@@ -18,6 +18,9 @@
 //!   that such a cut costs no hold after a restart either.
 //! - The preset deflate dictionary it last advertised (`XDICT`), so that the first session
 //!   after a restart is as short as the ones before.
+//! - Whether its server offers `DSN` and `8BITMIME`: a batch goes before any EHLO reply, so
+//!   what the peer said last time decides whether the DSN parameters go with the mail, and
+//!   whether 8-bit text goes as it is or made 7-bit.
 //!
 //! A file that cannot be read back is reported and taken as the cautious state (a session may
 //! be cut, nothing known of the peer); one that cannot be written is reported and the link goes
@@ -44,22 +47,27 @@ pub(crate) struct PeerMemory {
     /// Whether the peer's server advertised `DSN` in its last EHLO reply (`None`: no reply
     /// seen yet): a session sends the DSN parameters only when it did.
     pub(crate) dsn: Option<bool>,
+    /// Whether the peer's server advertised `8BITMIME` in its last EHLO reply (`None`: no
+    /// reply seen yet, and it is assumed): a session makes 8-bit text 7-bit only when it did
+    /// not.
+    pub(crate) eight_bit_mime: Option<bool>,
 }
 
 impl fmt::Display for PeerMemory {
     /// One line for `skywave status`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let xcut = match self.xcut {
+        let said = |offered: Option<bool>| match offered {
             Some(true) => "yes",
             Some(false) => "no",
             None => "no reply yet",
         };
-        let dsn = match self.dsn {
-            Some(true) => "yes",
-            Some(false) => "no",
-            None => "no reply yet",
-        };
-        write!(f, "cut marker (XCUT): {xcut}; DSN: {dsn}; dictionary: ")?;
+        write!(
+            f,
+            "cut marker (XCUT): {}; DSN: {}; 8BITMIME: {}; dictionary: ",
+            said(self.xcut),
+            said(self.dsn),
+            said(self.eight_bit_mime)
+        )?;
         match self.dictionary {
             // As the EHLO keyword writes it (`XDICT f6ea95f6`).
             Some(id) => write!(f, "{id:08x}")?,
@@ -179,6 +187,7 @@ mod tests {
                 xcut: Some(true),
                 dictionary: Some(1),
                 dsn: None,
+                eight_bit_mime: None,
             }
         );
         // Replies came: the flag goes, the rest stays.
@@ -204,7 +213,8 @@ mod tests {
             assert!(m.get().unanswered, "{text:?}");
             assert_eq!(m.get().xcut, None);
         }
-        // A file written before DSN was remembered reads back with nothing known of it.
+        // A file written before DSN and 8BITMIME were remembered reads back with nothing known
+        // of them.
         std::fs::write(
             dir.path().join("shore.json"),
             br#"{"unanswered":false,"xcut":false,"dictionary":null}"#,
@@ -218,6 +228,7 @@ mod tests {
                 xcut: Some(false),
                 dictionary: None,
                 dsn: None,
+                eight_bit_mime: None,
             }
         );
     }
@@ -230,6 +241,7 @@ mod tests {
             m.xcut = Some(true);
             m.dictionary = Some(1);
             m.dsn = Some(true);
+            m.eight_bit_mime = Some(false);
         });
         MemoryFile::open(dir.path(), "base").update(|m| m.unanswered = true);
         std::fs::write(dir.path().join("shore.json.tmp"), b"half written").unwrap();
@@ -238,8 +250,8 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "base: cut marker (XCUT): no reply yet; DSN: no reply yet; dictionary: none; last session unanswered (a restart takes it as cut)",
-                "shore: cut marker (XCUT): yes; DSN: yes; dictionary: 00000001; last session answered"
+                "base: cut marker (XCUT): no reply yet; DSN: no reply yet; 8BITMIME: no reply yet; dictionary: none; last session unanswered (a restart takes it as cut)",
+                "shore: cut marker (XCUT): yes; DSN: yes; 8BITMIME: no; dictionary: 00000001; last session answered"
             ]
         );
     }
