@@ -135,8 +135,8 @@ pub enum PmulInterface {
 /// The HF side of the gateway (`[hf]`).
 #[derive(Debug, Clone)]
 pub struct HfConfig {
-    /// Our STANAG 5066 node address; required when a peer uses the `sis` bearer (it decides
-    /// the HMTP collision rule and is checked against the addresses of incoming U_PDUs).
+    /// Our STANAG 5066 node address; required when a peer uses the `sis` bearer (it is
+    /// checked against the addresses of incoming U_PDUs).
     pub node: Option<skywave_sis::NodeAddress>,
     /// The STANAG 5066 server for peers that name none, `host:port`.
     pub sis_server: String,

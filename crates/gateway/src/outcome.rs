@@ -96,9 +96,6 @@ pub enum Outcome {
         /// The remote reply or our own text.
         diagnostic: String,
     },
-    /// The attempt never reached the peer (an HMTP session abandoned under the collision
-    /// rule): pending again at once, the attempt not counted.
-    Requeue,
 }
 
 impl Outcome {
@@ -160,9 +157,6 @@ impl Recorder {
             Outcome::Failed { status, diagnostic } => spool
                 .failed(&qid, &rcpts, status, diagnostic, now)
                 .map(|d| (d, outcome)),
-            Outcome::Requeue => spool
-                .requeue_in_flight(&qid, &rcpts)
-                .map(|()| (Disposition::Queued, outcome)),
         })
         .await;
         match result {
@@ -173,7 +167,6 @@ impl Recorder {
                     Outcome::Failed { diagnostic, .. } => {
                         warn!(queue_id = %id, error = %diagnostic, "delivery failed permanently");
                     }
-                    Outcome::Requeue => debug!(queue_id = %id, "requeued"),
                 }
                 if let Disposition::NeedsBounce = disposition {
                     self.bounce(id, sender).await;

@@ -87,7 +87,6 @@ impl RoundReport {
             | Outcome::Failed {
                 diagnostic: why, ..
             } => why,
-            Outcome::Requeue => return,
         };
         if matches!(outcome, Outcome::Failed { .. }) {
             self.failed += 1;

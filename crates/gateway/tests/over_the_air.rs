@@ -199,11 +199,7 @@ async fn hmtp_deflate_both_ways_exactly_once() {
         out.iter().all(|r| r.wire_bytes * 2 < r.plain_bytes),
         "{ship:?}"
     );
-    assert!(
-        out.iter()
-            .all(|r| r.result == "completed" || r.result.starts_with("yielded")),
-        "{ship:?}"
-    );
+    assert!(out.iter().all(|r| r.result == "completed"), "{ship:?}");
     pair.stop().await;
 }
 
@@ -415,12 +411,11 @@ async fn the_second_session_uses_the_dictionary_the_peer_advertised() {
     pair.stop().await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn both_gateways_starting_at_once_deliver_everything_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let pair = Pair::start(&options(dir.path(), "deflate")).await.unwrap();
-    let a = message("alice@ship.example", "ops@shore.example", 1, 800);
-    let b = message("hq@shore.example", "captain@ship.example", 2, 800);
+/// Alice on the ship (message 1, `ship_size` bytes) and hq ashore (message 2) submit at the
+/// same instant, each to the other side; the two messages.
+async fn both_at_once(pair: &Pair, ship_size: usize, shore_size: usize) -> (Vec<u8>, Vec<u8>) {
+    let a = message("alice@ship.example", "ops@shore.example", 1, ship_size);
+    let b = message("hq@shore.example", "captain@ship.example", 2, shore_size);
     let (ra, rb) = tokio::join!(
         pair.ship
             .submit("alice@ship.example", &["ops@shore.example"], &a),
@@ -429,6 +424,21 @@ async fn both_gateways_starting_at_once_deliver_everything_once() {
     );
     ra.unwrap();
     rb.unwrap();
+    (a, b)
+}
+
+/// Both gateways take a message at the same instant and their sessions cross: each serves the
+/// other's session alongside its own (`skywave_hmtp::collision`), and each message arrives
+/// exactly once. On this seeded channel both key up at once and collide, then 4 transmissions
+/// with data (the ship's session and its replies to the shore's go in one) and both messages
+/// are in after 13 s. Until 2026-11-30 the shore, the lower address, yielded: it sent its
+/// session again after serving the ship's, 5 transmissions with data and 19 s.
+#[tokio::test(start_paused = true)]
+async fn crossed_sessions_are_served_alongside_each_other_and_deliver_everything_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let pair = Pair::start(&options(dir.path(), "deflate")).await.unwrap();
+    let t0 = tokio::time::Instant::now();
+    let (a, b) = both_at_once(&pair, 800, 800).await;
     let got = wait_for(&pair.shore_maildir, 1, Duration::from_secs(3600)).await;
     check_delivered(
         &got,
@@ -441,25 +451,54 @@ async fn both_gateways_starting_at_once_deliver_everything_once() {
         &[("<2.hq@shore.example>".into(), b.clone())],
         "gw.ship.example",
     );
+    let both = t0.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(1800)).await;
     check_delivered(
         &maildir(&pair.ship_maildir),
         &[("<2.hq@shore.example>".into(), b)],
         "gw.ship.example",
     );
-    // It was a collision: the lower address (the shore, 0.0.1.1) yielded its first session.
-    let shore = pair.shore.hf().transfers();
-    assert!(
-        outgoing(&shore)
-            .iter()
-            .any(|r| r.result.starts_with("yielded")),
-        "{shore:?}"
-    );
-    assert!(
-        outgoing(&pair.ship.hf().transfers())
-            .iter()
-            .all(|r| r.result == "completed")
-    );
+    assert_eq!(maildir(&pair.shore_maildir).len(), 1);
+    for (side, records) in [
+        ("ship", pair.ship.hf().transfers()),
+        ("shore", pair.shore.hf().transfers()),
+    ] {
+        let out = outgoing(&records);
+        assert_eq!(out.len(), 1, "{side}: one session, sent once: {records:?}");
+        assert_eq!(out[0].result, "completed", "{side}: {records:?}");
+    }
+    let sent = data_transmissions(&pair);
+    eprintln!("crossed sessions: both delivered after {both:.1} s, {sent:?} data transmissions");
+    assert_eq!(sent, [2, 3], "ship, shore (the first of each collided)");
+    assert!((12.0..=14.0).contains(&both), "{both}");
+    pair.stop().await;
+}
+
+/// The shore's session crosses the ship's and is on the air longer than the ship waits for
+/// replies (12 kB uncompressed at 1200 bit/s is some 90 s; the ship's reply timeout 120 s
+/// here, and the first 86 s go in a collision of both keying up at once): the replies to the
+/// ship's session come after it, and the ship keeps waiting for them while it arrives, so
+/// neither session is given up or sent twice (without that, the ship's timed out at 128 s).
+#[tokio::test(start_paused = true)]
+async fn a_long_session_crossing_ours_does_not_time_ours_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), "none");
+    o.reply_timeout = Some(Duration::from_secs(120));
+    let pair = Pair::start(&o).await.unwrap();
+    both_at_once(&pair, 300, 12_000).await;
+    wait_for(&pair.shore_maildir, 1, Duration::from_secs(3600)).await;
+    wait_for(&pair.ship_maildir, 1, Duration::from_secs(3600)).await;
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    for (side, records) in [
+        ("ship", pair.ship.hf().transfers()),
+        ("shore", pair.shore.hf().transfers()),
+    ] {
+        let out = outgoing(&records);
+        assert_eq!(out.len(), 1, "{side}: {records:?}");
+        assert_eq!(out[0].result, "completed", "{side}: {records:?}");
+    }
+    assert_eq!(maildir(&pair.shore_maildir).len(), 1);
+    assert_eq!(maildir(&pair.ship_maildir).len(), 1);
     pair.stop().await;
 }
 

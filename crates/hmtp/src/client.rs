@@ -124,18 +124,12 @@ pub enum Disposition {
     /// peer may or may not have the message; keep it queued and retry (the receiver removes
     /// duplicates).
     NoAnswer,
-    /// Deferred because of a session collision: our session was abandoned in favour of the
-    /// peer's (see [`crate::collision`]); retry after the peer's QUIT.
-    Collision,
 }
 
 impl Disposition {
     /// True when the message must stay queued for this recipient.
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            Disposition::Deferred(_) | Disposition::NoAnswer | Disposition::Collision
-        )
+        matches!(self, Disposition::Deferred(_) | Disposition::NoAnswer)
     }
 }
 
@@ -159,8 +153,6 @@ pub enum SessionEnd {
     Closed,
     /// The reply stream could not be decoded or parsed.
     BadReplies(String),
-    /// Abandoned because of a session collision.
-    Collision,
 }
 
 /// Everything the session produced.
@@ -321,16 +313,6 @@ impl HmtpClient {
         }
         self.session.connection_closed();
         self.collect(Some(SessionEnd::Closed));
-    }
-
-    /// A collision made us yield (see [`crate::collision`]): every message stays queued with
-    /// [`Disposition::Collision`]. Replies that arrive later are ignored.
-    pub fn abandon(&mut self) {
-        if self.outcome.is_some() {
-            return;
-        }
-        self.results = vec![None; self.ids.len()];
-        self.finish(SessionEnd::Collision, Some(Disposition::Collision));
     }
 
     /// Reply streams set aside so far as answers to another session (see

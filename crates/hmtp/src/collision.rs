@@ -1,15 +1,28 @@
-//! The collision rule between two nodes that start HMTP sessions towards each other at once.
+//! What two nodes do when their HMTP sessions towards each other cross, and how a stream from
+//! the peer is told to be its session or its replies to ours.
 //!
-//! One session per pair of nodes at a time. Both may start at once (each sends its submission
-//! before the other's arrives). Then the node with the **lower** STANAG 5066 address yields: it
-//! abandons its own session (its mail stays queued, outcome "deferred: collision"), serves the
-//! peer's session, and starts its own again after the peer's QUIT has been served. The node with
-//! the **higher** address parses the yielded session up to its QUIT and discards it without a
-//! reply ([`crate::server::HmtpServer::discarding`]), while it waits for the replies to its own.
+//! A node starts no session while it serves one of the peer's, but both may start at once
+//! (each sends its submission before the other's arrives): the sessions cross. That is the
+//! usual case, not a rare one, whenever both sides hold mail when the link comes up (after an
+//! outage, at the start of a radio schedule). Each node then serves the peer's session and
+//! keeps its own waiting, as any HMTP node does (Annex F defines no rule for it). Nothing is
+//! lost in the order things arrive: each node's stream to the other is its session, then
+//! (once the peer's session has arrived) its replies to it, delivered in order by the 5066
+//! ARQ, so the replies to a node's session come after the peer's session and are read as a
+//! stream of their own. Both sessions cost what they cost alone, and a node's replies can share
+//! a transmission with the rest of its session.
 //!
-//! Both nodes reach the same decision without exchanging anything: each sees the other's session
-//! start while its own is outstanding. The yielded submission must still be sent whole (the peer
-//! parses it to its QUIT to find where the next stream begins).
+//! Until 2026-11-30 skywave had a rule of its own: the node with the lower address abandoned
+//! its session and sent it again after serving the peer's, and the higher one parsed the
+//! abandoned session to its QUIT and discarded it. That sent the lower node's submission twice
+//! and delayed its mail by a whole session (`cargo test -p skywave-gateway --test
+//! over_the_air crossed_sessions`: both messages in after 13 s with 4 transmissions of data,
+//! against 19 s and 5), and towards a standard peer, which knows no such rule, either delivered
+//! mail twice (the abandoned session was served there) or left the peer's session unanswered.
+//! A gateway of before facing one of today loses nothing either: a session it abandoned is
+//! answered to a client that gave it up (the replies are set aside, `XSUM`, and the mail sent
+//! again is dropped there as a duplicate), and one it discarded gets no replies (it times out,
+//! and its mail goes again).
 //!
 //! Both directions share SAP 3, so the owner tells a reply stream from a session stream by
 //! [`classify_stream_start`]: decoded, a reply stream starts with a digit, a session with a
@@ -50,52 +63,35 @@ pub fn classify_stream_start(updu: &[u8]) -> Result<Option<StreamStart>, HmtpErr
 /// What to do with a session the peer started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IncomingAction {
-    /// Serve it normally.
+    /// Serve it: nothing of ours is outstanding.
     Serve,
-    /// We are the lower address and our own session is outstanding: abandon ours (its messages
-    /// are deferred by collision, see [`crate::client::HmtpClient::abandon`]) and serve theirs.
-    AbandonOwnAndServe,
-    /// We are the higher address and our own session is outstanding: parse theirs to its QUIT
-    /// and discard it ([`crate::server::HmtpServer::discarding`]).
-    Discard,
+    /// The sessions crossed: serve theirs and keep ours waiting; the replies to ours follow
+    /// the peer's session.
+    ServeAlongside,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Incoming {
-    None,
-    Serving,
-    Discarding,
-}
-
-/// The collision arbiter for one pair of nodes.
-#[derive(Debug, Clone)]
+/// The state of one pair of nodes' sessions: ours outstanding, theirs being served.
+#[derive(Debug, Clone, Default)]
 pub struct Arbiter {
-    local: u32,
-    peer: u32,
     own_outstanding: bool,
-    incoming: Incoming,
-    collisions: u64,
+    serving: bool,
+    crossings: u64,
 }
 
 impl Arbiter {
-    /// The arbiter between our node `local` and `peer`.
+    /// The arbiter between our node `local` and `peer` (which must differ: a node's own
+    /// sessions never come back to it as the peer's).
     pub fn new(local: u32, peer: u32) -> Result<Self, HmtpError> {
         if local == peer {
             return Err(HmtpError::SameAddress(local));
         }
-        Ok(Self {
-            local,
-            peer,
-            own_outstanding: false,
-            incoming: Incoming::None,
-            collisions: 0,
-        })
+        Ok(Self::default())
     }
 
     /// True when we may start a session now: none of ours is outstanding and we are not serving
-    /// or discarding one of the peer's.
+    /// one of the peer's.
     pub fn can_start(&self) -> bool {
-        !self.own_outstanding && self.incoming == Incoming::None
+        !self.own_outstanding && !self.serving
     }
 
     /// Our session's submission was handed to the bearer.
@@ -115,29 +111,23 @@ impl Arbiter {
 
     /// The peer's session started arriving: what to do with it.
     pub fn incoming_session(&mut self) -> IncomingAction {
-        if !self.own_outstanding {
-            self.incoming = Incoming::Serving;
-            return IncomingAction::Serve;
-        }
-        self.collisions += 1;
-        if self.local < self.peer {
-            self.own_outstanding = false;
-            self.incoming = Incoming::Serving;
-            IncomingAction::AbandonOwnAndServe
+        self.serving = true;
+        if self.own_outstanding {
+            self.crossings += 1;
+            IncomingAction::ServeAlongside
         } else {
-            self.incoming = Incoming::Discarding;
-            IncomingAction::Discard
+            IncomingAction::Serve
         }
     }
 
-    /// The peer's session (served or discarded) reached its end; we may start ours again.
+    /// The peer's session reached its end; we may start ours once ours is done too.
     pub fn incoming_finished(&mut self) {
-        self.incoming = Incoming::None;
+        self.serving = false;
     }
 
-    /// Collisions seen.
-    pub fn collisions(&self) -> u64 {
-        self.collisions
+    /// Sessions that crossed so far.
+    pub fn crossings(&self) -> u64 {
+        self.crossings
     }
 }
 
@@ -146,24 +136,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lower_yields_higher_discards() {
-        let mut low = Arbiter::new(0x100, 0x200).unwrap();
-        let mut high = Arbiter::new(0x200, 0x100).unwrap();
+    fn crossed_sessions_are_served_alongside_ours() {
         assert!(Arbiter::new(5, 5).is_err());
-        low.own_started();
-        high.own_started();
-        assert!(!low.can_start());
-        assert_eq!(low.incoming_session(), IncomingAction::AbandonOwnAndServe);
-        assert_eq!(high.incoming_session(), IncomingAction::Discard);
-        assert!(!low.can_start());
-        low.incoming_finished();
-        assert!(low.can_start());
-        high.incoming_finished();
-        assert!(!high.can_start());
-        high.own_finished();
-        assert!(high.can_start());
-        assert_eq!(high.incoming_session(), IncomingAction::Serve);
-        assert_eq!((low.collisions(), high.collisions()), (1, 1));
+        let mut a = Arbiter::new(0x100, 0x200).unwrap();
+        assert!(a.can_start());
+        a.own_started();
+        assert!(!a.can_start());
+        assert_eq!(a.incoming_session(), IncomingAction::ServeAlongside);
+        assert!(a.own_outstanding(), "ours still waits for its replies");
+        a.incoming_finished();
+        assert!(!a.can_start(), "ours is still outstanding");
+        a.own_finished();
+        assert!(a.can_start());
+        // Nothing of ours outstanding: no crossing, and none of ours starts meanwhile.
+        assert_eq!(a.incoming_session(), IncomingAction::Serve);
+        assert!(!a.can_start());
+        a.incoming_finished();
+        assert!(a.can_start());
+        assert_eq!(a.crossings(), 1);
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! - [`server`]: the HMTP server: scheme detection, HMTP-66 reply buffering (or standard RFC 2920
 //!   for a client that waits for the EHLO reply), spool ordering, de-duplication.
 //! - [`dedup`]: the receiver's de-duplication cache.
-//! - [`collision`]: the rule for two nodes that start sessions at once.
+//! - [`collision`]: what two nodes do when their sessions cross, and which stream is which.
 //! - [`cut`]: skywave's `XCUT`, a marker that gives up a session a lost link cut short, so
 //!   the next one need not wait for the server's timeout.
 //! - [`stream`]: compression choice, U_PDU cutting and counts shared by client and server.

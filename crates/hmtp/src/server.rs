@@ -25,18 +25,14 @@
 //! [`HmtpServer::accepted`] (the spool write is durable: the 250 is said only now, and the message
 //! enters the [`DedupCache`]) or [`HmtpServer::rejected`]. A message the cache already holds is
 //! answered 250 without bothering the owner beyond a [`ServerEvent::Duplicate`].
-//!
-//! # Discarding (collision rule)
-//! [`HmtpServer::discarding`] builds a server that parses a yielded peer session up to its QUIT
-//! and discards it without a reply and without events (see [`crate::collision`]).
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
 use skywave_compress::{Limits, Scheme, StreamDecoder, StreamEncoder, StreamKind};
 use skywave_smtp::{
-    AuthMode, CloseReason, Credentials, EnhancedCode, Envelope, Event, MailRequest, Policy, Reply,
-    ServerConfig, ServerSession, SessionInfo, Verdict,
+    AuthMode, CloseReason, EnhancedCode, Envelope, Event, Policy, Reply, ServerConfig,
+    ServerSession,
 };
 
 use crate::dedup::{DedupCache, DedupKey};
@@ -122,45 +118,12 @@ pub enum ServerEvent {
     Closed(ServerEnd),
 }
 
-/// Wraps the owner's policy; when discarding, refuses every recipient so that no message is
-/// ever taken and every DATA's text is skipped to its ".".
-#[derive(Debug)]
-struct Gate<P> {
-    inner: P,
-    refuse: bool,
-}
-
-impl<P: Policy> Policy for Gate<P> {
-    fn mail_from(&mut self, session: &SessionInfo, mail: &MailRequest) -> Verdict {
-        if self.refuse {
-            return Verdict::Accept;
-        }
-        self.inner.mail_from(session, mail)
-    }
-
-    fn rcpt_to(&mut self, session: &SessionInfo, envelope: &Envelope, recipient: &str) -> Verdict {
-        if self.refuse {
-            return Verdict::Reject(Reply::new(
-                450,
-                EnhancedCode::new(4, 4, 5),
-                "Session collision: discarded",
-            ));
-        }
-        self.inner.rcpt_to(session, envelope, recipient)
-    }
-
-    fn authenticate(&mut self, session: &SessionInfo, credentials: &Credentials) -> bool {
-        !self.refuse && self.inner.authenticate(session, credentials)
-    }
-}
-
 /// The server side of one HMTP session.
 #[derive(Debug)]
 pub struct HmtpServer<P> {
     settings: ServerSettings,
-    discard: bool,
-    policy: Option<Gate<P>>,
-    session: Option<ServerSession<Gate<P>>>,
+    policy: Option<P>,
+    session: Option<ServerSession<P>>,
     mode: Option<ServeMode>,
     decoder: StreamDecoder,
     encoder: Option<StreamEncoder>,
@@ -177,31 +140,7 @@ pub struct HmtpServer<P> {
 
 impl<P: Policy> HmtpServer<P> {
     /// A server for one session starting at `now`, deciding recipients with `policy`.
-    pub fn new(settings: ServerSettings, policy: P, now: Instant) -> Result<Self, HmtpError> {
-        Self::build(settings, policy, now, false)
-    }
-
-    /// A server that parses a yielded session to its QUIT and discards it: no reply, no events
-    /// but [`ServerEvent::Closed`].
-    pub fn discarding(
-        settings: ServerSettings,
-        policy: P,
-        now: Instant,
-    ) -> Result<Self, HmtpError> {
-        let mut settings = settings;
-        // Nothing may end the discarding early, or the rest of the stream would be taken for a
-        // new session.
-        settings.smtp.max_commands = usize::MAX;
-        settings.smtp.max_errors = usize::MAX;
-        Self::build(settings, policy, now, true)
-    }
-
-    fn build(
-        mut settings: ServerSettings,
-        policy: P,
-        now: Instant,
-        discard: bool,
-    ) -> Result<Self, HmtpError> {
+    pub fn new(mut settings: ServerSettings, policy: P, now: Instant) -> Result<Self, HmtpError> {
         check_mtu(settings.mtu)?;
         settings.smtp.send_greeting = false;
         settings.smtp.starttls = false;
@@ -209,11 +148,7 @@ impl<P: Policy> HmtpServer<P> {
         Ok(Self {
             decoder: StreamDecoder::detect(settings.limits),
             settings,
-            discard,
-            policy: Some(Gate {
-                inner: policy,
-                refuse: discard,
-            }),
+            policy: Some(policy),
             session: None,
             mode: None,
             encoder: None,
@@ -365,8 +300,8 @@ impl<P: Policy> HmtpServer<P> {
     /// The owner's policy (e.g. for counters it keeps).
     pub fn policy(&self) -> Option<&P> {
         match &self.session {
-            Some(s) => Some(&s.policy().inner),
-            None => self.policy.as_ref().map(|g| &g.inner),
+            Some(s) => Some(s.policy()),
+            None => self.policy.as_ref(),
         }
     }
 
@@ -390,7 +325,7 @@ impl<P: Policy> HmtpServer<P> {
         let line = &self.pending[..lf];
         let verb = line.get(..4).unwrap_or(line);
         let greeting = verb.eq_ignore_ascii_case(b"EHLO") || verb.eq_ignore_ascii_case(b"HELO");
-        if greeting && lf + 1 == self.pending.len() && !self.discard {
+        if greeting && lf + 1 == self.pending.len() {
             Some(ServeMode::Standard)
         } else {
             Some(ServeMode::Batch)
@@ -430,13 +365,7 @@ impl<P: Policy> HmtpServer<P> {
                 Event::Message { envelope, body } => {
                     self.decoder.start_message();
                     let key = DedupKey::new(&envelope.reverse_path, &envelope.recipients, &body);
-                    if self.discard {
-                        let _ = session.message_rejected(Reply::new(
-                            450,
-                            EnhancedCode::new(4, 4, 5),
-                            "Session collision: discarded",
-                        ));
-                    } else if dedup.check(&key, now) {
+                    if dedup.check(&key, now) {
                         let _ = session.message_rejected(Reply::new(
                             250,
                             EnhancedCode::new(2, 0, 0),
@@ -462,7 +391,7 @@ impl<P: Policy> HmtpServer<P> {
             }
         }
         let output = session.take_output();
-        if !output.is_empty() && !self.discard {
+        if !output.is_empty() {
             match self.encode(&output) {
                 Ok(updus) => {
                     self.sent.count_transmission(output.len(), &updus);

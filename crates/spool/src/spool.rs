@@ -1286,23 +1286,6 @@ impl Spool {
         })
     }
 
-    /// Puts in-flight recipients back to pending, due at once, and takes back the attempt
-    /// [`Spool::mark_in_flight`] counted: the attempt never reached the peer (e.g. an HMTP
-    /// session abandoned under the collision rule before any reply), so it must not push the
-    /// message towards its attempt limit or delay it by a backoff.
-    pub fn requeue_in_flight(&self, id: &QueueId, rcpts: &[impl AsRef<str>]) -> Result<()> {
-        self.update_pure(id, |file, _| {
-            for r in Self::select(file, rcpts) {
-                if r.state == RcptState::InFlight {
-                    r.state = RcptState::Pending;
-                    r.attempts = r.attempts.saturating_sub(1);
-                    r.next_attempt = 0;
-                }
-            }
-            Ok((Change::Rewrite, ()))
-        })
-    }
-
     /// Records that the next hop accepted the message for these recipients, `how` saying
     /// whether a success report is now this gateway's to send (for those whose sender asked for
     /// one, `NOTIFY=SUCCESS`): it goes with the message's report once it is complete.

@@ -1044,25 +1044,6 @@ fn fsync_cost() {
 }
 
 #[test]
-fn requeue_in_flight_takes_back_the_attempt_and_is_due_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = open(dir.path());
-    let id = enqueue(&s, "c", &[("bob@shore.example", peer("shore"))], 0, T0);
-    s.mark_in_flight(&id, &["bob@shore.example"], T0 + 10)
-        .unwrap();
-    assert!(s.due(&peer("shore"), T0 + 10, 1 << 20).unwrap().is_empty());
-    s.requeue_in_flight(&id, &["bob@shore.example"]).unwrap();
-    let (_, file) = s.load(&id).unwrap();
-    let r = &file.envelope.recipients[0];
-    assert_eq!(r.state, RcptState::Pending);
-    assert_eq!(r.attempts, 0);
-    assert_eq!(
-        ids(&s.due(&peer("shore"), T0 + 10, 1 << 20).unwrap()),
-        vec![id]
-    );
-}
-
-#[test]
 fn enqueue_with_header_puts_the_chosen_id_in_front_of_the_message() {
     let dir = tempfile::tempdir().unwrap();
     let s = open(dir.path());

@@ -1,8 +1,8 @@
-//! The link scheduler of one HMTP peer: batches, sessions, collisions, outcomes, records.
+//! The link scheduler of one HMTP peer: batches, sessions, crossed sessions, outcomes, records.
 //!
 //! One task per peer owns everything about that pair of nodes: our own session (at most one at
-//! a time), the peer's session we are serving (or discarding, under the collision rule), the
-//! de-duplication memory, and the transfer records. It sleeps until mail is due for the peer
+//! a time), the peer's session we are serving (alongside ours when the two crossed, see
+//! `skywave_hmtp::collision`), the de-duplication memory, and the transfer records. It sleeps until mail is due for the peer
 //! (the spool's next retry time, or a wake-up from the intake), the link comes back, a U_PDU
 //! arrives, or a session deadline passes.
 //!
@@ -13,7 +13,9 @@
 //! `reply_timeout` plus twice the submission's air time at `assumed_bps` (or a U_PDU of this
 //! session the subnetwork could not deliver) ends the session: every recipient without an
 //! answer is deferred and retried with the spool's backoff, or at once when the link comes
-//! back; the peer drops what it already had (de-duplication).
+//! back; the peer drops what it already had (de-duplication). While a session of the peer's
+//! arrives, the replies to ours cannot (they follow it), so each of its U_PDUs gives ours at
+//! least `reply_timeout` plus the air time of two U_PDUs more.
 //!
 //! Streams from the peer share SAP 3 with our own replies; a stream is told apart by its first
 //! decoded byte ([`classify_stream_start`]) and runs until its consumer is done (our client at
@@ -25,7 +27,7 @@
 //! session starts with it) and as server (a marker ends the peer's session being read);
 //! towards any other peer the next session waits until the peer's server must have given up
 //! the cut one (`[hf] peer_session_timeout`). Whether a session of ours may be cut, and what
-//! the peer's EHLO said (`XCUT`, `XDICT`), outlive a restart ([`super::peer_memory`]): a
+//! the peer's EHLO said (`XCUT`, `XDICT`, `DSN`, `8BITMIME`), outlive a restart ([`super::peer_memory`]): a
 //! link that starts after a crash in the middle of a session treats it as cut.
 
 use std::sync::Arc;
@@ -161,7 +163,6 @@ enum Current {
 
 struct Incoming {
     server: HmtpServer<GatewayPolicy>,
-    discarding: bool,
     start_unix: f64,
     messages: u64,
     accepted: u64,
@@ -233,9 +234,9 @@ impl HmtpLink {
                 break;
             }
             // Whatever the peer already sent comes first: a session of theirs that arrived
-            // while we were busy is served before we start one of ours, so the higher address
-            // never starves the lower one by always having new mail (and no collision is made
-            // where none had to be).
+            // while we were busy is served before we start one of ours, so neither side
+            // starves the other by always having new mail (and no sessions cross where none
+            // had to).
             let mut closed = false;
             loop {
                 match self.inbox.try_recv() {
@@ -540,6 +541,21 @@ impl HmtpLink {
             .unwrap_or_else(|| self.configured_xcut())
     }
 
+    /// A U_PDU of the peer's session arrived while ours waits: the replies to ours come after
+    /// that session, so ours waits at least as long for them from now as after its submission
+    /// (the reply timeout) and for two more U_PDUs of the peer's on the air.
+    fn replies_follow_the_peers_session(&self, own: &mut Option<Own>) {
+        if let Some(o) = own.as_mut() {
+            let mtu = self.endpoint.mtu().unwrap_or(2048);
+            let two = Duration::from_secs_f64(
+                2.0 * mtu as f64 * 8.0 / f64::from(self.ctx.config.assumed_bps),
+            );
+            o.deadline = o
+                .deadline
+                .max(Instant::now() + self.ctx.config.reply_timeout + two);
+        }
+    }
+
     fn configured_xcut(&self) -> bool {
         self.ctx
             .routes
@@ -601,6 +617,7 @@ impl HmtpLink {
                 return;
             }
             Current::Session(inc) => {
+                self.replies_follow_the_peers_session(own);
                 inc.server
                     .receive(Instant::now().into_std(), &b, &mut self.dedup.cache);
                 self.pump(current, arbiter).await;
@@ -650,22 +667,12 @@ impl HmtpLink {
                 self.feed_replies(&first, own, current, arbiter).await;
             }
             StreamStart::Session => {
-                let action = arbiter.incoming_session();
-                let discarding = match action {
-                    IncomingAction::Serve => false,
-                    IncomingAction::AbandonOwnAndServe => {
-                        if let Some(mut o) = own.take() {
-                            info!("session collision: the peer's address is higher; ours yields");
-                            o.client.abandon();
-                            self.finish_own(o, arbiter).await;
-                        }
-                        false
-                    }
-                    IncomingAction::Discard => {
-                        info!("session collision: the peer yields; its session is discarded");
-                        true
-                    }
-                };
+                if arbiter.incoming_session() == IncomingAction::ServeAlongside {
+                    info!(
+                        "sessions crossed: the peer's is served alongside ours, whose replies follow it"
+                    );
+                    self.replies_follow_the_peers_session(own);
+                }
                 let mtu = self.endpoint.mtu().unwrap_or(2048);
                 let policy = GatewayPolicy::new(
                     Source::Peer {
@@ -684,12 +691,7 @@ impl HmtpLink {
                 // The spool keeps NOTIFY, ORCPT, RET and ENVID and reports as they ask.
                 settings.smtp.dsn = true;
                 let now = Instant::now().into_std();
-                let server = if discarding {
-                    HmtpServer::discarding(settings, policy, now)
-                } else {
-                    HmtpServer::new(settings, policy, now)
-                };
-                let mut server = match server {
+                let mut server = match HmtpServer::new(settings, policy, now) {
                     Ok(s) => s,
                     Err(e) => {
                         warn!(error = %e, "cannot serve the peer's session");
@@ -699,7 +701,6 @@ impl HmtpLink {
                 server.receive(now, &first, &mut self.dedup.cache);
                 *current = Current::Session(Box::new(Incoming {
                     server,
-                    discarding,
                     start_unix: self.unix_f64(),
                     messages: 0,
                     accepted: 0,
@@ -799,27 +800,23 @@ impl HmtpLink {
                 ServerEnd::BadStream(e) => format!("bad stream: {e}"),
                 ServerEnd::Cut => "cut: given up by the peer after a lost link (XCUT)".to_owned(),
             };
-            if !inc.discarding {
-                self.ctx.transfers.record(TransferRecord {
-                    peer: self.name.clone(),
-                    protocol: "hmtp".into(),
-                    direction: Direction::In,
-                    start: inc.start_unix,
-                    end: self.unix_f64(),
-                    messages: inc.messages,
-                    accepted: inc.accepted,
-                    plain_bytes: received.plain_bytes,
-                    wire_bytes: received.wire_bytes,
-                    reply_plain_bytes: sent.plain_bytes,
-                    reply_wire_bytes: sent.wire_bytes,
-                    updus: received.updus + sent.updus,
-                    transmissions: received.transmissions.max(1) + sent.transmissions,
-                    retransmissions: None,
-                    result,
-                });
-            } else {
-                debug!("discarded the peer's yielded session");
-            }
+            self.ctx.transfers.record(TransferRecord {
+                peer: self.name.clone(),
+                protocol: "hmtp".into(),
+                direction: Direction::In,
+                start: inc.start_unix,
+                end: self.unix_f64(),
+                messages: inc.messages,
+                accepted: inc.accepted,
+                plain_bytes: received.plain_bytes,
+                wire_bytes: received.wire_bytes,
+                reply_plain_bytes: sent.plain_bytes,
+                reply_wire_bytes: sent.wire_bytes,
+                updus: received.updus + sent.updus,
+                transmissions: received.transmissions.max(1) + sent.transmissions,
+                retransmissions: None,
+                result,
+            });
             arbiter.incoming_finished();
             *current = Current::Idle;
         }
@@ -906,7 +903,6 @@ impl HmtpLink {
             SessionEnd::ServiceClosing(r) => format!("peer closed: {} {}", r.code, r.text()),
             SessionEnd::Closed => "no reply (timeout or link lost)".to_owned(),
             SessionEnd::BadReplies(e) => format!("bad replies: {e}"),
-            SessionEnd::Collision => "yielded (collision)".to_owned(),
         };
         if outcome.stale_reply_streams > 0 {
             result.push_str(&format!(
@@ -985,7 +981,6 @@ fn to_outcome(peer: &str, d: &Disposition, outcome: &BatchOutcome, sent: Sent) -
             "no answer from {peer} ({:?}); the peer drops a copy it already has",
             outcome.end
         )),
-        Disposition::Collision => Outcome::Requeue,
     }
 }
 

@@ -73,7 +73,7 @@ impl TransferRecord {
     }
 
     /// Message bits delivered per second of session: plain bytes sent over elapsed time. `None`
-    /// for a session that delivered nothing (it yielded, failed or was refused): its bytes
+    /// for a session that delivered nothing (it failed or was refused): its bytes
     /// crossed the air but no mail did, and a rate would flatter it.
     pub fn effective_bps(&self) -> Option<f64> {
         let e = self.elapsed();
@@ -361,7 +361,7 @@ mod tests {
         assert_eq!(r.effective_bps(), Some(2400.0));
         let none = TransferRecord {
             accepted: 0,
-            result: "yielded".into(),
+            result: "no reply (timeout or link lost)".into(),
             ..rec("y")
         };
         assert_eq!(none.effective_bps(), None);
