@@ -2,9 +2,9 @@
 //!
 //! One task per peer owns everything about that pair of nodes: our own session (at most one at
 //! a time), the peer's session we are serving (alongside ours when the two crossed, see
-//! `skywave_hmtp::collision`), the de-duplication memory, and the transfer records. It sleeps until mail is due for the peer
-//! (the spool's next retry time, or a wake-up from the intake), the link comes back, a U_PDU
-//! arrives, or a session deadline passes.
+//! `skywave_hmtp::collision`), the de-duplication memory, and the transfer records. It sleeps
+//! until mail is due for the peer (the spool's next retry time, or a wake-up from the intake),
+//! the link comes back, a U_PDU arrives, or a session deadline passes.
 //!
 //! A session: the spool's due messages for the peer in priority order under the peer's
 //! `batch_bytes` budget are marked in flight and handed to an [`HmtpClient`], whose whole
@@ -27,8 +27,9 @@
 //! session starts with it) and as server (a marker ends the peer's session being read);
 //! towards any other peer the next session waits until the peer's server must have given up
 //! the cut one (`[hf] peer_session_timeout`). Whether a session of ours may be cut, and what
-//! the peer's EHLO said (`XCUT`, `XDICT`, `DSN`, `8BITMIME`), outlive a restart ([`super::peer_memory`]): a
-//! link that starts after a crash in the middle of a session treats it as cut.
+//! the peer's EHLO said (`XCUT`, `XDICT`, `DSN`, `8BITMIME`), outlive a restart
+//! ([`super::peer_memory`]): a link that starts after a crash in the middle of a session
+//! treats it as cut.
 
 use std::sync::Arc;
 use std::time::Duration;
