@@ -93,6 +93,8 @@ pub struct PairOptions {
     pub reply_timeout: Option<Duration>,
     /// Lines added to the ship's `[[peer]]` entry for the shore (a `schedule`, say).
     pub ship_peer_extra: String,
+    /// Lines added to the shore's `[[peer]]` entry for the ship.
+    pub shore_peer_extra: String,
 }
 
 impl PairOptions {
@@ -123,6 +125,7 @@ impl PairOptions {
             xcut: false,
             reply_timeout: None,
             ship_peer_extra: String::new(),
+            shore_peer_extra: String::new(),
         }
     }
 }
@@ -497,7 +500,7 @@ fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
         batch_bytes = opts.batch_bytes,
         extra = match side {
             Side::Ship => opts.ship_peer_extra.as_str(),
-            Side::Shore => "",
+            Side::Shore => opts.shore_peer_extra.as_str(),
         },
         reach = if opts.protocol == "smtp" {
             format!("bearer = \"tcp\"\ntcp_address = \"{other_smtp}\"")

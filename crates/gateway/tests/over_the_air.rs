@@ -1722,3 +1722,39 @@ async fn mail_that_waited_too_long_for_its_peer_goes_to_the_fallback() {
     assert_eq!(pair.ship.spool().entries().unwrap().count(), 0);
     pair.stop().await;
 }
+
+/// Both stations keep the same radio schedule for each other and both hold mail when the
+/// window opens. With clocks in step both would key up in the same instant and their first
+/// transmissions collide (until 2026-11-30 they did, on every seed tried: both messages in 13-14
+/// s after the opening); the shore, the lower address, now starts its session two turnarounds
+/// and two seconds later, its node hears the ship's carrier and waits, and the crossed
+/// sessions are served alongside each other: no collision, both in 8 s.
+#[tokio::test(start_paused = true)]
+async fn at_a_window_opening_the_two_stations_do_not_key_up_together() {
+    for seed in [1u64, 2, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = options(dir.path(), "deflate");
+        o.seed = seed;
+        let now = skywave_spool::unix_seconds(std::time::SystemTime::now());
+        let t0 = tokio::time::Instant::now();
+        let open = (now / 60 + 3) * 60;
+        let window = format!("schedule = [\"{}-{}\"]\n", hh_mm(open), hh_mm(open + 1200));
+        o.ship_peer_extra = window.clone();
+        o.shore_peer_extra = window;
+        let pair = Pair::start(&o).await.unwrap();
+        both_at_once(&pair, 3000, 3000).await;
+        wait_for(&pair.shore_maildir, 1, Duration::from_secs(3600)).await;
+        wait_for(&pair.ship_maildir, 1, Duration::from_secs(3600)).await;
+        let after = now + t0.elapsed().as_secs() - open;
+        assert_eq!(pair.subnet.counters().collisions, 0, "seed {seed}");
+        assert!((6..=10).contains(&after), "seed {seed}: {after} s");
+        // The sessions' records are written once their replies are in.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        // The shore's session started after the stagger (150 ms turnarounds: 3 s), the ship's
+        // at the opening.
+        let start = |records: Vec<TransferRecord>| outgoing(&records)[0].start as u64;
+        assert_eq!(start(pair.ship.hf().transfers()).saturating_sub(open), 0);
+        assert_eq!(start(pair.shore.hf().transfers()).saturating_sub(open), 3);
+        pair.stop().await;
+    }
+}

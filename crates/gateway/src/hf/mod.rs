@@ -109,10 +109,15 @@ impl HfContext {
         };
         let state = schedule.state_at(now);
         self.log_window(peer, state, now);
+        let urgent = peer.schedule_bypass.map(skywave_route::Priority::value);
         match state {
-            ScheduleState::Closed { opens } => Admission::Closed {
-                urgent: peer.schedule_bypass.map(skywave_route::Priority::value),
-                opens,
+            ScheduleState::Closed { opens } => Admission::Closed { urgent, opens },
+            // The second station of the pair at the opening (see `opening_stagger`).
+            ScheduleState::Open {
+                since: Some(since), ..
+            } if now < since.saturating_add(self.opening_stagger(peer)) => Admission::Closed {
+                urgent,
+                opens: since.saturating_add(self.opening_stagger(peer)),
             },
             ScheduleState::Open {
                 since: Some(since),
@@ -129,6 +134,29 @@ impl HfContext {
                 })
             }
             ScheduleState::Open { .. } => Admission::Due(Admit::default()),
+        }
+    }
+
+    /// Seconds this gateway lets pass after a window of `peer`'s opens before its own sessions
+    /// start there. Both stations of a pair keep the same window, and both hold mail for the
+    /// other when it opens: with clocks in step both would key up in the same instant, and
+    /// their first transmissions would collide and be lost whole (every time, on the
+    /// emulator's channel: `cargo test -p skywave-gateway --test over_the_air
+    /// window_opening`). So the station with the lower STANAG 5066 address starts two
+    /// turnarounds and two seconds after the other (the peer's gateway hands its session to
+    /// its node, the node keys up, and the carrier is on the air), by when its node hears that
+    /// carrier and does not key up over it; the crossed sessions are then served alongside
+    /// each other (`skywave_hmtp::collision`). 0 for the other station, and for a peer not
+    /// reached over the 5066 air.
+    fn opening_stagger(&self, peer: &skywave_route::Peer) -> u64 {
+        let second = matches!(peer.bearer, skywave_route::Bearer::Sis { .. })
+            && matches!((self.config.node, peer.node), (Some(ours), Some(theirs)) if ours.bits() < theirs.bits());
+        if second {
+            (self.config.turnaround * 2 + std::time::Duration::from_secs(2))
+                .as_secs_f64()
+                .ceil() as u64
+        } else {
+            0
         }
     }
 
