@@ -174,9 +174,15 @@ impl HfContext {
             .schedule_bypass
             .map(|p| format!("; mail of priority {p} and above goes at any time"))
             .unwrap_or_default();
+        let stagger = match (state, self.opening_stagger(peer)) {
+            (ScheduleState::Open { since: Some(_), .. }, s) if s > 0 => format!(
+                "; the peer, the higher address, starts first: this gateway's sessions start {s} s after the opening"
+            ),
+            _ => String::new(),
+        };
         info!(
             peer = %peer.name,
-            "radio schedule {}: {}{bypass}",
+            "radio schedule {}: {}{bypass}{stagger}",
             peer.schedule.as_ref().map(ToString::to_string).unwrap_or_default(),
             state.describe(now)
         );
