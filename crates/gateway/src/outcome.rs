@@ -89,6 +89,10 @@ pub enum Outcome {
     Delivered(Handoff),
     /// Temporary failure: retry after the backoff (or when the link comes back).
     Deferred(String),
+    /// Temporary failure whose cause this gateway has removed (the peer refused a parameter
+    /// it turned out not to offer, and the next attempt goes without it): due again at once,
+    /// the attempt counted ([`skywave_spool::Spool::deferred_due_now`]).
+    Again(String),
     /// Permanent failure: the recipient fails and the sender gets a DSN.
     Failed {
         /// RFC 3463 status, e.g. `5.1.1`.
@@ -154,6 +158,9 @@ impl Recorder {
                 .delivered(&qid, &rcpts, *how, now)
                 .map(|d| (d, outcome)),
             Outcome::Deferred(e) => spool.deferred(&qid, &rcpts, e, now).map(|d| (d, outcome)),
+            Outcome::Again(e) => spool
+                .deferred_due_now(&qid, &rcpts, e, now)
+                .map(|d| (d, outcome)),
             Outcome::Failed { status, diagnostic } => spool
                 .failed(&qid, &rcpts, status, diagnostic, now)
                 .map(|d| (d, outcome)),
@@ -164,6 +171,9 @@ impl Recorder {
                 match &outcome {
                     Outcome::Delivered(_) => m::delivered(n, size),
                     Outcome::Deferred(e) => warn!(queue_id = %id, error = %e, "delivery deferred"),
+                    Outcome::Again(e) => {
+                        warn!(queue_id = %id, error = %e, "delivery deferred; again at once")
+                    }
                     Outcome::Failed { diagnostic, .. } => {
                         warn!(queue_id = %id, error = %diagnostic, "delivery failed permanently");
                     }

@@ -84,6 +84,7 @@ impl RoundReport {
                 return;
             }
             Outcome::Deferred(why)
+            | Outcome::Again(why)
             | Outcome::Failed {
                 diagnostic: why, ..
             } => why,

@@ -1325,6 +1325,31 @@ impl Spool {
         error: &str,
         now: u64,
     ) -> Result<Disposition> {
+        self.defer(id, rcpts, error, now, false)
+    }
+
+    /// [`Spool::deferred`] for a failure whose cause the caller has removed (the next hop
+    /// refused a parameter it turned out not to offer, and the next attempt goes without it):
+    /// due again at once, not after the backoff. The attempt counts all the same, so that a
+    /// next hop that keeps refusing cannot keep the message going round for ever.
+    pub fn deferred_due_now(
+        &self,
+        id: &QueueId,
+        rcpts: &[impl AsRef<str>],
+        error: &str,
+        now: u64,
+    ) -> Result<Disposition> {
+        self.defer(id, rcpts, error, now, true)
+    }
+
+    fn defer(
+        &self,
+        id: &QueueId,
+        rcpts: &[impl AsRef<str>],
+        error: &str,
+        now: u64,
+        due_now: bool,
+    ) -> Result<Disposition> {
         let error = truncate_text(error, MAX_ERROR_TEXT);
         let max_attempts = self.config.max_attempts;
         let d = self.update_pure(id, |file, _| {
@@ -1335,7 +1360,11 @@ impl Spool {
                 }
                 r.state = RcptState::Deferred;
                 r.last_attempt = now;
-                r.next_attempt = now.saturating_add(self.config.backoff(r.attempts));
+                r.next_attempt = if due_now {
+                    now
+                } else {
+                    now.saturating_add(self.config.backoff(r.attempts))
+                };
                 r.last_error = Some(error.clone());
                 if r.attempts >= max_attempts {
                     give_up = Some(r.attempts);

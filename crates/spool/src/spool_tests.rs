@@ -471,6 +471,40 @@ fn held_targets_are_never_due_and_survive_restart() {
 }
 
 #[test]
+fn a_deferral_due_now_is_due_at_once_and_counts_its_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open_with(
+        dir.path(),
+        SpoolConfig {
+            max_attempts: 2,
+            ..SpoolConfig::default()
+        },
+    );
+    let shore = peer("shore");
+    let id = enqueue(&s, "a", &[("b@x", shore.clone())], 0, T0);
+    s.mark_in_flight(&id, &["b@x"], T0).unwrap();
+    assert_eq!(
+        s.deferred_due_now(&id, &["b@x"], "555 BODY= not offered", T0 + 5)
+            .unwrap(),
+        Disposition::Queued
+    );
+    let (_, file) = s.load(&id).unwrap();
+    let r = &file.envelope.recipients[0];
+    assert_eq!((r.attempts, r.next_attempt), (1, T0 + 5));
+    assert_eq!(
+        ids(&s.due(&shore, T0 + 5, 1 << 20).unwrap()),
+        vec![id.clone()]
+    );
+    // A next hop that keeps refusing still meets the attempt limit.
+    s.mark_in_flight(&id, &["b@x"], T0 + 6).unwrap();
+    assert!(matches!(
+        s.deferred_due_now(&id, &["b@x"], "555 again", T0 + 7)
+            .unwrap(),
+        Disposition::Dead(_)
+    ));
+}
+
+#[test]
 fn too_many_attempts_make_a_dead_letter_that_can_be_revived() {
     let dir = tempfile::tempdir().unwrap();
     let s = open_with(

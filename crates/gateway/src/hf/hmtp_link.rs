@@ -954,7 +954,7 @@ fn to_outcome(peer: &str, d: &Disposition, outcome: &BatchOutcome, sent: Sent) -
         // Sent with a parameter the peer's server, this time, did not offer (the batch went
         // before its EHLO reply, on what it said last time or on Annex F's word; or it was
         // replaced or reconfigured): its refusal is of the parameter, not of the mail. Again
-        // later, without it (the memory now says so).
+        // at once, without it (the memory now says so).
         Disposition::Failed(r) => {
             let mut not_offered = Vec::new();
             if sent.dsn && outcome.peer_dsn == Some(false) {
@@ -967,7 +967,7 @@ fn to_outcome(peer: &str, d: &Disposition, outcome: &BatchOutcome, sent: Sent) -
                 return Outcome::from_reply(peer, r, Handoff::onward(sent.dsn));
             }
             let (names, agains): (Vec<&str>, Vec<&str>) = not_offered.into_iter().unzip();
-            Outcome::Deferred(format!(
+            Outcome::Again(format!(
                 "{peer} does not offer {} and said: {} {}; sent again {}",
                 names.join(" or "),
                 r.code,
@@ -1016,7 +1016,7 @@ mod tests {
         };
         assert_eq!(
             to_outcome("shore", &refused, &session_to(None, Some(false)), eight),
-            Outcome::Deferred(
+            Outcome::Again(
                 "shore does not offer 8BITMIME and said: 555 MAIL parameters not recognized or \
                  not implemented; sent again with its 8-bit text made 7-bit"
                     .into()
@@ -1026,13 +1026,13 @@ mod tests {
             dsn: true,
             body_8bitmime: true,
         };
-        let Outcome::Deferred(why) = to_outcome(
+        let Outcome::Again(why) = to_outcome(
             "shore",
             &refused,
             &session_to(Some(false), Some(false)),
             both,
         ) else {
-            panic!("not deferred");
+            panic!("not sent again at once");
         };
         assert!(
             why.starts_with("shore does not offer DSN or 8BITMIME and said: 555 ")
