@@ -19,10 +19,10 @@
 //! over_the_air crossed_sessions`: both messages in after 13 s with 4 transmissions of data,
 //! against 19 s and 5), and towards a standard peer, which knows no such rule, either delivered
 //! mail twice (the abandoned session was served there) or left the peer's session unanswered.
-//! A gateway of before facing one of today loses nothing either: a session it abandoned is
-//! answered to a client that gave it up (the replies are set aside, `XSUM`, and the mail sent
-//! again is dropped there as a duplicate), and one it discarded gets no replies (it times out,
-//! and its mail goes again).
+//! A gateway of before facing one of today should lose nothing either (argued here, not
+//! tested: no such gateway is deployed): a session it abandoned is answered to a client that
+//! gave it up (the replies are set aside, `XSUM`, and the mail sent again is dropped there as a
+//! duplicate), and one it discarded gets no replies (it times out, and its mail goes again).
 //!
 //! Both directions share SAP 3, so the owner tells a reply stream from a session stream by
 //! [`classify_stream_start`]: decoded, a reply stream starts with a digit, a session with a
