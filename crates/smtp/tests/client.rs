@@ -30,6 +30,14 @@ fn text(c: &mut ClientSession) -> String {
     String::from_utf8(c.take_output()).unwrap()
 }
 
+/// Feeds each reply in turn and checks what the client sends after it.
+fn exchange(c: &mut ClientSession, steps: &[(&[u8], &str)]) {
+    for (reply, sent) in steps {
+        c.feed(reply);
+        assert_eq!(text(c), *sent, "after {:?}", String::from_utf8_lossy(reply));
+    }
+}
+
 const EHLO_PIPE: &[u8] = b"250-mx\r\n250-PIPELINING\r\n250-SIZE 1000\r\n250 8BITMIME\r\n";
 
 #[test]
@@ -39,21 +47,24 @@ fn lockstep_sends_one_command_per_reply() {
     m.mt_priority = Some(2);
     let mut c = ClientSession::new(ClientConfig::new("gw", ClientMode::Lockstep), vec![m]).unwrap();
     assert_eq!(text(&mut c), "");
-    c.feed(b"220 mx ESMTP\r\n");
-    assert_eq!(text(&mut c), "EHLO gw\r\n");
-    c.feed(EHLO_PIPE);
-    assert_eq!(text(&mut c), "MAIL FROM:<a@x> SIZE=10 BODY=8BITMIME\r\n");
+    exchange(
+        &mut c,
+        &[
+            (b"220 mx ESMTP\r\n", "EHLO gw\r\n"),
+            (EHLO_PIPE, "MAIL FROM:<a@x> SIZE=10 BODY=8BITMIME\r\n"),
+        ],
+    );
     assert_eq!(c.server_extensions().unwrap().size, Some(1000));
-    c.feed(b"250 2.1.0 Ok\r\n");
-    assert_eq!(text(&mut c), "RCPT TO:<b@y>\r\n");
-    c.feed(b"250 2.1.5 Ok\r\n");
-    assert_eq!(text(&mut c), "RCPT TO:<c@y>\r\n");
-    c.feed(b"550 5.1.1 No such user\r\n");
-    assert_eq!(text(&mut c), "DATA\r\n");
-    c.feed(b"354 go\r\n");
-    assert_eq!(text(&mut c), "Hi\r\n..dot\r\n.\r\n");
-    c.feed(b"250 2.0.0 queued\r\n");
-    assert_eq!(text(&mut c), "QUIT\r\n");
+    exchange(
+        &mut c,
+        &[
+            (b"250 2.1.0 Ok\r\n", "RCPT TO:<b@y>\r\n"),
+            (b"250 2.1.5 Ok\r\n", "RCPT TO:<c@y>\r\n"),
+            (b"550 5.1.1 No such user\r\n", "DATA\r\n"),
+            (b"354 go\r\n", "Hi\r\n..dot\r\n.\r\n"),
+            (b"250 2.0.0 queued\r\n", "QUIT\r\n"),
+        ],
+    );
     let ClientEvent::Message(outcome) = c.poll_event().unwrap() else {
         panic!("expected a message outcome");
     };
@@ -75,31 +86,26 @@ fn eight_bit_text_goes_as_7bit_to_a_server_without_8bitmime() {
     raw.eight_bit = true;
     let mut c =
         ClientSession::new(ClientConfig::new("gw", ClientMode::Lockstep), vec![m, raw]).unwrap();
-    c.feed(b"220 mx ESMTP\r\n");
-    assert_eq!(text(&mut c), "EHLO gw\r\n");
-    // EHLO refused: HELO, and no extension at all.
-    c.feed(b"500 what\r\n");
-    assert_eq!(text(&mut c), "HELO gw\r\n");
-    c.feed(b"250 mx\r\n");
-    assert_eq!(text(&mut c), "MAIL FROM:<a@x>\r\n");
-    c.feed(b"250 ok\r\n");
-    assert_eq!(text(&mut c), "RCPT TO:<b@y>\r\n");
-    c.feed(b"250 ok\r\n");
-    assert_eq!(text(&mut c), "DATA\r\n");
-    c.feed(b"354 go\r\n");
-    assert_eq!(
-        text(&mut c),
-        "Subject: x\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\
-         Content-Transfer-Encoding: quoted-printable\r\n\r\n270=C2=B0\r\n.\r\n"
+    exchange(
+        &mut c,
+        &[
+            (b"220 mx ESMTP\r\n", "EHLO gw\r\n"),
+            // EHLO refused: HELO, and no extension at all.
+            (b"500 what\r\n", "HELO gw\r\n"),
+            (b"250 mx\r\n", "MAIL FROM:<a@x>\r\n"),
+            (b"250 ok\r\n", "RCPT TO:<b@y>\r\n"),
+            (b"250 ok\r\n", "DATA\r\n"),
+            (
+                b"354 go\r\n",
+                "Subject: x\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\
+                 Content-Transfer-Encoding: quoted-printable\r\n\r\n270=C2=B0\r\n.\r\n",
+            ),
+            (b"250 queued\r\n", "MAIL FROM:<a@x>\r\n"),
+            (b"250 ok\r\n", "RCPT TO:<b@y>\r\n"),
+            (b"250 ok\r\n", "DATA\r\n"),
+            (b"354 go\r\n", "Subject: 270\u{b0}\r\n\r\nx\r\n.\r\n"),
+        ],
     );
-    c.feed(b"250 queued\r\n");
-    assert_eq!(text(&mut c), "MAIL FROM:<a@x>\r\n");
-    c.feed(b"250 ok\r\n");
-    assert_eq!(text(&mut c), "RCPT TO:<b@y>\r\n");
-    c.feed(b"250 ok\r\n");
-    assert_eq!(text(&mut c), "DATA\r\n");
-    c.feed(b"354 go\r\n");
-    assert_eq!(text(&mut c), "Subject: 270\u{b0}\r\n\r\nx\r\n.\r\n");
 }
 
 #[test]
