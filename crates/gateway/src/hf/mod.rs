@@ -110,14 +110,15 @@ impl HfContext {
         let state = schedule.state_at(now);
         self.log_window(peer, state, now);
         let urgent = peer.schedule_bypass.map(skywave_route::Priority::value);
+        let stagger = self.opening_stagger(peer);
         match state {
             ScheduleState::Closed { opens } => Admission::Closed { urgent, opens },
             // The second station of the pair at the opening (see `opening_stagger`).
             ScheduleState::Open {
                 since: Some(since), ..
-            } if now < since.saturating_add(self.opening_stagger(peer)) => Admission::Closed {
+            } if now < since.saturating_add(stagger) => Admission::Closed {
                 urgent,
-                opens: since.saturating_add(self.opening_stagger(peer)),
+                opens: since.saturating_add(stagger),
             },
             ScheduleState::Open {
                 since: Some(since),
