@@ -141,8 +141,16 @@ pub struct HfConfig {
     /// The STANAG 5066 server for peers that name none, `host:port`.
     pub sis_server: String,
     /// How long to wait for the peer's replies beyond the time the submission needs on the
-    /// air at `assumed_bps` (turnarounds, the peer's processing, ARQ repeats).
+    /// air at `assumed_bps` (turnarounds, the peer's processing, ARQ repeats); for HMTP, and
+    /// at the latest, from when the peer's node confirmed the submission.
     pub reply_timeout: Duration,
+    /// How long a session's submission may wait in the 5066 node before the peer's node has
+    /// confirmed it (SIS node delivery confirmation). Until then the peer cannot have answered,
+    /// so the reply timeout runs from the confirmation, not from the submission: on a
+    /// frequency shared with other stations a submission can wait behind their traffic for
+    /// minutes, and a session given up meanwhile would go again behind its own first copy,
+    /// still in the node. This bounds that wait for a node that neither delivers nor refuses.
+    pub delivery_timeout: Duration,
     /// The slowest data rate the link is expected to run at, bit/s: sizes the reply timeout.
     pub assumed_bps: u32,
     /// How long a peer's SMTP server may wait for the rest of a session before it gives the
@@ -224,6 +232,11 @@ pub const DEFAULT_TURNAROUND: Duration = Duration::from_millis(150);
 /// repair of half a kilobyte, not of a whole 2 kB U_PDU.
 pub const DEFAULT_PMUL_PDU_SIZE: usize = 512;
 
+/// Default of `[hf] delivery_timeout`: an hour, the time a busy shared frequency can take to
+/// reach a station's submission (twenty ships' reports at 1200 bit/s take about seven minutes;
+/// at 75 bit/s a 2 kB session is three and a half minutes of air, ten of them thirty-six).
+pub const DEFAULT_DELIVERY_TIMEOUT: Duration = Duration::from_secs(3600);
+
 /// RFC 5321 4.5.3.2.7: an SMTP server waits at least this long for the next command.
 const RFC5321_SERVER_WAIT: Duration = Duration::from_secs(300);
 
@@ -253,6 +266,7 @@ impl Default for HfConfig {
             node: None,
             sis_server: "127.0.0.1:5066".into(),
             reply_timeout: Duration::from_secs(300),
+            delivery_timeout: DEFAULT_DELIVERY_TIMEOUT,
             assumed_bps: 300,
             peer_session_timeout: None,
             turnaround: DEFAULT_TURNAROUND,
@@ -442,6 +456,7 @@ struct RawHf {
     node: Option<Spanned<String>>,
     sis_server: Option<Spanned<String>>,
     reply_timeout: Option<Secs>,
+    delivery_timeout: Option<Secs>,
     peer_session_timeout: Option<Secs>,
     assumed_bps: Option<Spanned<i64>>,
     turnaround_ms: Option<Spanned<i64>>,
@@ -934,6 +949,9 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
     if let Some(t) = raw.hf.reply_timeout {
         hf.reply_timeout = Duration::from_secs(t.0);
     }
+    if let Some(t) = raw.hf.delivery_timeout {
+        hf.delivery_timeout = Duration::from_secs(t.0);
+    }
     if let Some(t) = raw.hf.peer_session_timeout {
         hf.peer_session_timeout = Some(Duration::from_secs(t.0));
     }
@@ -1316,6 +1334,14 @@ mod tests {
         assert_eq!(c.hf.peer_session_wait(2048), c.hf.session_wait(2048));
         let c = parse("skywave.toml", &hf("reply_timeout = \"1s\""), Path::new("")).unwrap();
         assert_eq!(c.hf.session_wait(2048), Duration::from_secs(300));
+        assert_eq!(c.hf.delivery_timeout, DEFAULT_DELIVERY_TIMEOUT);
+        let c = parse(
+            "skywave.toml",
+            &hf("delivery_timeout = \"20m\""),
+            Path::new(""),
+        )
+        .unwrap();
+        assert_eq!(c.hf.delivery_timeout, Duration::from_secs(1200));
         let c = parse("skywave.toml", &hf("assumed_bps = 75"), Path::new("")).unwrap();
         let wait = c.hf.session_wait(2048).as_secs_f64();
         assert!((wait - 736.91).abs() < 0.01, "{wait}");

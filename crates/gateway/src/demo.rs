@@ -91,6 +91,9 @@ pub struct PairOptions {
     pub xcut: bool,
     /// Both gateways' `[hf] reply_timeout` (whole seconds); `None`: the configuration's default.
     pub reply_timeout: Option<Duration>,
+    /// Both gateways' `[hf] delivery_timeout` (whole seconds); `None`: the configuration's
+    /// default.
+    pub delivery_timeout: Option<Duration>,
     /// Lines added to the ship's `[[peer]]` entry for the shore (a `schedule`, say).
     pub ship_peer_extra: String,
     /// Lines added to the shore's `[[peer]]` entry for the ship.
@@ -124,6 +127,7 @@ impl PairOptions {
             skywave_peer: true,
             xcut: false,
             reply_timeout: None,
+            delivery_timeout: None,
             ship_peer_extra: String::new(),
             shore_peer_extra: String::new(),
         }
@@ -472,6 +476,7 @@ fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
             turnaround: opts.turnaround,
             emcon: false,
             reply_timeout: opts.reply_timeout,
+            delivery_timeout: opts.delivery_timeout,
         },
     );
     let routes = format!(
@@ -525,6 +530,8 @@ pub(crate) struct HfToml {
     pub(crate) emcon: bool,
     /// `reply_timeout`, whole seconds, when not the default.
     pub(crate) reply_timeout: Option<Duration>,
+    /// `delivery_timeout`, whole seconds, when not the default.
+    pub(crate) delivery_timeout: Option<Duration>,
 }
 
 /// A gateway's `skywave.toml` as the demos write it: state beside the file, Maildir delivery,
@@ -558,7 +565,7 @@ pub(crate) fn gateway_toml(
          assumed_bps = {bps}\n\
          # The emulated radios' turnaround: P_MUL spaces the ships' acknowledgements by it.\n\
          turnaround_ms = {turnaround_ms}\n\
-         emcon = {emcon}\n{reply_timeout}",
+         emcon = {emcon}\n{reply_timeout}{delivery_timeout}",
         max_backoff = (min_backoff * 8).max(60),
         bps = hf.rate_bps.clamp(50, 64_000),
         turnaround_ms = hf.turnaround.as_millis(),
@@ -566,6 +573,10 @@ pub(crate) fn gateway_toml(
         reply_timeout = hf
             .reply_timeout
             .map(|t| format!("reply_timeout = {}\n", t.as_secs()))
+            .unwrap_or_default(),
+        delivery_timeout = hf
+            .delivery_timeout
+            .map(|t| format!("delivery_timeout = {}\n", t.as_secs()))
             .unwrap_or_default(),
     )
 }

@@ -402,6 +402,7 @@ fn write_base(opts: &FleetOptions) -> Result<PathBuf, PairError> {
             turnaround: opts.turnaround,
             emcon: false,
             reply_timeout: None,
+            delivery_timeout: None,
         },
     );
     if opts.ip.is_some() {
@@ -492,6 +493,7 @@ fn write_ship(opts: &FleetOptions, i: usize) -> Result<PathBuf, PairError> {
             turnaround: opts.turnaround,
             emcon: opts.emcon.contains(&i),
             reply_timeout: None,
+            delivery_timeout: None,
         },
     );
     let mut base_ip = String::new();

@@ -812,16 +812,48 @@ async fn delivery_times_on_a_clean_link() {
     }
 }
 
+/// A session held up in the ship's node by an outage long past its reply timeout (1 s) is not
+/// given up while the node still holds it: the shore cannot answer what it does not have, and
+/// the session sent again would queue behind its own first copy. It ends on its replies once
+/// the outage is over, after one session and no copy on the air.
+#[tokio::test(start_paused = true)]
+async fn a_session_the_node_still_holds_is_not_timed_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), "none");
+    o.reply_timeout = Some(Duration::from_secs(1));
+    o.outages = vec![(Duration::from_secs(6), Duration::from_secs(60))];
+    let pair = Pair::start(&o).await.unwrap();
+    let sent = from_the_ship(&pair, 1, 1500).await;
+    all_arrive_once(&pair, &sent).await;
+    let out: Vec<_> = outgoing(&pair.ship.hf().transfers())
+        .into_iter()
+        .map(|r| (r.messages, r.result.clone()))
+        .collect();
+    let incoming: Vec<_> = pair
+        .shore
+        .hf()
+        .transfers()
+        .into_iter()
+        .filter(|r| r.direction == Direction::In)
+        .map(|r| (r.messages, r.result.clone()))
+        .collect();
+    pair.stop().await;
+    assert_eq!(out, vec![(1, "completed".to_owned())]);
+    assert_eq!(incoming, vec![(1, "Quit".to_owned())]);
+}
+
 /// A session that ends here before its replies come (its data held up by an outage past its
-/// deadline) still reaches the shore, whose replies then arrive while the next session, with
-/// other mail, waits for its own. Read by position they would answer that session's message
-/// too; `XSUM` shows they answer other octets, so they are set aside (the transfer record says
-/// so), the next session ends on its own replies, and every message arrives once.
+/// deadline and past a `delivery_timeout` of 1 s) still reaches the shore, whose replies then
+/// arrive while the next session, with other mail, waits for its own. Read by position they
+/// would answer that session's message too; `XSUM` shows they answer other octets, so they are
+/// set aside (the transfer record says so), the next session ends on its own replies, and every
+/// message arrives once.
 #[tokio::test(start_paused = true)]
 async fn late_replies_to_an_earlier_session_are_set_aside() {
     let dir = tempfile::tempdir().unwrap();
     let mut o = options(dir.path(), "none");
     o.reply_timeout = Some(Duration::from_secs(1));
+    o.delivery_timeout = Some(Duration::from_secs(1));
     o.min_backoff = 5;
     o.outages = vec![(Duration::from_secs(6), Duration::from_secs(60))];
     let pair = Pair::start(&o).await.unwrap();

@@ -183,6 +183,7 @@ impl CftpLink {
                     .link_up(target, self.ctx.clock.unix_now());
             }
             LinkInput::LinkDown(reason) => debug!(%reason, "link down"),
+            LinkInput::Delivered { .. } => {}
             LinkInput::SendFailed { reason, .. } => {
                 // The sender's ack timer resends what did not arrive.
                 debug!(%reason, "a U_PDU was not delivered; the file will be sent again");

@@ -10,12 +10,16 @@
 //! `batch_bytes` budget are marked in flight and handed to an [`HmtpClient`], whose whole
 //! submission goes to the SIS endpoint at once; the replies come back as one transmission
 //! and every recipient's outcome goes to the spool ([`Recorder`]). No reply within
-//! `reply_timeout` plus twice the submission's air time at `assumed_bps` (or a U_PDU of this
-//! session the subnetwork could not deliver) ends the session: every recipient without an
-//! answer is deferred and retried with the spool's backoff, or at once when the link comes
-//! back; the peer drops what it already had (de-duplication). While a session of the peer's
-//! arrives, the replies to ours cannot (they follow it), so each of its U_PDUs gives ours at
-//! least `reply_timeout` plus the air time of two U_PDUs more.
+//! `reply_timeout` of the peer's node confirming the submission (and at least `reply_timeout`
+//! plus twice its air time at `assumed_bps` from the submission), or a U_PDU of this session
+//! the subnetwork could not deliver, ends the session: every recipient without an answer is
+//! deferred and retried with the spool's backoff, or at once when the link comes back; the peer
+//! drops what it already had (de-duplication). Until the confirmation the submission may wait
+//! in the node (behind other stations' traffic on a shared frequency) up to `delivery_timeout`:
+//! the peer cannot answer what it does not have, and the session sent again would only queue
+//! behind its own first copy. While a session of the peer's arrives, the replies to ours
+//! cannot (they follow it), so each of its U_PDUs gives ours at least `reply_timeout` plus the
+//! air time of two U_PDUs more.
 //!
 //! Streams from the peer share SAP 3 with our own replies; a stream is told apart by its first
 //! decoded byte ([`classify_stream_start`]) and runs until its consumer is done (our client at
@@ -67,7 +71,21 @@ struct Own {
     priority: Priority,
     batch: Vec<DueMessage>,
     start_unix: f64,
-    deadline: Instant,
+    /// When the session is given up without its replies, once the peer has the submission.
+    reply_by: Instant,
+    /// While the submission waits for the peer's node to confirm it: how long it may (the
+    /// peer cannot answer before it has the session, so the reply timeout does not run out
+    /// meanwhile). `None` once confirmed, or where the SIS server confirms nothing.
+    delivery_by: Option<Instant>,
+}
+
+impl Own {
+    /// When the session is given up: its reply deadline, or while the peer's node has not
+    /// confirmed the submission, the end of the wait for that when later.
+    fn deadline(&self) -> Instant {
+        self.delivery_by
+            .map_or(self.reply_by, |d| d.max(self.reply_by))
+    }
 }
 
 /// Whether bytes can be the start of a stream from the peer.
@@ -298,7 +316,7 @@ impl HmtpLink {
             } else {
                 self.ctx.next_look(look, &target).await
             };
-            let own_deadline = own.as_ref().map(|o| o.deadline);
+            let own_deadline = own.as_ref().map(Own::deadline);
             let server_deadline = match &current {
                 Current::Session(inc) => inc.server.poll_timeout().map(Instant::from_std),
                 _ => None,
@@ -316,7 +334,14 @@ impl HmtpLink {
                 () = tokio::time::sleep_until(next_look), if own.is_none() => {}
                 () = sleep_opt(own_deadline) => {
                     if let Some(mut o) = own.take() {
-                        warn!("no reply within the session timeout; the mail stays queued");
+                        if o.delivery_by.is_some() {
+                            warn!(
+                                delivery_timeout_s = self.ctx.config.delivery_timeout.as_secs(),
+                                "the 5066 node has not delivered the session within delivery_timeout (a busy frequency, or the peer out of reach); the mail stays queued"
+                            );
+                        } else {
+                            warn!("no reply within the session timeout; the mail stays queued");
+                        }
                         if matches!(current, Current::Replies) {
                             current = Current::Idle;
                         }
@@ -420,7 +445,11 @@ impl HmtpLink {
         );
         let airtime =
             Duration::from_secs_f64(wire as f64 * 8.0 / f64::from(self.ctx.config.assumed_bps));
-        let deadline = Instant::now() + self.ctx.config.reply_timeout + airtime * 2;
+        let reply_by = Instant::now() + self.ctx.config.reply_timeout + airtime * 2;
+        let delivery_by = self
+            .endpoint
+            .confirms()
+            .then(|| Instant::now() + self.ctx.config.delivery_timeout);
         self.submissions += 1;
         let submission = self.submissions;
         let report = Report {
@@ -441,7 +470,8 @@ impl HmtpLink {
                 priority,
                 batch,
                 start_unix,
-                deadline,
+                reply_by,
+                delivery_by,
             };
             // Not started as far as the arbiter knows: record and go back to waiting.
             self.record_outcome(o).await;
@@ -454,7 +484,8 @@ impl HmtpLink {
             priority,
             batch,
             start_unix,
-            deadline,
+            reply_by,
+            delivery_by,
         }))
     }
 
@@ -488,6 +519,22 @@ impl HmtpLink {
                     .link_up(target, self.ctx.clock.unix_now());
             }
             LinkInput::LinkDown(reason) => debug!(%reason, "link down"),
+            LinkInput::Delivered {
+                submission,
+                confirmed,
+            } => {
+                // The peer has our session now: its replies can come, and the reply timeout
+                // runs from here. Unconfirmed, it runs from the submission as it did.
+                if let Some(o) = own.as_mut().filter(|o| o.submission == submission) {
+                    if confirmed {
+                        debug!("the peer's node has the session");
+                        o.reply_by = o
+                            .reply_by
+                            .max(Instant::now() + self.ctx.config.reply_timeout);
+                    }
+                    o.delivery_by = None;
+                }
+            }
             LinkInput::SendFailed { reason, submission } => {
                 // Whichever session it was, the peer may now hold the first part of it: the
                 // node gave up on the link and discarded the rest. (Which U_PDUs got there
@@ -551,8 +598,8 @@ impl HmtpLink {
             let two = Duration::from_secs_f64(
                 2.0 * mtu as f64 * 8.0 / f64::from(self.ctx.config.assumed_bps),
             );
-            o.deadline = o
-                .deadline
+            o.reply_by = o
+                .reply_by
                 .max(Instant::now() + self.ctx.config.reply_timeout + two);
         }
     }

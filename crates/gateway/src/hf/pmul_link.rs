@@ -375,12 +375,17 @@ impl Carrier {
 
     async fn recv(&mut self) -> Option<Input> {
         match self {
-            Carrier::Sis { inbox, .. } => Some(match inbox.recv().await? {
-                LinkInput::Updu(b) => Input::Pdu(b, None),
-                LinkInput::LinkUp => Input::Up,
-                LinkInput::LinkDown(why) => Input::Down(why),
-                LinkInput::SendFailed { reason, .. } => Input::SendFailed(reason),
-            }),
+            // Bounded: each pass takes an input off the inbox. A delivery says nothing P_MUL
+            // needs: its acknowledgements, not the subnetwork's, tell what arrived.
+            Carrier::Sis { inbox, .. } => loop {
+                break Some(match inbox.recv().await? {
+                    LinkInput::Updu(b) => Input::Pdu(b, None),
+                    LinkInput::LinkUp => Input::Up,
+                    LinkInput::LinkDown(why) => Input::Down(why),
+                    LinkInput::SendFailed { reason, .. } => Input::SendFailed(reason),
+                    LinkInput::Delivered { .. } => continue,
+                });
+            },
             Carrier::Ip(ip) => ip.recv().await.map(|d| Input::Pdu(d.bytes, Some(d.from))),
         }
     }

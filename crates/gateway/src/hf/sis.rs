@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use skywave_sis::{
-    Client, ClientConfig, Connector, Event, NodeAddress, Priority, SapId, ServiceType,
+    Client, ClientConfig, Connector, Delivery, Event, NodeAddress, Priority, SapId, ServiceType,
     SubnetStatus, Ttl, UnidataRequest,
 };
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -91,6 +91,15 @@ pub enum LinkInput {
     LinkUp,
     /// The SIS connection was lost (the client reconnects by itself).
     LinkDown(String),
+    /// Every U_PDU of a submission of ours went without failing.
+    Delivered {
+        /// The submission's tag, as given in its [`Report`].
+        submission: u64,
+        /// The peer's node confirmed every one (SIS node delivery confirmation): the peer has
+        /// all of it now. False when one went without a confirmation (none asked, or dropped
+        /// by the duplicate filter as a copy of one still queued): nothing says when.
+        confirmed: bool,
+    },
     /// A U_PDU of our own submission could not be delivered (rejected or lost).
     SendFailed {
         /// What the server said.
@@ -100,9 +109,10 @@ pub enum LinkInput {
     },
 }
 
-/// Where an endpoint reports that a U_PDU of a submission was not delivered, and the sender's tag
-/// for that submission: a rejection can come long after the U_PDU was handed over (a server's
-/// confirm wait, a TTL), when the sender has moved on to another submission.
+/// Where an endpoint reports that a submission was delivered or that a U_PDU of it was not, and
+/// the sender's tag for that submission: the answer can come long after the U_PDUs were handed
+/// over (a busy frequency, a server's confirm wait, a TTL), when the sender has moved on to
+/// another submission.
 #[derive(Debug, Clone)]
 pub struct Report {
     /// The link to tell.
@@ -167,6 +177,9 @@ pub struct Endpoint {
     client: watch::Receiver<Option<Client>>,
     links: LinkMap,
     backlog: Arc<Backlog>,
+    /// Its U_PDUs go with node delivery confirmation (ARQ): each submission is answered,
+    /// delivered or not.
+    confirms: bool,
 }
 
 /// The link map, even if a thread panicked while holding it (the map itself stays whole).
@@ -192,6 +205,12 @@ impl Endpoint {
     ) -> (Endpoint, tokio::task::JoinHandle<()>) {
         let (tx, rx) = watch::channel(None);
         let name = server.clone();
+        // P_MUL's SAP is non-ARQ by nature (broadcast to a group, repairs its own way).
+        let service = if sap == super::pmul_link::SAP {
+            ServiceType::NON_ARQ
+        } else {
+            ServiceType::ARQ_NODE_CONFIRM
+        };
         let links: LinkMap = Arc::new(std::sync::Mutex::new(links));
         let shared = Arc::clone(&links);
         let task = tokio::spawn(async move {
@@ -200,12 +219,6 @@ impl Endpoint {
                 let connector = Named {
                     connect: connect.clone(),
                     server: name.clone(),
-                };
-                // P_MUL's SAP is non-ARQ by nature (broadcast to a group, repairs its own way).
-                let service = if sap == super::pmul_link::SAP {
-                    ServiceType::NON_ARQ
-                } else {
-                    ServiceType::ARQ_NODE_CONFIRM
                 };
                 let cfg = ClientConfig::new(sap, service);
                 tokio::select! {
@@ -275,6 +288,7 @@ impl Endpoint {
                 client: rx,
                 links: shared,
                 backlog,
+                confirms: service.confirmation.is_requested(),
             },
             task,
         )
@@ -288,6 +302,12 @@ impl Endpoint {
             let _ = link.send(LinkInput::LinkUp);
         }
         lock(&self.links).insert(node, link);
+    }
+
+    /// Whether every submission is answered by the server, [`LinkInput::Delivered`] or
+    /// [`LinkInput::SendFailed`] (ARQ with node delivery confirmation).
+    pub fn confirms(&self) -> bool {
+        self.confirms
     }
 
     /// The server's name.
@@ -308,7 +328,8 @@ impl Endpoint {
 
     /// Sends U_PDUs to `dest` in order (ARQ with node delivery confirmation). Failures are
     /// reported on `report` (the link's own inbox), so the link can end a session whose
-    /// submission never arrived instead of waiting for its timeout.
+    /// submission never arrived instead of waiting for its timeout, and so is the confirmation
+    /// of the last of them ([`LinkInput::Delivered`]), from when the peer can answer.
     pub fn send(
         &self,
         dest: NodeAddress,
@@ -349,18 +370,31 @@ impl Endpoint {
         }
         self.backlog.add(bytes);
         tokio::spawn(async move {
+            let mut confirmed = true;
             for p in pending {
-                if let Err(e) = p.await {
-                    let text = format!("U_PDU to {dest} not delivered: {e}");
-                    debug!("{text}");
-                    if let Some(r) = &report {
-                        let _ = r.to.send(LinkInput::SendFailed {
-                            reason: text,
-                            submission: r.submission,
-                        });
+                match p.await {
+                    Ok(Delivery::Confirmed(_)) => {}
+                    // Written without a confirmation asked (non-ARQ), or dropped as a copy of
+                    // one still queued: nothing says when the peer has it.
+                    Ok(Delivery::Sent | Delivery::DuplicateDropped) => confirmed = false,
+                    Err(e) => {
+                        let text = format!("U_PDU to {dest} not delivered: {e}");
+                        debug!("{text}");
+                        if let Some(r) = &report {
+                            let _ = r.to.send(LinkInput::SendFailed {
+                                reason: text,
+                                submission: r.submission,
+                            });
+                        }
+                        return;
                     }
-                    return;
                 }
+            }
+            if let Some(r) = report {
+                let _ = r.to.send(LinkInput::Delivered {
+                    submission: r.submission,
+                    confirmed,
+                });
             }
         });
         Ok(())
