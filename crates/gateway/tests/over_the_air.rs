@@ -842,6 +842,36 @@ async fn a_session_the_node_still_holds_is_not_timed_out() {
     assert_eq!(incoming, vec![(1, "Quit".to_owned())]);
 }
 
+/// The same for CFTP: a file held up in the ship's node by the outage is not sent again at its
+/// acknowledgement timeout (1 s), only if the acknowledgement does not come within that of the
+/// node's delivery confirmation. With a `delivery_timeout` of 1 s, as before that existed, it
+/// went again and again into the node that held it (17 rounds of 2 retransmissions here).
+#[tokio::test(start_paused = true)]
+async fn a_cftp_file_the_node_still_holds_is_not_sent_again() {
+    for (delivery_timeout, resent) in [(None, false), (Some(Duration::from_secs(1)), true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = options(dir.path(), "none");
+        o.protocol = "cftp".into();
+        o.reply_timeout = Some(Duration::from_secs(1));
+        o.delivery_timeout = delivery_timeout;
+        o.outages = vec![(Duration::from_secs(6), Duration::from_secs(60))];
+        let pair = Pair::start(&o).await.unwrap();
+        let sent = from_the_ship(&pair, 1, 1500).await;
+        all_arrive_once(&pair, &sent).await;
+        let retransmissions: Vec<_> = outgoing(&pair.ship.hf().transfers())
+            .into_iter()
+            .map(|r| r.retransmissions)
+            .collect();
+        pair.stop().await;
+        if resent {
+            // One round after another, each file sent again into the node that held it.
+            assert_eq!(retransmissions, vec![Some(2); 17]);
+        } else {
+            assert_eq!(retransmissions, vec![Some(0)]);
+        }
+    }
+}
+
 /// A session that ends here before its replies come (its data held up by an outage past its
 /// deadline and past a `delivery_timeout` of 1 s) still reaches the shore, whose replies then
 /// arrive while the next session, with other mail, waits for its own. Read by position they

@@ -18,7 +18,9 @@
 //! any other CFTP node, as a standard CFTP delivery agent does (Annex F: "nominally
 //! stop-and-wait"), several towards a skywave peer, which Annex F allows "with prior knowledge of
 //! the peer". A file unacknowledged [`CftpSenderSettings::ack_timeout`] after its last segment
-//! was handed to the SIS is sent again under the same ids; after
+//! was handed to the SIS is sent again under the same ids (with
+//! [`CftpSenderSettings::delivery_timeout`], not before the peer's node has confirmed that
+//! segment plus the ack timeout, or the delivery timeout passed unconfirmed); after
 //! [`CftpSenderSettings::max_transmissions`] the message ends [`Disposition::NoAnswer`] and stays
 //! in the spool (the receiver removes any duplicate).
 //!
@@ -196,8 +198,15 @@ pub struct CftpSenderSettings {
     pub connection: u8,
     /// Files waiting for their acknowledgement at once, 1-256: 1 for a standard CFTP peer.
     pub max_in_flight: usize,
-    /// Time from handing a file's last segment to the SIS until it is sent again.
+    /// Time from handing a file's last segment to the SIS until it is sent again (with
+    /// `delivery_timeout`: from the node's confirmation of that segment, when later).
     pub ack_timeout: Duration,
+    /// Where the SIS confirms delivery of each U_PDU: how long a file's last segment may wait in
+    /// the node for the peer's node to confirm it ([`CftpSender::delivered`]) before the file
+    /// is sent again. The peer cannot acknowledge a file it does not have, and a copy sent while
+    /// the node still holds the first (behind other stations' traffic on a shared frequency)
+    /// only queues behind it. `None`: no confirmations, the ack timeout runs from the hand-over.
+    pub delivery_timeout: Option<Duration>,
     /// Transmissions of one file (the first included) before the message ends
     /// [`Disposition::NoAnswer`]; at least 1.
     pub max_transmissions: u32,
@@ -219,6 +228,7 @@ impl CftpSenderSettings {
             connection: 0,
             max_in_flight: 1,
             ack_timeout: DEFAULT_ACK_TIMEOUT,
+            delivery_timeout: None,
             max_transmissions: DEFAULT_MAX_TRANSMISSIONS,
             gzip_level: 9,
             max_bundle: 1,
@@ -313,6 +323,17 @@ struct Flight {
     next_segment: usize,
     /// Set when the last segment went out: the ack timeout.
     deadline: Option<Instant>,
+    /// While the last segment waits for the node's delivery confirmation: how long it may.
+    delivery_by: Option<Instant>,
+}
+
+impl Flight {
+    /// When the file is sent again or given up: its ack deadline, or while its delivery is
+    /// awaited, the end of that wait when later.
+    fn expires(&self) -> Option<Instant> {
+        self.deadline
+            .map(|d| self.delivery_by.map_or(d, |by| by.max(d)))
+    }
 }
 
 /// The sending side of CFTP towards one peer.
@@ -493,6 +514,10 @@ impl CftpSender {
             if flight.next_segment >= flight.file.updus.len() {
                 self.sending.pop_front();
                 flight.deadline = now.checked_add(self.settings.ack_timeout);
+                flight.delivery_by = self
+                    .settings
+                    .delivery_timeout
+                    .and_then(|t| now.checked_add(t));
             }
             self.stats.updus += 1;
             self.stats.wire_bytes += updu.len() as u64;
@@ -549,10 +574,30 @@ impl CftpSender {
         AckOutcome::Acked { ids }
     }
 
+    /// The peer's node confirmed segment `segment` of U_PDU id `updu_id` (one this sender
+    /// handed out) at `now`. The confirmation of a file's last segment, once all of it was
+    /// handed out, means the peer has the file: its ack timeout runs from here (at the
+    /// earliest from the hand-over, as without confirmations). Any other is ignored. Returns
+    /// whether it settled a wait.
+    pub fn delivered(&mut self, now: Instant, updu_id: u8, segment: u16) -> bool {
+        let Some(flight) = self.flights.get_mut(&updu_id) else {
+            return false;
+        };
+        let last = flight.file.updus.len().saturating_sub(1);
+        if flight.deadline.is_none() || usize::from(segment) != last {
+            return false;
+        }
+        flight.delivery_by = None;
+        if let Some(by) = now.checked_add(self.settings.ack_timeout) {
+            flight.deadline = flight.deadline.map(|d| d.max(by));
+        }
+        true
+    }
+
     /// The next instant [`CftpSender::handle_timeout`] has work: an ack timeout, or an id
     /// becoming free for a waiting file.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let acks = self.flights.values().filter_map(|f| f.deadline).min();
+        let acks = self.flights.values().filter_map(Flight::expires).min();
         let waiting = !self.queue.is_empty() && self.flights.len() < self.settings.max_in_flight;
         let ids = waiting
             .then(|| self.quarantine.iter().flatten().min().copied())
@@ -569,7 +614,7 @@ impl CftpSender {
         let expired: Vec<u8> = self
             .flights
             .iter()
-            .filter(|(_, f)| f.deadline.is_some_and(|d| d <= now))
+            .filter(|(_, f)| f.expires().is_some_and(|d| d <= now))
             .map(|(&id, _)| id)
             .collect();
         for id in expired {
@@ -580,6 +625,7 @@ impl CftpSender {
                 flight.transmissions += 1;
                 flight.next_segment = 0;
                 flight.deadline = None;
+                flight.delivery_by = None;
                 self.sending.push_back(id);
                 self.stats.retransmitted_files += 1;
             } else if let Some(flight) = self.flights.remove(&id) {
@@ -686,6 +732,7 @@ impl CftpSender {
                     transmissions: 1,
                     next_segment: 0,
                     deadline: None,
+                    delivery_by: None,
                 },
             );
             self.sending.push_back(id);
@@ -1247,6 +1294,46 @@ mod tests {
         let _ = tx.poll_transmit(t0).unwrap();
         assert_eq!(tx.receive(t0, &ack_pdu(0, 0)), AckOutcome::Unknown);
         assert_eq!(tx.in_flight(), 1);
+    }
+
+    #[test]
+    fn a_file_the_node_still_holds_is_not_sent_again_and_its_ack_wait_runs_from_delivery() {
+        let t0 = Instant::now();
+        let settings = CftpSenderSettings {
+            ack_timeout: Duration::from_secs(10),
+            delivery_timeout: Some(Duration::from_secs(600)),
+            ..CftpSenderSettings::standard(40)
+        };
+        let mut tx = CftpSender::new(settings).unwrap();
+        tx.push(msg("Q1", &[b'x'; 200])).unwrap();
+        let mut segments = Vec::new();
+        while let Some(u) = tx.poll_transmit(t0) {
+            segments.push(u);
+        }
+        assert!(segments.len() > 1);
+        let last = u16::try_from(segments.len() - 1).unwrap();
+        // Unconfirmed, the file waits for its delivery, not for the ack timeout.
+        assert_eq!(tx.poll_timeout(), Some(t0 + Duration::from_secs(600)));
+        let t1 = t0 + Duration::from_secs(100);
+        tx.handle_timeout(t1);
+        assert!(
+            tx.poll_transmit(t1).is_none(),
+            "not sent again while undelivered"
+        );
+        // A confirmation of another segment settles nothing; the last one's does.
+        assert!(!tx.delivered(t1, 0, 0));
+        assert!(!tx.delivered(t1, 7, last));
+        assert!(tx.delivered(t1, 0, last));
+        assert_eq!(tx.poll_timeout(), Some(t1 + Duration::from_secs(10)));
+        tx.handle_timeout(t1 + Duration::from_secs(10));
+        assert!(
+            tx.poll_transmit(t1).is_some(),
+            "sent again after the ack timeout"
+        );
+        assert_eq!(tx.stats().retransmitted_files, 1);
+        // Never delivered: sent again when the delivery wait ends.
+        while tx.poll_transmit(t1).is_some() {}
+        assert_eq!(tx.poll_timeout(), Some(t1 + Duration::from_secs(600)));
     }
 
     #[test]

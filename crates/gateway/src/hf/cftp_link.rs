@@ -183,6 +183,19 @@ impl CftpLink {
                     .link_up(target, self.ctx.clock.unix_now());
             }
             LinkInput::LinkDown(reason) => debug!(%reason, "link down"),
+            LinkInput::Delivered {
+                submission,
+                confirmed: true,
+            } => {
+                // A file's last segment confirmed: the peer has the file, its acknowledgement
+                // can come, and the ack timeout runs from here.
+                let (id, segment) = untag(submission);
+                if let Some(s) = st.sender.as_mut()
+                    && s.delivered(now, id, segment)
+                {
+                    debug!(updu_id = id, "the peer's node has the file");
+                }
+            }
             LinkInput::Delivered { .. } => {}
             LinkInput::SendFailed { reason, .. } => {
                 // The sender's ack timer resends what did not arrive.
@@ -191,12 +204,14 @@ impl CftpLink {
         }
     }
 
-    /// Where the endpoint reports a file's U_PDU that was not delivered. One tag for all: the
-    /// sender's acknowledgement timer, not the report, decides what goes again.
-    fn failure_report(&self) -> Report {
+    /// Where the endpoint reports a file's U_PDU delivered or not, tagged with its RCOP U_PDU id
+    /// and segment number ([`tag`]): a confirmation of a file's last segment starts its ack
+    /// timeout; a failure only says so, since the sender's acknowledgement timer, not the
+    /// report, decides what goes again.
+    fn report_for(&self, updu: &[u8]) -> Report {
         Report {
             to: self.report.clone(),
-            submission: 0,
+            submission: tag(updu),
         }
     }
 
@@ -220,6 +235,10 @@ impl CftpLink {
                 CftpSenderSettings::standard(mtu)
             };
             settings.ack_timeout = self.ctx.config.reply_timeout;
+            settings.delivery_timeout = self
+                .endpoint
+                .confirms()
+                .then_some(self.ctx.config.delivery_timeout);
             match CftpSender::new(settings) {
                 Ok(s) => st.sender = Some(s),
                 Err(e) => {
@@ -280,10 +299,8 @@ impl CftpLink {
         if let Some(sender) = st.sender.as_mut() {
             // Bounded by the files queued.
             while let Some(u) = sender.poll_transmit(now) {
-                if let Err(e) =
-                    self.endpoint
-                        .send(self.node, prio, vec![u], Some(self.failure_report()))
-                {
+                let report = self.report_for(&u);
+                if let Err(e) = self.endpoint.send(self.node, prio, vec![u], Some(report)) {
                     debug!(error = %e, "SIS not bound; the file goes again after its timeout");
                 }
             }
@@ -470,5 +487,37 @@ impl CftpLink {
                 }
             }
         }
+    }
+}
+
+/// The tag of a file's U_PDU in the endpoint's reports: its RCOP U_PDU id and segment number
+/// (0 for what is no RCOP U_PDU, which the sender never hands out).
+fn tag(updu: &[u8]) -> u64 {
+    skywave_hmtp::cftp::RcopHeader::decode(updu).map_or(0, |(h, _)| {
+        (u64::from(h.updu_id) << 16) | u64::from(h.segment)
+    })
+}
+
+/// The U_PDU id and segment number of a [`tag`].
+fn untag(tag: u64) -> (u8, u16) {
+    (((tag >> 16) & 0xFF) as u8, (tag & 0xFFFF) as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reports_tag_gives_back_the_updu_id_and_segment() {
+        let mut updu = Vec::new();
+        skywave_hmtp::cftp::RcopHeader {
+            connection: 0,
+            updu_id: 0xA7,
+            segment: 0x1234,
+        }
+        .encode(&mut updu);
+        updu.extend_from_slice(b"segment data");
+        assert_eq!(untag(tag(&updu)), (0xA7, 0x1234));
+        assert_eq!(tag(b"\x00"), 0, "too short for a header");
     }
 }
