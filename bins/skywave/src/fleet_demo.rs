@@ -181,8 +181,10 @@ pub(crate) async fn run(d: &DemoArgs, ships: usize, dir: PathBuf) -> anyhow::Res
     println!();
     println!("on the air (the emulated channel's own counters):");
     println!(
-        "  {} transmissions, {} bytes of D_PDUs, {} collisions",
-        c.transmissions, c.bytes_on_air, c.collisions
+        "  {} transmissions, {} bytes of D_PDUs, {} lost to collisions",
+        c.transmissions,
+        c.bytes_on_air,
+        c.collided_transmissions()
     );
     for (i, nc) in c.nodes.iter().enumerate() {
         let name = if i == 0 {

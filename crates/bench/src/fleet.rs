@@ -138,8 +138,9 @@ pub struct FleetResult {
     pub transmissions: u64,
     /// D_PDU bytes on the air, every node.
     pub bytes_on_air: u64,
-    /// Collisions.
-    pub collisions: u64,
+    /// Transmissions lost to a collision
+    /// ([`skywave_emu::net::Counters::collided_transmissions`]).
+    pub collided: u64,
     /// Datagrams on the IP network (IP bearer only).
     pub ip_datagrams: u64,
     /// Bytes on the IP network, IP and UDP headers included (IP bearer only).
@@ -326,7 +327,7 @@ async fn measured(
             .fold(0.0, |a, b| a + b),
         transmissions: c.transmissions,
         bytes_on_air: c.bytes_on_air,
-        collisions: c.collisions,
+        collided: c.collided_transmissions(),
         ip_datagrams: ip.datagrams,
         ip_bytes: ip.bytes,
     };
@@ -408,7 +409,7 @@ fn opt(v: Option<f64>) -> String {
 /// The rows as a Markdown table.
 pub fn fleet_markdown(rows: &[FleetRow]) -> String {
     let mut s = String::from(
-        "| ships | workload | scenario | EMCON ships | size B | delivered | every ship has it, s | all acked, s | airtime, s | base airtime, s | transmissions | bytes on air | collisions | IP datagrams | IP bytes |\n\
+        "| ships | workload | scenario | EMCON ships | size B | delivered | every ship has it, s | all acked, s | airtime, s | base airtime, s | transmissions | bytes on air | lost to collisions | IP datagrams | IP bytes |\n\
          |---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in rows {
@@ -429,7 +430,7 @@ pub fn fleet_markdown(rows: &[FleetRow]) -> String {
                 m.base_airtime_s,
                 m.transmissions,
                 m.bytes_on_air,
-                m.collisions,
+                m.collided,
                 m.ip_datagrams,
                 m.ip_bytes
             )),
@@ -449,7 +450,7 @@ pub fn fleet_markdown(rows: &[FleetRow]) -> String {
 /// The rows as CSV.
 pub fn fleet_csv(rows: &[FleetRow]) -> String {
     let mut s = String::from(
-        "ships,workload,scenario,emcon_ships,size,rate_bps,best_snr_db,seed,expected,delivered,all_delivered_s,done_s,airtime_s,base_airtime_s,transmissions,bytes_on_air,collisions,ip_datagrams,ip_bytes,error\n",
+        "ships,workload,scenario,emcon_ships,size,rate_bps,best_snr_db,seed,expected,delivered,all_delivered_s,done_s,airtime_s,base_airtime_s,transmissions,bytes_on_air,lost_to_collisions,ip_datagrams,ip_bytes,error\n",
     );
     for r in rows {
         let p = &r.spec;
@@ -476,7 +477,7 @@ pub fn fleet_csv(rows: &[FleetRow]) -> String {
                 m.base_airtime_s,
                 m.transmissions,
                 m.bytes_on_air,
-                m.collisions,
+                m.collided,
                 m.ip_datagrams,
                 m.ip_bytes
             )),

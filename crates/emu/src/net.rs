@@ -511,7 +511,8 @@ pub struct Counters {
     pub bytes_on_air: u64,
     /// Changes of the transmitting node.
     pub turnarounds: u64,
-    /// Collisions counted by the [`Air`].
+    /// Collisions counted by the [`Air`]: pairs of overlapping transmissions (see
+    /// [`Counters::collided_transmissions`]).
     pub collisions: u64,
     /// D_PDUs sent.
     pub dpdus_sent: u64,
@@ -523,6 +524,15 @@ pub struct Counters {
     pub data_acks: u64,
     /// Simulated time of the last transmission's end.
     pub busy_until: Duration,
+}
+
+impl Counters {
+    /// Transmissions lost to a collision, every node's: what a reader means by collisions.
+    /// [`Counters::collisions`] counts overlapping pairs, so twenty stations keying up
+    /// together are 190 of those and twenty of these.
+    pub fn collided_transmissions(&self) -> u64 {
+        self.nodes.iter().map(|n| n.collisions).sum()
+    }
 }
 
 impl fmt::Display for Counters {
