@@ -527,7 +527,17 @@ impl HmtpLink {
                 // runs from here. Unconfirmed, it runs from the submission as it did.
                 if let Some(o) = own.as_mut().filter(|o| o.submission == submission) {
                     if confirmed {
-                        debug!("the peer's node has the session");
+                        let waited = self.unix_f64() - o.start_unix;
+                        if Instant::now() > o.reply_by {
+                            // Past the wait the submission alone would have had: say why the
+                            // session was not given up.
+                            info!(
+                                waited_s = waited.round(),
+                                "the peer's node has the session at last (it waited in the node, behind other traffic or an outage); its replies are awaited from now"
+                            );
+                        } else {
+                            debug!(waited_s = waited.round(), "the peer's node has the session");
+                        }
                         o.reply_by = o
                             .reply_by
                             .max(Instant::now() + self.ctx.config.reply_timeout);
