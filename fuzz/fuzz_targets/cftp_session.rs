@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
-use skywave_hmtp::cftp::ReceiverLimits;
+use skywave_hmtp::cftp::{RcopHeader, ReceiverLimits};
 use skywave_hmtp::{
     AckOutcome, BatchMessage, CftpReceiverEvent, CftpReceiverSession, CftpReceiverSettings,
     CftpSender, CftpSenderSettings, CftpTicket, DedupCache, Disposition, cftp_message_id,
@@ -107,6 +107,9 @@ fn link(mode: u8, data: &[u8]) {
         max_transmissions: 3,
         ack_timeout: Duration::from_secs(50),
         max_bundle: if mode & 0x08 != 0 { 4 } else { 1 },
+        // With bit 4, the node confirms each segment that reaches the receiver (a lost one is
+        // never confirmed, and its file waits out the delivery timeout).
+        delivery_timeout: (mode & 0x10 != 0).then_some(Duration::from_secs(200)),
         ..CftpSenderSettings::skywave(mtu, in_flight)
     };
     let Ok(mut tx) = CftpSender::new(settings) else {
@@ -149,6 +152,9 @@ fn link(mode: u8, data: &[u8]) {
             busy = true;
             let (data, u) = entry.remove();
             if data {
+                if let Ok((h, _)) = RcopHeader::decode(&u) {
+                    tx.delivered(now, h.updu_id, h.segment);
+                }
                 rx.receive(now, &u, &mut dedup);
             } else {
                 let _ = tx.receive(now, &u);
