@@ -812,6 +812,18 @@ async fn delivery_times_on_a_clean_link() {
     }
 }
 
+/// A pair configured as `o` with a reply timeout of 1 s and `delivery_timeout`, after one message
+/// from the ship, whose first transmission goes into a minute's outage, has arrived once.
+async fn through_a_minutes_outage(mut o: PairOptions, delivery_timeout: Option<Duration>) -> Pair {
+    o.reply_timeout = Some(Duration::from_secs(1));
+    o.delivery_timeout = delivery_timeout;
+    o.outages = vec![(Duration::from_secs(6), Duration::from_secs(60))];
+    let pair = Pair::start(&o).await.unwrap();
+    let sent = from_the_ship(&pair, 1, 1500).await;
+    all_arrive_once(&pair, &sent).await;
+    pair
+}
+
 /// A session held up in the ship's node by an outage long past its reply timeout (1 s) is not
 /// given up while the node still holds it: the shore cannot answer what it does not have, and
 /// the session sent again would queue behind its own first copy. It ends on its replies once
@@ -819,12 +831,7 @@ async fn delivery_times_on_a_clean_link() {
 #[tokio::test(start_paused = true)]
 async fn a_session_the_node_still_holds_is_not_timed_out() {
     let dir = tempfile::tempdir().unwrap();
-    let mut o = options(dir.path(), "none");
-    o.reply_timeout = Some(Duration::from_secs(1));
-    o.outages = vec![(Duration::from_secs(6), Duration::from_secs(60))];
-    let pair = Pair::start(&o).await.unwrap();
-    let sent = from_the_ship(&pair, 1, 1500).await;
-    all_arrive_once(&pair, &sent).await;
+    let pair = through_a_minutes_outage(options(dir.path(), "none"), None).await;
     let out: Vec<_> = outgoing(&pair.ship.hf().transfers())
         .into_iter()
         .map(|r| (r.messages, r.result.clone()))
@@ -852,12 +859,7 @@ async fn a_cftp_file_the_node_still_holds_is_not_sent_again() {
         let dir = tempfile::tempdir().unwrap();
         let mut o = options(dir.path(), "none");
         o.protocol = "cftp".into();
-        o.reply_timeout = Some(Duration::from_secs(1));
-        o.delivery_timeout = delivery_timeout;
-        o.outages = vec![(Duration::from_secs(6), Duration::from_secs(60))];
-        let pair = Pair::start(&o).await.unwrap();
-        let sent = from_the_ship(&pair, 1, 1500).await;
-        all_arrive_once(&pair, &sent).await;
+        let pair = through_a_minutes_outage(o, delivery_timeout).await;
         let retransmissions: Vec<_> = outgoing(&pair.ship.hf().transfers())
             .into_iter()
             .map(|r| r.retransmissions)
