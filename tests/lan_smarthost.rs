@@ -362,6 +362,8 @@ class Sink:
         session.host_name = hostname
         if os.environ.get("SINK_7BIT"):
             responses = [r for r in responses if "8BITMIME" not in r]
+        if os.environ.get("SINK_NO_UTF8"):
+            responses = [r for r in responses if "SMTPUTF8" not in r]
         return responses[:-1] + ["250-DSN", responses[-1]]
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
@@ -695,6 +697,75 @@ async fn utf8_header_fields_go_through_with_smtputf8() {
     ] {
         assert!(got.contains(line), "{line:?} in {got}");
     }
+    assert_eq!(gw.stop().await, 0);
+}
+
+/// Internationalized mail for a smarthost without SMTPUTF8: a display name, a group name, a
+/// subject and an attachment's file name in UTF-8, with an 8-bit text part.
+const SEND_EAI_MIME: &str = r#"
+import smtplib, sys
+msg = ("From: J\u00f6rg M\u00fcller <joerg@ship.test>\r\nTo: Br\u00fccke: ops@ship.test;\r\n"
+       "Subject: Re: Gr\u00fc\u00dfe aus \u00c5lesund, 12 kn\r\nMIME-Version: 1.0\r\n"
+       "Content-Type: multipart/mixed; boundary=b\r\n\r\n"
+       "--b\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nK\u00f8ye\r\n"
+       "--b\r\nContent-Type: application/octet-stream\r\n"
+       "Content-Disposition: attachment; filename=\"Fahrplan M\u00e4rz.pdf\"\r\n\r\n%PDF\r\n--b--\r\n")
+with smtplib.SMTP("127.0.0.1", int(sys.argv[1]), timeout=20) as s:
+    s.ehlo("client.ship.test")
+    s.sendmail("joerg@ship.test", ["ops@ship.test"], msg.encode(),
+               mail_options=["SMTPUTF8", "BODY=8BITMIME"])
+"#;
+
+/// What a MIME reader (Python's `email`) makes of the stored mail: every line but the 8-bit
+/// text's is ASCII, and the decoded subject, addresses and file name are printed.
+const READ_EAI_MIME: &str = r#"
+import email, email.policy, sys
+raw = open(sys.argv[1], "rb").read()
+lines = [l for l in raw.split(b"\r\n") if not l.isascii()]
+assert lines == ["K\u00f8ye".encode()], lines
+m = email.message_from_bytes(raw, policy=email.policy.default)
+print(m["X-Sink-Utf8"])
+print(m["Subject"])
+print(m["From"])
+print(m["To"])
+print(" ".join(p.get_filename() for p in m.iter_attachments()))
+"#;
+
+/// UTF-8 header fields for a smarthost that offers 8BITMIME but not SMTPUTF8 go made ASCII
+/// (RFC 6531 section 3.2 forbids sending them as they are; RFC 6857's downgrade: RFC 2047
+/// encoded-words, RFC 2231 for the file name), the body stays 8-bit, and a MIME reader that
+/// is not skywave's reads the same text. Until 2026-11-30 they went as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn utf8_header_fields_reach_a_smarthost_without_smtputf8_made_ascii() {
+    if !have_aiosmtpd() {
+        return;
+    }
+    let no = std::ffi::OsStr::new("1");
+    let (_tmp, inbox, _sink, gw) = gateway_and_dsn_sink(&[("SINK_NO_UTF8", no)]).await;
+    let p = gw.smtp.port().to_string();
+    let (code, out, err) = python(SEND_EAI_MIME, &[&p]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let files = wait_files(&inbox, 1).await;
+    assert_eq!(files.len(), 1, "{}", gw.log());
+    let (code, out, err) = python(READ_EAI_MIME, &[files[0].to_str().unwrap()]).await;
+    assert_eq!(
+        code,
+        0,
+        "{out}{err}{}",
+        String::from_utf8_lossy(&std::fs::read(&files[0]).unwrap())
+    );
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "False",
+            "Re: Gr\u{fc}\u{df}e aus \u{c5}lesund, 12 kn",
+            "J\u{f6}rg M\u{fc}ller <joerg@ship.test>",
+            "Br\u{fc}cke: ops@ship.test;",
+            "Fahrplan M\u{e4}rz.pdf",
+        ]
+    );
+    let status = status_until(&gw, "1 delivered").await;
+    assert!(status.contains("offers DSN, SIZE, 8BITMIME)"), "{status}");
     assert_eq!(gw.stop().await, 0);
 }
 

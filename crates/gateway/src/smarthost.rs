@@ -17,7 +17,9 @@
 //!   text crosses the LAN; `BODY=8BITMIME` and `SMTPUTF8` when the message needs them. To a
 //!   smarthost without `8BITMIME` an 8-bit message goes made 7-bit (quoted-printable or base64
 //!   parts, [`skywave_smtp::downgrade`]; RFC 6152 section 3), or waits with the reason when it
-//!   cannot be (an 8-bit header field).
+//!   cannot be (a header field that is not UTF-8, 8-bit text under a signature). To one without
+//!   `SMTPUTF8`, UTF-8 header fields go made ASCII (RFC 2047 encoded-words and the rest of RFC
+//!   6857's downgrade; RFC 6531 section 3.2 forbids sending them as they are).
 //! - **TLS and AUTH** as `[delivery]` says: STARTTLS (opportunistic or required) or TLS from
 //!   the first byte (port 465), and a name and password (PLAIN or LOGIN) only over TLS.
 //! - **One connection for a round**: the messages of a round share it, and it is closed (QUIT)
@@ -473,16 +475,13 @@ impl Connection {
                     "an address is not ASCII and the smarthost does not offer SMTPUTF8".into(),
                 );
             }
-            // UTF-8 header fields alone go as 8-bit text, as most servers take them (or wait
-            // below, for one without 8BITMIME either).
         }
         let original = body;
         let mut body = Cow::Borrowed(original);
         if !original.is_ascii() {
-            if self.offers.eight_bit_mime {
-                params.push(MailParameter::Body(MailBodyParameter::EightBitMime));
-            } else {
-                // RFC 6152 §3: convert, or do not send.
+            if !self.offers.eight_bit_mime {
+                // RFC 6152 §3: convert, or do not send. The header fields are made ASCII with
+                // the rest.
                 body = skywave_smtp::downgrade::seven_bit(original).map_err(|e| {
                     format!(
                         "the message is 8-bit, the smarthost does not offer 8BITMIME, \
@@ -490,6 +489,21 @@ impl Connection {
                     )
                 })?;
                 tracing::debug!(id = %msg.id, "8-bit parts made 7-bit for a smarthost without 8BITMIME");
+            } else if !self.offers.smtputf8 {
+                // RFC 6531 §3.2: UTF-8 header fields do not go to a server without SMTPUTF8
+                // as they are; RFC 6857 downgrades them, the body stays 8-bit.
+                body = skywave_smtp::downgrade::ascii_headers(original).map_err(|e| {
+                    format!(
+                        "the message has 8-bit header fields, the smarthost does not offer \
+                         SMTPUTF8, and they cannot be made ASCII: {e}"
+                    )
+                })?;
+                if matches!(body, Cow::Owned(_)) {
+                    tracing::debug!(id = %msg.id, "UTF-8 header fields made ASCII for a smarthost without SMTPUTF8");
+                }
+            }
+            if !body.is_ascii() {
+                params.push(MailParameter::Body(MailBodyParameter::EightBitMime));
             }
         }
         if self.offers.size.is_some() {
@@ -683,6 +697,17 @@ mod tests {
     static PLAIN: SmarthostTls = SmarthostTls::None;
 
     /// The scripted server on `port`, plain SMTP, no AUTH.
+    /// A smarthost's replies for two messages, one recipient each, after `ehlo` (which both
+    /// lettre's EHLO and the connection's own get).
+    fn two_messages(ehlo: &'static str) -> Vec<&'static str> {
+        let mut replies = vec![ehlo, ehlo];
+        for _ in 0..2 {
+            replies.extend(["250 ok\r\n", "250 ok\r\n", "354 go\r\n", "250 queued\r\n"]);
+        }
+        replies.push("221 bye\r\n");
+        replies
+    }
+
     fn plain_hop(port: u16, timeout: Duration) -> Hop<'static> {
         Hop {
             host: "127.0.0.1",
@@ -786,17 +811,18 @@ mod tests {
             outcomes,
             vec![("a@lan.test".into(), Outcome::Delivered(Handoff::Relayed))]
         );
-        // An 8-bit header field cannot be made 7-bit: the mail waits, and nothing is sent.
+        // A header field that is not UTF-8 cannot be made 7-bit: the mail waits, and nothing
+        // is sent.
         let (conn, outcomes) = conn
             .expect("kept")
             .send(
                 &hop,
                 &message(&["b@lan.test"]),
-                "Subject: 270\u{b0}\r\n\r\nx\r\n".as_bytes(),
+                b"Subject: 270\xb0\r\n\r\nx\r\n",
             )
             .await;
         assert!(
-            matches!(&outcomes[..], [(_, Outcome::Deferred(t))] if t.contains("8BITMIME") && t.contains("\"Subject\" holds 8-bit")),
+            matches!(&outcomes[..], [(_, Outcome::Deferred(t))] if t.contains("8BITMIME") && t.contains("\"Subject\" holds 8-bit octets that are not UTF-8")),
             "{outcomes:?}"
         );
         conn.expect("kept").close(hop.timeout).await;
@@ -821,14 +847,50 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn utf8_header_fields_go_made_ascii_to_a_smarthost_without_smtputf8() {
+        const EHLO_8BIT: &str = "250-smarthost.lan\r\n250 8BITMIME\r\n";
+        let (port, seen) = server(two_messages(EHLO_8BIT)).await;
+        let hop = plain_hop(port, Duration::from_secs(10));
+        let conn = Connection::open(&hop, "gw.ship.test").await.expect("open");
+        let mut conn = Some(conn);
+        for body in [
+            "Subject: Gr\u{fc}\u{df}e\r\n\r\nx\r\n",
+            "Subject: Gr\u{fc}\u{df}e\r\n\r\nK\u{f8}ye\r\n",
+        ] {
+            let (next, outcomes) = conn
+                .take()
+                .expect("kept")
+                .send(&hop, &message(&["a@lan.test"]), body.as_bytes())
+                .await;
+            assert!(
+                matches!(outcomes[..], [(_, Outcome::Delivered(_))]),
+                "{outcomes:?}"
+            );
+            conn = next;
+        }
+        conn.expect("kept").close(hop.timeout).await;
+        let seen = seen.await.expect("server");
+        let lines: Vec<&str> = seen
+            .iter()
+            .map(String::as_str)
+            .filter(|l| l.starts_with("MAIL") || l.starts_with("text: Subject"))
+            .collect();
+        // No SMTPUTF8; BODY=8BITMIME only where the body is still 8-bit.
+        assert_eq!(
+            lines,
+            [
+                "MAIL FROM:<a@ship.test>",
+                "text: Subject: =?utf-8?b?R3LDvMOfZQ==?=",
+                "MAIL FROM:<a@ship.test> BODY=8BITMIME",
+                "text: Subject: =?utf-8?b?R3LDvMOfZQ==?=",
+            ]
+        );
+    }
+
+    #[tokio::test]
     async fn smtputf8_goes_with_utf8_header_fields_or_addresses_where_offered() {
         const EHLO_UTF8: &str = "250-smarthost.lan\r\n250-8BITMIME\r\n250 SMTPUTF8\r\n";
-        let mut replies = vec![EHLO_UTF8, EHLO_UTF8];
-        for _ in 0..2 {
-            replies.extend(["250 ok\r\n", "250 ok\r\n", "354 go\r\n", "250 queued\r\n"]);
-        }
-        replies.push("221 bye\r\n");
-        let (port, seen) = server(replies).await;
+        let (port, seen) = server(two_messages(EHLO_UTF8)).await;
         let hop = plain_hop(port, Duration::from_secs(10));
         let conn = Connection::open(&hop, "gw.ship.test").await.expect("open");
         let header = "Subject: Gr\u{fc}\u{df}e\r\n\r\nx\r\n";

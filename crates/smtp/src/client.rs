@@ -618,25 +618,41 @@ impl ClientSession {
     }
 
     /// RFC 6152 section 3: 8-bit text for a server that does not offer `8BITMIME` (JNOS answers
-    /// HELO only) goes made 7-bit ([`crate::downgrade`]). Text that cannot be (an 8-bit header
-    /// field) goes as it is, as it did before this conversion existed: the old peers this path
-    /// serves keep 8-bit text as it comes, and holding the mail back would strand it.
+    /// HELO only) goes made 7-bit ([`crate::downgrade::seven_bit`]), and UTF-8 header fields
+    /// for a server that does not offer `SMTPUTF8` go made ASCII (RFC 6531 §3.2 forbids sending
+    /// them as they are; [`crate::downgrade::ascii_headers`], RFC 6857's downgrade). Text that
+    /// cannot be converted (a header field that is not UTF-8, 8-bit text under a signature)
+    /// goes as it is, as it did before this conversion existed: the old peers this path serves
+    /// keep 8-bit text as it comes, and holding the mail back would strand it.
+    ///
+    /// In batch mode (HMTP) the extensions are assumed, not read from the server: a skywave
+    /// peer takes UTF-8 header fields as they are and its own delivery converts them for a
+    /// next hop that needs it, so they are converted here only with the rest of an 8-bit
+    /// message for a peer known to lack `8BITMIME`.
     fn fit_body(&mut self, i: usize, ext: &Extensions) {
+        let known = self.config.mode != ClientMode::Batch;
         let Some(m) = self.messages.get_mut(i) else {
             return;
         };
-        if !m.eight_bit || ext.eight_bit_mime {
+        if !m.eight_bit {
             return;
         }
-        match crate::downgrade::seven_bit(&m.body) {
+        let (fitted, lacking) = if !ext.eight_bit_mime {
+            (crate::downgrade::seven_bit(&m.body), "8BITMIME")
+        } else if known && !ext.smtputf8 {
+            (crate::downgrade::ascii_headers(&m.body), "SMTPUTF8")
+        } else {
+            return;
+        };
+        match fitted {
             Ok(std::borrow::Cow::Owned(text)) => {
+                m.eight_bit = !text.is_ascii();
                 m.body = text;
-                m.eight_bit = false;
             }
-            Ok(std::borrow::Cow::Borrowed(_)) => m.eight_bit = false,
+            Ok(std::borrow::Cow::Borrowed(_)) => m.eight_bit = ext.eight_bit_mime,
             Err(e) => tracing::warn!(
                 message = i,
-                "8-bit text for a server without 8BITMIME goes as it is: {e}"
+                "8-bit text for a server without {lacking} goes as it is: {e}"
             ),
         }
     }

@@ -9,13 +9,20 @@
 //! that says so. The decoded content of every part is unchanged, and every byte outside the
 //! converted parts (headers, boundaries, 7-bit parts) is copied as it was.
 //!
+//! Header fields in UTF-8 (RFC 6532) need `SMTPUTF8` of the next hop (RFC 6531). For one that
+//! does not offer it, [`ascii_headers`] downgrades them as RFC 6857 §3 describes (RFC 2047
+//! encoded-words, RFC 2231 parameters, RFC 6857's `Downgraded-` fields; [`fields`] says which
+//! field gets which) and leaves every body as it is; [`seven_bit`] does the same to the header
+//! fields and makes the bodies 7-bit too, for a next hop without either extension.
+//!
 //! It sits between the spool and the SMTP client: the LAN smarthost delivery and the SMTP/TCP
-//! bearer call [`seven_bit`] when the server's EHLO lacks `8BITMIME` (the HF links to skywave
-//! peers carry 8-bit mail as it is).
+//! bearer call [`seven_bit`] when the server's EHLO lacks `8BITMIME`, and [`ascii_headers`] when
+//! it lacks only `SMTPUTF8` (the HF links to skywave peers carry 8-bit mail and UTF-8 header
+//! fields as they are).
 //!
 //! What cannot be converted is refused with a reason, never altered: 8-bit octets in a header
-//! field (that is `SMTPUTF8`'s work, RFC 6531, not a transfer encoding's), 8-bit octets in a part
-//! that claims quoted-printable or base64 already (its decoded content is not defined), in
+//! field that are not UTF-8 (they have no defined text to encode), 8-bit octets in a part that
+//! claims quoted-printable or base64 already (its decoded content is not defined), in
 //! `message/partial` or `message/external-body`, which RFC 2046 §5.2 keeps 7-bit, and under a
 //! signature (`multipart/signed`, RFC 1847), which a new encoding would break.
 //!
@@ -23,6 +30,8 @@
 //! bytes, because the conversion must know the exact byte range of every field and body to leave
 //! the rest untouched; each header block's fields are read with mail-parser (quoting, comments,
 //! RFC 2231 parameters). The walk is bounded: [`MAX_DEPTH`] levels of nesting.
+
+pub mod fields;
 
 use std::borrow::Cow;
 
@@ -36,8 +45,12 @@ pub const MAX_DEPTH: usize = 32;
 /// Why a message could not be made 7-bit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DowngradeError {
-    /// A header field holds 8-bit octets: only `SMTPUTF8` carries those.
-    #[error("the header field {field:?} holds 8-bit octets, which only SMTPUTF8 carries")]
+    /// A header field holds 8-bit octets that are not UTF-8: only `SMTPUTF8` could carry
+    /// those, and they have no defined text to encode for a next hop without it.
+    #[error(
+        "the header field {field:?} holds 8-bit octets that are not UTF-8, which only SMTPUTF8 \
+         carries"
+    )]
     EightBitHeader {
         /// The field's name as written.
         field: String,
@@ -68,8 +81,8 @@ pub enum DowngradeError {
     TooDeep,
 }
 
-/// `message` with every 8-bit part given a 7-bit transfer encoding; borrowed, unchanged, when it
-/// is 7-bit already.
+/// `message` with every 8-bit part given a 7-bit transfer encoding and every UTF-8 header
+/// field made ASCII (as [`ascii_headers`] does); borrowed, unchanged, when it is 7-bit already.
 ///
 /// A message without `MIME-Version` is made a MIME message (`MIME-Version: 1.0` is added, and
 /// `Content-Type: text/plain` with `charset=utf-8` when its text is valid UTF-8, else RFC 1428's
@@ -96,7 +109,38 @@ pub fn seven_bit(message: &[u8]) -> Result<Cow<'_, [u8]>, DowngradeError> {
     } else {
         b"\n"
     };
-    Walker { eol }.entity(message, Context::Message, 0, &mut out)?;
+    Walker { eol, bodies: true }.entity(message, Context::Message, 0, &mut out)?;
+    Ok(Cow::Owned(out))
+}
+
+/// `message` with every header field that is not ASCII made ASCII (RFC 6857 §3; [`fields`]),
+/// in the message's header and in those of its parts and enclosed messages, for a next hop
+/// that does not offer `SMTPUTF8`; every body is left as it is. Borrowed, unchanged, when no
+/// header field needed it.
+///
+/// ```
+/// let mail = "From: J\u{f6}rg <j@ship.example>\r\nSubject: Gr\u{fc}\u{df}e aus Bergen\r\n\r\nGr\u{fc}\u{df}e\r\n";
+/// let out = skywave_smtp::downgrade::ascii_headers(mail.as_bytes()).unwrap();
+/// assert_eq!(
+///     std::str::from_utf8(&out).unwrap(),
+///     "From: =?utf-8?b?SsO2cmc=?= <j@ship.example>\r\n\
+///      Subject: =?utf-8?b?R3LDvMOfZQ==?= aus Bergen\r\n\r\nGr\u{fc}\u{df}e\r\n"
+/// );
+/// ```
+pub fn ascii_headers(message: &[u8]) -> Result<Cow<'_, [u8]>, DowngradeError> {
+    if message.is_ascii() {
+        return Ok(Cow::Borrowed(message));
+    }
+    let mut out = Vec::with_capacity(message.len() + 256);
+    let eol: &[u8] = if message.windows(2).any(|w| w == b"\r\n") {
+        b"\r\n"
+    } else {
+        b"\n"
+    };
+    Walker { eol, bodies: false }.entity(message, Context::Message, 0, &mut out)?;
+    if out == message {
+        return Ok(Cow::Borrowed(message));
+    }
     Ok(Cow::Owned(out))
 }
 
@@ -141,6 +185,9 @@ enum Context {
 struct Walker {
     /// The line end of inserted lines: the message's own.
     eol: &'static [u8],
+    /// Whether 8-bit bodies are made 7-bit ([`seven_bit`]), or only header fields made ASCII
+    /// ([`ascii_headers`]).
+    bodies: bool,
 }
 
 /// One header field: its bytes (with continuation lines and line end) and its name.
@@ -282,12 +329,12 @@ impl Walker {
             return Err(DowngradeError::TooDeep);
         }
         let entity = split_entity(raw);
-        if let Some(f) = entity.fields.iter().find(|f| !f.raw.is_ascii()) {
-            return Err(DowngradeError::EightBitHeader {
-                field: String::from_utf8_lossy(f.name).into_owned(),
-            });
-        }
         let mime = read_mime(&entity, context);
+        // An entity whose body is 7-bit already only needs its header fields (its parts'
+        // are 7-bit too); its body is not re-encoded.
+        if !self.bodies || entity.body.is_ascii() {
+            return self.header_fields_only(&entity, &mime, depth, out);
+        }
         if !identity(&mime.encoding) {
             return Err(DowngradeError::EncodedPart {
                 encoding: mime.encoding,
@@ -345,7 +392,7 @@ impl Walker {
         // The header block again, its transfer encoding replaced where the body's changes.
         for f in &entity.fields {
             if !f.is("Content-Transfer-Encoding") {
-                out.extend_from_slice(f.raw);
+                self.field(f, out)?;
             } else if !leaf {
                 // An identity encoding that said 8bit (or binary) now says 7bit.
                 self.line(
@@ -381,6 +428,48 @@ impl Walker {
                 self.base64(entity.body, out);
                 Ok(())
             }
+        }
+    }
+
+    /// Writes an entity whose header fields are made ASCII and whose body stays as it is,
+    /// but for the header fields of its parts and of an enclosed message ([`ascii_headers`]).
+    fn header_fields_only(
+        &self,
+        entity: &Entity<'_>,
+        mime: &Mime,
+        depth: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), DowngradeError> {
+        for f in &entity.fields {
+            self.field(f, out)?;
+        }
+        out.extend_from_slice(entity.separator);
+        let inner = if mime.content_type == "multipart/digest" {
+            Context::DigestPart
+        } else {
+            Context::Part
+        };
+        match (mime.content_type.as_str(), mime.boundary.as_deref()) {
+            (t, Some(boundary)) if t.starts_with("multipart/") && !boundary.is_empty() => {
+                self.multipart(entity.body, boundary, inner, depth, out)
+            }
+            ("message/rfc822" | "message/global", _) => {
+                self.entity(entity.body, Context::Message, depth + 1, out)
+            }
+            _ => {
+                out.extend_from_slice(entity.body);
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes one header field, made ASCII if it is not.
+    fn field(&self, f: &Field<'_>, out: &mut Vec<u8>) -> Result<(), DowngradeError> {
+        if f.raw.is_ascii() {
+            out.extend_from_slice(f.raw);
+            Ok(())
+        } else {
+            fields::ascii_field(f.raw, self.eol, out)
         }
     }
 
@@ -436,15 +525,20 @@ impl Walker {
     ) -> Result<(), DowngradeError> {
         let delimiters = delimiter_lines(body, boundary.as_bytes());
         let Some(&(first, _, _)) = delimiters.first() else {
+            if !self.bodies {
+                // Only its header fields were to change, and it has none to find.
+                out.extend_from_slice(body);
+                return Ok(());
+            }
             return Err(DowngradeError::Multipart(
                 "never has its boundary in its body",
             ));
         };
-        not_content(&body[..first], out);
+        self.not_content(&body[..first], out);
         for (i, &(start, end, close)) in delimiters.iter().enumerate() {
             out.extend_from_slice(&body[start..end]);
             if close {
-                not_content(&body[end..], out);
+                self.not_content(&body[end..], out);
                 return Ok(());
             }
             // The line end before the next delimiter belongs to that delimiter.
@@ -458,12 +552,17 @@ impl Walker {
         // No close delimiter: the last part ran to the end of the body.
         Ok(())
     }
-}
 
-/// A preamble or epilogue, which is not content (RFC 2046 §5.1.1: to be ignored): what is 8-bit
-/// in it becomes "?" rather than stopping the message.
-fn not_content(text: &[u8], out: &mut Vec<u8>) {
-    out.extend(text.iter().map(|&b| if b.is_ascii() { b } else { b'?' }));
+    /// A preamble or epilogue, which is not content (RFC 2046 §5.1.1: to be ignored): what is
+    /// 8-bit in it becomes "?" rather than stopping the message, or stays as it is where
+    /// bodies stay 8-bit.
+    fn not_content(&self, text: &[u8], out: &mut Vec<u8>) {
+        if self.bodies {
+            out.extend(text.iter().map(|&b| if b.is_ascii() { b } else { b'?' }));
+        } else {
+            out.extend_from_slice(text);
+        }
+    }
 }
 
 /// `end` of a body part that runs to the delimiter line at `next`: `next` less the line end
@@ -680,17 +779,11 @@ mod tests {
 
     #[test]
     fn what_cannot_be_converted_is_refused_with_its_reason() {
-        let cases: [(&str, DowngradeError); 7] = [
+        let cases: [(&str, DowngradeError); 6] = [
             (
                 "MIME-Version: 1.0\r\nContent-Type: multipart/signed; boundary=s; protocol=\"application/pgp-signature\"\r\n\r\n\
                  --s\r\nContent-Type: text/plain\r\n\r\n\u{e9}\r\n--s--\r\n",
                 DowngradeError::Signed,
-            ),
-            (
-                "Subject: Gr\u{fc}\u{df}e\r\n\r\nx\r\n",
-                DowngradeError::EightBitHeader {
-                    field: "Subject".into(),
-                },
             ),
             (
                 "MIME-Version: 1.0\r\nContent-Transfer-Encoding: Base64\r\n\r\n\u{e9}\r\n",
@@ -724,6 +817,65 @@ mod tests {
             assert_eq!(seven_bit(mail.as_bytes()), Err(want.clone()), "{mail:?}");
             assert!(!want.to_string().is_empty());
         }
+    }
+
+    #[test]
+    fn header_fields_that_are_not_utf_8_are_refused() {
+        let mail = b"Subject: Gr\xfc\xdfe\r\n\r\nGr\xfc\xdfe\r\n";
+        let want = DowngradeError::EightBitHeader {
+            field: "Subject".into(),
+        };
+        assert_eq!(seven_bit(mail), Err(want.clone()));
+        assert_eq!(ascii_headers(mail), Err(want));
+    }
+
+    #[test]
+    fn utf_8_header_fields_are_made_ascii_with_the_body() {
+        let mail = "From: J\u{f6}rg <j@ship.example>\r\nSubject: Gr\u{fc}\u{df}e\r\n\
+                    MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n\
+                    --b\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nK\u{f8}ye\r\n\
+                    --b\r\nContent-Type: application/pdf\r\n\
+                    Content-Disposition: attachment; filename=\"M\u{e4}rz.pdf\"\r\n\r\n%PDF\r\n\
+                    --b--\r\n";
+        let seven = seven_bit(mail.as_bytes()).unwrap();
+        assert!(seven.is_ascii());
+        assert_eq!(leaves(&seven), leaves(mail.as_bytes()));
+        let headers = ascii_headers(mail.as_bytes()).unwrap();
+        assert!(!headers.is_ascii(), "the text part stays 8-bit");
+        assert!(text(&headers).contains("K\u{f8}ye"));
+        assert_eq!(leaves(&headers), leaves(mail.as_bytes()));
+        for out in [&seven, &headers] {
+            let m = MessageParser::new().parse(out.as_ref()).unwrap();
+            assert_eq!(m.subject(), Some("Gr\u{fc}\u{df}e"));
+            assert_eq!(
+                m.from().and_then(|f| f.first()).and_then(|a| a.name()),
+                Some("J\u{f6}rg")
+            );
+            assert_eq!(
+                m.attachment(0).and_then(|a| a.attachment_name()),
+                Some("M\u{e4}rz.pdf")
+            );
+            // The header block of a part is ASCII as well.
+            let head = split_entity(out).header;
+            assert!(head.is_ascii());
+        }
+    }
+
+    #[test]
+    fn a_7_bit_body_under_utf_8_header_fields_is_not_re_encoded() {
+        let mail = "Subject: Gr\u{fc}\u{df}e\r\n\r\nSea state 4\r\n";
+        let want = "Subject: =?utf-8?b?R3LDvMOfZQ==?=\r\n\r\nSea state 4\r\n";
+        assert_eq!(text(&seven_bit(mail.as_bytes()).unwrap()), want);
+        assert_eq!(text(&ascii_headers(mail.as_bytes()).unwrap()), want);
+    }
+
+    #[test]
+    fn ascii_header_fields_leave_the_message_as_it_is() {
+        let mail = "Subject: weather\r\n\r\nGr\u{fc}\u{df}e\r\n";
+        assert!(matches!(
+            ascii_headers(mail.as_bytes()),
+            Ok(Cow::Borrowed(_))
+        ));
     }
 
     #[test]

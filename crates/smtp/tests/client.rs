@@ -81,11 +81,19 @@ fn lockstep_sends_one_command_per_reply() {
 fn eight_bit_text_goes_as_7bit_to_a_server_without_8bitmime() {
     let mut m = msg("a@x", &["b@y"], "Subject: x\r\n\r\n270\u{b0}\r\n");
     m.eight_bit = true;
-    // Not convertible: an 8-bit header field goes as it is (with a warning), as before.
-    let mut raw = msg("a@x", &["b@y"], "Subject: 270\u{b0}\r\n\r\nx\r\n");
+    // A UTF-8 header field is made ASCII (RFC 6857), an RFC 2047 encoded-word.
+    let mut header = msg("a@x", &["b@y"], "Subject: 270\u{b0}\r\n\r\nx\r\n");
+    header.eight_bit = true;
+    // Not convertible: a header field that is not UTF-8 goes as it is (with a warning), as
+    // before.
+    let mut raw = msg("a@x", &["b@y"], "");
+    raw.body = b"Subject: 270\xb0\r\n\r\nx\r\n".to_vec();
     raw.eight_bit = true;
-    let mut c =
-        ClientSession::new(ClientConfig::new("gw", ClientMode::Lockstep), vec![m, raw]).unwrap();
+    let mut c = ClientSession::new(
+        ClientConfig::new("gw", ClientMode::Lockstep),
+        vec![m, header, raw],
+    )
+    .unwrap();
     exchange(
         &mut c,
         &[
@@ -103,9 +111,56 @@ fn eight_bit_text_goes_as_7bit_to_a_server_without_8bitmime() {
             (b"250 queued\r\n", "MAIL FROM:<a@x>\r\n"),
             (b"250 ok\r\n", "RCPT TO:<b@y>\r\n"),
             (b"250 ok\r\n", "DATA\r\n"),
-            (b"354 go\r\n", "Subject: 270\u{b0}\r\n\r\nx\r\n.\r\n"),
+            (
+                b"354 go\r\n",
+                "Subject: =?utf-8?b?MjcwwrA=?=\r\n\r\nx\r\n.\r\n",
+            ),
+            (b"250 queued\r\n", "MAIL FROM:<a@x>\r\n"),
+            (b"250 ok\r\n", "RCPT TO:<b@y>\r\n"),
+            (b"250 ok\r\n", "DATA\r\n"),
         ],
     );
+    c.feed(b"354 go\r\n");
+    assert_eq!(c.take_output(), b"Subject: 270\xb0\r\n\r\nx\r\n.\r\n");
+}
+
+#[test]
+fn utf8_header_fields_go_made_ascii_to_a_server_without_smtputf8() {
+    let mut m = msg(
+        "a@x",
+        &["b@y"],
+        "Subject: Gr\u{fc}\u{df}e\r\n\r\nK\u{f8}ye\r\n",
+    );
+    m.eight_bit = true;
+    let mut c = ClientSession::new(
+        ClientConfig::new("gw", ClientMode::Pipelining),
+        vec![m.clone()],
+    )
+    .unwrap();
+    exchange(
+        &mut c,
+        &[
+            (b"220 mx ESMTP\r\n", "EHLO gw\r\n"),
+            // 8BITMIME without SMTPUTF8: the body stays 8-bit, the header field is encoded.
+            (
+                b"250-mx\r\n250 8BITMIME\r\n",
+                "MAIL FROM:<a@x> BODY=8BITMIME\r\n",
+            ),
+            (b"250 ok\r\n", "RCPT TO:<b@y>\r\n"),
+            (b"250 ok\r\n", "DATA\r\n"),
+            (
+                b"354 go\r\n",
+                "Subject: =?utf-8?b?R3LDvMOfZQ==?=\r\n\r\nK\u{f8}ye\r\n.\r\n",
+            ),
+        ],
+    );
+    // In batch mode (HMTP) the peer is assumed to take UTF-8 header fields as they are.
+    let mut config = ClientConfig::new("gw", ClientMode::Batch);
+    config.expect_greeting = false;
+    config.batch_extensions.eight_bit_mime = true;
+    let mut c = ClientSession::new(config, vec![m]).unwrap();
+    let batch = text(&mut c);
+    assert!(batch.contains("Subject: Gr\u{fc}\u{df}e\r\n"), "{batch}");
 }
 
 #[test]
