@@ -62,8 +62,9 @@ fn the_demo_delivers_its_sample_both_ways_and_reports_the_air_time() {
         .find(|l| l.starts_with("  shore: "))
         .unwrap_or_else(|| panic!("no line for the shore in:\n{status}"));
     assert!(
-        line.starts_with("  shore: cut marker (XCUT): yes; DSN: yes; 8BITMIME: yes; dictionary: ")
-            && !line.contains("dictionary: none")
+        line.starts_with(
+            "  shore: cut marker (XCUT): yes; DSN: yes; 8BITMIME: yes; SMTPUTF8: no; dictionary: "
+        ) && !line.contains("dictionary: none")
             && line.ends_with("; last session answered"),
         "{status}"
     );

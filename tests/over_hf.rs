@@ -752,7 +752,10 @@ async fn a_foreign_hmtp_peer_without_8bitmime_gets_8bit_mail_made_7bit() {
     )
     .await;
     assert_eq!(code, 0, "{status}");
-    assert!(status.contains("; DSN: no; 8BITMIME: no; "), "{status}");
+    assert!(
+        status.contains("; DSN: no; 8BITMIME: no; SMTPUTF8: no; "),
+        "{status}"
+    );
     peer.abort();
     drop(ship);
 }

@@ -94,6 +94,13 @@ pub struct ClientSettings {
     /// crate's `downgrade`), as RFC 6152 asks; one that cannot be converted goes as it is,
     /// without the parameter.
     pub eight_bit_mime: bool,
+    /// What the peer's last EHLO reply said of `SMTPUTF8`, for a peer other than a skywave
+    /// gateway: `Some(true)`, messages with UTF-8 header fields go with the `SMTPUTF8`
+    /// parameter; `Some(false)`, their header fields go made ASCII (RFC 6857's downgrade, the
+    /// smtp crate's `downgrade::ascii_headers`). `None` (a skywave peer, whose server takes
+    /// UTF-8 header fields as they are and does not advertise it, or a peer not heard yet):
+    /// they go as they are, without the parameter.
+    pub smtputf8: Option<bool>,
 }
 
 impl ClientSettings {
@@ -107,6 +114,7 @@ impl ClientSettings {
             dictionary: None,
             dsn: false,
             eight_bit_mime: true,
+            smtputf8: None,
         }
     }
 }
@@ -179,6 +187,9 @@ pub struct BatchOutcome {
     /// Whether the peer advertised `8BITMIME` in its EHLO reply, `None` when no EHLO reply
     /// was read.
     pub peer_eight_bit_mime: Option<bool>,
+    /// Whether the peer advertised `SMTPUTF8` in its EHLO reply, `None` when no EHLO reply
+    /// was read.
+    pub peer_smtputf8: Option<bool>,
     /// Whole reply streams read and set aside because their closing reply (221 or 421) did not
     /// name a checksum of this session's octets (`XSUM`): late replies to an earlier session.
     pub stale_reply_streams: usize,
@@ -215,6 +226,8 @@ impl HmtpClient {
         config.expect_greeting = false;
         config.batch_extensions.dsn = settings.dsn;
         config.batch_extensions.eight_bit_mime = settings.eight_bit_mime;
+        config.batch_extensions.smtputf8 = settings.smtputf8 == Some(true);
+        config.batch_utf8_headers = settings.smtputf8 != Some(false);
         let ids = messages.iter().map(|m| m.id.clone()).collect();
         let body_8bitmime = messages
             .iter()
@@ -420,6 +433,7 @@ impl HmtpClient {
             peer_cuts: self.session.server_extensions().map(|e| e.session_cut),
             peer_dsn: self.session.server_extensions().map(|e| e.dsn),
             peer_eight_bit_mime: self.session.server_extensions().map(|e| e.eight_bit_mime),
+            peer_smtputf8: self.session.server_extensions().map(|e| e.smtputf8),
             stale_reply_streams: self.stale_reply_streams,
         });
     }

@@ -1379,3 +1379,44 @@ fn a_session_given_up_at_the_cut_marker_leaves_the_next_one_whole() {
         }
     }
 }
+
+/// UTF-8 header fields to a peer other than a skywave gateway: its EHLO reply says whether it
+/// offers SMTPUTF8, and the next session goes by it (with the parameter, or made ASCII); a
+/// skywave peer, or one not heard yet, gets them as they are, without the parameter.
+#[test]
+fn utf8_header_fields_go_as_the_peer_said_of_smtputf8() {
+    let mut batch = messages(1, 12);
+    batch[0].body = "From: J\u{f6}rg <a@ship.example>\r\nSubject: Gr\u{fc}\u{df}e\r\n\r\nHallo\r\n"
+        .as_bytes()
+        .to_vec();
+    batch[0].eight_bit = true;
+    let ascii = "From: =?utf-8?b?SsO2cmc=?= <a@ship.example>\r\n\
+                 Subject: =?utf-8?b?R3LDvMOfZQ==?=\r\n\r\nHallo\r\n";
+    for compression in SCHEMES {
+        let settings = ClientSettings::new("ship.example", 512, compression);
+        for (offers, said, want, param) in [
+            (false, None, batch[0].body.clone(), false),
+            (false, Some(false), ascii.as_bytes().to_vec(), false),
+            (true, Some(true), batch[0].body.clone(), true),
+        ] {
+            let mut config = server_settings(512);
+            config.smtp.smtputf8 = offers;
+            let mut owner = Owner::new();
+            let mut server = HmtpServer::new(config, AcceptAll, Instant::now()).unwrap();
+            let told = ClientSettings {
+                smtputf8: said,
+                ..settings.clone()
+            };
+            let (outcome, _, _, _) = session_with(told, batch.clone(), &mut server, &mut owner);
+            assert_eq!(outcome.peer_smtputf8, Some(offers));
+            assert_eq!(owner.spooled.len(), 1, "{said:?}");
+            let (envelope, body) = &owner.spooled[0];
+            assert_eq!(
+                String::from_utf8_lossy(body),
+                String::from_utf8_lossy(&want),
+                "{said:?}"
+            );
+            assert_eq!(envelope.smtputf8, param, "{said:?}");
+        }
+    }
+}

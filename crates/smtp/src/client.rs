@@ -131,6 +131,11 @@ pub struct ClientConfig {
     /// Offer JNOS LZW compression with this many bits (9..=16; other values are clamped as JNOS
     /// does) and mode 0 (compact). None: plain SMTP. Ignored in [`ClientMode::Batch`].
     pub xlzw: Option<u8>,
+    /// In batch mode, with `SMTPUTF8` not among the assumed extensions: whether UTF-8 header
+    /// fields still go as they are (true: a skywave peer takes them, and so may a peer not
+    /// heard from yet) or made ASCII (false: the peer's last EHLO reply lacked `SMTPUTF8`).
+    /// Without batch mode the server's own EHLO reply decides.
+    pub batch_utf8_headers: bool,
 }
 
 impl ClientConfig {
@@ -148,6 +153,7 @@ impl ClientConfig {
             max_reply_line: 4096,
             max_reply_lines: 256,
             xlzw: None,
+            batch_utf8_headers: true,
         }
     }
 }
@@ -627,10 +633,11 @@ impl ClientSession {
     ///
     /// In batch mode (HMTP) the extensions are assumed, not read from the server: a skywave
     /// peer takes UTF-8 header fields as they are and its own delivery converts them for a
-    /// next hop that needs it, so they are converted here only with the rest of an 8-bit
-    /// message for a peer known to lack `8BITMIME`.
+    /// next hop that needs it, so they are converted only for a peer known to lack `SMTPUTF8`
+    /// ([`ClientConfig::batch_utf8_headers`]) or, with the rest of an 8-bit message, one known
+    /// to lack `8BITMIME`.
     fn fit_body(&mut self, i: usize, ext: &Extensions) {
-        let known = self.config.mode != ClientMode::Batch;
+        let known = self.config.mode != ClientMode::Batch || !self.config.batch_utf8_headers;
         let Some(m) = self.messages.get_mut(i) else {
             return;
         };

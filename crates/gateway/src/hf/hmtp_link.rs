@@ -376,6 +376,7 @@ impl HmtpLink {
             return Start::Later(Look::Periodic);
         };
         let compression = session_compression(peer);
+        let skywave_peer = peer.skywave;
         let loaded = match self.ctx.take_for(peer, target, Vec::new()).await {
             Take::Mail(l) => l,
             Take::Later(look) => return Start::Later(look),
@@ -410,6 +411,10 @@ impl HmtpLink {
         settings.dsn = self.memory.get().dsn == Some(true);
         // Assumed until the peer's EHLO says otherwise: Annex F asks for it.
         settings.eight_bit_mime = self.memory.get().eight_bit_mime != Some(false);
+        // A skywave peer takes UTF-8 header fields as they are (its own delivery converts
+        // them where the next hop needs it) and does not advertise SMTPUTF8; any other is
+        // taken at its word.
+        settings.smtputf8 = self.memory.get().smtputf8.filter(|_| !skywave_peer);
         let mut client = match HmtpClient::new(settings, messages) {
             Ok(c) => c,
             Err(e) => {
@@ -917,6 +922,9 @@ impl HmtpLink {
                     if outcome.peer_eight_bit_mime.is_some() {
                         m.eight_bit_mime = outcome.peer_eight_bit_mime;
                     }
+                    if outcome.peer_smtputf8.is_some() {
+                        m.smtputf8 = outcome.peer_smtputf8;
+                    }
                     m.unanswered &= !answered;
                 });
             }
@@ -1056,6 +1064,7 @@ mod tests {
             peer_cuts: Some(true),
             peer_dsn,
             peer_eight_bit_mime,
+            peer_smtputf8: Some(false),
             stale_reply_streams: 0,
         }
     }

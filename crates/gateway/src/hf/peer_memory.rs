@@ -18,9 +18,10 @@
 //!   that such a cut costs no hold after a restart either.
 //! - The preset deflate dictionary it last advertised (`XDICT`), so that the first session
 //!   after a restart is as short as the ones before.
-//! - Whether its server offers `DSN` and `8BITMIME`: a batch goes before any EHLO reply, so
-//!   what the peer said last time decides whether the DSN parameters go with the mail, and
-//!   whether 8-bit text goes as it is or made 7-bit.
+//! - Whether its server offers `DSN`, `8BITMIME` and `SMTPUTF8`: a batch goes before any EHLO
+//!   reply, so what the peer said last time decides whether the DSN parameters go with the
+//!   mail, whether 8-bit text goes as it is or made 7-bit, and whether UTF-8 header fields go
+//!   as they are or made ASCII (a skywave peer gets them as they are whatever it said).
 //!
 //! A file that cannot be read back is reported and taken as the cautious state (a session may
 //! be cut, nothing known of the peer); one that cannot be written is reported and the link goes
@@ -51,6 +52,10 @@ pub(crate) struct PeerMemory {
     /// reply seen yet, and it is assumed): a session makes 8-bit text 7-bit only when it did
     /// not.
     pub(crate) eight_bit_mime: Option<bool>,
+    /// Whether the peer's server advertised `SMTPUTF8` in its last EHLO reply (`None`: no
+    /// reply seen yet): a peer other than a skywave gateway gets UTF-8 header fields made
+    /// ASCII when it did not.
+    pub(crate) smtputf8: Option<bool>,
 }
 
 impl fmt::Display for PeerMemory {
@@ -63,10 +68,11 @@ impl fmt::Display for PeerMemory {
         };
         write!(
             f,
-            "cut marker (XCUT): {}; DSN: {}; 8BITMIME: {}; dictionary: ",
+            "cut marker (XCUT): {}; DSN: {}; 8BITMIME: {}; SMTPUTF8: {}; dictionary: ",
             said(self.xcut),
             said(self.dsn),
-            said(self.eight_bit_mime)
+            said(self.eight_bit_mime),
+            said(self.smtputf8)
         )?;
         match self.dictionary {
             // As the EHLO keyword writes it (`XDICT f6ea95f6`).
@@ -188,6 +194,7 @@ mod tests {
                 dictionary: Some(1),
                 dsn: None,
                 eight_bit_mime: None,
+                smtputf8: None,
             }
         );
         // Replies came: the flag goes, the rest stays.
@@ -213,8 +220,8 @@ mod tests {
             assert!(m.get().unanswered, "{text:?}");
             assert_eq!(m.get().xcut, None);
         }
-        // A file written before DSN and 8BITMIME were remembered reads back with nothing known
-        // of them.
+        // A file written before DSN, 8BITMIME and SMTPUTF8 were remembered reads back with
+        // nothing known of them.
         std::fs::write(
             dir.path().join("shore.json"),
             br#"{"unanswered":false,"xcut":false,"dictionary":null}"#,
@@ -229,6 +236,7 @@ mod tests {
                 dictionary: None,
                 dsn: None,
                 eight_bit_mime: None,
+                smtputf8: None,
             }
         );
     }
@@ -242,6 +250,7 @@ mod tests {
             m.dictionary = Some(1);
             m.dsn = Some(true);
             m.eight_bit_mime = Some(false);
+            m.smtputf8 = Some(false);
         });
         MemoryFile::open(dir.path(), "base").update(|m| m.unanswered = true);
         std::fs::write(dir.path().join("shore.json.tmp"), b"half written").unwrap();
@@ -250,8 +259,8 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "base: cut marker (XCUT): no reply yet; DSN: no reply yet; 8BITMIME: no reply yet; dictionary: none; last session unanswered (a restart takes it as cut)",
-                "shore: cut marker (XCUT): yes; DSN: yes; 8BITMIME: no; dictionary: 00000001; last session answered"
+                "base: cut marker (XCUT): no reply yet; DSN: no reply yet; 8BITMIME: no reply yet; SMTPUTF8: no reply yet; dictionary: none; last session unanswered (a restart takes it as cut)",
+                "shore: cut marker (XCUT): yes; DSN: yes; 8BITMIME: no; SMTPUTF8: no; dictionary: 00000001; last session answered"
             ]
         );
     }
