@@ -491,15 +491,19 @@ impl Connection {
                 tracing::debug!(id = %msg.id, "8-bit parts made 7-bit for a smarthost without 8BITMIME");
             } else if !self.offers.smtputf8 {
                 // RFC 6531 §3.2: UTF-8 header fields do not go to a server without SMTPUTF8
-                // as they are; RFC 6857 downgrades them, the body stays 8-bit.
-                body = skywave_smtp::downgrade::ascii_headers(original).map_err(|e| {
-                    format!(
-                        "the message has 8-bit header fields, the smarthost does not offer \
-                         SMTPUTF8, and they cannot be made ASCII: {e}"
-                    )
-                })?;
-                if matches!(body, Cow::Owned(_)) {
-                    tracing::debug!(id = %msg.id, "UTF-8 header fields made ASCII for a smarthost without SMTPUTF8");
+                // as they are; RFC 6857 downgrades them, the body stays 8-bit. Header fields
+                // that are not UTF-8 have no text to encode: they go as they are, as all did
+                // before this conversion, rather than strand the mail.
+                match skywave_smtp::downgrade::ascii_headers(original) {
+                    Ok(fitted) => {
+                        if matches!(fitted, Cow::Owned(_)) {
+                            tracing::debug!(id = %msg.id, "UTF-8 header fields made ASCII for a smarthost without SMTPUTF8");
+                        }
+                        body = fitted;
+                    }
+                    Err(e) => {
+                        tracing::info!(id = %msg.id, "8-bit header fields go as they are to a smarthost without SMTPUTF8: {e}");
+                    }
                 }
             }
             if !body.is_ascii() {
@@ -652,13 +656,17 @@ mod tests {
                 }
                 w.write_all(reply.as_bytes()).await.expect("reply");
                 if reply.starts_with("354") {
-                    let mut text = String::new();
-                    while text != ".\r\n" {
+                    // Octets, not UTF-8: the text may hold any.
+                    let mut text = Vec::new();
+                    while text != b".\r\n" {
                         text.clear();
-                        if r.read_line(&mut text).await.unwrap_or(0) == 0 {
+                        if r.read_until(b'\n', &mut text).await.unwrap_or(0) == 0 {
                             break;
                         }
-                        seen.push(format!("text: {}", text.trim_end()));
+                        seen.push(format!(
+                            "text: {}",
+                            String::from_utf8_lossy(&text).trim_end()
+                        ));
                     }
                     after_text = true;
                 }
@@ -697,11 +705,11 @@ mod tests {
     static PLAIN: SmarthostTls = SmarthostTls::None;
 
     /// The scripted server on `port`, plain SMTP, no AUTH.
-    /// A smarthost's replies for two messages, one recipient each, after `ehlo` (which both
+    /// A smarthost's replies for `n` messages, one recipient each, after `ehlo` (which both
     /// lettre's EHLO and the connection's own get).
-    fn two_messages(ehlo: &'static str) -> Vec<&'static str> {
+    fn messages_after(ehlo: &'static str, n: usize) -> Vec<&'static str> {
         let mut replies = vec![ehlo, ehlo];
-        for _ in 0..2 {
+        for _ in 0..n {
             replies.extend(["250 ok\r\n", "250 ok\r\n", "354 go\r\n", "250 queued\r\n"]);
         }
         replies.push("221 bye\r\n");
@@ -849,18 +857,20 @@ mod tests {
     #[tokio::test]
     async fn utf8_header_fields_go_made_ascii_to_a_smarthost_without_smtputf8() {
         const EHLO_8BIT: &str = "250-smarthost.lan\r\n250 8BITMIME\r\n";
-        let (port, seen) = server(two_messages(EHLO_8BIT)).await;
+        let (port, seen) = server(messages_after(EHLO_8BIT, 3)).await;
         let hop = plain_hop(port, Duration::from_secs(10));
         let conn = Connection::open(&hop, "gw.ship.test").await.expect("open");
         let mut conn = Some(conn);
         for body in [
-            "Subject: Gr\u{fc}\u{df}e\r\n\r\nx\r\n",
-            "Subject: Gr\u{fc}\u{df}e\r\n\r\nK\u{f8}ye\r\n",
+            &b"Subject: Gr\xc3\xbc\xc3\x9fe\r\n\r\nx\r\n"[..],
+            b"Subject: Gr\xc3\xbc\xc3\x9fe\r\n\r\nK\xc3\xb8ye\r\n",
+            // Not UTF-8: no text to encode, so it goes as it is, as before, not stranded.
+            b"Subject: Gr\xfc\xdfe\r\n\r\nx\r\n",
         ] {
             let (next, outcomes) = conn
                 .take()
                 .expect("kept")
-                .send(&hop, &message(&["a@lan.test"]), body.as_bytes())
+                .send(&hop, &message(&["a@lan.test"]), body)
                 .await;
             assert!(
                 matches!(outcomes[..], [(_, Outcome::Delivered(_))]),
@@ -883,6 +893,8 @@ mod tests {
                 "text: Subject: =?utf-8?b?R3LDvMOfZQ==?=",
                 "MAIL FROM:<a@ship.test> BODY=8BITMIME",
                 "text: Subject: =?utf-8?b?R3LDvMOfZQ==?=",
+                "MAIL FROM:<a@ship.test> BODY=8BITMIME",
+                "text: Subject: Gr\u{fffd}\u{fffd}e",
             ]
         );
     }
@@ -890,7 +902,7 @@ mod tests {
     #[tokio::test]
     async fn smtputf8_goes_with_utf8_header_fields_or_addresses_where_offered() {
         const EHLO_UTF8: &str = "250-smarthost.lan\r\n250-8BITMIME\r\n250 SMTPUTF8\r\n";
-        let (port, seen) = server(two_messages(EHLO_UTF8)).await;
+        let (port, seen) = server(messages_after(EHLO_UTF8, 2)).await;
         let hop = plain_hop(port, Duration::from_secs(10));
         let conn = Connection::open(&hop, "gw.ship.test").await.expect("open");
         let header = "Subject: Gr\u{fc}\u{df}e\r\n\r\nx\r\n";

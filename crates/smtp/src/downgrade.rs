@@ -326,6 +326,12 @@ impl Walker {
             return Ok(());
         }
         if depth > MAX_DEPTH {
+            if !self.bodies {
+                // Header fields only: what lies deeper goes as it is rather than stop a
+                // message whose own header (the one SMTPUTF8 is about) is done.
+                out.extend_from_slice(raw);
+                return Ok(());
+            }
             return Err(DowngradeError::TooDeep);
         }
         let entity = split_entity(raw);
@@ -867,6 +873,17 @@ mod tests {
         let want = "Subject: =?utf-8?b?R3LDvMOfZQ==?=\r\n\r\nSea state 4\r\n";
         assert_eq!(text(&seven_bit(mail.as_bytes()).unwrap()), want);
         assert_eq!(text(&ascii_headers(mail.as_bytes()).unwrap()), want);
+    }
+
+    #[test]
+    fn header_fields_nested_too_deep_are_left_as_they_are() {
+        let mail = format!(
+            "Subject: Gr\u{fc}\u{df}e\r\n{}Subject: \u{e9}\r\n\r\n\u{e9}\r\n",
+            "Content-Type: message/rfc822\r\n\r\n".repeat(40)
+        );
+        let out = ascii_headers(mail.as_bytes()).unwrap();
+        assert!(text(&out).starts_with("Subject: =?utf-8?b?R3LDvMOfZQ==?=\r\n"));
+        assert!(text(&out).ends_with("Subject: \u{e9}\r\n\r\n\u{e9}\r\n"));
     }
 
     #[test]
