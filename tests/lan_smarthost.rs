@@ -769,6 +769,43 @@ async fn utf8_header_fields_reach_a_smarthost_without_smtputf8_made_ascii() {
     assert_eq!(gw.stop().await, 0);
 }
 
+/// A sender at an internationalised domain, in the envelope and the header.
+const SEND_IDN: &str = r#"
+import smtplib, sys
+msg = "From: J\u00f6rg <joerg@sch\u00f6ne.test>\r\nTo: ops@ship.test\r\nSubject: Kurs 270\r\n\r\nbody\r\n"
+with smtplib.SMTP("127.0.0.1", int(sys.argv[1]), timeout=20) as s:
+    s.ehlo("client.ship.test")
+    s.sendmail("joerg@sch\u00f6ne.test", ["ops@ship.test"], msg.encode(), mail_options=["SMTPUTF8"])
+"#;
+
+/// An internationalised domain has an ASCII form, its A-labels (RFC 5890): a sender there is
+/// taken (where an internationalised local part gets 553 5.6.7), spooled as
+/// `joerg@xn--schne-lua.test`, so that every bearer and a smarthost without SMTPUTF8 can carry
+/// it, and the `From:` field is written the same way for such a smarthost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_internationalised_domain_goes_as_its_a_labels() {
+    if !have_aiosmtpd() {
+        return;
+    }
+    let no = std::ffi::OsStr::new("1");
+    let (_tmp, inbox, _sink, gw) = gateway_and_dsn_sink(&[("SINK_NO_UTF8", no)]).await;
+    let p = gw.smtp.port().to_string();
+    let (code, out, err) = python(SEND_IDN, &[&p]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let files = wait_files(&inbox, 1).await;
+    assert_eq!(files.len(), 1, "{}", gw.log());
+    let got = std::fs::read_to_string(&files[0]).unwrap();
+    for line in [
+        "X-Envelope-From: joerg@xn--schne-lua.test\r\n",
+        "X-Sink-Utf8: False\r\n",
+        "From: =?utf-8?b?SsO2cmc=?= <joerg@xn--schne-lua.test>\r\n",
+    ] {
+        assert!(got.contains(line), "{line:?} in {got}");
+    }
+    assert!(got.is_ascii(), "{got}");
+    assert_eq!(gw.stop().await, 0);
+}
+
 /// [`DSN_SINK`] with TLS (`mode`: "starttls" or "implicit", its certificate `smarthost.pem`
 /// for "localhost" in `dir`) and, unless `account` is empty, AUTH as "name:password". Gives its
 /// inbox, its port and the process.

@@ -15,6 +15,10 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(address) = Address::parse(recipient) {
         assert_eq!(Address::parse(&address.to_string()), Ok(address));
     }
+    // The form the spool keeps is ASCII (an internationalised domain as A-labels).
+    if let Ok(path) = skywave_route::address::ascii_path(recipient) {
+        assert!(path.is_ascii(), "{path:?}");
+    }
 
     match RoutingTable::parse("fuzz.toml", toml) {
         Err(err) => {

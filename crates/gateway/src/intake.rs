@@ -17,9 +17,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use skywave_route::{
-    AddressError, Destination, LookupError, RelayDecision, RoutingTable, SharedRoutes,
-};
+use skywave_route::address::ascii_path;
+use skywave_route::{Destination, LookupError, RelayDecision, RoutingTable, SharedRoutes};
 use skywave_smtp::{
     Credentials, DateTime, EnhancedCode, Envelope, MailRequest, Policy, RcptDsn, ReceivedInfo,
     Reply, SessionInfo, Verdict, received_header,
@@ -213,9 +212,10 @@ impl Policy for GatewayPolicy {
         self.declared_size = mail.declared_size;
         self.targets.clear();
         // A sender this gateway could not route a report back to, as for a recipient
-        // (553 5.6.7, RFC 6531): UTF-8 header fields cross every bearer, such addresses do not.
-        if let Some(c) = mail.reverse_path.chars().find(|c| !c.is_ascii()) {
-            let refusal = AddressError::NonAscii(c).smtp_reply();
+        // (553 5.6.7, RFC 6531): UTF-8 header fields and internationalised domains (as
+        // A-labels) cross every bearer, internationalised local parts do not.
+        if let Err(e) = ascii_path(&mail.reverse_path) {
+            let refusal = e.smtp_reply();
             return Verdict::Reject(reply(refusal.code, refusal.enhanced, refusal.text));
         }
         let declared = mail.declared_size.unwrap_or(0) as u64;
@@ -247,6 +247,13 @@ impl Policy for GatewayPolicy {
         }
         ok
     }
+}
+
+/// A sender or recipient as the spool keeps it: an internationalised domain as its A-labels
+/// ([`ascii_path`]), so that every bearer and next hop can carry it. The policy accepted only
+/// paths that have that form; one that has not stays as it came.
+fn spooled_path(path: &str) -> String {
+    ascii_path(path).map_or_else(|_| path.to_owned(), std::borrow::Cow::into_owned)
 }
 
 /// Compares without an early exit, so response times tell nothing about the password.
@@ -336,9 +343,9 @@ impl Intake {
                     if !held_why.contains(&why) {
                         held_why.push(why);
                     }
-                    held.push((rcpt.clone(), target));
+                    held.push((spooled_path(rcpt), target));
                 }
-                _ => recipients.push((rcpt.clone(), target)),
+                _ => recipients.push((spooled_path(rcpt), target)),
             }
         }
         if recipients.is_empty() && held.is_empty() {
@@ -375,19 +382,23 @@ impl Intake {
         let held_count = held.len();
         let relayed =
             (recipients.iter().filter(|(_, t)| *t != Target::Lan).count() + held_count) as u64;
-        let sender = envelope.reverse_path.clone();
+        let sender = spooled_path(&envelope.reverse_path);
         let notice_to = crate::outcome::dsn_target(&policy.table, &sender);
         let notice_wake = notice_to.clone();
         let helo = envelope.helo.clone();
         let protocol = envelope.protocol;
-        let all_rcpts = envelope.recipients.clone();
+        let all_rcpts: Vec<String> = envelope
+            .recipients
+            .iter()
+            .map(|r| spooled_path(r))
+            .collect();
         let mail_dsn = envelope.dsn.clone();
         let rcpt_dsn: Vec<(String, RcptDsn)> = envelope
             .recipients
             .iter()
             .zip(&envelope.rcpt_dsn)
             .filter(|(_, d)| !d.is_empty())
-            .map(|(r, d)| (r.clone(), d.clone()))
+            .map(|(r, d)| (spooled_path(r), d.clone()))
             .collect();
         let client_name = match &policy.source {
             Source::Peer { identity, .. } => Some(identity.clone()),

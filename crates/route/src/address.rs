@@ -8,11 +8,16 @@
 //! IP literals (`[1.2.3.4]`) and numeric domains, trailing dots, empty parts and over-long
 //! addresses (RFC 5321 §4.5.3.1: local part 64 octets, domain 255, path 256).
 //!
-//! Normalisation: the domain is lower-cased (DNS names are case-insensitive); the local part is
-//! kept exactly as written, because only the final mailbox host may interpret its case.
+//! Normalisation: the domain is lower-cased (DNS names are case-insensitive), and an
+//! internationalised domain is written as A-labels (`münchen.example` becomes
+//! `xn--mnchen-3ya.example`: IDNA2008 with UTS #46 processing, the form RFC 5890 makes
+//! equivalent and every bearer carries, so mail to it needs no `SMTPUTF8` of any next hop); the
+//! local part is kept exactly as written, because only the final mailbox host may interpret its
+//! case. A local part that is not ASCII (RFC 6531) is refused: it has no ASCII form.
 //! Matching against exact-address rules compares local parts ASCII-case-insensitively, as most
 //! MTAs' lookup tables do (Postfix lower-cases lookup keys).
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// RFC 5321 §4.5.3.1.1: maximum length of a local part, in octets.
@@ -54,9 +59,6 @@ impl Address {
         if inner.is_empty() {
             return Err(AddressError::Empty);
         }
-        if let Some(c) = inner.chars().find(|c| !c.is_ascii()) {
-            return Err(AddressError::NonAscii(c));
-        }
         if inner.starts_with('@') {
             // `@relay1,@relay2:user@dest`: an RFC 821 source route. RFC 5321 says to ignore
             // the route and deliver to the mailbox, but then the address a relay check sees
@@ -68,8 +70,17 @@ impl Address {
             });
         }
         let (local, domain) = split_mailbox(inner)?;
+        if let Some(c) = local.chars().find(|c| !c.is_ascii()) {
+            return Err(AddressError::NonAscii(c));
+        }
         check_local_part(local)?;
         let domain = check_domain(domain).map_err(AddressError::Domain)?;
+        if local.len() + 1 + domain.len() + 2 > MAX_PATH {
+            // An internationalised domain's A-labels are longer than its U-labels.
+            return Err(AddressError::PathTooLong {
+                len: local.len() + 1 + domain.len() + 2,
+            });
+        }
         Ok(Address {
             local: local.to_owned(),
             domain,
@@ -237,17 +248,35 @@ pub enum DomainError {
     /// The last label is all digits: an IP address without brackets, or not a domain name.
     #[error("\"{0}\" looks like an IP address, not a domain name; IP addresses are not routed")]
     Numeric(String),
+    /// A domain that is not ASCII and has no A-label form (IDNA2008 with UTS #46 processing).
+    #[error("\"{0}\" is not a valid internationalised domain name (IDNA2008, UTS #46)")]
+    NotIdn(String),
 }
 
 /// Checks RFC 5321 `Domain` syntax (letters, digits, hyphens; labels 1-63 octets; at most 255
-/// octets) and returns it lower-cased. IP literals, trailing dots and all-numeric top labels are
-/// refused.
+/// octets) and returns it lower-cased, an internationalised domain as its A-labels. IP
+/// literals, trailing dots and all-numeric top labels are refused.
 pub(crate) fn check_domain(domain: &str) -> Result<String, DomainError> {
     if domain.is_empty() {
         return Err(DomainError::Empty);
     }
     if domain.starts_with('[') {
         return Err(DomainError::IpLiteral(domain.to_owned()));
+    }
+    if !domain.is_ascii() {
+        if domain.ends_with('.') {
+            return Err(DomainError::TrailingDot(domain.to_owned()));
+        }
+        // Strict: hostname characters only (STD3), hyphen rules, DNS lengths.
+        let ascii = idna::domain_to_ascii_strict(domain)
+            .map_err(|_| DomainError::NotIdn(domain.to_owned()))?;
+        return check_domain(&ascii).and_then(|a| {
+            if a.is_ascii() {
+                Ok(a)
+            } else {
+                Err(DomainError::NotIdn(domain.to_owned()))
+            }
+        });
     }
     if domain.len() > MAX_DOMAIN {
         return Err(DomainError::TooLong { len: domain.len() });
@@ -286,6 +315,30 @@ pub(crate) fn check_domain(domain: &str) -> Result<String, DomainError> {
     Ok(domain.to_ascii_lowercase())
 }
 
+/// `path` (a sender or recipient as MAIL or RCPT gave it, without angle brackets) with an
+/// internationalised domain written as A-labels, the form the spool keeps and every bearer
+/// carries; an ASCII path as it is. `Err` when it has no ASCII form: a local part that is not
+/// ASCII (RFC 6531), or a domain that is not a valid internationalised domain name.
+///
+/// ```
+/// use skywave_route::address::ascii_path;
+/// assert_eq!(ascii_path("ops@hafen.M\u{dc}nchen.example").unwrap(), "ops@hafen.xn--mnchen-3ya.example");
+/// assert_eq!(ascii_path("Ops@Ship.example").unwrap(), "Ops@Ship.example");
+/// assert!(ascii_path("j\u{f6}rg@ship.example").is_err());
+/// ```
+pub fn ascii_path(path: &str) -> Result<Cow<'_, str>, AddressError> {
+    if path.is_ascii() {
+        return Ok(Cow::Borrowed(path));
+    }
+    // A domain has no `@`; a quoted local part may.
+    let (local, domain) = path.rsplit_once('@').ok_or(AddressError::MissingAt)?;
+    if let Some(c) = local.chars().find(|c| !c.is_ascii()) {
+        return Err(AddressError::NonAscii(c));
+    }
+    let domain = check_domain(domain).map_err(AddressError::Domain)?;
+    Ok(Cow::Owned(format!("{local}@{domain}")))
+}
+
 /// Why a recipient address was refused. Each reason maps to an SMTP reply with
 /// [`AddressError::smtp_reply`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -310,11 +363,11 @@ pub enum AddressError {
         /// Length found.
         len: usize,
     },
-    /// Non-ASCII characters: UTF-8 header fields cross every bearer, internationalised
-    /// addresses (RFC 6531) do not (this table's patterns, JNOS and P_MUL's envelope are
-    /// ASCII).
+    /// A non-ASCII character in the local part: UTF-8 header fields and internationalised
+    /// domains (as A-labels) cross every bearer, internationalised local parts (RFC 6531) do
+    /// not (JNOS and P_MUL's envelope are ASCII).
     #[error(
-        "non-ASCII character U+{:04X} in address; this gateway carries UTF-8 header fields (SMTPUTF8) but not internationalised addresses",
+        "non-ASCII character U+{:04X} in address; this gateway carries UTF-8 header fields (SMTPUTF8) and internationalised domains but not internationalised local parts",
         u32::from(*.0)
     )]
     NonAscii(char),
@@ -394,7 +447,7 @@ impl AddressError {
     }
 
     /// The SMTP reply a server should give for this refusal: 550 5.7.1 for relay tricks
-    /// (delivery not authorised), 553 5.6.7 for an internationalised address (RFC 6531's
+    /// (delivery not authorised), 553 5.6.7 for an internationalised local part (RFC 6531's
     /// "non-ASCII addresses not permitted", as Postfix answers), 550 5.1.3 for bad syntax or
     /// length.
     pub fn smtp_reply(&self) -> Refusal {

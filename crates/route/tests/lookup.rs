@@ -270,7 +270,12 @@ const RELAY_TRICKS: &[(&str, &str, &str)] = &[
         "label \"-ship\" starts or ends",
     ),
     ("cook@ship_1.navy.example", "5.1.3", "character '_'"),
-    ("kok@schiff.navy.exämple", "5.6.7", "non-ASCII"),
+    ("kök@schiff.navy.example", "5.6.7", "non-ASCII"),
+    (
+        "kok@\u{301}ex\u{e4}mple.example",
+        "5.1.3",
+        "not a valid internationalised domain",
+    ),
     ("postmaster", "5.1.3", "no @"),
     (
         "\"unterminated@ship.navy.example",
@@ -283,6 +288,31 @@ const RELAY_TRICKS: &[(&str, &str, &str)] = &[
         "text after the closing quote",
     ),
 ];
+
+/// An internationalised domain is routed by its A-labels (IDNA2008 with UTS #46), however the
+/// address or the rule writes it; an internationalised local part has no ASCII form.
+#[test]
+fn internationalised_domains_are_routed_by_their_a_labels() {
+    let text = format!(
+        "{TABLE}\n[[route]]\nmatch = \"*.m\u{fc}nchen.example\"\nto = \"flagship\"\n\n\
+         [[route]]\nmatch = \"xn--brcke-lva.example\"\nto = \"jnos\"\n"
+    );
+    let t = RoutingTable::parse("routes.toml", &text).expect("valid");
+    for (address, to) in [
+        ("ops@hafen.m\u{fc}nchen.example", "flagship"),
+        ("ops@hafen.M\u{dc}NCHEN.example", "flagship"),
+        ("ops@hafen.xn--mnchen-3ya.example", "flagship"),
+        ("ops@br\u{fc}cke.example", "jnos"),
+    ] {
+        assert_eq!(goes_to(&t, address), to, "{address}");
+    }
+    let route = t.lookup("ops@br\u{fc}cke.example").unwrap();
+    assert_eq!(route.address.to_string(), "ops@xn--brcke-lva.example");
+    assert!(matches!(
+        t.lookup("b\u{f8}rge@br\u{fc}cke.example"),
+        Err(LookupError::Address(_))
+    ));
+}
 
 #[test]
 fn relay_tricks_are_refused_for_every_client() {

@@ -8,9 +8,11 @@
 //!
 //! - **Addresses** (`From`, `To`, `Cc`, `Reply-To`, the `Resent-` fields, ...): each display
 //!   name that is not ASCII becomes RFC 2047 encoded-words in phrase position (§5(3)). An
-//!   address that is not ASCII cannot be written in ASCII at all; RFC 6857 makes it an
-//!   empty group (`display-name: ;`) whose name, encoded, is the whole original mailbox, so the
-//!   reader still sees who it was and no mail can be sent to a mangled address.
+//!   internationalised domain is written as its A-labels (IDNA2008 with UTS #46: the same
+//!   domain, RFC 5890). An address whose local part is not ASCII cannot be written in ASCII at
+//!   all; RFC 6857 makes it an empty group (`display-name: ;`) whose name, encoded, is the
+//!   whole original mailbox, so the reader still sees who it was and no mail can be sent to a
+//!   mangled address.
 //! - **MIME parameters** (`Content-Type`, `Content-Disposition`): each parameter value that is
 //!   not ASCII, typically an attachment's file name, becomes RFC 2231's `name*=utf-8''...`.
 //! - **Message identifiers** (`Message-ID`, `In-Reply-To`, `References`, and DSN's
@@ -199,6 +201,22 @@ fn phrase(s: &mut String, line: usize, name: &str) -> usize {
     line + s.len() - before
 }
 
+/// `address` in printable ASCII: as it is, or with its internationalised domain as A-labels;
+/// `None` when it has no such form (a local part that is not ASCII, a domain that is not a
+/// valid internationalised domain name).
+fn ascii_address(address: &str) -> Option<String> {
+    let printable = |s: &str| s.bytes().all(|b| b.is_ascii_graphic());
+    if printable(address) {
+        return Some(address.to_owned());
+    }
+    let (local, domain) = address.rsplit_once('@')?;
+    if !printable(local) {
+        return None;
+    }
+    let domain = idna::domain_to_ascii_strict(domain).ok()?;
+    printable(&domain).then(|| format!("{local}@{domain}"))
+}
+
 /// RFC 5322 §3.2.3's atext.
 fn is_atext(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-/=?^_`{|}~".contains(&b)
@@ -289,8 +307,10 @@ fn mailbox(s: &mut String, line: usize, addr: &Addr<'_>) -> usize {
         .as_deref()
         .map(str::trim)
         .filter(|n| !n.is_empty());
-    let address = addr.address.as_deref().unwrap_or("");
-    if !address.bytes().all(|b| b.is_ascii_graphic()) {
+    let original = addr.address.as_deref().unwrap_or("");
+    let ascii = ascii_address(original);
+    let address = ascii.as_deref().unwrap_or(original);
+    if ascii.is_none() {
         let whole = match name {
             Some(n) => format!("{n} <{address}>"),
             None => address.to_owned(),
@@ -512,6 +532,12 @@ mod tests {
             groups[0].addresses[0].address.as_deref(),
             Some("ops@ship.example")
         );
+    }
+
+    #[test]
+    fn an_internationalised_domain_is_written_as_a_labels() {
+        let out = field("To: Hafen <ops@hafen.M\u{fc}nchen.example>\r\n");
+        assert_eq!(out, "To: Hafen <ops@hafen.xn--mnchen-3ya.example>\r\n");
     }
 
     #[test]
