@@ -740,19 +740,13 @@ async fn utf8_header_fields_reach_a_smarthost_without_smtputf8_made_ascii() {
     if !have_aiosmtpd() {
         return;
     }
-    let no = std::ffi::OsStr::new("1");
-    let (_tmp, inbox, _sink, gw) = gateway_and_dsn_sink(&[("SINK_NO_UTF8", no)]).await;
-    let p = gw.smtp.port().to_string();
-    let (code, out, err) = python(SEND_EAI_MIME, &[&p]).await;
-    assert_eq!(code, 0, "{out}{err}");
-    let files = wait_files(&inbox, 1).await;
-    assert_eq!(files.len(), 1, "{}", gw.log());
-    let (code, out, err) = python(READ_EAI_MIME, &[files[0].to_str().unwrap()]).await;
+    let (_tmp, _sink, gw, file) = one_mail_to_a_smarthost_without_smtputf8(SEND_EAI_MIME).await;
+    let (code, out, err) = python(READ_EAI_MIME, &[file.to_str().unwrap()]).await;
     assert_eq!(
         code,
         0,
         "{out}{err}{}",
-        String::from_utf8_lossy(&std::fs::read(&files[0]).unwrap())
+        String::from_utf8_lossy(&std::fs::read(&file).unwrap())
     );
     assert_eq!(
         out.lines().collect::<Vec<_>>(),
@@ -767,6 +761,28 @@ async fn utf8_header_fields_reach_a_smarthost_without_smtputf8_made_ascii() {
     let status = status_until(&gw, "1 delivered").await;
     assert!(status.contains("offers DSN, SIZE, 8BITMIME)"), "{status}");
     assert_eq!(gw.stop().await, 0);
+}
+
+/// A gateway whose smarthost (aiosmtpd) offers 8BITMIME but not SMTPUTF8, given one mail by
+/// `script` (Python, the LAN port as its argument): the temporary directory, the smarthost and
+/// the gateway (kept alive), and the file the smarthost stored.
+async fn one_mail_to_a_smarthost_without_smtputf8(
+    script: &str,
+) -> (
+    tempfile::TempDir,
+    tokio::process::Child,
+    Gateway,
+    std::path::PathBuf,
+) {
+    let no = std::ffi::OsStr::new("1");
+    let (tmp, inbox, sink, gw) = gateway_and_dsn_sink(&[("SINK_NO_UTF8", no)]).await;
+    let p = gw.smtp.port().to_string();
+    let (code, out, err) = python(script, &[&p]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let files = wait_files(&inbox, 1).await;
+    assert_eq!(files.len(), 1, "{}", gw.log());
+    let file = files[0].clone();
+    (tmp, sink, gw, file)
 }
 
 /// A sender at an internationalised domain, in the envelope and the header.
@@ -787,14 +803,8 @@ async fn an_internationalised_domain_goes_as_its_a_labels() {
     if !have_aiosmtpd() {
         return;
     }
-    let no = std::ffi::OsStr::new("1");
-    let (_tmp, inbox, _sink, gw) = gateway_and_dsn_sink(&[("SINK_NO_UTF8", no)]).await;
-    let p = gw.smtp.port().to_string();
-    let (code, out, err) = python(SEND_IDN, &[&p]).await;
-    assert_eq!(code, 0, "{out}{err}");
-    let files = wait_files(&inbox, 1).await;
-    assert_eq!(files.len(), 1, "{}", gw.log());
-    let got = std::fs::read_to_string(&files[0]).unwrap();
+    let (_tmp, _sink, gw, file) = one_mail_to_a_smarthost_without_smtputf8(SEND_IDN).await;
+    let got = std::fs::read_to_string(&file).unwrap();
     for line in [
         "X-Envelope-From: joerg@xn--schne-lua.test\r\n",
         "X-Sink-Utf8: False\r\n",

@@ -270,6 +270,17 @@ struct Mime {
     mime: bool,
 }
 
+impl Mime {
+    /// Where the body parts of this entity, a multipart, stand.
+    fn part_context(&self) -> Context {
+        if self.content_type == "multipart/digest" {
+            Context::DigestPart
+        } else {
+            Context::Part
+        }
+    }
+}
+
 fn read_mime(entity: &Entity<'_>, context: Context) -> Mime {
     let mut block = entity.header.to_vec();
     block.extend_from_slice(b"\r\n");
@@ -374,12 +385,7 @@ impl Walker {
                     .as_deref()
                     .filter(|b| !b.is_empty())
                     .ok_or(DowngradeError::Multipart("names no boundary"))?;
-                let inner = if mime.content_type == "multipart/digest" {
-                    Context::DigestPart
-                } else {
-                    Context::Part
-                };
-                Plan::Multipart(boundary, inner)
+                Plan::Multipart(boundary, mime.part_context())
             }
             (_, "message/rfc822" | "message/global") => Plan::Message,
             ("message", _) => {
@@ -450,14 +456,9 @@ impl Walker {
             self.field(f, out)?;
         }
         out.extend_from_slice(entity.separator);
-        let inner = if mime.content_type == "multipart/digest" {
-            Context::DigestPart
-        } else {
-            Context::Part
-        };
         match (mime.content_type.as_str(), mime.boundary.as_deref()) {
             (t, Some(boundary)) if t.starts_with("multipart/") && !boundary.is_empty() => {
-                self.multipart(entity.body, boundary, inner, depth, out)
+                self.multipart(entity.body, boundary, mime.part_context(), depth, out)
             }
             ("message/rfc822" | "message/global", _) => {
                 self.entity(entity.body, Context::Message, depth + 1, out)

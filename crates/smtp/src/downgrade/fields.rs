@@ -138,7 +138,7 @@ fn unstructured(name: &str, value: &str) -> String {
                 j += 1;
             }
             let run = words[i..=j].join(" ");
-            line = encoded_words(&mut s, line, &run);
+            line = encoded(&mut s, line, &run, 1);
             i = j + 1;
         } else {
             let word = words[i];
@@ -155,13 +155,8 @@ fn unstructured(name: &str, value: &str) -> String {
     s
 }
 
-/// Appends a space and `text` as encoded-words to `s`, whose last line is `line` long; returns
-/// the length of the last line after it.
-fn encoded_words(s: &mut String, line: usize, text: &str) -> usize {
-    encoded(s, line, text, 1)
-}
-
-/// `text` as encoded-words after `spaces` spaces (which may become a fold).
+/// Appends `text` as encoded-words to `s`, whose last line is `line` long, after `spaces`
+/// spaces (which may become a fold); returns the length of the last line after it.
 fn encoded(s: &mut String, mut line: usize, text: &str, spaces: usize) -> usize {
     // An encoded-word that fits on a line of its own goes there whole rather than split at
     // the end of this one (the encoder would split it wherever the line ends).
