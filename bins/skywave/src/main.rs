@@ -3,6 +3,7 @@
 //! Each subcommand lives in its own module; this file only parses the command line, sets up
 //! logging and dispatches.
 
+mod check_cmd;
 mod codec_cmd;
 mod demo;
 mod emcon_cmd;
@@ -32,6 +33,10 @@ struct Cli {
 enum Command {
     /// Run the gateway daemon in the foreground (SIGHUP reloads routes, SIGTERM stops).
     Run(run_cmd::RunArgs),
+    /// Check the configuration as a whole before a restart: the routing table it names, how
+    /// each peer is reached, directories, ports, the STARTTLS certificate (--probe: connect to
+    /// the SIS servers and the smarthost). Exit 0 when nothing is an error.
+    Check(check_cmd::CheckArgs),
     /// Queue depth per target, held peers, oldest message, the spool disk against its reserve,
     /// the last sessions and the day per peer, and whether the gateway runs.
     Status(status_cmd::StatusArgs),
@@ -70,6 +75,7 @@ fn main() -> ExitCode {
     init_logging(cli.log.as_deref(), default_filter);
     let result = match cli.command {
         Command::Run(args) => run_cmd::run(args),
+        Command::Check(args) => check_cmd::run(args),
         Command::Status(args) => status_cmd::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Emcon(args) => emcon_cmd::run(args),

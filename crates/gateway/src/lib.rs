@@ -13,7 +13,8 @@
 //! - [`emcon`]: the EMCON switch.
 //! - [`metrics`]: Prometheus counters and the endpoint.
 //! - [`daemon`]: `skywave run` (start-up, SIGHUP reload, graceful shutdown).
-//! - [`status`]: `skywave status`.
+//! - [`status`]: `skywave status`; [`check`]: `skywave check`, the configuration checked as a
+//!   whole before a restart.
 //! - [`demo`] and [`fleet`]: gateways over the bundled emulator, for `skywave demo`, the tests
 //!   and the benchmarks.
 //! - [`clock`]: the one clock, tokio time counted from the wall clock at start.
@@ -21,6 +22,7 @@
 //!   runtime's threads, or inline in simulations.
 
 pub(crate) mod blocking;
+pub mod check;
 pub mod clock;
 pub mod config;
 pub mod daemon;

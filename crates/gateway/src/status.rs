@@ -116,6 +116,18 @@ pub fn read(config: &Config) -> skywave_spool::Result<Status> {
     Ok(status)
 }
 
+/// The spool's file system against its reserve, as `skywave status` and `skywave check` say
+/// it.
+pub fn disk_line(room: Option<Room>) -> String {
+    match room {
+        None => "not measured".to_owned(),
+        Some(room) if room.exhausted() => {
+            format!("{room}: NEW MAIL REFUSED (452 4.3.1) until space is freed")
+        }
+        Some(room) => format!("{room}: new mail taken"),
+    }
+}
+
 /// The report printed by `skywave status`.
 pub fn render(status: &Status) -> String {
     let mut out = String::new();
@@ -133,17 +145,7 @@ pub fn render(status: &Status) -> String {
         "messages: {} queued, {} held, {} dead",
         status.queued, status.held, status.dead
     );
-    let _ = writeln!(
-        out,
-        "spool disk: {}",
-        match status.room {
-            None => "not measured".to_owned(),
-            Some(room) if room.exhausted() => {
-                format!("{room}: NEW MAIL REFUSED (452 4.3.1) until space is freed")
-            }
-            Some(room) => format!("{room}: new mail taken"),
-        }
-    );
+    let _ = writeln!(out, "spool disk: {}", disk_line(status.room));
     let _ = writeln!(
         out,
         "oldest message: {}",

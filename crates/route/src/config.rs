@@ -351,18 +351,30 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<RoutingTable, Vec<Diagnost
     }
 
     // Two peers at the same node with the same protocol: one is probably a copy-paste slip.
+    // Through the same SIS server it cannot work at all: the gateway runs one link per node
+    // and SAP there, and would not start (`hf::HfError::SameNode` in the gateway).
     for (i, (peer, span)) in peers.iter().enumerate() {
         let twin = peers[..i].iter().find(|(other, _)| {
             other.node.is_some() && other.node == peer.node && other.protocol == peer.protocol
         });
         if let (Some((other, _)), Some(node)) = (twin, peer.node) {
-            ck.warning(
-                span.clone(),
-                format!(
-                    "peers \"{}\" (line {}) and \"{}\" both speak {} to node {node}: mail for both goes to the same place",
-                    other.name, other.line, peer.name, peer.protocol
-                ),
-            );
+            if matches!(peer.bearer, Bearer::Sis { .. }) && other.bearer == peer.bearer {
+                ck.error(
+                    span.clone(),
+                    format!(
+                        "peers \"{}\" (line {}) and \"{}\" both speak {} to node {node} through the same SIS server; the gateway runs one link per node there and would not start: give this peer its own node, or remove it",
+                        other.name, other.line, peer.name, peer.protocol
+                    ),
+                );
+            } else {
+                ck.warning(
+                    span.clone(),
+                    format!(
+                        "peers \"{}\" (line {}) and \"{}\" both speak {} to node {node}: mail for both goes to the same place",
+                        other.name, other.line, peer.name, peer.protocol
+                    ),
+                );
+            }
         }
     }
 

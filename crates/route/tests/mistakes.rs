@@ -645,9 +645,24 @@ fn unreadable_and_non_utf8_files() {
 }
 
 #[test]
-fn two_peers_at_the_same_node_is_a_warning() {
+fn two_peers_at_the_same_node_through_one_sis_server_is_an_error() {
+    // The gateway runs one link per node and SAP on a SIS server: it would not start.
     let text = "[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n\
                 [[peer]]\nname = \"shore2\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n\
+                [[route]]\nmatch = \"a.example\"\nto = \"shore\"\n[[route]]\nmatch = \"b.example\"\nto = \"shore2\"\n";
+    assert_eq!(
+        one_error(text),
+        "routes.toml:5:1: error: peers \"shore\" (line 1) and \"shore2\" both speak hmtp to node \
+         0.0.1.1 through the same SIS server; the gateway runs one link per node there and would \
+         not start: give this peer its own node, or remove it"
+    );
+}
+
+#[test]
+fn two_peers_at_the_same_node_through_two_sis_servers_is_a_warning() {
+    let text = "[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n\
+                [[peer]]\nname = \"shore2\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n\
+                sis_server = \"10.0.0.2:5066\"\n\
                 [[route]]\nmatch = \"a.example\"\nto = \"shore\"\n[[route]]\nmatch = \"b.example\"\nto = \"shore2\"\n";
     let table = RoutingTable::parse("routes.toml", text).expect("valid with a warning");
     let warnings: Vec<String> = table.warnings().iter().map(|d| d.headline()).collect();

@@ -521,6 +521,14 @@ pub enum HfError {
         /// The address.
         node: NodeAddress,
     },
+    /// A peer speaks SMTP but is set to be reached through a SIS server.
+    #[error(
+        "peer {peer} speaks SMTP, which goes over TCP/IP (bearer = \"tcp\" with its address), not through a SIS server"
+    )]
+    SmtpOverSis {
+        /// The peer.
+        peer: String,
+    },
     /// The sockets of P_MUL over IP could not be opened.
     #[error(transparent)]
     PmulIp(#[from] pmul_ip::PmulIpError),
@@ -543,7 +551,7 @@ pub struct Hf {
 
 /// How a started link reaches its peer: what a reload may not change under a running link.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Reach {
+pub(crate) enum Reach {
     Sis {
         server: String,
         sap: u8,
@@ -552,6 +560,55 @@ enum Reach {
     Tcp {
         address: String,
     },
+}
+
+impl std::fmt::Display for Reach {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reach::Sis { server, sap, node } => {
+                write!(f, "node {node} through the SIS server {server} (SAP {sap})")
+            }
+            Reach::Tcp { address } => write!(f, "TCP/IP to {address}"),
+        }
+    }
+}
+
+/// How this gateway reaches `peer` of its routing table: `Ok(None)` for a peer reached only by
+/// P_MUL over IP (the multicast link carries all its mail), an error for one whose mail would
+/// stay queued. The daemon starts its links from this, and `skywave check` reports it.
+pub(crate) fn reach_of(
+    config: &HfConfig,
+    peer: &skywave_route::Peer,
+) -> Result<Option<Reach>, HfError> {
+    match (&peer.bearer, peer.protocol) {
+        (Bearer::Tcp { address }, _) => Ok(Some(Reach::Tcp {
+            address: address.clone(),
+        })),
+        (Bearer::PmulIp, _) => Ok(None),
+        (Bearer::Sis { .. }, Protocol::Smtp) => Err(HfError::SmtpOverSis {
+            peer: peer.name.clone(),
+        }),
+        (Bearer::Sis { server }, protocol) => {
+            if config.node.is_none() {
+                return Err(HfError::NoLocalNode {
+                    peer: peer.name.clone(),
+                });
+            }
+            let sap = if protocol == Protocol::Cftp {
+                SapId::CFTP
+            } else {
+                SapId::HMTP
+            };
+            let node = peer.node.ok_or_else(|| HfError::NoPeerNode {
+                peer: peer.name.clone(),
+            })?;
+            Ok(Some(Reach::Sis {
+                server: server.clone().unwrap_or_else(|| config.sis_server.clone()),
+                sap: sap.get(),
+                node,
+            }))
+        }
+    }
 }
 
 /// The links started so far, and what it takes to start more.
@@ -657,48 +714,23 @@ impl Links {
         let mut errors = Vec::new();
         let mut queued: Option<Vec<u128>> = None;
         for peer in table.peers() {
-            let reach = match (&peer.bearer, peer.protocol) {
-                (Bearer::Tcp { address }, _) => Reach::Tcp {
-                    address: address.clone(),
-                },
+            let reach = match reach_of(&self.ctx.config, peer) {
+                Ok(Some(reach)) => reach,
                 // Reached only by P_MUL over IP: the multicast link carries all its mail.
-                (Bearer::PmulIp, _) => continue,
-                (Bearer::Sis { .. }, Protocol::Smtp) => {
-                    self.say_once(&peer.name, format!("SMTP peers are reached over TCP/IP (bearer = \"tcp\"); mail for {} stays queued", peer.name));
+                Ok(None) => continue,
+                Err(e @ HfError::NoPeerNode { .. }) => {
+                    errors.push(e);
                     continue;
                 }
-                (Bearer::Sis { server }, protocol) => {
-                    if self.ctx.config.node.is_none() {
-                        // Not fatal: the LAN side works, and the mail waits in the spool
-                        // (visible in `skywave status`) until the configuration is completed
-                        // and the gateway restarted. Said loudly, once per peer.
-                        let e = HfError::NoLocalNode {
-                            peer: peer.name.clone(),
-                        };
-                        self.say_once(
-                            &peer.name,
-                            format!("{e}; mail for {} stays queued", peer.name),
-                        );
-                        continue;
-                    }
-                    let sap = if protocol == Protocol::Cftp {
-                        SapId::CFTP
-                    } else {
-                        SapId::HMTP
-                    };
-                    let Some(node) = peer.node else {
-                        errors.push(HfError::NoPeerNode {
-                            peer: peer.name.clone(),
-                        });
-                        continue;
-                    };
-                    Reach::Sis {
-                        server: server
-                            .clone()
-                            .unwrap_or_else(|| self.ctx.config.sis_server.clone()),
-                        sap: sap.get(),
-                        node,
-                    }
+                Err(e) => {
+                    // Not fatal: the LAN side works, and the mail waits in the spool (visible
+                    // in `skywave status`) until the configuration is completed and the
+                    // gateway restarted. Said loudly, once per peer.
+                    self.say_once(
+                        &peer.name,
+                        format!("{e}; mail for {} stays queued", peer.name),
+                    );
+                    continue;
                 }
             };
             match self.started.get(&peer.name) {
