@@ -13,7 +13,9 @@
 //! does not offer it, [`ascii_headers`] downgrades them as RFC 6857 §3 describes (RFC 2047
 //! encoded-words, RFC 2231 parameters, RFC 6857's `Downgraded-` fields; [`fields`] says which
 //! field gets which) and leaves every body as it is; [`seven_bit`] does the same to the header
-//! fields and makes the bodies 7-bit too, for a next hop without either extension.
+//! fields and makes the bodies 7-bit too, for a next hop without either extension. An
+//! enclosed `message/global` whose fields were UTF-8 is an RFC 5322 message after either, and
+//! is typed `message/rfc822` again.
 //!
 //! It sits between the spool and the SMTP client: the LAN smarthost delivery and the SMTP/TCP
 //! bearer call [`seven_bit`] when the server's EHLO lacks `8BITMIME`, and [`ascii_headers`] when
@@ -317,6 +319,15 @@ fn read_mime(entity: &Entity<'_>, context: Context) -> Mime {
     }
 }
 
+/// Whether `entity`, an enclosed message typed `message/global` (RFC 6532 §3.7) whose header
+/// fields use UTF-8, is to be typed `message/rfc822`: the walk makes those fields ASCII, so it
+/// is an RFC 5322 message again, and a reader of before RFC 6532 shows it as the message it is
+/// rather than as an attachment of a type it does not know. One whose fields are ASCII already
+/// keeps the type its sender gave it.
+fn relabel(entity: &Entity<'_>, mime: &Mime) -> bool {
+    mime.content_type == "message/global" && !split_entity(entity.body).header.is_ascii()
+}
+
 /// Whether a transfer encoding leaves the octets as they are (RFC 2045 §6.2's identity
 /// encodings); a multipart or enclosed message may only have these.
 fn identity(encoding: &str) -> bool {
@@ -402,9 +413,10 @@ impl Walker {
             Plan::Base64 => ("base64", true),
         };
         // The header block again, its transfer encoding replaced where the body's changes.
+        let relabel = relabel(&entity, &mime);
         for f in &entity.fields {
             if !f.is("Content-Transfer-Encoding") {
-                self.field(f, out)?;
+                self.header_field(f, relabel, out)?;
             } else if !leaf {
                 // An identity encoding that said 8bit (or binary) now says 7bit.
                 self.line(
@@ -452,8 +464,9 @@ impl Walker {
         depth: usize,
         out: &mut Vec<u8>,
     ) -> Result<(), DowngradeError> {
+        let relabel = relabel(entity, mime);
         for f in &entity.fields {
-            self.field(f, out)?;
+            self.header_field(f, relabel, out)?;
         }
         out.extend_from_slice(entity.separator);
         match (mime.content_type.as_str(), mime.boundary.as_deref()) {
@@ -467,6 +480,22 @@ impl Walker {
                 out.extend_from_slice(entity.body);
                 Ok(())
             }
+        }
+    }
+
+    /// Writes one header field of an entity that is being converted, its `Content-Type`
+    /// `message/rfc822` if it is to be relabelled ([`relabel`]).
+    fn header_field(
+        &self,
+        f: &Field<'_>,
+        relabel: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<(), DowngradeError> {
+        if relabel && f.is("Content-Type") {
+            self.line(b"Content-Type: message/rfc822", out);
+            Ok(())
+        } else {
+            self.field(f, out)
         }
     }
 
@@ -866,6 +895,42 @@ mod tests {
             let head = split_entity(out).header;
             assert!(head.is_ascii());
         }
+    }
+
+    #[test]
+    fn an_enclosed_message_global_with_utf8_fields_becomes_message_rfc822() {
+        let mail = "Subject: Fwd\r\nMIME-Version: 1.0\r\n\
+                    Content-Type: multipart/mixed; boundary=b\r\n\r\n\
+                    --b\r\nContent-Type: text/plain\r\n\r\nSee below.\r\n\
+                    --b\r\nContent-Type: message/global\r\n\r\n\
+                    From: J\u{f6}rg <j@ship.example>\r\nSubject: Gr\u{fc}\u{df}e\r\n\r\nK\u{f8}ye\r\n\
+                    --b--\r\n";
+        for out in [
+            seven_bit(mail.as_bytes()).unwrap(),
+            ascii_headers(mail.as_bytes()).unwrap(),
+        ] {
+            let out = text(&out);
+            assert!(
+                out.contains("--b\r\nContent-Type: message/rfc822\r\n\r\nFrom: "),
+                "{out}"
+            );
+            assert!(!out.contains("message/global"), "{out}");
+            let m = MessageParser::new().parse(out.as_bytes()).unwrap();
+            let inner = m.attachment(0).and_then(|a| a.message()).unwrap();
+            assert_eq!(inner.subject(), Some("Gr\u{fc}\u{df}e"));
+            assert_eq!(
+                inner.from().and_then(|f| f.first()).and_then(|a| a.name()),
+                Some("J\u{f6}rg")
+            );
+            // The line end before the delimiter is the delimiter's (RFC 2046 §5.1.1).
+            assert_eq!(inner.body_text(0).as_deref(), Some("K\u{f8}ye"));
+        }
+        // An enclosed message whose fields are ASCII already is left as it is, type included.
+        let ascii = "Content-Type: message/global\r\n\r\nSubject: x\r\n\r\nK\u{f8}ye\r\n";
+        assert!(matches!(
+            ascii_headers(ascii.as_bytes()),
+            Ok(Cow::Borrowed(_))
+        ));
     }
 
     #[test]
