@@ -34,8 +34,13 @@ use serde::{Deserialize, Serialize};
 use tracing::warn;
 
 /// What is remembered of one peer.
+///
+/// Read forward-compatibly: a field this version does not know (one a later version added) is
+/// passed over, so that rolling back a gateway does not make it take its last session as cut;
+/// a field it knows but a file lacks (one an earlier version did not write) is not known yet.
+/// Only `unanswered` must be there, since a file without it says nothing of the one thing a
+/// restart must not get wrong.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
 pub(crate) struct PeerMemory {
     /// A session of ours went to the 5066 node and neither its replies nor the end of a hold
     /// after a cut have come since: the peer's server may hold the first part of it.
@@ -213,6 +218,7 @@ mod tests {
             &b"{\"unanswered\": fal"[..],
             b"\xff\xfe",
             b"{\"hold\": 3}",
+            b"{\"xcut\": true}",
             b"42",
         ] {
             std::fs::write(dir.path().join("shore.json"), text).unwrap();
@@ -237,6 +243,26 @@ mod tests {
                 dsn: None,
                 eight_bit_mime: None,
                 smtputf8: None,
+            }
+        );
+    }
+
+    #[test]
+    fn a_file_written_by_a_later_version_is_read_past_its_new_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("shore.json"),
+            br#"{"unanswered":false,"xcut":true,"dsn":true,"window_seen":"06:00"}"#,
+        )
+        .unwrap();
+        let m = MemoryFile::open(dir.path(), "shore");
+        assert_eq!(
+            m.get(),
+            &PeerMemory {
+                unanswered: false,
+                xcut: Some(true),
+                dsn: Some(true),
+                ..PeerMemory::default()
             }
         );
     }
