@@ -470,7 +470,10 @@ fn delivery(delivery: &Delivery) -> Finding {
             Finding::new(
                 Level::Ok,
                 what,
-                format!("smarthost {host}:{port}, {tls}{auth} (`skywave check --probe` connects)"),
+                format!(
+                    "smarthost {}, {tls}{auth} (`skywave check --probe` connects)",
+                    host_port(host, *port)
+                ),
             )
         }
     }
@@ -521,7 +524,7 @@ pub async fn probe(
         host, port, tls, ..
     } = &config.delivery
     {
-        let address = format!("{host}:{port}");
+        let address = host_port(host, *port);
         let what = format!("smarthost {address}");
         let finding = match connect(&address, timeout).await {
             Err(why) => Finding::new(
@@ -547,6 +550,15 @@ pub async fn probe(
         out.push(finding);
     }
     out
+}
+
+/// `host:port`, an IPv6 address in brackets (`[fd00::25]:25`) as a socket address is written.
+fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
 }
 
 async fn connect(address: &str, timeout: Duration) -> Result<tokio::net::TcpStream, String> {
@@ -810,6 +822,13 @@ mod tests {
             e[0].contains("junk.pem") && e[0].ends_with("would not start"),
             "{e:?}"
         );
+    }
+
+    #[test]
+    fn an_ipv6_smarthost_is_written_in_brackets() {
+        assert_eq!(host_port("fd00::25", 25), "[fd00::25]:25");
+        assert_eq!(host_port("relay.lan", 587), "relay.lan:587");
+        assert!(host_port("::1", 25).parse::<SocketAddr>().is_ok());
     }
 
     #[tokio::test]
