@@ -28,6 +28,7 @@ use skywave_spool::{Room, room::available_space};
 
 use crate::config::{Config, Delivery, SmarthostTls, TlsFiles};
 use crate::hf::{HfError, Reach, reach_of};
+use crate::smarthost::host_port;
 
 /// How much a finding matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -550,15 +551,6 @@ pub async fn probe(
         out.push(finding);
     }
     out
-}
-
-/// `host:port`, an IPv6 address in brackets (`[fd00::25]:25`) as a socket address is written.
-fn host_port(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
 }
 
 async fn connect(address: &str, timeout: Duration) -> Result<tokio::net::TcpStream, String> {

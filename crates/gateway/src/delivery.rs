@@ -274,7 +274,7 @@ async fn smarthost_round(
     }
     let mut link: Result<Option<Connection>, String> = Ok(None);
     let mut report = RoundReport {
-        host: format!("{}:{}", hop.host, hop.port),
+        host: crate::smarthost::host_port(hop.host, hop.port),
         ..RoundReport::default()
     };
     for msg in due {

@@ -148,7 +148,17 @@ pub struct Hop<'a> {
 
 impl Hop<'_> {
     fn name(&self) -> String {
-        format!("smarthost {}:{}", self.host, self.port)
+        format!("smarthost {}", host_port(self.host, self.port))
+    }
+}
+
+/// `host:port`, an IPv6 address in brackets (`[fd00::25]:25`) as a socket address is written:
+/// how the smarthost is named in the log, in `skywave status` and in `skywave check`.
+pub fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
     }
 }
 

@@ -87,8 +87,10 @@ pub fn read(config: &Config) -> skywave_spool::Result<Status> {
         let report = std::fs::read(&path)
             .ok()
             .and_then(|b| serde_json::from_slice::<crate::smarthost::RoundReport>(&b).ok());
-        status.smarthost =
-            Some(report.map_or_else(|| format!("{host}:{port}, no round yet"), |r| r.describe()));
+        status.smarthost = Some(report.map_or_else(
+            || format!("{}, no round yet", crate::smarthost::host_port(host, *port)),
+            |r| r.describe(),
+        ));
     }
     if let Ok(table) = skywave_route::RoutingTable::load(&config.routes) {
         status.schedules = schedules(&table, now);
