@@ -26,7 +26,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use skywave_route::{GroupBearer, RoutingTable};
 use skywave_spool::{Room, room::available_space};
 
-use crate::config::{Config, Delivery, SmarthostTls, TlsFiles};
+use crate::config::{Config, Delivery, PmulIpConfig, SmarthostTls, TlsFiles};
 use crate::hf::{HfError, Reach, reach_of};
 use crate::smarthost::host_port;
 
@@ -126,6 +126,68 @@ pub fn check(config: &Config, now: SystemTime) -> Vec<Finding> {
         out.push(bind("metrics", addr));
     }
     out.push(delivery(&config.delivery));
+    if let Some(pmul) = &config.hf.pmul_ip {
+        out.extend(pmul_ip(pmul));
+    }
+    out
+}
+
+/// P_MUL over IP sends from the gateway's own address, which must be one of this machine's
+/// (a configuration copied from another ship often is not), and may write a capture.
+fn pmul_ip(config: &PmulIpConfig) -> Vec<Finding> {
+    let what = "P_MUL over IP";
+    let mut out = vec![match std::net::UdpSocket::bind((config.address, 0)) {
+        Ok(_) => Finding::new(
+            Level::Ok,
+            what,
+            format!(
+                "from {}, ports {}",
+                config.address,
+                config.ports.map(|p| p.to_string()).join(", ")
+            ),
+        ),
+        Err(e) if e.kind() == ErrorKind::AddrNotAvailable => Finding::new(
+            Level::Error,
+            what,
+            format!(
+                "{} is not an address of this machine ([pmul_ip] address); `skywave run` would \
+                 not start",
+                config.address
+            ),
+        ),
+        Err(e) => Finding::new(
+            Level::Error,
+            what,
+            format!(
+                "cannot send from {}: {e}; `skywave run` would not start",
+                config.address
+            ),
+        ),
+    }];
+    if let Some(pcap) = &config.pcap {
+        // The capture is created at start, in a directory that must be there already.
+        let dir = pcap
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let why = match writable(dir) {
+            Ok(true) => None,
+            Ok(false) => Some("does not exist".to_owned()),
+            Err(why) => Some(why),
+        };
+        if let Some(why) = why {
+            out.push(Finding::new(
+                Level::Error,
+                what,
+                format!(
+                    "the capture {} cannot be made: its directory {} {why}; `skywave run` \
+                     would not start",
+                    pcap.display(),
+                    dir.display()
+                ),
+            ));
+        }
+    }
     out
 }
 
@@ -813,6 +875,57 @@ mod tests {
         assert!(
             e[0].contains("junk.pem") && e[0].ends_with("would not start"),
             "{e:?}"
+        );
+    }
+
+    #[test]
+    fn p_mul_over_ip_must_send_from_an_address_of_this_machine() {
+        let dir = tempfile::tempdir().unwrap();
+        let pmul = |address: &str| {
+            let extra = format!(
+                "{}[pmul_ip]\naddress = \"{address}\"\npcap = \"nowhere/x/pmul.pcap\"\n",
+                with_node("127.0.0.1:0")
+            );
+            check(&config_in(dir.path(), &extra, ROUTES), SystemTime::now())
+                .into_iter()
+                .filter(|f| f.what == "P_MUL over IP")
+                .map(|f| (f.level, f.text))
+                .collect::<Vec<_>>()
+        };
+        let here = pmul("127.0.0.1");
+        assert_eq!(
+            here[0],
+            (
+                Level::Ok,
+                "from 127.0.0.1, ports 2751, 2752, 2753, 2754".to_owned()
+            )
+        );
+        // The capture's directory does not exist, and `skywave run` does not make it.
+        let pcap = dir.path().join("nowhere/x/pmul.pcap");
+        assert_eq!(
+            here[1],
+            (
+                Level::Error,
+                format!(
+                    "the capture {} cannot be made: its directory {} does not exist; `skywave \
+                     run` would not start",
+                    pcap.display(),
+                    dir.path().join("nowhere/x").display()
+                )
+            )
+        );
+        std::fs::create_dir_all(dir.path().join("nowhere/x")).unwrap();
+        assert_eq!(pmul("127.0.0.1").len(), 1);
+        // TEST-NET-1 (RFC 5737) is no address of any machine.
+        let elsewhere = pmul("192.0.2.1");
+        assert_eq!(
+            elsewhere[0],
+            (
+                Level::Error,
+                "192.0.2.1 is not an address of this machine ([pmul_ip] address); `skywave run` \
+                 would not start"
+                    .to_owned()
+            )
         );
     }
 
