@@ -411,8 +411,8 @@ fn bind(what: &str, addr: SocketAddr) -> Finding {
 }
 
 /// The STARTTLS certificate and key load as the listener loads them, and the certificate's
-/// dates.
-fn starttls(tls: &TlsFiles, now: SystemTime) -> Vec<Finding> {
+/// dates (also a line of `skywave status`).
+pub fn starttls(tls: &TlsFiles, now: SystemTime) -> Vec<Finding> {
     let what = "STARTTLS";
     if let Err(e) = crate::smtp_listener::tls_acceptor(&tls.cert, &tls.key) {
         return vec![Finding::new(

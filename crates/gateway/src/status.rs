@@ -46,6 +46,9 @@ pub struct Status {
     pub fallbacks: Vec<String>,
     /// LAN delivery to a smarthost: how its last round went (`None` for a Maildir).
     pub smarthost: Option<String>,
+    /// The STARTTLS certificate file's dates, as `skywave check` says them, with `WARNING:`
+    /// before one about to expire or out of its dates (`None` without STARTTLS).
+    pub starttls: Option<String>,
 }
 
 /// Sessions shown by `skywave status`.
@@ -91,6 +94,17 @@ pub fn read(config: &Config) -> skywave_spool::Result<Status> {
             || format!("{}, no round yet", crate::smarthost::host_port(host, *port)),
             |r| r.describe(),
         ));
+    }
+    if let Some(tls) = &config.smtp.tls {
+        status.starttls = crate::check::starttls(tls, SystemTime::now())
+            .into_iter()
+            .next()
+            .map(|f| match f.level {
+                crate::check::Level::Ok | crate::check::Level::Note => f.text,
+                crate::check::Level::Warning | crate::check::Level::Error => {
+                    format!("WARNING: {}", f.text)
+                }
+            });
     }
     if let Ok(table) = skywave_route::RoutingTable::load(&config.routes) {
         status.schedules = schedules(&table, now);
@@ -166,6 +180,9 @@ pub fn render(status: &Status) -> String {
     );
     if let Some(line) = &status.smarthost {
         let _ = writeln!(out, "LAN smarthost: {line}");
+    }
+    if let Some(line) = &status.starttls {
+        let _ = writeln!(out, "STARTTLS: {line}");
     }
     let _ = writeln!(out, "recipients waiting per target:");
     if status.depth.is_empty() {
@@ -434,6 +451,40 @@ mod tests {
             ),
             "{out}"
         );
+    }
+
+    #[test]
+    fn the_starttls_certificate_is_dated_in_the_status() {
+        let dir = tempfile::tempdir().unwrap();
+        // rcgen's default validity runs to 4096-01-01.
+        let cert = rcgen::generate_simple_self_signed(vec!["gw.ship.example".to_owned()]).unwrap();
+        std::fs::write(dir.path().join("cert.pem"), cert.cert.pem()).unwrap();
+        std::fs::write(dir.path().join("key.pem"), cert.signing_key.serialize_pem()).unwrap();
+        std::fs::write(
+            dir.path().join("routes.toml"),
+            "[[route]]\nmatch = \"*\"\nto = \"lan\"\n",
+        )
+        .unwrap();
+        let config = crate::config::parse(
+            "skywave.toml",
+            "hostname = \"gw.ship.example\"\nstate_dir = \"state\"\nroutes = \"routes.toml\"\n\
+             [smtp.tls]\ncert = \"cert.pem\"\nkey = \"key.pem\"\n",
+            dir.path(),
+        )
+        .unwrap();
+        drop(Spool::open(config.spool_dir(), SpoolConfig::default()).unwrap());
+        let status = read(&config).unwrap();
+        let line = format!(
+            "STARTTLS: {} and {} load; the certificate is valid until 4096-01-01\n",
+            dir.path().join("cert.pem").display(),
+            dir.path().join("key.pem").display()
+        );
+        assert!(render(&status).contains(&line), "{}", render(&status));
+        let soon = Status {
+            starttls: Some("WARNING: c.pem and k.pem load; the certificate expires on ...".into()),
+            ..Status::default()
+        };
+        assert!(render(&soon).contains("\nSTARTTLS: WARNING: c.pem"));
     }
 
     #[test]
