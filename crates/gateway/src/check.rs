@@ -257,14 +257,33 @@ fn peers(config: &Config, table: &RoutingTable) -> Vec<Finding> {
         let what = format!("group {}", group.name);
         match &group.bearer {
             GroupBearer::Sis { node, server } => match config.hf.node {
-                Some(_) => out.push(Finding::new(
-                    Level::Ok,
-                    what,
-                    format!(
-                        "P_MUL to group address {node} through the SIS server {} (SAP 2)",
-                        server.as_deref().unwrap_or(&config.hf.sis_server)
-                    ),
-                )),
+                Some(_) => {
+                    let server = server.as_deref().unwrap_or(&config.hf.sis_server);
+                    // The daemon runs a multicast link on each SIS server its peers use.
+                    let served = on_nodes
+                        .iter()
+                        .any(|(r, _)| matches!(r, Reach::Sis { server: s, .. } if s == server));
+                    out.push(if served {
+                        Finding::new(
+                            Level::Ok,
+                            what,
+                            format!(
+                                "P_MUL to group address {node} through the SIS server {server} \
+                                 (SAP 2)"
+                            ),
+                        )
+                    } else {
+                        Finding::new(
+                            Level::Error,
+                            what,
+                            format!(
+                                "no peer of this gateway uses its SIS server {server}, and the \
+                                 multicast link runs only on its peers' servers; its mail would \
+                                 stay queued"
+                            ),
+                        )
+                    });
+                }
                 None => out.push(Finding::new(
                     Level::Error,
                     what,
@@ -776,6 +795,45 @@ mod tests {
         assert_eq!(
             at(Level::Ok, "peer e", &found),
             ["P_MUL over UDP/IP only, through its group"]
+        );
+    }
+
+    #[test]
+    fn a_group_over_sis_needs_a_peer_on_its_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let routes = |group_server: &str| {
+            format!(
+                "[[peer]]\nname = \"ship1\"\nnode = \"0.0.2.1\"\nprotocol = \"hmtp\"\n\
+                 [[group]]\nname = \"fleet\"\nnode = \"16.0.9.9\"\nmembers = [\"ship1\"]\n{group_server}\
+                 [[route]]\nmatch = \"ship1.example\"\nto = \"ship1\"\n\
+                 [[route]]\nmatch = \"fleet.example\"\nto = \"fleet\"\n"
+            )
+        };
+        let group = |routes: &str| {
+            let config = config_in(dir.path(), &with_node("127.0.0.1:0"), routes);
+            let found = check(&config, SystemTime::now());
+            found
+                .into_iter()
+                .filter(|f| f.what == "group fleet")
+                .map(|f| (f.level, f.text))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            group(&routes("")),
+            [(
+                Level::Ok,
+                "P_MUL to group address 16.0.9.9 through the SIS server 127.0.0.1:5066 (SAP 2)"
+                    .to_owned()
+            )]
+        );
+        assert_eq!(
+            group(&routes("sis_server = \"10.0.0.9:5066\"\n")),
+            [(
+                Level::Error,
+                "no peer of this gateway uses its SIS server 10.0.0.9:5066, and the multicast \
+                 link runs only on its peers' servers; its mail would stay queued"
+                    .to_owned()
+            )]
         );
     }
 
