@@ -317,7 +317,11 @@ fn peers(config: &Config, table: &RoutingTable) -> Vec<Finding> {
 fn writable(dir: &Path) -> Result<bool, String> {
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => {
-            let probe = dir.join(format!(".skywave-check-{}", std::process::id()));
+            // A name no other file has: this process's, and the instant's.
+            let nanos = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let probe = dir.join(format!(".skywave-check-{}-{nanos}", std::process::id()));
             match std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
