@@ -660,6 +660,16 @@ async fn greeting(stream: tokio::net::TcpStream, timeout: Duration) -> Result<St
     }
 }
 
+/// A self-signed certificate for `gw.ship.example` and its key, as `cert.pem` and `key.pem` in
+/// `dir`, valid as rcgen makes them: from 1975-01-01 to 4096-01-01.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) fn self_signed_files(dir: &Path) {
+    let cert = rcgen::generate_simple_self_signed(vec!["gw.ship.example".to_owned()]).unwrap();
+    std::fs::write(dir.join("cert.pem"), cert.cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), cert.signing_key.serialize_pem()).unwrap();
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -882,10 +892,7 @@ mod tests {
     #[test]
     fn the_starttls_certificate_is_loaded_and_dated() {
         let dir = tempfile::tempdir().unwrap();
-        // rcgen's default validity: 1975-01-01 to 4096-01-01.
-        let cert = rcgen::generate_simple_self_signed(vec!["gw.ship.example".to_owned()]).unwrap();
-        std::fs::write(dir.path().join("cert.pem"), cert.cert.pem()).unwrap();
-        std::fs::write(dir.path().join("key.pem"), cert.signing_key.serialize_pem()).unwrap();
+        self_signed_files(dir.path());
         std::fs::write(dir.path().join("junk.pem"), "not a key\n").unwrap();
         let tls = |key: &str| {
             format!(

@@ -456,10 +456,7 @@ mod tests {
     #[test]
     fn the_starttls_certificate_is_dated_in_the_status() {
         let dir = tempfile::tempdir().unwrap();
-        // rcgen's default validity runs to 4096-01-01.
-        let cert = rcgen::generate_simple_self_signed(vec!["gw.ship.example".to_owned()]).unwrap();
-        std::fs::write(dir.path().join("cert.pem"), cert.cert.pem()).unwrap();
-        std::fs::write(dir.path().join("key.pem"), cert.signing_key.serialize_pem()).unwrap();
+        crate::check::self_signed_files(dir.path());
         std::fs::write(
             dir.path().join("routes.toml"),
             "[[route]]\nmatch = \"*\"\nto = \"lan\"\n",
