@@ -66,7 +66,7 @@ fn a_configuration_run_would_start_with_passes() {
                 config.display()
             ),
             format!(
-                "ok       routing table: {}: 1 peer, 0 groups, 2 rules",
+                "ok       routing table: {}: 1 peer, 1 route",
                 dir.path().join("routes.toml").display()
             ),
             format!(

@@ -36,16 +36,16 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let mut findings = check::check(&config, SystemTime::now());
+    let table = skywave_route::RoutingTable::load(&config.routes);
+    let mut findings = check::check(&config, &table, SystemTime::now());
     if args.probe {
-        let table = skywave_route::RoutingTable::load(&config.routes).ok();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .context("cannot start the async runtime")?;
         findings.extend(runtime.block_on(check::probe(
             &config,
-            table.as_ref(),
+            table.as_ref().ok(),
             Duration::from_secs(args.timeout.max(1)),
         )));
     }

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Subcommand;
+use skywave_gateway::check::{count, table_summary};
 use skywave_route::{Destination, LoadError, RoutingTable};
 
 /// `skywave routes` subcommands.
@@ -53,22 +54,14 @@ pub(crate) fn run(command: RoutesCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn plural(n: usize, one: &str, many: &str) -> String {
-    if n == 1 {
-        format!("{n} {one}")
-    } else {
-        format!("{n} {many}")
-    }
-}
-
 /// Prints every diagnostic of a table that did not load, and a count.
 fn report_load_error(err: &LoadError) {
     eprintln!("{err}");
     if let LoadError::Invalid(_) = err {
         let warnings = err.diagnostics().len() - err.error_count();
-        let mut summary = plural(err.error_count(), "error", "errors");
+        let mut summary = count(err.error_count(), "error");
         if warnings > 0 {
-            summary.push_str(&format!(", {}", plural(warnings, "warning", "warnings")));
+            summary.push_str(&format!(", {}", count(warnings, "warning")));
         }
         eprintln!("{summary}: the routing table was not accepted");
     }
@@ -80,22 +73,9 @@ fn check(file: &std::path::Path) -> ExitCode {
             for warning in table.warnings() {
                 eprintln!("{warning}");
             }
-            let mut summary = plural(table.peers().len(), "peer", "peers");
-            if !table.groups().is_empty() {
-                summary.push_str(&format!(
-                    ", {}",
-                    plural(table.groups().len(), "group", "groups")
-                ));
-            }
-            summary.push_str(&format!(
-                ", {}, OK",
-                plural(table.route_count(), "route", "routes")
-            ));
+            let mut summary = format!("{}, OK", table_summary(&table));
             if !table.warnings().is_empty() {
-                summary.push_str(&format!(
-                    " ({})",
-                    plural(table.warnings().len(), "warning", "warnings")
-                ));
+                summary.push_str(&format!(" ({})", count(table.warnings().len(), "warning")));
             }
             println!("{summary}");
             for g in table.groups() {

@@ -23,7 +23,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use skywave_route::{GroupBearer, RoutingTable};
+use skywave_route::{GroupBearer, LoadError, RoutingTable};
 use skywave_spool::{Room, room::available_space};
 
 use crate::config::{Config, Delivery, PmulIpConfig, SmarthostTls, TlsFiles};
@@ -81,31 +81,30 @@ impl fmt::Display for Finding {
 /// world that a ship may not have for days.
 pub const CERT_WARNING: Duration = Duration::from_secs(30 * 86_400);
 
-/// Checks `config` and the routing table it names, on the local machine only (no
-/// connection is made; see [`probe`]). `now` dates the certificate check.
-pub fn check(config: &Config, now: SystemTime) -> Vec<Finding> {
+/// Checks `config` and `table`, the routing table it names as loaded from `config.routes`
+/// (loaded once by the caller, for [`probe`] too), on the local machine only: no connection is
+/// made. `now` dates the certificate check.
+pub fn check(
+    config: &Config,
+    table: &Result<RoutingTable, LoadError>,
+    now: SystemTime,
+) -> Vec<Finding> {
     let mut out = vec![Finding::new(
         Level::Ok,
         "configuration",
         format!("{} (host name {})", config.file.display(), config.hostname),
     )];
-    match RoutingTable::load(&config.routes) {
+    match table {
         Ok(table) => {
             out.push(Finding::new(
                 Level::Ok,
                 "routing table",
-                format!(
-                    "{}: {}, {}, {}",
-                    config.routes.display(),
-                    count(table.peers().len(), "peer"),
-                    count(table.groups().len(), "group"),
-                    count(table.rules().len(), "rule")
-                ),
+                format!("{}: {}", config.routes.display(), table_summary(table)),
             ));
             for w in table.warnings() {
                 out.push(Finding::new(Level::Warning, "routing table", w.headline()));
             }
-            out.extend(peers(config, &table));
+            out.extend(peers(config, table));
         }
         Err(e) => out.push(Finding::new(
             Level::Error,
@@ -198,6 +197,17 @@ pub fn count(n: usize, thing: &str) -> String {
     } else {
         format!("{n} {thing}s")
     }
+}
+
+/// What a routing table holds, as `skywave routes check` and `skywave check` say it:
+/// `1 peer, 6 routes`, with its groups when it has any (`3 peers, 1 group, 5 routes`).
+pub fn table_summary(table: &RoutingTable) -> String {
+    let mut summary = count(table.peers().len(), "peer");
+    if !table.groups().is_empty() {
+        summary.push_str(&format!(", {}", count(table.groups().len(), "group")));
+    }
+    summary.push_str(&format!(", {}", count(table.route_count(), "route")));
+    summary
 }
 
 /// How each peer and group is reached, as the daemon would start its links.
@@ -696,6 +706,15 @@ mod tests {
         )
     }
 
+    /// The check of `config` now, its routing table loaded as `skywave check` loads it.
+    fn check_now(config: &Config) -> Vec<Finding> {
+        check(
+            config,
+            &RoutingTable::load(&config.routes),
+            SystemTime::now(),
+        )
+    }
+
     fn lines(findings: &[Finding]) -> Vec<String> {
         findings.iter().map(ToString::to_string).collect()
     }
@@ -712,7 +731,7 @@ mod tests {
     fn a_sound_configuration_has_no_error_and_says_how_each_peer_is_reached() {
         let dir = tempfile::tempdir().unwrap();
         let config = config_in(dir.path(), &with_node("127.0.0.1:0"), ROUTES);
-        let found = check(&config, SystemTime::now());
+        let found = check_now(&config);
         assert!(
             found.iter().all(|f| f.level < Level::Warning),
             "{:#?}",
@@ -730,18 +749,15 @@ mod tests {
             )]
         );
         let routes = at(Level::Ok, "routing table", &found);
-        // The LAN's domain is a rule too.
-        assert!(
-            routes[0].ends_with(": 1 peer, 0 groups, 2 rules"),
-            "{routes:?}"
-        );
+        // As `skywave routes check` says it: [[route]] entries, not the LAN's own rules.
+        assert!(routes[0].ends_with(": 1 peer, 1 route"), "{routes:?}");
         assert_eq!(
             at(Level::Ok, "SMTP listener", &found),
             ["127.0.0.1:0 can be listened on"]
         );
         // Once the directories exist they are checked by writing into them.
         std::fs::create_dir_all(dir.path().join("state/maildir")).unwrap();
-        let found = check(&config, SystemTime::now());
+        let found = check_now(&config);
         assert_eq!(
             at(Level::Ok, "state directory", &found),
             [format!(
@@ -762,7 +778,7 @@ mod tests {
             &with_node("127.0.0.1:0"),
             "[[peer]]\nname = 3\n",
         );
-        let found = check(&config, SystemTime::now());
+        let found = check_now(&config);
         let e = at(Level::Error, "routing table", &found);
         assert!(
             e[0].contains("does not load") && e[0].contains("routes.toml:2"),
@@ -771,11 +787,7 @@ mod tests {
 
         // No node of our own: the peer's mail would stay queued.
         let config = config_in(dir.path(), "[smtp]\nlisten = \"127.0.0.1:0\"\n", ROUTES);
-        let e = at(
-            Level::Error,
-            "peer shore",
-            &check(&config, SystemTime::now()),
-        );
+        let e = at(Level::Error, "peer shore", &check_now(&config));
         assert!(e[0].contains("needs its own node address") && e[0].ends_with("stay queued"));
 
         // Two peers on one node of one SIS server, one naming the gateway's default server
@@ -788,7 +800,7 @@ mod tests {
             [[route]]\nmatch = \"b.example\"\nto = \"b\"\n[[route]]\nmatch = \"c.example\"\nto = \"c\"\n\
             [[route]]\nmatch = \"*\"\nto = \"fleet\"\n";
         let config = config_in(dir.path(), &with_node("127.0.0.1:0"), routes);
-        let found = check(&config, SystemTime::now());
+        let found = check_now(&config);
         let errors: Vec<String> = found
             .iter()
             .filter(|f| f.level == Level::Error)
@@ -825,7 +837,7 @@ mod tests {
         };
         let group = |routes: &str| {
             let config = config_in(dir.path(), &with_node("127.0.0.1:0"), routes);
-            let found = check(&config, SystemTime::now());
+            let found = check_now(&config);
             found
                 .into_iter()
                 .filter(|f| f.what == "group fleet")
@@ -865,7 +877,7 @@ mod tests {
         );
         let mut config = config;
         config.state_dir = dir.path().join("file/state");
-        let found = check(&config, SystemTime::now());
+        let found = check_now(&config);
         let state = at(Level::Error, "state directory", &found);
         assert!(state[0].contains("cannot be created") && state[0].contains("not a directory"));
         let maildir = at(Level::Error, "LAN delivery", &found);
@@ -881,7 +893,7 @@ mod tests {
         let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = taken.local_addr().unwrap();
         let config = config_in(dir.path(), &with_node(&addr.to_string()), ROUTES);
-        let found = check(&config, SystemTime::now());
+        let found = check_now(&config);
         let note = at(Level::Note, "SMTP listener", &found);
         assert!(
             note[0].starts_with(&format!("{addr} is in use")),
@@ -903,7 +915,7 @@ mod tests {
         let config = config_in(dir.path(), &tls("key.pem"), ROUTES);
         let year = |y: u64| UNIX_EPOCH + Duration::from_secs((y - 1970) * 31_556_952);
         let dated = |when: SystemTime| {
-            check(&config, when)
+            check(&config, &RoutingTable::load(&config.routes), when)
                 .into_iter()
                 .filter(|f| f.what == "STARTTLS")
                 .map(|f| (f.level, f.text.rsplit("; ").next().unwrap().to_owned()))
@@ -940,7 +952,7 @@ mod tests {
         );
         // A key that does not load stops `skywave run`.
         let config = config_in(dir.path(), &tls("junk.pem"), ROUTES);
-        let e = at(Level::Error, "STARTTLS", &check(&config, SystemTime::now()));
+        let e = at(Level::Error, "STARTTLS", &check_now(&config));
         assert!(
             e[0].contains("junk.pem") && e[0].ends_with("would not start"),
             "{e:?}"
@@ -955,7 +967,7 @@ mod tests {
                 "{}[pmul_ip]\naddress = \"{address}\"\npcap = \"nowhere/x/pmul.pcap\"\n",
                 with_node("127.0.0.1:0")
             );
-            check(&config_in(dir.path(), &extra, ROUTES), SystemTime::now())
+            check_now(&config_in(dir.path(), &extra, ROUTES))
                 .into_iter()
                 .filter(|f| f.what == "P_MUL over IP")
                 .map(|f| (f.level, f.text))
