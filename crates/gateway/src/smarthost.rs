@@ -726,6 +726,16 @@ mod tests {
         replies
     }
 
+    /// Sends `body` to `rcpts` over `conn`, which must deliver it and stay open.
+    async fn delivered(conn: Connection, hop: &Hop<'_>, rcpts: &[&str], body: &[u8]) -> Connection {
+        let (next, outcomes) = conn.send(hop, &message(rcpts), body).await;
+        assert!(
+            matches!(outcomes[..], [(_, Outcome::Delivered(_))]),
+            "{outcomes:?}"
+        );
+        next.expect("kept")
+    }
+
     fn plain_hop(port: u16, timeout: Duration) -> Hop<'static> {
         Hop {
             host: "127.0.0.1",
@@ -869,26 +879,16 @@ mod tests {
         const EHLO_8BIT: &str = "250-smarthost.lan\r\n250 8BITMIME\r\n";
         let (port, seen) = server(messages_after(EHLO_8BIT, 3)).await;
         let hop = plain_hop(port, Duration::from_secs(10));
-        let conn = Connection::open(&hop, "gw.ship.test").await.expect("open");
-        let mut conn = Some(conn);
+        let mut conn = Connection::open(&hop, "gw.ship.test").await.expect("open");
         for body in [
             &b"Subject: Gr\xc3\xbc\xc3\x9fe\r\n\r\nx\r\n"[..],
             b"Subject: Gr\xc3\xbc\xc3\x9fe\r\n\r\nK\xc3\xb8ye\r\n",
             // Not UTF-8: no text to encode, so it goes as it is, as before, not stranded.
             b"Subject: Gr\xfc\xdfe\r\n\r\nx\r\n",
         ] {
-            let (next, outcomes) = conn
-                .take()
-                .expect("kept")
-                .send(&hop, &message(&["a@lan.test"]), body)
-                .await;
-            assert!(
-                matches!(outcomes[..], [(_, Outcome::Delivered(_))]),
-                "{outcomes:?}"
-            );
-            conn = next;
+            conn = delivered(conn, &hop, &["a@lan.test"], body).await;
         }
-        conn.expect("kept").close(hop.timeout).await;
+        conn.close(hop.timeout).await;
         let seen = seen.await.expect("server");
         let lines: Vec<&str> = seen
             .iter()
@@ -916,22 +916,9 @@ mod tests {
         let hop = plain_hop(port, Duration::from_secs(10));
         let conn = Connection::open(&hop, "gw.ship.test").await.expect("open");
         let header = "Subject: Gr\u{fc}\u{df}e\r\n\r\nx\r\n";
-        let (conn, outcomes) = conn
-            .send(&hop, &message(&["a@lan.test"]), header.as_bytes())
-            .await;
-        assert!(
-            matches!(outcomes[..], [(_, Outcome::Delivered(_))]),
-            "{outcomes:?}"
-        );
-        let (conn, outcomes) = conn
-            .expect("kept")
-            .send(&hop, &message(&["m\u{f8}ller@lan.test"]), b"x\r\n")
-            .await;
-        assert!(
-            matches!(outcomes[..], [(_, Outcome::Delivered(_))]),
-            "{outcomes:?}"
-        );
-        conn.expect("kept").close(hop.timeout).await;
+        let conn = delivered(conn, &hop, &["a@lan.test"], header.as_bytes()).await;
+        let conn = delivered(conn, &hop, &["m\u{f8}ller@lan.test"], b"x\r\n").await;
+        conn.close(hop.timeout).await;
         let seen = seen.await.expect("server");
         let mails: Vec<&String> = seen.iter().filter(|l| l.starts_with("MAIL")).collect();
         assert_eq!(
