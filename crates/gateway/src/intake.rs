@@ -306,7 +306,14 @@ impl Intake {
         let mut held = Vec::new();
         let mut held_why = Vec::new();
         let mut route_priority: Option<i8> = None;
-        for rcpt in &envelope.recipients {
+        // Each recipient as the spool keeps it, worked out once for the queue, the
+        // `Received:` header and the DSN parameters.
+        let spooled: Vec<String> = envelope
+            .recipients
+            .iter()
+            .map(|r| spooled_path(r))
+            .collect();
+        for (rcpt, spooled_rcpt) in envelope.recipients.iter().zip(&spooled) {
             let Some(RcptRoute {
                 target,
                 priority: prio,
@@ -343,9 +350,9 @@ impl Intake {
                     if !held_why.contains(&why) {
                         held_why.push(why);
                     }
-                    held.push((spooled_path(rcpt), target));
+                    held.push((spooled_rcpt.clone(), target));
                 }
-                _ => recipients.push((spooled_path(rcpt), target)),
+                _ => recipients.push((spooled_rcpt.clone(), target)),
             }
         }
         if recipients.is_empty() && held.is_empty() {
@@ -387,19 +394,14 @@ impl Intake {
         let notice_wake = notice_to.clone();
         let helo = envelope.helo.clone();
         let protocol = envelope.protocol;
-        let all_rcpts: Vec<String> = envelope
-            .recipients
-            .iter()
-            .map(|r| spooled_path(r))
-            .collect();
         let mail_dsn = envelope.dsn.clone();
-        let rcpt_dsn: Vec<(String, RcptDsn)> = envelope
-            .recipients
+        let rcpt_dsn: Vec<(String, RcptDsn)> = spooled
             .iter()
             .zip(&envelope.rcpt_dsn)
             .filter(|(_, d)| !d.is_empty())
-            .map(|(r, d)| (spooled_path(r), d.clone()))
+            .map(|(r, d)| (r.clone(), d.clone()))
             .collect();
+        let all_rcpts = spooled;
         let client_name = match &policy.source {
             Source::Peer { identity, .. } => Some(identity.clone()),
             Source::Lan { .. } => None,
