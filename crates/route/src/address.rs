@@ -267,16 +267,14 @@ pub(crate) fn check_domain(domain: &str) -> Result<String, DomainError> {
         if domain.ends_with('.') {
             return Err(DomainError::TrailingDot(domain.to_owned()));
         }
-        // Strict: hostname characters only (STD3), hyphen rules, DNS lengths.
+        // Strict: hostname characters only (STD3), hyphen rules, DNS lengths. The A-labels
+        // are then checked as any ASCII domain is; they are ASCII by the crate's contract,
+        // and the guard makes sure this calls itself once at most.
         let ascii = idna::domain_to_ascii_strict(domain)
-            .map_err(|_| DomainError::NotIdn(domain.to_owned()))?;
-        return check_domain(&ascii).and_then(|a| {
-            if a.is_ascii() {
-                Ok(a)
-            } else {
-                Err(DomainError::NotIdn(domain.to_owned()))
-            }
-        });
+            .ok()
+            .filter(|a| a.is_ascii())
+            .ok_or_else(|| DomainError::NotIdn(domain.to_owned()))?;
+        return check_domain(&ascii);
     }
     if domain.len() > MAX_DOMAIN {
         return Err(DomainError::TooLong { len: domain.len() });
