@@ -57,6 +57,8 @@ struct RawGroup {
     bearer: Option<Spanned<GroupBearerKind>>,
     address: Option<Spanned<String>>,
     dynamic: Option<Spanned<String>>,
+    schedule: Option<Spanned<Vec<Spanned<String>>>>,
+    schedule_bypass: Option<Spanned<IntOrStr>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -693,7 +695,19 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 AckMode::NonArq
             }
         };
-        let (schedule, schedule_bypass) = check_schedule(ck, p, &name, protocol);
+        let (schedule, schedule_bypass) = match (&p.schedule, protocol == Protocol::Pmul || p.emcon == Some(true)) {
+            (Some(raw), true) => {
+                ck.error(
+                    raw.span(),
+                    format!(
+                        "peer \"{name}\" is reached only by P_MUL multicast, which its group's schedule gates; \
+                         a peer's schedule is for the sessions of hmtp, cftp and smtp peers"
+                    ),
+                );
+                (None, None)
+            }
+            _ => check_schedule(ck, p.schedule.as_ref(), p.schedule_bypass.as_ref(), &format!("peer \"{name}\""), "mail"),
+        };
         let fallback = check_fallback_after(ck, p, &name);
         if duplicate.is_some() {
             continue;
@@ -832,35 +846,29 @@ fn check_fallbacks(
     }
 }
 
-/// A peer's `schedule` and `schedule_bypass`, each error at the window or key it is about.
+/// The `schedule` and `schedule_bypass` of a peer or a group (`who`: `peer "x"`, `group "x"`;
+/// `what`: what goes at any time without a schedule), each error at the window or key it is
+/// about.
 fn check_schedule(
     ck: &mut Checker<'_>,
-    p: &RawPeer,
-    name: &str,
-    protocol: Protocol,
+    schedule: Option<&Spanned<Vec<Spanned<String>>>>,
+    schedule_bypass: Option<&Spanned<IntOrStr>>,
+    who: &str,
+    what: &str,
 ) -> (Option<Schedule>, Option<Priority>) {
-    let bypass = p.schedule_bypass.as_ref().and_then(|v| ck.priority(v));
-    let Some(raw) = &p.schedule else {
-        if let Some(b) = &p.schedule_bypass {
+    let bypass = schedule_bypass.and_then(|v| ck.priority(v));
+    let Some(raw) = schedule else {
+        if let Some(b) = schedule_bypass {
             ck.error(
                 b.span(),
                 format!(
-                    "schedule_bypass is for a peer with a schedule; peer \"{name}\" has none, so all its mail goes at any time"
+                    "schedule_bypass is for a {} with a schedule; {who} has none, so all its {what} goes at any time",
+                    who.split(' ').next().unwrap_or("peer")
                 ),
             );
         }
         return (None, None);
     };
-    if protocol == Protocol::Pmul || p.emcon == Some(true) {
-        ck.error(
-            raw.span(),
-            format!(
-                "peer \"{name}\" is reached only by P_MUL multicast, which a schedule does not gate; \
-                 a schedule is for the sessions of hmtp, cftp and smtp peers"
-            ),
-        );
-        return (None, None);
-    }
     let windows = raw.get_ref();
     let mut good = true;
     for w in windows {
@@ -1289,6 +1297,25 @@ fn check_groups(
                 }
             },
         };
+        let (schedule, schedule_bypass) = match (&bearer, &g.schedule) {
+            (Some(GroupBearer::PmulIp { .. }), Some(raw)) => {
+                ck.error(
+                    raw.span(),
+                    format!(
+                        "group \"{name}\" runs over UDP/IP, where datagrams of several senders do not collide on the air; \
+                         a schedule is for a group over STANAG 5066, whose multicast shares the frequency's time"
+                    ),
+                );
+                (None, None)
+            }
+            _ => check_schedule(
+                ck,
+                g.schedule.as_ref(),
+                g.schedule_bypass.as_ref(),
+                &format!("group \"{name}\""),
+                "multicast mail",
+            ),
+        };
         if let (true, Some(bearer)) = (ok, bearer) {
             groups.push((
                 Group {
@@ -1296,6 +1323,8 @@ fn check_groups(
                     bearer,
                     members,
                     repeats,
+                    schedule,
+                    schedule_bypass,
                     line,
                 },
                 header,

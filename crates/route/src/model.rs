@@ -332,6 +332,13 @@ pub struct Group {
     /// repeat costs airtime but spares a repair round (a turnaround and an ack from every ship)
     /// on a channel that loses some PDUs.
     pub repeats: u8,
+    /// When the base may start its multicasts to the group (UTC windows), for a fleet whose
+    /// stations take turns on the frequency: a message, and each later round of it (repairs,
+    /// EMCON repeats), starts only inside a window; `None`: at any time. Only groups over
+    /// STANAG 5066 have one.
+    pub schedule: Option<crate::Schedule>,
+    /// Multicast mail at or above this priority goes at any time, in or out of a window.
+    pub schedule_bypass: Option<Priority>,
     /// Line of the `[[group]]` entry in the file.
     pub line: usize,
 }

@@ -87,7 +87,7 @@ pub enum ScheduleError {
     Empty(String),
     /// No window at all.
     #[error(
-        "schedule = [] has no window: mail for this peer would never go; leave schedule out for any time"
+        "schedule = [] has no window: its mail would never go; leave schedule out for any time"
     )]
     NoWindow,
     /// More windows than [`MAX_WINDOWS`].

@@ -509,7 +509,33 @@ fn write_group(f: &mut fmt::Formatter<'_>, g: &Group) -> fmt::Result {
         }
     }
     writeln!(f, "  members: {}", g.members.join(", "))?;
-    writeln!(f, "  blind repeats of each Data_PDU: {}", g.repeats)
+    writeln!(f, "  blind repeats of each Data_PDU: {}", g.repeats)?;
+    if let Some(schedule) = &g.schedule {
+        write_schedule(
+            f,
+            schedule,
+            g.schedule_bypass,
+            "multicasts (and their repair rounds and EMCON repeats) start",
+        )?;
+    }
+    Ok(())
+}
+
+/// The `radio schedule:` line of a peer or a group: `what` starts only in its windows.
+fn write_schedule(
+    f: &mut fmt::Formatter<'_>,
+    schedule: &crate::Schedule,
+    bypass: Option<crate::Priority>,
+    what: &str,
+) -> fmt::Result {
+    let bypass = bypass.map_or_else(
+        || "nothing goes outside it".to_owned(),
+        |b| format!("priority {b} and above goes at any time"),
+    );
+    writeln!(
+        f,
+        "  radio schedule: {schedule}: {what} only in a window, with what fits in the time left; {bypass}"
+    )
 }
 
 /// How one message's recipients travel (see [`RoutingTable::plan`]).
@@ -790,14 +816,7 @@ impl fmt::Display for Explanation {
                             )?;
                         }
                         if let Some(schedule) = &p.schedule {
-                            let bypass = p.schedule_bypass.map_or_else(
-                                || "nothing goes outside it".to_owned(),
-                                |b| format!("priority {b} and above goes at any time"),
-                            );
-                            writeln!(
-                                f,
-                                "  radio schedule: {schedule}: sessions start only in a window, with what fits in the time left; {bypass}"
-                            )?;
+                            write_schedule(f, schedule, p.schedule_bypass, "sessions start")?;
                         }
                         if let Some(fb) = &p.fallback {
                             writeln!(

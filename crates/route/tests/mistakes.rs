@@ -692,7 +692,7 @@ fn schedule_mistakes_point_at_the_window() {
     );
     assert_eq!(
         one_error(&format!("{peer}schedule = []\n{route}")),
-        "routes.toml:5:12: error: schedule = [] has no window: mail for this peer would never go; \
+        "routes.toml:5:12: error: schedule = [] has no window: its mail would never go; \
          leave schedule out for any time"
     );
     assert_eq!(
@@ -713,9 +713,69 @@ fn schedule_mistakes_point_at_the_window() {
     ));
     assert!(
         errors.iter().any(|e| e.starts_with(
-            "routes.toml:6:12: error: peer \"ship1\" is reached only by P_MUL multicast, which a schedule does not gate"
+            "routes.toml:6:12: error: peer \"ship1\" is reached only by P_MUL multicast, which its group's schedule gates"
         )),
         "{errors:#?}"
+    );
+}
+
+/// The fleet's multicast keeps a schedule of its own: the group's.
+const FLEET: &str = "[[peer]]\nname = \"ship1\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n\
+                     [[peer]]\nname = \"ship2\"\nnode = \"0.0.1.2\"\nprotocol = \"hmtp\"\n\
+                     [[route]]\nmatch = \"fleet.example\"\nto = \"fleet\"\n\
+                     [[group]]\nname = \"fleet\"\nnode = \"16.0.9.9\"\nmembers = [\"ship1\", \"ship2\"]\n";
+
+#[test]
+fn a_group_schedule_reads_back_and_is_explained() {
+    let text = format!("{FLEET}schedule = [\"*:00-*:03\"]\nschedule_bypass = \"flash\"\n");
+    let table = RoutingTable::parse("routes.toml", &text).expect("valid");
+    let group = &table.groups()[0];
+    assert_eq!(
+        group.schedule.as_ref().map(ToString::to_string).as_deref(),
+        Some("*:00-*:03 UTC")
+    );
+    assert_eq!(group.schedule_bypass.map(|p| p.value()), Some(4));
+    let explained = table.explain("ops@fleet.example", None).to_string();
+    assert!(
+        explained.contains(
+            "  radio schedule: *:00-*:03 UTC: multicasts (and their repair rounds and EMCON repeats) \
+             start only in a window, with what fits in the time left; priority 4 (flash) and above \
+             goes at any time\n"
+        ),
+        "{explained}"
+    );
+    // Without one, nothing is said of it.
+    let table = RoutingTable::parse("routes.toml", FLEET).expect("valid");
+    assert!(table.groups()[0].schedule.is_none());
+    assert!(
+        !table
+            .explain("ops@fleet.example", None)
+            .to_string()
+            .contains("radio schedule")
+    );
+}
+
+#[test]
+fn group_schedule_mistakes_point_at_the_key() {
+    assert_eq!(
+        one_error(&format!("{FLEET}schedule = [\"*:00-*:61\"]\n")),
+        "routes.toml:16:13: error: schedule window \"*:00-*:61\": minute 61 is out of range (0-59)"
+    );
+    assert_eq!(
+        one_error(&format!("{FLEET}schedule_bypass = \"flash\"\n")),
+        "routes.toml:16:19: error: schedule_bypass is for a group with a schedule; group \"fleet\" has \
+         none, so all its multicast mail goes at any time"
+    );
+    // Over IP nothing shares the air: a schedule there is a mistake, said at the key.
+    let ip = "[[peer]]\nname = \"ship1\"\nprotocol = \"pmul\"\nbearer = \"pmul-ip\"\nip = \"10.0.0.1\"\n\
+              [[peer]]\nname = \"ship2\"\nprotocol = \"pmul\"\nbearer = \"pmul-ip\"\nip = \"10.0.0.2\"\n\
+              [[route]]\nmatch = \"fleet.example\"\nto = \"fleet\"\n\
+              [[group]]\nname = \"fleet\"\nbearer = \"pmul-ip\"\naddress = \"239.1.2.3\"\n\
+              members = [\"ship1\", \"ship2\"]\nschedule = [\"*:00-*:03\"]\n";
+    let got = one_error(ip);
+    assert!(
+        got.starts_with("routes.toml:19:12: error: group \"fleet\" runs over UDP/IP"),
+        "{got}"
     );
 }
 
