@@ -91,8 +91,13 @@ fn check(file: &std::path::Path) -> ExitCode {
                         None => m.clone(),
                     })
                     .collect();
+                let windows = g
+                    .schedule
+                    .as_ref()
+                    .map(|s| format!(", in its windows {s}"))
+                    .unwrap_or_default();
                 println!(
-                    "group {} at {}: {}; mail for two or more of them goes once by P_MUL",
+                    "group {} at {}: {}; mail for two or more of them goes once by P_MUL{windows}",
                     g.name,
                     g.address_text(),
                     members.join(", ")

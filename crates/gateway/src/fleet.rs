@@ -123,6 +123,13 @@ pub struct FleetOptions {
     /// base, either way, start only in its slot (a `schedule` in both routing tables), the
     /// ships taking turns in a cycle that must divide the hour. `None`: any time.
     pub slot_minutes: Option<u32>,
+    /// The group's radio schedule in the base's routing table (`"*:00-*:03"`, `"06:00-07:00"`):
+    /// its multicasts, their repair rounds and EMCON repeats start only in these windows.
+    /// Empty: any time.
+    pub group_windows: Vec<String>,
+    /// With `group_windows`: multicast mail at or above this priority (`"flash"`, `"4"`) goes
+    /// at any time.
+    pub group_bypass: Option<String>,
 }
 
 impl FleetOptions {
@@ -153,6 +160,8 @@ impl FleetOptions {
             min_backoff: 30,
             ip: None,
             slot_minutes: None,
+            group_windows: Vec::new(),
+            group_bypass: None,
         }
     }
 
@@ -459,12 +468,25 @@ fn write_base(opts: &FleetOptions) -> Result<PathBuf, PairError> {
     } else {
         format!("node = \"{GROUP_NODE}\"")
     };
+    let mut schedule = String::new();
+    if !opts.group_windows.is_empty() {
+        let windows: Vec<String> = opts
+            .group_windows
+            .iter()
+            .map(|w| format!("\"{w}\""))
+            .collect();
+        schedule = format!("schedule = [{}]\n", windows.join(", "));
+    }
+    if let Some(b) = &opts.group_bypass {
+        schedule.push_str(&format!("schedule_bypass = \"{b}\"\n"));
+    }
     routes.push_str(&format!(
         "\n[[group]]\n\
          name = \"fleet\"\n\
          {bearer}\n\
          members = [{members}]\n\
-         repeats = {repeats}\n\n\
+         repeats = {repeats}\n\
+         {schedule}\n\
          [[route]]\n\
          match = \"{FLEET_DOMAIN}\"\n\
          to = \"fleet\"\n",

@@ -214,7 +214,10 @@ pub fn render(status: &Status) -> String {
         let _ = writeln!(out, "  {peer:<20} {}; {}", traffic(sent), traffic(received));
     }
     if !status.schedules.is_empty() {
-        let _ = writeln!(out, "radio schedules (sessions start only in a window):");
+        let _ = writeln!(
+            out,
+            "radio schedules (sessions and multicasts start only in a window):"
+        );
         for line in &status.schedules {
             let _ = writeln!(out, "  {line}");
         }
@@ -238,20 +241,29 @@ pub fn render(status: &Status) -> String {
     out
 }
 
-/// One line per peer with a radio schedule: its windows and where they stand at `now`.
+/// One line per peer and group with a radio schedule: its windows and where they stand at
+/// `now`.
 fn schedules(table: &skywave_route::RoutingTable, now: u64) -> Vec<String> {
-    table
+    let peers = table
         .peers()
         .iter()
-        .filter_map(|p| {
-            let schedule = p.schedule.as_ref()?;
-            let bypass = p
-                .schedule_bypass
+        .map(|p| (p.name.clone(), p.schedule.as_ref(), p.schedule_bypass));
+    let groups = table.groups().iter().map(|g| {
+        (
+            format!("{} (multicast)", g.name),
+            g.schedule.as_ref(),
+            g.schedule_bypass,
+        )
+    });
+    peers
+        .chain(groups)
+        .filter_map(|(name, schedule, bypass)| {
+            let schedule = schedule?;
+            let bypass = bypass
                 .map(|b| format!("; priority {b} and above at any time"))
                 .unwrap_or_default();
             Some(format!(
-                "{:<20} {schedule}: {}{bypass}",
-                p.name,
+                "{name:<20} {schedule}: {}{bypass}",
                 schedule.state_at(now).describe(now)
             ))
         })
@@ -338,8 +350,11 @@ mod tests {
             "[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n\
              schedule = [\"06:00-07:00\", \"18:00-18:30\"]\nschedule_bypass = \"flash\"\n\
              [[peer]]\nname = \"ship2\"\nnode = \"0.0.1.2\"\nprotocol = \"hmtp\"\n\
+             [[peer]]\nname = \"ship3\"\nnode = \"0.0.1.3\"\nprotocol = \"hmtp\"\n\
              [[route]]\nmatch = \"a.example\"\nto = \"shore\"\n\
-             [[route]]\nmatch = \"b.example\"\nto = \"ship2\"\n",
+             [[route]]\nmatch = \"b.example\"\nto = \"ship2\"\n\
+             [[group]]\nname = \"fleet\"\nnode = \"16.0.9.9\"\nmembers = [\"ship2\", \"ship3\"]\n\
+             schedule = [\"*:00-*:03\"]\n",
         )
         .unwrap_or_else(|e| panic!("{e}"));
         // 2026-11-30 14:58 UTC.
@@ -351,9 +366,10 @@ mod tests {
         let shown = render(&status);
         assert!(
             shown.contains(
-                "radio schedules (sessions start only in a window):\n  shore                \
+                "radio schedules (sessions and multicasts start only in a window):\n  shore                \
                  06:00-07:00, 18:00-18:30 UTC: closed until 18:00 UTC (in 3 h 2 min); \
-                 priority 4 (flash) and above at any time\n"
+                 priority 4 (flash) and above at any time\n  fleet (multicast)    \
+                 *:00-*:03 UTC: closed until 15:00 UTC (in 2 min)\n"
             ),
             "{shown}"
         );

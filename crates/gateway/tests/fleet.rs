@@ -574,3 +574,98 @@ async fn a_multicast_carries_the_dsn_parameters_and_each_ship_reports_its_delive
     assert_eq!(multicast_out(&fleet.base.hf().transfers()).len(), 1);
     fleet.stop().await;
 }
+
+/// The ships' Maildirs that hold the message with `Message-ID: <n.hq@base.example>`.
+fn holding(fleet: &Fleet, n: usize) -> usize {
+    let id = format!("Message-ID: <{n}.hq@base.example>");
+    fleet
+        .ship_maildirs
+        .iter()
+        .filter(|d| maildir(d).iter().any(|m| m.contains(&id)))
+        .count()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_multicast_waits_for_its_groups_window_and_flash_mail_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), 3);
+    // The fleet's calendar starts on the hour: the window opens ten minutes in.
+    o.group_windows = vec!["*:10-*:13".into()];
+    o.group_bypass = Some("flash".into());
+    let fleet = Fleet::start(&o).await.unwrap();
+    let start = tokio::time::Instant::now();
+    let (_, _routine) = to_every_ship(&fleet, 3, "ops", 1, 1500).await;
+    let rcpts: Vec<String> = (0..3).map(|i| format!("ops@{}", ship_domain(i))).collect();
+    let mut flash = b"MMHS-Primary-Precedence: 4\r\n".to_vec();
+    flash.extend(message(&rcpts, 2, 1500));
+    let refs: Vec<&str> = rcpts.iter().map(String::as_str).collect();
+    fleet
+        .base
+        .submit("hq@base.example", &refs, &flash)
+        .await
+        .unwrap();
+    // Flash mail goes at once, outside the window; the routine message waits for it.
+    wait_all(&fleet.ship_maildirs, 1, Duration::from_secs(120)).await;
+    assert_eq!(
+        holding(&fleet, 2),
+        3,
+        "the flash message did not go at once"
+    );
+    tokio::time::sleep_until(start + Duration::from_secs(590)).await;
+    assert_eq!(
+        holding(&fleet, 1),
+        0,
+        "the routine message went before the window"
+    );
+    let before = fleet.subnet.counters().nodes[0].transmissions;
+    // ... and goes within a minute of the opening.
+    tokio::time::sleep_until(start + Duration::from_secs(660)).await;
+    assert_eq!(
+        holding(&fleet, 1),
+        3,
+        "the routine message did not go in the window"
+    );
+    assert!(fleet.subnet.counters().nodes[0].transmissions > before);
+    assert!(
+        wait_spool_empty(&fleet, Duration::from_secs(600)).await,
+        "base spool not empty"
+    );
+    for d in &fleet.ship_maildirs {
+        assert_eq!(maildir(d).len(), 2);
+    }
+    fleet.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_emcon_repeat_due_outside_the_groups_window_waits_for_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), 3);
+    o.emcon = vec![2];
+    // Two windows a day here: 00:10-00:13 and 01:30-01:33 (the fleet's calendar starts at
+    // midnight). The EMCON ship's hourly repeat falls due at 01:10, outside both.
+    o.group_windows = vec!["00:10-00:13".into(), "01:30-01:33".into()];
+    let fleet = Fleet::start(&o).await.unwrap();
+    let start = tokio::time::Instant::now();
+    let (_, body) = to_every_ship(&fleet, 3, "ops", 1, 1500).await;
+    tokio::time::sleep_until(start + Duration::from_secs(590)).await;
+    assert_eq!(fleet.subnet.counters().nodes[0].transmissions, 0);
+    tokio::time::sleep_until(start + Duration::from_secs(780)).await;
+    for (i, d) in fleet.ship_maildirs.iter().enumerate() {
+        check_once(d, &body, i);
+    }
+    let after_first = fleet.subnet.counters().nodes[0].transmissions;
+    assert!(after_first > 0);
+    tokio::time::sleep_until(start + Duration::from_secs(89 * 60)).await;
+    assert_eq!(
+        fleet.subnet.counters().nodes[0].transmissions,
+        after_first,
+        "the base transmitted between its windows"
+    );
+    tokio::time::sleep_until(start + Duration::from_secs(93 * 60)).await;
+    assert!(
+        fleet.subnet.counters().nodes[0].transmissions > after_first,
+        "no EMCON repeat in the second window"
+    );
+    assert_eq!(fleet.subnet.counters().nodes[3].transmissions, 0);
+    fleet.stop().await;
+}

@@ -556,6 +556,16 @@ impl Sender {
             *t = (*t).max(until);
         }
     }
+
+    /// Moves an armed repair round and an armed EMCON repeat to `until` if they were due
+    /// earlier: the caller's radio schedule leaves the frequency to other stations until then.
+    /// A repeat that goes late puts the next one an interval after it. Expiry keeps its time.
+    pub fn postpone_rounds(&mut self, until: u64) {
+        self.postpone_repair(until);
+        if let Some(t) = self.emcon_at.as_mut() {
+            *t = (*t).max(until);
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -725,6 +735,51 @@ mod tests {
         assert_eq!(s.stats().emcon_data_pdus, 6);
         s.handle_ack(&ack(9, vec![]), 9_000_000);
         assert!(s.is_complete());
+    }
+
+    #[test]
+    fn rounds_postponed_by_a_schedule_go_when_it_opens() {
+        let mut s = Sender::new(
+            SenderConfig {
+                emcon_repeats: 2,
+                emcon_interval_ms: 3_600_000,
+                ..cfg()
+            },
+            5,
+            1,
+            vec![Destination::new(2), Destination::emcon(9)],
+            vec![7; 40],
+            0,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let data = |pdus: Vec<Pdu>| pdus.iter().filter(|p| matches!(p, Pdu::Data(_))).count();
+        assert_eq!(data(drain(&mut s, 0)), 3);
+        assert_eq!(s.poll_timeout(), Some(1000));
+        // The repair round is due at 1 s, outside the window; the window opens at 600 s.
+        s.postpone_rounds(600_000);
+        assert_eq!(s.poll_timeout(), Some(600_000));
+        s.handle_timeout(1000);
+        assert!(drain(&mut s, 1000).is_empty(), "nothing before the opening");
+        s.handle_timeout(600_000);
+        assert!(
+            !drain(&mut s, 600_000).is_empty(),
+            "the repair round at the opening"
+        );
+        assert_eq!(s.stats().repair_rounds, 1);
+        assert!(s.handle_ack(&ack(2, vec![]), 601_000));
+        // The timer the repair round armed finds nobody left to repair.
+        s.handle_timeout(601_000);
+        assert!(drain(&mut s, 601_000).is_empty());
+        // The EMCON repeat, due at 3600 s, waits for a window at 4000 s; the next repeat is an
+        // interval after the one that went, and a later time is never moved earlier.
+        assert_eq!(s.poll_timeout(), Some(3_600_000));
+        s.postpone_rounds(4_000_000);
+        s.postpone_rounds(10);
+        assert_eq!(s.poll_timeout(), Some(4_000_000));
+        s.handle_timeout(4_000_000);
+        assert_eq!(data(drain(&mut s, 4_000_000)), 3);
+        assert_eq!(s.poll_timeout(), Some(7_600_000));
+        assert_eq!(s.stats().emcon_data_pdus, 3);
     }
 
     #[test]

@@ -695,7 +695,10 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 AckMode::NonArq
             }
         };
-        let (schedule, schedule_bypass) = match (&p.schedule, protocol == Protocol::Pmul || p.emcon == Some(true)) {
+        let (schedule, schedule_bypass) = match (
+            &p.schedule,
+            protocol == Protocol::Pmul || p.emcon == Some(true),
+        ) {
             (Some(raw), true) => {
                 ck.error(
                     raw.span(),
@@ -706,7 +709,13 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 );
                 (None, None)
             }
-            _ => check_schedule(ck, p.schedule.as_ref(), p.schedule_bypass.as_ref(), &format!("peer \"{name}\""), "mail"),
+            _ => check_schedule(
+                ck,
+                p.schedule.as_ref(),
+                p.schedule_bypass.as_ref(),
+                &format!("peer \"{name}\""),
+                "mail",
+            ),
         };
         let fallback = check_fallback_after(ck, p, &name);
         if duplicate.is_some() {

@@ -511,11 +511,10 @@ fn write_group(f: &mut fmt::Formatter<'_>, g: &Group) -> fmt::Result {
     writeln!(f, "  members: {}", g.members.join(", "))?;
     writeln!(f, "  blind repeats of each Data_PDU: {}", g.repeats)?;
     if let Some(schedule) = &g.schedule {
-        write_schedule(
+        write_schedule(f, schedule, g.schedule_bypass, "multicasts start")?;
+        writeln!(
             f,
-            schedule,
-            g.schedule_bypass,
-            "multicasts (and their repair rounds and EMCON repeats) start",
+            "  repair rounds and EMCON repeats: also only in a window (unless the message goes at any time)"
         )?;
     }
     Ok(())

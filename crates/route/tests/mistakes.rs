@@ -738,9 +738,9 @@ fn a_group_schedule_reads_back_and_is_explained() {
     let explained = table.explain("ops@fleet.example", None).to_string();
     assert!(
         explained.contains(
-            "  radio schedule: *:00-*:03 UTC: multicasts (and their repair rounds and EMCON repeats) \
-             start only in a window, with what fits in the time left; priority 4 (flash) and above \
-             goes at any time\n"
+            "  radio schedule: *:00-*:03 UTC: multicasts start only in a window, with what fits in \
+             the time left; priority 4 (flash) and above goes at any time\n  repair rounds and \
+             EMCON repeats: also only in a window (unless the message goes at any time)\n"
         ),
         "{explained}"
     );

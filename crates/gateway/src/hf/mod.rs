@@ -107,10 +107,57 @@ impl HfContext {
         let Some(schedule) = &peer.schedule else {
             return Admission::Due(Admit::default());
         };
-        let state = schedule.state_at(now);
-        self.log_window(peer, state, now);
-        let urgent = peer.schedule_bypass.map(skywave_route::Priority::value);
-        let stagger = self.opening_stagger(peer);
+        self.scheduled(
+            &Gate {
+                name: &peer.name,
+                group: false,
+                schedule,
+                bypass: peer.schedule_bypass,
+                stagger: self.opening_stagger(peer),
+                reserve: 0,
+                copies: 1,
+            },
+            now,
+        )
+    }
+
+    /// What the multicast link may start for `group` now, at unix second `now`: anything,
+    /// without a schedule; outside its schedule, only mail at or above its `schedule_bypass`
+    /// priority; inside a window that closes, only what fits in the time left, each byte sent
+    /// `1 + repeats` times and the ships' acknowledgements (`answer`, seconds) after it.
+    /// EMCON and held members are the link's own affair.
+    fn group_admission(&self, group: &skywave_route::Group, now: u64, answer: u64) -> Admission {
+        let Some(schedule) = &group.schedule else {
+            return Admission::Due(Admit::default());
+        };
+        self.scheduled(
+            &Gate {
+                name: &group.name,
+                group: true,
+                schedule,
+                bypass: group.schedule_bypass,
+                stagger: 0,
+                reserve: answer,
+                copies: u64::from(group.repeats) + 1,
+            },
+            now,
+        )
+    }
+
+    /// What a radio schedule lets start at unix second `now` (see [`Gate`]).
+    fn scheduled(&self, gate: &Gate<'_>, now: u64) -> Admission {
+        let state = gate.schedule.state_at(now);
+        self.log_window(gate, state, now);
+        gate.admission(state, now, self.config.assumed_bps)
+    }
+}
+
+impl Gate<'_> {
+    /// What the schedule, standing at `state`, lets start at unix second `now`, on a link
+    /// whose slowest rate is `bps`.
+    fn admission(&self, state: ScheduleState, now: u64, bps: u32) -> Admission {
+        let urgent = self.bypass.map(skywave_route::Priority::value);
+        let stagger = self.stagger;
         match state {
             ScheduleState::Closed { opens } => Admission::Closed { urgent, opens },
             // The second station of the pair at the opening (see `opening_stagger`).
@@ -124,20 +171,23 @@ impl HfContext {
                 since: Some(since),
                 until: Some(until),
             } => {
-                let bytes_per_s = u64::from(self.config.assumed_bps.max(1)) / 8;
+                let bytes_per_s = u64::from(bps.max(1)) / 8;
+                let left = until.saturating_sub(now).saturating_sub(self.reserve);
                 Admission::Due(Admit {
                     fit: Some(Fit {
-                        bytes: until.saturating_sub(now).saturating_mul(bytes_per_s.max(1)),
+                        bytes: left.saturating_mul(bytes_per_s.max(1)) / self.copies.max(1),
                         fresh: now.saturating_sub(since) <= FRESH_WINDOW.as_secs(),
                     }),
-                    unlimited_from: peer.schedule_bypass.map(skywave_route::Priority::value),
+                    unlimited_from: urgent,
                     ..Admit::default()
                 })
             }
             ScheduleState::Open { .. } => Admission::Due(Admit::default()),
         }
     }
+}
 
+impl HfContext {
     /// Seconds this gateway lets pass after a window of `peer`'s opens before its own sessions
     /// start there. Both stations of a pair keep the same window, and both hold mail for the
     /// other when it opens: with clocks in step both would key up in the same instant, and
@@ -161,32 +211,38 @@ impl HfContext {
         }
     }
 
-    /// Logs each opening and closing of `peer`'s schedule window once, as its link meets it.
-    fn log_window(&self, peer: &skywave_route::Peer, state: ScheduleState, now: u64) {
+    /// Logs each opening and closing of a peer's or a group's schedule window once, as its
+    /// link meets it.
+    fn log_window(&self, gate: &Gate<'_>, state: ScheduleState, now: u64) {
         let mut said = self
             .windows_said
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if said.get(&peer.name) == Some(&state) {
+        // Peer and group names differ (the routing table sees to it).
+        if said.get(gate.name) == Some(&state) {
             return;
         }
-        said.insert(peer.name.clone(), state);
-        let bypass = peer
-            .schedule_bypass
+        said.insert(gate.name.to_owned(), state);
+        let bypass = gate
+            .bypass
             .map(|p| format!("; mail of priority {p} and above goes at any time"))
             .unwrap_or_default();
-        let stagger = match (state, self.opening_stagger(peer)) {
+        let stagger = match (state, gate.stagger) {
             (ScheduleState::Open { since: Some(_), .. }, s) if s > 0 => format!(
                 "; the peer, the higher address, starts first: this gateway's sessions start {s} s after the opening"
             ),
             _ => String::new(),
         };
-        info!(
-            peer = %peer.name,
+        let said = format!(
             "radio schedule {}: {}{bypass}{stagger}",
-            peer.schedule.as_ref().map(ToString::to_string).unwrap_or_default(),
+            gate.schedule,
             state.describe(now)
         );
+        if gate.group {
+            info!(group = %gate.name, "{said}");
+        } else {
+            info!(peer = %gate.name, "{said}");
+        }
     }
 
     /// Takes what a link may send to `peer` now (see [`HfContext::admission`]), within its
@@ -302,6 +358,25 @@ impl HfContext {
             }
         }
     }
+}
+
+/// A radio schedule as a link meets it: a peer's, which gates that peer's sessions, or a
+/// group's, which gates its multicasts ([`HfContext::scheduled`]).
+struct Gate<'a> {
+    /// The peer's or the group's name.
+    name: &'a str,
+    /// A group's (for the log).
+    group: bool,
+    schedule: &'a skywave_route::Schedule,
+    /// Mail at or above this priority goes at any time.
+    bypass: Option<skywave_route::Priority>,
+    /// Seconds after an opening before this gateway starts (see
+    /// [`HfContext::opening_stagger`]).
+    stagger: u64,
+    /// Seconds the window must still hold after the data: a multicast's acknowledgement slots.
+    reserve: u64,
+    /// How many times each byte goes on the air: a group's blind repeats, plus one.
+    copies: u64,
 }
 
 /// What a link may send to its peer now ([`HfContext::admission`]).
@@ -1007,6 +1082,47 @@ mod tests {
         assert_eq!(
             Admit::default().takes(9, u64::MAX, &due(-9, u64::MAX)),
             Take
+        );
+    }
+    #[test]
+    fn a_groups_window_must_hold_every_copy_and_the_acknowledgements() {
+        let schedule =
+            skywave_route::Schedule::parse(&["*:00-*:03"]).unwrap_or_else(|e| panic!("{e}"));
+        let gate = Gate {
+            name: "fleet",
+            group: true,
+            schedule: &schedule,
+            bypass: None,
+            stagger: 0,
+            reserve: 30,
+            copies: 2,
+        };
+        // An hour's start plus 60 s: 120 s left, 30 of them the ships' acks; 90 s at 1200
+        // bit/s is 13,500 bytes on the air, each sent twice.
+        let hour = 1_796_083_200;
+        let state = schedule.state_at(hour + 60);
+        let Admission::Due(admit) = gate.admission(state, hour + 60, 1200) else {
+            panic!("open window");
+        };
+        assert_eq!(admit.fit.map(|f| (f.bytes, f.fresh)), Some((6750, true)));
+        assert_eq!(admit.takes(0, 0, &due(0, 6000)), Admitted::Take);
+        assert_eq!(admit.takes(1, 6000, &due(0, 1000)), Admitted::Skip);
+        // Ten seconds before the close nothing fits beside the acks, and the window is not
+        // fresh: even a small message waits for the next.
+        let late = hour + 170;
+        let Admission::Due(admit) = gate.admission(schedule.state_at(late), late, 1200) else {
+            panic!("open window");
+        };
+        assert_eq!(admit.fit.map(|f| f.bytes), Some(0));
+        assert_eq!(admit.takes(0, 0, &due(0, 100)), Admitted::Skip);
+        // Closed: until the next hour.
+        let closed = hour + 200;
+        assert_eq!(
+            gate.admission(schedule.state_at(closed), closed, 1200),
+            Admission::Closed {
+                urgent: None,
+                opens: hour + 3600
+            }
         );
     }
 }

@@ -65,7 +65,7 @@ use super::dedup_store::DedupStore;
 use super::pmul_ip::{APORT, DPORT, IpCarrier, RPORT, TPORT};
 use super::sis::{Endpoint, LinkInput, priority_5066};
 use super::transfer::{Direction, TransferRecord};
-use super::{Classified, HfContext, MAX_SLEEP, classify};
+use super::{Admission, Admit, Admitted, Classified, HfContext, MAX_SLEEP, classify};
 use crate::intake::{GatewayPolicy, Source};
 use crate::outcome::Outcome;
 
@@ -459,6 +459,8 @@ struct Outgoing {
     /// Announce_PDU never joined, so every repair round announces it again).
     announced_rounds: u32,
     priority: skywave_sis::Priority,
+    /// The mail's own priority (RFC 6710 scale), against the group's `schedule_bypass`.
+    mail_priority: i8,
     id: QueueId,
     from: String,
     size: u64,
@@ -625,8 +627,19 @@ impl PmulLink {
                     let now = self.ctx.clock.unix_ms();
                     let busy = self.carrier.busy_ms();
                     let bps = self.ctx.config.assumed_bps;
+                    let table = self.ctx.routes.current();
                     for o in &mut st.out {
                         if o.phase == Phase::Sending {
+                            // Outside the group's radio schedule its rounds wait for the next
+                            // window, as its new messages do.
+                            if let Some(opens) = table
+                                .groups()
+                                .iter()
+                                .find(|g| g.name == o.group)
+                                .and_then(|g| self.closed_for(g, o.mail_priority, now / 1000))
+                            {
+                                o.sender.postpone_rounds(opens.saturating_mul(1000));
+                            }
                             // Our node is still sending what this gateway handed it (unicast
                             // mail queued behind the multicast): on a half-duplex radio no ship
                             // has answered yet, and a round now would list ships whose acks
@@ -646,12 +659,18 @@ impl PmulLink {
         }
     }
 
-    /// When to look at the groups' queues next.
+    /// When to look at the groups' queues next: a group outside its radio schedule at its
+    /// next window (or at the periodic look, for mail that may go at any time).
     async fn next_look(&self) -> Instant {
         let cap = Instant::now() + MAX_SLEEP;
         let table = self.ctx.routes.current();
+        let now = self.ctx.clock.unix_now();
         let mut at = cap;
         for g in table.groups() {
+            if let Admission::Closed { opens, .. } = self.admission(g, now) {
+                at = at.min(self.ctx.clock.instant_of(opens));
+                continue;
+            }
             for t in g.members.iter().chain(std::iter::once(&g.name)) {
                 at = at.min(self.ctx.next_due(&Target::Peer(t.clone()), cap).await);
             }
@@ -677,20 +696,54 @@ impl PmulLink {
             if room == 0 {
                 return;
             }
-            let taken = self.take_group(&table, group, room).await;
+            let admit = match self.admission(group, self.ctx.clock.unix_now()) {
+                Admission::Nothing | Admission::Closed { urgent: None, .. } => continue,
+                Admission::Closed {
+                    urgent: Some(min), ..
+                } => Admit {
+                    min_priority: Some(min),
+                    ..Admit::default()
+                },
+                Admission::Due(admit) => admit,
+            };
+            let taken = self.take_group(&table, group, room, admit).await;
             for t in taken {
                 self.start_message(st, &table, group, t);
             }
         }
     }
 
+    /// What the group's radio schedule lets start at unix second `now` (see
+    /// [`HfContext::group_admission`]): the window must also hold the ships' acknowledgements.
+    fn admission(&self, group: &Group, now: u64) -> Admission {
+        let answer = self.carrier.answer_ms(
+            group.members.len(),
+            self.ctx.config.assumed_bps,
+            self.ctx.config.turnaround,
+        );
+        self.ctx.group_admission(group, now, answer.div_ceil(1000))
+    }
+
+    /// When `group`'s next window opens (unix seconds), if its schedule keeps mail of
+    /// `priority` from starting anything at `now`.
+    fn closed_for(&self, group: &Group, priority: i8, now: u64) -> Option<u64> {
+        match self.admission(group, now) {
+            Admission::Closed { urgent, opens } if urgent.is_none_or(|u| priority < u) => {
+                Some(opens)
+            }
+            _ => None,
+        }
+    }
+
     /// Takes from the spool the messages due for `group`'s members (or the group) that go by
-    /// multicast, marking their recipients in flight.
+    /// multicast, as far as `admit` (the group's radio schedule) lets, marking their
+    /// recipients in flight.
     async fn take_group(
         &self,
         table: &Arc<RoutingTable>,
         group: &Group,
         room: usize,
+        admit: Admit,
     ) -> Vec<Taken> {
         let spool = Arc::clone(&self.ctx.intake.spool);
         let table = Arc::clone(table);
@@ -717,11 +770,17 @@ impl PmulLink {
                 }
             }
             let mut out = Vec::new();
+            let mut taken_bytes = 0u64;
             for (key, per_target) in due {
                 if out.len() >= room {
                     break;
                 }
                 let Some(d) = info.remove(&key) else { continue };
+                match admit.takes(out.len(), taken_bytes, &d) {
+                    Admitted::Take => {}
+                    Admitted::Skip => continue,
+                    Admitted::Stop => break,
+                }
                 let (_, file) = spool.load(&d.id)?;
                 let pending = pending_targets(&file.envelope.recipients);
                 let plan = table.plan(pending.iter().map(String::as_str));
@@ -729,6 +788,7 @@ impl PmulLink {
                 if plan.multicast_for(&group.name).is_none() {
                     continue;
                 }
+                taken_bytes = taken_bytes.saturating_add(d.size);
                 let mut members = Vec::new();
                 let mut whole = Vec::new();
                 let mut all = Vec::new();
@@ -944,6 +1004,7 @@ impl PmulLink {
                     dynamic,
                     announced_rounds: 0,
                     priority: priority_5066(t.priority.value()),
+                    mail_priority: t.priority.value(),
                     id: t.id,
                     from: t.from,
                     size,
