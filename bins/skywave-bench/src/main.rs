@@ -93,12 +93,13 @@ struct Fleet {
     ships: Vec<usize>,
     /// Workloads: all (one message to every ship), one (to the first ship), mixed (one to
     /// every ship and one to each ship alone), reports (every ship sends the base one at
-    /// once) (default: all, one, mixed).
+    /// once), exchange (all and reports at once) (default: all, one, mixed).
     #[arg(long, value_delimiter = ',')]
     workload: Vec<String>,
     /// Time slots, minutes each: each ship's sessions with the base start only in its slot
     /// (a radio schedule in both routing tables), the ships in turn in a cycle that must
-    /// divide the hour; 0 for none (default 0). Several values run each.
+    /// divide the hour, after a slot of the base's own for its multicast over 5066 when the
+    /// base has mail to send; 0 for none (default 0). Several values run each.
     #[arg(long, value_delimiter = ',')]
     slot_minutes: Vec<u32>,
     /// Scenarios: hmtp-unicast, pmul-multicast (P_MUL over 5066), pmul-ip (P_MUL over an
@@ -605,7 +606,7 @@ fn run_fleet(f: Fleet) -> Result<ExitCode> {
         .iter()
         .map(|w| {
             FleetWorkload::parse(w).with_context(|| {
-                format!("unknown workload {w:?}: expected all, one, mixed or reports")
+                format!("unknown workload {w:?}: expected all, one, mixed, reports or exchange")
             })
         })
         .collect::<Result<Vec<_>>>()?;

@@ -4,9 +4,10 @@
 //!
 //! Every run is the production gateway code ([`skywave_gateway::fleet::Fleet`]: spools, routing
 //! tables, link schedulers, Maildir delivery) over the bundled emulator, each ship hearing the
-//! channel at its own SNR ([`ship_snr`]). A run submits its workload to the base at once (or,
-//! for `reports`, every ship its report to the base, the ships keeping time slots or not:
-//! [`FleetSpec::slot_minutes`]) and reports when every ship has its mail (the base every
+//! channel at its own SNR ([`ship_snr`]). A run submits its workload to the base at once (for
+//! `reports` every ship its report to the base instead, for `exchange` both; the ships keeping
+//! time slots or not, [`FleetSpec::slot_minutes`], with a slot of the base's own for its
+//! multicast when it has mail) and reports when every ship has its mail (the base every
 //! report), when the base has every acknowledgement (the ships theirs), the airtime of every transmission on the channel (from the emulator's trace), the
 //! transmissions and the bytes on the air. The gateways run on a fixed simulation calendar and
 //! queue-id salt, so `all` and `one` runs repeat exactly for a seed; `mixed` runs, whose messages
@@ -33,6 +34,10 @@ pub enum FleetWorkload {
     /// ships contend for the one frequency unless they keep time slots
     /// ([`FleetSpec::slot_minutes`]).
     Reports,
+    /// Both at once: the base's message for every ship (`all`) and every ship's report, as at
+    /// noon when orders go out and reports come in; in time slots the base's multicast keeps a
+    /// slot of its own, the first of each cycle (its group's schedule).
+    Exchange,
 }
 
 impl FleetWorkload {
@@ -43,6 +48,7 @@ impl FleetWorkload {
             FleetWorkload::One => "one",
             FleetWorkload::Mixed => "mixed",
             FleetWorkload::Reports => "reports",
+            FleetWorkload::Exchange => "exchange",
         }
     }
 
@@ -53,15 +59,21 @@ impl FleetWorkload {
             "one" => Some(FleetWorkload::One),
             "mixed" => Some(FleetWorkload::Mixed),
             "reports" => Some(FleetWorkload::Reports),
+            "exchange" => Some(FleetWorkload::Exchange),
             _ => None,
         }
+    }
+
+    /// Whether every ship sends the base a report.
+    fn reports(self) -> bool {
+        matches!(self, FleetWorkload::Reports | FleetWorkload::Exchange)
     }
 
     /// The base's messages, each as the indices of the ships it has a recipient on.
     fn messages(self, ships: usize) -> Vec<Vec<usize>> {
         match self {
             FleetWorkload::Reports => Vec::new(),
-            FleetWorkload::All => vec![(0..ships).collect()],
+            FleetWorkload::All | FleetWorkload::Exchange => vec![(0..ships).collect()],
             FleetWorkload::One => vec![vec![0]],
             FleetWorkload::Mixed => {
                 let mut v = vec![(0..ships).collect::<Vec<_>>()];
@@ -187,13 +199,13 @@ async fn run(spec: &FleetSpec) -> Result<FleetResult, BenchError> {
     o.max_links = spec.max_links;
     o.ship_impairments = spec.ship_impairments.clone();
     o.slot_minutes = spec.slot_minutes;
+    let messages = spec.workload.messages(spec.ships);
+    // In slots, the base's multicast over HF keeps a slot of its own.
+    o.base_slot =
+        spec.slot_minutes.is_some() && spec.multicast && spec.ip.is_none() && !messages.is_empty();
     let fleet = Fleet::start(&o)
         .await
         .map_err(|e| BenchError::Fleet(e.to_string()))?;
-    if spec.workload == FleetWorkload::Reports {
-        return reports(spec, fleet).await;
-    }
-    let messages = spec.workload.messages(spec.ships);
     let mut expected = vec![0usize; spec.ships];
     for (n, ships) in messages.iter().enumerate() {
         let rcpts: Vec<String> = ships
@@ -211,12 +223,26 @@ async fn run(spec: &FleetSpec) -> Result<FleetResult, BenchError> {
             .await
             .map_err(|r| BenchError::Fleet(format!("the base refused the mail: {r}")))?;
     }
+    let reports = if spec.workload.reports() {
+        spec.ships
+    } else {
+        0
+    };
+    for i in 0..reports {
+        let Some(ship) = fleet.ship(i) else { continue };
+        let from = format!("captain@{}", ship_domain(i));
+        let body = report(spec, i, &from);
+        ship.submit(&from, &["hq@base.example"], &body)
+            .await
+            .map_err(|r| BenchError::Fleet(format!("ship {} refused its report: {r}", i + 1)))?;
+    }
     let start = tokio::time::Instant::now();
     let mut all_delivered = None;
     let mut done = None;
     let mut lifted = spec.emcon == 0;
     while start.elapsed() < LIMIT {
-        let all = (0..spec.ships).all(|i| count(&fleet.ship_maildirs[i]) >= expected[i]);
+        let all = (0..spec.ships).all(|i| count(&fleet.ship_maildirs[i]) >= expected[i])
+            && count(&fleet.base_maildir) >= reports;
         if all && all_delivered.is_none() {
             all_delivered = Some(start.elapsed().as_secs_f64());
         }
@@ -229,7 +255,12 @@ async fn run(spec: &FleetSpec) -> Result<FleetResult, BenchError> {
             }
             lifted = true;
         }
-        let queued = fleet.base.spool().entries().map_or(1, |e| e.count());
+        // The ships' spools hold their reports.
+        let queued = fleet.base.spool().entries().map_or(1, |e| e.count())
+            + (0..reports)
+                .filter_map(|i| fleet.ship(i))
+                .map(|s| s.spool().entries().map_or(1, |e| e.count()))
+                .sum::<usize>();
         if all && lifted && queued == 0 {
             done = Some(start.elapsed().as_secs_f64());
             break;
@@ -238,49 +269,17 @@ async fn run(spec: &FleetSpec) -> Result<FleetResult, BenchError> {
     }
     let delivered = (0..spec.ships)
         .map(|i| count(&fleet.ship_maildirs[i]).min(expected[i]))
-        .sum();
+        .sum::<usize>()
+        + count(&fleet.base_maildir).min(reports);
     measured(
         fleet,
         start,
-        expected.iter().sum(),
+        expected.iter().sum::<usize>() + reports,
         delivered,
         all_delivered,
         done,
     )
     .await
-}
-
-/// The `reports` workload: every ship sends the base one message at once; "every ship has
-/// it" is when the base has every report, "all acked" when every ship's spool is empty.
-async fn reports(spec: &FleetSpec, fleet: Fleet) -> Result<FleetResult, BenchError> {
-    for i in 0..spec.ships {
-        let Some(ship) = fleet.ship(i) else { continue };
-        let from = format!("captain@{}", ship_domain(i));
-        let body = report(spec, i, &from);
-        ship.submit(&from, &["hq@base.example"], &body)
-            .await
-            .map_err(|r| BenchError::Fleet(format!("ship {} refused its report: {r}", i + 1)))?;
-    }
-    let start = tokio::time::Instant::now();
-    let mut all_delivered = None;
-    let mut done = None;
-    while start.elapsed() < LIMIT {
-        let all = count(&fleet.base_maildir) >= spec.ships;
-        if all && all_delivered.is_none() {
-            all_delivered = Some(start.elapsed().as_secs_f64());
-        }
-        let queued: usize = (0..spec.ships)
-            .filter_map(|i| fleet.ship(i))
-            .map(|s| s.spool().entries().map_or(1, |e| e.count()))
-            .sum();
-        if all && queued == 0 {
-            done = Some(start.elapsed().as_secs_f64());
-            break;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    let delivered = count(&fleet.base_maildir).min(spec.ships);
-    measured(fleet, start, spec.ships, delivered, all_delivered, done).await
 }
 
 /// What a run of `fleet` measured once its mail is delivered (or the limit passed): the
@@ -500,6 +499,7 @@ pub fn fleet_plots(
         FleetWorkload::One,
         FleetWorkload::Mixed,
         FleetWorkload::Reports,
+        FleetWorkload::Exchange,
     ] {
         let mut time = crate::plot::Series::new();
         let mut air = crate::plot::Series::new();

@@ -309,6 +309,54 @@ fn time_slots_keep_the_ships_reports_apart() {
     );
 }
 
+/// The README's fleet lines on orders and reports at once (`skywave-bench fleet --workload
+/// exchange --scenarios hmtp-unicast,pmul-multicast --ships 5 --slot-minutes 0,2 --emcon 0`):
+/// the base multicasts one message to every ship while each ship sends it a report. In
+/// 2-minute slots the base's multicast keeps the first slot of the cycle (its group's radio
+/// schedule) and each ship its own after it: nothing collides, the base's multicast is on the
+/// air for 36.0 s as without slots, and the last report comes in ship 5's slot, ten minutes
+/// into the cycle.
+#[test]
+fn in_time_slots_the_bases_multicast_keeps_a_slot_of_its_own() {
+    let exchange = |slot_minutes| {
+        run(&FleetSpec {
+            workload: FleetWorkload::Exchange,
+            slot_minutes,
+            ..spec(true, 0)
+        })
+    };
+    let free = exchange(None);
+    assert_eq!((free.delivered, free.expected), (10, 10), "{free:?}");
+    within(
+        "free: every ship has the order and the base every report, s",
+        free.all_delivered_s.unwrap(),
+        100.0,
+        110.0,
+    );
+    within("free: airtime, s", free.airtime_s, 90.0, 95.0);
+    let slotted = exchange(Some(2));
+    assert_eq!(
+        (slotted.delivered, slotted.expected),
+        (10, 10),
+        "{slotted:?}"
+    );
+    assert_eq!(slotted.collided, 0, "{slotted:?}");
+    within("slotted: airtime, s", slotted.airtime_s, 93.0, 97.0);
+    within(
+        "slotted: base airtime, s",
+        slotted.base_airtime_s,
+        35.0,
+        37.0,
+    );
+    assert_eq!(slotted.transmissions, 20, "{slotted:?}");
+    within(
+        "slotted: all in, s",
+        slotted.all_delivered_s.unwrap(),
+        600.0,
+        620.0,
+    );
+}
+
 /// The README's fleet lines on a base serving thirty ships (`skywave-bench fleet --ships 30
 /// --workload mixed --scenarios hmtp-unicast --emcon 0`): the base's sessions to the ships wait
 /// in its node behind one another for minutes, and one given up there at its reply timeout went

@@ -130,6 +130,9 @@ pub struct FleetOptions {
     /// With `group_windows`: multicast mail at or above this priority (`"flash"`, `"4"`) goes
     /// at any time.
     pub group_bypass: Option<String>,
+    /// With `slot_minutes`: the first slot of every cycle is the base's, for its multicasts
+    /// (the group's schedule), and the ships' slots follow it, so the cycle is one slot longer.
+    pub base_slot: bool,
 }
 
 impl FleetOptions {
@@ -162,31 +165,43 @@ impl FleetOptions {
             slot_minutes: None,
             group_windows: Vec::new(),
             group_bypass: None,
+            base_slot: false,
         }
     }
 
     /// Ship `i`'s `schedule = [...]` line for its slot (see [`FleetOptions::slot_minutes`]), or
     /// nothing without slots.
     fn slot_schedule(&self, i: usize) -> Result<String, PairError> {
-        let Some(slot) = self.slot_minutes else {
+        let windows = self.slot_windows(i + usize::from(self.base_slot))?;
+        if windows.is_empty() {
             return Ok(String::new());
+        }
+        let windows: Vec<String> = windows.iter().map(|w| format!("\"{w}\"")).collect();
+        Ok(format!("schedule = [{}]\n", windows.join(", ")))
+    }
+
+    /// The windows of slot `k` of the cycle (`"*:MM-*:MM"`, one per cycle in the hour), or none
+    /// without slots.
+    fn slot_windows(&self, k: usize) -> Result<Vec<String>, PairError> {
+        let Some(slot) = self.slot_minutes else {
+            return Ok(Vec::new());
         };
-        let ships = u32::try_from(self.ships).unwrap_or(u32::MAX);
-        let cycle = slot.saturating_mul(ships);
+        let slots = u32::try_from(self.ships + usize::from(self.base_slot)).unwrap_or(u32::MAX);
+        let cycle = slot.saturating_mul(slots);
         if slot == 0 || cycle > 60 || 60 % cycle != 0 {
+            let base = if self.base_slot { " and the base" } else { "" };
             return Err(PairError::Setting(format!(
-                "{} ships in slots of {slot} min make a cycle of {cycle} min, which must divide the hour",
+                "{} ships{base} in slots of {slot} min make a cycle of {cycle} min, which must divide the hour",
                 self.ships
             )));
         }
-        let first = slot * u32::try_from(i).unwrap_or(0);
-        let windows: Vec<String> = (0..60 / cycle)
-            .map(|k| {
-                let start = k * cycle + first;
-                format!("\"*:{:02}-*:{:02}\"", start, (start + slot) % 60)
+        let first = slot * u32::try_from(k).unwrap_or(0);
+        Ok((0..60 / cycle)
+            .map(|c| {
+                let start = c * cycle + first;
+                format!("*:{:02}-*:{:02}", start, (start + slot) % 60)
             })
-            .collect();
-        Ok(format!("schedule = [{}]\n", windows.join(", ")))
+            .collect())
     }
 
     fn ship_smtp(&self, i: usize) -> SocketAddr {
@@ -468,13 +483,20 @@ fn write_base(opts: &FleetOptions) -> Result<PathBuf, PairError> {
     } else {
         format!("node = \"{GROUP_NODE}\"")
     };
+    if opts.base_slot && opts.ip.is_some() {
+        return Err(PairError::Setting(
+            "a slot of the base's own is for multicast over HF; over IP nothing shares the frequency"
+                .into(),
+        ));
+    }
     let mut schedule = String::new();
-    if !opts.group_windows.is_empty() {
-        let windows: Vec<String> = opts
-            .group_windows
-            .iter()
-            .map(|w| format!("\"{w}\""))
-            .collect();
+    let windows = if opts.base_slot {
+        opts.slot_windows(0)?
+    } else {
+        opts.group_windows.clone()
+    };
+    if !windows.is_empty() {
+        let windows: Vec<String> = windows.iter().map(|w| format!("\"{w}\"")).collect();
         schedule = format!("schedule = [{}]\n", windows.join(", "));
     }
     if let Some(b) = &opts.group_bypass {
