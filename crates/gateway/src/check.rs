@@ -105,6 +105,7 @@ pub fn check(
                 out.push(Finding::new(Level::Warning, "routing table", w.headline()));
             }
             out.extend(peers(config, table));
+            out.extend(schedules(config, table));
         }
         Err(e) => out.push(Finding::new(
             Level::Error,
@@ -319,6 +320,66 @@ fn peers(config: &Config, table: &RoutingTable) -> Vec<Finding> {
                 )),
             },
         }
+    }
+    out
+}
+
+/// What the shortest window of each radio schedule holds at `[hf] assumed_bps`: a peer's
+/// session, a group's multicast (each blind repeat, and the ships' acknowledgement slots after
+/// it). A window the acknowledgements fill lets a multicast go only alone at its opening, which
+/// an administrator choosing slots for a fleet would not guess.
+fn schedules(config: &Config, table: &RoutingTable) -> Vec<Finding> {
+    let bps = config.hf.assumed_bps.max(1);
+    let kb = |secs: u64, copies: u64| secs * u64::from(bps) / 8 / copies.max(1) / 1000;
+    let mut out = Vec::new();
+    for peer in table.peers() {
+        let Some(shortest) = peer.schedule.as_ref().and_then(|s| s.shortest_window()) else {
+            continue;
+        };
+        out.push(Finding::new(
+            Level::Ok,
+            format!("peer {}", peer.name),
+            format!(
+ "sessions start in its windows; the shortest, {} min, carries about {} kB of mail at [hf] assumed_bps = {bps}",
+                shortest / 60,
+                kb(shortest, 1)
+            ),
+        ));
+    }
+    for group in table.groups() {
+        let Some(shortest) = group.schedule.as_ref().and_then(|s| s.shortest_window()) else {
+            continue;
+        };
+        let what = format!("group {}", group.name);
+        let acks =
+            crate::hf::pmul_link::hf_answer_ms(group.members.len(), bps, config.hf.turnaround)
+                .div_ceil(1000);
+        let copies = u64::from(group.repeats) + 1;
+        let left = shortest.saturating_sub(acks);
+        let slots = format!(
+            "the {} ships' acknowledgement slots take {acks} s of it",
+            group.members.len()
+        );
+        out.push(if kb(left, copies) == 0 {
+            Finding::new(
+                Level::Warning,
+                what,
+                format!(
+ "its shortest window, {} min, holds no multicast: {slots} at [hf] assumed_bps = {bps}, so a message goes only alone at a window's opening; lengthen the window",
+                    shortest / 60
+                ),
+            )
+        } else {
+            Finding::new(
+                Level::Ok,
+                what,
+                format!(
+ "multicasts start in its windows; the shortest, {} min, carries about {} kB of mail at [hf] assumed_bps = {bps} ({slots}, and each Data_PDU goes {copies} times)",
+                    shortest / 60,
+                    kb(left, copies)
+                ),
+            )
+        });
     }
     out
 }
@@ -860,6 +921,61 @@ mod tests {
                  link runs only on its peers' servers; its mail would stay queued"
                     .to_owned()
             )]
+        );
+    }
+
+    #[test]
+    fn a_schedule_says_what_its_shortest_window_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let routes = |window: &str| {
+            let mut r = String::new();
+            for i in 1..=10 {
+                let schedule = if i == 10 {
+                    "schedule = [\"06:00-07:00\"]\n"
+                } else {
+                    ""
+                };
+                r.push_str(&format!(
+                    "[[peer]]\nname = \"ship{i}\"\nnode = \"0.0.3.{i}\"\nprotocol = \"hmtp\"\n{schedule}\
+                     [[route]]\nmatch = \"ship{i}.example\"\nto = \"ship{i}\"\n"
+                ));
+            }
+            format!(
+                "{r}[[group]]\nname = \"fleet\"\nnode = \"16.0.9.9\"\nmembers = [{}]\n\
+                 schedule = [\"{window}\"]\n",
+                (1..=10)
+                    .map(|i| format!("\"ship{i}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        // At the default 300 bit/s: a peer's hour carries 135 kB; ten ships' acks take
+        // 2 + 11 x 6.3 + 10 = 82 s of a group's window, and each PDU goes twice.
+        let config = config_in(dir.path(), &with_node("127.0.0.1:0"), &routes("*:00-*:05"));
+        let found = check_now(&config);
+        assert_eq!(
+            at(Level::Ok, "peer ship10", &found)[1..],
+            [
+                "sessions start in its windows; the shortest, 60 min, carries about 135 kB of mail \
+              at [hf] assumed_bps = 300"
+            ]
+        );
+        assert_eq!(
+            at(Level::Ok, "group fleet", &found)[1],
+            "multicasts start in its windows; the shortest, 5 min, carries about 4 kB of mail at \
+             [hf] assumed_bps = 300 (the 10 ships' acknowledgement slots take 82 s of it, and \
+             each Data_PDU goes 2 times)"
+        );
+        // A one-minute window is all acknowledgements: a warning that says what follows.
+        let config = config_in(dir.path(), &with_node("127.0.0.1:0"), &routes("*:00-*:01"));
+        let w = at(Level::Warning, "group fleet", &check_now(&config));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with(
+                "its shortest window, 1 min, holds no multicast: the 10 ships' \
+                 acknowledgement slots take 82 s of it"
+            ),
+            "{w:?}"
         );
     }
 

@@ -163,6 +163,24 @@ impl Schedule {
         self.open_minute(minute_of_day(t))
     }
 
+    /// The shortest window in seconds, windows that touch or overlap taken as one; `None`
+    /// when the schedule covers the whole day.
+    pub fn shortest_window(&self) -> Option<u64> {
+        // Start from a closed minute, so that a window across midnight is one run.
+        let closed = (0..DAY).find(|&m| !self.open_minute(m))?;
+        let mut shortest: Option<u32> = None;
+        let mut run = 0u32;
+        for k in 1..=DAY {
+            if self.open_minute(closed + k) {
+                run += 1;
+            } else if run > 0 {
+                shortest = Some(shortest.map_or(run, |s| s.min(run)));
+                run = 0;
+            }
+        }
+        shortest.map(|m| u64::from(m) * 60)
+    }
+
     /// Whether a session may start at unix second `t`, and until or from when.
     pub fn state_at(&self, t: u64) -> ScheduleState {
         let minute = t / 60;
@@ -328,6 +346,17 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_shortest_window_joins_what_touches_and_crosses_midnight() {
+        let secs = |w: &[&str]| Schedule::parse(w).unwrap().shortest_window();
+        assert_eq!(secs(&["*:00-*:03"]), Some(180));
+        assert_eq!(secs(&["06:00-07:00", "18:00-18:30"]), Some(1800));
+        // Touching windows are one; one across midnight is one.
+        assert_eq!(secs(&["06:00-07:00", "07:00-07:10"]), Some(4200));
+        assert_eq!(secs(&["23:50-00:20", "12:00-13:00"]), Some(1800));
+        assert_eq!(secs(&["00:00-12:00", "12:00-24:00"]), None);
+    }
 
     /// 2026-11-30 00:00 UTC.
     const MIDNIGHT: u64 = 1_796_083_200;

@@ -121,6 +121,28 @@ const IP_ACK_SLOT_MS: u64 = 200;
 /// the receivers' processing).
 const IP_REPAIR_MARGIN_MS: u64 = 3_000;
 
+/// Over STANAG 5066, from the last PDU of a message to the first ack slot: [`ACK_DELAY_MS`]
+/// beyond the turnaround (past the default one).
+fn hf_ack_delay_ms(turnaround: std::time::Duration) -> u64 {
+    ACK_DELAY_MS.saturating_add(
+        millis(turnaround).saturating_sub(millis(crate::config::DEFAULT_TURNAROUND)),
+    )
+}
+
+/// Over STANAG 5066, one receiver's ack slot (see `Carrier::ack_slot_ms`).
+fn hf_ack_slot_ms(bps: u32, turnaround: std::time::Duration) -> u64 {
+    HF_ACK_FRAMING_MS
+        .saturating_add(millis(turnaround).saturating_mul(2))
+        .saturating_add(airtime_ms(100, bps))
+}
+
+/// Over STANAG 5066, from the end of a multicast until every one of `members` ships has had
+/// its ack slot, with a margin of 10 s: what a repair round waits for, and what a group's
+/// radio schedule keeps free after a multicast (`skywave check` weighs a window with it).
+pub(crate) fn hf_answer_ms(members: usize, bps: u32, turnaround: std::time::Duration) -> u64 {
+    hf_ack_delay_ms(turnaround) + hf_ack_slot_ms(bps, turnaround) * (members as u64 + 1) + 10_000
+}
+
 /// Wraps a P_MUL PDU in the UDOP header (connection 0, one segment, APP_ID TMI-1).
 pub(crate) fn udop_wrap(updu_id: u8, pdu: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(UDOP_HEADER + pdu.len());
@@ -303,9 +325,7 @@ impl Carrier {
     /// turnaround (past the default one), over IP [`ACK_DELAY_MS`].
     fn ack_delay_ms(&self, turnaround: std::time::Duration) -> u64 {
         match self {
-            Carrier::Sis { .. } => ACK_DELAY_MS.saturating_add(
-                millis(turnaround).saturating_sub(millis(crate::config::DEFAULT_TURNAROUND)),
-            ),
+            Carrier::Sis { .. } => hf_ack_delay_ms(turnaround),
             Carrier::Ip(_) => ACK_DELAY_MS,
         }
     }
@@ -317,9 +337,7 @@ impl Carrier {
     /// that counted one turnaround let acks meet at a 5 s turnaround).
     fn ack_slot_ms(&self, bps: u32, turnaround: std::time::Duration) -> u64 {
         match self {
-            Carrier::Sis { .. } => HF_ACK_FRAMING_MS
-                .saturating_add(millis(turnaround).saturating_mul(2))
-                .saturating_add(airtime_ms(100, bps)),
+            Carrier::Sis { .. } => hf_ack_slot_ms(bps, turnaround),
             Carrier::Ip(_) => IP_ACK_SLOT_MS,
         }
     }
@@ -344,16 +362,11 @@ impl Carrier {
     /// From the end of a transmission until every one of `members` ships has had its ack
     /// slot, with a margin: what a repair round waits for after the data is on the air.
     fn answer_ms(&self, members: usize, bps: u32, turnaround: std::time::Duration) -> u64 {
-        self.ack_delay_ms(turnaround)
-            + self.ack_slot_ms(bps, turnaround) * (members as u64 + 1)
-            + self.repair_margin_ms()
-    }
-
-    /// Margin for acks beyond the ack slots before a repair round.
-    fn repair_margin_ms(&self) -> u64 {
         match self {
-            Carrier::Sis { .. } => 10_000,
-            Carrier::Ip(_) => IP_REPAIR_MARGIN_MS,
+            Carrier::Sis { .. } => hf_answer_ms(members, bps, turnaround),
+            Carrier::Ip(_) => {
+                ACK_DELAY_MS + IP_ACK_SLOT_MS * (members as u64 + 1) + IP_REPAIR_MARGIN_MS
+            }
         }
     }
 
