@@ -669,3 +669,30 @@ async fn an_emcon_repeat_due_outside_the_groups_window_waits_for_the_next() {
     assert_eq!(fleet.subnet.counters().nodes[3].transmissions, 0);
     fleet.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_window_takes_no_more_multicasts_than_it_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), 3);
+    // Two minutes from ten past the hour: at 1200 bit/s, with a blind repeat of every PDU and
+    // the three ships' acknowledgement slots, room for one of these messages, not two.
+    o.group_windows = vec!["*:10-*:12".into()];
+    let fleet = Fleet::start(&o).await.unwrap();
+    let start = tokio::time::Instant::now();
+    to_every_ship(&fleet, 3, "ops", 1, 5000).await;
+    to_every_ship(&fleet, 3, "ops", 2, 5000).await;
+    tokio::time::sleep_until(start + Duration::from_secs(13 * 60)).await;
+    let first = (holding(&fleet, 1), holding(&fleet, 2));
+    assert!(
+        first == (3, 0) || first == (0, 3),
+        "the first window carried {first:?} of the two messages"
+    );
+    // The base started nothing after its window closed, and the other message goes in the
+    // next hour's window.
+    let after_first = fleet.subnet.counters().nodes[0].transmissions;
+    tokio::time::sleep_until(start + Duration::from_secs(69 * 60)).await;
+    assert_eq!(fleet.subnet.counters().nodes[0].transmissions, after_first);
+    tokio::time::sleep_until(start + Duration::from_secs(73 * 60)).await;
+    assert_eq!((holding(&fleet, 1), holding(&fleet, 2)), (3, 3));
+    fleet.stop().await;
+}

@@ -124,9 +124,9 @@ impl HfContext {
     /// What the multicast link may start for `group` now, at unix second `now`: anything,
     /// without a schedule; outside its schedule, only mail at or above its `schedule_bypass`
     /// priority; inside a window that closes, only what fits in the time left, each byte sent
-    /// `1 + repeats` times and the ships' acknowledgements (`answer`, seconds) after it.
-    /// EMCON and held members are the link's own affair.
-    fn group_admission(&self, group: &skywave_route::Group, now: u64, answer: u64) -> Admission {
+    /// `1 + repeats` times, with `reserve` seconds of it kept for what the node still holds
+    /// and the ships' acknowledgements. EMCON and held members are the link's own affair.
+    fn group_admission(&self, group: &skywave_route::Group, now: u64, reserve: u64) -> Admission {
         let Some(schedule) = &group.schedule else {
             return Admission::Due(Admit::default());
         };
@@ -137,7 +137,7 @@ impl HfContext {
                 schedule,
                 bypass: group.schedule_bypass,
                 stagger: 0,
-                reserve: answer,
+                reserve,
                 copies: u64::from(group.repeats) + 1,
             },
             now,
@@ -373,7 +373,8 @@ struct Gate<'a> {
     /// Seconds after an opening before this gateway starts (see
     /// [`HfContext::opening_stagger`]).
     stagger: u64,
-    /// Seconds the window must still hold after the data: a multicast's acknowledgement slots.
+    /// Seconds of the window kept for other things than the data: for a multicast, what the
+    /// node still holds and the ships' acknowledgement slots.
     reserve: u64,
     /// How many times each byte goes on the air: a group's blind repeats, plus one.
     copies: u64,

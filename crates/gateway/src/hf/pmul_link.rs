@@ -531,6 +531,9 @@ struct State {
     up: bool,
     next_message_id: u32,
     next_updu_id: u8,
+    /// When each group's last multicast started (unix seconds): a window's opening lets a
+    /// message too large for it go only when nothing else of the group has gone since.
+    last_start: HashMap<String, u64>,
 }
 
 impl PmulLink {
@@ -567,6 +570,7 @@ impl PmulLink {
             // goes out on average; receivers also de-duplicate by content.
             next_message_id: u32::try_from(self.ctx.clock.unix_now() & 0xFFFF_FFFF).unwrap_or(1),
             next_updu_id: 0,
+            last_start: HashMap::new(),
         };
         if emcon {
             info!("EMCON: this gateway transmits nothing until it is lifted");
@@ -709,7 +713,8 @@ impl PmulLink {
             if room == 0 {
                 return;
             }
-            let admit = match self.admission(group, self.ctx.clock.unix_now()) {
+            let now = self.ctx.clock.unix_now();
+            let admit = match self.admission(group, now) {
                 Admission::Nothing | Admission::Closed { urgent: None, .. } => continue,
                 Admission::Closed {
                     urgent: Some(min), ..
@@ -717,9 +722,23 @@ impl PmulLink {
                     min_priority: Some(min),
                     ..Admit::default()
                 },
-                Admission::Due(admit) => admit,
+                Admission::Due(mut admit) => {
+                    // A message too large for the window goes alone at its opening: not after
+                    // another of the group's that started since (a peer's link looks again
+                    // only once its session has ended, this one at any time).
+                    let recent = now.saturating_sub(super::FRESH_WINDOW.as_secs());
+                    if st.last_start.get(&group.name).is_some_and(|&t| t >= recent)
+                        && let Some(fit) = admit.fit.as_mut()
+                    {
+                        fit.fresh = false;
+                    }
+                    admit
+                }
             };
             let taken = self.take_group(&table, group, room, admit).await;
+            if !taken.is_empty() {
+                st.last_start.insert(group.name.clone(), now);
+            }
             for t in taken {
                 self.start_message(st, &table, group, t);
             }
@@ -727,14 +746,17 @@ impl PmulLink {
     }
 
     /// What the group's radio schedule lets start at unix second `now` (see
-    /// [`HfContext::group_admission`]): the window must also hold the ships' acknowledgements.
+    /// [`HfContext::group_admission`]): the window must also hold what the node still has to
+    /// send of this gateway's (multicasts started earlier in the window, unicast), and the
+    /// ships' acknowledgements after it.
     fn admission(&self, group: &Group, now: u64) -> Admission {
         let answer = self.carrier.answer_ms(
             group.members.len(),
             self.ctx.config.assumed_bps,
             self.ctx.config.turnaround,
         );
-        self.ctx.group_admission(group, now, answer.div_ceil(1000))
+        let reserve = answer.saturating_add(self.carrier.busy_ms());
+        self.ctx.group_admission(group, now, reserve.div_ceil(1000))
     }
 
     /// When `group`'s next window opens (unix seconds), if its schedule keeps mail of
