@@ -288,7 +288,7 @@ async fn starttls_auth_relays_to_the_peer_and_status_shows_the_queue() {
     assert_eq!(code, 0);
     assert!(
         out.contains(
-            "radio schedules (sessions start only in a window):\n  shore                *:00-*:30 UTC: "
+            "radio schedules (sessions and multicasts start only in a window):\n  shore                *:00-*:30 UTC: "
         ),
         "{out}"
     );
