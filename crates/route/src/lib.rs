@@ -26,9 +26,9 @@
 //! ```
 //!
 //! Modules, from the bottom: [`address`] (recipient parsing and relay-trick refusal),
-//! [`pattern`] (rule patterns), [`schedule`] (a peer's radio schedule), [`model`] (peers and the
-//! LAN side), `config` (the TOML file and
-//! its checks), [`diag`] (compiler-style messages), and the table with lookup and explain.
+//! [`pattern`] (rule patterns), [`schedule`] (a peer's or a group's radio schedule), [`model`]
+//! (peers and the LAN side), `config` (the TOML file and its checks), [`diag`]
+//! (compiler-style messages), and the table with lookup and explain.
 //!
 //! Reload: a [`RoutingTable`] is immutable. [`SharedRoutes`] holds the current one behind an
 //! `Arc`; the daemon calls [`SharedRoutes::reload`] on SIGHUP, which swaps in the new table only

@@ -1,11 +1,13 @@
-//! A peer's radio schedule: the times of day (UTC) at which this gateway may start sending to
-//! it (`schedule = ["06:00-07:00", "18:00-18:30"]` in a `[[peer]]`).
+//! A peer's or a group's radio schedule: the times of day (UTC) at which this gateway may start
+//! sending to it (`schedule = ["06:00-07:00", "18:00-18:30"]` in a `[[peer]]`, or in a
+//! `[[group]]` over STANAG 5066 for its multicasts).
 //!
 //! HF stations keep schedules ("skeds"): a ship listens on the base's frequency at agreed times,
 //! a fleet shares one frequency in time slots, propagation favours the same hours every day. A
 //! session started outside its peer's window is airtime spent on a station that is not
 //! listening, or in another ship's slot. The gateway's link schedulers ask
-//! [`Schedule::state_at`] before every session; this module only answers, it keeps no clock.
+//! [`Schedule::state_at`] before every session (the multicast link before every multicast and
+//! each of its later rounds); this module only answers, it keeps no clock.
 //!
 //! Windows are daily (`"HH:MM-HH:MM"` or `"HHMM-HHMM"`, an optional `Z` after each time) or
 //! hourly (`"*:MM-*:MM"`: those minutes of every hour). A window may wrap past midnight
@@ -95,7 +97,7 @@ pub enum ScheduleError {
     TooMany(usize),
 }
 
-/// When this gateway may start sending to a peer (see the module docs).
+/// When this gateway may start sending to a peer or a group (see the module docs).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Schedule {
     windows: Vec<Window>,
