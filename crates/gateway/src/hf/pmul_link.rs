@@ -24,6 +24,13 @@
 //! missing it (by unicast if only one of them is left and it keeps no EMCON). The HMTP and CFTP
 //! links leave such messages alone: they ask the same plan (see `HfContext::take_due`).
 //!
+//! A group over 5066 may keep a radio schedule (its `schedule` in the routing table): a message
+//! starts only inside a window, when it fits in the time left with its blind repeats, what the
+//! node still holds, and the ships' ack slots ([`HfContext::group_admission`], the rule a
+//! peer's sessions keep); repair rounds and EMCON repeats due outside a window are postponed to
+//! the next ([`Sender::postpone_rounds`]). Mail at or above its `schedule_bypass` goes at any
+//! time.
+//!
 //! Receiving (a ship): a `skywave_pmul` [`Receiver`] reassembles messages addressed to this
 //! node (whatever the group address they came on), and acknowledges them after a delay that
 //! grows with the node's place in the destination list, so the ships' acks follow each other
