@@ -507,6 +507,17 @@ mod tests {
                     prop_assert!((0..86_400).step_by(60).all(|x| s.is_open(t + x)));
                 }
             }
+            // The shortest window is the shortest open run of a day, as `state_at` sees each
+            // from the minute it opens.
+            let day = 3 * 86_400;
+            let runs = (0..1440u64)
+                .map(|m| day + m * 60)
+                .filter(|&t| s.is_open(t) && !s.is_open(t - 60))
+                .filter_map(|t| match s.state_at(t) {
+                    ScheduleState::Open { since: Some(a), until: Some(b) } => Some(b - a),
+                    _ => None,
+                });
+            prop_assert_eq!(s.shortest_window(), runs.min());
         }
     }
 }
