@@ -150,44 +150,7 @@ impl HfContext {
         self.log_window(gate, state, now);
         gate.admission(state, now, self.config.assumed_bps)
     }
-}
 
-impl Gate<'_> {
-    /// What the schedule, standing at `state`, lets start at unix second `now`, on a link
-    /// whose slowest rate is `bps`.
-    fn admission(&self, state: ScheduleState, now: u64, bps: u32) -> Admission {
-        let urgent = self.bypass.map(skywave_route::Priority::value);
-        let stagger = self.stagger;
-        match state {
-            ScheduleState::Closed { opens } => Admission::Closed { urgent, opens },
-            // The second station of the pair at the opening (see `opening_stagger`).
-            ScheduleState::Open {
-                since: Some(since), ..
-            } if now < since.saturating_add(stagger) => Admission::Closed {
-                urgent,
-                opens: since.saturating_add(stagger),
-            },
-            ScheduleState::Open {
-                since: Some(since),
-                until: Some(until),
-            } => {
-                let bytes_per_s = u64::from(bps.max(1)) / 8;
-                let left = until.saturating_sub(now).saturating_sub(self.reserve);
-                Admission::Due(Admit {
-                    fit: Some(Fit {
-                        bytes: left.saturating_mul(bytes_per_s.max(1)) / self.copies.max(1),
-                        fresh: now.saturating_sub(since) <= FRESH_WINDOW.as_secs(),
-                    }),
-                    unlimited_from: urgent,
-                    ..Admit::default()
-                })
-            }
-            ScheduleState::Open { .. } => Admission::Due(Admit::default()),
-        }
-    }
-}
-
-impl HfContext {
     /// Seconds this gateway lets pass after a window of `peer`'s opens before its own sessions
     /// start there. Both stations of a pair keep the same window, and both hold mail for the
     /// other when it opens: with clocks in step both would key up in the same instant, and
@@ -378,6 +341,41 @@ struct Gate<'a> {
     reserve: u64,
     /// How many times each byte goes on the air: a group's blind repeats, plus one.
     copies: u64,
+}
+
+impl Gate<'_> {
+    /// What the schedule, standing at `state`, lets start at unix second `now`, on a link
+    /// whose slowest rate is `bps`.
+    fn admission(&self, state: ScheduleState, now: u64, bps: u32) -> Admission {
+        let urgent = self.bypass.map(skywave_route::Priority::value);
+        let stagger = self.stagger;
+        match state {
+            ScheduleState::Closed { opens } => Admission::Closed { urgent, opens },
+            // The second station of the pair at the opening (see `opening_stagger`).
+            ScheduleState::Open {
+                since: Some(since), ..
+            } if now < since.saturating_add(stagger) => Admission::Closed {
+                urgent,
+                opens: since.saturating_add(stagger),
+            },
+            ScheduleState::Open {
+                since: Some(since),
+                until: Some(until),
+            } => {
+                let bytes_per_s = u64::from(bps.max(1)) / 8;
+                let left = until.saturating_sub(now).saturating_sub(self.reserve);
+                Admission::Due(Admit {
+                    fit: Some(Fit {
+                        bytes: left.saturating_mul(bytes_per_s.max(1)) / self.copies.max(1),
+                        fresh: now.saturating_sub(since) <= FRESH_WINDOW.as_secs(),
+                    }),
+                    unlimited_from: urgent,
+                    ..Admit::default()
+                })
+            }
+            ScheduleState::Open { .. } => Admission::Due(Admit::default()),
+        }
+    }
 }
 
 /// What a link may send to its peer now ([`HfContext::admission`]).
@@ -1085,6 +1083,7 @@ mod tests {
             Take
         );
     }
+
     #[test]
     fn a_groups_window_must_hold_every_copy_and_the_acknowledgements() {
         let schedule =
