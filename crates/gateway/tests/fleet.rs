@@ -61,10 +61,23 @@ async fn to_every_ship(
     n: usize,
     size: usize,
 ) -> (skywave_spool::QueueId, Vec<u8>) {
+    to_every_ship_headed(fleet, ships, local, n, size, "").await
+}
+
+/// [`to_every_ship`] with `header` (whole lines) in front of the message's own.
+async fn to_every_ship_headed(
+    fleet: &Fleet,
+    ships: usize,
+    local: &str,
+    n: usize,
+    size: usize,
+    header: &str,
+) -> (skywave_spool::QueueId, Vec<u8>) {
     let rcpts: Vec<String> = (0..ships)
         .map(|i| format!("{local}@{}", ship_domain(i)))
         .collect();
-    let body = message(&rcpts, n, size);
+    let mut body = header.as_bytes().to_vec();
+    body.extend(message(&rcpts, n, size));
     let refs: Vec<&str> = rcpts.iter().map(String::as_str).collect();
     let id = fleet
         .base
@@ -473,20 +486,12 @@ async fn a_multicast_stops_taking_airtime_when_its_message_expires() {
     o.emcon = vec![2];
     let fleet = Fleet::start(&o).await.unwrap();
     // Worth nothing after half an hour: the EMCON ship's repeats must end there, not a day on.
-    let rcpts: Vec<String> = (0..3).map(|i| format!("ops@{}", ship_domain(i))).collect();
     // The fleet's calendar starts at its epoch, with the fleet.
-    let mut body = format!(
+    let expires = format!(
         "Expires: {}\r\n",
         skywave_spool::dsn::rfc5322_date(skywave_gateway::fleet::SIMULATION_EPOCH + 1800)
-    )
-    .into_bytes();
-    body.extend(message(&rcpts, 7, 3000));
-    let refs: Vec<&str> = rcpts.iter().map(String::as_str).collect();
-    fleet
-        .base
-        .submit("hq@base.example", &refs, &body)
-        .await
-        .unwrap();
+    );
+    let (_, body) = to_every_ship_headed(&fleet, 3, "ops", 7, 3000, &expires).await;
     wait_all(&fleet.ship_maildirs, 1, Duration::from_secs(1200)).await;
     for (i, d) in fleet.ship_maildirs.iter().enumerate() {
         check_once(d, &body, i);
@@ -594,16 +599,8 @@ async fn a_multicast_waits_for_its_groups_window_and_flash_mail_does_not() {
     o.group_bypass = Some("flash".into());
     let fleet = Fleet::start(&o).await.unwrap();
     let start = tokio::time::Instant::now();
-    let (_, _routine) = to_every_ship(&fleet, 3, "ops", 1, 1500).await;
-    let rcpts: Vec<String> = (0..3).map(|i| format!("ops@{}", ship_domain(i))).collect();
-    let mut flash = b"MMHS-Primary-Precedence: 4\r\n".to_vec();
-    flash.extend(message(&rcpts, 2, 1500));
-    let refs: Vec<&str> = rcpts.iter().map(String::as_str).collect();
-    fleet
-        .base
-        .submit("hq@base.example", &refs, &flash)
-        .await
-        .unwrap();
+    to_every_ship(&fleet, 3, "ops", 1, 1500).await;
+    to_every_ship_headed(&fleet, 3, "ops", 2, 1500, "MMHS-Primary-Precedence: 4\r\n").await;
     // Flash mail goes at once, outside the window; the routine message waits for it.
     wait_all(&fleet.ship_maildirs, 1, Duration::from_secs(120)).await;
     assert_eq!(
