@@ -128,6 +128,9 @@ const IP_ACK_SLOT_MS: u64 = 200;
 /// the receivers' processing).
 const IP_REPAIR_MARGIN_MS: u64 = 3_000;
 
+/// A message's due recipients, per target (a member, or the group itself).
+type PerTarget = Vec<(String, Vec<String>)>;
+
 /// Over STANAG 5066, from the last PDU of a message to the first ack slot: [`ACK_DELAY_MS`]
 /// beyond the turnaround (past the default one).
 fn hf_ack_delay_ms(turnaround: std::time::Duration) -> u64 {
@@ -793,7 +796,7 @@ impl PmulLink {
         let now = self.ctx.clock.unix_now();
         let done = crate::blocking::spawn(move || {
             // Due recipients per message, per target.
-            let mut due: BTreeMap<String, Vec<(String, Vec<String>)>> = BTreeMap::new();
+            let mut due: BTreeMap<String, PerTarget> = BTreeMap::new();
             let mut info: HashMap<String, skywave_spool::DueMessage> = HashMap::new();
             // A member an operator holds keeps its mail queued, as its own link would.
             let held = |t: &String| table.peer(t).is_some_and(|p| p.hold);
@@ -811,6 +814,13 @@ impl PmulLink {
                     info.entry(key).or_insert(d);
                 }
             }
+            // The most urgent first, then the oldest, as the spool hands a peer's link its mail:
+            // a window with room for one message gives it to the flash one.
+            let mut due: Vec<(String, PerTarget)> = due.into_iter().collect();
+            due.sort_by_key(|(key, _)| {
+                info.get(key)
+                    .map(|d| (std::cmp::Reverse(d.priority), d.arrival))
+            });
             let mut out = Vec::new();
             let mut taken_bytes = 0u64;
             for (key, per_target) in due {
