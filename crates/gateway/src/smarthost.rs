@@ -179,6 +179,14 @@ impl std::fmt::Debug for Connection {
     }
 }
 
+/// A message's text for [`Connection::transaction`]: as queued (for what its header fields
+/// need), and as the smarthost may take it ([`Connection::fitted`]), or why it cannot go.
+#[derive(Debug, Clone, Copy)]
+struct Text<'a> {
+    original: &'a [u8],
+    fitted: Result<&'a [u8], &'a str>,
+}
+
 /// The connection broke (or timed out) in a transaction: every recipient not yet decided is
 /// deferred with this text, and the connection is not used again.
 #[derive(Debug)]
@@ -278,9 +286,15 @@ impl Connection {
     ) -> (Option<Connection>, Vec<(String, Outcome)>) {
         let mut decided = Vec::with_capacity(msg.recipients.len());
         let mut pending: Vec<&str> = msg.recipients.iter().map(String::as_str).collect();
+        // Made to fit the smarthost once, whatever the number of transactions.
+        let fitted = self.fitted(msg, body);
+        let text = Text {
+            original: body,
+            fitted: fitted.as_deref().map_err(String::as_str),
+        };
         // Bounded: a transaction that gives back recipients delivered at least one other.
         let kept = loop {
-            let txn = self.transaction(hop, msg, &pending, body, &mut decided);
+            let txn = self.transaction(hop, msg, &pending, text, &mut decided);
             match tokio::time::timeout(hop.timeout, txn).await {
                 Ok(Ok(more)) if !more.is_empty() => pending = more,
                 Ok(Ok(_)) => break Some(self),
@@ -320,7 +334,7 @@ impl Connection {
         hop: &Hop<'_>,
         msg: &'m DueMessage,
         pending: &[&str],
-        body: &[u8],
+        text: Text<'_>,
         decided: &mut Vec<(String, Outcome)>,
     ) -> Result<Vec<&'m str>, Broken> {
         let peer = hop.name();
@@ -376,7 +390,7 @@ impl Connection {
             return Ok(Vec::new());
         }
         let undecided: Vec<String> = to.iter().map(|(r, _, _)| (*r).clone()).collect();
-        let (params, body) = match self.mail_parameters(msg, body, &to) {
+        let (params, body) = match self.mail_parameters(msg, text, &to) {
             Ok(p) => p,
             Err(why) => {
                 all(
@@ -454,8 +468,8 @@ impl Connection {
             }
             Answer::Broken(e) => return Err(broken("DATA", e)),
         }
-        let text = body.strip_suffix(b"\r\n").unwrap_or(&body);
-        match answer(self.conn.message(text).await) {
+        let lines = body.strip_suffix(b"\r\n").unwrap_or(body);
+        match answer(self.conn.message(lines).await) {
             Answer::Reply(r) => {
                 // The transaction is over, whatever the reply.
                 self.dirty = false;
@@ -472,12 +486,12 @@ impl Connection {
     fn mail_parameters<'b>(
         &self,
         msg: &DueMessage,
-        body: &'b [u8],
+        text: Text<'b>,
         to: &[(&String, Address, skywave_smtp::RcptDsn)],
-    ) -> Result<(Vec<MailParameter>, Cow<'b, [u8]>), String> {
+    ) -> Result<(Vec<MailParameter>, &'b [u8]), String> {
         let mut params = Vec::new();
         let recipients = || to.iter().map(|(r, _, _)| r.as_str());
-        if skywave_smtp::downgrade::needs_smtputf8(&msg.sender, recipients(), body) {
+        if skywave_smtp::downgrade::needs_smtputf8(&msg.sender, recipients(), text.original) {
             if self.offers.smtputf8 {
                 params.push(MailParameter::SmtpUtfEight);
             } else if !msg.sender.is_ascii() || recipients().any(|r| !r.is_ascii()) {
@@ -486,7 +500,31 @@ impl Connection {
                 );
             }
         }
-        let original = body;
+        let body = text.fitted.map_err(str::to_owned)?;
+        if !body.is_ascii() {
+            params.push(MailParameter::Body(MailBodyParameter::EightBitMime));
+        }
+        if self.offers.size.is_some() {
+            params.push(MailParameter::Size(body.len()));
+        }
+        if self.offers.dsn {
+            match msg.dsn.ret {
+                Some(skywave_smtp::Ret::Full) => params.push(other("RET", "FULL")),
+                Some(skywave_smtp::Ret::Hdrs) => params.push(other("RET", "HDRS")),
+                None => {}
+            }
+            if let Some(id) = &msg.dsn.envid {
+                // lettre writes the value as xtext.
+                params.push(other("ENVID", id));
+            }
+        }
+        Ok((params, body))
+    }
+
+    /// The message's text as this smarthost may take it: 8-bit text made 7-bit for one without
+    /// `8BITMIME`, UTF-8 header fields made ASCII for one without `SMTPUTF8`; or why it cannot
+    /// go. Worked out once per message, however many transactions a 452 splits it into.
+    fn fitted<'b>(&self, msg: &DueMessage, original: &'b [u8]) -> Result<Cow<'b, [u8]>, String> {
         let mut body = Cow::Borrowed(original);
         if !original.is_ascii() {
             if !self.offers.eight_bit_mime {
@@ -516,25 +554,8 @@ impl Connection {
                     }
                 }
             }
-            if !body.is_ascii() {
-                params.push(MailParameter::Body(MailBodyParameter::EightBitMime));
-            }
         }
-        if self.offers.size.is_some() {
-            params.push(MailParameter::Size(body.len()));
-        }
-        if self.offers.dsn {
-            match msg.dsn.ret {
-                Some(skywave_smtp::Ret::Full) => params.push(other("RET", "FULL")),
-                Some(skywave_smtp::Ret::Hdrs) => params.push(other("RET", "HDRS")),
-                None => {}
-            }
-            if let Some(id) = &msg.dsn.envid {
-                // lettre writes the value as xtext.
-                params.push(other("ENVID", id));
-            }
-        }
-        Ok((params, body))
+        Ok(body)
     }
 
     /// Ends the connection politely (the end of a round).
