@@ -703,7 +703,7 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 ck.error(
                     raw.span(),
                     format!(
-                        "peer \"{name}\" is reached only by P_MUL multicast, which its group's schedule gates; \
+                        "peer \"{name}\" is reached only by P_MUL multicast: its schedule goes in its [[group]]; \
                          a peer's schedule is for the sessions of hmtp, cftp and smtp peers"
                     ),
                 );
@@ -713,7 +713,7 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 ck,
                 p.schedule.as_ref(),
                 p.schedule_bypass.as_ref(),
-                &format!("peer \"{name}\""),
+                ("peer", &name),
                 "mail",
             ),
         };
@@ -855,14 +855,14 @@ fn check_fallbacks(
     }
 }
 
-/// The `schedule` and `schedule_bypass` of a peer or a group (`who`: `peer "x"`, `group "x"`;
-/// `what`: what goes at any time without a schedule), each error at the window or key it is
-/// about.
+/// The `schedule` and `schedule_bypass` of a peer or a group (`(kind, name)`: `("peer",
+/// "shore")`; `what`: what goes at any time without a schedule), each error at the window or
+/// key it is about.
 fn check_schedule(
     ck: &mut Checker<'_>,
     schedule: Option<&Spanned<Vec<Spanned<String>>>>,
     schedule_bypass: Option<&Spanned<IntOrStr>>,
-    who: &str,
+    (kind, name): (&str, &str),
     what: &str,
 ) -> (Option<Schedule>, Option<Priority>) {
     let bypass = schedule_bypass.and_then(|v| ck.priority(v));
@@ -871,8 +871,7 @@ fn check_schedule(
             ck.error(
                 b.span(),
                 format!(
-                    "schedule_bypass is for a {} with a schedule; {who} has none, so all its {what} goes at any time",
-                    who.split(' ').next().unwrap_or("peer")
+                    "schedule_bypass is for a {kind} with a schedule; {kind} \"{name}\" has none, so all its {what} goes at any time"
                 ),
             );
         }
@@ -1321,7 +1320,7 @@ fn check_groups(
                 ck,
                 g.schedule.as_ref(),
                 g.schedule_bypass.as_ref(),
-                &format!("group \"{name}\""),
+                ("group", &name),
                 "multicast mail",
             ),
         };

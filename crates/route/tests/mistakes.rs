@@ -713,7 +713,7 @@ fn schedule_mistakes_point_at_the_window() {
     ));
     assert!(
         errors.iter().any(|e| e.starts_with(
-            "routes.toml:6:12: error: peer \"ship1\" is reached only by P_MUL multicast, which its group's schedule gates"
+            "routes.toml:6:12: error: peer \"ship1\" is reached only by P_MUL multicast: its schedule goes in its [[group]]"
         )),
         "{errors:#?}"
     );
