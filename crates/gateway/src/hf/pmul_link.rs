@@ -654,16 +654,24 @@ impl PmulLink {
                     let now = self.ctx.clock.unix_ms();
                     let busy = self.carrier.busy_ms();
                     let bps = self.ctx.config.assumed_bps;
+                    // Outside its group's radio schedule a message's rounds wait for the next
+                    // window, as its new messages do; mail at or above the bypass goes.
                     let table = self.ctx.routes.current();
+                    let closed: HashMap<&str, (u64, Option<i8>)> = table
+                        .groups()
+                        .iter()
+                        .filter(|g| g.schedule.is_some())
+                        .filter_map(|g| match self.admission(g, now / 1000) {
+                            Admission::Closed { opens, urgent } => {
+                                Some((g.name.as_str(), (opens, urgent)))
+                            }
+                            _ => None,
+                        })
+                        .collect();
                     for o in &mut st.out {
                         if o.phase == Phase::Sending {
-                            // Outside the group's radio schedule its rounds wait for the next
-                            // window, as its new messages do.
-                            if let Some(opens) = table
-                                .groups()
-                                .iter()
-                                .find(|g| g.name == o.group)
-                                .and_then(|g| self.closed_for(g, o.mail_priority, now / 1000))
+                            if let Some(&(opens, urgent)) = closed.get(o.group.as_str())
+                                && urgent.is_none_or(|u| o.mail_priority < u)
                             {
                                 o.sender.postpone_rounds(opens.saturating_mul(1000));
                             }
@@ -767,17 +775,6 @@ impl PmulLink {
         );
         let reserve = answer.saturating_add(self.carrier.busy_ms());
         self.ctx.group_admission(group, now, reserve.div_ceil(1000))
-    }
-
-    /// When `group`'s next window opens (unix seconds), if its schedule keeps mail of
-    /// `priority` from starting anything at `now`.
-    fn closed_for(&self, group: &Group, priority: i8, now: u64) -> Option<u64> {
-        match self.admission(group, now) {
-            Admission::Closed { urgent, opens } if urgent.is_none_or(|u| priority < u) => {
-                Some(opens)
-            }
-            _ => None,
-        }
     }
 
     /// Takes from the spool the messages due for `group`'s members (or the group) that go by
