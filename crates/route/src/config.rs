@@ -695,28 +695,19 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 AckMode::NonArq
             }
         };
-        let (schedule, schedule_bypass) = match (
-            &p.schedule,
-            protocol == Protocol::Pmul || p.emcon == Some(true),
-        ) {
-            (Some(raw), true) => {
-                ck.error(
-                    raw.span(),
-                    format!(
-                        "peer \"{name}\" is reached only by P_MUL multicast: its schedule goes in its [[group]]; \
-                         a peer's schedule is for the sessions of hmtp, cftp and smtp peers"
-                    ),
-                );
-                (None, None)
-            }
-            _ => check_schedule(
-                ck,
-                p.schedule.as_ref(),
-                p.schedule_bypass.as_ref(),
-                ("peer", &name),
-                "mail",
-            ),
-        };
+        let multicast_only = protocol == Protocol::Pmul || p.emcon == Some(true);
+        let (schedule, schedule_bypass) = check_schedule(
+            ck,
+            (p.schedule.as_ref(), p.schedule_bypass.as_ref()),
+            ("peer", &name),
+            "mail",
+            multicast_only.then(|| {
+                format!(
+                    "peer \"{name}\" is reached only by P_MUL multicast: its schedule goes in its [[group]]; \
+                     a peer's schedule is for the sessions of hmtp, cftp and smtp peers"
+                )
+            }),
+        );
         let fallback = check_fallback_after(ck, p, &name);
         if duplicate.is_some() {
             continue;
@@ -855,16 +846,26 @@ fn check_fallbacks(
     }
 }
 
+/// A peer's or a group's `schedule` and `schedule_bypass`, as written.
+type RawSchedule<'a> = (
+    Option<&'a Spanned<Vec<Spanned<String>>>>,
+    Option<&'a Spanned<IntOrStr>>,
+);
+
 /// The `schedule` and `schedule_bypass` of a peer or a group (`(kind, name)`: `("peer",
-/// "shore")`; `what`: what goes at any time without a schedule), each error at the window or
-/// key it is about.
+/// "shore")`; `what`: what goes at any time without a schedule; `refused`: why this one may
+/// have none), each error at the window or key it is about.
 fn check_schedule(
     ck: &mut Checker<'_>,
-    schedule: Option<&Spanned<Vec<Spanned<String>>>>,
-    schedule_bypass: Option<&Spanned<IntOrStr>>,
+    (schedule, schedule_bypass): RawSchedule<'_>,
     (kind, name): (&str, &str),
     what: &str,
+    refused: Option<String>,
 ) -> (Option<Schedule>, Option<Priority>) {
+    if let (Some(raw), Some(why)) = (schedule, refused) {
+        ck.error(raw.span(), why);
+        return (None, None);
+    }
     let bypass = schedule_bypass.and_then(|v| ck.priority(v));
     let Some(raw) = schedule else {
         if let Some(b) = schedule_bypass {
@@ -1305,25 +1306,18 @@ fn check_groups(
                 }
             },
         };
-        let (schedule, schedule_bypass) = match (&bearer, &g.schedule) {
-            (Some(GroupBearer::PmulIp { .. }), Some(raw)) => {
-                ck.error(
-                    raw.span(),
-                    format!(
-                        "group \"{name}\" runs over UDP/IP, where datagrams of several senders do not collide on the air; \
-                         a schedule is for a group over STANAG 5066, whose multicast shares the frequency's time"
-                    ),
-                );
-                (None, None)
-            }
-            _ => check_schedule(
-                ck,
-                g.schedule.as_ref(),
-                g.schedule_bypass.as_ref(),
-                ("group", &name),
-                "multicast mail",
-            ),
-        };
+        let (schedule, schedule_bypass) = check_schedule(
+            ck,
+            (g.schedule.as_ref(), g.schedule_bypass.as_ref()),
+            ("group", &name),
+            "multicast mail",
+            matches!(bearer, Some(GroupBearer::PmulIp { .. })).then(|| {
+                format!(
+                    "group \"{name}\" runs over UDP/IP, where datagrams of several senders do not collide on the air; \
+                     a schedule is for a group over STANAG 5066, whose multicast shares the frequency's time"
+                )
+            }),
+        );
         if let (true, Some(bearer)) = (ok, bearer) {
             groups.push((
                 Group {
