@@ -330,7 +330,7 @@ fn peers(config: &Config, table: &RoutingTable) -> Vec<Finding> {
 /// an administrator choosing slots for a fleet would not guess.
 fn schedules(config: &Config, table: &RoutingTable) -> Vec<Finding> {
     let bps = config.hf.assumed_bps.max(1);
-    let kb = |secs: u64, copies: u64| secs * u64::from(bps) / 8 / copies.max(1) / 1000;
+    let kb = |secs: u64, copies: u64| crate::hf::window_bytes(secs, bps, copies) / 1000;
     let mut out = Vec::new();
     for peer in table.peers() {
         let Some(shortest) = peer.schedule.as_ref().and_then(|s| s.shortest_window()) else {
@@ -949,14 +949,15 @@ mod tests {
                     .join(", ")
             )
         };
-        // At the default 300 bit/s: a peer's hour carries 135 kB; ten ships' acks take
+        // At the default 300 bit/s (37 whole bytes a second, as the link's admission counts):
+        // a peer's hour carries 133 kB; ten ships' acks take
         // 2 + 11 x 6.3 + 10 = 82 s of a group's window, and each PDU goes twice.
         let config = config_in(dir.path(), &with_node("127.0.0.1:0"), &routes("*:00-*:05"));
         let found = check_now(&config);
         assert_eq!(
             at(Level::Ok, "peer ship10", &found)[1..],
             [
-                "sessions start in its windows; the shortest, 60 min, carries about 135 kB of mail \
+                "sessions start in its windows; the shortest, 60 min, carries about 133 kB of mail \
               at [hf] assumed_bps = 300"
             ]
         );

@@ -362,11 +362,10 @@ impl Gate<'_> {
                 since: Some(since),
                 until: Some(until),
             } => {
-                let bytes_per_s = u64::from(bps.max(1)) / 8;
                 let left = until.saturating_sub(now).saturating_sub(self.reserve);
                 Admission::Due(Admit {
                     fit: Some(Fit {
-                        bytes: left.saturating_mul(bytes_per_s.max(1)) / self.copies.max(1),
+                        bytes: window_bytes(left, bps, self.copies),
                         fresh: now.saturating_sub(since) <= FRESH_WINDOW.as_secs(),
                     }),
                     unlimited_from: urgent,
@@ -376,6 +375,13 @@ impl Gate<'_> {
             ScheduleState::Open { .. } => Admission::Due(Admit::default()),
         }
     }
+}
+
+/// Bytes of mail `secs` of a window carry at `bps`, each byte sent `copies` times: what a
+/// schedule's window admits ([`Gate::admission`]), and what `skywave check` says it holds.
+pub(crate) fn window_bytes(secs: u64, bps: u32, copies: u64) -> u64 {
+    let bytes_per_s = (u64::from(bps.max(1)) / 8).max(1);
+    secs.saturating_mul(bytes_per_s) / copies.max(1)
 }
 
 /// What a link may send to its peer now ([`HfContext::admission`]).
