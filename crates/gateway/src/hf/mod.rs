@@ -217,26 +217,15 @@ impl HfContext {
         target: &Target,
         skip: Vec<String>,
     ) -> Take {
-        let now = self.clock.unix_now();
-        let (admit, opens) = match self.admission(peer, now) {
-            Admission::Nothing => return Take::Later(Look::Periodic),
-            Admission::Closed {
-                urgent: None,
-                opens,
-            } => {
-                return Take::Later(Look::At(self.clock.instant_of(opens)));
-            }
-            Admission::Closed {
-                urgent: Some(min),
-                opens,
-            } => (
-                Admit {
-                    min_priority: Some(min),
-                    ..Admit::default()
-                },
-                Some(opens),
-            ),
-            Admission::Due(admit) => (admit, None),
+        let admission = self.admission(peer, self.clock.unix_now());
+        let opens = match admission {
+            Admission::Closed { opens, .. } => Some(opens),
+            _ => None,
+        };
+        let Some(admit) = admission.admit() else {
+            return Take::Later(
+                opens.map_or(Look::Periodic, |o| Look::At(self.clock.instant_of(o))),
+            );
         };
         let admit = Admit {
             budget: peer.batch_bytes,
@@ -394,6 +383,22 @@ enum Admission {
     Closed { urgent: Option<i8>, opens: u64 },
     /// Due mail, as far as the [`Admit`] lets.
     Due(Admit),
+}
+
+impl Admission {
+    /// What mail it lets go, if any: outside a window only mail at or above the bypass.
+    fn admit(self) -> Option<Admit> {
+        match self {
+            Admission::Nothing | Admission::Closed { urgent: None, .. } => None,
+            Admission::Closed {
+                urgent: Some(min), ..
+            } => Some(Admit {
+                min_priority: Some(min),
+                ..Admit::default()
+            }),
+            Admission::Due(admit) => Some(admit),
+        }
+    }
 }
 
 /// Which due messages a session may take.

@@ -732,27 +732,18 @@ impl PmulLink {
                 return;
             }
             let now = self.ctx.clock.unix_now();
-            let admit = match self.admission(group, now) {
-                Admission::Nothing | Admission::Closed { urgent: None, .. } => continue,
-                Admission::Closed {
-                    urgent: Some(min), ..
-                } => Admit {
-                    min_priority: Some(min),
-                    ..Admit::default()
-                },
-                Admission::Due(mut admit) => {
-                    // A message too large for the window goes alone at its opening: not after
-                    // another of the group's that started since (a peer's link looks again
-                    // only once its session has ended, this one at any time).
-                    let recent = now.saturating_sub(super::FRESH_WINDOW.as_secs());
-                    if st.last_start.get(&group.name).is_some_and(|&t| t >= recent)
-                        && let Some(fit) = admit.fit.as_mut()
-                    {
-                        fit.fresh = false;
-                    }
-                    admit
-                }
+            let Some(mut admit) = self.admission(group, now).admit() else {
+                continue;
             };
+            // A message too large for the window goes alone at its opening: not after another
+            // of the group's that started since (a peer's link looks again only once its
+            // session has ended, this one at any time).
+            let recent = now.saturating_sub(super::FRESH_WINDOW.as_secs());
+            if st.last_start.get(&group.name).is_some_and(|&t| t >= recent)
+                && let Some(fit) = admit.fit.as_mut()
+            {
+                fit.fresh = false;
+            }
             let taken = self.take_group(&table, group, room, admit).await;
             if !taken.is_empty() {
                 st.last_start.insert(group.name.clone(), now);
