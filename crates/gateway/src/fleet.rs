@@ -131,7 +131,8 @@ pub struct FleetOptions {
     /// at any time.
     pub group_bypass: Option<String>,
     /// With `slot_minutes`: the first slot of every cycle is the base's, for its multicasts
-    /// (the group's schedule), and the ships' slots follow it, so the cycle is one slot longer.
+    /// (the group's schedule, in place of `group_windows`), and the ships' slots follow it, so
+    /// the cycle is one slot longer.
     pub base_slot: bool,
 }
 
