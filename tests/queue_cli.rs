@@ -292,6 +292,14 @@ fn an_operator_sends_a_peers_mail_by_its_fallback_now() {
     );
     let (_, list, _) = queue_of(&config, &["list", "--peer", "shore-hf"]);
     assert!(list.contains(&small) && !list.contains(&big), "{list}");
+    // The message says how its recipient came to wait there; the operator's move does not
+    // come back by itself.
+    let (_, shown, _) = queue_of(&config, &["show", &small]);
+    assert!(
+        shown.contains("via peer:shore-hf: pending, 0 attempt(s)")
+            && shown.contains("; moved here from peer:shore-sat\n"),
+        "{shown}"
+    );
     // Nothing left that fits: nothing more moves.
     let (code, out, _) = queue_of(
         &config,

@@ -211,7 +211,12 @@ fn move_mail(
     if spool.is_target_held(&target)? {
         bail!("{peer} is held: release it first (`skywave queue release --peer {peer}`)");
     }
-    let moved = skywave_gateway::fallback::move_waiting(spool, from, into, u64::MAX)?;
+    let moved = skywave_gateway::fallback::move_waiting(
+        spool,
+        from,
+        into,
+        skywave_spool::unix_seconds(std::time::SystemTime::now()),
+    )?;
     let rcpts: usize = moved.iter().map(|(_, r)| r.len()).sum();
     println!(
         "moved {rcpts} recipient(s) of {} message(s) from {peer} to {to}",
@@ -419,6 +424,9 @@ fn show(spool: &Spool, id: &QueueId, now: u64) -> anyhow::Result<()> {
         }
         if r.success.is_some() {
             line.push_str("; its delivery is reported once the message is complete");
+        }
+        if let Some(m) = &r.moved {
+            line.push_str(&format!("; {m}"));
         }
         println!("{line}");
     }

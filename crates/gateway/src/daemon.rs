@@ -330,6 +330,7 @@ pub async fn start_with(
         warn!(error = %e, "cannot write the EMCON switch file; `skywave emcon` will not reach this gateway");
     }
     let emcon_state = Arc::new(watch::Sender::new(config.hf.emcon));
+    let heard = Arc::new(crate::heard::Heard::open(&config.state_dir));
     let hf = hf::Hf::start(
         hf::HfContext {
             hostname: config.hostname.clone(),
@@ -345,6 +346,7 @@ pub async fn start_with(
             )),
             emcon: Arc::clone(&emcon_state),
             windows_said: std::sync::Mutex::default(),
+            heard: Arc::clone(&heard),
         },
         sis,
         ip,
@@ -390,6 +392,7 @@ pub async fn start_with(
             tokio::spawn(crate::fallback::run(
                 Arc::clone(&spool),
                 Arc::clone(&routes),
+                heard,
                 clock,
                 Arc::clone(&hf_wake),
                 shutdown_rx.clone(),

@@ -1,4 +1,5 @@
-//! Peer fallback: mail that has waited too long for a peer goes to the peer behind it.
+//! Peer fallback: mail that has waited too long for a peer goes to the peer behind it, and
+//! comes back when a peer that did not answer answers again.
 //!
 //! Sits beside the link schedulers, between the spool and the routing table. A peer with
 //! `fallback = "other"` and `fallback_after = "30m"` in `routes.toml` (a satellite or
@@ -7,29 +8,48 @@
 //! other peer ([`Spool::fall_back`]): not in flight, not held by an operator, and within the
 //! other peer's size limit and its `hold_above` (so that a fallback to HF never sends what the
 //! HF peer would keep for the operator's approval). The other peer's own fallback, if any,
-//! counts from the same arrival.
+//! counts from the same arrival. That rule reads the clock and the queue only: it works the
+//! same for every bearer, a link that is up but too slow included.
 //!
-//! The rule reads the clock and the queue only, never a link's state: it works the same for
-//! every bearer, a link that is up but too slow included, and it says what happens in words
-//! an administrator can check (`skywave routes explain`). Every [`POLL`] and at start-up, with
+//! Two more come from what our own sessions heard from the peer ([`crate::heard`]):
+//! - A peer that has answered none of them for as long as its `fallback_after` is down: mail
+//!   it has been tried for moves at once, whatever its age. New mail still gets one attempt
+//!   there first, the only way to learn that the peer is back without a probe of our own; in
+//!   a long outage of the satellite a message then waits one attempt, not half an hour.
+//! - Mail that fell back while its peer was not answering goes back to that peer when the
+//!   peer answers one of our sessions again (new mail for it, tried first), if the fallback
+//!   has not taken it yet ([`Spool::fall_back_return`]): an HF peer with radio schedules may
+//!   not take it for hours. Its wait for the fallback then counts from its return. Mail that
+//!   fell back while its peer answered (slow, or refusing it for now) stays.
+//!
+//! Each says what happens in words an administrator can check (`skywave routes explain`).
+//! Every [`POLL`], at start-up, and whenever a session is answered or goes unanswered, with
 //! the routing table of the moment (a reload takes effect at the next look).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use skywave_route::{Peer, SharedRoutes};
-use skywave_spool::{QueueId, Spool, Target};
+use skywave_spool::{FallBack, QueueId, Spool, Target};
 use tokio::sync::{Notify, watch};
 use tracing::{info, warn};
 
 use crate::clock::Clock;
+use crate::heard::Heard;
 
 /// How often the queue is looked at for mail to move.
 pub const POLL: Duration = Duration::from_secs(30);
 
-/// Moves what has waited too long, now; returns how many recipients moved (the HF links are
-/// woken when any did).
-pub async fn look(spool: &Arc<Spool>, routes: &SharedRoutes, clock: Clock, wake: &Notify) -> u64 {
+/// Moves what has waited too long, or was tried for a peer that has not answered for that
+/// long, and brings back what fell back from a peer that answers again, now; returns how many
+/// recipients moved (the HF links are woken when any did).
+pub async fn look(
+    spool: &Arc<Spool>,
+    routes: &SharedRoutes,
+    heard: &Heard,
+    clock: Clock,
+    wake: &Notify,
+) -> u64 {
     let table = routes.current();
     let now = clock.unix_now();
     let mut count = 0;
@@ -38,20 +58,53 @@ pub async fn look(spool: &Arc<Spool>, routes: &SharedRoutes, clock: Clock, wake:
         let Some(to) = table.peer(&fb.peer) else {
             continue;
         };
-        let arrived_by = now.saturating_sub(fb.after);
+        let heard = heard.get(&peer.name);
+        let down = heard.silent_for(fb.after, now);
+        let rule = FallBack {
+            waited_since: now.saturating_sub(fb.after),
+            tried: down,
+            back: heard.silent_since.is_some(),
+            max_size: size_allowed(to),
+            now,
+        };
         let (s, from, into) = (Arc::clone(spool), peer.clone(), to.clone());
-        let moved =
-            crate::blocking::spawn(move || move_waiting(&s, &from, &into, arrived_by)).await;
+        let answers = heard.silent_since.is_none() && heard.answered.is_some();
+        let moved = crate::blocking::spawn(move || {
+            let mut moved = Vec::new();
+            // Back first: what the peer answers for again must not be sent away again.
+            if answers {
+                let back = s.fall_back_return(
+                    &Target::Peer(into.name.clone()),
+                    &from.name,
+                    size_allowed(&from),
+                    now,
+                )?;
+                moved.extend(back.into_iter().map(|m| (true, m)));
+            }
+            let away = move_by(&s, &from, &into, &rule)?;
+            moved.extend(away.into_iter().map(|m| (false, m)));
+            Ok::<_, skywave_spool::Error>(moved)
+        })
+        .await;
         match moved {
             Ok(Ok(moved)) => {
-                for (id, rcpts) in moved {
-                    info!(queue_id = %id, from = %peer.name, to = %to.name, recipients = ?rcpts,
-                        waited_s = fb.after, "waited too long for its peer: goes to the fallback");
+                for (back, (id, rcpts)) in moved {
+                    if back {
+                        info!(queue_id = %id, from = %to.name, to = %peer.name, recipients = ?rcpts,
+                            "its peer answers again: back from the fallback");
+                    } else if down {
+                        info!(queue_id = %id, from = %peer.name, to = %to.name, recipients = ?rcpts,
+                            silent_s = heard.silent_since.map(|t| now.saturating_sub(t)),
+                            "its peer has not answered for its fallback_after: goes to the fallback");
+                    } else {
+                        info!(queue_id = %id, from = %peer.name, to = %to.name, recipients = ?rcpts,
+                            waited_s = fb.after, "waited too long for its peer: goes to the fallback");
+                    }
                     count += rcpts.len() as u64;
                 }
             }
             Ok(Err(e)) => {
-                warn!(from = %peer.name, to = %to.name, error = %e, "cannot move mail to the fallback peer")
+                warn!(from = %peer.name, to = %to.name, error = %e, "cannot move mail between a peer and its fallback")
             }
             Err(e) => warn!(error = %e, "the fallback look failed"),
         }
@@ -69,35 +122,56 @@ pub fn size_allowed(to: &Peer) -> u64 {
     to.size_limit.min(to.hold_above.unwrap_or(u64::MAX))
 }
 
-/// Moves to `to` what still waits for `from` of the messages that arrived by `arrived_by` and
-/// are within [`size_allowed`] for `to` ([`Spool::fall_back`]): the fallback's rule, and the
-/// operator's `skywave queue move` (which takes everything, whatever its age).
-pub fn move_waiting(
+/// Moves to `to` what still waits for `from` by `rule` ([`Spool::fall_back`]).
+fn move_by(
     spool: &Spool,
     from: &Peer,
     to: &Peer,
-    arrived_by: u64,
+    rule: &FallBack,
 ) -> skywave_spool::Result<Vec<(QueueId, Vec<String>)>> {
     spool.fall_back(
         &Target::Peer(from.name.clone()),
         &Target::Peer(to.name.clone()),
-        arrived_by,
-        size_allowed(to),
+        rule,
     )
 }
 
-/// Looks at start-up and every [`POLL`] until `shutdown` turns true.
+/// The operator's `skywave queue move`: everything still waiting for `from`, whatever its age,
+/// within [`size_allowed`] for `to`; it does not come back by itself.
+pub fn move_waiting(
+    spool: &Spool,
+    from: &Peer,
+    to: &Peer,
+    now: u64,
+) -> skywave_spool::Result<Vec<(QueueId, Vec<String>)>> {
+    let rule = FallBack {
+        waited_since: u64::MAX,
+        tried: false,
+        back: false,
+        max_size: size_allowed(to),
+        now,
+    };
+    move_by(spool, from, to, &rule)
+}
+
+/// Looks at start-up, every [`POLL`] and whenever a session is answered or goes unanswered,
+/// until `shutdown` turns true.
 pub async fn run(
     spool: Arc<Spool>,
     routes: Arc<SharedRoutes>,
+    heard: Arc<Heard>,
     clock: Clock,
     wake: Arc<Notify>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
-        look(&spool, &routes, clock, &wake).await;
+        let changed = heard.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        look(&spool, &routes, &heard, clock, &wake).await;
         tokio::select! {
             () = tokio::time::sleep(POLL) => {}
+            () = changed => {}
             _ = shutdown.changed() => return,
         }
     }

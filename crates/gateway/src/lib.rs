@@ -9,7 +9,8 @@
 //! - [`hf`]: the HF side: SIS endpoints, one link per peer (HMTP, CFTP, P_MUL), transfer
 //!   records; [`tcp_bearer`] for SMTP peers over TCP/IP (JNOS, XLZW).
 //! - [`outcome`]: what a delivery attempt did to each recipient, applied to the spool.
-//! - [`fallback`]: a peer's mail that waited too long goes to the peer behind it.
+//! - [`fallback`]: a peer's mail that waited too long goes to the peer behind it, and
+//!   [`heard`], what our sessions heard from each peer, which moves it sooner and back.
 //! - [`emcon`]: the EMCON switch.
 //! - [`metrics`]: Prometheus counters and the endpoint.
 //! - [`daemon`]: `skywave run` (start-up, SIGHUP reload, graceful shutdown).
@@ -32,6 +33,7 @@ pub(crate) mod durable;
 pub mod emcon;
 pub mod fallback;
 pub mod fleet;
+pub mod heard;
 pub mod hf;
 pub mod intake;
 pub mod maildir;

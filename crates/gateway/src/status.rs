@@ -108,7 +108,7 @@ pub fn read(config: &Config) -> skywave_spool::Result<Status> {
     }
     if let Ok(table) = skywave_route::RoutingTable::load(&config.routes) {
         status.schedules = schedules(&table, now);
-        status.fallbacks = fallbacks(&table);
+        status.fallbacks = fallbacks(&table, &crate::heard::read(&config.state_dir), now);
     }
     for entry in spool.entries()? {
         let entry = entry?;
@@ -225,7 +225,7 @@ pub fn render(status: &Status) -> String {
     if !status.fallbacks.is_empty() {
         let _ = writeln!(
             out,
-            "fallbacks (mail still waiting that long after its arrival moves on):"
+            "fallbacks (mail waiting that long moves on; sooner while the peer does not answer):"
         );
         for line in &status.fallbacks {
             let _ = writeln!(out, "  {line}");
@@ -270,21 +270,42 @@ fn schedules(table: &skywave_route::RoutingTable, now: u64) -> Vec<String> {
         .collect()
 }
 
-/// One line per peer with a fallback: after how long its mail goes where.
-fn fallbacks(table: &skywave_route::RoutingTable) -> Vec<String> {
+/// One line per peer with a fallback: after how long its mail goes where, and what our
+/// sessions last heard from the peer (`heard`, at unix second `now`).
+fn fallbacks(
+    table: &skywave_route::RoutingTable,
+    heard: &std::collections::BTreeMap<String, crate::heard::PeerHeard>,
+    now: u64,
+) -> Vec<String> {
     table
         .peers()
         .iter()
         .filter_map(|p| {
             let fb = p.fallback.as_ref()?;
+            let h = heard.get(&p.name).copied().unwrap_or_default();
+            let down = if h.silent_for(fb.after, now) {
+                ": silent that long, what it is tried for moves at once"
+            } else {
+                ""
+            };
             Some(format!(
-                "{:<20} after {}: to {}",
+                "{:<20} after {}: to {}; {}{down}",
                 p.name,
                 skywave_route::duration_text(fb.after),
-                fb.peer
+                fb.peer,
+                h.describe(now, span)
             ))
         })
         .collect()
+}
+
+/// A span of time as an operator reads it: seconds, minutes, or hours and minutes.
+fn span(secs: u64) -> String {
+    match secs {
+        0..120 => format!("{secs} s"),
+        120..7200 => format!("{} min", secs / 60),
+        _ => format!("{} h {:02} min", secs / 3600, secs / 60 % 60),
+    }
 }
 
 /// One direction's day with a peer: sessions, messages, bytes on the air, session time.
@@ -292,12 +313,7 @@ fn traffic(t: &Traffic) -> String {
     if t.sessions == 0 {
         return "nothing".to_owned();
     }
-    let secs = t.seconds.round() as u64;
-    let time = match secs {
-        0..120 => format!("{secs} s"),
-        120..7200 => format!("{} min", secs / 60),
-        _ => format!("{} h {:02} min", secs / 3600, secs / 60 % 60),
-    };
+    let time = span(t.seconds.round() as u64);
     format!(
         "{} session(s), {} message(s), {} on the air, {time}",
         t.sessions,
@@ -388,17 +404,42 @@ mod tests {
              [[route]]\nmatch = \"a.example\"\nto = \"shore-sat\"\n",
         )
         .unwrap_or_else(|e| panic!("{e}"));
+        let mut heard = std::collections::BTreeMap::new();
         let status = Status {
-            fallbacks: fallbacks(&table),
+            fallbacks: fallbacks(&table, &heard, 10_000),
             ..Status::default()
         };
         assert!(
             render(&status).contains(
-                "fallbacks (mail still waiting that long after its arrival moves on):\n  \
-                 shore-sat            after 90 min: to shore-hf\n"
+                "fallbacks (mail waiting that long moves on; sooner while the peer does not answer):\n  \
+                 shore-sat            after 90 min: to shore-hf; never answered yet\n"
             ),
             "{}",
             render(&status)
+        );
+        // What the links heard: silent for its fallback_after, it is down.
+        heard.insert(
+            "shore-sat".to_owned(),
+            crate::heard::PeerHeard {
+                answered: Some(1_000),
+                silent_since: Some(4_000),
+                unanswered: 7,
+            },
+        );
+        assert_eq!(
+            fallbacks(&table, &heard, 9_400),
+            [
+                "shore-sat            after 90 min: to shore-hf; answered 2 h 20 min ago; \
+              7 session(s) unanswered since 90 min ago: silent that long, what it is tried \
+              for moves at once"
+            ]
+        );
+        assert_eq!(
+            fallbacks(&table, &heard, 9_000),
+            [
+                "shore-sat            after 90 min: to shore-hf; answered 2 h 13 min ago; \
+              7 session(s) unanswered since 83 min ago"
+            ]
         );
         assert!(!render(&Status::default()).contains("fallbacks"));
     }

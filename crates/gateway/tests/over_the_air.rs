@@ -1822,3 +1822,107 @@ async fn at_a_window_opening_the_two_stations_do_not_key_up_together() {
         pair.stop().await;
     }
 }
+
+/// Where recipient `rcpt` of message `id` waits now, and how it came there (`None` once the
+/// message has left the queue).
+fn waits_at(
+    pair: &Pair,
+    id: &skywave_spool::QueueId,
+) -> Option<(String, Option<skywave_spool::Moved>)> {
+    let (_, file) = pair.ship.spool().load(id).ok()?;
+    let r = file.envelope.recipients.first()?;
+    Some((r.target.to_string(), r.moved.clone()))
+}
+
+/// Waits until message `id` waits for `peer` (at most `limit`); the time it took.
+async fn until_at(
+    pair: &Pair,
+    id: &skywave_spool::QueueId,
+    peer: &str,
+    limit: Duration,
+) -> Duration {
+    let start = tokio::time::Instant::now();
+    while start.elapsed() < limit {
+        if waits_at(pair, id).is_some_and(|(t, _)| t == format!("peer:{peer}")) {
+            return start.elapsed();
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    panic!(
+        "{id} is not at {peer} after {limit:?}: {:?}",
+        waits_at(pair, id)
+    );
+}
+
+/// The shore's HMTP peer goes silent for 25 minutes (an outage of the channel), with a peer
+/// that never answers behind it as its fallback, so that what falls back stays there to be
+/// seen. The first message falls back by its age, ten minutes; once the shore has answered
+/// none of the ship's sessions for ten minutes, a message that comes then falls back after
+/// its one attempt, not after ten minutes; when the outage is over, the next message is
+/// answered, and both come back from the fallback and reach the shore, each once.
+#[tokio::test(start_paused = true)]
+async fn mail_for_a_silent_peer_falls_back_sooner_and_comes_back_when_it_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), "deflate");
+    o.outages = vec![(Duration::from_secs(1), Duration::from_secs(1500))];
+    o.ship_peer_extra = "fallback = \"shore-far\"\nfallback_after = \"10m\"\n\n\
+                         [[peer]]\nname = \"shore-far\"\nnode = \"0.0.9.9\"\nprotocol = \"hmtp\"\n"
+        .into();
+    let pair = Pair::start(&o).await.unwrap();
+    let t0 = tokio::time::Instant::now();
+    let send = |n: usize| {
+        let m = message("alice@ship.example", "desk@shore.example", n, 2000);
+        let ship = &pair.ship;
+        async move {
+            let id = ship
+                .submit("alice@ship.example", &["desk@shore.example"], &m)
+                .await
+                .unwrap();
+            (id, (format!("<{n}.alice@ship.example>"), m))
+        }
+    };
+    let (first, first_sent) = send(1).await;
+    // Its session goes into the outage; by its age it falls back after ten minutes, and may
+    // come back: the shore did not answer.
+    let took = until_at(&pair, &first, "shore-far", Duration::from_secs(900)).await;
+    // 614 s: ten minutes, and the look every 30 s.
+    assert!(
+        (Duration::from_secs(600)..Duration::from_secs(660)).contains(&took),
+        "{took:?}"
+    );
+    assert!(
+        matches!(
+            waits_at(&pair, &first),
+            Some((_, Some(skywave_spool::Moved::FellBack { back: true, .. })))
+        ),
+        "{:?}",
+        waits_at(&pair, &first)
+    );
+    // By 1000 s in, the shore has answered nothing for ten minutes: the next message gets one
+    // attempt and falls back as soon as that goes unanswered.
+    tokio::time::sleep_until(t0 + Duration::from_secs(1000)).await;
+    let (second, second_sent) = send(2).await;
+    let took = until_at(&pair, &second, "shore-far", Duration::from_secs(900)).await;
+    // 42 s: its session's 39 s unanswered, where its age would have taken 600 s.
+    assert!(took < Duration::from_secs(90), "{took:?}");
+    // After the outage the next message is answered, and the two come back.
+    tokio::time::sleep_until(t0 + Duration::from_secs(1600)).await;
+    let (_, third_sent) = send(3).await;
+    let sent = vec![first_sent, second_sent, third_sent];
+    all_arrive_once(&pair, &sent).await;
+    // The third went alone, and the two that came back in the session right after it.
+    let ship = pair.ship.hf().transfers();
+    let out = outgoing(&ship);
+    let delivered: Vec<_> = out.iter().filter(|r| r.accepted > 0).collect();
+    assert_eq!(
+        delivered
+            .iter()
+            .map(|r| (r.peer.as_str(), r.accepted))
+            .collect::<Vec<_>>(),
+        [("shore", 1), ("shore", 2)],
+        "{out:#?}"
+    );
+    assert!(delivered[1].start - delivered[0].end < 30.0, "{out:#?}");
+    assert_eq!(pair.ship.spool().entries().unwrap().count(), 0);
+    pair.stop().await;
+}

@@ -818,11 +818,16 @@ impl fmt::Display for Explanation {
                             write_schedule(f, schedule, p.schedule_bypass, "sessions start")?;
                         }
                         if let Some(fb) = &p.fallback {
+                            let after = crate::model::duration_text(fb.after);
                             writeln!(
                                 f,
-                                "  fallback: mail still waiting {} after its arrival goes to peer \"{}\" (if within that peer's size limit and not held for its size)",
-                                crate::model::duration_text(fb.after),
+                                "  fallback: mail still waiting {after} after its arrival goes to peer \"{}\" (if within that peer's size limit and not held for its size)",
                                 fb.peer
+                            )?;
+                            writeln!(
+                                f,
+                                "  while \"{}\" has answered none of this gateway's sessions for {after}, mail it was tried for goes at once; what went while it was silent comes back when it answers again",
+                                p.name
                             )?;
                         }
                         if let Some(g) = group {

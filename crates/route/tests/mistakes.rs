@@ -860,7 +860,10 @@ fn a_fallback_is_read_and_explained() {
     assert!(
         explained.contains(
             "  fallback: mail still waiting 45 min after its arrival goes to peer \"shore-hf\" \
-             (if within that peer's size limit and not held for its size)\n"
+             (if within that peer's size limit and not held for its size)\n  \
+             while \"shore-sat\" has answered none of this gateway's sessions for 45 min, mail \
+             it was tried for goes at once; what went while it was silent comes back when it \
+             answers again\n"
         ),
         "{explained}"
     );

@@ -28,11 +28,12 @@ pub use dirsync::DirSync;
 pub use id::{InvalidQueueId, QueueId};
 pub use priority::Priority;
 pub use record::{
-    DecodeError, EncodeError, Envelope, Failure, QueueFile, RcptState, Recipient, Success, Target,
+    DecodeError, EncodeError, Envelope, Failure, Moved, QueueFile, RcptState, Recipient, Success,
+    Target,
 };
 pub use room::{Bytes, Room, Space};
 pub use spool::{
     DEFAULT_DELAY_WARNING, DEFAULT_MIN_FREE_SPACE, DEFAULT_RETURN_FULL_LIMIT, Disposition,
-    DueMessage, Entries, Entry, Error, Handoff, NewMessage, QueueState, QueuedReport,
+    DueMessage, Entries, Entry, Error, FallBack, Handoff, NewMessage, QueueState, QueuedReport,
     RecoveryReport, Result, Spool, SpoolConfig, unix_seconds,
 };

@@ -1,7 +1,7 @@
 //! The queue-file format: typed, length-prefixed records, ending in an END record with a checksum.
 //!
 //! ```text
-//! file     = magic ENVELOPE DSN? (RCPT RDSN?)* WARNED? DEAD? BODY END
+//! file     = magic ENVELOPE DSN? (RCPT RDSN? RMOVED?)* WARNED? DEAD? BODY END
 //! magic    = "SKWSPL01"                         (8 bytes: format name and version)
 //! record   = type:u8 length:u32be payload[length]
 //! ENVELOPE = 0x01  id:str arrival:u64 sender:str priority:i8 expires:u64 body_len:u64
@@ -13,6 +13,10 @@
 //!                  (the RCPT before it: its NOTIFY, 0 when not given, else 0x80 | bits 0
 //!                  SUCCESS, 1 FAILURE, 2 DELAY; its ORCPT; and the success the report is to
 //!                  tell, 0 none, 1 delivered, 2 relayed. Written only when one is set.)
+//! RMOVED   = 0x08  kind:u8 (from:str)? at:u64   (the RCPT before it, or its RDSN: how it came
+//!                  to its target other than by routing; kind 1 fell back from peer `from`,
+//!                  2 the same and may go back to `from` when that peer answers again, 3
+//!                  came back from its fallback (no `from`). Written only when set.)
 //! WARNED   = 0x05  at:u64                       (when the sender was told of the delay)
 //! DEAD     = 0x03  reason:str                   (the message is a dead letter, and why)
 //! BODY     = 0x04  the message bytes (RFC 5322, CRLF lines, not dot-stuffed)
@@ -24,7 +28,8 @@
 //! ```
 //!
 //! A file without DSN parameters is byte for byte what a gateway without them wrote; one with
-//! them (DSN or RDSN records) is not read by such a gateway.
+//! them (DSN or RDSN records) is not read by such a gateway. Likewise a file with a recipient
+//! that a peer's fallback moved (RMOVED) is not read by a gateway from before 2026-12-01.
 //!
 //! Times are unix seconds. Like a Postfix queue file, a file is only complete when it ends in a
 //! valid END record: anything shorter is [`DecodeError::Incomplete`], however it was cut. The
@@ -54,6 +59,7 @@ const T_BODY: u8 = 0x04;
 const T_WARNED: u8 = 0x05;
 const T_RDSN: u8 = 0x06;
 const T_DSN: u8 = 0x07;
+const T_RMOVED: u8 = 0x08;
 const T_END: u8 = 0x7F;
 const RECORD_HEADER: usize = 5;
 
@@ -145,6 +151,60 @@ pub struct Recipient {
     /// Delivered, and its sender asked to hear so (`NOTIFY=SUCCESS`) from this gateway: the
     /// report, sent once the message is complete, tells this.
     pub success: Option<Success>,
+    /// How it came to wait for its target other than by routing (a peer's fallback).
+    pub moved: Option<Moved>,
+}
+
+/// How a recipient came to wait for its target other than by routing: moved there by a
+/// peer's fallback (or by the operator), or back from the fallback.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Moved {
+    /// Moved from peer `from` at unix second `at`. `back`: it fell back while `from` did not
+    /// answer, and goes back to `from` once `from` answers again, if it is still waiting.
+    FellBack {
+        /// The peer it waited for before.
+        from: String,
+        /// When it moved (unix seconds).
+        at: u64,
+        /// It may go back to `from`.
+        back: bool,
+    },
+    /// Came back from its fallback at unix second `at`, its peer answering again: the wait
+    /// before it falls back again counts from then, not from the message's arrival.
+    Returned {
+        /// When it came back (unix seconds).
+        at: u64,
+    },
+}
+
+impl Moved {
+    /// When it began to wait for its target: the message's `arrival`, or its return.
+    pub fn waiting_since(moved: Option<&Moved>, arrival: u64) -> u64 {
+        match moved {
+            Some(Moved::Returned { at }) => arrival.max(*at),
+            _ => arrival,
+        }
+    }
+}
+
+impl std::fmt::Display for Moved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Moved::FellBack { from, back, .. } => {
+                write!(f, "moved here from peer:{from}")?;
+                if *back {
+                    write!(
+                        f,
+                        ", which did not answer; it goes back when that peer answers"
+                    )?;
+                }
+                Ok(())
+            }
+            Moved::Returned { .. } => {
+                f.write_str("back from its fallback, its peer answering again")
+            }
+        }
+    }
 }
 
 /// What a success report says of a recipient (RFC 3464 `Action`).
@@ -169,6 +229,7 @@ impl Recipient {
             last_error: None,
             dsn: RcptDsn::default(),
             success: None,
+            moved: None,
         }
     }
 }
@@ -470,6 +531,21 @@ pub fn encode(file: &QueueFile) -> Result<Vec<u8>, EncodeError> {
             });
             put_record(&mut out, T_RDSN, &p);
         }
+        if let Some(m) = &r.moved {
+            p.clear();
+            match m {
+                Moved::FellBack { from, at, back } => {
+                    p.push(if *back { 2 } else { 1 });
+                    put_str(&mut p, "peer moved from", from)?;
+                    p.extend_from_slice(&at.to_be_bytes());
+                }
+                Moved::Returned { at } => {
+                    p.push(3);
+                    p.extend_from_slice(&at.to_be_bytes());
+                }
+            }
+            put_record(&mut out, T_RMOVED, &p);
+        }
     }
     if let Some(at) = env.delay_warned {
         put_record(&mut out, T_WARNED, &at.to_be_bytes());
@@ -561,6 +637,7 @@ fn record_name(kind: u8) -> &'static str {
         T_WARNED => "WARNED",
         T_DSN => "DSN",
         T_RDSN => "RDSN",
+        T_RMOVED => "RMOVED",
         T_BODY => "BODY",
         T_END => "END",
         _ => "unknown",
@@ -582,7 +659,7 @@ fn next_record<'a>(
     let max = match kind {
         T_BODY => MAX_BODY,
         T_END => 4,
-        T_ENVELOPE | T_RCPT | T_DEAD | T_DSN | T_RDSN => MAX_META_RECORD,
+        T_ENVELOPE | T_RCPT | T_DEAD | T_DSN | T_RDSN | T_RMOVED => MAX_META_RECORD,
         T_WARNED => 8,
         found => {
             return Err(DecodeError::UnexpectedRecord {
@@ -680,6 +757,27 @@ fn decode_rdsn(payload: &[u8], r: &mut Recipient) -> Result<(), DecodeError> {
     Ok(())
 }
 
+/// Reads an RMOVED record: how the recipient before it came to its target.
+fn decode_rmoved(payload: &[u8]) -> Result<Moved, DecodeError> {
+    let mut f = Fields {
+        record: "RMOVED",
+        bytes: payload,
+    };
+    let moved = match f.u8("kind")? {
+        kind @ (1 | 2) => Moved::FellBack {
+            from: f.str("peer moved from")?,
+            at: f.u64("time moved")?,
+            back: kind == 2,
+        },
+        3 => Moved::Returned {
+            at: f.u64("time returned")?,
+        },
+        other => return Err(f.bad(format!("kind {other}, expected 1 to 3"))),
+    };
+    f.finish()?;
+    Ok(moved)
+}
+
 fn decode_rcpt(payload: &[u8]) -> Result<Recipient, DecodeError> {
     let mut f = Fields {
         record: "RCPT",
@@ -720,6 +818,7 @@ fn decode_rcpt(payload: &[u8]) -> Result<Recipient, DecodeError> {
         last_error,
         dsn: RcptDsn::default(),
         success: None,
+        moved: None,
     })
 }
 
@@ -746,15 +845,18 @@ pub fn decode(input: &[u8]) -> Result<QueueFile, DecodeError> {
     }
     let mut envelope = decode_envelope(payload)?;
     pos += RECORD_HEADER + payload.len();
-    // What the record just read allows next: DSN right after ENVELOPE, RDSN right after RCPT.
+    // What the record just read allows next: DSN right after ENVELOPE, RDSN right after RCPT,
+    // RMOVED right after RCPT or its RDSN.
     let mut after_envelope = true;
     let mut after_rcpt = false;
+    let mut after_rdsn = false;
 
     let message = loop {
         let (kind, payload) = next_record(input, pos, "RCPT, WARNED, DEAD or BODY")?;
-        let (was_envelope, was_rcpt) = (after_envelope, after_rcpt);
+        let (was_envelope, was_rcpt, was_rdsn) = (after_envelope, after_rcpt, after_rdsn);
         after_envelope = false;
         after_rcpt = false;
+        after_rdsn = false;
         match kind {
             T_DSN if was_envelope => envelope.dsn = decode_dsn(payload)?,
             T_RCPT if envelope.dead_reason.is_none() && envelope.delay_warned.is_none() => {
@@ -767,6 +869,13 @@ pub fn decode(input: &[u8]) -> Result<QueueFile, DecodeError> {
             T_RDSN if was_rcpt => {
                 if let Some(r) = envelope.recipients.last_mut() {
                     decode_rdsn(payload, r)?;
+                }
+                after_rdsn = true;
+            }
+            T_RMOVED if was_rcpt || was_rdsn => {
+                let moved = decode_rmoved(payload)?;
+                if let Some(r) = envelope.recipients.last_mut() {
+                    r.moved = Some(moved);
                 }
             }
             T_WARNED if envelope.dead_reason.is_none() && envelope.delay_warned.is_none() => {
@@ -1010,6 +1119,57 @@ mod tests {
     }
 
     #[test]
+    fn a_move_by_the_fallback_is_a_record_after_its_recipient() {
+        let mut f = sample();
+        let plain = encode(&f).unwrap();
+        f.envelope.recipients[1].moved = Some(Moved::FellBack {
+            from: "sat".into(),
+            at: 0x0102_0304_0506_0708,
+            back: true,
+        });
+        let bytes = encode(&f).unwrap();
+        // Kind 2 (may go back), the peer, the time: after the second RCPT, before the BODY.
+        let rmoved = [
+            0x08, 0, 0, 0, 14, 2, 0, 3, b's', b'a', b't', 1, 2, 3, 4, 5, 6, 7, 8,
+        ];
+        let body_at = plain.len() - 9 - 5 - f.message.len();
+        assert_eq!(&bytes[..body_at], &plain[..body_at]);
+        assert_eq!(&bytes[body_at..body_at + rmoved.len()], &rmoved);
+        assert_eq!(decode(&bytes).unwrap(), f);
+        // Back from the fallback: kind 3 and the time.
+        f.envelope.recipients[1].moved = Some(Moved::Returned { at: 9 });
+        let bytes = encode(&f).unwrap();
+        assert_eq!(
+            &bytes[body_at..body_at + 14],
+            &[0x08, 0, 0, 0, 9, 3, 0, 0, 0, 0, 0, 0, 0, 9]
+        );
+        assert_eq!(decode(&bytes).unwrap(), f);
+        // After an RDSN too, but not after the ENVELOPE, and not an unknown kind.
+        f.envelope.recipients[1].success = Some(Success::Relayed);
+        assert_eq!(decode(&encode(&f).unwrap()).unwrap(), f);
+        let env_end =
+            8 + 5 + u32::from_be_bytes([plain[9], plain[10], plain[11], plain[12]]) as usize;
+        let mut misplaced = plain[..env_end].to_vec();
+        misplaced.extend_from_slice(&rmoved);
+        misplaced.extend_from_slice(&plain[env_end..]);
+        assert!(matches!(
+            decode(&misplaced),
+            Err(DecodeError::UnexpectedRecord { found: 0x08, .. })
+        ));
+        let mut bad = plain[..body_at].to_vec();
+        bad.extend_from_slice(&rmoved);
+        bad[body_at + 5] = 4;
+        bad.extend_from_slice(&plain[body_at..]);
+        assert!(matches!(
+            decode(&bad),
+            Err(DecodeError::Malformed {
+                record: "RMOVED",
+                ..
+            })
+        ));
+    }
+
+    #[test]
     fn oversized_record_is_refused_before_reading_it() {
         let mut b = MAGIC.to_vec();
         b.push(T_ENVELOPE);
@@ -1060,7 +1220,11 @@ mod tests {
             any::<u64>(),
             any::<u64>(),
             proptest::option::of(arb_text()),
-            (arb_rcpt_dsn(), proptest::option::of(arb_success())),
+            (
+                arb_rcpt_dsn(),
+                proptest::option::of(arb_success()),
+                proptest::option::of(arb_moved()),
+            ),
         )
             .prop_map(
                 |(
@@ -1071,7 +1235,7 @@ mod tests {
                     next_attempt,
                     last_attempt,
                     last_error,
-                    (dsn, success),
+                    (dsn, success, moved),
                 )| {
                     Recipient {
                         address,
@@ -1083,9 +1247,18 @@ mod tests {
                         last_error,
                         dsn,
                         success,
+                        moved,
                     }
                 },
             )
+    }
+
+    fn arb_moved() -> impl Strategy<Value = Moved> {
+        prop_oneof![
+            (arb_text(), any::<u64>(), any::<bool>())
+                .prop_map(|(from, at, back)| Moved::FellBack { from, at, back }),
+            any::<u64>().prop_map(|at| Moved::Returned { at }),
+        ]
     }
 
     fn arb_success() -> impl Strategy<Value = Success> {

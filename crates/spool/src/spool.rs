@@ -62,7 +62,7 @@ use crate::expiry::message_expiry;
 use crate::id::{InvalidQueueId, QueueId};
 use crate::priority::Priority;
 use crate::record::{
-    DecodeError, EncodeError, Envelope, Failure, MAX_BODY, MAX_TEXT, QueueFile, RcptState,
+    DecodeError, EncodeError, Envelope, Failure, MAX_BODY, MAX_TEXT, Moved, QueueFile, RcptState,
     Recipient, Success, Target, decode, encode,
 };
 use crate::room::{Room, Space, available_space};
@@ -288,6 +288,22 @@ pub struct NewMessage<'a> {
     /// What its sender asked of reports on each recipient that asked anything (`NOTIFY`,
     /// `ORCPT`), by address; a recipient not listed asked nothing.
     pub rcpt_dsn: Vec<(String, RcptDsn)>,
+}
+
+/// Which waiting recipients a peer's fallback takes ([`Spool::fall_back`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FallBack {
+    /// Those that have waited for the peer since this unix second or before.
+    pub waited_since: u64,
+    /// Also those the peer was tried for at least once, whatever their wait: the peer has not
+    /// answered for as long as its fallback waits.
+    pub tried: bool,
+    /// They go back to the peer when it answers again: it did not answer the last time.
+    pub back: bool,
+    /// Only messages of at most this many bytes (what the fallback peer takes).
+    pub max_size: u64,
+    /// Now (unix seconds), recorded with each move.
+    pub now: u64,
 }
 
 /// A message due for a target, as returned by [`Spool::due`].
@@ -1469,34 +1485,86 @@ impl Spool {
     }
 
     /// Moves to `to` the recipients still waiting for `from` (pending or deferred, not in
-    /// flight) of every queued message that arrived at or before `arrived_by` and is at most
-    /// `max_size` bytes: a peer's fallback (the routing table's `fallback`) taking the mail that
-    /// has waited too long for the peer. Each moved recipient starts afresh for `to`: pending,
-    /// due at once, no attempt counted, its last error kept for the operator. Nothing moves
-    /// while `from` is held by an operator, nor out of a held message or a dead letter: hold
-    /// means that the mail waits. Returns each message changed with the recipients moved.
+    /// flight) of every queued message of at most `rule.max_size` bytes that have waited for
+    /// `from` since `rule.waited_since` or before (since the message's arrival, or since they
+    /// came back from a fallback, [`Moved::Returned`]), and, when `rule.tried`, those that
+    /// `from` was tried for at least once: a peer's fallback (the routing table's `fallback`)
+    /// taking the mail that has waited too long for the peer, or that a peer that has not
+    /// answered for that long was tried for. Each moved recipient starts afresh for `to`:
+    /// pending, due at once, no attempt counted, its last error kept for the operator, and
+    /// [`Moved::FellBack`] from `from` (with `rule.back`: it goes back when `from` answers
+    /// again, [`Spool::fall_back_return`]). Nothing moves while `from` is held by an operator,
+    /// nor out of a held message or a dead letter: hold means that the mail waits. Returns
+    /// each message changed with the recipients moved.
     ///
-    /// A recipient a link took for `from` just before the move still goes there (its state is
-    /// what counts): at worst it travels both ways once and the receiver drops the duplicate.
+    /// A recipient a link has taken for `from` is in flight and stays: the move and the take
+    /// are both made under the queue file's lock, so one of them sees the other's result.
     pub fn fall_back(
         &self,
         from: &Target,
         to: &Target,
-        arrived_by: u64,
-        max_size: u64,
+        rule: &FallBack,
     ) -> Result<Vec<(QueueId, Vec<String>)>> {
+        let Target::Peer(from_name) = from else {
+            return Ok(Vec::new());
+        };
         if from == to || self.is_target_held(from)? {
             return Ok(Vec::new());
         }
-        let waiting = |r: &Recipient| {
-            &r.target == from && matches!(r.state, RcptState::Pending | RcptState::Deferred)
+        let moves = |r: &Recipient, arrival: u64| {
+            &r.target == from
+                && matches!(r.state, RcptState::Pending | RcptState::Deferred)
+                && (Moved::waiting_since(r.moved.as_ref(), arrival) <= rule.waited_since
+                    || (rule.tried && r.attempts > 0))
         };
-        let mut moved = Vec::new();
+        let moved = Moved::FellBack {
+            from: from_name.clone(),
+            at: rule.now,
+            back: rule.back,
+        };
+        self.move_recipients(rule.max_size, to, &moved, moves)
+    }
+
+    /// Moves back to peer `to` the recipients that fell back from it to `from` while it did
+    /// not answer ([`Moved::FellBack`] with `back`) and still wait for `from` (pending or
+    /// deferred, not in flight), in messages of at most `max_size` bytes: `to` has answered
+    /// again. They start afresh for `to` ([`Moved::Returned`] at `now`, from when its
+    /// fallback's wait counts again). Nothing moves while `from` is held by an operator.
+    pub fn fall_back_return(
+        &self,
+        from: &Target,
+        to: &str,
+        max_size: u64,
+        now: u64,
+    ) -> Result<Vec<(QueueId, Vec<String>)>> {
+        if self.is_target_held(from)? {
+            return Ok(Vec::new());
+        }
+        let moves = |r: &Recipient, _: u64| {
+            &r.target == from
+                && matches!(r.state, RcptState::Pending | RcptState::Deferred)
+                && matches!(&r.moved, Some(Moved::FellBack { from, back: true, .. }) if from == to)
+        };
+        let to = Target::Peer(to.to_owned());
+        self.move_recipients(max_size, &to, &Moved::Returned { at: now }, moves)
+    }
+
+    /// Moves to `to` every recipient for which `moves` (the recipient, its message's arrival)
+    /// holds, in queued messages of at most `max_size` bytes that are not dead letters; each
+    /// starts afresh (pending, due at once, no attempt counted) and says how it came
+    /// (`moved`).
+    fn move_recipients(
+        &self,
+        max_size: u64,
+        to: &Target,
+        moved: &Moved,
+        moves: impl Fn(&Recipient, u64) -> bool,
+    ) -> Result<Vec<(QueueId, Vec<String>)>> {
+        let mut out = Vec::new();
         for env in self.scan(QueueState::Queued)? {
             if env.dead_reason.is_some()
-                || env.arrival > arrived_by
                 || env.size > max_size
-                || !env.recipients.iter().any(waiting)
+                || !env.recipients.iter().any(|r| moves(r, env.arrival))
             {
                 continue;
             }
@@ -1504,12 +1572,19 @@ impl Spool {
                 if state != QueueState::Queued {
                     return Ok((Change::Nothing, Vec::new()));
                 }
+                let arrival = file.envelope.arrival;
                 let mut these = Vec::new();
-                for r in file.envelope.recipients.iter_mut().filter(|r| waiting(r)) {
+                for r in file
+                    .envelope
+                    .recipients
+                    .iter_mut()
+                    .filter(|r| moves(r, arrival))
+                {
                     r.target = to.clone();
                     r.state = RcptState::Pending;
                     r.attempts = 0;
                     r.next_attempt = 0;
+                    r.moved = Some(moved.clone());
                     these.push(r.address.clone());
                 }
                 let change = if these.is_empty() {
@@ -1520,12 +1595,12 @@ impl Spool {
                 Ok((change, these))
             });
             match result {
-                Ok(these) if !these.is_empty() => moved.push((env.id.clone(), these)),
+                Ok(these) if !these.is_empty() => out.push((env.id.clone(), these)),
                 Ok(_) | Err(Error::NotFound(_)) => {}
                 Err(e) => return Err(e),
             }
         }
-        Ok(moved)
+        Ok(out)
     }
 
     /// Builds the DSN of a complete message, on its failed recipients (those whose sender did

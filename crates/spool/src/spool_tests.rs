@@ -1668,7 +1668,7 @@ fn fall_back_moves_only_what_waited_long_enough_and_is_free_to_go() {
         T0 + 1000,
     );
 
-    let moved = s.fall_back(&sat, &hf, T0 + 600, u64::MAX).unwrap();
+    let moved = s.fall_back(&sat, &hf, &by_age(T0 + 600, u64::MAX)).unwrap();
     assert_eq!(
         moved,
         [(
@@ -1713,20 +1713,139 @@ fn fall_back_moves_only_what_waited_long_enough_and_is_free_to_go() {
     }
     // The restart made the one in flight waiting again: now it goes; nothing is moved twice.
     assert_eq!(
-        s.fall_back(&sat, &hf, T0 + 600, u64::MAX).unwrap(),
+        s.fall_back(&sat, &hf, &by_age(T0 + 600, u64::MAX)).unwrap(),
         [(flying, vec!["d@shore.example".to_owned()])]
     );
     // Nothing over the size allowed, nothing from a held peer.
-    assert!(s.fall_back(&sat, &hf, T0 + 5000, 10).unwrap().is_empty());
+    assert!(
+        s.fall_back(&sat, &hf, &by_age(T0 + 5000, 10))
+            .unwrap()
+            .is_empty()
+    );
     s.hold_target(&sat).unwrap();
     assert!(
-        s.fall_back(&sat, &hf, T0 + 5000, u64::MAX)
+        s.fall_back(&sat, &hf, &by_age(T0 + 5000, u64::MAX))
             .unwrap()
             .is_empty()
     );
     s.release_target(&sat).unwrap();
     assert_eq!(
-        s.fall_back(&sat, &hf, T0 + 5000, u64::MAX).unwrap(),
+        s.fall_back(&sat, &hf, &by_age(T0 + 5000, u64::MAX))
+            .unwrap(),
         [(young, vec!["f@shore.example".to_owned()])]
+    );
+}
+
+/// The age rule alone: what has waited since `waited_since`, up to `max_size` bytes.
+fn by_age(waited_since: u64, max_size: u64) -> FallBack {
+    FallBack {
+        waited_since,
+        tried: false,
+        back: false,
+        max_size,
+        now: waited_since,
+    }
+}
+
+/// A peer that has not answered: what it was tried for moves, whatever its age, and may come
+/// back; when the peer answers again, it comes back if it still waits, and its next wait for
+/// the fallback counts from its return.
+#[test]
+fn mail_tried_for_a_silent_peer_falls_back_and_comes_back_when_it_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let sat = Target::Peer("sat".into());
+    let hf = Target::Peer("hf".into());
+    let tried = enqueue(
+        &s,
+        "tried",
+        &[("a@shore.example", sat.clone())],
+        0,
+        T0 + 500,
+    );
+    s.mark_in_flight(&tried, &["a@shore.example"], T0 + 500)
+        .unwrap();
+    s.deferred(&tried, &["a@shore.example"], "no answer", T0 + 510)
+        .unwrap();
+    let untried = enqueue(
+        &s,
+        "untried",
+        &[("b@shore.example", sat.clone())],
+        0,
+        T0 + 520,
+    );
+    let silent = FallBack {
+        waited_since: T0,
+        tried: true,
+        back: true,
+        max_size: u64::MAX,
+        now: T0 + 530,
+    };
+    assert_eq!(
+        s.fall_back(&sat, &hf, &silent).unwrap(),
+        [(tried.clone(), vec!["a@shore.example".to_owned()])]
+    );
+    let rcpt = |s: &Spool, id: &QueueId| s.load(id).unwrap().1.envelope.recipients[0].clone();
+    assert_eq!(
+        rcpt(&s, &tried).moved,
+        Some(Moved::FellBack {
+            from: "sat".into(),
+            at: T0 + 530,
+            back: true
+        })
+    );
+    assert_eq!(rcpt(&s, &untried).target, sat);
+    // Nothing comes back to another peer, nor while the fallback is held.
+    assert!(
+        s.fall_back_return(&hf, "elsewhere", u64::MAX, T0 + 600)
+            .unwrap()
+            .is_empty()
+    );
+    s.hold_target(&hf).unwrap();
+    assert!(
+        s.fall_back_return(&hf, "sat", u64::MAX, T0 + 600)
+            .unwrap()
+            .is_empty()
+    );
+    s.release_target(&hf).unwrap();
+    assert_eq!(
+        s.fall_back_return(&hf, "sat", u64::MAX, T0 + 600).unwrap(),
+        [(tried.clone(), vec!["a@shore.example".to_owned()])]
+    );
+    let back = rcpt(&s, &tried);
+    assert_eq!(
+        (back.target, back.state, back.attempts, back.moved),
+        (
+            sat.clone(),
+            RcptState::Pending,
+            0,
+            Some(Moved::Returned { at: T0 + 600 })
+        )
+    );
+    // Its wait counts from the return: it arrived at T0 + 500, but has waited only since
+    // T0 + 600.
+    let moved_ids =
+        |m: Vec<(QueueId, Vec<String>)>| m.into_iter().map(|(id, _)| id).collect::<Vec<_>>();
+    assert_eq!(
+        moved_ids(s.fall_back(&sat, &hf, &by_age(T0 + 599, u64::MAX)).unwrap()),
+        [untried]
+    );
+    assert_eq!(
+        moved_ids(s.fall_back(&sat, &hf, &by_age(T0 + 600, u64::MAX)).unwrap()),
+        std::slice::from_ref(&tried)
+    );
+    // Moved by age from a peer that answers: it does not come back.
+    assert_eq!(
+        rcpt(&s, &tried).moved,
+        Some(Moved::FellBack {
+            from: "sat".into(),
+            at: T0 + 600,
+            back: false
+        })
+    );
+    assert!(
+        s.fall_back_return(&hf, "sat", u64::MAX, T0 + 700)
+            .unwrap()
+            .is_empty()
     );
 }

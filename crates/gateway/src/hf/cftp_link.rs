@@ -311,6 +311,16 @@ impl CftpLink {
                 outcomes.push(r);
             }
         }
+        // A file acknowledged says the peer hears us; one given up after its retries, that it
+        // did not answer.
+        let acknowledged = outcomes.iter().any(|r| {
+            r.recipients
+                .iter()
+                .all(|(_, d)| matches!(d, Disposition::Delivered(_)))
+        });
+        if !outcomes.is_empty() {
+            self.ctx.heard_from(&self.name, acknowledged);
+        }
         for r in outcomes {
             let Some(d) = st.pushed.remove(&r.id) else {
                 continue;

@@ -896,6 +896,8 @@ impl HmtpLink {
             return;
         };
         let used = o.client.settings().dictionary;
+        // Replies of any kind, late ones to an earlier session included, say the peer hears us.
+        self.ctx.heard_from(&self.name, outcome.received.updus > 0);
         match (&outcome.end, outcome.received.updus) {
             // The peer's replies arrived: its EHLO says what it can decode now.
             (_, n) if n > 0 => {

@@ -66,6 +66,8 @@ pub struct HfContext {
     /// The schedule window each peer's link last logged, so that each opening and closing is
     /// logged once.
     pub windows_said: std::sync::Mutex<HashMap<String, ScheduleState>>,
+    /// What our sessions heard from each peer (the links write it; the fallback reads it).
+    pub heard: Arc<crate::heard::Heard>,
 }
 
 impl HfContext {
@@ -73,6 +75,16 @@ impl HfContext {
     /// keeps EMCON.
     fn must_not_send(&self, peer: &skywave_route::Peer) -> bool {
         peer.hold || self.in_emcon()
+    }
+
+    /// Notes whether `peer` answered a session of ours that just ended ([`crate::heard`]).
+    fn heard_from(&self, peer: &str, answered: bool) {
+        let now = self.clock.unix_now();
+        if answered {
+            self.heard.answered(peer, now);
+        } else {
+            self.heard.unanswered(peer, now);
+        }
     }
 
     /// Whether the gateway keeps EMCON (see [`HfContext::emcon`]).

@@ -17,7 +17,7 @@ use tracing::{Instrument, info, info_span, warn};
 use super::transfer::{Direction, TransferRecord};
 use super::{HfContext, Look, Take};
 use crate::outcome::Outcome;
-use crate::tcp_bearer::{TcpBearerSettings, TransferEnd, send_batch};
+use crate::tcp_bearer::{TcpBearerError, TcpBearerSettings, TransferEnd, send_batch};
 
 /// The task of one TCP peer.
 pub(super) struct TcpLink {
@@ -93,6 +93,8 @@ impl TcpLink {
         info!(messages = loaded.len(), ?xlzw_bits, "session started");
         match send_batch(self.address.as_str(), &settings, messages).await {
             Ok(t) => {
+                // Anything read from the peer is an answer: its greeting at least.
+                self.ctx.heard_from(&self.name, t.plain_bytes_read > 0);
                 let mut accepted = 0u64;
                 let how = Handoff::onward(t.dsn);
                 for ((d, _), o) in loaded.iter().zip(&t.outcomes) {
@@ -152,6 +154,12 @@ impl TcpLink {
                 });
             }
             Err(e) => {
+                if matches!(
+                    e,
+                    TcpBearerError::Connect { .. } | TcpBearerError::ConnectTimeout { .. }
+                ) {
+                    self.ctx.heard_from(&self.name, false);
+                }
                 warn!(error = %e, "no session; the mail stays queued");
                 for (d, _) in &loaded {
                     self.ctx.recorder.defer_all(d, e.to_string()).await;
