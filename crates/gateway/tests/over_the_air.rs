@@ -1926,3 +1926,51 @@ async fn mail_for_a_silent_peer_falls_back_sooner_and_comes_back_when_it_answers
     assert_eq!(pair.ship.spool().entries().unwrap().count(), 0);
     pair.stop().await;
 }
+
+/// The same over SMTP on TCP/IP, the satellite path a fallback stands behind: a peer whose
+/// port refuses every connection is silent, and once it has been for ten minutes a new message
+/// falls back to the HF peer after its one refused attempt, not after ten minutes.
+#[tokio::test(start_paused = true)]
+async fn mail_for_an_ip_peer_that_refuses_falls_back_after_one_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), "deflate");
+    // A port nothing listens on: every connection is refused.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    o.ship_peer_extra = format!(
+        "\n[[peer]]\nname = \"shore-sat\"\nprotocol = \"smtp\"\ntcp_address = \"{closed}\"\n\
+         fallback = \"shore\"\nfallback_after = \"10m\"\n\n\
+         [[route]]\nmatch = \"ops@shore.example\"\nto = \"shore-sat\"\n"
+    );
+    let pair = Pair::start(&o).await.unwrap();
+    let t0 = tokio::time::Instant::now();
+    let first = submit_as_alice(
+        &pair,
+        1,
+        message("alice@ship.example", "ops@shore.example", 1, 2000),
+    )
+    .await;
+    wait_for(&pair.shore_maildir, 1, Duration::from_secs(900)).await;
+    let by_age = t0.elapsed();
+    assert!(
+        (Duration::from_secs(600)..Duration::from_secs(640)).contains(&by_age),
+        "{by_age:?}"
+    );
+    tokio::time::sleep_until(t0 + Duration::from_secs(900)).await;
+    let second = submit_as_alice(
+        &pair,
+        2,
+        message("alice@ship.example", "ops@shore.example", 2, 2000),
+    )
+    .await;
+    let sent_at = tokio::time::Instant::now();
+    wait_for(&pair.shore_maildir, 2, Duration::from_secs(900)).await;
+    let took = sent_at.elapsed();
+    // 8 s: its refused attempt wakes the fallback's look at once, and the HMTP session to the
+    // shore takes the rest (614 s by its age).
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    all_arrive_once(&pair, &[first, second]).await;
+    pair.stop().await;
+}
