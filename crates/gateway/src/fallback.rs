@@ -52,7 +52,7 @@ pub async fn look(
 ) -> u64 {
     let table = routes.current();
     let now = clock.unix_now();
-    let mut count = 0;
+    let (mut count, mut returned) = (0, 0);
     for peer in table.peers() {
         let Some(fb) = &peer.fallback else { continue };
         let Some(to) = table.peer(&fb.peer) else {
@@ -89,7 +89,9 @@ pub async fn look(
         match moved {
             Ok(Ok(moved)) => {
                 for (back, (id, rcpts)) in moved {
+                    let n = rcpts.len() as u64;
                     if back {
+                        returned += n;
                         info!(queue_id = %id, from = %to.name, to = %peer.name, recipients = ?rcpts,
                             "its peer answers again: back from the fallback");
                     } else if down {
@@ -100,7 +102,7 @@ pub async fn look(
                         info!(queue_id = %id, from = %peer.name, to = %to.name, recipients = ?rcpts,
                             waited_s = fb.after, "waited too long for its peer: goes to the fallback");
                     }
-                    count += rcpts.len() as u64;
+                    count += n;
                 }
             }
             Ok(Err(e)) => {
@@ -110,7 +112,8 @@ pub async fn look(
         }
     }
     if count > 0 {
-        crate::metrics::fell_back(count);
+        crate::metrics::fell_back(count - returned);
+        crate::metrics::fallback_returned(returned);
         wake.notify_waiters();
     }
     count

@@ -46,9 +46,15 @@ pub(crate) fn success_reported() {
     metrics::counter!("skywave_success_reports_total").increment(1);
 }
 
-/// Counts recipients moved from a peer to its fallback after waiting too long for it.
+/// Counts recipients moved from a peer to its fallback after waiting too long for it (or
+/// after an attempt, the peer silent that long).
 pub(crate) fn fell_back(recipients: u64) {
     metrics::counter!("skywave_fallback_total").increment(recipients);
+}
+
+/// Counts recipients back from a fallback, their peer answering again.
+pub(crate) fn fallback_returned(recipients: u64) {
+    metrics::counter!("skywave_fallback_returned_total").increment(recipients);
 }
 
 /// A sender was told its message is delayed (a DSN with `Action: delayed`).
