@@ -19,8 +19,10 @@
 //! - Mail that fell back while its peer was not answering goes back to that peer when the
 //!   peer answers one of our sessions again (new mail for it, tried first), if the fallback
 //!   has not taken it yet ([`Spool::fall_back_return`]): an HF peer with radio schedules may
-//!   not take it for hours. Its wait for the fallback then counts from its return. Mail that
-//!   fell back while its peer answered (slow, or refusing it for now) stays.
+//!   not take it for hours. Only an answer after the move counts (a restart remembers the
+//!   last answer, which may be older), and nothing goes into a peer an operator holds. Its
+//!   wait for the fallback then counts from its return. Mail that fell back while its peer
+//!   answered (slow, or refusing it for now) stays.
 //!
 //! Each says what happens in words an administrator can check (`skywave routes explain`).
 //! Every [`POLL`], at start-up, and whenever a session is answered or goes unanswered, with
@@ -68,14 +70,16 @@ pub async fn look(
             now,
         };
         let (s, from, into) = (Arc::clone(spool), peer.clone(), to.clone());
-        let answers = heard.silent_since.is_none() && heard.answered.is_some();
+        // When the peer last answered, if it has not been silent since.
+        let answered = heard.answered.filter(|_| heard.silent_since.is_none());
         let moved = crate::blocking::spawn(move || {
             let mut moved = Vec::new();
             // Back first: what the peer answers for again must not be sent away again.
-            if answers {
+            if let Some(answered) = answered {
                 let back = s.fall_back_return(
                     &Target::Peer(into.name.clone()),
                     &from.name,
+                    answered,
                     size_allowed(&from),
                     now,
                 )?;

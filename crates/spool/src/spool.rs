@@ -1526,26 +1526,32 @@ impl Spool {
     }
 
     /// Moves back to peer `to` the recipients that fell back from it to `from` while it did
-    /// not answer ([`Moved::FellBack`] with `back`) and still wait for `from` (pending or
-    /// deferred, not in flight), in messages of at most `max_size` bytes: `to` has answered
-    /// again. They start afresh for `to` ([`Moved::Returned`] at `now`, from when its
-    /// fallback's wait counts again). Nothing moves while `from` is held by an operator.
+    /// not answer ([`Moved::FellBack`] with `back`), at or before unix second `answered` (when
+    /// `to` answered again), and still wait for `from` (pending or deferred, not in flight),
+    /// in messages of at most `max_size` bytes. They start afresh for `to`
+    /// ([`Moved::Returned`] at `now`, from when its fallback's wait counts again). Nothing
+    /// moves while an operator holds either peer: hold means that the mail waits where it is.
     pub fn fall_back_return(
         &self,
         from: &Target,
         to: &str,
+        answered: u64,
         max_size: u64,
         now: u64,
     ) -> Result<Vec<(QueueId, Vec<String>)>> {
-        if self.is_target_held(from)? {
+        let to = Target::Peer(to.to_owned());
+        if self.is_target_held(from)? || self.is_target_held(&to)? {
             return Ok(Vec::new());
         }
+        let Target::Peer(name) = &to else {
+            return Ok(Vec::new());
+        };
         let moves = |r: &Recipient, _: u64| {
             &r.target == from
                 && matches!(r.state, RcptState::Pending | RcptState::Deferred)
-                && matches!(&r.moved, Some(Moved::FellBack { from, back: true, .. }) if from == to)
+                && matches!(&r.moved, Some(Moved::FellBack { from, at, back: true })
+                    if from == name && *at <= answered)
         };
-        let to = Target::Peer(to.to_owned());
         self.move_recipients(max_size, &to, &Moved::Returned { at: now }, moves)
     }
 

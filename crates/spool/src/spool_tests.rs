@@ -1797,19 +1797,34 @@ fn mail_tried_for_a_silent_peer_falls_back_and_comes_back_when_it_answers() {
     assert_eq!(rcpt(&s, &untried).target, sat);
     // Nothing comes back to another peer, nor while the fallback is held.
     assert!(
-        s.fall_back_return(&hf, "elsewhere", u64::MAX, T0 + 600)
+        s.fall_back_return(&hf, "elsewhere", T0 + 600, u64::MAX, T0 + 600)
             .unwrap()
             .is_empty()
     );
     s.hold_target(&hf).unwrap();
     assert!(
-        s.fall_back_return(&hf, "sat", u64::MAX, T0 + 600)
+        s.fall_back_return(&hf, "sat", T0 + 600, u64::MAX, T0 + 600)
             .unwrap()
             .is_empty()
     );
     s.release_target(&hf).unwrap();
+    // Nor into a peer the operator holds, nor when the peer's answer came before the move
+    // (what a restart remembers of it).
+    s.hold_target(&sat).unwrap();
+    assert!(
+        s.fall_back_return(&hf, "sat", T0 + 600, u64::MAX, T0 + 600)
+            .unwrap()
+            .is_empty()
+    );
+    s.release_target(&sat).unwrap();
+    assert!(
+        s.fall_back_return(&hf, "sat", T0 + 529, u64::MAX, T0 + 600)
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
-        s.fall_back_return(&hf, "sat", u64::MAX, T0 + 600).unwrap(),
+        s.fall_back_return(&hf, "sat", T0 + 600, u64::MAX, T0 + 600)
+            .unwrap(),
         [(tried.clone(), vec!["a@shore.example".to_owned()])]
     );
     let back = rcpt(&s, &tried);
@@ -1844,7 +1859,7 @@ fn mail_tried_for_a_silent_peer_falls_back_and_comes_back_when_it_answers() {
         })
     );
     assert!(
-        s.fall_back_return(&hf, "sat", u64::MAX, T0 + 700)
+        s.fall_back_return(&hf, "sat", T0 + 700, u64::MAX, T0 + 700)
             .unwrap()
             .is_empty()
     );
