@@ -250,6 +250,44 @@ fn an_operator_gives_up_on_a_peers_mail_and_the_senders_are_told_why() {
     let (code, out, _) = queue_of(&config, &["bounce", "--peer", "shore"]);
     assert_eq!(code, 0);
     assert!(out.contains("no message waits for shore"), "{out}");
+
+    // Gone from the queue, the message's life is in the journal: found by the recipient's
+    // address, with the report the operator's bounce sent, and that report's own life.
+    let (code, out, err) = queue(&root, &["trace", "cdr@shore.test", "nobody@nowhere.test"]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("{first}  from <ops@ship.test>, 43 bytes"),
+        "{out}"
+    );
+    let said = |i: usize| lines[i].split_once("+0000  ").map_or("", |(_, w)| w);
+    assert_eq!(said(1), "queued for cdr@shore.test via peer:shore", "{out}");
+    assert_eq!(
+        said(2),
+        "failed cdr@shore.test via peer:shore: 5.0.0 returned by the operator of gw.ship.test: \
+         the shore station is off the air until Monday; send it by satellite",
+        "{out}"
+    );
+    assert!(
+        said(3).starts_with("report: failure report to the sender queued as "),
+        "{out}"
+    );
+    let report = said(3).rsplit(' ').next().unwrap_or_default();
+    assert_eq!(said(4), "left the queue", "{out}");
+    assert!(
+        lines[5].starts_with(&format!("{report}  <{first}.dsn."))
+            && lines[5].contains("a delivery report (null sender)"),
+        "{out}"
+    );
+    assert_eq!(said(6), "queued for ops@ship.test via lan", "{out}");
+    assert!(
+        out.contains("nobody@nowhere.test: not in the journal"),
+        "{out}"
+    );
+    // Nothing found at all: exit 1.
+    let (code, out, _) = queue(&root, &["trace", "nobody@nowhere.test"]);
+    assert_eq!(code, 1, "{out}");
 }
 
 /// `skywave queue move`: the satellite link is down for the day, so the operator sends its

@@ -95,6 +95,15 @@ enum QueueCommand {
         #[arg(long)]
         peer: Option<String>,
     },
+    /// What happened to a message, from the spool's journal, whether it is still queued or
+    /// long gone: queued, each attempt and where, why it failed, moves to a fallback and back,
+    /// delivered, its delivery report. Exit 1 when nothing matches.
+    Trace {
+        /// A queue id, a Message-ID (angle brackets optional), or an address (a sender or a
+        /// recipient); several are several searches.
+        #[arg(required = true)]
+        what: Vec<String>,
+    },
 }
 
 pub(crate) fn run(args: QueueArgs) -> anyhow::Result<ExitCode> {
@@ -124,6 +133,7 @@ pub(crate) fn run(args: QueueArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         QueueCommand::List { peer } => list(&spool, peer.as_deref().map(target), now)?,
         QueueCommand::Show { id } => show(&spool, &queue_id(&id)?, now)?,
+        QueueCommand::Trace { what } => return trace(&dir, &what),
         QueueCommand::Hold { id, peer } => match (id, peer) {
             (_, Some(p)) => {
                 spool.hold_target(&target(&p))?;
@@ -230,6 +240,69 @@ fn move_mail(
         );
     }
     Ok(())
+}
+
+/// `skywave queue trace`: each message the terms name, and the reports on it, as the journal
+/// tells its life; exit 1 when none matches.
+fn trace(dir: &std::path::Path, terms: &[String]) -> anyhow::Result<ExitCode> {
+    use skywave_spool::journal::{self, What};
+    let events = journal::read(dir)
+        .with_context(|| format!("cannot read the journal of the spool at {}", dir.display()))?;
+    let mut found = false;
+    for term in terms {
+        let ids = journal::matching(&events, term);
+        if ids.is_empty() {
+            println!("{term}: not in the journal");
+            continue;
+        }
+        found = true;
+        for id in ids {
+            let life: Vec<_> = events.iter().filter(|e| e.id == id).collect();
+            let head = life.iter().find(|e| e.from.is_some());
+            let mut title = id.clone();
+            if let Some(h) = head {
+                if let Some(m) = &h.message_id {
+                    title.push_str(&format!("  {m}"));
+                }
+                match h.from.as_deref() {
+                    Some("") => title.push_str("  a delivery report (null sender)"),
+                    Some(f) => title.push_str(&format!("  from <{f}>")),
+                    None => {}
+                }
+                if let Some(size) = h.size {
+                    title.push_str(&format!(", {size} bytes"));
+                }
+            }
+            println!("{title}");
+            for e in life {
+                let mut line = format!(
+                    "  {}  {}",
+                    skywave_spool::dsn::rfc5322_date(e.t),
+                    e.what.word()
+                );
+                if !e.rcpts.is_empty() {
+                    let to = if matches!(e.what, What::Queued | What::QueuedHeld) {
+                        " for"
+                    } else {
+                        ""
+                    };
+                    line.push_str(&format!("{to} {}", e.rcpts.join(", ")));
+                }
+                if let Some(via) = &e.via {
+                    line.push_str(&format!(" via {via}"));
+                }
+                if let Some(text) = &e.text {
+                    line.push_str(&format!(": {text}"));
+                }
+                println!("{line}");
+            }
+        }
+    }
+    Ok(if found {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// `skywave queue bounce`: one message, or every queued or held message with mail for `peer`.

@@ -169,7 +169,10 @@ impl Recorder {
         match result {
             Ok(Ok((disposition, outcome))) => {
                 match &outcome {
-                    Outcome::Delivered(_) => m::delivered(n, size),
+                    Outcome::Delivered(_) => {
+                        info!(queue_id = %id, recipients = n, "delivered");
+                        m::delivered(n, size);
+                    }
                     Outcome::Deferred(e) => warn!(queue_id = %id, error = %e, "delivery deferred"),
                     Outcome::Again(e) => {
                         warn!(queue_id = %id, error = %e, "delivery deferred; again at once")

@@ -1924,6 +1924,33 @@ async fn mail_for_a_silent_peer_falls_back_sooner_and_comes_back_when_it_answers
     );
     assert!(delivered[1].start - delivered[0].end < 30.0, "{out:#?}");
     assert_eq!(pair.ship.spool().entries().unwrap().count(), 0);
+    // The queue's journal tells the first message's way there and back, as `skywave queue
+    // trace` prints it.
+    use skywave_spool::journal::What;
+    let events = skywave_spool::journal::read(pair.ship.spool().root()).unwrap();
+    let life: Vec<(What, Option<&str>, Option<&str>)> = events
+        .iter()
+        .filter(|e| e.id == first.as_str())
+        .filter(|e| matches!(e.what, What::Moved | What::Delivered | What::Done))
+        .map(|e| (e.what, e.via.as_deref(), e.text.as_deref()))
+        .collect();
+    assert_eq!(
+        life,
+        [
+            (
+                What::Moved,
+                Some("peer:shore-far"),
+                Some("from peer:shore, which did not answer")
+            ),
+            (
+                What::Moved,
+                Some("peer:shore"),
+                Some("back from peer:shore-far, its peer answering")
+            ),
+            (What::Delivered, Some("peer:shore"), None),
+            (What::Done, None, None),
+        ]
+    );
     pair.stop().await;
 }
 

@@ -19,6 +19,7 @@ mod dirsync;
 pub mod dsn;
 pub mod expiry;
 mod id;
+pub mod journal;
 pub mod priority;
 pub mod record;
 pub mod room;

@@ -417,6 +417,17 @@ enum Change {
     Remove,
 }
 
+impl Change {
+    /// The queue state of a file in `state` after this change (`None`: removed).
+    fn state_after(&self, state: QueueState) -> Option<QueueState> {
+        match self {
+            Change::Nothing | Change::Rewrite => Some(state),
+            Change::Move(to) | Change::RewriteThenMove(to) => Some(*to),
+            Change::Remove => None,
+        }
+    }
+}
+
 /// A [`Change`] ready to apply: a rewrite's new version is already written and synced under
 /// `tmp/` (then maybe moved to another state).
 enum Staged {
@@ -474,6 +485,8 @@ pub struct Spool {
     short: AtomicBool,
     /// The last measurement of free space failed (logged once until one succeeds).
     unmeasured: AtomicBool,
+    /// What happens to each message, for the operator ([`crate::journal`]).
+    journal: crate::journal::Journal,
 }
 
 impl std::fmt::Debug for Spool {
@@ -620,6 +633,7 @@ impl Spool {
             .map_err(io_err("open", &lock_path))?;
         let salt = config.id_salt.unwrap_or_else(random_salt);
         Ok(Spool {
+            journal: crate::journal::Journal::new(&root),
             root,
             config,
             lock_file: Mutex::new(lock_file),
@@ -999,6 +1013,11 @@ impl Spool {
         let bytes = encode(&file)?;
         self.write_file(&queue, id.as_str(), &bytes)?;
         tracing::debug!(queue_id = %id, size = file.envelope.size, rcpts = msg.recipients.len(), held = held.is_some(), "queued");
+        self.journal.append(&crate::journal::queued(
+            &file.envelope,
+            crate::priority::header_value(&file.message, "Message-ID"),
+            held.is_some(),
+        ));
         Ok(id)
     }
 
@@ -1133,6 +1152,7 @@ impl Spool {
     fn update<R>(
         &self,
         id: &QueueId,
+        now: u64,
         f: impl FnOnce(&mut QueueFile, QueueState) -> Result<(Change, R)>,
     ) -> Result<R> {
         let guard = self.lock()?;
@@ -1150,12 +1170,29 @@ impl Spool {
                 return Err(Error::Corrupt { path, source });
             }
         };
+        let before = file.envelope.clone();
         let (change, result) = f(&mut file, state)?;
+        let to = change.state_after(state);
         let staged = self.stage_change(id, change, &file)?;
         let dirs = self.apply_change(id, state, staged)?;
         drop(guard);
         self.sync_dirs(&dirs)?;
+        self.journal_change(now, &before, &file, state, to);
         Ok(result)
+    }
+
+    /// Writes to the journal what a change that is now durable did to a message (`to`: its
+    /// queue state after, `None` when it was removed).
+    fn journal_change(
+        &self,
+        now: u64,
+        before: &Envelope,
+        after: &QueueFile,
+        from: QueueState,
+        to: Option<QueueState>,
+    ) {
+        let events = crate::journal::changes(now, before, &after.envelope, from, to);
+        self.journal.append(&events);
     }
 
     /// [`Spool::update`] for changes whose closure only computes (no side effects, so it may run
@@ -1169,6 +1206,7 @@ impl Spool {
     fn update_pure<R>(
         &self,
         id: &QueueId,
+        now: u64,
         mut f: impl FnMut(&mut QueueFile, QueueState) -> Result<(Change, R)>,
     ) -> Result<R> {
         const TRIES: usize = 4;
@@ -1191,11 +1229,13 @@ impl Spool {
             let Ok(mut file) = decode(&bytes) else {
                 break;
             };
+            let before = file.envelope.clone();
             let (change, result) = f(&mut file, state)?;
+            let to = change.state_after(state);
             let staged = self.stage_change(id, change, &file)?;
             let guard = self.lock()?;
-            let now = fs::metadata(&path).ok().map(|m| Stamp::of(&m));
-            if now != Some(seen) {
+            let stamp = fs::metadata(&path).ok().map(|m| Stamp::of(&m));
+            if stamp != Some(seen) {
                 drop(guard);
                 if let Staged::Rewrite(tmp, _) = staged {
                     let _ = fs::remove_file(tmp);
@@ -1205,9 +1245,10 @@ impl Spool {
             let dirs = self.apply_change(id, state, staged)?;
             drop(guard);
             self.sync_dirs(&dirs)?;
+            self.journal_change(now, &before, &file, state, to);
             return Ok(result);
         }
-        self.update(id, f)
+        self.update(id, now, f)
     }
 
     /// Makes `change` ready to apply: a rewrite gets the new version of the file written and
@@ -1290,7 +1331,7 @@ impl Spool {
     /// Marks recipients as handed to a bearer (counts an attempt). A crash before the outcome
     /// is recorded makes them pending again at start-up.
     pub fn mark_in_flight(&self, id: &QueueId, rcpts: &[impl AsRef<str>], now: u64) -> Result<()> {
-        self.update_pure(id, |file, _| {
+        self.update_pure(id, now, |file, _| {
             for r in Self::select(file, rcpts) {
                 if r.state != RcptState::InFlight {
                     r.state = RcptState::InFlight;
@@ -1312,7 +1353,7 @@ impl Spool {
         how: Handoff,
         now: u64,
     ) -> Result<Disposition> {
-        let d = self.update_pure(id, |file, _| {
+        let d = self.update_pure(id, now, |file, _| {
             for r in Self::select(file, rcpts) {
                 if r.state != RcptState::InFlight {
                     r.attempts = r.attempts.saturating_add(1);
@@ -1368,7 +1409,7 @@ impl Spool {
     ) -> Result<Disposition> {
         let error = truncate_text(error, MAX_ERROR_TEXT);
         let max_attempts = self.config.max_attempts;
-        let d = self.update_pure(id, |file, _| {
+        let d = self.update_pure(id, now, |file, _| {
             let mut give_up = None;
             for r in Self::select(file, rcpts) {
                 if r.state != RcptState::InFlight {
@@ -1418,7 +1459,7 @@ impl Spool {
             diagnostic: truncate_text(diagnostic, MAX_ERROR_TEXT),
             at: now,
         };
-        let d = self.update_pure(id, |file, _| {
+        let d = self.update_pure(id, now, |file, _| {
             for r in Self::select(file, rcpts) {
                 if r.state != RcptState::InFlight {
                     r.attempts = r.attempts.saturating_add(1);
@@ -1450,7 +1491,7 @@ impl Spool {
             diagnostic: truncate_text(diagnostic, MAX_ERROR_TEXT),
             at: now,
         };
-        self.update_pure(id, |file, state| {
+        self.update_pure(id, now, |file, state| {
             if state == QueueState::Dead {
                 return Err(Error::WrongState {
                     id: id.clone(),
@@ -1522,7 +1563,7 @@ impl Spool {
             at: rule.now,
             back: rule.back,
         };
-        self.move_recipients(rule.max_size, to, &moved, moves)
+        self.move_recipients(rule.max_size, to, &moved, rule.now, moves)
     }
 
     /// Moves back to peer `to` the recipients that fell back from it to `from` while it did
@@ -1552,7 +1593,7 @@ impl Spool {
                 && matches!(&r.moved, Some(Moved::FellBack { from, at, back: true })
                     if from == name && *at <= answered)
         };
-        self.move_recipients(max_size, &to, &Moved::Returned { at: now }, moves)
+        self.move_recipients(max_size, &to, &Moved::Returned { at: now }, now, moves)
     }
 
     /// Moves to `to` every recipient for which `moves` (the recipient, its message's arrival)
@@ -1564,6 +1605,7 @@ impl Spool {
         max_size: u64,
         to: &Target,
         moved: &Moved,
+        now: u64,
         moves: impl Fn(&Recipient, u64) -> bool,
     ) -> Result<Vec<(QueueId, Vec<String>)>> {
         let mut out = Vec::new();
@@ -1574,7 +1616,7 @@ impl Spool {
             {
                 continue;
             }
-            let result = self.update_pure(&env.id, |file, state| {
+            let result = self.update_pure(&env.id, now, |file, state| {
                 if state != QueueState::Queued {
                     return Ok((Change::Nothing, Vec::new()));
                 }
@@ -1623,7 +1665,7 @@ impl Spool {
         dsn_target: Target,
         now: u64,
     ) -> Result<Option<QueuedReport>> {
-        self.update(id, |file, state| {
+        self.update(id, now, |file, state| {
             let env = &file.envelope;
             if !env.is_complete()
                 || !(env.needs_report() || (env.sender.is_empty() && env.has_failures()))
@@ -1699,7 +1741,7 @@ impl Spool {
             envid: env.dsn.envid.as_deref(),
             returned,
         });
-        self.enqueue(
+        let id = self.enqueue(
             &NewMessage {
                 sender: String::new(),
                 recipients: vec![(env.sender.clone(), target)],
@@ -1709,7 +1751,16 @@ impl Spool {
                 rcpt_dsn: Vec::new(),
             },
             now,
-        )
+        )?;
+        self.journal.append(&[crate::journal::Event {
+            text: Some(crate::journal::report_text(
+                delayed.is_some(),
+                failure,
+                id.as_str(),
+            )),
+            ..crate::journal::Event::new(now, env.id.as_str(), crate::journal::What::Report)
+        }]);
+        Ok(id)
     }
 
     /// Messages waiting for [`Spool::bounce`], with their sender (to route the DSN).
@@ -1770,7 +1821,7 @@ impl Spool {
     /// for a held message, that it waits for the operator. `None` (nothing queued) when the
     /// sender was told already, is null, or nothing waits.
     pub fn warn_now(&self, id: &QueueId, target: Target, now: u64) -> Result<Option<QueueId>> {
-        self.update(id, |file, state| {
+        self.update(id, now, |file, state| {
             let env = &file.envelope;
             if env.delay_warned.is_some() || env.dead_reason.is_some() || env.sender.is_empty() {
                 return Ok((Change::Nothing, None));
@@ -1827,7 +1878,7 @@ impl Spool {
                 continue;
             }
             let days = now.saturating_sub(env.arrival) as f64 / 86_400.0;
-            let result = self.update(&env.id, |file, state| {
+            let result = self.update(&env.id, now, |file, state| {
                 if state != QueueState::Queued {
                     return Ok((Change::Nothing, None));
                 }
@@ -2017,7 +2068,7 @@ impl Spool {
 
     /// Holds a queued message: it is never due until released.
     pub fn hold(&self, id: &QueueId) -> Result<()> {
-        self.update(id, |file, state| match state {
+        self.update(id, wall_now(), |file, state| match state {
             QueueState::Queued => Ok((Change::Move(QueueState::Held), ())),
             QueueState::Held => Ok((Change::Nothing, ())),
             QueueState::Dead => Err(Error::WrongState {
@@ -2031,7 +2082,7 @@ impl Spool {
     /// Releases a held message, or revives a dead letter (its attempt counts start again and
     /// it is due at once).
     pub fn release(&self, id: &QueueId) -> Result<()> {
-        self.update(id, |file, state| match state {
+        self.update(id, wall_now(), |file, state| match state {
             QueueState::Queued => Ok((Change::Nothing, ())),
             QueueState::Held => Ok((Change::Move(QueueState::Queued), ())),
             QueueState::Dead => {
@@ -2054,12 +2105,17 @@ impl Spool {
     /// Deletes a message from whichever directory it is in, without a DSN (an operator's
     /// decision). Works on corrupt files too.
     pub fn delete(&self, id: &QueueId) -> Result<QueueState> {
-        let _guard = self.lock()?;
+        let guard = self.lock()?;
         let state = self
             .locate(id.as_str())
             .ok_or_else(|| Error::NotFound(id.clone()))?;
         self.remove(state, id.as_str())?;
+        drop(guard);
         tracing::info!(queue_id = %id, from = state.name(), "deleted by the operator");
+        self.journal.append(&[crate::journal::Event {
+            text: Some(format!("by the operator, from {}", state.name())),
+            ..crate::journal::Event::new(wall_now(), id.as_str(), crate::journal::What::Deleted)
+        }]);
         Ok(state)
     }
 
@@ -2077,7 +2133,7 @@ impl Spool {
             if !env.recipients.iter().any(matches) {
                 continue;
             }
-            let r = self.update(&env.id, |file, _| {
+            let r = self.update(&env.id, wall_now(), |file, _| {
                 let mut any = false;
                 for r in file.envelope.recipients.iter_mut().filter(|r| matches(r)) {
                     r.next_attempt = 0;
@@ -2273,6 +2329,14 @@ impl Spool {
         }
         if changed {
             report.requeued_in_flight.push(id.clone());
+            self.journal.append(&[crate::journal::Event {
+                text: Some("its outcome unknown when the gateway stopped".into()),
+                ..crate::journal::Event::new(
+                    wall_now(),
+                    id.as_str(),
+                    crate::journal::What::Requeued,
+                )
+            }]);
         }
         let env = &file.envelope;
         if env.is_complete() {
@@ -2336,3 +2400,9 @@ impl Iterator for Entries<'_> {
 #[cfg(test)]
 #[path = "spool_tests.rs"]
 mod tests;
+
+/// The wall clock, for what only an operator or a start-up does (hold, release, flush,
+/// delete, recovery), where no caller's time is at hand: their journal lines are dated by it.
+fn wall_now() -> u64 {
+    unix_seconds(SystemTime::now())
+}

@@ -1864,3 +1864,115 @@ fn mail_tried_for_a_silent_peer_falls_back_and_comes_back_when_it_answers() {
             .is_empty()
     );
 }
+
+/// The journal tells a message's life as an operator asks about it: where each recipient
+/// went, each attempt and why it failed, the report to the sender and the report's own life.
+#[test]
+fn the_journal_tells_each_messages_life() {
+    use crate::journal::{What, matching, read};
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let body = b"Message-ID: <7@ship.example>\r\nSubject: x\r\n\r\nhi\r\n";
+    let id = s
+        .enqueue(
+            &NewMessage {
+                sender: "alice@ship.example".into(),
+                recipients: vec![
+                    ("ops@shore.example".into(), peer("shore")),
+                    ("nobody@shore.example".into(), peer("shore")),
+                ],
+                priority: Priority::NORMAL,
+                message: body,
+                dsn: Default::default(),
+                rcpt_dsn: Vec::new(),
+            },
+            T0,
+        )
+        .unwrap();
+    let both = ["ops@shore.example", "nobody@shore.example"];
+    s.mark_in_flight(&id, &both, T0 + 1).unwrap();
+    s.deferred(&id, &both, "no answer from shore", T0 + 60)
+        .unwrap();
+    s.mark_in_flight(&id, &both, T0 + 120).unwrap();
+    s.delivered(&id, &["ops@shore.example"], Handoff::Relayed, T0 + 130)
+        .unwrap();
+    let d = s
+        .failed(
+            &id,
+            &["nobody@shore.example"],
+            "5.1.1",
+            "550 no such user",
+            T0 + 130,
+        )
+        .unwrap();
+    assert_eq!(d, Disposition::NeedsBounce);
+    let report = s.bounce(&id, Target::Lan, T0 + 131).unwrap().unwrap().dsn;
+    s.hold(&report).unwrap();
+    s.delete(&report).unwrap();
+
+    let events = read(dir.path()).unwrap();
+    let life: Vec<_> = events
+        .iter()
+        .filter(|e| e.id == id.as_str())
+        .map(|e| {
+            (
+                e.t,
+                e.what,
+                e.rcpts.len(),
+                e.via.as_deref(),
+                e.text.as_deref(),
+            )
+        })
+        .collect();
+    let report_text = format!("failure report to the sender queued as {report}");
+    assert_eq!(
+        life,
+        [
+            (T0, What::Queued, 2, Some("peer:shore"), None),
+            (T0 + 1, What::Sent, 2, Some("peer:shore"), None),
+            (
+                T0 + 60,
+                What::Deferred,
+                2,
+                Some("peer:shore"),
+                Some("no answer from shore")
+            ),
+            (T0 + 120, What::Sent, 2, Some("peer:shore"), None),
+            (T0 + 130, What::Delivered, 1, Some("peer:shore"), None),
+            (
+                T0 + 130,
+                What::Failed,
+                1,
+                Some("peer:shore"),
+                Some("5.1.1 550 no such user")
+            ),
+            (T0 + 131, What::Report, 0, None, Some(report_text.as_str())),
+            (T0 + 131, What::Done, 0, None, None),
+        ]
+    );
+    let first = &events[0];
+    assert_eq!(
+        (
+            first.from.as_deref(),
+            first.message_id.as_deref(),
+            first.size
+        ),
+        (
+            Some("alice@ship.example"),
+            Some("<7@ship.example>"),
+            Some(body.len() as u64)
+        )
+    );
+    // The report's life follows: queued to the sender on the LAN, held, deleted.
+    let report_life: Vec<_> = events
+        .iter()
+        .filter(|e| e.id == report.as_str())
+        .map(|e| e.what)
+        .collect();
+    assert_eq!(report_life, [What::Queued, What::Held, What::Deleted]);
+    // Found by the Message-ID, with its report.
+    assert_eq!(
+        matching(&events, "7@ship.example"),
+        [id.to_string(), report.to_string()]
+    );
+}
