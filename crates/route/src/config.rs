@@ -842,6 +842,26 @@ fn check_fallbacks(
         if let Some(message) = problem {
             ck.error(span, message);
             peers[i].0.fallback = None;
+            continue;
+        }
+        // A wait shorter than the gap between the peer's windows sends mail that comes as a
+        // window closes to the fallback before the peer was ever tried.
+        let gap = peers[i].0.schedule.as_ref().and_then(Schedule::longest_gap);
+        if let Some(gap) = gap.filter(|&g| fallback.after < g) {
+            let at = raw
+                .iter()
+                .find(|r| r.get_ref().name.get_ref() == &name)
+                .and_then(|r| r.get_ref().fallback_after.as_ref())
+                .map_or(span, Spanned::span);
+            ck.warning(
+                at,
+                format!(
+                    "peer \"{name}\"'s windows are up to {} apart, longer than its fallback_after ({}): mail that comes as a window closes goes to \"{}\" before \"{name}\" is tried; make fallback_after longer than the gap if its mail should wait for the next window",
+                    crate::model::duration_text(gap),
+                    crate::model::duration_text(fallback.after),
+                    fallback.peer
+                ),
+            );
         }
     }
 }

@@ -168,19 +168,31 @@ impl Schedule {
     /// The shortest window in seconds, windows that touch or overlap taken as one; `None`
     /// when the schedule covers the whole day.
     pub fn shortest_window(&self) -> Option<u64> {
-        // Start from a closed minute, so that a window across midnight is one run.
-        let closed = (0..DAY).find(|&m| !self.open_minute(m))?;
-        let mut shortest: Option<u32> = None;
+        self.runs(true).min().map(|m| u64::from(m) * 60)
+    }
+
+    /// The longest time between two windows in seconds (the longest a message that comes as
+    /// a window closes waits for the next); `None` when the schedule covers the whole day.
+    pub fn longest_gap(&self) -> Option<u64> {
+        self.runs(false).max().map(|m| u64::from(m) * 60)
+    }
+
+    /// The lengths in minutes of a day's runs of open (`open`) or closed minutes, each run
+    /// whole: counted from a minute of the other kind, so that one across midnight is one.
+    fn runs(&self, open: bool) -> impl Iterator<Item = u32> + '_ {
+        let start = (0..DAY).find(|&m| self.open_minute(m) != open);
         let mut run = 0u32;
-        for k in 1..=DAY {
-            if self.open_minute(closed + k) {
-                run += 1;
-            } else if run > 0 {
-                shortest = Some(shortest.map_or(run, |s| s.min(run)));
-                run = 0;
-            }
-        }
-        shortest.map(|m| u64::from(m) * 60)
+        start
+            .into_iter()
+            .flat_map(|s| (1..=DAY).map(move |k| s + k))
+            .filter_map(move |m| {
+                if self.open_minute(m) == open {
+                    run += 1;
+                    None
+                } else {
+                    (run > 0).then(|| std::mem::take(&mut run))
+                }
+            })
     }
 
     /// Whether a session may start at unix second `t`, and until or from when.
@@ -360,6 +372,23 @@ mod tests {
         assert_eq!(secs(&["00:00-12:00", "12:00-24:00"]), None);
     }
 
+    #[test]
+    fn the_longest_gap_is_the_longest_wait_for_a_window() {
+        let secs = |w: &[&str]| Schedule::parse(w).unwrap().longest_gap();
+        assert_eq!(secs(&["*:00-*:03"]), Some(57 * 60));
+        assert_eq!(
+            secs(&["06:00-07:00", "18:00-18:30"]),
+            Some(11 * 3600 + 30 * 60)
+        );
+        // A window across midnight is one, and so is a gap.
+        assert_eq!(
+            secs(&["23:50-00:20", "12:00-13:00"]),
+            Some(11 * 3600 + 40 * 60)
+        );
+        assert_eq!(secs(&["06:00-18:00"]), Some(12 * 3600));
+        assert_eq!(secs(&["00:00-12:00", "12:00-24:00"]), None);
+    }
+
     /// 2026-11-30 00:00 UTC.
     const MIDNIGHT: u64 = 1_796_083_200;
 
@@ -518,6 +547,15 @@ mod tests {
                     _ => None,
                 });
             prop_assert_eq!(s.shortest_window(), runs.min());
+            // The longest gap is the longest wait from a minute that closes to the opening.
+            let waits = (0..1440u64)
+                .map(|m| day + m * 60)
+                .filter(|&t| !s.is_open(t) && s.is_open(t - 60))
+                .filter_map(|t| match s.state_at(t) {
+                    ScheduleState::Closed { opens } => Some(opens - t),
+                    ScheduleState::Open { .. } => None,
+                });
+            prop_assert_eq!(s.longest_gap(), waits.max());
         }
     }
 }

@@ -930,4 +930,34 @@ fn fallback_mistakes_point_at_the_key() {
         "routes.toml:6:18: error: fallback_after is not a duration; expected seconds, or a number \
          with a unit s, m, h or d, such as \"30m\""
     );
+    // A wait shorter than the gap between the peer's windows is a warning at fallback_after.
+    let scheduled = |after: &str| {
+        let text = format!(
+            "{}{}{route}",
+            peer(
+                "a",
+                &format!(
+                    "schedule = [\"06:00-07:00\", \"18:00-18:30\"]\nfallback = \"b\"\n\
+                     fallback_after = \"{after}\"\n"
+                )
+            ),
+            peer("b", "").replace("0.0.1.1", "0.0.1.2")
+        );
+        let table = RoutingTable::parse("routes.toml", &text).expect("valid with a warning");
+        table
+            .warnings()
+            .iter()
+            .map(|d| d.headline())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        scheduled("2h"),
+        [
+            "routes.toml:7:18: warning: peer \"a\"'s windows are up to 690 min apart, longer \
+             than its fallback_after (2 h): mail that comes as a window closes goes to \"b\" \
+             before \"a\" is tried; make fallback_after longer than the gap if its mail should \
+             wait for the next window"
+        ]
+    );
+    assert!(scheduled("12h").is_empty());
 }
