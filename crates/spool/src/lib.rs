@@ -8,12 +8,15 @@
 //! once when a link comes back), expiry with an RFC 3464 DSN ([`dsn`]), hold and release per
 //! message and per target, dead letters, and priorities from MT-PRIORITY or
 //! MMHS-Primary-Precedence ([`priority`]), and a reserve of free space that new mail may not
-//! take, so a full disk never stops the mail already queued ([`room`]). See [`spool`] for the
+//! take, so a full disk never stops the mail already queued ([`room`]), and a journal of what
+//! happens to each message, for `skywave queue trace` ([`journal`]). See [`spool`] for the
 //! directory layout, the durability argument and how the gateway and the admin CLI share a
 //! spool.
 //!
 //! The API is synchronous (`std::fs`); the async gateway calls it from `spawn_blocking`. Time is
-//! always an argument (unix seconds), never read inside, so tests control it.
+//! always an argument (unix seconds), never read inside, so tests control it; the one exception
+//! is the date of a [`journal`] line for what only an operator or a start-up does (hold,
+//! release, flush, delete, recovery), which no caller's time accompanies.
 
 mod dirsync;
 pub mod dsn;

@@ -13,6 +13,8 @@
 //!   owner.lock      held for its lifetime by the one process that owns the spool (the gateway)
 //!   nudge           rewritten by an operator's change (`skywave queue`), so the running gateway
 //!                   looks at the queue at once instead of at its next timer
+//!   journal.jsonl   what happened to each message, for `skywave queue trace` (a record, not
+//!                   state: see [`crate::journal`]); journal.jsonl.1 the file before it
 //! ```
 //!
 //! Postfix moves a message between `incoming`, `active` and `deferred`. Here the status is per
@@ -46,7 +48,8 @@
 //! by the file's inode, size and mtime, so changes made by the CLI are seen on the next scan.
 //!
 //! The spool never reads the clock: every operation that needs the time takes `now` in unix
-//! seconds.
+//! seconds, except that the journal dates what an operator or a start-up does (hold, release,
+//! flush, delete, recovery) by the wall clock, no caller's time being at hand.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::{self, File, OpenOptions};
@@ -1538,8 +1541,8 @@ impl Spool {
     /// nor out of a held message or a dead letter: hold means that the mail waits. Returns
     /// each message changed with the recipients moved.
     ///
-    /// A recipient a link has taken for `from` is in flight and stays: the move and the take
-    /// are both made under the queue file's lock, so one of them sees the other's result.
+    /// A recipient a link took for `from` just before the move still goes there (its state is
+    /// what counts): at worst it travels both ways once and the receiver drops the duplicate.
     pub fn fall_back(
         &self,
         from: &Target,
