@@ -44,6 +44,21 @@ with smtplib.SMTP(host, port, timeout=20) as s:
     print("refused", s.sendmail("a@ship.test", [rcpt], msg))
 "#;
 
+/// Prints the SHA-256 of the certificate the server gives after STARTTLS, and of the one in
+/// the PEM file given.
+const SERVED_CERT: &str = r#"
+import hashlib, smtplib, ssl, sys
+host, port, pem = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+with smtplib.SMTP(host, port, timeout=20) as s:
+    s.ehlo("client.ship.test")
+    s.starttls(context=ctx)
+    print("served", hashlib.sha256(s.sock.getpeercert(binary_form=True)).hexdigest())
+print("file", hashlib.sha256(ssl.PEM_cert_to_DER_cert(open(pem).read())).hexdigest())
+"#;
+
 const SEND_DSN: &str = r#"
 import smtplib, sys
 host, port = sys.argv[1], int(sys.argv[2])
@@ -212,6 +227,60 @@ async fn starttls_auth_relays_to_the_peer_and_status_shows_the_queue() {
     assert!(out.contains("tls: TLSv1.3"), "{out}");
     assert!(out.contains("bad password: 535"), "{out}");
     assert!(out.contains("refused {}"), "{out}");
+
+    // A renewed certificate is served after SIGHUP, without a restart; a pair that does not
+    // load leaves the one in force.
+    let cert_pem = tmp.path().join("cert.pem");
+    let served = |pem: std::path::PathBuf| {
+        let port = port.clone();
+        async move {
+            let (code, out, err) =
+                python(SERVED_CERT, &["127.0.0.1", &port, &pem.to_string_lossy()]).await;
+            assert_eq!(code, 0, "{out}{err}");
+            let word = |k: &str| {
+                out.lines()
+                    .find_map(|l| l.strip_prefix(k))
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            (word("served "), word("file "))
+        }
+    };
+    let (first, file) = served(cert_pem.clone()).await;
+    assert_eq!(first, file);
+    let renewed = rcgen::generate_simple_self_signed(vec!["gw.ship.test".to_owned()]).unwrap();
+    std::fs::write(&cert_pem, renewed.cert.pem()).unwrap();
+    std::fs::write(
+        tmp.path().join("key.pem"),
+        renewed.signing_key.serialize_pem(),
+    )
+    .unwrap();
+    // The status says the renewal waits for SIGHUP, until it has come.
+    let stale = "the certificate file changed after the running gateway loaded it";
+    let (_, out, _) = skywave_status(&gw.config).await;
+    assert!(out.contains(stale), "{out}");
+    gw.signal("HUP").await;
+    let deadline = tokio::time::Instant::now() + support::STEP;
+    while !gw.log().contains("STARTTLS certificate and key reloaded") {
+        assert!(tokio::time::Instant::now() < deadline, "{}", gw.log());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let (now_served, file) = served(cert_pem.clone()).await;
+    assert_eq!(now_served, file);
+    assert_ne!(now_served, first);
+    let (_, out, _) = skywave_status(&gw.config).await;
+    assert!(!out.contains(stale), "{out}");
+    std::fs::write(&cert_pem, "not a certificate").unwrap();
+    gw.signal("HUP").await;
+    while !gw.log().contains("STARTTLS certificate NOT reloaded") {
+        assert!(tokio::time::Instant::now() < deadline, "{}", gw.log());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    std::fs::write(&cert_pem, renewed.cert.pem()).unwrap();
+    assert_eq!(
+        served(cert_pem.clone()).await,
+        (now_served.clone(), now_served)
+    );
 
     // swaks: STARTTLS and AUTH LOGIN (smtplib above chose PLAIN).
     if !have_swaks("the STARTTLS and AUTH LOGIN check with swaks") {

@@ -5,7 +5,9 @@
 //! the metrics server until SIGTERM or Ctrl-C. SIGHUP reloads the routing table through
 //! [`SharedRoutes::reload`]: sessions keep the table they took for their transaction, peers the
 //! table gained get their links ([`hf::Hf::reloaded`]), and a table with errors is logged and not
-//! used. Shutdown stops accepting at once, lets sessions finish for
+//! used. It also loads the STARTTLS certificate and key again ([`smtp_listener::Tls::reload`]):
+//! a renewed certificate is served from the next connection on, and a pair that does not load
+//! is logged and the one in force stays. Shutdown stops accepting at once, lets sessions finish for
 //! up to `shutdown_grace`, lets the delivery loop finish the message in hand, and returns.
 
 use std::net::SocketAddr;
@@ -82,6 +84,8 @@ pub struct Gateway {
     emcon: Arc<watch::Sender<bool>>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<(&'static str, tokio::task::JoinHandle<()>)>,
+    /// The STARTTLS certificate in force, when configured.
+    tls: Option<Arc<smtp_listener::Tls>>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -204,6 +208,25 @@ impl Gateway {
         }
     }
 
+    /// Loads the STARTTLS certificate and key again, when STARTTLS is configured: the
+    /// connections that follow get the new pair; one that does not load is logged and the
+    /// pair in force stays.
+    pub fn reload_tls(&self) -> Result<(), TlsSetupError> {
+        let Some(tls) = &self.tls else {
+            return Ok(());
+        };
+        match tls.reload() {
+            Ok(()) => {
+                info!("STARTTLS certificate and key reloaded");
+                Ok(())
+            }
+            Err(e) => {
+                error!(error = %e, "STARTTLS certificate NOT reloaded, the one in force stays");
+                Err(e)
+            }
+        }
+    }
+
     /// Stops accepting, lets sessions finish within the grace time, ends the link schedulers
     /// after the session in hand, and returns when everything has stopped.
     pub async fn stop(self) {
@@ -279,7 +302,11 @@ pub async fn start_with(
     let spool = Arc::new(spool);
 
     let tls = match &config.smtp.tls {
-        Some(files) => Some(smtp_listener::tls_acceptor(&files.cert, &files.key)?),
+        Some(files) => Some(Arc::new(smtp_listener::Tls::load(
+            &files.cert,
+            &files.key,
+            Some(config.state_dir.join(smtp_listener::IN_FORCE)),
+        )?)),
         None => None,
     };
     let listener = TcpListener::bind(config.smtp.listen)
@@ -357,7 +384,7 @@ pub async fn start_with(
         smtp: config.smtp.clone(),
         routes: Arc::clone(&routes),
         intake: Arc::clone(&intake),
-        tls,
+        tls: tls.clone(),
     });
     let mut tasks = vec![
         (
@@ -447,6 +474,7 @@ pub async fn start_with(
         emcon: emcon_state,
         shutdown: shutdown_tx,
         tasks,
+        tls,
     })
 }
 
@@ -500,7 +528,10 @@ pub async fn run(config: Config, ready: impl FnOnce(&Bound)) -> Result<(), Daemo
     ready(&gateway.bound());
     loop {
         tokio::select! {
-            _ = sighup.recv() => { let _ = gateway.reload_routes(); }
+            _ = sighup.recv() => {
+                let _ = gateway.reload_routes();
+                let _ = gateway.reload_tls();
+            }
             _ = sigterm.recv() => { info!("SIGTERM: shutting down"); break; }
             _ = sigint.recv() => { info!("interrupt: shutting down"); break; }
         }

@@ -37,8 +37,8 @@ pub struct ListenerContext {
     pub routes: Arc<SharedRoutes>,
     /// Where accepted mail goes.
     pub intake: Arc<Intake>,
-    /// The TLS acceptor, when STARTTLS is configured.
-    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// The STARTTLS certificate in force, when STARTTLS is configured.
+    pub tls: Option<Arc<Tls>>,
 }
 
 impl std::fmt::Debug for ListenerContext {
@@ -67,19 +67,105 @@ pub enum TlsSetupError {
     Rustls(#[from] rustls::Error),
 }
 
+/// The STARTTLS certificate and key in force: loaded from their files at start, and again
+/// by [`Tls::reload`] (SIGHUP), so that a renewed certificate is served without a restart.
+/// Each connection takes the one in force when it says STARTTLS; a pair of files that does
+/// not load leaves the one before in force.
+pub struct Tls {
+    cert: std::path::PathBuf,
+    key: std::path::PathBuf,
+    /// Where a copy of the certificate file in force goes, for `skywave status` to compare
+    /// with the file ([`IN_FORCE`] under the state directory).
+    record: Option<std::path::PathBuf>,
+    acceptor: std::sync::RwLock<tokio_rustls::TlsAcceptor>,
+}
+
+/// The copy of the certificate in force, under the state directory: `skywave status` says
+/// when the file has changed since (a renewal that waits for SIGHUP).
+pub const IN_FORCE: &str = "starttls-in-force.pem";
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls")
+            .field("cert", &self.cert)
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tls {
+    /// Loads the certificate chain and key from their PEM files, and copies the certificate
+    /// file to `record` when given.
+    pub fn load(
+        cert: &std::path::Path,
+        key: &std::path::Path,
+        record: Option<std::path::PathBuf>,
+    ) -> Result<Tls, TlsSetupError> {
+        let (acceptor, pem) = acceptor_and_pem(cert, key)?;
+        let tls = Tls {
+            acceptor: std::sync::RwLock::new(acceptor),
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+            record,
+        };
+        tls.put_on_record(&pem);
+        Ok(tls)
+    }
+
+    /// Loads the files again and puts them in force for the connections that follow; on an
+    /// error the ones in force stay.
+    pub fn reload(&self) -> Result<(), TlsSetupError> {
+        let (fresh, pem) = acceptor_and_pem(&self.cert, &self.key)?;
+        *self
+            .acceptor
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
+        self.put_on_record(&pem);
+        Ok(())
+    }
+
+    /// Copies the certificate file in force to the record, if any (a failure is logged: the
+    /// status then compares with an older copy, or none).
+    fn put_on_record(&self, pem: &[u8]) {
+        if let Some(path) = &self.record
+            && let Err(e) = std::fs::write(path, pem)
+        {
+            tracing::warn!(file = %path.display(), error = %e, "cannot record which STARTTLS certificate is in force");
+        }
+    }
+
+    /// The acceptor in force.
+    fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
+        self.acceptor
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
 /// Builds the STARTTLS acceptor from PEM files (ring provider).
 pub fn tls_acceptor(
     cert: &std::path::Path,
     key: &std::path::Path,
 ) -> Result<tokio_rustls::TlsAcceptor, TlsSetupError> {
+    acceptor_and_pem(cert, key).map(|(a, _)| a)
+}
+
+/// [`tls_acceptor`], with the bytes of the certificate file it was built from (read once, so
+/// that the copy on record is what is served).
+fn acceptor_and_pem(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<(tokio_rustls::TlsAcceptor, Vec<u8>), TlsSetupError> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let pem_err = |path: &std::path::Path, what: String| TlsSetupError::Pem {
         path: path.display().to_string(),
         what,
     };
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .map_err(|e| pem_err(cert, format!("cannot read the certificate: {e}")))?
+    let pem = std::fs::read(cert)
+        .map_err(|e| pem_err(cert, format!("cannot read the certificate: {e}")))?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<_, _>>()
         .map_err(|e| pem_err(cert, format!("not a PEM certificate chain: {e}")))?;
     if certs.is_empty() {
@@ -92,7 +178,7 @@ pub fn tls_acceptor(
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
         .with_single_cert(certs, key)?;
-    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+    Ok((tokio_rustls::TlsAcceptor::from(Arc::new(config)), pem))
 }
 
 fn session_config(ctx: &ListenerContext) -> ServerConfig {
@@ -196,7 +282,7 @@ async fn connection(
     let mut messages = 0u32;
     let step = drive(&ctx, &mut session, &mut stream, peer, &conn, &mut messages).await;
     let result = match (step, &ctx.tls) {
-        (Ok(Step::StartTls), Some(acceptor)) => match acceptor.accept(stream).await {
+        (Ok(Step::StartTls), Some(tls)) => match tls.acceptor().accept(stream).await {
             Ok(mut tls) => {
                 let (_, conn_state) = tls.get_ref();
                 let info = TlsInfo {

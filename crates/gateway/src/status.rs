@@ -49,6 +49,8 @@ pub struct Status {
     /// The STARTTLS certificate file's dates, as `skywave check` says them, with `WARNING:`
     /// before one about to expire or out of its dates (`None` without STARTTLS).
     pub starttls: Option<String>,
+    /// The running gateway serves another certificate than the file now holds.
+    pub starttls_stale: bool,
 }
 
 /// Sessions shown by `skywave status`.
@@ -105,6 +107,12 @@ pub fn read(config: &Config) -> skywave_spool::Result<Status> {
                     format!("WARNING: {}", f.text)
                 }
             });
+        // A renewal the running gateway has not loaded yet.
+        let in_force = std::fs::read(config.state_dir.join(crate::smtp_listener::IN_FORCE)).ok();
+        if status.running && in_force.is_some_and(|pem| std::fs::read(&tls.cert).ok() != Some(pem))
+        {
+            status.starttls_stale = true;
+        }
     }
     if let Ok(table) = skywave_route::RoutingTable::load(&config.routes) {
         status.schedules = schedules(&table, now);
@@ -183,6 +191,13 @@ pub fn render(status: &Status) -> String {
     }
     if let Some(line) = &status.starttls {
         let _ = writeln!(out, "STARTTLS: {line}");
+    }
+    if status.starttls_stale {
+        let _ = writeln!(
+            out,
+            "STARTTLS: WARNING: the certificate file changed after the running gateway loaded \
+             it; SIGHUP (systemctl reload skywave) serves the new one"
+        );
     }
     let _ = writeln!(out, "recipients waiting per target:");
     if status.depth.is_empty() {
@@ -539,6 +554,16 @@ mod tests {
             ..Status::default()
         };
         assert!(render(&soon).contains("\nSTARTTLS: WARNING: c.pem"));
+        // Not running, nothing in force to compare: no word of a renewal.
+        assert!(!render(&status).contains("changed after"));
+        let stale = Status {
+            starttls_stale: true,
+            ..Status::default()
+        };
+        assert!(render(&stale).contains(
+            "STARTTLS: WARNING: the certificate file changed after the running gateway loaded \
+             it; SIGHUP (systemctl reload skywave) serves the new one\n"
+        ));
     }
 
     #[test]
