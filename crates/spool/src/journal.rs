@@ -19,8 +19,8 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -245,23 +245,30 @@ fn recipient_change(
 #[derive(Debug)]
 pub(crate) struct Journal {
     path: PathBuf,
-    file: Mutex<Option<File>>,
+    /// The file open for appending, and the appends since it was last checked.
+    open: Mutex<(Option<Arc<File>>, u32)>,
     /// A write failed and was reported; reported again only after one succeeds.
     failing: AtomicBool,
 }
+
+/// Appends between two looks at the file's size and at whether another process started a
+/// new file: a look costs two `stat`s under the lock, and the journal is written several
+/// times per message, on the path to the client's "250".
+const CHECK_EVERY: u32 = 64;
 
 impl Journal {
     /// The journal of the spool at `root` (the file is opened at the first write).
     pub(crate) fn new(root: &Path) -> Journal {
         Journal {
             path: root.join(FILE),
-            file: Mutex::new(None),
+            open: Mutex::new((None, 0)),
             failing: AtomicBool::new(false),
         }
     }
 
     /// Appends `events`, one line each, starting a new file first when this one has passed
-    /// [`MAX_BYTES`].
+    /// [`MAX_BYTES`] (looked at every [`CHECK_EVERY`] appends, so it may pass it by a few
+    /// kilobytes).
     pub(crate) fn append(&self, events: &[Event]) {
         if events.is_empty() {
             return;
@@ -272,45 +279,61 @@ impl Journal {
                 text.push(b'\n');
             }
         }
-        let mut file = self
-            .file
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let result = (|| -> std::io::Result<()> {
-            // Another process (the operator's `skywave queue`) may have started a new file.
-            let stale = match (&*file, std::fs::metadata(&self.path)) {
-                (Some(f), Ok(on_disk)) => {
-                    let open = f.metadata()?;
-                    open.len() >= MAX_BYTES || !same_file(&open, &on_disk)
-                }
-                (Some(_), Err(_)) | (None, _) => true,
-            };
-            if stale {
-                if std::fs::metadata(&self.path).is_ok_and(|m| m.len() >= MAX_BYTES) {
-                    std::fs::rename(&self.path, self.path.with_file_name(PREVIOUS))?;
-                }
-                *file = Some(
-                    OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(&self.path)?,
-                );
-            }
-            match file.as_mut() {
-                // One write per batch: appends of other processes go before or after it.
-                Some(f) => f.write_all(&text),
-                None => Ok(()),
-            }
-        })();
+        let result = self.file().and_then(|f| {
+            // One write per batch, outside the lock: appends to a file opened with O_APPEND
+            // go whole at its end, whichever thread or process makes them.
+            (&*f).write_all(&text)
+        });
         match result {
             Ok(()) => self.failing.store(false, Ordering::Relaxed),
             Err(e) => {
-                *file = None;
+                self.lock().0 = None;
                 if !self.failing.swap(true, Ordering::Relaxed) {
                     tracing::warn!(file = %self.path.display(), error = %e, "cannot write the queue's journal; `skywave trace` will miss what happens meanwhile");
                 }
             }
         }
+    }
+
+    /// The file to append to: the one open, or, at every [`CHECK_EVERY`]th append, a new one
+    /// when it has passed [`MAX_BYTES`] or another process (the operator's `skywave queue`)
+    /// has started one.
+    fn file(&self) -> std::io::Result<Arc<File>> {
+        let mut open = self.lock();
+        let (file, appends) = &mut *open;
+        *appends = appends.wrapping_add(1);
+        if let Some(f) = file.as_ref()
+            && *appends % CHECK_EVERY != 0
+        {
+            return Ok(Arc::clone(f));
+        }
+        let fresh = match (file.as_ref(), std::fs::metadata(&self.path)) {
+            (Some(f), Ok(on_disk)) => {
+                let held = f.metadata()?;
+                held.len() < MAX_BYTES && same_file(&held, &on_disk)
+            }
+            _ => false,
+        };
+        if !fresh {
+            if std::fs::metadata(&self.path).is_ok_and(|m| m.len() >= MAX_BYTES) {
+                std::fs::rename(&self.path, self.path.with_file_name(PREVIOUS))?;
+            }
+            *file = Some(Arc::new(
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&self.path)?,
+            ));
+        }
+        file.as_ref()
+            .map(Arc::clone)
+            .ok_or_else(|| std::io::Error::other("the journal is not open"))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Option<Arc<File>>, u32)> {
+        self.open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -605,7 +628,10 @@ mod tests {
             .unwrap();
         f.set_len(MAX_BYTES).unwrap();
         drop(f);
-        j.append(std::slice::from_ref(&b));
+        // It is looked at every CHECK_EVERY appends.
+        for _ in 0..CHECK_EVERY {
+            j.append(std::slice::from_ref(&b));
+        }
         assert!(dir.path().join(PREVIOUS).exists());
         std::fs::OpenOptions::new()
             .append(true)
