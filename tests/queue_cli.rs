@@ -349,3 +349,40 @@ fn an_operator_sends_a_peers_mail_by_its_fallback_now() {
         "{out}"
     );
 }
+
+/// A long answer read only in part (`skywave queue trace ... | head`): the command stops
+/// quietly with success when the reader goes, instead of panicking on the closed pipe.
+#[test]
+fn a_reader_that_stops_early_ends_the_command_quietly() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("spool");
+    drop(Spool::open(&root, SpoolConfig::default()).unwrap());
+    // Some 400 kB of journal about one address: far more than a pipe holds.
+    let mut journal = String::new();
+    for n in 0..4000 {
+        journal.push_str(&format!(
+            "{{\"t\":{},\"id\":\"Q{n}\",\"what\":\"queued\",\"rcpts\":[\"cdr@shore.test\"],\"via\":\"peer:shore\",\"from\":\"ops@ship.test\"}}\n",
+            1_800_000_000 + n
+        ));
+    }
+    std::fs::write(root.join("journal.jsonl"), journal).unwrap();
+    let mut child = Command::new(skywave_e2e::bin("skywave"))
+        .args(["queue", "--spool"])
+        .arg(&root)
+        .args(["trace", "cdr@shore.test"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("Q0  from <ops@ship.test>"), "{first}");
+    // The reader is gone (its end of the pipe closed when it was dropped).
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

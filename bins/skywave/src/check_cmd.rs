@@ -50,14 +50,14 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         )));
     }
     for f in &findings {
-        println!("{f}");
+        outln!("{f}");
     }
     let errors = findings.iter().filter(|f| f.level == Level::Error).count();
     let warnings = findings
         .iter()
         .filter(|f| f.level == Level::Warning)
         .count();
-    println!(
+    outln!(
         "result: {}, {}: {}",
         check::count(errors, "error"),
         check::count(warnings, "warning"),

@@ -379,7 +379,7 @@ fn stats(args: &StatsArgs) -> anyhow::Result<ExitCode> {
 fn write_dictionary(args: &DictionaryArgs) -> anyhow::Result<ExitCode> {
     let d = skywave_compress::dictionary::build_mail_v1();
     std::fs::write(&args.out, &d).with_context(|| format!("writing {}", args.out.display()))?;
-    println!(
+    outln!(
         "wrote the mail dictionary v1 ({} bytes, id {:08x}) to {}{}",
         d.len(),
         skywave_compress::dictionary::adler32(&d),
@@ -403,7 +403,7 @@ fn write_corpus(args: &CorpusArgs) -> anyhow::Result<ExitCode> {
         std::fs::write(&path, m).with_context(|| format!("writing {}", path.display()))?;
         total += m.len();
     }
-    println!(
+    outln!(
         "wrote {} messages ({} bytes) to {} (seed {})",
         messages.len(),
         total,

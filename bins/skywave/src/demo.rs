@@ -174,8 +174,8 @@ async fn demo(args: DemoArgs, dir: PathBuf) -> anyhow::Result<ExitCode> {
         )
     })?;
     let scale = args.time_scale;
-    println!("skywave demo: two gateways over an emulated HF link");
-    println!(
+    outln!("skywave demo: two gateways over an emulated HF link");
+    outln!(
         "  radio: {} bit/s, {} interleaver, {} channel at {} dB SNR, turnaround {} s, seed {}{}",
         args.rate,
         args.interleaver,
@@ -190,32 +190,32 @@ async fn demo(args: DemoArgs, dir: PathBuf) -> anyhow::Result<ExitCode> {
         }
     );
     for (start, length) in &opts.outages {
-        println!(
+        outln!(
             "  outage: no signal from {:.1} s to {:.1} s (simulated)",
             start.as_secs_f64(),
             (*start + *length).as_secs_f64()
         );
     }
-    println!(
+    outln!(
         "  ship : gw.ship.example  SMTP {}  STANAG 5066 node {SHIP_NODE}",
         pair.ship.bound().smtp
     );
-    println!(
+    outln!(
         "  shore: gw.shore.example SMTP {}  STANAG 5066 node {SHORE_NODE}",
         pair.shore.bound().smtp
     );
-    println!(
+    outln!(
         "  protocol: HMTP on SAP 3, compression {}; configs in {}",
         args.compression,
         dir.display()
     );
-    println!();
+    outln!();
 
     let n = args.messages;
     let to_shore = sample("alice@ship.example", "ops@shore.example", n, "ship");
     let to_ship = sample("hq@shore.example", "captain@ship.example", n, "shore");
     let bytes = |v: &[OutgoingMessage]| v.iter().map(|m| m.body.len()).sum::<usize>();
-    println!(
+    outln!(
         "submitting {n} messages ({} bytes) to the ship and {n} ({} bytes) to the shore over SMTP",
         bytes(&to_shore),
         bytes(&to_ship)
@@ -236,7 +236,7 @@ async fn demo(args: DemoArgs, dir: PathBuf) -> anyhow::Result<ExitCode> {
             break;
         }
         if started.elapsed() > limit {
-            println!(
+            outln!(
                 "not everything arrived within 4 hours of radio time ({shore}/{n} ashore, {ship}/{n} aboard); the rest stays queued"
             );
             break;
@@ -249,8 +249,8 @@ async fn demo(args: DemoArgs, dir: PathBuf) -> anyhow::Result<ExitCode> {
         pair.stop().await;
         return Ok(ExitCode::SUCCESS);
     }
-    println!();
-    println!(
+    outln!();
+    outln!(
         "The gateways keep running. Send your own mail, e.g.\n  swaks --server {} --from you@ship.example --to ops@shore.example\n  swaks --server {} --from hq@shore.example --to you@ship.example\nCtrl-C stops.",
         pair.ship.bound().smtp,
         pair.shore.bound().smtp
@@ -264,7 +264,7 @@ async fn demo(args: DemoArgs, dir: PathBuf) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    println!("stopping");
+    outln!("stopping");
     report(&pair, f64::NAN);
     pair.stop().await;
     Ok(ExitCode::SUCCESS)
@@ -361,7 +361,7 @@ fn print_new(pair: &Pair, shown: usize, scale: f64) -> usize {
     let all = all_records(pair);
     for (side, r) in all.iter().skip(shown) {
         if r.direction == Direction::Out {
-            println!(
+            outln!(
                 "  {side} -> {}: {} message(s), {} accepted, {} B of SMTP as {} B on the air ({:.0}%), replies {} B, {:.1} s of radio time, {} [{}]",
                 r.peer,
                 r.messages,
@@ -388,9 +388,9 @@ fn print_new(pair: &Pair, shown: usize, scale: f64) -> usize {
 
 fn report(pair: &Pair, radio_seconds: f64) {
     let c = pair.subnet.counters();
-    println!();
-    println!("on the air (the emulated channel's own counters):");
-    println!(
+    outln!();
+    outln!("on the air (the emulated channel's own counters):");
+    outln!(
         "  {} transmissions, {} turnarounds, {} bytes of D_PDUs, {} D_PDUs ({} repeated by the ARQ), {} collisions",
         c.transmissions,
         c.turnarounds,
@@ -408,16 +408,16 @@ fn report(pair: &Pair, radio_seconds: f64) {
         .iter()
         .map(|(_, r)| r.wire_bytes + r.reply_wire_bytes)
         .sum();
-    println!(
+    outln!(
         "  {} HMTP sessions: {} bytes of SMTP carried in {} bytes of U_PDUs both ways",
         out.len(),
         plain,
         wire
     );
     if radio_seconds.is_finite() {
-        println!("  all mail delivered after {radio_seconds:.1} s of radio time");
+        outln!("  all mail delivered after {radio_seconds:.1} s of radio time");
     }
-    println!(
+    outln!(
         "delivered mail: {} (ship), {} (shore)",
         pair.ship_maildir.join("new").display(),
         pair.shore_maildir.join("new").display()

@@ -48,7 +48,7 @@ pub(crate) fn run(args: EmconArgs) -> anyhow::Result<ExitCode> {
                 Some(on) => (on, "the switch file"),
                 None => (config.hf.emcon, "the configuration (no switch file yet)"),
             };
-            println!(
+            outln!(
                 "EMCON {} (from {from}, {})",
                 if on { "on" } else { "off" },
                 emcon::path(dir).display()
@@ -58,7 +58,7 @@ pub(crate) fn run(args: EmconArgs) -> anyhow::Result<ExitCode> {
             let on = args.action == Action::On;
             emcon::write(dir, on)
                 .with_context(|| format!("cannot write {}", emcon::path(dir).display()))?;
-            println!(
+            outln!(
                 "EMCON {}: a running gateway follows within {} s{}",
                 if on { "set" } else { "lifted" },
                 emcon::POLL.as_secs(),

@@ -51,18 +51,22 @@ pub(crate) async fn run(d: &DemoArgs, ships: usize, dir: PathBuf) -> anyhow::Res
         )
     })?;
     let scale = d.time_scale;
-    println!("skywave demo: a base and {n} ships on one emulated HF frequency");
-    println!(
+    outln!("skywave demo: a base and {n} ships on one emulated HF frequency");
+    outln!(
         "  radio: {} bit/s, {} interleaver, {} channel at {} dB SNR, seed {}",
-        d.rate, d.interleaver, d.channel, d.snr, d.seed
+        d.rate,
+        d.interleaver,
+        d.channel,
+        d.snr,
+        d.seed
     );
-    println!(
+    outln!(
         "  base : gw.base.example  SMTP {}  node {BASE_NODE}",
         fleet.base.bound().smtp
     );
     for i in 0..n {
         if let Some(s) = fleet.ship(i) {
-            println!(
+            outln!(
                 "  ship{}: gw.{} SMTP {}  node {}{}",
                 i + 1,
                 ship_domain(i),
@@ -77,7 +81,7 @@ pub(crate) async fn run(d: &DemoArgs, ships: usize, dir: PathBuf) -> anyhow::Res
         }
     }
     match &o.ip {
-        Some(ip) => println!(
+        Some(ip) => outln!(
             "  multicast over an emulated IP network ({} ms one way, {:.0} % loss, {} bit/s uplinks): base {BASE_IP}, ships {}..., group {GROUP_IP}; configs in {}",
             ip.delay.as_millis(),
             ip.loss * 100.0,
@@ -85,12 +89,12 @@ pub(crate) async fn run(d: &DemoArgs, ships: usize, dir: PathBuf) -> anyhow::Res
             ship_ip(0),
             dir.display()
         ),
-        None => println!(
+        None => outln!(
             "  the ships listen on group address {GROUP_NODE}; configs in {}",
             dir.display()
         ),
     }
-    println!();
+    outln!();
 
     let captains: Vec<String> = (0..n)
         .map(|i| format!("captain@{}", ship_domain(i)))
@@ -106,7 +110,7 @@ pub(crate) async fn run(d: &DemoArgs, ships: usize, dir: PathBuf) -> anyhow::Res
         "ship",
     );
     let single = sample("ops@base.example", &captains[0], 1, "ship-single");
-    println!(
+    outln!(
         "submitting to the base: one message ({} B) to the captain of every ship, one ({} B) to notices@{FLEET_DOMAIN}, one ({} B) to {} alone",
         to_all.first().map_or(0, |m| m.body.len()),
         notice.first().map_or(0, |m| m.body.len()),
@@ -131,7 +135,7 @@ pub(crate) async fn run(d: &DemoArgs, ships: usize, dir: PathBuf) -> anyhow::Res
             .map_or(usize::MAX, |e| e.count());
         if all && !lifted {
             // Every ship has its mail; the EMCON ship has not said so yet.
-            println!(
+            outln!(
                 "  after {:.0} s every ship has its mail; ship{n} keeps EMCON (it transmitted {} times), so the base still waits for its acknowledgement: lifting EMCON",
                 started.elapsed().as_secs_f64() * scale,
                 fleet.subnet.counters().nodes[n].transmissions
@@ -145,17 +149,17 @@ pub(crate) async fn run(d: &DemoArgs, ships: usize, dir: PathBuf) -> anyhow::Res
             break;
         }
         if started.elapsed() > limit {
-            println!("not everything arrived within 4 hours of radio time; the rest stays queued");
+            outln!("not everything arrived within 4 hours of radio time; the rest stays queued");
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let radio = started.elapsed().as_secs_f64() * scale;
-    println!();
-    println!("transfers out of the base:");
+    outln!();
+    outln!("transfers out of the base:");
     for r in fleet.base.hf().transfers() {
         if r.direction == Direction::Out {
-            println!(
+            outln!(
                 "  -> {} by {}: {} B of mail as {} B of {} ({} U_PDUs), {:.1} s, {}",
                 r.peer,
                 r.protocol,
@@ -178,9 +182,9 @@ pub(crate) async fn run(d: &DemoArgs, ships: usize, dir: PathBuf) -> anyhow::Res
         }
     }
     let c = fleet.subnet.counters();
-    println!();
-    println!("on the air (the emulated channel's own counters):");
-    println!(
+    outln!();
+    outln!("on the air (the emulated channel's own counters):");
+    outln!(
         "  {} transmissions, {} bytes of D_PDUs, {} lost to collisions",
         c.transmissions,
         c.bytes_on_air,
@@ -192,25 +196,29 @@ pub(crate) async fn run(d: &DemoArgs, ships: usize, dir: PathBuf) -> anyhow::Res
         } else {
             format!("ship{i}")
         };
-        println!(
+        outln!(
             "  {name:>6}: {} transmissions, {} bytes on the air, {} non-ARQ U_PDUs received",
-            nc.transmissions, nc.bytes_on_air, nc.non_arq_delivered
+            nc.transmissions,
+            nc.bytes_on_air,
+            nc.non_arq_delivered
         );
     }
     if let Some(net) = &fleet.ip_net {
         let ic = net.counters();
-        println!(
+        outln!(
             "on the IP network: {} datagrams, {} bytes (IP and UDP headers included), {} copies lost",
-            ic.datagrams, ic.bytes, ic.lost
+            ic.datagrams,
+            ic.bytes,
+            ic.lost
         );
     }
-    println!("  all mail delivered and acknowledged after {radio:.1} s of radio time");
+    outln!("  all mail delivered and acknowledged after {radio:.1} s of radio time");
     for (i, m) in fleet.ship_maildirs.iter().enumerate() {
-        println!("  ship{} mail: {}", i + 1, m.join("new").display());
+        outln!("  ship{} mail: {}", i + 1, m.join("new").display());
     }
     if !d.once {
-        println!();
-        println!("The gateways keep running; send mail to the base at {base} (Ctrl-C stops).");
+        outln!();
+        outln!("The gateways keep running; send mail to the base at {base} (Ctrl-C stops).");
         let _ = tokio::signal::ctrl_c().await;
     }
     fleet.stop().await;

@@ -137,24 +137,22 @@ pub(crate) fn run(args: QueueArgs) -> anyhow::Result<ExitCode> {
         QueueCommand::Hold { id, peer } => match (id, peer) {
             (_, Some(p)) => {
                 spool.hold_target(&target(&p))?;
-                println!(
-                    "held {p}: its mail stays queued until `skywave queue release --peer {p}`"
-                );
+                outln!("held {p}: its mail stays queued until `skywave queue release --peer {p}`");
             }
             (Some(id), None) => {
                 spool.hold(&queue_id(&id)?)?;
-                println!("held {id}");
+                outln!("held {id}");
             }
             (None, None) => bail!("give a queue id or --peer"),
         },
         QueueCommand::Release { id, peer } => match (id, peer) {
             (_, Some(p)) => {
                 spool.release_target(&target(&p))?;
-                println!("released {p}");
+                outln!("released {p}");
             }
             (Some(id), None) => {
                 spool.release(&queue_id(&id)?)?;
-                println!("released {id}");
+                outln!("released {id}");
             }
             (None, None) => bail!("give a queue id or --peer"),
         },
@@ -179,11 +177,11 @@ pub(crate) fn run(args: QueueArgs) -> anyhow::Result<ExitCode> {
         }
         QueueCommand::Delete { id } => {
             let state = spool.delete(&queue_id(&id)?)?;
-            println!("deleted {id} (was {})", state.name());
+            outln!("deleted {id} (was {})", state.name());
         }
         QueueCommand::Flush { peer } => {
             let n = spool.flush(peer.as_deref().map(target).as_ref())?;
-            println!("{n} message(s) made due now");
+            outln!("{n} message(s) made due now");
         }
     }
     // Whatever changed, a running gateway looks at its queue at once (not at its next timer).
@@ -228,13 +226,13 @@ fn move_mail(
         skywave_spool::unix_seconds(std::time::SystemTime::now()),
     )?;
     let rcpts: usize = moved.iter().map(|(_, r)| r.len()).sum();
-    println!(
+    outln!(
         "moved {rcpts} recipient(s) of {} message(s) from {peer} to {to}",
         moved.len()
     );
     let left = spool.waiting(&target)?.len();
     if left > 0 {
-        println!(
+        outln!(
             "{left} message(s) still wait for {peer}: over the {} bytes {to} takes without holding it",
             skywave_gateway::fallback::size_allowed(into)
         );
@@ -252,7 +250,7 @@ fn trace(dir: &std::path::Path, terms: &[String]) -> anyhow::Result<ExitCode> {
     for term in terms {
         let ids = journal::matching(&events, term);
         if ids.is_empty() {
-            println!("{term}: not in the journal");
+            outln!("{term}: not in the journal");
             continue;
         }
         found = true;
@@ -273,7 +271,7 @@ fn trace(dir: &std::path::Path, terms: &[String]) -> anyhow::Result<ExitCode> {
                     title.push_str(&format!(", {size} bytes"));
                 }
             }
-            println!("{title}");
+            outln!("{title}");
             for e in life {
                 let mut line = format!(
                     "  {}  {}",
@@ -294,7 +292,7 @@ fn trace(dir: &std::path::Path, terms: &[String]) -> anyhow::Result<ExitCode> {
                 if let Some(text) = &e.text {
                     line.push_str(&format!(": {text}"));
                 }
-                println!("{line}");
+                outln!("{line}");
             }
         }
     }
@@ -359,10 +357,10 @@ fn bounce(
             }
             (None, false) => {}
         }
-        println!("{line}");
+        outln!("{line}");
     }
     if ids.is_empty() {
-        println!("no message waits for {}", peer.unwrap_or("that"));
+        outln!("no message waits for {}", peer.unwrap_or("that"));
     }
     if failures > 0 {
         bail!(
@@ -389,9 +387,13 @@ fn queue_id(id: &str) -> anyhow::Result<QueueId> {
 fn list(spool: &Spool, only: Option<Target>, now: u64) -> anyhow::Result<()> {
     let held: Vec<Target> = spool.held_targets()?;
     let mut shown = 0usize;
-    println!(
+    outln!(
         "{:<24} {:<6} {:>8} {:>9} {:>4}  sender -> recipients",
-        "id", "state", "age", "bytes", "prio"
+        "id",
+        "state",
+        "age",
+        "bytes",
+        "prio"
     );
     for entry in spool.entries()? {
         let entry = entry?;
@@ -405,11 +407,11 @@ fn list(spool: &Spool, only: Option<Target>, now: u64) -> anyhow::Result<()> {
             }
         }
         shown += 1;
-        println!("{}", list_line(&entry, now));
+        outln!("{}", list_line(&entry, now));
     }
-    println!("{shown} message(s)");
+    outln!("{shown} message(s)");
     for t in held {
-        println!("peer held: {t}");
+        outln!("peer held: {t}");
     }
     Ok(())
 }
@@ -451,25 +453,25 @@ fn list_line(entry: &Entry, now: u64) -> String {
 fn show(spool: &Spool, id: &QueueId, now: u64) -> anyhow::Result<()> {
     let (state, file) = spool.load(id)?;
     let env = &file.envelope;
-    println!("id:        {}", env.id);
-    println!("state:     {}", state.name());
+    outln!("id:        {}", env.id);
+    outln!("state:     {}", state.name());
     if let Some(reason) = &env.dead_reason {
-        println!("dead:      {reason}");
+        outln!("dead:      {reason}");
     }
-    println!("sender:    <{}>", env.sender);
-    println!(
+    outln!("sender:    <{}>", env.sender);
+    outln!(
         "arrived:   {} ago; expires in {}",
         age(now.saturating_sub(env.arrival)),
         age(env.expires.saturating_sub(now))
     );
-    println!("size:      {} bytes", env.size);
-    println!("priority:  {}", env.priority);
+    outln!("size:      {} bytes", env.size);
+    outln!("priority:  {}", env.priority);
     if !env.dsn.is_empty() {
         // As the sender's MAIL gave them (RFC 3461).
-        println!("reports:  {}", env.dsn.esmtp());
+        outln!("reports:  {}", env.dsn.esmtp());
     }
     if let Some(t) = env.delay_warned {
-        println!(
+        outln!(
             "warned:    the sender was told of the delay {} ago",
             age(now.saturating_sub(t))
         );
@@ -501,16 +503,16 @@ fn show(spool: &Spool, id: &QueueId, now: u64) -> anyhow::Result<()> {
         if let Some(m) = &r.moved {
             line.push_str(&format!("; {m}"));
         }
-        println!("{line}");
+        outln!("{line}");
     }
-    println!("headers:");
+    outln!("headers:");
     let end = file
         .message
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
         .map_or(file.message.len(), |p| p + 2);
     for line in String::from_utf8_lossy(&file.message[..end]).lines() {
-        println!("  {line}");
+        outln!("  {line}");
     }
     Ok(())
 }

@@ -77,7 +77,7 @@ fn check(file: &std::path::Path) -> ExitCode {
             if !table.warnings().is_empty() {
                 summary.push_str(&format!(" ({})", count(table.warnings().len(), "warning")));
             }
-            println!("{summary}");
+            outln!("{summary}");
             for g in table.groups() {
                 let members: Vec<String> = g
                     .members
@@ -96,7 +96,7 @@ fn check(file: &std::path::Path) -> ExitCode {
                     .as_ref()
                     .map(|s| format!(", in its windows {s}"))
                     .unwrap_or_default();
-                println!(
+                outln!(
                     "group {} at {}: {}; mail for two or more of them goes once by P_MUL{windows}",
                     g.name,
                     g.address_text(),
@@ -130,10 +130,10 @@ fn explain(
     let mut targets: Vec<(String, String)> = Vec::new();
     for (i, address) in addresses.iter().enumerate() {
         if i > 0 {
-            println!();
+            outln!();
         }
         let explanation = table.explain(address, client_ip.map(|ip| (ip, authenticated)));
-        print!("{explanation}");
+        out!("{explanation}");
         let accepted = explanation
             .relay
             .as_ref()
@@ -148,7 +148,7 @@ fn explain(
         }
     }
     if addresses.len() > 1 {
-        println!();
+        outln!();
         print_plan(&table, &targets);
     }
     if ok {
@@ -160,9 +160,9 @@ fn explain(
 
 /// How one message to these recipients would travel over HF.
 fn print_plan(table: &RoutingTable, targets: &[(String, String)]) {
-    println!("one message to these recipients:");
+    outln!("one message to these recipients:");
     if targets.is_empty() {
-        println!("  nothing goes over HF");
+        outln!("  nothing goes over HF");
         return;
     }
     let plan = table.plan(targets.iter().map(|(_, t)| t.as_str()));
@@ -199,7 +199,7 @@ fn print_plan(table: &RoutingTable, targets: &[(String, String)]) {
             }
             _ => leg.group.address_text(),
         };
-        println!(
+        outln!(
             "  multicast: once by P_MUL to group {} ({to}) for {} ({why}): {}",
             leg.group.name,
             leg.destinations().join(", "),
@@ -213,6 +213,6 @@ fn print_plan(table: &RoutingTable, targets: &[(String, String)]) {
         let group = table.group_of(peer).map_or_else(String::new, |g| {
             format!(" (the only ship of group {} in this message)", g.name)
         });
-        println!("  unicast: to {peer}{protocol}{group}: {}", rcpts(&[peer]));
+        outln!("  unicast: to {peer}{protocol}{group}: {}", rcpts(&[peer]));
     }
 }

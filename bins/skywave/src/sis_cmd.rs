@@ -102,9 +102,11 @@ async fn probe(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             )));
         }
     };
-    println!(
+    outln!(
         "bound SAP {} at {} (rank {rank}), MTU {} bytes",
-        bound.sap, args.server, bound.mtu
+        bound.sap,
+        args.server,
+        bound.mtu
     );
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.wait);
     let mut availability = false;
@@ -113,13 +115,13 @@ async fn probe(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         if matches!(event, Event::SubnetAvailability { .. }) {
             availability = true;
         }
-        println!("{}", describe(&event));
+        outln!("{}", describe(&event));
     }
     if !availability {
-        println!("no subnet availability reported within {} s", args.wait);
+        outln!("no subnet availability reported within {} s", args.wait);
     }
     client.unbind().await.context("unbinding")?;
-    println!("unbound");
+    outln!("unbound");
     Ok(ExitCode::SUCCESS)
 }
 

@@ -28,6 +28,6 @@ pub(crate) fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
             config.spool_dir().display()
         )
     })?;
-    print!("{}", skywave_gateway::status::render(&status));
+    out!("{}", skywave_gateway::status::render(&status));
     Ok(ExitCode::SUCCESS)
 }
