@@ -145,15 +145,8 @@ pub fn queued(env: &Envelope, message_id: Option<String>, held: bool) -> Vec<Eve
     let what = if held { What::QueuedHeld } else { What::Queued };
     let mut out: Vec<Event> = Vec::new();
     for r in &env.recipients {
-        let via = r.target.to_string();
-        match out.iter_mut().find(|e| e.via.as_deref() == Some(&via)) {
-            Some(e) => e.rcpts.push(r.address.clone()),
-            None => out.push(Event {
-                rcpts: vec![r.address.clone()],
-                via: Some(via),
-                ..Event::new(env.arrival, env.id.as_str(), what)
-            }),
-        }
+        let event = Event::new(env.arrival, env.id.as_str(), what);
+        add_recipient(&mut out, event, r);
     }
     if let Some(first) = out.first_mut() {
         first.from = Some(env.sender.clone());
@@ -175,28 +168,21 @@ pub fn changes(
     let id = before.id.as_str();
     let mut out: Vec<Event> = Vec::new();
     // Recipients, grouped by what happened to them, where, and why.
-    {
-        for (old, new) in before.recipients.iter().zip(&after.recipients) {
-            let Some((what, text)) = recipient_change(old, new) else {
-                continue;
-            };
-            let via = new.target.to_string();
-            match out
-                .iter_mut()
-                .find(|e| e.what == what && e.via.as_deref() == Some(&via) && e.text == text)
-            {
-                Some(e) => e.rcpts.push(new.address.clone()),
-                None => out.push(Event {
-                    rcpts: vec![new.address.clone()],
-                    via: Some(via),
-                    text,
-                    ..Event::new(t, id, what)
-                }),
-            }
-        }
-        if before.delay_warned.is_none() && after.delay_warned.is_some() {
-            out.push(Event::new(t, id, What::Warned));
-        }
+    for (old, new) in before.recipients.iter().zip(&after.recipients) {
+        let Some((what, text)) = recipient_change(old, new) else {
+            continue;
+        };
+        add_recipient(
+            &mut out,
+            Event {
+                text,
+                ..Event::new(t, id, what)
+            },
+            new,
+        );
+    }
+    if before.delay_warned.is_none() && after.delay_warned.is_some() {
+        out.push(Event::new(t, id, What::Warned));
     }
     match (from, to) {
         (_, None) => out.push(Event::new(t, id, What::Done)),
@@ -211,6 +197,23 @@ pub fn changes(
         _ => {}
     }
     out
+}
+
+/// Adds recipient `r` to the event in `out` that says the same as `event` of the same target,
+/// or adds `event` for it: one line per kind of news, target and reason.
+fn add_recipient(out: &mut Vec<Event>, event: Event, r: &crate::record::Recipient) {
+    let via = r.target.to_string();
+    let same = |e: &&mut Event| {
+        e.what == event.what && e.text == event.text && e.via.as_deref() == Some(&via)
+    };
+    match out.iter_mut().find(same) {
+        Some(e) => e.rcpts.push(r.address.clone()),
+        None => out.push(Event {
+            rcpts: vec![r.address.clone()],
+            via: Some(via),
+            ..event
+        }),
+    }
 }
 
 /// What happened to one recipient, and why, if anything an operator would ask about.
