@@ -246,6 +246,12 @@ fn trace(dir: &std::path::Path, terms: &[String]) -> anyhow::Result<ExitCode> {
     use skywave_spool::journal::{self, What};
     let events = journal::read(dir)
         .with_context(|| format!("cannot read the journal of the spool at {}", dir.display()))?;
+    // Each message's events, in the journal's order, gathered once for every term.
+    let mut lives: std::collections::HashMap<&str, Vec<&journal::Event>> =
+        std::collections::HashMap::new();
+    for e in &events {
+        lives.entry(e.id.as_str()).or_default().push(e);
+    }
     let mut found = false;
     for term in terms {
         let ids = journal::matching(&events, term);
@@ -255,7 +261,7 @@ fn trace(dir: &std::path::Path, terms: &[String]) -> anyhow::Result<ExitCode> {
         }
         found = true;
         for id in ids {
-            let life: Vec<_> = events.iter().filter(|e| e.id == id).collect();
+            let life = lives.get(id.as_str()).cloned().unwrap_or_default();
             let head = life.iter().find(|e| e.from.is_some());
             let mut title = id.clone();
             if let Some(h) = head {

@@ -784,18 +784,19 @@ fn check_fallbacks(
     raw: &[Spanned<RawPeer>],
     peers: &mut [(Peer, Range<usize>)],
 ) {
-    let span_of = |name: &str| {
+    let raw_of = |name: &str| {
         raw.iter()
-            .find(|r| r.get_ref().name.get_ref() == name)
-            .and_then(|r| r.get_ref().fallback.as_ref())
-            .map(Spanned::span)
+            .map(Spanned::get_ref)
+            .find(|r| r.name.get_ref() == name)
     };
     for i in 0..peers.len() {
         let Some(fallback) = peers[i].0.fallback.clone() else {
             continue;
         };
         let name = peers[i].0.name.clone();
-        let span = span_of(&name).unwrap_or_else(|| peers[i].1.clone());
+        let span = raw_of(&name)
+            .and_then(|r| r.fallback.as_ref())
+            .map_or_else(|| peers[i].1.clone(), Spanned::span);
         let problem = match peers.iter().find(|(p, _)| p.name == fallback.peer) {
             None => Some(format!(
                 "fallback \"{}\" is not a peer; expected the name of a [[peer]] that takes the mail of \"{name}\" when it has waited too long",
@@ -848,10 +849,8 @@ fn check_fallbacks(
         // window closes to the fallback before the peer was ever tried.
         let gap = peers[i].0.schedule.as_ref().and_then(Schedule::longest_gap);
         if let Some(gap) = gap.filter(|&g| fallback.after < g) {
-            let at = raw
-                .iter()
-                .find(|r| r.get_ref().name.get_ref() == &name)
-                .and_then(|r| r.get_ref().fallback_after.as_ref())
+            let at = raw_of(&name)
+                .and_then(|r| r.fallback_after.as_ref())
                 .map_or(span, Spanned::span);
             ck.warning(
                 at,

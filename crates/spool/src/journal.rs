@@ -369,36 +369,43 @@ pub fn read(root: &Path) -> std::io::Result<Vec<Event>> {
 /// angle brackets) or an address (a sender or a recipient, compared without regard to case),
 /// and the delivery reports on those messages, in the order they first appear.
 pub fn matching(events: &[Event], term: &str) -> Vec<String> {
-    let bare = term.trim().trim_start_matches('<').trim_end_matches('>');
+    let term = unbracketed(term);
     let mut ids: Vec<String> = Vec::new();
-    let add = |ids: &mut Vec<String>, id: &str| {
-        if !ids.iter().any(|i| i == id) {
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut add = |ids: &mut Vec<String>, id: &str| {
+        if seen.insert(id.to_owned()) {
             ids.push(id.to_owned());
         }
     };
     for e in events {
-        let named = e.id == bare
+        let named = e.id == term
             || e.message_id
                 .as_deref()
-                .is_some_and(|m| m.trim().trim_start_matches('<').trim_end_matches('>') == bare)
+                .is_some_and(|m| unbracketed(m) == term)
             || e.from
                 .as_deref()
-                .is_some_and(|f| f.eq_ignore_ascii_case(bare))
-            || e.rcpts.iter().any(|r| r.eq_ignore_ascii_case(bare));
+                .is_some_and(|f| f.eq_ignore_ascii_case(term))
+            || e.rcpts.iter().any(|r| r.eq_ignore_ascii_case(term));
         if named {
             add(&mut ids, &e.id);
         }
     }
     // The reports on them, named by a `report` event.
+    let named: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
     let reports: Vec<String> = events
         .iter()
-        .filter(|e| e.what == What::Report && ids.contains(&e.id))
+        .filter(|e| e.what == What::Report && named.contains(e.id.as_str()))
         .filter_map(|e| e.text.as_deref().and_then(report_id).map(str::to_owned))
         .collect();
     for r in reports {
         add(&mut ids, &r);
     }
     ids
+}
+
+/// A Message-ID (or a term for one) without its white space and angle brackets.
+fn unbracketed(id: &str) -> &str {
+    id.trim().trim_start_matches('<').trim_end_matches('>')
 }
 
 /// The queue id a `report` event's text names (its last word).
