@@ -173,7 +173,7 @@ pub(crate) fn run(args: QueueArgs) -> anyhow::Result<ExitCode> {
             let table = RoutingTable::load(&config.routes).with_context(|| {
                 format!("cannot load the routing table {}", config.routes.display())
             })?;
-            move_mail(&spool, &table, &peer, to.as_deref())?;
+            move_mail(&spool, &table, &peer, to.as_deref(), now)?;
         }
         QueueCommand::Delete { id } => {
             let state = spool.delete(&queue_id(&id)?)?;
@@ -189,12 +189,14 @@ pub(crate) fn run(args: QueueArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `skywave queue move`: what waits for `peer` goes to `to` (or to its fallback) now.
+/// `skywave queue move`: what waits for `peer` goes to `to` (or to its fallback) now, unix
+/// second `now`.
 fn move_mail(
     spool: &Spool,
     table: &RoutingTable,
     peer: &str,
     to: Option<&str>,
+    now: u64,
 ) -> anyhow::Result<()> {
     let Some(from) = table.peer(peer) else {
         bail!("no peer \"{peer}\" in the routing table");
@@ -219,12 +221,7 @@ fn move_mail(
     if spool.is_target_held(&target)? {
         bail!("{peer} is held: release it first (`skywave queue release --peer {peer}`)");
     }
-    let moved = skywave_gateway::fallback::move_waiting(
-        spool,
-        from,
-        into,
-        skywave_spool::unix_seconds(std::time::SystemTime::now()),
-    )?;
+    let moved = skywave_gateway::fallback::move_waiting(spool, from, into, now)?;
     let rcpts: usize = moved.iter().map(|(_, r)| r.len()).sum();
     outln!(
         "moved {rcpts} recipient(s) of {} message(s) from {peer} to {to}",
