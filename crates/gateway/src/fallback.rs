@@ -14,11 +14,12 @@
 //! Two more come from what our own sessions heard from the peer ([`crate::heard`]):
 //! - A peer that has answered none of them for as long as its `fallback_after` is down: mail
 //!   it has been tried for moves at once, whatever its age. New mail still gets one attempt
-//!   there first, the only way to learn that the peer is back without a probe of our own; in
-//!   a long outage of the satellite a message then waits one attempt, not half an hour.
+//!   there first, which may find the peer back; in a long outage of the satellite a message
+//!   then waits one attempt, not half an hour.
 //! - Mail that fell back while its peer was not answering goes back to that peer when the
-//!   peer answers one of our sessions again (new mail for it, tried first), if the fallback
-//!   has not taken it yet ([`Spool::fall_back_return`]): an HF peer with radio schedules may
+//!   peer answers one of our sessions again (new mail for it, tried first, or for a peer over
+//!   TCP/IP a probe, `hf::tcp_link`, while such mail waits), if the fallback has not taken it
+//!   yet ([`Spool::fall_back_return`]): an HF peer with radio schedules may
 //!   not take it for hours. Only an answer after the move counts (a restart remembers the
 //!   last answer, which may be older), and nothing goes into a peer an operator holds. Its
 //!   wait for the fallback then counts from its return. Mail that fell back while its peer

@@ -1,7 +1,8 @@
 //! What this gateway's own sessions have heard from each peer lately: when the peer last
 //! answered one, and since when they have gone unanswered.
 //!
-//! The links write it (HMTP, CFTP and SMTP over TCP, at the end of each session of ours); the
+//! The links write it (HMTP, CFTP and SMTP over TCP, at the end of each session of ours, and
+//! the SMTP-over-TCP link after each probe of a silent peer, `hf::tcp_link`); the
 //! peer fallback reads it ([`crate::fallback`]): a peer that has answered none of our sessions
 //! for as long as its `fallback_after` is taken as down, and the mail it was tried for moves to
 //! its fallback at once instead of each message waiting out its own `fallback_after`; when it
@@ -34,7 +35,7 @@ pub struct PeerHeard {
     /// When the first of our sessions since then to go unanswered ended (unix seconds); `None`
     /// when the last one was answered, or none has ended since the start.
     pub silent_since: Option<u64>,
-    /// Our sessions unanswered since.
+    /// Our sessions and probes unanswered since.
     pub unanswered: u32,
 }
 
@@ -53,7 +54,7 @@ impl PeerHeard {
         });
         match self.silent_since {
             Some(t) => format!(
-                "{answered}; {} session(s) unanswered since {} ago",
+                "{answered}; {} attempt(s) unanswered since {} ago",
                 self.unanswered,
                 ago(now.saturating_sub(t))
             ),
@@ -248,7 +249,7 @@ mod tests {
         };
         assert_eq!(
             h.describe(260, ago),
-            "answered 160 s ago; 3 session(s) unanswered since 60 s ago"
+            "answered 160 s ago; 3 attempt(s) unanswered since 60 s ago"
         );
         assert_eq!(PeerHeard::default().describe(0, ago), "never answered yet");
     }

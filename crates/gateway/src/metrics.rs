@@ -57,6 +57,12 @@ pub(crate) fn fallback_returned(recipients: u64) {
     metrics::counter!("skywave_fallback_returned_total").increment(recipients);
 }
 
+/// Counts probes of a silent peer with a fallback, by what they heard (`answered`,
+/// `refusing`, `silent`).
+pub(crate) fn fallback_probe(result: &'static str) {
+    metrics::counter!("skywave_fallback_probes_total", "result" => result).increment(1);
+}
+
 /// A sender was told its message is delayed (a DSN with `Action: delayed`).
 pub(crate) fn delay_warned() {
     metrics::counter!("skywave_delay_warnings_total").increment(1);

@@ -116,7 +116,10 @@ pub fn read(config: &Config) -> skywave_spool::Result<Status> {
     }
     if let Ok(table) = skywave_route::RoutingTable::load(&config.routes) {
         status.schedules = schedules(&table, now);
-        status.fallbacks = fallbacks(&table, &crate::heard::read(&config.state_dir), now);
+        let heard = crate::heard::read(&config.state_dir);
+        status.fallbacks = fallbacks(&table, &heard, now, |peer| {
+            spool.awaiting_return(peer).ok().flatten()
+        });
     }
     for entry in spool.entries()? {
         let entry = entry?;
@@ -285,12 +288,14 @@ fn schedules(table: &skywave_route::RoutingTable, now: u64) -> Vec<String> {
         .collect()
 }
 
-/// One line per peer with a fallback: after how long its mail goes where, and what our
-/// sessions last heard from the peer (`heard`, at unix second `now`).
+/// One line per peer with a fallback: after how long its mail goes where, what our sessions
+/// last heard from the peer (`heard`, at unix second `now`), and whether mail that fell back
+/// from it waits to come back (`awaiting_return`, [`skywave_spool::Spool::awaiting_return`]).
 fn fallbacks(
     table: &skywave_route::RoutingTable,
     heard: &std::collections::BTreeMap<String, crate::heard::PeerHeard>,
     now: u64,
+    awaiting_return: impl Fn(&str) -> Option<u64>,
 ) -> Vec<String> {
     table
         .peers()
@@ -303,8 +308,19 @@ fn fallbacks(
             } else {
                 ""
             };
+            // Mail an answer would bring back (one since the move brings it at the next look).
+            let home = match awaiting_return(&p.name) {
+                Some(at) if h.answered < Some(at) && fb.probe_every > 0 => format!(
+                    "; mail that fell back while it was silent waits to come back: probed every {}",
+                    skywave_route::duration_text(fb.probe_every)
+                ),
+                Some(at) if h.answered < Some(at) => "; mail that fell back while it was silent \
+                    comes back when a session to it is answered"
+                    .to_owned(),
+                _ => String::new(),
+            };
             Some(format!(
-                "{:<20} after {}: to {}; {}{down}",
+                "{:<20} after {}: to {}; {}{down}{home}",
                 p.name,
                 skywave_route::duration_text(fb.after),
                 fb.peer,
@@ -421,7 +437,7 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"));
         let mut heard = std::collections::BTreeMap::new();
         let status = Status {
-            fallbacks: fallbacks(&table, &heard, 10_000),
+            fallbacks: fallbacks(&table, &heard, 10_000, |_| None),
             ..Status::default()
         };
         assert!(
@@ -442,19 +458,42 @@ mod tests {
             },
         );
         assert_eq!(
-            fallbacks(&table, &heard, 9_400),
+            fallbacks(&table, &heard, 9_400, |_| None),
             [
                 "shore-sat            after 90 min: to shore-hf; answered 2 h 20 min ago; \
-              7 session(s) unanswered since 90 min ago: silent that long, what it is tried \
+              7 attempt(s) unanswered since 90 min ago: silent that long, what it is tried \
               for moves at once"
             ]
         );
         assert_eq!(
-            fallbacks(&table, &heard, 9_000),
+            fallbacks(&table, &heard, 9_000, |_| None),
             [
                 "shore-sat            after 90 min: to shore-hf; answered 2 h 13 min ago; \
-              7 session(s) unanswered since 83 min ago"
+              7 attempt(s) unanswered since 83 min ago"
             ]
+        );
+        // Mail that fell back at 9_200 waits to come back: a peer over TCP/IP is probed.
+        let fell_back = |p: &str| (p == "shore-sat").then_some(9_200);
+        assert_eq!(
+            fallbacks(&table, &heard, 9_400, fell_back),
+            [
+                "shore-sat            after 90 min: to shore-hf; answered 2 h 20 min ago; \
+              7 attempt(s) unanswered since 90 min ago: silent that long, what it is tried \
+              for moves at once; mail that fell back while it was silent waits to come back: \
+              probed every 1 min"
+            ]
+        );
+        // Not when it answered after the move: the fallback's next look brings it back.
+        heard.insert(
+            "shore-sat".to_owned(),
+            crate::heard::PeerHeard {
+                answered: Some(9_300),
+                ..crate::heard::PeerHeard::default()
+            },
+        );
+        assert_eq!(
+            fallbacks(&table, &heard, 9_400, fell_back),
+            ["shore-sat            after 90 min: to shore-hf; answered 100 s ago"]
         );
         assert!(!render(&Status::default()).contains("fallbacks"));
     }

@@ -506,6 +506,47 @@ mod tests {
         );
     }
 
+    /// A session without mail is the peer fallback's probe: greeting, EHLO and QUIT, a whole
+    /// session when the server takes mail, a session error with its reply read when it does
+    /// not.
+    #[tokio::test]
+    async fn a_session_without_mail_is_a_probe() {
+        let (addr, server) = serve_one(ServerConfig::new("mx.test")).await;
+        let probe = send_batch(addr.as_str(), &TcpBearerSettings::new("gw"), Vec::new())
+            .await
+            .unwrap();
+        let served = server.await.unwrap();
+        assert!(
+            matches!(probe.end, TransferEnd::Completed),
+            "{:?}",
+            probe.end
+        );
+        assert!(probe.outcomes.is_empty() && served.messages.is_empty());
+        assert_eq!(probe.wire_bytes_written, served.wire_read);
+        assert_eq!(
+            probe.wire_bytes_written,
+            b"EHLO gw\r\nQUIT\r\n".len() as u64
+        );
+        assert!(probe.plain_bytes_read > 0);
+
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let refusing = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let _ = stream.write_all(b"421 4.3.2 mx.test busy\r\n").await;
+        });
+        let probe = send_batch(addr, &TcpBearerSettings::new("gw"), Vec::new())
+            .await
+            .unwrap();
+        refusing.await.unwrap();
+        assert!(
+            matches!(probe.end, TransferEnd::Session(_)),
+            "{:?}",
+            probe.end
+        );
+        assert!(probe.plain_bytes_read > 0);
+    }
+
     #[tokio::test]
     async fn connection_refused_and_bad_batches_are_errors() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

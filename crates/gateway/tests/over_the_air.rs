@@ -2002,3 +2002,113 @@ async fn mail_for_an_ip_peer_that_refuses_falls_back_after_one_attempt() {
     all_arrive_once(&pair, &[first, second]).await;
     pair.stop().await;
 }
+
+/// A satellite peer over SMTP on TCP/IP that went silent, whose mail fell back to an HF peer
+/// that cannot take it yet (outside its radio window): no new mail comes for the satellite, so
+/// only a probe can learn that it is back. Once its port answers again, the next probe (every
+/// second here) brings the message home, and it goes by the satellite, once. In real time:
+/// probes are real connections, which paused virtual time would race.
+#[tokio::test]
+async fn a_silent_ip_peer_is_probed_and_its_mail_comes_home() {
+    use skywave_spool::journal::What;
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), "none");
+    // The shore straight over TCP, as the HF peer stands in for: its window opens in twelve
+    // hours.
+    o.protocol = "smtp".into();
+    o.ship_smtp = free_port();
+    o.shore_smtp = free_port();
+    o.min_backoff = 1;
+    let now = skywave_spool::unix_seconds(std::time::SystemTime::now());
+    let opens = now + 12 * 3600;
+    // The satellite's port: free now, nothing listens until the test says.
+    let sat = free_port();
+    o.ship_peer_extra = format!(
+        "schedule = [\"{}-{}\"]\n\n[[peer]]\nname = \"shore-sat\"\nprotocol = \"smtp\"\n\
+         tcp_address = \"{sat}\"\nfallback = \"shore\"\nfallback_after = \"2s\"\n\
+         probe_every = \"1s\"\n\n\
+         [[route]]\nmatch = \"ops@shore.example\"\nto = \"shore-sat\"\n",
+        hh_mm(opens),
+        hh_mm(opens + 1800)
+    );
+    let pair = Pair::start(&o).await.unwrap();
+    let sent = submit_as_alice(
+        &pair,
+        1,
+        message("alice@ship.example", "ops@shore.example", 1, 2000),
+    )
+    .await;
+    let journal = || skywave_spool::journal::read(pair.ship.spool().root()).unwrap();
+    let moved_to = |to: &str| {
+        journal()
+            .iter()
+            .any(|e| e.what == What::Moved && e.via.as_deref() == Some(to))
+    };
+    // Refused, then silent for its two seconds: the message falls back to the shore's HF
+    // peer, where it waits for the window.
+    for _ in 0..300 {
+        if moved_to("peer:shore") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(moved_to("peer:shore"), "{:#?}", journal());
+    // Probes find the port still closed; nothing moves.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!moved_to("peer:shore-sat"), "{:#?}", journal());
+    assert!(maildir(&pair.shore_maildir).is_empty());
+    // The satellite is back: its port leads to the shore's SMTP listener.
+    let listener = tokio::net::TcpListener::bind(sat).await.unwrap();
+    let shore = pair.shore.bound().smtp;
+    let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&connections);
+    let forward = tokio::spawn(async move {
+        loop {
+            let Ok((mut inbound, _)) = listener.accept().await else {
+                return;
+            };
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(async move {
+                if let Ok(mut out) = tokio::net::TcpStream::connect(shore).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                }
+            });
+        }
+    });
+    let back = tokio::time::Instant::now();
+    let got = wait_for(&pair.shore_maildir, 1, Duration::from_secs(30)).await;
+    let took = back.elapsed();
+    // A probe within a second, the fallback's look on its answer, a session: seconds (real
+    // ones, so the bound is loose; `--nocapture` prints it).
+    eprintln!("home {took:?} after the port answered again");
+    assert!(took < Duration::from_secs(15), "{took:?}");
+    check_delivered_over(&got, std::slice::from_ref(&sent), "gw.shore.example", None);
+    // The probe and the session that carried the mail.
+    assert!(
+        connections.load(std::sync::atomic::Ordering::SeqCst) >= 2,
+        "{connections:?}"
+    );
+    let way: Vec<_> = journal()
+        .into_iter()
+        .filter(|e| matches!(e.what, What::Moved | What::Delivered))
+        .map(|e| (e.what, e.via, e.text))
+        .collect();
+    assert_eq!(
+        way,
+        [
+            (
+                What::Moved,
+                Some("peer:shore".to_owned()),
+                Some("from peer:shore-sat, which did not answer".to_owned())
+            ),
+            (
+                What::Moved,
+                Some("peer:shore-sat".to_owned()),
+                Some("back from peer:shore, its peer answering".to_owned())
+            ),
+            (What::Delivered, Some("peer:shore-sat".to_owned()), None),
+        ]
+    );
+    forward.abort();
+    pair.stop().await;
+}

@@ -13,8 +13,8 @@ use toml::Spanned;
 
 use crate::diag::{Diagnostic, Severity};
 use crate::model::{
-    AckMode, Bearer, Cidr, Compression, DEFAULT_FALLBACK_AFTER, Fallback, Group, GroupBearer, Lan,
-    Peer, Priority, Protocol,
+    AckMode, Bearer, Cidr, Compression, DEFAULT_FALLBACK_AFTER, DEFAULT_PROBE_EVERY, Fallback,
+    Group, GroupBearer, Lan, Peer, Priority, Protocol,
 };
 use crate::pattern::Pattern;
 use crate::schedule::Schedule;
@@ -109,6 +109,7 @@ struct RawPeer {
     schedule_bypass: Option<Spanned<IntOrStr>>,
     fallback: Option<Spanned<String>>,
     fallback_after: Option<Spanned<IntOrStr>>,
+    probe_every: Option<Spanned<IntOrStr>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -708,7 +709,7 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 )
             }),
         );
-        let fallback = check_fallback_after(ck, p, &name);
+        let fallback = check_fallback_after(ck, p, &name, matches!(bearer, Bearer::Tcp { .. }));
         if duplicate.is_some() {
             continue;
         }
@@ -741,38 +742,74 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
     peers
 }
 
-/// A peer's `fallback` with its `fallback_after` (the peer it names is checked by
-/// [`check_fallbacks`], once every peer is known).
-fn check_fallback_after(ck: &mut Checker<'_>, p: &RawPeer, name: &str) -> Option<Fallback> {
-    let after = p.fallback_after.as_ref().and_then(|v| {
+/// A peer's `fallback` with its `fallback_after` and `probe_every` (the peer it names is
+/// checked by [`check_fallbacks`], once every peer is known); `over_tcp`: the peer is reached
+/// over TCP/IP, the only bearer a probe is for.
+fn check_fallback_after(
+    ck: &mut Checker<'_>,
+    p: &RawPeer,
+    name: &str,
+    over_tcp: bool,
+) -> Option<Fallback> {
+    let mut duration = |key: &str, v: &Spanned<IntOrStr>, zero: bool| {
         let parsed = match v.get_ref() {
-            IntOrStr::Int(n) => u64::try_from(*n).ok().filter(|&n| n > 0),
+            IntOrStr::Int(n) => u64::try_from(*n).ok().filter(|&n| zero || n > 0),
             IntOrStr::Str(s) => crate::model::parse_duration(s),
         };
         if parsed.is_none() {
             ck.error(
                 v.span(),
-                "fallback_after is not a duration; expected seconds, or a number with a unit s, m, h or d, such as \"30m\""
-                    .to_owned(),
+                format!(
+                    "{key} is not a duration; expected seconds, or a number with a unit s, m, h or d, such as \"30m\"{}",
+                    if zero { ", or 0 for none" } else { "" }
+                ),
             );
         }
         parsed
-    });
-    match (&p.fallback, &p.fallback_after) {
-        (Some(f), _) => Some(Fallback {
+    };
+    let after = p
+        .fallback_after
+        .as_ref()
+        .and_then(|v| duration("fallback_after", v, false));
+    let probe = p
+        .probe_every
+        .as_ref()
+        .and_then(|v| duration("probe_every", v, true));
+    let without_fallback = |ck: &mut Checker<'_>, key: &str, v: &Spanned<IntOrStr>| {
+        ck.error(
+            v.span(),
+            format!(
+                "{key} without fallback: say which peer takes the mail of peer \"{name}\" that waited too long (fallback = \"name\")"
+            ),
+        );
+    };
+    if let (Some(v), false) = (&p.probe_every, over_tcp) {
+        ck.error(
+            v.span(),
+            format!(
+                "probe_every is for a peer over TCP/IP (tcp_address): a probe of peer \"{name}\" over STANAG 5066 would cost airtime; its mail comes back when a session of its own is answered"
+            ),
+        );
+    }
+    match &p.fallback {
+        Some(f) => Some(Fallback {
             peer: f.get_ref().clone(),
             after: after.unwrap_or(DEFAULT_FALLBACK_AFTER),
+            probe_every: if over_tcp {
+                probe.unwrap_or(DEFAULT_PROBE_EVERY)
+            } else {
+                0
+            },
         }),
-        (None, Some(v)) => {
-            ck.error(
-                v.span(),
-                format!(
-                    "fallback_after without fallback: say which peer takes the mail of peer \"{name}\" that waited that long (fallback = \"name\")"
-                ),
-            );
+        None => {
+            if let Some(v) = &p.fallback_after {
+                without_fallback(ck, "fallback_after", v);
+            }
+            if let Some(v) = &p.probe_every {
+                without_fallback(ck, "probe_every", v);
+            }
             None
         }
-        (None, None) => None,
     }
 }
 

@@ -52,9 +52,9 @@ pub use config::{
 };
 pub use diag::{Diagnostic, Severity};
 pub use model::{
-    AckMode, Bearer, Cidr, Compression, DEFAULT_FALLBACK_AFTER, DEFAULT_GROUP_REPEATS, Fallback,
-    Group, GroupBearer, Lan, NodeAddress, Peer, Priority, Protocol, duration_text, parse_duration,
-    parse_group_node, parse_peer_node, pmul_ip_id, pool_address,
+    AckMode, Bearer, Cidr, Compression, DEFAULT_FALLBACK_AFTER, DEFAULT_GROUP_REPEATS,
+    DEFAULT_PROBE_EVERY, Fallback, Group, GroupBearer, Lan, NodeAddress, Peer, Priority, Protocol,
+    duration_text, parse_duration, parse_group_node, parse_peer_node, pmul_ip_id, pool_address,
 };
 pub use pattern::{Pattern, PatternKind};
 pub use schedule::{Schedule, ScheduleError, ScheduleState};

@@ -264,10 +264,20 @@ pub struct Fallback {
     /// waiting for this peer go to the fallback peer instead (`fallback_after`; default
     /// [`DEFAULT_FALLBACK_AFTER`]).
     pub after: u64,
+    /// For a peer over TCP/IP: seconds between probes (a connection, its greeting, QUIT) while
+    /// the peer answers none of our sessions and mail that fell back from it then waits to come
+    /// back (`probe_every`; default [`DEFAULT_PROBE_EVERY`]); 0: no probe, as always over
+    /// STANAG 5066, where one would cost airtime.
+    pub probe_every: u64,
 }
 
 /// `fallback_after` when only `fallback` is given: half an hour.
 pub const DEFAULT_FALLBACK_AFTER: u64 = 1800;
+
+/// `probe_every` of a peer over TCP/IP with a fallback when it does not say: a minute. A
+/// probe is one TCP connection, a greeting, EHLO and QUIT, which a satellite or line-of-sight
+/// link carries in a second or two.
+pub const DEFAULT_PROBE_EVERY: u64 = 60;
 
 /// Seconds as an administrator reads them: "30 min", "2 h", "90 s".
 pub fn duration_text(secs: u64) -> String {

@@ -829,6 +829,14 @@ impl fmt::Display for Explanation {
                                 "  while \"{}\" has answered none of this gateway's sessions for {after}, mail it was tried for goes at once; what went while it was silent comes back when it answers again",
                                 p.name
                             )?;
+                            if fb.probe_every > 0 {
+                                writeln!(
+                                    f,
+                                    "  while it is silent and such mail waits to come back, \"{}\" is probed every {} (a connection, its greeting, QUIT)",
+                                    p.name,
+                                    crate::model::duration_text(fb.probe_every)
+                                )?;
+                            }
                         }
                         if let Some(g) = group {
                             writeln!(f, "  member of group \"{}\":", g.name)?;

@@ -56,7 +56,7 @@ fn unknown_key_lists_the_expected_ones() {
         [
             "routes.toml:4:1: error: unknown field `protocl`, expected one of `name`, `node`, `protocol`, \
           `skywave`, `xcut`, `compression`, `priority`, `size_limit`, `batch_bytes`, `bearer`, `sis_server`, \
-          `tcp_address`, `hold`, `hold_above`, `emcon`, `pmul_acks`, `ip`, `schedule`, `schedule_bypass`, `fallback`, `fallback_after`\n  |\n4 | protocl = \"hmtp\"\n  | ^^^^^^^"
+          `tcp_address`, `hold`, `hold_above`, `emcon`, `pmul_acks`, `ip`, `schedule`, `schedule_bypass`, `fallback`, `fallback_after`, `probe_every`\n  |\n4 | protocl = \"hmtp\"\n  | ^^^^^^^"
         ]
     );
 }
@@ -846,14 +846,16 @@ fn a_fallback_is_read_and_explained() {
                 [[route]]\nmatch = \"shore.example\"\nto = \"shore-sat\"\n";
     let table = RoutingTable::parse("routes.toml", text).expect("valid");
     let fb = |name: &str| table.peer(name).and_then(|p| p.fallback.clone());
+    // Over TCP/IP a silent peer is probed every minute unless it says otherwise; over
+    // STANAG 5066 never.
     assert_eq!(
-        fb("shore-sat").map(|f| (f.peer, f.after)),
-        Some(("shore-hf".to_owned(), 2700))
+        fb("shore-sat").map(|f| (f.peer, f.after, f.probe_every)),
+        Some(("shore-hf".to_owned(), 2700, 60))
     );
     // fallback_after left out: half an hour.
     assert_eq!(
-        fb("shore-hf").map(|f| (f.peer, f.after)),
-        Some(("shore-cftp".to_owned(), 1800))
+        fb("shore-hf").map(|f| (f.peer, f.after, f.probe_every)),
+        Some(("shore-cftp".to_owned(), 1800, 0))
     );
     assert!(table.warnings().is_empty(), "{:?}", table.warnings());
     let explained = table.explain("ops@shore.example", None).to_string();
@@ -863,10 +865,31 @@ fn a_fallback_is_read_and_explained() {
              (if within that peer's size limit and not held for its size)\n  \
              while \"shore-sat\" has answered none of this gateway's sessions for 45 min, mail \
              it was tried for goes at once; what went while it was silent comes back when it \
-             answers again\n"
+             answers again\n  \
+             while it is silent and such mail waits to come back, \"shore-sat\" is probed every \
+             1 min (a connection, its greeting, QUIT)\n"
         ),
         "{explained}"
     );
+    for (probe, every) in [("\"5m\"", Some(300)), ("0", None)] {
+        let table = RoutingTable::parse(
+            "routes.toml",
+            &text.replace(
+                "fallback_after = \"45m\"\n",
+                &format!("fallback_after = \"45m\"\nprobe_every = {probe}\n"),
+            ),
+        )
+        .expect("valid");
+        let fb = table.peer("shore-sat").and_then(|p| p.fallback.clone());
+        assert_eq!(fb.map(|f| f.probe_every), Some(every.unwrap_or(0)));
+        let explained = table.explain("ops@shore.example", None).to_string();
+        assert_eq!(
+            explained.contains("is probed every 5 min"),
+            every.is_some(),
+            "{explained}"
+        );
+        assert!(!explained.contains("is probed every 1 min"), "{explained}");
+    }
 }
 
 #[test]
@@ -919,7 +942,33 @@ fn fallback_mistakes_point_at_the_key() {
             peer("a", "fallback_after = \"30m\"\n")
         )),
         "routes.toml:5:18: error: fallback_after without fallback: say which peer takes the mail of \
-         peer \"a\" that waited that long (fallback = \"name\")"
+         peer \"a\" that waited too long (fallback = \"name\")"
+    );
+    let tcp = |extra: &str| {
+        format!(
+            "[[peer]]\nname = \"a\"\nprotocol = \"smtp\"\ntcp_address = \"192.0.2.1:25\"\n{extra}{}{route}",
+            peer("b", "").replace("0.0.1.1", "0.0.1.2")
+        )
+    };
+    assert_eq!(
+        one_error(&tcp("probe_every = \"1m\"\n")),
+        "routes.toml:5:15: error: probe_every without fallback: say which peer takes the mail of \
+         peer \"a\" that waited too long (fallback = \"name\")"
+    );
+    assert_eq!(
+        one_error(&tcp("fallback = \"b\"\nprobe_every = \"often\"\n")),
+        "routes.toml:6:15: error: probe_every is not a duration; expected seconds, or a number \
+         with a unit s, m, h or d, such as \"30m\", or 0 for none"
+    );
+    assert_eq!(
+        one_error(&format!(
+            "{}{}{route}",
+            peer("a", "fallback = \"b\"\nprobe_every = 0\n"),
+            peer("b", "").replace("0.0.1.1", "0.0.1.2")
+        )),
+        "routes.toml:6:15: error: probe_every is for a peer over TCP/IP (tcp_address): a probe of \
+         peer \"a\" over STANAG 5066 would cost airtime; its mail comes back when a session of \
+         its own is answered"
     );
     assert_eq!(
         one_error(&format!(

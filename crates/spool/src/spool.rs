@@ -1599,6 +1599,42 @@ impl Spool {
         self.move_recipients(max_size, &to, &Moved::Returned { at: now }, now, moves)
     }
 
+    /// When the latest recipient still waiting (pending or deferred, not in flight, in a queued
+    /// message that is not a dead letter) fell back from peer `from` while `from` did not answer
+    /// ([`Moved::FellBack`] with `back`), as a unix second: an answer from `from` after it would
+    /// bring that recipient back ([`Spool::fall_back_return`]). `None` when nothing would come
+    /// back: nothing fell back so, or an operator holds `from` or where the recipients wait.
+    /// What tells a link whether probing a silent peer can bring anything home.
+    pub fn awaiting_return(&self, from: &str) -> Result<Option<u64>> {
+        if self.is_target_held(&Target::Peer(from.to_owned()))? {
+            return Ok(None);
+        }
+        let mut latest = None;
+        for env in self.scan(QueueState::Queued)? {
+            if env.dead_reason.is_some() {
+                continue;
+            }
+            for r in &env.recipients {
+                let Some(Moved::FellBack {
+                    from: f,
+                    at,
+                    back: true,
+                }) = &r.moved
+                else {
+                    continue;
+                };
+                if f == from
+                    && matches!(r.state, RcptState::Pending | RcptState::Deferred)
+                    && latest.is_none_or(|l| *at > l)
+                    && !self.is_target_held(&r.target)?
+                {
+                    latest = Some(*at);
+                }
+            }
+        }
+        Ok(latest)
+    }
+
     /// Moves to `to` every recipient for which `moves` (the recipient, its message's arrival)
     /// holds, in queued messages of at most `max_size` bytes that are not dead letters; each
     /// starts afresh (pending, due at once, no attempt counted) and says how it came

@@ -1795,6 +1795,22 @@ fn mail_tried_for_a_silent_peer_falls_back_and_comes_back_when_it_answers() {
         })
     );
     assert_eq!(rcpt(&s, &untried).target, sat);
+    // What a probe of the silent peer would bring back: the move at T0 + 530; nothing of
+    // another peer's, nothing while an operator holds either peer.
+    assert_eq!(s.awaiting_return("sat").unwrap(), Some(T0 + 530));
+    assert_eq!(s.awaiting_return("hf").unwrap(), None);
+    for held in [&sat, &hf] {
+        s.hold_target(held).unwrap();
+        assert_eq!(s.awaiting_return("sat").unwrap(), None);
+        s.release_target(held).unwrap();
+    }
+    // Nor while the recipient is in the middle of an attempt at the fallback.
+    s.mark_in_flight(&tried, &["a@shore.example"], T0 + 540)
+        .unwrap();
+    assert_eq!(s.awaiting_return("sat").unwrap(), None);
+    s.deferred(&tried, &["a@shore.example"], "window closed", T0 + 550)
+        .unwrap();
+    assert_eq!(s.awaiting_return("sat").unwrap(), Some(T0 + 530));
     // Nothing comes back to another peer, nor while the fallback is held.
     assert!(
         s.fall_back_return(&hf, "elsewhere", T0 + 600, u64::MAX, T0 + 600)
@@ -1827,6 +1843,7 @@ fn mail_tried_for_a_silent_peer_falls_back_and_comes_back_when_it_answers() {
             .unwrap(),
         [(tried.clone(), vec!["a@shore.example".to_owned()])]
     );
+    assert_eq!(s.awaiting_return("sat").unwrap(), None);
     let back = rcpt(&s, &tried);
     assert_eq!(
         (back.target, back.state, back.attempts, back.moved),
@@ -1849,7 +1866,7 @@ fn mail_tried_for_a_silent_peer_falls_back_and_comes_back_when_it_answers() {
         moved_ids(s.fall_back(&sat, &hf, &by_age(T0 + 600, u64::MAX)).unwrap()),
         std::slice::from_ref(&tried)
     );
-    // Moved by age from a peer that answers: it does not come back.
+    // Moved by age from a peer that answers: it does not come back, and no probe is for it.
     assert_eq!(
         rcpt(&s, &tried).moved,
         Some(Moved::FellBack {
@@ -1858,6 +1875,7 @@ fn mail_tried_for_a_silent_peer_falls_back_and_comes_back_when_it_answers() {
             back: false
         })
     );
+    assert_eq!(s.awaiting_return("sat").unwrap(), None);
     assert!(
         s.fall_back_return(&hf, "sat", T0 + 700, u64::MAX, T0 + 700)
             .unwrap()

@@ -960,6 +960,7 @@ impl Links {
                     address: address.clone(),
                     ctx,
                     shutdown,
+                    last_try: None,
                 };
                 self.tasks.push(tokio::spawn(link.run()));
                 return;

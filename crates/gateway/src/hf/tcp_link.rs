@@ -4,8 +4,16 @@
 //! spool, one transfer record per connection.
 //!
 //! Mail from such peers comes in through the LAN listener, which speaks XLZW too.
+//!
+//! A peer with a fallback is also probed while that can bring mail home: when mail fell back
+//! from it while it answered nothing, and still waits, and no session has heard it answer since
+//! (`probe_every` in `routes.toml`). A probe is a session without mail (the connection, the
+//! greeting, EHLO and QUIT); an answer tells the peer fallback ([`crate::fallback`]), which
+//! brings the mail back. Without it, that mail came back only with the next message for the
+//! peer, and after a satellite outage in a quiet night it went by HF instead.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use skywave_route::Compression as RouteCompression;
 use skywave_smtp::{OutgoingMessage, RecipientStatus};
@@ -15,7 +23,7 @@ use tokio::time::Instant;
 use tracing::{Instrument, info, info_span, warn};
 
 use super::transfer::{Direction, TransferRecord};
-use super::{HfContext, Look, Take};
+use super::{Admission, HfContext, Look, Take, sleep_opt};
 use crate::outcome::Outcome;
 use crate::tcp_bearer::{TcpBearerError, TcpBearerSettings, TransferEnd, send_batch};
 
@@ -25,6 +33,30 @@ pub(super) struct TcpLink {
     pub(super) address: String,
     pub(super) ctx: Arc<HfContext>,
     pub(super) shutdown: watch::Receiver<bool>,
+    /// When this link last tried its peer, by a session or a probe; `None` before the first.
+    pub(super) last_try: Option<Instant>,
+}
+
+/// How a probe of the peer went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Probed {
+    /// A whole session without mail: greeting, EHLO and QUIT answered.
+    Answered,
+    /// It answered but would not take mail now (a 421 or 554 greeting, say): not back yet, and
+    /// not silent either.
+    Refusing,
+    /// No connection, or nothing read from it.
+    Silent,
+}
+
+impl Probed {
+    fn name(self) -> &'static str {
+        match self {
+            Probed::Answered => "answered",
+            Probed::Refusing => "refusing",
+            Probed::Silent => "silent",
+        }
+    }
 }
 
 impl TcpLink {
@@ -43,19 +75,103 @@ impl TcpLink {
             let notified = wake.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let next_look = match self.session(&target).await {
+            let (next_look, probe_at) = match self.session(&target).await {
                 // After a session, look again at once.
-                None => Instant::now(),
-                Some(look) => self.ctx.next_look(look, &target).await,
+                None => (Instant::now(), None),
+                Some(look) => (
+                    self.ctx.next_look(look, &target).await,
+                    self.probe_at().await,
+                ),
             };
             tokio::select! {
                 () = &mut notified => {
                     tokio::time::sleep(self.ctx.config.batch_delay).await;
                 }
                 () = tokio::time::sleep_until(next_look) => {}
+                () = sleep_opt(probe_at) => self.probe().await,
                 _ = self.shutdown.changed() => {}
             }
         }
+    }
+
+    /// When to probe the peer, if at all (see the module's docs): `probe_every` after this
+    /// link last tried it (now, when it has not yet), while mail that fell back from it when it
+    /// did not answer still waits and could come back, nothing stops a session (a hold, EMCON, a
+    /// closed radio window), and no session has heard it answer since that mail moved.
+    async fn probe_at(&self) -> Option<Instant> {
+        let every = {
+            let table = self.ctx.routes.current();
+            let peer = table.peer(&self.name)?;
+            let every = peer.fallback.as_ref()?.probe_every;
+            let open = matches!(
+                self.ctx.admission(peer, self.ctx.clock.unix_now()),
+                Admission::Due(_)
+            );
+            if every == 0 || !open {
+                return None;
+            }
+            every
+        };
+        let spool = Arc::clone(&self.ctx.intake.spool);
+        let name = self.name.clone();
+        let moved = crate::blocking::spawn(move || spool.awaiting_return(&name))
+            .await
+            .ok()?
+            .ok()??;
+        // An answer since the move: the fallback's next look brings it back without a probe.
+        if self.ctx.heard.get(&self.name).answered >= Some(moved) {
+            return None;
+        }
+        let now = Instant::now();
+        Some(
+            self.last_try
+                .map_or(now, |t| (t + Duration::from_secs(every)).max(now)),
+        )
+    }
+
+    /// Probes the peer (see the module's docs) and tells the fallback what it heard.
+    async fn probe(&mut self) {
+        let result = send_batch(self.address.as_str(), &self.settings(None), Vec::new()).await;
+        self.last_try = Some(Instant::now());
+        let probed = match &result {
+            Ok(t) if matches!(t.end, TransferEnd::Completed) => Probed::Answered,
+            Ok(t) if t.plain_bytes_read > 0 => Probed::Refusing,
+            _ => Probed::Silent,
+        };
+        crate::metrics::fallback_probe(probed.name());
+        match probed {
+            Probed::Answered => {
+                info!(
+                    "probe answered: what fell back from this peer while it was silent comes back"
+                );
+                // Its own deferred mail goes now too, not at its next retry.
+                self.ctx
+                    .intake
+                    .spool
+                    .link_up(&Target::Peer(self.name.clone()), self.ctx.clock.unix_now());
+                self.ctx.heard_from(&self.name, true);
+            }
+            Probed::Refusing => {
+                let end = result.map(|t| format!("{:?}", t.end)).unwrap_or_default();
+                info!(%end, "probe: the peer answers but takes no mail yet");
+            }
+            Probed::Silent => {
+                let why = match result {
+                    Err(e) => e.to_string(),
+                    Ok(t) => format!("{:?}", t.end),
+                };
+                info!(%why, "probe: no answer yet");
+                self.ctx.heard_from(&self.name, false);
+            }
+        }
+    }
+
+    /// How to talk to the peer: LZW with `xlzw_bits`, and the gateway's reply timeout.
+    fn settings(&self, xlzw_bits: Option<u8>) -> TcpBearerSettings {
+        let mut settings = TcpBearerSettings::new(self.ctx.hostname.clone());
+        settings.xlzw_bits = xlzw_bits;
+        settings.reply_timeout = self.ctx.config.reply_timeout;
+        settings
     }
 
     /// Runs one session if mail may go; `None` when one ran, else when to look again.
@@ -86,12 +202,11 @@ impl TcpLink {
                 rcpt_dsn: d.rcpt_dsn.clone(),
             })
             .collect();
-        let mut settings = TcpBearerSettings::new(self.ctx.hostname.clone());
-        settings.xlzw_bits = xlzw_bits;
-        settings.reply_timeout = self.ctx.config.reply_timeout;
         let start = self.ctx.clock.unix_f64();
         info!(messages = loaded.len(), ?xlzw_bits, "session started");
-        match send_batch(self.address.as_str(), &settings, messages).await {
+        let result = send_batch(self.address.as_str(), &self.settings(xlzw_bits), messages).await;
+        self.last_try = Some(Instant::now());
+        match result {
             Ok(t) => {
                 // Anything read from the peer is an answer: its greeting at least.
                 self.ctx.heard_from(&self.name, t.plain_bytes_read > 0);
