@@ -55,6 +55,7 @@ fn enqueue(spool: &Spool, rcpt: &str, target: Target, subject: &str) -> String {
                         orcpt: Some(rcpt.to_uppercase()),
                     },
                 )],
+                origin: Some("from 10.1.2.3 (HELO pc.ship.test) with ESMTPA as ops".into()),
             },
             unix_seconds(std::time::SystemTime::now()),
         )
@@ -261,7 +262,12 @@ fn an_operator_gives_up_on_a_peers_mail_and_the_senders_are_told_why() {
         format!("{first}  from <ops@ship.test>, 43 bytes"),
         "{out}"
     );
-    let said = |i: usize| lines[i].split_once("+0000  ").map_or("", |(_, w)| w);
+    // Where it came from, as the listener wrote it.
+    assert_eq!(
+        lines[1], "  came from 10.1.2.3 (HELO pc.ship.test) with ESMTPA as ops",
+        "{out}"
+    );
+    let said = |i: usize| lines[i + 1].split_once("+0000  ").map_or("", |(_, w)| w);
     assert_eq!(said(1), "queued for cdr@shore.test via peer:shore", "{out}");
     assert_eq!(
         said(2),
@@ -275,9 +281,10 @@ fn an_operator_gives_up_on_a_peers_mail_and_the_senders_are_told_why() {
     );
     let report = said(3).rsplit(' ').next().unwrap_or_default();
     assert_eq!(said(4), "left the queue", "{out}");
+    // The report, made here, says no origin.
     assert!(
-        lines[5].starts_with(&format!("{report}  <{first}.dsn."))
-            && lines[5].contains("a delivery report (null sender)"),
+        lines[6].starts_with(&format!("{report}  <{first}.dsn."))
+            && lines[6].contains("a delivery report (null sender)"),
         "{out}"
     );
     assert_eq!(said(6), "queued for ops@ship.test via lan", "{out}");

@@ -275,6 +275,9 @@ fn trace(dir: &std::path::Path, terms: &[String]) -> anyhow::Result<ExitCode> {
                 }
             }
             outln!("{title}");
+            if let Some(origin) = head.and_then(|h| h.origin.as_deref()) {
+                outln!("  came {origin}");
+            }
             for e in life {
                 let mut line = format!(
                     "  {}  {}",

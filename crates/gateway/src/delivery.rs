@@ -645,6 +645,7 @@ mod tests {
                     message: BODY,
                     dsn: Default::default(),
                     rcpt_dsn: Vec::new(),
+                    origin: None,
                 },
                 ctx.recorder.clock.unix_now(),
             )

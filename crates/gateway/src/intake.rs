@@ -406,6 +406,22 @@ impl Intake {
             Source::Peer { identity, .. } => Some(identity.clone()),
             Source::Lan { .. } => None,
         };
+        // For the journal: who handed it over, and how (`skywave queue trace`).
+        let origin = Some(match &policy.source {
+            Source::Peer { name, identity } => {
+                format!("from peer {name} ({identity}) with {}", protocol.as_str())
+            }
+            Source::Lan { .. } => format!(
+                "from {} (HELO {helo}) with {}{}",
+                client_ip.map_or_else(|| "an unknown address".to_owned(), |ip| ip.to_string()),
+                protocol.as_str(),
+                envelope
+                    .auth_user
+                    .as_ref()
+                    .map(|u| format!(" as {u}"))
+                    .unwrap_or_default()
+            ),
+        });
         let hostname = self.hostname.clone();
         let spool = Arc::clone(&self.spool);
         let message = body.to_vec();
@@ -432,6 +448,7 @@ impl Intake {
                 message: &message,
                 dsn: mail_dsn.clone(),
                 rcpt_dsn: rcpt_dsn.clone(),
+                origin: origin.clone(),
             };
             // The held copy first: if the other cannot be stored, it is taken back and the
             // client, told to try again, sends both again, never one twice.

@@ -293,6 +293,7 @@ impl Recorder {
                     message: &dsn,
                     dsn: Default::default(),
                     rcpt_dsn: Vec::new(),
+                    origin: None,
                 },
                 now,
             )

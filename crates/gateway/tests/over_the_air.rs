@@ -2112,3 +2112,39 @@ async fn a_silent_ip_peer_is_probed_and_its_mail_comes_home() {
     forward.abort();
     pair.stop().await;
 }
+
+/// Each gateway's journal says where a message came from: the ship's, the LAN client that
+/// handed it over and how it spoke; the shore's, the peer whose session carried it.
+#[tokio::test(start_paused = true)]
+async fn the_journals_say_where_each_message_came_from() {
+    use skywave_spool::journal::{Event, What, read};
+    let dir = tempfile::tempdir().unwrap();
+    let pair = Pair::start(&options(dir.path(), "deflate")).await.unwrap();
+    let sent = submit_as_alice(
+        &pair,
+        1,
+        message("alice@ship.example", "ops@shore.example", 1, 2000),
+    )
+    .await;
+    all_arrive_once(&pair, std::slice::from_ref(&sent)).await;
+    let origin = |events: Vec<Event>| {
+        events
+            .into_iter()
+            .filter(|e| e.what == What::Queued && e.message_id.as_deref() == Some(&sent.0))
+            .map(|e| e.origin)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        origin(read(pair.ship.spool().root()).unwrap()),
+        [Some(
+            "from 127.0.0.1 (HELO localhost) with ESMTP".to_owned()
+        )]
+    );
+    assert_eq!(
+        origin(read(pair.shore.spool().root()).unwrap()),
+        [Some(
+            "from peer ship (ship/5066:0.0.2.1) with ESMTP".to_owned()
+        )]
+    );
+    pair.stop().await;
+}

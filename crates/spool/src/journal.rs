@@ -5,8 +5,8 @@
 //! update), which compares the envelope before and after and writes what changed: handed to a
 //! peer, deferred and why, delivered, failed and why, moved to a fallback or back, held,
 //! released, warned, made a dead letter, gone from the queue. Enqueueing writes the sender, the
-//! `Message-ID`, the size and where each recipient goes; a delivery report says which message it
-//! reports on. `skywave trace` reads it back by queue id, `Message-ID` or address, as Postfix's
+//! `Message-ID`, the size, where the message came from (as its caller words it) and where each
+//! recipient goes; a delivery report says which message it reports on. `skywave trace` reads it back by queue id, `Message-ID` or address, as Postfix's
 //! log is grepped for a queue id.
 //!
 //! The journal is a record, not state: it is written after the change it tells of is durable,
@@ -120,6 +120,9 @@ pub struct Event {
     /// On `queued`: its size in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
+    /// On `queued`: where it came from, in words (the client and how it spoke, or the peer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
 
 impl Event {
@@ -135,13 +138,19 @@ impl Event {
             from: None,
             message_id: None,
             size: None,
+            origin: None,
         }
     }
 }
 
 /// The events of a message just queued (`held`: held from the start): one per target, with
-/// its recipients, the first saying the sender, `message_id`, and size.
-pub fn queued(env: &Envelope, message_id: Option<String>, held: bool) -> Vec<Event> {
+/// its recipients, the first saying the sender, `message_id`, size and `origin`.
+pub fn queued(
+    env: &Envelope,
+    message_id: Option<String>,
+    origin: Option<String>,
+    held: bool,
+) -> Vec<Event> {
     let what = if held { What::QueuedHeld } else { What::Queued };
     let mut out: Vec<Event> = Vec::new();
     for r in &env.recipients {
@@ -152,6 +161,7 @@ pub fn queued(env: &Envelope, message_id: Option<String>, held: bool) -> Vec<Eve
         first.from = Some(env.sender.clone());
         first.message_id = message_id;
         first.size = Some(env.size);
+        first.origin = origin;
     }
     out
 }
@@ -454,7 +464,8 @@ mod tests {
     #[test]
     fn a_new_message_is_one_line_per_target_the_first_with_its_sender() {
         let env = envelope();
-        let ev = queued(&env, Some("<1@ship>".into()), false);
+        let origin = "from 10.1.2.3 (HELO pc) with ESMTP";
+        let ev = queued(&env, Some("<1@ship>".into()), Some(origin.into()), false);
         assert_eq!(ev.len(), 2);
         assert_eq!(ev[0].rcpts, ["a@shore.example", "b@shore.example"]);
         assert_eq!(ev[0].via.as_deref(), Some("peer:sat"));
@@ -466,8 +477,12 @@ mod tests {
             ),
             (Some("alice@ship.example"), Some("<1@ship>"), Some(2000))
         );
+        assert_eq!(ev[0].origin.as_deref(), Some(origin));
         assert_eq!(ev[1].rcpts, ["c@ship.example"]);
-        assert_eq!((ev[1].from.as_ref(), ev[1].size), (None, None));
+        assert_eq!(
+            (ev[1].from.as_ref(), ev[1].size, ev[1].origin.as_ref()),
+            (None, None, None)
+        );
         // As a line: only what is said.
         assert_eq!(
             serde_json::to_string(&ev[1]).unwrap(),
@@ -600,7 +615,7 @@ mod tests {
     #[test]
     fn a_search_finds_a_message_by_its_id_its_message_id_or_an_address_and_its_reports() {
         let env = envelope();
-        let mut events = queued(&env, Some("<1@ship>".into()), false);
+        let mut events = queued(&env, Some("<1@ship>".into()), None, false);
         let other = Event {
             rcpts: vec!["z@else.example".into()],
             from: Some("zed@ship.example".into()),

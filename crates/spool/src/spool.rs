@@ -291,6 +291,9 @@ pub struct NewMessage<'a> {
     /// What its sender asked of reports on each recipient that asked anything (`NOTIFY`,
     /// `ORCPT`), by address; a recipient not listed asked nothing.
     pub rcpt_dsn: Vec<(String, RcptDsn)>,
+    /// Where it came from, in words, for the journal only (`from 10.1.2.3 (HELO pc) with
+    /// ESMTPA as alice`); `None` for what the gateway makes itself, a delivery report.
+    pub origin: Option<String>,
 }
 
 /// Which waiting recipients a peer's fallback takes ([`Spool::fall_back`]).
@@ -1019,6 +1022,7 @@ impl Spool {
         self.journal.append(&crate::journal::queued(
             &file.envelope,
             crate::priority::header_value(&file.message, "Message-ID"),
+            msg.origin.clone(),
             held.is_some(),
         ));
         Ok(id)
@@ -1788,6 +1792,7 @@ impl Spool {
                 message: &dsn,
                 dsn: MailDsn::default(),
                 rcpt_dsn: Vec::new(),
+                origin: None,
             },
             now,
         )?;

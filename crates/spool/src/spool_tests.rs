@@ -42,6 +42,7 @@ fn enqueue(s: &Spool, subject: &str, rcpts: &[(&str, Target)], prio: i8, now: u6
             message: &body,
             dsn: Default::default(),
             rcpt_dsn: Vec::new(),
+            origin: None,
         },
         now,
     )
@@ -118,6 +119,7 @@ fn enqueue_is_durable_and_complete() {
                 message: b"x",
                 dsn: Default::default(),
                 rcpt_dsn: Vec::new(),
+                origin: None,
             },
             T0
         ),
@@ -351,6 +353,7 @@ fn enqueue_expiring(s: &Spool, expires: &str, rcpts: &[(&str, Target)], now: u64
             message: body.as_bytes(),
             dsn: Default::default(),
             rcpt_dsn: Vec::new(),
+            origin: None,
         },
         now,
     )
@@ -798,6 +801,7 @@ fn crash_at_every_step_of_enqueue_keeps_exactly_the_acknowledged_messages() {
                     message: &body,
                     dsn: Default::default(),
                     rcpt_dsn: Vec::new(),
+                    origin: None,
                 },
                 T0,
             );
@@ -1032,6 +1036,7 @@ fn fsync_cost() {
                 message: &body,
                 dsn: Default::default(),
                 rcpt_dsn: Vec::new(),
+                origin: None,
             },
             T0,
         )
@@ -1061,6 +1066,7 @@ fn fsync_cost() {
                             message: &body,
                             dsn: Default::default(),
                             rcpt_dsn: Vec::new(),
+                            origin: None,
                         },
                         T0,
                     )
@@ -1091,6 +1097,7 @@ fn enqueue_with_header_puts_the_chosen_id_in_front_of_the_message() {
                 message: &body,
                 dsn: Default::default(),
                 rcpt_dsn: Vec::new(),
+                origin: None,
             },
             T0,
             |id| format!("X-Queue: {id}\r\n"),
@@ -1292,6 +1299,7 @@ fn a_sender_is_told_once_that_mail_still_waits_after_the_delay_warning_time() {
             message: &body,
             dsn: Default::default(),
             rcpt_dsn: Vec::new(),
+            origin: None,
         },
         T0,
     )
@@ -1404,6 +1412,7 @@ fn enqueue_notify(s: &Spool, rcpts: &[(&str, Target, Option<Notify>)]) -> QueueI
                     })
                 })
                 .collect(),
+            origin: None,
         },
         T0,
     )
@@ -1544,6 +1553,7 @@ fn ret_full_returns_the_whole_of_a_failed_message_up_to_the_limit() {
                     message: body,
                     dsn: MailDsn { ret, envid: None },
                     rcpt_dsn: Vec::new(),
+                    origin: None,
                 },
                 T0,
             )
@@ -1903,6 +1913,7 @@ fn the_journal_tells_each_messages_life() {
                 message: body,
                 dsn: Default::default(),
                 rcpt_dsn: Vec::new(),
+                origin: None,
             },
             T0,
         )

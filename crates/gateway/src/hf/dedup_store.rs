@@ -231,6 +231,7 @@ mod tests {
                     message: body,
                     dsn: Default::default(),
                     rcpt_dsn: Vec::new(),
+                    origin: None,
                 },
                 1,
                 |id| format!("Received: by us id {id}\r\n"),
