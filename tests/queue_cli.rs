@@ -361,7 +361,6 @@ fn an_operator_sends_a_peers_mail_by_its_fallback_now() {
 /// quietly with success when the reader goes, instead of panicking on the closed pipe.
 #[test]
 fn a_reader_that_stops_early_ends_the_command_quietly() {
-    use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("spool");
     drop(Spool::open(&root, SpoolConfig::default()).unwrap());
@@ -374,21 +373,31 @@ fn a_reader_that_stops_early_ends_the_command_quietly() {
         ));
     }
     std::fs::write(root.join("journal.jsonl"), journal).unwrap();
-    let mut child = Command::new(skywave_e2e::bin("skywave"))
-        .args(["queue", "--spool"])
-        .arg(&root)
-        .args(["trace", "cdr@shore.test"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    let (first, out) = skywave_e2e::first_line_then_close(
+        Command::new(skywave_e2e::bin("skywave"))
+            .args(["queue", "--spool"])
+            .arg(&root)
+            .args(["trace", "cdr@shore.test"]),
+    );
     assert!(first.starts_with("Q0  from <ops@ship.test>"), "{first}");
-    // The reader is gone (its end of the pipe closed when it was dropped).
-    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+/// The same for `skywave-bench`, whose tables can be long (`skywave-bench modem ... | head`).
+#[test]
+fn a_reader_that_stops_early_ends_the_benchmark_quietly() {
+    let snrs: Vec<String> = (0..=30).map(|s| s.to_string()).collect();
+    // Some 160 kB of table: more than a pipe holds.
+    let (first, out) = skywave_e2e::first_line_then_close(
+        Command::new(skywave_e2e::bin("skywave-bench"))
+            .args(["modem", "--transmissions", "1", "--rate"])
+            .arg("75,150,300,600,1200,2400")
+            .args(["--channel", "awgn,good,poor", "--snr"])
+            .arg(snrs.join(",")),
+    );
+    assert!(first.starts_with('|'), "{first}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(!err.contains("panicked"), "{err}");

@@ -1,4 +1,5 @@
-//! Shared helpers for skywave's end-to-end tests (tests/*.rs): locating the workspace's binaries.
+//! Shared helpers for skywave's end-to-end tests (tests/*.rs): locating the workspace's binaries,
+//! and reading a command's output in part.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -347,4 +348,27 @@ pub fn read_raw_ip_pcap(path: &std::path::Path) -> Vec<Datagram> {
     }
     assert_eq!(at, bytes.len(), "{}: trailing bytes", path.display());
     out
+}
+
+/// Runs `cmd` with its output piped, reads the first line of its standard output and closes the
+/// pipe, as `| head -1` does; the line, and how the command ended (its standard error and exit
+/// status; the standard output it wrote after the line is lost with the pipe).
+pub fn first_line_then_close(cmd: &mut Command) -> (String, std::process::Output) {
+    use std::io::{BufRead, BufReader};
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let mut first = String::new();
+    if let Some(stdout) = child.stdout.take() {
+        // Dropped at the end of the statement: the reader's end of the pipe closes.
+        BufReader::new(stdout)
+            .read_line(&mut first)
+            .unwrap_or_else(|e| panic!("cannot read {cmd:?}: {e}"));
+    }
+    let out = child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("{cmd:?} did not end: {e}"));
+    (first, out)
 }

@@ -11,6 +11,11 @@
 //! - `skywave-bench modem`: the modem alone on a grid of conditions (blocks damaged, frames
 //!   lost), before any protocol.
 
+// `outln!` and `out!`: a closed pipe (`skywave-bench ... | head`) ends the program
+// quietly instead of a panic.
+#[macro_use]
+extern crate skywave_cliout;
+
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -549,7 +554,7 @@ fn survey_spec(m: &ModemSurvey) -> Result<skywave_bench::modem_survey::SurveySpe
 fn run_modem_survey(m: ModemSurvey) -> Result<ExitCode> {
     use skywave_bench::modem_survey::{run_survey, survey_csv, survey_markdown};
     let rows = run_survey(&survey_spec(&m)?);
-    print!(
+    out!(
         "{}",
         match m.format {
             Format::Md => survey_markdown(&rows),
@@ -695,7 +700,7 @@ fn run_fleet(f: Fleet) -> Result<ExitCode> {
         Format::Md => fleet_markdown(&rows),
         Format::Csv => fleet_csv(&rows),
     };
-    print!("{text}");
+    out!("{text}");
     if let Some(dir) = &f.out {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let mut files = vec![
@@ -873,8 +878,8 @@ fn compare(c: Compare) -> Result<ExitCode> {
     });
     bar.finish_and_clear();
     match c.format {
-        Format::Md => print!("{}", report::markdown(&rows)),
-        Format::Csv => print!("{}", report::csv(&rows)),
+        Format::Md => out!("{}", report::markdown(&rows)),
+        Format::Csv => out!("{}", report::csv(&rows)),
     }
     if let Some(dir) = &c.out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -950,8 +955,8 @@ fn run_calibrate(c: Calibrate) -> Result<ExitCode> {
     })?;
     bar.finish_and_clear();
     let text = format!("{stations}.\n\n{}", cal.markdown());
-    println!("Calibration against {}\n", dir.display());
-    print!("{text}");
+    outln!("Calibration against {}\n", dir.display());
+    out!("{text}");
     if let Some(out) = &c.out {
         std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
         let f = write(out, "calibration.md", &text)?;

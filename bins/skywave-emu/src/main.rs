@@ -7,6 +7,11 @@
 //! SIS-level timers of the clients (keep-alives, connect timeouts) are not scaled; U_PDU TTLs
 //! are counted in simulated time.
 
+// `outln!` and `out!`: a closed pipe (`skywave-emu ... | head`) ends the program
+// quietly instead of a panic.
+#[macro_use]
+extern crate skywave_cliout;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -526,7 +531,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot listen on {at} for node {address}"))?;
         let local = listener.local_addr().context("listener address")?;
-        println!("node {address} listening on {local}");
+        outln!("node {address} listening on {local}");
         let s = subnet.clone();
         let capture = sis_capture.clone();
         servers.push(tokio::spawn(async move {
@@ -550,10 +555,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         () = shutdown() => {}
         why = failed => eprintln!("skywave-emu: SIS server failed: {why}"),
     }
-    println!("simulated time {:.1} s", subnet.now().as_secs_f64());
+    outln!("simulated time {:.1} s", subnet.now().as_secs_f64());
     if let Some(path) = &cli.pcap {
         match subnet.finish_capture() {
-            Ok(n) => println!("{n} D_PDUs written to {}", path.display()),
+            Ok(n) => outln!("{n} D_PDUs written to {}", path.display()),
             Err(e) => eprintln!("skywave-emu: --pcap {}: {e}", path.display()),
         }
     }
@@ -562,7 +567,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     {
         eprintln!("skywave-emu: --sis-pcap {}: {e}", path.display());
     }
-    print!("{}", subnet.counters());
+    out!("{}", subnet.counters());
     let _ = std::io::stdout().flush();
     Ok(())
 }

@@ -3,24 +3,10 @@
 //! Each subcommand lives in its own module; this file only parses the command line, sets up
 //! logging and dispatches.
 
-/// `println!` for the commands' reports: a closed pipe (`skywave queue list | head`) ends the
-/// program quietly with success instead of a panic, as ripgrep and other tools do; any other
-/// error writing to stdout is reported and the program exits 1.
-macro_rules! outln {
-    () => {
-        $crate::write_out(format_args!("\n"))
-    };
-    ($($arg:tt)*) => {
-        $crate::write_out(format_args!("{}\n", format_args!($($arg)*)))
-    };
-}
-
-/// `print!` as [`outln!`] writes.
-macro_rules! out {
-    ($($arg:tt)*) => {
-        $crate::write_out(format_args!($($arg)*))
-    };
-}
+// `outln!` and `out!` for every command's report: a closed pipe (`skywave queue list | head`)
+// ends the program quietly instead of a panic.
+#[macro_use]
+extern crate skywave_cliout;
 
 mod check_cmd;
 mod codec_cmd;
@@ -108,20 +94,6 @@ fn main() -> ExitCode {
         Err(err) => {
             eprintln!("skywave: {}", report(&err));
             ExitCode::FAILURE
-        }
-    }
-}
-
-/// Writes to stdout for [`outln!`] and [`out!`].
-fn write_out(args: std::fmt::Arguments<'_>) {
-    use std::io::Write;
-    match std::io::stdout().lock().write_fmt(args) {
-        Ok(()) => {}
-        // The reader has seen enough (`| head`): nothing more to say to anyone.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
-        Err(e) => {
-            eprintln!("skywave: cannot write to stdout: {e}");
-            std::process::exit(1);
         }
     }
 }
