@@ -40,6 +40,26 @@ fn message(from: &str, to: &str, n: usize, size: usize) -> Vec<u8> {
     m.into_bytes()
 }
 
+/// A message from alice to ops at the shore whose body is `size` bytes of random data written
+/// in hex, as an attachment that compression cannot shrink below half its size.
+fn random_message(n: usize, size: usize) -> Vec<u8> {
+    let mut m = format!(
+        "From: <alice@ship.example>\r\nTo: <ops@shore.example>\r\nSubject: data {n}\r\n\
+         Message-ID: <{n}.alice@ship.example>\r\n\r\n"
+    );
+    let mut x = 0x9e37_79b9_u32 ^ n as u32;
+    while m.len() < size {
+        for _ in 0..38 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            m.push_str(&format!("{:02x}", x as u8));
+        }
+        m.push_str("\r\n");
+    }
+    m.into_bytes()
+}
+
 /// Every message in a Maildir's `new/`, by Message-ID, with its text.
 fn maildir(dir: &Path) -> BTreeMap<String, Vec<String>> {
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -1419,44 +1439,65 @@ async fn in_schedule_windows(protocol: &str, compression: &str) {
         "sent at {at}, window opens at {open}"
     );
 
-    // Twelve minutes in, eight are left: 72,000 bytes at the assumed rate. A 200,000-byte
-    // message (before compression) fits neither the time left nor a whole window (180,000
-    // bytes): it waits, and goes alone at the next opening, as it would fit no better later.
-    // A 3000-byte one queued behind it goes past it, at once.
+    // Twelve minutes in, eight are left: 72,000 bytes at the assumed rate, counted as they go
+    // on the air. A 160,000-byte message of random data, which deflates to some 92,000 bytes,
+    // does not fit: it waits, and goes alone at the next opening, as it would
+    // fit no better later. A 3000-byte one queued behind it goes past it, at once, and so
+    // does a 200,000-byte report, which deflates to a fraction of that.
     until(open + 720).await;
-    let big = submit_as_alice(
-        &pair,
-        5,
-        message("alice@ship.example", "ops@shore.example", 5, 200_000),
-    )
-    .await;
+    let big = submit_as_alice(&pair, 5, random_message(5, 160_000)).await;
     let small = submit_as_alice(
         &pair,
         4,
         message("alice@ship.example", "ops@shore.example", 4, 3000),
     )
     .await;
-    let got = wait_for(&pair.shore_maildir, 3, Duration::from_secs(90)).await;
+    let report = submit_as_alice(
+        &pair,
+        6,
+        message("alice@ship.example", "ops@shore.example", 6, 200_000),
+    )
+    .await;
+    // What each takes on the air, deflated alone.
+    let deflated = |m: &[u8]| {
+        let mut e = skywave_compress::deflate::DeflateEncoder::new(6);
+        e.push(m).unwrap();
+        e.flush().unwrap();
+        e.output_len()
+    };
+    let (big_air, report_air) = (deflated(&big.1), deflated(&report.1));
+    assert!(
+        (85_000..100_000).contains(&big_air) && (5_000..10_000).contains(&report_air),
+        "{big_air} {report_air}"
+    );
+    let got = wait_for(&pair.shore_maildir, 4, Duration::from_secs(300)).await;
     assert!(got.contains_key(&small.0), "{:?}", got.keys());
+    assert!(
+        got.contains_key(&report.0),
+        "a report that fits the time left compressed waited: {:?}",
+        got.keys()
+    );
+    assert!(unix_now() < windows[0].1, "{}", unix_now());
     until(windows[1].0 - 5).await;
     assert!(
         !shore_has(&big.0),
         "a message that does not fit the time left went anyway"
     );
-    let got = wait_for(&pair.shore_maildir, 4, Duration::from_secs(600)).await;
+    // Some 92,000 bytes on the air: ten to eleven minutes at 1200 bit/s.
+    let got = wait_for(&pair.shore_maildir, 5, Duration::from_secs(900)).await;
     assert!(
         got.contains_key(&big.0),
         "the big message did not go in the next window"
     );
     let at = unix_now();
     assert!(
-        (windows[1].0..windows[1].0 + 300).contains(&at),
+        (windows[1].0..windows[1].0 + 800).contains(&at),
         "the big message arrived at {at}, the window opened at {}",
         windows[1].0
     );
     check_delivered(
         &maildir(&pair.shore_maildir),
-        &[routine.clone(), flash.clone(), small, big],
+        &[routine.clone(), flash.clone(), small, report, big],
         "gw.shore.example",
     );
 
@@ -2088,6 +2129,13 @@ async fn a_silent_ip_peer_is_probed_and_its_mail_comes_home() {
         connections.load(std::sync::atomic::Ordering::SeqCst) >= 2,
         "{connections:?}"
     );
+    // The ship notes the delivery once the shore's 250 is back, after the shore wrote it.
+    for _ in 0..100 {
+        if journal().iter().any(|e| e.what == What::Delivered) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let way: Vec<_> = journal()
         .into_iter()
         .filter(|e| matches!(e.what, What::Moved | What::Delivered))

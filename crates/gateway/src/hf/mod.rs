@@ -281,23 +281,29 @@ impl HfContext {
             Target::Peer(p) => p.clone(),
             Target::Lan => String::new(),
         };
+        let on_air = table.peer(&name).map_or(OnAir::Plain, OnAir::of);
         let loaded = crate::blocking::spawn(move || {
             // Every due message, in the spool's order: the admission applies the budget, which
             // stops at the first message over it, and the window, which skips a message that
             // does not fit (a smaller one behind it may).
             let due = spool.due(&t, now, u64::MAX)?;
             let mut out = Vec::with_capacity(due.len());
-            let mut taken_bytes = 0u64;
+            let mut used = Used::default();
             for d in due {
                 if skip.iter().any(|s| s == d.id.as_str()) {
                     continue;
                 }
-                match admit.takes(out.len(), taken_bytes, &d) {
+                let (verdict, air, file) =
+                    weigh(&admit, out.len(), used, &d, on_air, || spool.load(&d.id))?;
+                match verdict {
                     Admitted::Take => {}
-                    Admitted::Skip => continue,
+                    Admitted::Skip | Admitted::NoRoom => continue,
                     Admitted::Stop => break,
                 }
-                let (_, file) = spool.load(&d.id)?;
+                let file = match file {
+                    Some(f) => f,
+                    None => spool.load(&d.id)?.1,
+                };
                 // Mail for two or more ships of a group (or one under EMCON) is the
                 // multicast link's: it goes once for all of them.
                 if !table.groups().is_empty() {
@@ -308,7 +314,7 @@ impl HfContext {
                     }
                 }
                 spool.mark_in_flight(&d.id, &d.recipients, now)?;
-                taken_bytes = taken_bytes.saturating_add(d.size);
+                used = used.with(d.size, air);
                 out.push((d, file.message));
             }
             Ok::<_, skywave_spool::Error>(out)
@@ -433,8 +439,9 @@ struct Admit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Fit {
     /// Bytes the time left carries at `[hf] assumed_bps`, the slowest rate the link runs at.
-    /// Messages count at their size before compression, so a session that fits by this count
-    /// ends inside the window.
+    /// Messages count at what they take on the air ([`OnAir`]): their size, or, when that does
+    /// not fit, their size compressed alone, which the session's own compression matches or
+    /// beats; so a session that fits by this count ends inside the window.
     bytes: u64,
     /// The window has just opened: a message larger than the time left still goes, alone, as
     /// it would fit no better in any later window.
@@ -463,28 +470,128 @@ enum Admitted {
     Take,
     /// It waits; look at the next one.
     Skip,
+    /// It waits, as it does not fit in what is left of the window by the bytes it was counted
+    /// at; look at the next one.
+    NoRoom,
     /// It waits, and so does everything after it (the budget is spent).
     Stop,
 }
 
+/// What a session has taken so far: bytes of mail for its budget, and bytes on the air
+/// ([`OnAir`]) for its window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Used {
+    plain: u64,
+    air: u64,
+}
+
+impl Used {
+    /// With one more message of `plain` bytes that takes `air` on the air.
+    fn with(self, plain: u64, air: u64) -> Used {
+        Used {
+            plain: self.plain.saturating_add(plain),
+            air: self.air.saturating_add(air),
+        }
+    }
+}
+
 impl Admit {
-    /// Whether `d` may join a session that has taken `taken` messages of `used` bytes so far.
-    fn takes(&self, taken: usize, used: u64, d: &DueMessage) -> Admitted {
+    /// Whether `d`, counted at `air` bytes on the air, may join a session that has taken
+    /// `taken` messages (`used`) so far.
+    fn takes(&self, taken: usize, used: Used, d: &DueMessage, air: u64) -> Admitted {
         let p = d.priority.value();
-        let after = used.saturating_add(d.size);
         if self.min_priority.is_some_and(|min| p < min) {
             return Admitted::Skip;
         }
-        if taken > 0 && after > self.budget {
+        if taken > 0 && used.plain.saturating_add(d.size) > self.budget {
             return Admitted::Stop;
         }
         let urgent = self.unlimited_from.is_some_and(|u| p >= u);
         match self.fit {
-            Some(fit) if !urgent && after > fit.bytes && !(taken == 0 && fit.fresh) => {
-                Admitted::Skip
+            Some(fit)
+                if !urgent
+                    && used.air.saturating_add(air) > fit.bytes
+                    && !(taken == 0 && fit.fresh) =>
+            {
+                Admitted::NoRoom
             }
             _ => Admitted::Take,
         }
+    }
+}
+
+/// How a link's mail is compressed on the air, which is what a schedule window counts of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnAir {
+    /// As it is.
+    Plain,
+    /// Deflate: HMTP's towards a skywave gateway that asks for it, CFTP's gzip files, P_MUL's
+    /// MULE bodies.
+    Deflate,
+    /// JNOS LZW with codes of at most this many bits.
+    Lzw(u8),
+}
+
+impl OnAir {
+    /// How `peer`'s sessions compress: as the link to it does (HMTP compresses only towards a
+    /// skywave gateway; CFTP always).
+    pub(crate) fn of(peer: &skywave_route::Peer) -> OnAir {
+        use skywave_route::Compression as C;
+        match (peer.protocol, peer.skywave, peer.compression) {
+            (Protocol::Cftp, _, _) | (Protocol::Hmtp, true, C::Deflate) => OnAir::Deflate,
+            (Protocol::Hmtp, true, C::Lzw { bits }) | (Protocol::Smtp, _, C::Lzw { bits }) => {
+                OnAir::Lzw(bits)
+            }
+            _ => OnAir::Plain,
+        }
+    }
+
+    /// `message`'s bytes on the air: compressed alone, never more than its size. A session's
+    /// stream, whose context runs on across its messages (and from a preset dictionary), does
+    /// as well or better, so a count by this stays inside the window.
+    fn bytes(self, message: &[u8]) -> u64 {
+        let len = message.len() as u64;
+        let compressed = match self {
+            OnAir::Plain => return len,
+            OnAir::Deflate => {
+                let mut e = skywave_compress::deflate::DeflateEncoder::new(6);
+                e.push(message)
+                    .and_then(|()| e.flush())
+                    .map_or(len, |()| e.output_len() as u64)
+            }
+            OnAir::Lzw(bits) => match skywave_compress::lzw::LzwEncoder::new(bits) {
+                Ok(mut e) => {
+                    e.push(message);
+                    e.flush();
+                    e.output_len() as u64
+                }
+                Err(_) => len,
+            },
+        };
+        compressed.min(len)
+    }
+}
+
+/// Whether `d` joins a session that has taken `taken` messages (`used`) so far, and what it
+/// takes on the air. Counted at its size first; a message that does not fit what is left of
+/// the window so is loaded (`load`) and counted again at its size compressed as `on_air`
+/// compresses it: a 100 kB text that deflates to 30 kB goes in a window with 40 kB left
+/// instead of waiting for the next. Returns the file when it was loaded.
+fn weigh(
+    admit: &Admit,
+    taken: usize,
+    used: Used,
+    d: &DueMessage,
+    on_air: OnAir,
+    load: impl FnOnce() -> skywave_spool::Result<(skywave_spool::QueueState, skywave_spool::QueueFile)>,
+) -> skywave_spool::Result<(Admitted, u64, Option<skywave_spool::QueueFile>)> {
+    match admit.takes(taken, used, d, d.size) {
+        Admitted::NoRoom if on_air != OnAir::Plain => {
+            let (_, file) = load()?;
+            let air = on_air.bytes(&file.message);
+            Ok((admit.takes(taken, used, d, air), air, Some(file)))
+        }
+        verdict => Ok((verdict, d.size, None)),
     }
 }
 
@@ -1068,43 +1175,148 @@ mod tests {
 
     #[test]
     fn a_window_takes_what_fits_and_urgent_mail_whatever_its_size() {
-        use Admitted::{Skip, Stop, Take};
+        use Admitted::{NoRoom, Skip, Stop, Take};
         let fit = |bytes, fresh| Admit {
             fit: Some(Fit { bytes, fresh }),
             unlimited_from: Some(4),
             ..Admit::default()
         };
+        // A message counted at its size, after messages of `used` bytes so counted.
+        let takes = |admit: Admit, taken: usize, used: u64, d: &DueMessage| {
+            admit.takes(
+                taken,
+                Used {
+                    plain: used,
+                    air: used,
+                },
+                d,
+                d.size,
+            )
+        };
         // 10,000 bytes left: a second message that would pass them waits, and a smaller one
         // behind it may still go.
-        assert_eq!(fit(10_000, false).takes(0, 0, &due(0, 6000)), Take);
-        assert_eq!(fit(10_000, false).takes(1, 6000, &due(0, 6000)), Skip);
-        assert_eq!(fit(10_000, false).takes(1, 6000, &due(0, 4000)), Take);
+        assert_eq!(takes(fit(10_000, false), 0, 0, &due(0, 6000)), Take);
+        assert_eq!(takes(fit(10_000, false), 1, 6000, &due(0, 6000)), NoRoom);
+        assert_eq!(takes(fit(10_000, false), 1, 6000, &due(0, 4000)), Take);
         // Too large for the time left: waits, unless the window has just opened and nothing
         // else goes with it.
-        assert_eq!(fit(10_000, false).takes(0, 0, &due(0, 50_000)), Skip);
-        assert_eq!(fit(10_000, true).takes(0, 0, &due(0, 50_000)), Take);
-        assert_eq!(fit(10_000, true).takes(1, 100, &due(0, 50_000)), Skip);
+        assert_eq!(takes(fit(10_000, false), 0, 0, &due(0, 50_000)), NoRoom);
+        assert_eq!(takes(fit(10_000, true), 0, 0, &due(0, 50_000)), Take);
+        assert_eq!(takes(fit(10_000, true), 1, 100, &due(0, 50_000)), NoRoom);
         // Flash mail goes whatever is left.
-        assert_eq!(fit(10_000, false).takes(3, 9000, &due(4, 50_000)), Take);
+        assert_eq!(takes(fit(10_000, false), 3, 9000, &due(4, 50_000)), Take);
+        // The window counts bytes on the air, the budget bytes of mail: 50,000 bytes that go
+        // as 9,000 fit in the 10,000 left.
+        let after = Used {
+            plain: 6000,
+            air: 1000,
+        };
+        assert_eq!(
+            fit(10_000, false).takes(1, after, &due(0, 50_000), 9000),
+            Take
+        );
+        assert_eq!(
+            fit(10_000, false).takes(1, after, &due(0, 50_000), 9001),
+            NoRoom
+        );
         // Outside a window only mail at or above the bypass goes.
         let closed = Admit {
             min_priority: Some(4),
             ..Admit::default()
         };
-        assert_eq!(closed.takes(0, 0, &due(4, 50_000)), Take);
-        assert_eq!(closed.takes(0, 0, &due(2, 100)), Skip);
+        assert_eq!(takes(closed, 0, 0, &due(4, 50_000)), Take);
+        assert_eq!(takes(closed, 0, 0, &due(2, 100)), Skip);
         // No schedule: anything due, within the budget, which stops at the first message over
         // it (nothing overtakes it) but always takes one.
         let budget = Admit {
             budget: 32_768,
             ..Admit::default()
         };
-        assert_eq!(budget.takes(0, 0, &due(-9, 100_000)), Take);
-        assert_eq!(budget.takes(1, 30_000, &due(0, 5000)), Stop);
-        assert_eq!(budget.takes(1, 20_000, &due(0, 5000)), Take);
+        assert_eq!(takes(budget, 0, 0, &due(-9, 100_000)), Take);
+        assert_eq!(takes(budget, 1, 30_000, &due(0, 5000)), Stop);
+        assert_eq!(takes(budget, 1, 20_000, &due(0, 5000)), Take);
         assert_eq!(
-            Admit::default().takes(9, u64::MAX, &due(-9, u64::MAX)),
+            takes(Admit::default(), 9, u64::MAX, &due(-9, u64::MAX)),
             Take
+        );
+    }
+
+    /// A message too large for what is left of the window by its size is weighed again as the
+    /// link compresses it: text that deflates to a third goes; what does not compress waits;
+    /// a plain link never loads it.
+    #[test]
+    fn a_window_counts_a_message_as_it_goes_on_the_air() {
+        let text: Vec<u8> = (0..600)
+            .flat_map(|i| {
+                format!("Line {i} of the noon report: position 47N 008W, course 270.\r\n")
+                    .into_bytes()
+            })
+            .collect();
+        let size = text.len() as u64;
+        let deflated = OnAir::Deflate.bytes(&text);
+        let lzw = OnAir::Lzw(12).bytes(&text);
+        assert!(
+            deflated * 3 < size && lzw * 2 < size,
+            "{size} {deflated} {lzw}"
+        );
+        // Noise does not compress: counted at its size, never more.
+        let mut x = 1u32;
+        let noise: Vec<u8> = (0..size)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            })
+            .collect();
+        assert_eq!(OnAir::Deflate.bytes(&noise), size);
+        let admit = Admit {
+            fit: Some(Fit {
+                bytes: size / 2,
+                fresh: false,
+            }),
+            ..Admit::default()
+        };
+        let file = |message: &[u8]| skywave_spool::QueueFile {
+            envelope: skywave_spool::Envelope {
+                id: skywave_spool::QueueId::parse("A1").unwrap_or_else(|e| panic!("{e}")),
+                arrival: 0,
+                sender: String::new(),
+                priority: skywave_spool::Priority::NORMAL,
+                expires: u64::MAX,
+                recipients: Vec::new(),
+                delay_warned: None,
+                dead_reason: None,
+                size: message.len() as u64,
+                dsn: Default::default(),
+            },
+            message: message.to_vec(),
+        };
+        let weighed = |on_air: OnAir, message: &[u8]| {
+            let mut loaded = false;
+            let (verdict, air, kept) =
+                weigh(&admit, 0, Used::default(), &due(0, size), on_air, || {
+                    loaded = true;
+                    Ok((skywave_spool::QueueState::Queued, file(message)))
+                })
+                .unwrap_or_else(|e| panic!("{e}"));
+            (verdict, air, kept.is_some(), loaded)
+        };
+        assert_eq!(
+            weighed(OnAir::Deflate, &text),
+            (Admitted::Take, deflated, true, true)
+        );
+        assert_eq!(
+            weighed(OnAir::Lzw(12), &text),
+            (Admitted::Take, lzw, true, true)
+        );
+        assert_eq!(
+            weighed(OnAir::Deflate, &noise),
+            (Admitted::NoRoom, size, true, true)
+        );
+        assert_eq!(
+            weighed(OnAir::Plain, &text),
+            (Admitted::NoRoom, size, false, false)
         );
     }
 
@@ -1129,8 +1341,15 @@ mod tests {
             panic!("open window");
         };
         assert_eq!(admit.fit.map(|f| (f.bytes, f.fresh)), Some((6750, true)));
-        assert_eq!(admit.takes(0, 0, &due(0, 6000)), Admitted::Take);
-        assert_eq!(admit.takes(1, 6000, &due(0, 1000)), Admitted::Skip);
+        let used = |bytes| Used {
+            plain: bytes,
+            air: bytes,
+        };
+        assert_eq!(admit.takes(0, used(0), &due(0, 6000), 6000), Admitted::Take);
+        assert_eq!(
+            admit.takes(1, used(6000), &due(0, 1000), 1000),
+            Admitted::NoRoom
+        );
         // Ten seconds before the close nothing fits beside the acks, and the window is not
         // fresh: even a small message waits for the next.
         let late = hour + 170;
@@ -1138,7 +1357,7 @@ mod tests {
             panic!("open window");
         };
         assert_eq!(admit.fit.map(|f| f.bytes), Some(0));
-        assert_eq!(admit.takes(0, 0, &due(0, 100)), Admitted::Skip);
+        assert_eq!(admit.takes(0, used(0), &due(0, 100), 100), Admitted::NoRoom);
         // Closed: until the next hour.
         let closed = hour + 200;
         assert_eq!(

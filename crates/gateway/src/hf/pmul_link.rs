@@ -72,7 +72,9 @@ use super::dedup_store::DedupStore;
 use super::pmul_ip::{APORT, DPORT, IpCarrier, RPORT, TPORT};
 use super::sis::{Endpoint, LinkInput, priority_5066};
 use super::transfer::{Direction, TransferRecord};
-use super::{Admission, Admit, Admitted, Classified, HfContext, MAX_SLEEP, classify};
+use super::{
+    Admission, Admit, Admitted, Classified, HfContext, MAX_SLEEP, OnAir, Used, classify, weigh,
+};
 use crate::intake::{GatewayPolicy, Source};
 use crate::outcome::Outcome;
 
@@ -810,25 +812,33 @@ impl PmulLink {
                     .map(|d| (std::cmp::Reverse(d.priority), d.arrival))
             });
             let mut out = Vec::new();
-            let mut taken_bytes = 0u64;
+            let mut used = Used::default();
             for (key, per_target) in due {
                 if out.len() >= room {
                     break;
                 }
                 let Some(d) = info.remove(&key) else { continue };
-                match admit.takes(out.len(), taken_bytes, &d) {
+                // MULE bodies are deflated: a window counts them so.
+                let (verdict, air, file) =
+                    weigh(&admit, out.len(), used, &d, OnAir::Deflate, || {
+                        spool.load(&d.id)
+                    })?;
+                match verdict {
                     Admitted::Take => {}
-                    Admitted::Skip => continue,
+                    Admitted::Skip | Admitted::NoRoom => continue,
                     Admitted::Stop => break,
                 }
-                let (_, file) = spool.load(&d.id)?;
+                let file = match file {
+                    Some(f) => f,
+                    None => spool.load(&d.id)?.1,
+                };
                 let pending = pending_targets(&file.envelope.recipients);
                 let plan = table.plan(pending.iter().map(String::as_str));
                 // A leg for this group exists exactly when the group's name finds it.
                 if plan.multicast_for(&group.name).is_none() {
                     continue;
                 }
-                taken_bytes = taken_bytes.saturating_add(d.size);
+                used = used.with(d.size, air);
                 let mut members = Vec::new();
                 let mut whole = Vec::new();
                 let mut all = Vec::new();
