@@ -219,17 +219,12 @@ async fn fleet_mail_over_ip_multicast_arrives_once_repaired_and_emcon_holds() {
     // 1. To every ship, with an attachment big enough for a score of Data_PDUs: ship 2, losing
     // 30 % of what it hears, cannot have it without repairs.
     let attachment = root.path().join("chart.bin");
-    // xorshift32: bytes that do not compress, so the PDUs are as many as the size says.
-    let mut x = 2_463_534_242u32;
-    let noise: Vec<u8> = (0..24_000)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect();
-    std::fs::write(&attachment, noise).unwrap();
+    // Bytes that do not compress, so the PDUs are as many as the size says.
+    std::fs::write(
+        &attachment,
+        skywave_compress::corpus::noise(2_463_534_242, 24_000),
+    )
+    .unwrap();
     swaks_with(
         &base.smtp,
         "captain@ship1.example,captain@ship2.example,captain@ship3.example",

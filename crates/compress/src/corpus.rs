@@ -494,6 +494,18 @@ fn report_block(rng: &mut Rng, out: &mut String) {
     }
 }
 
+/// `len` pseudo-random bytes from `seed`: what no compression shrinks (a chart, a photo, an
+/// encrypted file), for the tests and benchmarks that need mail whose size is its airtime.
+pub fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut rng = Rng::new(seed ^ 0x004E_015E);
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        out.extend_from_slice(&rng.next_u64().to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
 /// A text file of exactly `len` bytes (CRLF lines; the last line is cut at the size): a position
 /// and engine log with remarks, like the reports ships attach.
 pub fn text_attachment(seed: u64, len: usize) -> Vec<u8> {

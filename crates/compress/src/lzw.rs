@@ -844,15 +844,7 @@ mod tests {
     /// decoder follows through many resets.
     #[test]
     fn table_full_resets_round_trip() {
-        let mut x: u32 = 12345;
-        let data: Vec<u8> = (0..200_000)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                x as u8
-            })
-            .collect();
+        let data = crate::corpus::noise(12345, 200_000);
         for bits in 9..=16u8 {
             let mut e = LzwEncoder::new(bits).unwrap();
             let mut resets = 0;

@@ -47,13 +47,13 @@ fn random_message(n: usize, size: usize) -> Vec<u8> {
         "From: <alice@ship.example>\r\nTo: <ops@shore.example>\r\nSubject: data {n}\r\n\
          Message-ID: <{n}.alice@ship.example>\r\n\r\n"
     );
-    let mut x = 0x9e37_79b9_u32 ^ n as u32;
-    while m.len() < size {
-        for _ in 0..38 {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            m.push_str(&format!("{:02x}", x as u8));
+    let noise = skywave_compress::corpus::noise(n as u64, size / 2);
+    for line in noise.chunks(38) {
+        if m.len() >= size {
+            break;
+        }
+        for b in line {
+            m.push_str(&format!("{b:02x}"));
         }
         m.push_str("\r\n");
     }

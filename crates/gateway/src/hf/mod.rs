@@ -1260,15 +1260,7 @@ mod tests {
             "{size} {deflated} {lzw}"
         );
         // Noise does not compress: counted at its size, never more.
-        let mut x = 1u32;
-        let noise: Vec<u8> = (0..size)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                x as u8
-            })
-            .collect();
+        let noise = skywave_compress::corpus::noise(1, text.len());
         assert_eq!(OnAir::Deflate.bytes(&noise), size);
         let admit = Admit {
             fit: Some(Fit {
