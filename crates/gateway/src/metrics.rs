@@ -63,6 +63,12 @@ pub(crate) fn fallback_probe(result: &'static str) {
     metrics::counter!("skywave_fallback_probes_total", "result" => result).increment(1);
 }
 
+/// Counts the header bytes a peer's `strip_headers` kept off the air.
+pub(crate) fn header_bytes_stripped(peer: &str, bytes: u64) {
+    metrics::counter!("skywave_header_bytes_stripped_total", "peer" => peer.to_owned())
+        .increment(bytes);
+}
+
 /// A sender was told its message is delayed (a DSN with `Action: delayed`).
 pub(crate) fn delay_warned() {
     metrics::counter!("skywave_delay_warnings_total").increment(1);

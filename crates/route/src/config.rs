@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use serde::Deserialize;
+use skywave_smtp::strip::FieldPattern;
 use toml::Spanned;
 
 use crate::diag::{Diagnostic, Severity};
@@ -110,6 +111,42 @@ struct RawPeer {
     fallback: Option<Spanned<String>>,
     fallback_after: Option<Spanned<IntOrStr>>,
     probe_every: Option<Spanned<IntOrStr>>,
+    strip_headers: Option<Spanned<BoolOrList>>,
+}
+
+/// `strip_headers = true` or `strip_headers = ["DKIM-Signature", "X-*"]`.
+#[derive(Debug)]
+enum BoolOrList {
+    Bool(bool),
+    List(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for BoolOrList {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = BoolOrList;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "true (the default list), false, or a list of header field names such as [\"DKIM-Signature\", \"X-*\"]",
+                )
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<BoolOrList, E> {
+                Ok(BoolOrList::Bool(v))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<BoolOrList, A::Error> {
+                let mut list = Vec::new();
+                while let Some(name) = seq.next_element::<String>()? {
+                    list.push(name);
+                }
+                Ok(BoolOrList::List(list))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -696,6 +733,7 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 AckMode::NonArq
             }
         };
+        let strip_headers = check_strip_headers(ck, p, &name, protocol);
         let multicast_only = protocol == Protocol::Pmul || p.emcon == Some(true);
         let (schedule, schedule_bypass) = check_schedule(
             ck,
@@ -727,6 +765,7 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 bearer,
                 hold: p.hold.unwrap_or(false),
                 hold_above,
+                strip_headers,
                 emcon: p.emcon.unwrap_or(false),
                 pmul_acks,
                 ip,
@@ -740,6 +779,43 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
     }
     check_fallbacks(ck, raw, &mut peers);
     peers
+}
+
+/// A peer's `strip_headers`: the header fields its links leave out of each message
+/// ([`skywave_smtp::strip`]); each pattern that is not a field name, or would strip a field
+/// that must stay, is reported at the key.
+fn check_strip_headers(
+    ck: &mut Checker<'_>,
+    p: &RawPeer,
+    name: &str,
+    protocol: Protocol,
+) -> Vec<FieldPattern> {
+    let Some(v) = &p.strip_headers else {
+        return Vec::new();
+    };
+    if protocol == Protocol::Pmul {
+        ck.error(
+            v.span(),
+            format!(
+                "strip_headers is for the sessions of hmtp, cftp and smtp peers; peer \"{name}\" is reached only by P_MUL"
+            ),
+        );
+        return Vec::new();
+    }
+    match v.get_ref() {
+        BoolOrList::Bool(false) => Vec::new(),
+        BoolOrList::Bool(true) => FieldPattern::defaults(),
+        BoolOrList::List(list) => {
+            let mut out = Vec::with_capacity(list.len());
+            for text in list {
+                match FieldPattern::parse(text) {
+                    Ok(pattern) => out.push(pattern),
+                    Err(e) => ck.error(v.span(), format!("strip_headers: {e}")),
+                }
+            }
+            out
+        }
+    }
 }
 
 /// A peer's `fallback` with its `fallback_after` and `probe_every` (the peer it names is

@@ -229,6 +229,10 @@ pub struct Peer {
     /// releases it (`skywave queue release ID`) or returns it (`skywave queue bounce ID`), and
     /// its sender is told at once (`hold_above = "100 kB"`); `None`: none is held for its size.
     pub hold_above: Option<u64>,
+    /// Header fields its links leave out of each message on the air (`strip_headers = true`
+    /// for [`skywave_smtp::strip::DEFAULT_STRIP`], or a list of names and prefixes); empty:
+    /// every message goes as it came.
+    pub strip_headers: Vec<skywave_smtp::strip::FieldPattern>,
     /// How this gateway sends its P_MUL acknowledgements to the peer (when the peer multicasts
     /// to us): non-ARQ by default (a lost ack is made good by P_MUL's own repair cycle), or ARQ
     /// (each ack confirmed by the 5066 link; costs the peer's node an ACK transmission).

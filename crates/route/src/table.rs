@@ -817,6 +817,15 @@ impl fmt::Display for Explanation {
                         if let Some(schedule) = &p.schedule {
                             write_schedule(f, schedule, p.schedule_bypass, "sessions start")?;
                         }
+                        if !p.strip_headers.is_empty() {
+                            let names: Vec<String> =
+                                p.strip_headers.iter().map(ToString::to_string).collect();
+                            writeln!(
+                                f,
+                                "  header fields left out on the air: {} (the spool keeps each message whole)",
+                                names.join(", ")
+                            )?;
+                        }
                         if let Some(fb) = &p.fallback {
                             let after = crate::model::duration_text(fb.after);
                             writeln!(

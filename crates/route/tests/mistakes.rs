@@ -56,7 +56,7 @@ fn unknown_key_lists_the_expected_ones() {
         [
             "routes.toml:4:1: error: unknown field `protocl`, expected one of `name`, `node`, `protocol`, \
           `skywave`, `xcut`, `compression`, `priority`, `size_limit`, `batch_bytes`, `bearer`, `sis_server`, \
-          `tcp_address`, `hold`, `hold_above`, `emcon`, `pmul_acks`, `ip`, `schedule`, `schedule_bypass`, `fallback`, `fallback_after`, `probe_every`\n  |\n4 | protocl = \"hmtp\"\n  | ^^^^^^^"
+          `tcp_address`, `hold`, `hold_above`, `emcon`, `pmul_acks`, `ip`, `schedule`, `schedule_bypass`, `fallback`, `fallback_after`, `probe_every`, `strip_headers`\n  |\n4 | protocl = \"hmtp\"\n  | ^^^^^^^"
         ]
     );
 }
@@ -1009,4 +1009,68 @@ fn fallback_mistakes_point_at_the_key() {
         ]
     );
     assert!(scheduled("12h").is_empty());
+}
+
+/// `strip_headers`: the default list, or names and prefixes; what must stay, or is not a
+/// name, is an error at the key; explained.
+#[test]
+fn strip_headers_is_read_checked_and_explained() {
+    let table = |value: &str| {
+        RoutingTable::parse(
+            "routes.toml",
+            &format!(
+                "[[peer]]\nname = \"ship\"\nnode = \"0.0.2.1\"\nprotocol = \"hmtp\"\n\
+                 strip_headers = {value}\n[[route]]\nmatch = \"ship.example\"\nto = \"ship\"\n"
+            ),
+        )
+    };
+    let names = |value: &str| {
+        table(value)
+            .expect("valid")
+            .peer("ship")
+            .map(|p| {
+                p.strip_headers
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        names("true"),
+        [
+            "dkim-signature",
+            "domainkey-signature",
+            "arc-seal",
+            "arc-message-signature",
+            "arc-authentication-results",
+            "authentication-results",
+            "received-spf",
+            "x-*"
+        ]
+    );
+    assert!(names("false").is_empty());
+    assert_eq!(names("[\"List-*\", \"X-Spam-*\"]"), ["list-*", "x-spam-*"]);
+    let explained = table("[\"List-*\"]")
+        .expect("valid")
+        .explain("ops@ship.example", None)
+        .to_string();
+    assert!(
+        explained.contains(
+            "  header fields left out on the air: list-* (the spool keeps each message whole)\n"
+        ),
+        "{explained}"
+    );
+    let Err(e) = table("[\"X-*\", \"Received\"]") else {
+        panic!("Received may not be stripped");
+    };
+    assert_eq!(
+        e.to_string().lines().next().unwrap_or_default(),
+        "routes.toml:5:17: error: strip_headers: \"Received\" would strip Received, which must \
+         stay (the trace, what a reader or MIME needs, or what skywave reads)"
+    );
+    let Err(e) = table("\"yes\"") else {
+        panic!("not a list");
+    };
+    assert!(e.to_string().contains("routes.toml:5:"), "{e}");
 }

@@ -193,9 +193,9 @@ struct Walker {
 }
 
 /// One header field: its bytes (with continuation lines and line end) and its name.
-struct Field<'a> {
-    raw: &'a [u8],
-    name: &'a [u8],
+pub(crate) struct Field<'a> {
+    pub(crate) raw: &'a [u8],
+    pub(crate) name: &'a [u8],
 }
 
 impl Field<'_> {
@@ -205,14 +205,15 @@ impl Field<'_> {
 }
 
 /// An entity split into its header fields, the empty line after them, and its body.
-struct Entity<'a> {
-    fields: Vec<Field<'a>>,
-    header: &'a [u8],
-    separator: &'a [u8],
-    body: &'a [u8],
+pub(crate) struct Entity<'a> {
+    pub(crate) fields: Vec<Field<'a>>,
+    pub(crate) header: &'a [u8],
+    pub(crate) separator: &'a [u8],
+    pub(crate) body: &'a [u8],
 }
 
-fn split_entity(raw: &[u8]) -> Entity<'_> {
+/// `raw` (a message, or a MIME part) split into its header fields and its body.
+pub(crate) fn split_entity(raw: &[u8]) -> Entity<'_> {
     let mut fields: Vec<Field<'_>> = Vec::new();
     let mut pos = 0;
     while pos < raw.len() {

@@ -9,6 +9,7 @@
 //! - [`data`]: dot-stuffing and the streaming DATA reader (end of data only at CRLF.CRLF).
 //! - [`dsn`]: the DSN extension's parameters (RFC 3461: `NOTIFY`, `ORCPT`, `RET`, `ENVID`).
 //! - [`downgrade`]: an 8-bit message made 7-bit for a server without `8BITMIME` (RFC 6152).
+//! - [`strip`]: header fields left out on the air (DKIM signatures, ARC seals, `X-` fields).
 //! - [`server`]: the server session with its policy hook, limits and HMTP-66 reply buffering.
 //! - [`client`]: the client session.
 //! - [`received`]: the `Received:` trace header and RFC 5322 dates.
@@ -48,6 +49,7 @@ pub mod dsn;
 pub mod received;
 pub mod reply;
 pub mod server;
+pub mod strip;
 pub mod sum;
 
 pub use client::{

@@ -282,6 +282,10 @@ impl HfContext {
             Target::Lan => String::new(),
         };
         let on_air = table.peer(&name).map_or(OnAir::Plain, OnAir::of);
+        let strip = table
+            .peer(&name)
+            .map(|p| p.strip_headers.clone())
+            .unwrap_or_default();
         let loaded = crate::blocking::spawn(move || {
             // Every due message, in the spool's order: the admission applies the budget, which
             // stops at the first message over it, and the window, which skips a message that
@@ -315,7 +319,7 @@ impl HfContext {
                 }
                 spool.mark_in_flight(&d.id, &d.recipients, now)?;
                 used = used.with(d.size, air);
-                out.push((d, file.message));
+                out.push((d, stripped(file.message, &strip, &name)));
             }
             Ok::<_, skywave_spool::Error>(out)
         })
@@ -327,6 +331,22 @@ impl HfContext {
                 None
             }
         }
+    }
+}
+
+/// `message` without the header fields `patterns` match (the peer's `strip_headers`,
+/// [`skywave_smtp::strip`]), as a link to `peer` sends it; the spool keeps it whole.
+fn stripped(
+    message: Vec<u8>,
+    patterns: &[skywave_smtp::strip::FieldPattern],
+    peer: &str,
+) -> Vec<u8> {
+    match skywave_smtp::strip::strip_fields(&message, patterns) {
+        (std::borrow::Cow::Owned(shorter), removed) => {
+            crate::metrics::header_bytes_stripped(peer, removed as u64);
+            shorter
+        }
+        (std::borrow::Cow::Borrowed(_), _) => message,
     }
 }
 
