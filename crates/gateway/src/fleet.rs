@@ -134,6 +134,8 @@ pub struct FleetOptions {
     /// (the group's schedule, in place of `group_windows`), and the ships' slots follow it, so
     /// the cycle is one slot longer.
     pub base_slot: bool,
+    /// Lines added to the base's `[[group]]` entry (`strip_headers = true`, say).
+    pub group_extra: String,
 }
 
 impl FleetOptions {
@@ -167,6 +169,7 @@ impl FleetOptions {
             group_windows: Vec::new(),
             group_bypass: None,
             base_slot: false,
+            group_extra: String::new(),
         }
     }
 
@@ -509,12 +512,13 @@ fn write_base(opts: &FleetOptions) -> Result<PathBuf, PairError> {
          {bearer}\n\
          members = [{members}]\n\
          repeats = {repeats}\n\
-         {schedule}\n\
+         {schedule}{extra}\n\
          [[route]]\n\
          match = \"{FLEET_DOMAIN}\"\n\
          to = \"fleet\"\n",
         members = members.join(", "),
         repeats = opts.repeats,
+        extra = opts.group_extra,
     ));
     let cfg = dir.join("skywave.toml");
     write(&cfg, &gateway)?;

@@ -696,3 +696,52 @@ async fn a_window_takes_no_more_multicasts_than_it_holds() {
     assert_eq!((holding(&fleet, 1), holding(&fleet, 2)), (3, 3));
     fleet.stop().await;
 }
+
+/// A group's `strip_headers`: mail from the Internet for the whole fleet goes by P_MUL without
+/// its signatures, seals and `X-` fields, once for every ship, its trace and reader's fields as
+/// they were; the base's spool keeps it whole.
+#[tokio::test(start_paused = true)]
+async fn a_groups_multicast_leaves_out_what_only_the_internet_uses() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), 3);
+    o.group_extra = "strip_headers = true\n".into();
+    let fleet = Fleet::start(&o).await.unwrap();
+    let order = message(&["notices@fleet.example".to_owned()], 6, 900);
+    let from_afar = skywave_compress::corpus::from_the_internet(2, &order);
+    let id = fleet
+        .base
+        .submit("hq@base.example", &["notices@fleet.example"], &from_afar)
+        .await
+        .unwrap();
+    // The base's spool keeps it whole.
+    let (_, file) = fleet.base.spool().load(&id).unwrap();
+    assert!(file.message.ends_with(&from_afar));
+    wait_all(&fleet.ship_maildirs, 1, Duration::from_secs(3600)).await;
+    let (expected, removed) = skywave_smtp::strip::strip_fields(
+        &from_afar,
+        &skywave_smtp::strip::FieldPattern::defaults(),
+    );
+    assert!(removed > 3900, "{removed}");
+    for (i, d) in fleet.ship_maildirs.iter().enumerate() {
+        check_once(d, &expected, i);
+        let got = maildir(d).concat();
+        assert!(
+            !got.contains("\nDKIM-Signature") && !got.contains("\nX-"),
+            "ship {}",
+            i + 1
+        );
+    }
+    // The multicast's record is written once every ship has acknowledged it.
+    assert!(
+        wait_spool_empty(&fleet, Duration::from_secs(3600)).await,
+        "base spool not empty"
+    );
+    let records = fleet.base.hf().transfers();
+    assert!(
+        records
+            .iter()
+            .any(|r| r.direction == Direction::Out && r.protocol == "pmul"),
+        "{records:?}"
+    );
+    fleet.stop().await;
+}

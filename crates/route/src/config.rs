@@ -60,6 +60,7 @@ struct RawGroup {
     dynamic: Option<Spanned<String>>,
     schedule: Option<Spanned<Vec<Spanned<String>>>>,
     schedule_bypass: Option<Spanned<IntOrStr>>,
+    strip_headers: Option<Spanned<BoolOrList>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -733,7 +734,19 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 AckMode::NonArq
             }
         };
-        let strip_headers = check_strip_headers(ck, p, &name, protocol);
+        let strip_headers = if protocol == Protocol::Pmul
+            && let Some(v) = &p.strip_headers
+        {
+            ck.error(
+                v.span(),
+                format!(
+                    "strip_headers is for the sessions of hmtp, cftp and smtp peers; peer \"{name}\" is reached only by P_MUL: set it on its [[group]]"
+                ),
+            );
+            Vec::new()
+        } else {
+            check_strip_headers(ck, p.strip_headers.as_ref())
+        };
         let multicast_only = protocol == Protocol::Pmul || p.emcon == Some(true);
         let (schedule, schedule_bypass) = check_schedule(
             ck,
@@ -781,27 +794,16 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
     peers
 }
 
-/// A peer's `strip_headers`: the header fields its links leave out of each message
-/// ([`skywave_smtp::strip`]); each pattern that is not a field name, or would strip a field
-/// that must stay, is reported at the key.
+/// A peer's or a group's `strip_headers`: the header fields its links leave out of each
+/// message ([`skywave_smtp::strip`]); each pattern that is not a field name, or would strip a
+/// field that must stay, is reported at the key.
 fn check_strip_headers(
     ck: &mut Checker<'_>,
-    p: &RawPeer,
-    name: &str,
-    protocol: Protocol,
+    value: Option<&Spanned<BoolOrList>>,
 ) -> Vec<FieldPattern> {
-    let Some(v) = &p.strip_headers else {
+    let Some(v) = value else {
         return Vec::new();
     };
-    if protocol == Protocol::Pmul {
-        ck.error(
-            v.span(),
-            format!(
-                "strip_headers is for the sessions of hmtp, cftp and smtp peers; peer \"{name}\" is reached only by P_MUL"
-            ),
-        );
-        return Vec::new();
-    }
     match v.get_ref() {
         BoolOrList::Bool(false) => Vec::new(),
         BoolOrList::Bool(true) => FieldPattern::defaults(),
@@ -1450,6 +1452,7 @@ fn check_groups(
                 )
             }),
         );
+        let strip_headers = check_strip_headers(ck, g.strip_headers.as_ref());
         if let (true, Some(bearer)) = (ok, bearer) {
             groups.push((
                 Group {
@@ -1459,6 +1462,7 @@ fn check_groups(
                     repeats,
                     schedule,
                     schedule_bypass,
+                    strip_headers,
                     line,
                 },
                 header,

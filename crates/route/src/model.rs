@@ -353,6 +353,9 @@ pub struct Group {
     pub schedule: Option<crate::Schedule>,
     /// Multicast mail at or above this priority goes at any time, in or out of a window.
     pub schedule_bypass: Option<Priority>,
+    /// Header fields left out of each message its P_MUL carries (as a peer's
+    /// `strip_headers`); empty: every message goes as it came.
+    pub strip_headers: Vec<skywave_smtp::strip::FieldPattern>,
     /// Line of the `[[group]]` entry in the file.
     pub line: usize,
 }

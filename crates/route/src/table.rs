@@ -481,6 +481,22 @@ impl RoutingTable {
     }
 }
 
+/// The header fields a peer's or a group's `strip_headers` leaves out, if any.
+fn write_stripped(
+    f: &mut fmt::Formatter<'_>,
+    patterns: &[skywave_smtp::strip::FieldPattern],
+) -> fmt::Result {
+    if patterns.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> = patterns.iter().map(ToString::to_string).collect();
+    writeln!(
+        f,
+        "  header fields left out on the air: {} (the spool keeps each message whole)",
+        names.join(", ")
+    )
+}
+
 fn write_group(f: &mut fmt::Formatter<'_>, g: &Group) -> fmt::Result {
     match &g.bearer {
         GroupBearer::Sis { node, server } => {
@@ -510,6 +526,7 @@ fn write_group(f: &mut fmt::Formatter<'_>, g: &Group) -> fmt::Result {
     }
     writeln!(f, "  members: {}", g.members.join(", "))?;
     writeln!(f, "  blind repeats of each Data_PDU: {}", g.repeats)?;
+    write_stripped(f, &g.strip_headers)?;
     if let Some(schedule) = &g.schedule {
         write_schedule(f, schedule, g.schedule_bypass, "multicasts start")?;
         writeln!(
@@ -817,15 +834,7 @@ impl fmt::Display for Explanation {
                         if let Some(schedule) = &p.schedule {
                             write_schedule(f, schedule, p.schedule_bypass, "sessions start")?;
                         }
-                        if !p.strip_headers.is_empty() {
-                            let names: Vec<String> =
-                                p.strip_headers.iter().map(ToString::to_string).collect();
-                            writeln!(
-                                f,
-                                "  header fields left out on the air: {} (the spool keeps each message whole)",
-                                names.join(", ")
-                            )?;
-                        }
+                        write_stripped(f, &p.strip_headers)?;
                         if let Some(fb) = &p.fallback {
                             let after = crate::model::duration_text(fb.after);
                             writeln!(

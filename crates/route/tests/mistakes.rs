@@ -1072,5 +1072,39 @@ fn strip_headers_is_read_checked_and_explained() {
     let Err(e) = table("\"yes\"") else {
         panic!("not a list");
     };
-    assert!(e.to_string().contains("routes.toml:5:"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("expected true (the default list), false, or a list of header field names"),
+        "{e}"
+    );
+    // A group strips what its P_MUL carries; a peer reached only by P_MUL is told to set it
+    // there.
+    let fleet = "[[peer]]\nname = \"ship1\"\nnode = \"0.0.2.1\"\nprotocol = \"hmtp\"\n\
+                 [[peer]]\nname = \"ship2\"\nnode = \"0.0.2.2\"\nprotocol = \"hmtp\"\n\
+                 [[group]]\nname = \"fleet\"\nnode = \"16.0.9.9\"\nmembers = [\"ship1\", \"ship2\"]\n\
+                 strip_headers = [\"X-*\"]\n\
+                 [[route]]\nmatch = \"fleet.example\"\nto = \"fleet\"\n";
+    let t = RoutingTable::parse("routes.toml", fleet).expect("valid");
+    let g = t
+        .groups()
+        .first()
+        .map(|g| g.strip_headers.clone())
+        .unwrap_or_default();
+    assert_eq!(
+        g.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        ["x-*"]
+    );
+    assert!(
+        t.explain("notices@fleet.example", None)
+            .to_string()
+            .contains(
+                "  header fields left out on the air: x-* (the spool keeps each message whole)\n"
+            )
+    );
+    let pmul_only = "[[peer]]\nname = \"sat\"\nprotocol = \"pmul\"\nbearer = \"pmul-ip\"\nip = \"10.1.0.2\"\n\
+                     strip_headers = true\n[[route]]\nmatch = \"x.example\"\nto = \"sat\"\n";
+    let Err(e) = RoutingTable::parse("routes.toml", pmul_only) else {
+        panic!("a P_MUL-only peer has no sessions to strip");
+    };
+    assert!(e.to_string().contains("set it on its [[group]]"), "{e}");
 }

@@ -73,7 +73,8 @@ use super::pmul_ip::{APORT, DPORT, IpCarrier, RPORT, TPORT};
 use super::sis::{Endpoint, LinkInput, priority_5066};
 use super::transfer::{Direction, TransferRecord};
 use super::{
-    Admission, Admit, Admitted, Classified, HfContext, MAX_SLEEP, OnAir, Used, classify, weigh,
+    Admission, Admit, Admitted, Classified, HfContext, MAX_SLEEP, OnAir, Used, classify, stripped,
+    weigh,
 };
 use crate::intake::{GatewayPolicy, Source};
 use crate::outcome::Outcome;
@@ -865,7 +866,7 @@ impl PmulLink {
                     from: d.sender,
                     priority: d.priority,
                     size: d.size,
-                    message: file.message,
+                    message: stripped(file.message, &group.strip_headers, &group.name),
                     members,
                     whole,
                 });
