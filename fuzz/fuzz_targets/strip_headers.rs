@@ -1,11 +1,12 @@
-//! Fuzzes the leaving out of header fields (`strip_headers`), which reads the header of any
-//! message the LAN or a peer sent: it must never panic, must take only whole fields of the
-//! message's own header (what it returns plus what it left out is the message's size, the
-//! body after the first empty line is untouched), and must leave nothing for a second pass.
+//! Fuzzes what a peer's links leave ashore of any message the LAN or a peer sent: header fields
+//! (`strip_headers`) and HTML twins (`text_only`, a walk of the MIME structure). Neither may
+//! panic; the fields taken must be whole fields of the message's own header (what is returned
+//! plus what was left out is the message's size, the body after the first empty line is
+//! untouched); and a second pass of either leaves nothing more out.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use skywave_smtp::strip::{FieldPattern, strip_fields};
+use skywave_smtp::strip::{FieldPattern, strip_fields, text_only};
 
 fuzz_target!(|data: &[u8]| {
     let patterns = FieldPattern::defaults();
@@ -25,4 +26,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(out.ends_with(&data[at..]));
     }
     assert_eq!(strip_fields(&out, &patterns).1, 0);
+    let (text, removed) = text_only(data);
+    assert_eq!(text.len() + removed, data.len());
+    assert_eq!(text_only(&text).1, 0);
 });

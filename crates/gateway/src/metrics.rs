@@ -69,6 +69,13 @@ pub(crate) fn header_bytes_stripped(peer: &str, bytes: u64) {
         .increment(bytes);
 }
 
+/// Counts the bytes of HTML twins (and their images) a peer's or a group's `text_only` kept
+/// off the air.
+pub(crate) fn alternatives_left_ashore(to: &str, bytes: u64) {
+    metrics::counter!("skywave_alternative_bytes_left_ashore_total", "peer" => to.to_owned())
+        .increment(bytes);
+}
+
 /// A sender was told its message is delayed (a DSN with `Action: delayed`).
 pub(crate) fn delay_warned() {
     metrics::counter!("skywave_delay_warnings_total").increment(1);

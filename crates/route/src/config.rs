@@ -61,6 +61,7 @@ struct RawGroup {
     schedule: Option<Spanned<Vec<Spanned<String>>>>,
     schedule_bypass: Option<Spanned<IntOrStr>>,
     strip_headers: Option<Spanned<BoolOrList>>,
+    text_only: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -113,6 +114,7 @@ struct RawPeer {
     fallback_after: Option<Spanned<IntOrStr>>,
     probe_every: Option<Spanned<IntOrStr>>,
     strip_headers: Option<Spanned<BoolOrList>>,
+    text_only: Option<Spanned<bool>>,
 }
 
 /// `strip_headers = true` or `strip_headers = ["DKIM-Signature", "X-*"]`.
@@ -734,19 +736,30 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 AckMode::NonArq
             }
         };
-        let strip_headers = if protocol == Protocol::Pmul
-            && let Some(v) = &p.strip_headers
-        {
-            ck.error(
-                v.span(),
-                format!(
-                    "strip_headers is for the sessions of hmtp, cftp and smtp peers; peer \"{name}\" is reached only by P_MUL: set it on its [[group]]"
-                ),
-            );
-            Vec::new()
-        } else {
+        // What stays ashore is said where the mail goes out: a peer reached only by P_MUL
+        // has no sessions of its own.
+        let spans = [
+            ("strip_headers", p.strip_headers.as_ref().map(Spanned::span)),
+            ("text_only", p.text_only.as_ref().map(Spanned::span)),
+        ];
+        let mut sessions = true;
+        for (key, span) in spans {
+            if let (Protocol::Pmul, Some(span)) = (protocol, span) {
+                ck.error(
+                    span,
+                    format!(
+                        "{key} is for the sessions of hmtp, cftp and smtp peers; peer \"{name}\" is reached only by P_MUL: set it on its [[group]]"
+                    ),
+                );
+                sessions = false;
+            }
+        }
+        let strip_headers = if sessions {
             check_strip_headers(ck, p.strip_headers.as_ref())
+        } else {
+            Vec::new()
         };
+        let text_only = sessions && p.text_only.as_ref().is_some_and(|v| *v.get_ref());
         let multicast_only = protocol == Protocol::Pmul || p.emcon == Some(true);
         let (schedule, schedule_bypass) = check_schedule(
             ck,
@@ -779,6 +792,7 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 hold: p.hold.unwrap_or(false),
                 hold_above,
                 strip_headers,
+                text_only,
                 emcon: p.emcon.unwrap_or(false),
                 pmul_acks,
                 ip,
@@ -1463,6 +1477,7 @@ fn check_groups(
                     schedule,
                     schedule_bypass,
                     strip_headers,
+                    text_only: g.text_only.unwrap_or(false),
                     line,
                 },
                 header,

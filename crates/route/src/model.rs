@@ -233,6 +233,9 @@ pub struct Peer {
     /// for [`skywave_smtp::strip::DEFAULT_STRIP`], or a list of names and prefixes); empty:
     /// every message goes as it came.
     pub strip_headers: Vec<skywave_smtp::strip::FieldPattern>,
+    /// Its links send only the text of a `multipart/alternative` that has one, the HTML twin
+    /// left ashore (`text_only = true`, [`skywave_smtp::strip::text_only`]).
+    pub text_only: bool,
     /// How this gateway sends its P_MUL acknowledgements to the peer (when the peer multicasts
     /// to us): non-ARQ by default (a lost ack is made good by P_MUL's own repair cycle), or ARQ
     /// (each ack confirmed by the 5066 link; costs the peer's node an ACK transmission).
@@ -356,6 +359,9 @@ pub struct Group {
     /// Header fields left out of each message its P_MUL carries (as a peer's
     /// `strip_headers`); empty: every message goes as it came.
     pub strip_headers: Vec<skywave_smtp::strip::FieldPattern>,
+    /// Its P_MUL sends only the text of a `multipart/alternative` that has one (as a peer's
+    /// `text_only`).
+    pub text_only: bool,
     /// Line of the `[[group]]` entry in the file.
     pub line: usize,
 }

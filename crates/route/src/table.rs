@@ -481,20 +481,27 @@ impl RoutingTable {
     }
 }
 
-/// The header fields a peer's or a group's `strip_headers` leaves out, if any.
+/// What a peer's or a group's `strip_headers` and `text_only` leave ashore, if anything.
 fn write_stripped(
     f: &mut fmt::Formatter<'_>,
     patterns: &[skywave_smtp::strip::FieldPattern],
+    text_only: bool,
 ) -> fmt::Result {
-    if patterns.is_empty() {
-        return Ok(());
+    if !patterns.is_empty() {
+        let names: Vec<String> = patterns.iter().map(ToString::to_string).collect();
+        writeln!(
+            f,
+            "  header fields left out on the air: {} (the spool keeps each message whole)",
+            names.join(", ")
+        )?;
     }
-    let names: Vec<String> = patterns.iter().map(ToString::to_string).collect();
-    writeln!(
-        f,
-        "  header fields left out on the air: {} (the spool keeps each message whole)",
-        names.join(", ")
-    )
+    if text_only {
+        writeln!(
+            f,
+            "  text only: of a multipart/alternative, only its text/plain part goes (the HTML twin stays ashore)"
+        )?;
+    }
+    Ok(())
 }
 
 fn write_group(f: &mut fmt::Formatter<'_>, g: &Group) -> fmt::Result {
@@ -526,7 +533,7 @@ fn write_group(f: &mut fmt::Formatter<'_>, g: &Group) -> fmt::Result {
     }
     writeln!(f, "  members: {}", g.members.join(", "))?;
     writeln!(f, "  blind repeats of each Data_PDU: {}", g.repeats)?;
-    write_stripped(f, &g.strip_headers)?;
+    write_stripped(f, &g.strip_headers, g.text_only)?;
     if let Some(schedule) = &g.schedule {
         write_schedule(f, schedule, g.schedule_bypass, "multicasts start")?;
         writeln!(
@@ -834,7 +841,7 @@ impl fmt::Display for Explanation {
                         if let Some(schedule) = &p.schedule {
                             write_schedule(f, schedule, p.schedule_bypass, "sessions start")?;
                         }
-                        write_stripped(f, &p.strip_headers)?;
+                        write_stripped(f, &p.strip_headers, p.text_only)?;
                         if let Some(fb) = &p.fallback {
                             let after = crate::model::duration_text(fb.after);
                             writeln!(

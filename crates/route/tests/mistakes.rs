@@ -56,7 +56,7 @@ fn unknown_key_lists_the_expected_ones() {
         [
             "routes.toml:4:1: error: unknown field `protocl`, expected one of `name`, `node`, `protocol`, \
           `skywave`, `xcut`, `compression`, `priority`, `size_limit`, `batch_bytes`, `bearer`, `sis_server`, \
-          `tcp_address`, `hold`, `hold_above`, `emcon`, `pmul_acks`, `ip`, `schedule`, `schedule_bypass`, `fallback`, `fallback_after`, `probe_every`, `strip_headers`\n  |\n4 | protocl = \"hmtp\"\n  | ^^^^^^^"
+          `tcp_address`, `hold`, `hold_above`, `emcon`, `pmul_acks`, `ip`, `schedule`, `schedule_bypass`, `fallback`, `fallback_after`, `probe_every`, `strip_headers`, `text_only`\n  |\n4 | protocl = \"hmtp\"\n  | ^^^^^^^"
         ]
     );
 }
@@ -1107,4 +1107,39 @@ fn strip_headers_is_read_checked_and_explained() {
         panic!("a P_MUL-only peer has no sessions to strip");
     };
     assert!(e.to_string().contains("set it on its [[group]]"), "{e}");
+    let Err(e) = RoutingTable::parse(
+        "routes.toml",
+        &pmul_only.replace("strip_headers = true", "text_only = true"),
+    ) else {
+        panic!("a P_MUL-only peer has no sessions to cut down");
+    };
+    assert!(
+        e.to_string()
+            .contains("error: text_only is for the sessions of hmtp, cftp and smtp peers"),
+        "{e}"
+    );
+    // text_only, on a peer and on a group: read and explained.
+    let both = fleet
+        .replace("strip_headers = [\"X-*\"]\n", "text_only = true\n")
+        .replace(
+            "protocol = \"hmtp\"\n[[group]]",
+            "protocol = \"hmtp\"\ntext_only = true\n[[group]]",
+        )
+        + "[[route]]\nmatch = \"ship2.example\"\nto = \"ship2\"\n";
+    let t = RoutingTable::parse("routes.toml", &both).expect("valid");
+    assert!(t.peer("ship2").is_some_and(|p| p.text_only));
+    assert!(t.peer("ship1").is_some_and(|p| !p.text_only));
+    assert!(t.groups().first().is_some_and(|g| g.text_only));
+    let said = "  text only: of a multipart/alternative, only its text/plain part goes (the HTML \
+                twin stays ashore)\n";
+    assert!(
+        t.explain("notices@fleet.example", None)
+            .to_string()
+            .contains(said)
+    );
+    assert!(
+        t.explain("ops@ship2.example", None)
+            .to_string()
+            .contains(said)
+    );
 }

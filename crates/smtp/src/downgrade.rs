@@ -175,7 +175,7 @@ enum Plan<'m> {
 /// Where an entity stands, which decides its default type and whether it must carry
 /// `MIME-Version`.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Context {
+pub(crate) enum Context {
     /// A whole message (the top level, or one enclosed in `message/rfc822`).
     Message,
     /// A body part of a multipart other than `multipart/digest`.
@@ -261,10 +261,10 @@ fn line_end(raw: &[u8], pos: usize) -> usize {
 }
 
 /// What the header block says about the body.
-struct Mime {
+pub(crate) struct Mime {
     /// `type/subtype`, lower case.
-    content_type: String,
-    boundary: Option<String>,
+    pub(crate) content_type: String,
+    pub(crate) boundary: Option<String>,
     /// The transfer encoding, lower case (`7bit` when none is named).
     encoding: String,
     /// Whether a `Content-Type` field is present at all.
@@ -275,7 +275,7 @@ struct Mime {
 
 impl Mime {
     /// Where the body parts of this entity, a multipart, stand.
-    fn part_context(&self) -> Context {
+    pub(crate) fn part_context(&self) -> Context {
         if self.content_type == "multipart/digest" {
             Context::DigestPart
         } else {
@@ -284,7 +284,7 @@ impl Mime {
     }
 }
 
-fn read_mime(entity: &Entity<'_>, context: Context) -> Mime {
+pub(crate) fn read_mime(entity: &Entity<'_>, context: Context) -> Mime {
     let mut block = entity.header.to_vec();
     block.extend_from_slice(b"\r\n");
     let parsed = MessageParser::new().parse_headers(&block);
@@ -604,7 +604,7 @@ impl Walker {
 
 /// `end` of a body part that runs to the delimiter line at `next`: `next` less the line end
 /// before it, which belongs to the delimiter (RFC 2046 §5.1.1), but never before `start`.
-fn before_line_end(body: &[u8], start: usize, next: usize) -> usize {
+pub(crate) fn before_line_end(body: &[u8], start: usize, next: usize) -> usize {
     let mut end = next;
     if end > start && body[end - 1] == b'\n' {
         end -= 1;
@@ -617,7 +617,7 @@ fn before_line_end(body: &[u8], start: usize, next: usize) -> usize {
 
 /// The delimiter lines of `boundary` in `body` up to and including the close delimiter: the
 /// start and end (past its line end) of each, and whether it is the close delimiter.
-fn delimiter_lines(body: &[u8], boundary: &[u8]) -> Vec<(usize, usize, bool)> {
+pub(crate) fn delimiter_lines(body: &[u8], boundary: &[u8]) -> Vec<(usize, usize, bool)> {
     let mut found = Vec::new();
     let mut pos = 0;
     while pos < body.len() {

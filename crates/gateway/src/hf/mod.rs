@@ -282,9 +282,9 @@ impl HfContext {
             Target::Lan => String::new(),
         };
         let on_air = table.peer(&name).map_or(OnAir::Plain, OnAir::of);
-        let strip = table
+        let ashore = table
             .peer(&name)
-            .map(|p| p.strip_headers.clone())
+            .map(|p| Ashore::new(&p.strip_headers, p.text_only))
             .unwrap_or_default();
         let loaded = crate::blocking::spawn(move || {
             // Every due message, in the spool's order: the admission applies the budget, which
@@ -319,7 +319,7 @@ impl HfContext {
                 }
                 spool.mark_in_flight(&d.id, &d.recipients, now)?;
                 used = used.with(d.size, air);
-                out.push((d, stripped(file.message, &strip, &name)));
+                out.push((d, ashore.apply(file.message, &name)));
             }
             Ok::<_, skywave_spool::Error>(out)
         })
@@ -334,19 +334,44 @@ impl HfContext {
     }
 }
 
-/// `message` without the header fields `patterns` match (the peer's `strip_headers`,
-/// [`skywave_smtp::strip`]), as a link to `peer` sends it; the spool keeps it whole.
-fn stripped(
-    message: Vec<u8>,
-    patterns: &[skywave_smtp::strip::FieldPattern],
-    peer: &str,
-) -> Vec<u8> {
-    match skywave_smtp::strip::strip_fields(&message, patterns) {
-        (std::borrow::Cow::Owned(shorter), removed) => {
-            crate::metrics::header_bytes_stripped(peer, removed as u64);
-            shorter
+/// What a peer's or a group's links leave ashore of each message ([`skywave_smtp::strip`]):
+/// the header fields of its `strip_headers`, and with `text_only` the HTML twin of a text.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Ashore {
+    patterns: Vec<skywave_smtp::strip::FieldPattern>,
+    text_only: bool,
+}
+
+impl Ashore {
+    pub(crate) fn new(patterns: &[skywave_smtp::strip::FieldPattern], text_only: bool) -> Ashore {
+        Ashore {
+            patterns: patterns.to_vec(),
+            text_only,
         }
-        (std::borrow::Cow::Borrowed(_), _) => message,
+    }
+
+    /// `message` as a link to `to` (a peer or a group) sends it; the spool keeps it whole.
+    /// What was left out is counted in the metrics.
+    pub(crate) fn apply(&self, message: Vec<u8>, to: &str) -> Vec<u8> {
+        use skywave_smtp::strip::{strip_fields, text_only};
+        let message = if self.text_only {
+            match text_only(&message) {
+                (std::borrow::Cow::Owned(shorter), removed) => {
+                    crate::metrics::alternatives_left_ashore(to, removed as u64);
+                    shorter
+                }
+                (std::borrow::Cow::Borrowed(_), _) => message,
+            }
+        } else {
+            message
+        };
+        match strip_fields(&message, &self.patterns) {
+            (std::borrow::Cow::Owned(shorter), removed) => {
+                crate::metrics::header_bytes_stripped(to, removed as u64);
+                shorter
+            }
+            (std::borrow::Cow::Borrowed(_), _) => message,
+        }
     }
 }
 

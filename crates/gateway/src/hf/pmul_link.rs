@@ -73,7 +73,7 @@ use super::pmul_ip::{APORT, DPORT, IpCarrier, RPORT, TPORT};
 use super::sis::{Endpoint, LinkInput, priority_5066};
 use super::transfer::{Direction, TransferRecord};
 use super::{
-    Admission, Admit, Admitted, Classified, HfContext, MAX_SLEEP, OnAir, Used, classify, stripped,
+    Admission, Admit, Admitted, Ashore, Classified, HfContext, MAX_SLEEP, OnAir, Used, classify,
     weigh,
 };
 use crate::intake::{GatewayPolicy, Source};
@@ -866,7 +866,8 @@ impl PmulLink {
                     from: d.sender,
                     priority: d.priority,
                     size: d.size,
-                    message: stripped(file.message, &group.strip_headers, &group.name),
+                    message: Ashore::new(&group.strip_headers, group.text_only)
+                        .apply(file.message, &group.name),
                     members,
                     whole,
                 });
