@@ -2062,8 +2062,13 @@ async fn a_silent_ip_peer_is_probed_and_its_mail_comes_home() {
     o.min_backoff = 1;
     let now = skywave_spool::unix_seconds(std::time::SystemTime::now());
     let opens = now + 12 * 3600;
-    // The satellite's port: free now, nothing listens until the test says.
-    let sat = free_port();
+    // The satellite's port, held by the test for the whole run (a port let go could be taken
+    // by another test's server): while the satellite is down it takes each connection and
+    // closes it without a word, and once it is back it leads to the shore's SMTP listener.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let sat = listener.local_addr().unwrap();
+    let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     o.ship_peer_extra = format!(
         "schedule = [\"{}-{}\"]\n\n[[peer]]\nname = \"shore-sat\"\nprotocol = \"smtp\"\n\
          tcp_address = \"{sat}\"\nfallback = \"shore\"\nfallback_after = \"2s\"\n\
@@ -2073,6 +2078,28 @@ async fn a_silent_ip_peer_is_probed_and_its_mail_comes_home() {
         hh_mm(opens + 1800)
     );
     let pair = Pair::start(&o).await.unwrap();
+    let shore = pair.shore.bound().smtp;
+    let (is_up, counted) = (
+        std::sync::Arc::clone(&up),
+        std::sync::Arc::clone(&connections),
+    );
+    let satellite = tokio::spawn(async move {
+        loop {
+            let Ok((mut inbound, _)) = listener.accept().await else {
+                return;
+            };
+            if !is_up.load(std::sync::atomic::Ordering::SeqCst) {
+                drop(inbound);
+                continue;
+            }
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(async move {
+                if let Ok(mut out) = tokio::net::TcpStream::connect(shore).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                }
+            });
+        }
+    });
     let sent = submit_as_alice(
         &pair,
         1,
@@ -2085,7 +2112,7 @@ async fn a_silent_ip_peer_is_probed_and_its_mail_comes_home() {
             .iter()
             .any(|e| e.what == What::Moved && e.via.as_deref() == Some(to))
     };
-    // Refused, then silent for its two seconds: the message falls back to the shore's HF
+    // Unanswered, then silent for its two seconds: the message falls back to the shore's HF
     // peer, where it waits for the window.
     for _ in 0..300 {
         if moved_to("peer:shore") {
@@ -2094,28 +2121,13 @@ async fn a_silent_ip_peer_is_probed_and_its_mail_comes_home() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(moved_to("peer:shore"), "{:#?}", journal());
-    // Probes find the port still closed; nothing moves.
+    // Probes find the satellite still silent; nothing moves.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(!moved_to("peer:shore-sat"), "{:#?}", journal());
     assert!(maildir(&pair.shore_maildir).is_empty());
     // The satellite is back: its port leads to the shore's SMTP listener.
-    let listener = tokio::net::TcpListener::bind(sat).await.unwrap();
-    let shore = pair.shore.bound().smtp;
-    let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counted = std::sync::Arc::clone(&connections);
-    let forward = tokio::spawn(async move {
-        loop {
-            let Ok((mut inbound, _)) = listener.accept().await else {
-                return;
-            };
-            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            tokio::spawn(async move {
-                if let Ok(mut out) = tokio::net::TcpStream::connect(shore).await {
-                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
-                }
-            });
-        }
-    });
+    let answered_before = connections.load(std::sync::atomic::Ordering::SeqCst);
+    up.store(true, std::sync::atomic::Ordering::SeqCst);
     let back = tokio::time::Instant::now();
     let got = wait_for(&pair.shore_maildir, 1, Duration::from_secs(30)).await;
     let took = back.elapsed();
@@ -2125,6 +2137,7 @@ async fn a_silent_ip_peer_is_probed_and_its_mail_comes_home() {
     assert!(took < Duration::from_secs(15), "{took:?}");
     check_delivered_over(&got, std::slice::from_ref(&sent), "gw.shore.example", None);
     // The probe and the session that carried the mail.
+    assert_eq!(answered_before, 0);
     assert!(
         connections.load(std::sync::atomic::Ordering::SeqCst) >= 2,
         "{connections:?}"
@@ -2157,7 +2170,7 @@ async fn a_silent_ip_peer_is_probed_and_its_mail_comes_home() {
             (What::Delivered, Some("peer:shore-sat".to_owned()), None),
         ]
     );
-    forward.abort();
+    satellite.abort();
     pair.stop().await;
 }
 
