@@ -58,6 +58,8 @@ pub enum Source {
         name: String,
         /// How it is identified in `Received:` (e.g. its STANAG 5066 address).
         identity: String,
+        /// The protocol its mail came by (`HMTP`, `CFTP`, `P_MUL`), for the journal.
+        link: &'static str,
     },
 }
 
@@ -408,9 +410,11 @@ impl Intake {
         };
         // For the journal: who handed it over, and how (`skywave queue trace`).
         let origin = Some(match &policy.source {
-            Source::Peer { name, identity } => {
-                format!("from peer {name} ({identity}) with {}", protocol.as_str())
-            }
+            Source::Peer {
+                name,
+                identity,
+                link,
+            } => format!("from peer {name} ({identity}) by {link}"),
             Source::Lan { .. } => format!(
                 "from {} (HELO {helo}) with {}{}",
                 client_ip.map_or_else(|| "an unknown address".to_owned(), |ip| ip.to_string()),

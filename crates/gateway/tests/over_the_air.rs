@@ -2204,7 +2204,7 @@ async fn the_journals_say_where_each_message_came_from() {
     assert_eq!(
         origin(read(pair.shore.spool().root()).unwrap()),
         [Some(
-            "from peer ship (ship/5066:0.0.2.1) with ESMTP".to_owned()
+            "from peer ship (ship/5066:0.0.2.1) by HMTP".to_owned()
         )]
     );
     pair.stop().await;

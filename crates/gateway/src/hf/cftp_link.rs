@@ -403,6 +403,7 @@ impl CftpLink {
                         Source::Peer {
                             name: self.name.clone(),
                             identity: format!("{}/5066:{}", self.name, self.node),
+                            link: "CFTP",
                         },
                         Arc::clone(&self.ctx.routes),
                     );

@@ -741,6 +741,7 @@ impl HmtpLink {
                     Source::Peer {
                         name: self.name.clone(),
                         identity: format!("{}/5066:{}", self.name, self.node),
+                        link: "HMTP",
                     },
                     Arc::clone(&self.ctx.routes),
                 )

@@ -1581,6 +1581,7 @@ impl PmulLink {
             Source::Peer {
                 name: peer.name.clone(),
                 identity: self.carrier.identity(peer),
+                link: "P_MUL",
             },
             Arc::clone(&self.ctx.routes),
         );
