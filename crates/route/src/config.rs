@@ -846,7 +846,11 @@ fn check_fallback_after(
     let mut duration = |key: &str, v: &Spanned<IntOrStr>, zero: bool| {
         let parsed = match v.get_ref() {
             IntOrStr::Int(n) => u64::try_from(*n).ok().filter(|&n| zero || n > 0),
-            IntOrStr::Str(s) => crate::model::parse_duration(s),
+            IntOrStr::Str(s) => crate::model::parse_duration(s).or_else(|| {
+                // parse_duration refuses none at all; where it means "never", "0" and "0s" do.
+                let digits = s.trim().trim_end_matches(['s', 'm', 'h', 'd']).trim_end();
+                (zero && !digits.is_empty() && digits.bytes().all(|b| b == b'0')).then_some(0)
+            }),
         };
         if parsed.is_none() {
             ck.error(

@@ -871,7 +871,12 @@ fn a_fallback_is_read_and_explained() {
         ),
         "{explained}"
     );
-    for (probe, every) in [("\"5m\"", Some(300)), ("0", None)] {
+    for (probe, every) in [
+        ("\"5m\"", Some(300)),
+        ("0", None),
+        ("\"0\"", None),
+        ("\"0s\"", None),
+    ] {
         let table = RoutingTable::parse(
             "routes.toml",
             &text.replace(

@@ -123,10 +123,14 @@ impl TcpLink {
             return None;
         }
         let now = Instant::now();
-        Some(
-            self.last_try
-                .map_or(now, |t| (t + Duration::from_secs(every)).max(now)),
-        )
+        // An interval past what a clock can hold (`probe_every = 9223372036854775807`) never
+        // comes round.
+        match self.last_try {
+            None => Some(now),
+            Some(t) => t
+                .checked_add(Duration::from_secs(every))
+                .map(|at| at.max(now)),
+        }
     }
 
     /// Probes the peer (see the module's docs) and tells the fallback what it heard.
