@@ -297,17 +297,20 @@ impl HfContext {
                 if skip.iter().any(|s| s == d.id.as_str()) {
                     continue;
                 }
-                let (verdict, air, file) =
-                    weigh(&admit, out.len(), used, &d, on_air, || spool.load(&d.id))?;
+                let (verdict, air, loaded) =
+                    weigh(&admit, out.len(), used, &d, on_air, &ashore, || {
+                        ashore.load(&spool, &d.id)
+                    })?;
                 match verdict {
                     Admitted::Take => {}
                     Admitted::Skip | Admitted::NoRoom => continue,
                     Admitted::Stop => break,
                 }
-                let file = match file {
-                    Some(f) => f,
-                    None => spool.load(&d.id)?.1,
+                let sending = match loaded {
+                    Some(s) => s,
+                    None => ashore.load(&spool, &d.id)?,
                 };
+                let file = &sending.file;
                 // Mail for two or more ships of a group (or one under EMCON) is the
                 // multicast link's: it goes once for all of them.
                 if !table.groups().is_empty() {
@@ -319,7 +322,7 @@ impl HfContext {
                 }
                 spool.mark_in_flight(&d.id, &d.recipients, now)?;
                 used = used.with(d.size, air);
-                out.push((d, ashore.apply(file.message, &name)));
+                out.push((d, sending.taken(&name).message));
             }
             Ok::<_, skywave_spool::Error>(out)
         })
@@ -342,6 +345,28 @@ pub(crate) struct Ashore {
     text_only: bool,
 }
 
+/// A queued message loaded to go: its file, the message in it as the link sends it, and the
+/// bytes left ashore (HTML twins, header fields), counted once it is taken.
+pub(crate) struct Sending {
+    pub(crate) file: skywave_spool::QueueFile,
+    left: (u64, u64),
+}
+
+impl Sending {
+    /// Its file, once a session to `to` (a peer or a group) has taken it: what stayed ashore
+    /// is counted in the metrics.
+    pub(crate) fn taken(self, to: &str) -> skywave_spool::QueueFile {
+        let (alternatives, headers) = self.left;
+        if alternatives > 0 {
+            crate::metrics::alternatives_left_ashore(to, alternatives);
+        }
+        if headers > 0 {
+            crate::metrics::header_bytes_stripped(to, headers);
+        }
+        self.file
+    }
+}
+
 impl Ashore {
     pub(crate) fn new(patterns: &[skywave_smtp::strip::FieldPattern], text_only: bool) -> Ashore {
         Ashore {
@@ -350,28 +375,33 @@ impl Ashore {
         }
     }
 
-    /// `message` as a link to `to` (a peer or a group) sends it; the spool keeps it whole.
-    /// What was left out is counted in the metrics.
-    pub(crate) fn apply(&self, message: Vec<u8>, to: &str) -> Vec<u8> {
+    /// Whether it leaves anything ashore at all.
+    fn leaves_any(&self) -> bool {
+        self.text_only || !self.patterns.is_empty()
+    }
+
+    /// Loads message `id` from `spool` as a link sends it; the spool keeps it whole.
+    pub(crate) fn load(
+        &self,
+        spool: &skywave_spool::Spool,
+        id: &skywave_spool::QueueId,
+    ) -> skywave_spool::Result<Sending> {
         use skywave_smtp::strip::{strip_fields, text_only};
-        let message = if self.text_only {
-            match text_only(&message) {
-                (std::borrow::Cow::Owned(shorter), removed) => {
-                    crate::metrics::alternatives_left_ashore(to, removed as u64);
-                    shorter
-                }
-                (std::borrow::Cow::Borrowed(_), _) => message,
-            }
-        } else {
-            message
-        };
-        match strip_fields(&message, &self.patterns) {
-            (std::borrow::Cow::Owned(shorter), removed) => {
-                crate::metrics::header_bytes_stripped(to, removed as u64);
-                shorter
-            }
-            (std::borrow::Cow::Borrowed(_), _) => message,
+        let (_, mut file) = spool.load(id)?;
+        let mut left = (0, 0);
+        if self.text_only
+            && let (std::borrow::Cow::Owned(shorter), removed) = text_only(&file.message)
+        {
+            file.message = shorter;
+            left.0 = removed as u64;
         }
+        if let (std::borrow::Cow::Owned(shorter), removed) =
+            strip_fields(&file.message, &self.patterns)
+        {
+            file.message = shorter;
+            left.1 = removed as u64;
+        }
+        Ok(Sending { file, left })
     }
 }
 
@@ -619,22 +649,24 @@ impl OnAir {
 
 /// Whether `d` joins a session that has taken `taken` messages (`used`) so far, and what it
 /// takes on the air. Counted at its size first; a message that does not fit what is left of
-/// the window so is loaded (`load`) and counted again at its size compressed as `on_air`
-/// compresses it: a 100 kB text that deflates to 30 kB goes in a window with 40 kB left
-/// instead of waiting for the next. Returns the file when it was loaded.
+/// the window so, on a link that compresses (`on_air`) or leaves something ashore (`ashore`),
+/// is loaded as the link sends it (`load`) and counted again at that size compressed: a
+/// 100 kB text that deflates to 30 kB goes in a window with 40 kB left instead of waiting
+/// for the next. Returns the message when it was loaded.
 fn weigh(
     admit: &Admit,
     taken: usize,
     used: Used,
     d: &DueMessage,
     on_air: OnAir,
-    load: impl FnOnce() -> skywave_spool::Result<(skywave_spool::QueueState, skywave_spool::QueueFile)>,
-) -> skywave_spool::Result<(Admitted, u64, Option<skywave_spool::QueueFile>)> {
+    ashore: &Ashore,
+    load: impl FnOnce() -> skywave_spool::Result<Sending>,
+) -> skywave_spool::Result<(Admitted, u64, Option<Sending>)> {
     match admit.takes(taken, used, d, d.size) {
-        Admitted::NoRoom if on_air != OnAir::Plain => {
-            let (_, file) = load()?;
-            let air = on_air.bytes(&file.message);
-            Ok((admit.takes(taken, used, d, air), air, Some(file)))
+        Admitted::NoRoom if on_air != OnAir::Plain || ashore.leaves_any() => {
+            let sending = load()?;
+            let air = on_air.bytes(&sending.file.message);
+            Ok((admit.takes(taken, used, d, air), air, Some(sending)))
         }
         verdict => Ok((verdict, d.size, None)),
     }
@@ -1329,32 +1361,97 @@ mod tests {
             },
             message: message.to_vec(),
         };
-        let weighed = |on_air: OnAir, message: &[u8]| {
+        // What `weigh` finds, the loader giving `message` as the link sends it.
+        let weighed = |on_air: OnAir, ashore: &Ashore, message: &[u8]| {
             let mut loaded = false;
-            let (verdict, air, kept) =
-                weigh(&admit, 0, Used::default(), &due(0, size), on_air, || {
+            let (verdict, air, kept) = weigh(
+                &admit,
+                0,
+                Used::default(),
+                &due(0, size),
+                on_air,
+                ashore,
+                || {
                     loaded = true;
-                    Ok((skywave_spool::QueueState::Queued, file(message)))
-                })
-                .unwrap_or_else(|e| panic!("{e}"));
+                    Ok(Sending {
+                        file: file(message),
+                        left: (0, 0),
+                    })
+                },
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
             (verdict, air, kept.is_some(), loaded)
         };
+        let none = Ashore::default();
         assert_eq!(
-            weighed(OnAir::Deflate, &text),
+            weighed(OnAir::Deflate, &none, &text),
             (Admitted::Take, deflated, true, true)
         );
         assert_eq!(
-            weighed(OnAir::Lzw(12), &text),
+            weighed(OnAir::Lzw(12), &none, &text),
             (Admitted::Take, lzw, true, true)
         );
         assert_eq!(
-            weighed(OnAir::Deflate, &noise),
+            weighed(OnAir::Deflate, &none, &noise),
             (Admitted::NoRoom, size, true, true)
         );
         assert_eq!(
-            weighed(OnAir::Plain, &text),
+            weighed(OnAir::Plain, &none, &text),
             (Admitted::NoRoom, size, false, false)
         );
+        // A plain link that leaves something ashore weighs the message as it sends it: here
+        // the first half, what is left once an HTML twin, say, stayed ashore.
+        let text_only = Ashore::new(&[], true);
+        let half = &noise[..noise.len() / 2];
+        assert_eq!(
+            weighed(OnAir::Plain, &text_only, half),
+            (Admitted::Take, half.len() as u64, true, true)
+        );
+    }
+
+    /// What a link sends of a queued message: the text without its HTML twin, without the
+    /// header fields its `strip_headers` names; the spool keeps it whole, and what stayed ashore
+    /// is counted only once a session takes it.
+    #[test]
+    fn a_link_loads_a_message_as_it_sends_it() {
+        use skywave_compress::corpus::{Style, from_the_internet, message_of_size_with_style};
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (spool, _) = skywave_spool::Spool::open(dir.path().join("spool"), Default::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let alt = message_of_size_with_style(7, 20_000, Style::Alternative)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let message = from_the_internet(1, &alt);
+        let id = spool
+            .enqueue(
+                &skywave_spool::NewMessage {
+                    sender: "a@shore.example".into(),
+                    recipients: vec![("b@ship.example".into(), Target::Peer("ship".into()))],
+                    priority: skywave_spool::Priority::NORMAL,
+                    message: &message,
+                    dsn: Default::default(),
+                    rcpt_dsn: Vec::new(),
+                    origin: None,
+                },
+                1,
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        let patterns = skywave_smtp::strip::FieldPattern::defaults();
+        let sending = Ashore::new(&patterns, true)
+            .load(&spool, &id)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (text, twin) = skywave_smtp::strip::text_only(&message);
+        let (expected, fields) = skywave_smtp::strip::strip_fields(&text, &patterns);
+        assert_eq!(sending.file.message, expected.as_ref());
+        assert_eq!(sending.left, (twin as u64, fields as u64));
+        // The corpus's HTML twin; the provider's fields and the corpus message's own X- fields.
+        assert_eq!(sending.left, (8572, 4812));
+        let (_, whole) = spool.load(&id).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(whole.message, message);
+        // Nothing left ashore: the message as it came.
+        let plain = Ashore::default()
+            .load(&spool, &id)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((plain.file.message, plain.left), (message, (0, 0)));
     }
 
     #[test]

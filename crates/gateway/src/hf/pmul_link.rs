@@ -814,25 +814,27 @@ impl PmulLink {
             });
             let mut out = Vec::new();
             let mut used = Used::default();
+            let ashore = Ashore::new(&group.strip_headers, group.text_only);
             for (key, per_target) in due {
                 if out.len() >= room {
                     break;
                 }
                 let Some(d) = info.remove(&key) else { continue };
                 // MULE bodies are deflated: a window counts them so.
-                let (verdict, air, file) =
-                    weigh(&admit, out.len(), used, &d, OnAir::Deflate, || {
-                        spool.load(&d.id)
+                let (verdict, air, loaded) =
+                    weigh(&admit, out.len(), used, &d, OnAir::Deflate, &ashore, || {
+                        ashore.load(&spool, &d.id)
                     })?;
                 match verdict {
                     Admitted::Take => {}
                     Admitted::Skip | Admitted::NoRoom => continue,
                     Admitted::Stop => break,
                 }
-                let file = match file {
-                    Some(f) => f,
-                    None => spool.load(&d.id)?.1,
+                let sending = match loaded {
+                    Some(s) => s,
+                    None => ashore.load(&spool, &d.id)?,
                 };
+                let file = &sending.file;
                 let pending = pending_targets(&file.envelope.recipients);
                 let plan = table.plan(pending.iter().map(String::as_str));
                 // A leg for this group exists exactly when the group's name finds it.
@@ -859,15 +861,15 @@ impl PmulLink {
                     .filter(|r| !r.dsn.is_empty())
                     .map(|r| (r.address.clone(), r.dsn.clone()))
                     .collect();
+                let dsn = file.envelope.dsn.clone();
                 out.push(Taken {
-                    dsn: file.envelope.dsn.clone(),
+                    dsn,
                     rcpt_dsn,
                     id: d.id,
                     from: d.sender,
                     priority: d.priority,
                     size: d.size,
-                    message: Ashore::new(&group.strip_headers, group.text_only)
-                        .apply(file.message, &group.name),
+                    message: sending.taken(&group.name).message,
                     members,
                     whole,
                 });
