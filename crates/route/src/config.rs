@@ -883,7 +883,7 @@ fn check_fallback_after(
         ck.error(
             v.span(),
             format!(
-                "probe_every is for a peer over TCP/IP (tcp_address): a probe of peer \"{name}\" over STANAG 5066 would cost airtime; its mail comes back when a session of its own is answered"
+                "probe_every is for a peer over TCP/IP (tcp_address); peer \"{name}\" is not, and a probe over HF would cost airtime: its mail comes back when a session of its own is answered"
             ),
         );
     }

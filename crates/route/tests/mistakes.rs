@@ -971,9 +971,9 @@ fn fallback_mistakes_point_at_the_key() {
             peer("a", "fallback = \"b\"\nprobe_every = 0\n"),
             peer("b", "").replace("0.0.1.1", "0.0.1.2")
         )),
-        "routes.toml:6:15: error: probe_every is for a peer over TCP/IP (tcp_address): a probe of \
-         peer \"a\" over STANAG 5066 would cost airtime; its mail comes back when a session of \
-         its own is answered"
+        "routes.toml:6:15: error: probe_every is for a peer over TCP/IP (tcp_address); peer \"a\" \
+         is not, and a probe over HF would cost airtime: its mail comes back when a session of its \
+         own is answered"
     );
     assert_eq!(
         one_error(&format!(

@@ -23,7 +23,7 @@ use crate::downgrade::{
 };
 
 /// What `strip_headers = true` leaves out: signatures, seals and verification results of the
-/// Internet side, and every `X-` field.
+/// Internet side, and every `X-` field but those of [`SPARED`].
 pub const DEFAULT_STRIP: &[&str] = &[
     "DKIM-Signature",
     "DomainKey-Signature",
@@ -59,6 +59,11 @@ pub const KEPT: &[&str] = &[
     "Expires",
     "Auto-Submitted",
 ];
+
+/// `X-` fields a prefix pattern passes over: `X-Priority`, the importance flag that
+/// Thunderbird sets alone and mail readers show (RFC 6758's `Priority` and `Importance` are not
+/// `X-` fields, and stay anyway).
+pub const SPARED: &[&str] = &["X-Priority"];
 
 /// A field name a link leaves out (`DKIM-Signature`, any case), or a prefix of names
 /// (`X-*`).
@@ -152,7 +157,12 @@ pub fn strip_fields<'a>(message: &'a [u8], patterns: &[FieldPattern]) -> (Cow<'a
         return (Cow::Borrowed(message), 0);
     }
     let entity = split_entity(message);
-    let strip = |name: &[u8]| patterns.iter().any(|p| p.matches(name));
+    let strip = |name: &[u8]| {
+        patterns.iter().any(|p| p.matches(name))
+            && !SPARED
+                .iter()
+                .any(|s| name.eq_ignore_ascii_case(s.as_bytes()))
+    };
     let removed: usize = entity
         .fields
         .iter()
@@ -272,6 +282,7 @@ mod tests {
         Subject: charts\r\n\
         Message-ID: <1@example.com>\r\n\
         x-mailer: Something 1.0\r\n\
+        X-Priority: 1 (Highest)\r\n\
         \r\n\
         X-Not-A-Header: the body is never touched\r\n\
         DKIM-Signature: nor is this\r\n";
@@ -285,6 +296,7 @@ mod tests {
             To: ops@ship.example\r\n\
             Subject: charts\r\n\
             Message-ID: <1@example.com>\r\n\
+            X-Priority: 1 (Highest)\r\n\
             \r\n\
             X-Not-A-Header: the body is never touched\r\n\
             DKIM-Signature: nor is this\r\n";
