@@ -402,3 +402,28 @@ fn a_reader_that_stops_early_ends_the_benchmark_quietly() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// The journal holds what clients and peers said; `skywave queue trace` shows their control
+/// characters as `?`, so that none of them drives the operator's terminal.
+#[test]
+fn trace_shows_no_control_characters() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("spool");
+    drop(Spool::open(&root, SpoolConfig::default()).unwrap());
+    std::fs::write(
+        root.join("journal.jsonl"),
+        "{\"t\":1800000000,\"id\":\"Q1\",\"what\":\"queued\",\"rcpts\":[\"cdr@shore.test\"],\
+         \"via\":\"peer:shore\",\"from\":\"ops@ship.test\",\"origin\":\"from 10.1.2.3 (HELO \\u001b[2J) with ESMTP\"}\n\
+         {\"t\":1800000060,\"id\":\"Q1\",\"what\":\"deferred\",\"rcpts\":[\"cdr@shore.test\"],\
+         \"via\":\"peer:shore\",\"text\":\"451 \\u001b]0;owned\\u0007 try later\"}\n",
+    )
+    .unwrap();
+    let (code, out, err) = queue(&root, &["trace", "cdr@shore.test"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{out:?}");
+    assert!(
+        out.contains("came from 10.1.2.3 (HELO ?[2J) with ESMTP"),
+        "{out}"
+    );
+    assert!(out.contains("451 ?]0;owned? try later"), "{out}");
+}

@@ -274,9 +274,9 @@ fn trace(dir: &std::path::Path, terms: &[String]) -> anyhow::Result<ExitCode> {
                     title.push_str(&format!(", {size} bytes"));
                 }
             }
-            outln!("{title}");
+            outln!("{}", printable(&title));
             if let Some(origin) = head.and_then(|h| h.origin.as_deref()) {
-                outln!("  came {origin}");
+                outln!("  came {}", printable(origin));
             }
             for e in life {
                 let mut line = format!(
@@ -298,7 +298,7 @@ fn trace(dir: &std::path::Path, terms: &[String]) -> anyhow::Result<ExitCode> {
                 if let Some(text) = &e.text {
                     line.push_str(&format!(": {text}"));
                 }
-                outln!("{line}");
+                outln!("{}", printable(&line));
             }
         }
     }
@@ -307,6 +307,19 @@ fn trace(dir: &std::path::Path, terms: &[String]) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// `text` with its control characters shown as `?`: the journal holds what clients and peers
+/// said (addresses, replies), and none of it may drive the operator's terminal.
+fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.chars().any(char::is_control) {
+        text.chars()
+            .map(|c| if c.is_control() { '?' } else { c })
+            .collect::<String>()
+            .into()
+    } else {
+        text.into()
+    }
 }
 
 /// `skywave queue bounce`: one message, or every queued or held message with mail for `peer`.

@@ -416,13 +416,14 @@ impl Intake {
                 link,
             } => format!("from peer {name} ({identity}) by {link}"),
             Source::Lan { .. } => format!(
-                "from {} (HELO {helo}) with {}{}",
+                "from {} (HELO {}) with {}{}",
                 client_ip.map_or_else(|| "an unknown address".to_owned(), |ip| ip.to_string()),
+                shown(&helo),
                 protocol.as_str(),
                 envelope
                     .auth_user
                     .as_ref()
-                    .map(|u| format!(" as {u}"))
+                    .map(|u| format!(" as {}", shown(u)))
                     .unwrap_or_default()
             ),
         });
@@ -573,10 +574,29 @@ fn hop_count(message: &[u8]) -> usize {
         .count()
 }
 
+/// What a client said (its HELO, its user name) as the journal keeps it for `skywave queue
+/// trace` to print on an operator's terminal: at most 255 characters, control characters (a
+/// terminal's escape sequences among them) shown as `?`.
+fn shown(said: &str) -> String {
+    said.chars()
+        .take(255)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// A client's HELO reaches the operator's terminal through `skywave queue trace`: no escape
+    /// sequence gets there, and no novel.
+    #[test]
+    fn what_a_client_said_is_shown_printable_and_bounded() {
+        assert_eq!(shown("pc.ship.example"), "pc.ship.example");
+        assert_eq!(shown("\u{1b}[2J\u{1b}[31mpc\r\n"), "?[2J?[31mpc??");
+        assert_eq!(shown(&"x".repeat(1000)).len(), 255);
+    }
 
     #[test]
     fn passwords_compare_exactly() {
