@@ -240,7 +240,7 @@ fn move_mail(
 /// `skywave queue trace`: each message the terms name, and the reports on it, as the journal
 /// tells its life; exit 1 when none matches.
 fn trace(dir: &std::path::Path, terms: &[String]) -> anyhow::Result<ExitCode> {
-    use skywave_spool::journal::{self, What};
+    use skywave_spool::journal::{self, What, printable};
     let events = journal::read(dir)
         .with_context(|| format!("cannot read the journal of the spool at {}", dir.display()))?;
     // Each message's events, in the journal's order, gathered once for every term.
@@ -307,19 +307,6 @@ fn trace(dir: &std::path::Path, terms: &[String]) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
-}
-
-/// `text` with its control characters shown as `?`: the journal holds what clients and peers
-/// said (addresses, replies), and none of it may drive the operator's terminal.
-fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    if text.chars().any(char::is_control) {
-        text.chars()
-            .map(|c| if c.is_control() { '?' } else { c })
-            .collect::<String>()
-            .into()
-    } else {
-        text.into()
-    }
 }
 
 /// `skywave queue bounce`: one message, or every queued or held message with mail for `peer`.

@@ -576,12 +576,10 @@ fn hop_count(message: &[u8]) -> usize {
 
 /// What a client said (its HELO, its user name) as the journal keeps it for `skywave queue
 /// trace` to print on an operator's terminal: at most 255 characters, control characters (a
-/// terminal's escape sequences among them) shown as `?`.
+/// terminal's escape sequences among them) shown as `?` ([`skywave_spool::journal::printable`]).
 fn shown(said: &str) -> String {
-    said.chars()
-        .take(255)
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
+    let bounded: String = said.chars().take(255).collect();
+    skywave_spool::journal::printable(&bounded).into_owned()
 }
 
 #[cfg(test)]

@@ -143,6 +143,20 @@ impl Event {
     }
 }
 
+/// `text` with its control characters shown as `?`: the journal holds what clients and peers
+/// said (a HELO, addresses, replies), and none of it may drive the terminal of the operator who
+/// reads it (`skywave queue trace`).
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.chars().any(char::is_control) {
+        text.chars()
+            .map(|c| if c.is_control() { '?' } else { c })
+            .collect::<String>()
+            .into()
+    } else {
+        text.into()
+    }
+}
+
 /// The events of a message just queued (`held`: held from the start): one per target, with
 /// its recipients, the first saying the sender, `message_id`, size and `origin`.
 pub fn queued(
