@@ -754,15 +754,22 @@ fn free_port() -> SocketAddr {
     l.local_addr().unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn smtp_with_xlzw16_between_two_gateways_over_tcp() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut o = options(dir.path(), "lzw16");
+/// [`options`] for a pair that speaks SMTP straight over TCP between the two LAN ports (each
+/// side's peer entry names the other's port, so both are fixed before the start), first retry
+/// after a second.
+fn over_tcp(dir: &Path, compression: &str) -> PairOptions {
+    let mut o = options(dir, compression);
     o.protocol = "smtp".into();
     o.ship_smtp = free_port();
     o.shore_smtp = free_port();
     o.min_backoff = 1;
-    let pair = Pair::start(&o).await.unwrap();
+    o
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smtp_with_xlzw16_between_two_gateways_over_tcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let pair = Pair::start(&over_tcp(dir.path(), "lzw16")).await.unwrap();
     let mut to_shore = Vec::new();
     let mut to_ship = Vec::new();
     for i in 0..4 {
@@ -2053,13 +2060,9 @@ async fn mail_for_an_ip_peer_that_refuses_falls_back_after_one_attempt() {
 async fn a_silent_ip_peer_is_probed_and_its_mail_comes_home() {
     use skywave_spool::journal::What;
     let dir = tempfile::tempdir().unwrap();
-    let mut o = options(dir.path(), "none");
     // The shore straight over TCP, as the HF peer stands in for: its window opens in twelve
     // hours.
-    o.protocol = "smtp".into();
-    o.ship_smtp = free_port();
-    o.shore_smtp = free_port();
-    o.min_backoff = 1;
+    let mut o = over_tcp(dir.path(), "none");
     let now = skywave_spool::unix_seconds(std::time::SystemTime::now());
     let opens = now + 12 * 3600;
     // The satellite's port, held by the test for the whole run (a port let go could be taken

@@ -281,11 +281,10 @@ impl HfContext {
             Target::Peer(p) => p.clone(),
             Target::Lan => String::new(),
         };
-        let on_air = table.peer(&name).map_or(OnAir::Plain, OnAir::of);
-        let ashore = table
-            .peer(&name)
-            .map(|p| Ashore::new(&p.strip_headers, p.text_only))
-            .unwrap_or_default();
+        let (on_air, ashore) = table.peer(&name).map_or_else(
+            || (OnAir::Plain, Ashore::default()),
+            |p| (OnAir::of(p), Ashore::new(&p.strip_headers, p.text_only)),
+        );
         let loaded = crate::blocking::spawn(move || {
             // Every due message, in the spool's order: the admission applies the budget, which
             // stops at the first message over it, and the window, which skips a message that
