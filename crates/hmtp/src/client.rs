@@ -181,6 +181,10 @@ pub struct BatchOutcome {
     /// read (what the peer can do is then not known): after a cut, its server gives the
     /// session up at the marker ([`crate::cut`]).
     pub peer_cuts: Option<bool>,
+    /// Whether the peer advertised `XRESUME` in its EHLO reply, `None` when no EHLO reply was
+    /// read: after a cut, its server goes on with the session from where its node had it
+    /// ([`crate::resume`]).
+    pub peer_resumes: Option<bool>,
     /// Whether the peer advertised `DSN` in its EHLO reply, `None` when no EHLO reply was
     /// read.
     pub peer_dsn: Option<bool>,
@@ -431,6 +435,7 @@ impl HmtpClient {
                 .map(|e| e.dictionaries.clone())
                 .unwrap_or_default(),
             peer_cuts: self.session.server_extensions().map(|e| e.session_cut),
+            peer_resumes: self.session.server_extensions().map(|e| e.session_resume),
             peer_dsn: self.session.server_extensions().map(|e| e.dsn),
             peer_eight_bit_mime: self.session.server_extensions().map(|e| e.eight_bit_mime),
             peer_smtputf8: self.session.server_extensions().map(|e| e.smtputf8),

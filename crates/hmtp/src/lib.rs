@@ -15,6 +15,8 @@
 //! - [`collision`]: what two nodes do when their sessions cross, and which stream is which.
 //! - [`cut`]: skywave's `XCUT`, a marker that gives up a session a lost link cut short, so
 //!   the next one need not wait for the server's timeout.
+//! - [`resume`]: skywave's `XRESUME`, which goes on with a cut session from where the peer's
+//!   node had it instead of sending it again whole.
 //! - [`stream`]: compression choice, U_PDU cutting and counts shared by client and server.
 //!
 //! ```
@@ -61,6 +63,7 @@ pub mod collision;
 pub mod cut;
 pub mod dedup;
 pub mod error;
+pub mod resume;
 pub mod server;
 pub mod stream;
 

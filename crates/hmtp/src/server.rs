@@ -49,6 +49,9 @@ pub struct ServerSettings {
     pub mtu: usize,
     /// Caps on the decompressed command stream.
     pub limits: Limits,
+    /// Advertise `XRESUME` ([`crate::resume`]): set by an owner that keeps the U_PDUs of a
+    /// session cut short and goes on with it at the client's resume marker.
+    pub resume: bool,
 }
 
 impl ServerSettings {
@@ -58,6 +61,7 @@ impl ServerSettings {
             smtp: ServerConfig::hmtp(hostname),
             mtu,
             limits: Limits::default(),
+            resume: false,
         }
     }
 }
@@ -340,6 +344,9 @@ impl<P: Policy> HmtpServer<P> {
         config.reply_buffering = mode == ServeMode::Batch;
         // Whatever the client: one that does not know the keyword ignores it.
         config.extra_ehlo.push(crate::cut::KEYWORD.to_owned());
+        if self.settings.resume {
+            config.extra_ehlo.push(crate::resume::KEYWORD.to_owned());
+        }
         // A deflate stream comes from a skywave peer: tell it which preset dictionaries this
         // server decodes, so that its next session can use one (see `crate::stream`).
         if self.decoder.kind() == Some(StreamKind::Zlib) {

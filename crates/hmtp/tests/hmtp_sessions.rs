@@ -12,6 +12,7 @@ use skywave_hmtp::{
     Arbiter, BatchMessage, ClientSettings, Compression, DedupCache, Disposition, HmtpClient,
     HmtpServer, IncomingAction, ServeMode, ServerEnd, ServerEvent, ServerSettings, SessionEnd,
     StreamStart, classify_stream_start,
+    resume::{self, Keeper, Verdict as ResumeVerdict},
 };
 use skywave_smtp::{
     AcceptAll, ClientConfig, ClientEvent, ClientMode, ClientSession, CloseReason, EnhancedCode,
@@ -1378,6 +1379,254 @@ fn a_session_given_up_at_the_cut_marker_leaves_the_next_one_whole() {
             );
         }
     }
+}
+
+/// The receiving gateway's side of `XRESUME` in miniature: its keeper, the session it serves
+/// (a new server for each session of the peer's, as a gateway's link serves them) and its
+/// spool.
+struct Resuming {
+    keeper: Keeper,
+    server: Option<HmtpServer<AcceptAll>>,
+    owner: Owner,
+    mtu: usize,
+    refused: usize,
+    copies: usize,
+}
+
+impl Resuming {
+    fn new(mtu: usize) -> Self {
+        Self {
+            keeper: Keeper::new(),
+            server: None,
+            owner: Owner::new(),
+            mtu,
+            refused: 0,
+            copies: 0,
+        }
+    }
+
+    fn settings(&self) -> ServerSettings {
+        let mut s = server_settings(self.mtu);
+        s.resume = true;
+        s
+    }
+
+    /// Reads one U_PDU into the session served (a new one if none is); its transmissions.
+    fn read(&mut self, u: &[u8], now: Instant) -> Vec<Vec<Vec<u8>>> {
+        if self.server.is_none() {
+            self.server = Some(HmtpServer::new(self.settings(), AcceptAll, now).unwrap());
+            self.keeper.started();
+        }
+        self.keeper.read(u);
+        let server = self.server.as_mut().unwrap();
+        let out = self.owner.serve(server, &[u.to_vec()], now);
+        self.end_if_closed();
+        out
+    }
+
+    fn end_if_closed(&mut self) {
+        if self.server.as_ref().is_some_and(|s| s.is_closed()) {
+            self.server = None;
+            let timed_out = matches!(
+                self.owner.closed.last(),
+                Some(ServerEnd::Session(
+                    CloseReason::IdleTimeout | CloseReason::DataTimeout
+                ))
+            );
+            self.keeper.ended(timed_out);
+        }
+    }
+
+    /// One U_PDU from the peer; the transmissions it brings.
+    fn receive(&mut self, u: &[u8], now: Instant) -> Vec<Vec<Vec<u8>>> {
+        match self.keeper.check(u, self.server.is_some()) {
+            ResumeVerdict::Pass => self.read(u, now),
+            ResumeVerdict::Copy => {
+                self.copies += 1;
+                Vec::new()
+            }
+            ResumeVerdict::Discard => Vec::new(),
+            ResumeVerdict::GoOn { .. } => Vec::new(),
+            ResumeVerdict::Rebuild { updus, .. } => {
+                let mut out = Vec::new();
+                for old in &updus {
+                    out.extend(self.read(old, now));
+                }
+                out
+            }
+            ResumeVerdict::Refuse(_) => {
+                self.refused += 1;
+                vec![vec![resume::REFUSAL.to_vec()]]
+            }
+            v => panic!("{v:?}"),
+        }
+    }
+
+    /// The idle timeout of the session served passes.
+    fn time_out(&mut self, now: Instant) -> Vec<Vec<Vec<u8>>> {
+        let Some(server) = self.server.as_mut() else {
+            return Vec::new();
+        };
+        let later = server.poll_timeout().unwrap();
+        assert!(later > now);
+        server.handle_timeout(later, &mut self.owner.dedup);
+        let out = self.owner.drain(server, later);
+        self.end_if_closed();
+        out
+    }
+}
+
+#[test]
+fn a_cut_session_resumed_at_its_marker_delivers_every_message_once_with_only_the_rest_sent() {
+    // XRESUME (`skywave_hmtp::resume`): the peer's node had `held` U_PDUs of the session and
+    // confirmed the first `from` of them; the next submission is the resume marker and
+    // U_PDUs `from..`. At every such cut, in every compression, whether the server was still
+    // waiting for the rest or had given the session up (its idle timeout), the server goes on
+    // with the session, drops the copies, spools each message once and intact, and its
+    // replies answer the whole session to the client that sent it.
+    let mtu = 512;
+    let now = Instant::now();
+    for compression in SCHEMES {
+        let batch = messages(8, 7);
+        let originals: Vec<Vec<u8>> = batch.iter().map(|m| m.body.clone()).collect();
+        let (_, first) = submitted(batch.clone(), compression, mtu);
+        let n = first.len();
+        for held in 1..n {
+            for from in [1, held.div_ceil(2), held] {
+                for given_up in [false, true] {
+                    let case =
+                        format!("{compression:?} held {held} from {from} given up {given_up}");
+                    let (mut client, first) = submitted(batch.clone(), compression, mtu);
+                    let mut shore = Resuming::new(mtu);
+                    for u in &first[..held] {
+                        assert!(shore.receive(u, now).is_empty(), "{case}");
+                    }
+                    if given_up {
+                        // Its 421 goes to a client whose session was cut: it reads no replies
+                        // until its resumed session's.
+                        shore.time_out(now);
+                        assert!(shore.server.is_none(), "{case}");
+                        assert!(shore.keeper.holds_a_cut_session(), "{case}");
+                    }
+                    let resumed = resume::resumption(&first, from).unwrap();
+                    assert_eq!(resumed.len(), n - from + 1);
+                    let mut replies = Vec::new();
+                    for u in &resumed {
+                        replies.extend(shore.receive(u, now));
+                    }
+                    assert_eq!(shore.copies, held - from, "{case}");
+                    assert_eq!(shore.refused, 0, "{case}");
+                    assert_eq!(
+                        shore.owner.spooled.len(),
+                        originals.len(),
+                        "{case}: each message spooled once"
+                    );
+                    assert!(
+                        shore
+                            .owner
+                            .spooled
+                            .iter()
+                            .all(|(_, b)| originals.contains(b)),
+                        "{case}: intact"
+                    );
+                    assert_eq!(replies.len(), 1, "{case}: one transmission of replies");
+                    for u in &replies[0] {
+                        client.receive(u);
+                    }
+                    let outcome = client.outcome().expect("the session ends");
+                    assert!(all_delivered(outcome), "{case}: {outcome:?}");
+                    assert_eq!(outcome.peer_resumes, Some(true), "{case}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_resume_marker_without_its_session_is_refused_and_its_rest_dropped() {
+    // The server restarted since the cut, or took another session of the peer's: it has no
+    // tape that matches. It refuses at once, drops the rest of the resumed session, and reads
+    // the client's next session, whole, as a new stream.
+    let mtu = 512;
+    let now = Instant::now();
+    for compression in SCHEMES {
+        let batch = messages(4, 3);
+        let (_, first) = submitted(batch.clone(), compression, mtu);
+        let mut shore = Resuming::new(mtu);
+        let resumed = resume::resumption(&first, 2).unwrap();
+        let mut replies = Vec::new();
+        for u in &resumed {
+            replies.extend(shore.receive(u, now));
+        }
+        assert_eq!(
+            replies,
+            vec![vec![resume::REFUSAL.to_vec()]],
+            "{compression:?}"
+        );
+        assert!(shore.owner.spooled.is_empty());
+        assert!(
+            shore.server.is_none(),
+            "{compression:?}: nothing read of the rest"
+        );
+        let (mut client, again) = submitted(batch, compression, mtu);
+        for u in &again {
+            replies.extend(shore.receive(u, now));
+        }
+        for u in &replies[1] {
+            client.receive(u);
+        }
+        assert!(all_delivered(client.outcome().unwrap()), "{compression:?}");
+        assert_eq!(shore.owner.spooled.len(), 4);
+
+        // Another session of the peer's after a cut ends the tape kept: a marker for the cut
+        // one is then refused.
+        let mut shore = Resuming::new(mtu);
+        for u in &first[..3] {
+            shore.receive(u, now);
+        }
+        shore.time_out(now);
+        let (_, other) = submitted(messages(1, 9), compression, mtu);
+        for u in &other {
+            shore.receive(u, now);
+        }
+        assert!(!shore.keeper.holds_a_cut_session());
+        for u in &resumed {
+            shore.receive(u, now);
+        }
+        assert_eq!(shore.refused, 1, "{compression:?}");
+
+        // So does the cut marker.
+        let mut shore = Resuming::new(mtu);
+        for u in &first[..3] {
+            shore.receive(u, now);
+        }
+        shore.time_out(now);
+        shore.receive(skywave_hmtp::cut::MARKER, now);
+        assert!(!shore.keeper.holds_a_cut_session());
+    }
+}
+
+#[test]
+fn a_copy_that_differs_puts_the_session_out_of_step() {
+    let mtu = 512;
+    let now = Instant::now();
+    let (_, first) = submitted(messages(4, 3), Compression::Deflate, mtu);
+    let mut shore = Resuming::new(mtu);
+    for u in &first[..4] {
+        shore.receive(u, now);
+    }
+    let mut resumed = resume::resumption(&first, 2).unwrap();
+    resumed[2][0] ^= 1;
+    assert_eq!(
+        shore.keeper.check(&resumed[0], true),
+        ResumeVerdict::GoOn { copies: 2 }
+    );
+    assert_eq!(shore.keeper.check(&resumed[1], true), ResumeVerdict::Copy);
+    assert_eq!(
+        shore.keeper.check(&resumed[2], true),
+        ResumeVerdict::OutOfStep
+    );
+    assert_eq!(shore.keeper.check(&resumed[3], true), ResumeVerdict::Pass);
 }
 
 /// UTF-8 header fields to a peer other than a skywave gateway: its EHLO reply says whether it

@@ -78,11 +78,18 @@ pub struct Extensions {
     /// skywave's `XCUT` ([`CUT_KEYWORD`]): the server gives up a session of ours cut short by a
     /// lost link when the next one starts with the cut marker (see the hmtp crate's `cut`).
     pub session_cut: bool,
+    /// skywave's `XRESUME` ([`RESUME_KEYWORD`]): the server goes on with a session of ours cut
+    /// short by a lost link from where its node had it, when the next one starts with the
+    /// resume marker (see the hmtp crate's `resume`).
+    pub session_resume: bool,
 }
 
 /// The EHLO keyword of skywave's `XCUT`; the hmtp crate's `cut`, which gives it its meaning,
 /// advertises this one.
 pub const CUT_KEYWORD: &str = "XCUT";
+
+/// The EHLO keyword of skywave's `XRESUME`; the hmtp crate's `resume` gives it its meaning.
+pub const RESUME_KEYWORD: &str = "XRESUME";
 
 impl Extensions {
     /// Reads the keywords from the lines of a 250 reply to EHLO (the first line is the greeting).
@@ -101,6 +108,7 @@ impl Extensions {
                 "DSN" => ext.dsn = true,
                 sum::KEYWORD => ext.session_sum = true,
                 CUT_KEYWORD => ext.session_cut = true,
+                RESUME_KEYWORD => ext.session_resume = true,
                 "XDICT" => ext.dictionaries.extend(
                     words
                         .take(16)
