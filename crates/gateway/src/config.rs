@@ -188,6 +188,11 @@ pub struct HfConfig {
     /// acknowledgements), still receives and delivers multicast mail, and sends what it owes
     /// once an operator lifts EMCON (`skywave emcon off`). A restart returns to this setting.
     pub emcon: bool,
+    /// Go on with HMTP sessions cut short by a lost link from where the peer's node had them
+    /// (skywave's `XRESUME`, `skywave_hmtp::resume`), both ways: this gateway's server
+    /// advertises it and keeps what it received of a session cut short until the peer's next
+    /// one, and its sessions to a peer that advertised it go on instead of going again whole.
+    pub resume: bool,
     /// Largest P_MUL PDU, bytes: each travels as one non-ARQ U_PDU, lost whole if one of its
     /// D_PDUs is lost, so small PDUs cost a little header and save much repair on a poor channel.
     pub pmul_pdu_size: usize,
@@ -275,6 +280,7 @@ impl Default for HfConfig {
             dedup_window: Duration::from_secs(7 * 86_400),
             batch_delay: Duration::from_secs(2),
             emcon: false,
+            resume: true,
             pmul_pdu_size: DEFAULT_PMUL_PDU_SIZE,
             pmul_ip: None,
         }
@@ -465,6 +471,7 @@ struct RawHf {
     dedup_window: Option<Secs>,
     batch_delay: Option<Secs>,
     emcon: Option<bool>,
+    resume: Option<bool>,
     pmul_pdu_size: Option<Spanned<i64>>,
 }
 
@@ -978,6 +985,9 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Config, ConfigError>
         &mut err,
     ) {
         hf.turnaround = Duration::from_millis(v);
+    }
+    if let Some(r) = raw.hf.resume {
+        hf.resume = r;
     }
     if let Some(e) = raw.hf.emcon {
         hf.emcon = e;

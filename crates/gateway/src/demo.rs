@@ -89,6 +89,9 @@ pub struct PairOptions {
     /// Each side's routing table states that the other honours the cut marker (`xcut = true`),
     /// before any session has shown it; false: learnt from the first EHLO reply.
     pub xcut: bool,
+    /// Both gateways' `[hf] resume` (`XRESUME`): a session cut short by a lost link goes on
+    /// from where the peer's node had it; false: it goes again whole.
+    pub resume: bool,
     /// Both gateways' `[hf] reply_timeout` (whole seconds); `None`: the configuration's default.
     pub reply_timeout: Option<Duration>,
     /// Both gateways' `[hf] delivery_timeout` (whole seconds); `None`: the configuration's
@@ -126,6 +129,7 @@ impl PairOptions {
             batch_bytes: 64 * 1024,
             skywave_peer: true,
             xcut: false,
+            resume: true,
             reply_timeout: None,
             delivery_timeout: None,
             ship_peer_extra: String::new(),
@@ -475,6 +479,7 @@ fn write_side(opts: &PairOptions, side: Side) -> Result<PathBuf, PairError> {
             rate_bps: opts.rate_bps,
             turnaround: opts.turnaround,
             emcon: false,
+            resume: opts.resume,
             reply_timeout: opts.reply_timeout,
             delivery_timeout: opts.delivery_timeout,
         },
@@ -528,6 +533,8 @@ pub(crate) struct HfToml {
     pub(crate) turnaround: Duration,
     /// `emcon`.
     pub(crate) emcon: bool,
+    /// `resume` (written only when false, the default being true).
+    pub(crate) resume: bool,
     /// `reply_timeout`, whole seconds, when not the default.
     pub(crate) reply_timeout: Option<Duration>,
     /// `delivery_timeout`, whole seconds, when not the default.
@@ -565,11 +572,12 @@ pub(crate) fn gateway_toml(
          assumed_bps = {bps}\n\
          # The emulated radios' turnaround: P_MUL spaces the ships' acknowledgements by it.\n\
          turnaround_ms = {turnaround_ms}\n\
-         emcon = {emcon}\n{reply_timeout}{delivery_timeout}",
+         emcon = {emcon}\n{resume}{reply_timeout}{delivery_timeout}",
         max_backoff = (min_backoff * 8).max(60),
         bps = hf.rate_bps.clamp(50, 64_000),
         turnaround_ms = hf.turnaround.as_millis(),
         emcon = hf.emcon,
+        resume = if hf.resume { "" } else { "resume = false\n" },
         reply_timeout = hf
             .reply_timeout
             .map(|t| format!("reply_timeout = {}\n", t.as_secs()))

@@ -39,6 +39,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use skywave_hmtp::resume::{self, Verdict as Resume};
 use skywave_hmtp::{
     Arbiter, BatchMessage, BatchOutcome, ClientSettings, Compression, Disposition, HmtpClient,
     HmtpServer, IncomingAction, ServerEnd, ServerEvent, ServerSettings, SessionEnd, StreamStart,
@@ -46,6 +47,7 @@ use skywave_hmtp::{
 };
 use skywave_route::Compression as RouteCompression;
 use skywave_sis::{NodeAddress, Priority};
+use skywave_smtp::CloseReason;
 use skywave_spool::{DueMessage, Handoff, Target};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -55,7 +57,7 @@ use super::dedup_store::DedupStore;
 use super::peer_memory::MemoryFile;
 use super::sis::{Endpoint, LinkInput, Report, priority_5066};
 use super::transfer::{Direction, TransferRecord};
-use super::{HfContext, Look, Take, sleep_opt};
+use super::{Again, HfContext, Look, Take, sleep_opt};
 use crate::intake::{GatewayPolicy, Source};
 use crate::outcome::Outcome;
 
@@ -77,6 +79,28 @@ struct Own {
     /// peer cannot answer before it has the session, so the reply timeout does not run out
     /// meanwhile). `None` once confirmed, or where the SIS server confirms nothing.
     delivery_by: Option<Instant>,
+    /// The session's U_PDUs, kept in case a lost link cuts it short and it goes on later
+    /// (`XRESUME`).
+    updus: Vec<Vec<u8>>,
+    /// The first of them this submission carries: 0, or where a session cut short goes on.
+    first: usize,
+    /// Markers in front of them in the submission (the cut or the resume marker).
+    lead: usize,
+    /// The peer refused to go on with the session cut short that this one went on with.
+    refused: bool,
+}
+
+/// A session of ours cut short by a lost link, towards a peer that goes on with one
+/// (`XRESUME`, [`skywave_hmtp::resume`]). Its mail was deferred in the spool like any other
+/// session's; when that mail is due again, the next session goes on with this one from where
+/// the peer's node had it, unless something makes it a new session ([`HfContext::take_again`]).
+pub(super) struct Suspended {
+    client: HmtpClient,
+    updus: Vec<Vec<u8>>,
+    /// U_PDUs the peer's node confirmed, in order from the first: the peer holds these.
+    from: usize,
+    priority: Priority,
+    batch: Vec<DueMessage>,
 }
 
 impl Own {
@@ -185,6 +209,39 @@ struct Incoming {
     start_unix: f64,
     messages: u64,
     accepted: u64,
+    /// U_PDUs and octets of a session cut short that this one read again from the tape
+    /// (`XRESUME`): they went on the air in an earlier session.
+    replayed: (u64, u64),
+    /// The peer went on with this session after a cut (`XRESUME`).
+    resumed: bool,
+}
+
+/// The first U_PDUs of a stream from the peer while they do not yet tell what it is: their
+/// octets, and the U_PDUs themselves, which a session's tape keeps whole (`XRESUME`).
+#[derive(Debug, Default)]
+struct Unclassified {
+    bytes: Vec<u8>,
+    updus: Vec<Bytes>,
+}
+
+impl Unclassified {
+    fn push(&mut self, updu: &Bytes) {
+        self.bytes.extend_from_slice(updu);
+        self.updus.push(updu.clone());
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.updus.clear();
+    }
+}
+
+impl std::ops::Deref for Unclassified {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.bytes
+    }
 }
 
 /// The task of one HMTP peer.
@@ -209,6 +266,11 @@ pub(super) struct HmtpLink {
     /// cut marker instead of waiting out [`Self::peer_hold`], at no higher priority than the
     /// cut one's (held here), so that any of its U_PDUs the node still holds go first.
     pub(super) cut: Option<Priority>,
+    /// A session of ours cut short that the next one goes on with (`XRESUME`).
+    pub(super) suspended: Option<Suspended>,
+    /// What this gateway keeps of the peer's sessions, to go on with one cut short
+    /// (`XRESUME`).
+    pub(super) keeper: resume::Keeper,
     /// Sessions of ours started so far: the tag of each one's submission.
     pub(super) submissions: u64,
     /// What outlives a restart: whether a session of ours may be cut at the peer, whether the
@@ -247,7 +309,7 @@ impl HmtpLink {
         let target = Target::Peer(self.name.clone());
         let mut own: Option<Own> = None;
         let mut current = Current::Idle;
-        let mut unclassified: Vec<u8> = Vec::new();
+        let mut unclassified = Unclassified::default();
         loop {
             if *self.shutdown.borrow() {
                 break;
@@ -377,6 +439,20 @@ impl HmtpLink {
         };
         let compression = session_compression(peer);
         let skywave_peer = peer.skywave;
+        if let Some(cut) = self.suspended.take() {
+            let rest = cut.updus[cut.from..].iter().map(|u| u.len() as u64).sum();
+            match self.ctx.take_again(peer, target, &cut.batch, rest).await {
+                Again::Taken(batch) => return self.go_on(cut, batch).await,
+                Again::Later(look) => {
+                    self.suspended = Some(cut);
+                    return Start::Later(look);
+                }
+                Again::No(why) => info!(
+                    %why,
+                    "the session a lost link cut short is not gone on with; its mail goes in a new one"
+                ),
+            }
+        }
         let loaded = match self.ctx.take_for(peer, target, Vec::new()).await {
             Take::Mail(l) => l,
             Take::Later(look) => return Start::Later(look),
@@ -428,14 +504,17 @@ impl HmtpLink {
                 return Start::Later(Look::Periodic);
             }
         };
-        let mut updus = client.transmission();
-        let wire: usize = updus.iter().map(Vec::len).sum();
+        let session = client.transmission();
+        let wire: usize = session.iter().map(Vec::len).sum();
+        let mut updus = session.clone();
+        let mut lead = 0;
         let mut priority = priority_5066(priority);
         if let Some(cut) = self.cut {
             // After a cut, towards a peer with XCUT: the marker first, in the same submission
             // and at no higher priority than the cut session's, so that the node sends it
             // behind whatever of that session it still holds and ahead of this one.
             updus.insert(0, skywave_hmtp::cut::MARKER.to_vec());
+            lead = 1;
             priority = priority.min(cut);
             info!(
                 "this session starts with the cut marker: the peer gives the cut one up at once (XCUT)"
@@ -448,50 +527,94 @@ impl HmtpLink {
             ?compression,
             "session started"
         );
+        let own = Own {
+            client,
+            submission: 0,
+            priority,
+            batch,
+            start_unix,
+            reply_by: Instant::now(),
+            delivery_by: None,
+            updus: session,
+            first: 0,
+            lead,
+            refused: false,
+        };
+        self.submit(own, updus).await
+    }
+
+    /// Goes on with the session cut short `s`, whose mail `batch` is marked in flight again:
+    /// the resume marker, then its U_PDUs from where the peer's node had it (`XRESUME`).
+    async fn go_on(&mut self, s: Suspended, batch: Vec<DueMessage>) -> Start {
+        let Some(updus) = resume::resumption(&s.updus, s.from) else {
+            // Not reached: a session is suspended only with something to resume.
+            let mut client = s.client;
+            client.close();
+            for d in &batch {
+                self.ctx
+                    .recorder
+                    .defer_all(d, "the session cut short could not be resumed".into())
+                    .await;
+            }
+            return Start::Later(Look::Periodic);
+        };
+        info!(
+            messages = batch.len(),
+            from = s.from,
+            of = s.updus.len(),
+            bytes = updus.iter().skip(1).map(Vec::len).sum::<usize>(),
+            "this session goes on with the one a lost link cut short, from where the peer's node had it (XRESUME)"
+        );
+        let own = Own {
+            client: s.client,
+            submission: 0,
+            priority: s.priority,
+            batch,
+            start_unix: self.unix_f64(),
+            reply_by: Instant::now(),
+            delivery_by: None,
+            updus: s.updus,
+            first: s.from,
+            lead: 1,
+            refused: false,
+        };
+        self.submit(own, updus).await
+    }
+
+    /// Hands `o`'s submission to the SIS server: `updus`, its `o.lead` markers, then its
+    /// U_PDUs from `o.first`.
+    async fn submit(&mut self, mut o: Own, updus: Vec<Vec<u8>>) -> Start {
+        let wire: usize = updus.iter().skip(o.lead).map(Vec::len).sum();
         let airtime =
             Duration::from_secs_f64(wire as f64 * 8.0 / f64::from(self.ctx.config.assumed_bps));
-        let reply_by = Instant::now() + self.ctx.config.reply_timeout + airtime * 2;
-        let delivery_by = self
+        o.reply_by = Instant::now() + self.ctx.config.reply_timeout + airtime * 2;
+        o.delivery_by = self
             .endpoint
             .confirms()
             .then(|| Instant::now() + self.ctx.config.delivery_timeout);
         self.submissions += 1;
-        let submission = self.submissions;
+        o.submission = self.submissions;
         let report = Report {
             to: self.report.clone(),
-            submission,
+            submission: o.submission,
         };
         // Recorded before the node has any of it: a crash from here on leaves the next start
         // taking this session as cut.
         let unanswered = self.memory.get().unanswered;
         self.memory.update(|m| m.unanswered = true);
-        if let Err(e) = self.endpoint.send(self.node, priority, updus, Some(report)) {
+        if let Err(e) = self
+            .endpoint
+            .send(self.node, o.priority, updus, Some(report))
+        {
             warn!(error = %e, "cannot hand the submission to the SIS server");
             self.memory.update(|m| m.unanswered = unanswered);
-            client.close();
-            let o = Own {
-                client,
-                submission,
-                priority,
-                batch,
-                start_unix,
-                reply_by,
-                delivery_by,
-            };
+            o.client.close();
             // Not started as far as the arbiter knows: record and go back to waiting.
             self.record_outcome(o).await;
             return Start::Later(Look::Periodic);
         }
         self.cut = None;
-        Start::Started(Box::new(Own {
-            client,
-            submission,
-            priority,
-            batch,
-            start_unix,
-            reply_by,
-            delivery_by,
-        }))
+        Start::Started(Box::new(o))
     }
 
     async fn on_input(
@@ -500,7 +623,7 @@ impl HmtpLink {
         target: &Target,
         own: &mut Option<Own>,
         current: &mut Current,
-        unclassified: &mut Vec<u8>,
+        unclassified: &mut Unclassified,
         arbiter: &mut Arbiter,
     ) {
         match input {
@@ -550,12 +673,16 @@ impl HmtpLink {
                     o.delivery_by = None;
                 }
             }
-            LinkInput::SendFailed { reason, submission } => {
+            LinkInput::SendFailed {
+                reason,
+                submission,
+                confirmed,
+            } => {
                 // Whichever session it was, the peer may now hold the first part of it: the
-                // node gave up on the link and discarded the rest. (Which U_PDUs got there
-                // cannot be told: one delivered just before the link failed has no
-                // confirmation either, and a server's confirm wait refuses U_PDUs that go
-                // on.) A session of ours reaching the peer's server before it gives that part
+                // node gave up on the link and discarded the rest. (Which U_PDUs got there is
+                // known only in part: the node confirmed the first `confirmed`, but one
+                // delivered just before the link failed has no confirmation, and a server's
+                // confirm wait refuses U_PDUs that go on.) A session of ours reaching the peer's server before it gives that part
                 // up would be read as its rest, so none starts until then. Uncompressed, the
                 // next session's text is taken as the rest of the cut message and accepted.
                 // Compressed, it is no safer: the peer's decoder takes the new stream's bytes
@@ -589,10 +716,72 @@ impl HmtpLink {
                     *current = Current::Idle;
                 }
                 warn!(%reason, "submission not delivered; ending the session");
+                // Towards a peer that goes on with a session cut short (XRESUME), the next
+                // one carries only what its node did not confirm.
+                let from = o.first + confirmed.saturating_sub(o.lead);
+                if self.resumes() && from > 0 && from < o.updus.len() {
+                    arbiter.own_finished();
+                    self.suspend(o, from).await;
+                    return;
+                }
                 o.client.close();
                 self.finish_own(o, arbiter).await;
             }
         }
+    }
+
+    /// Whether a session of ours cut short goes on from where the peer's node had it: this
+    /// gateway resumes (`[hf] resume`) and the peer's server advertised `XRESUME` in its last
+    /// EHLO reply.
+    fn resumes(&self) -> bool {
+        self.ctx.config.resume && self.memory.get().xresume == Some(true)
+    }
+
+    /// Keeps `o`, cut short with its first `from` U_PDUs at the peer, to go on with when its
+    /// mail is due again; the mail is deferred meanwhile, as after any cut, so that the spool
+    /// says why it waits and retries it on its usual backoff (or at once when the link comes
+    /// back).
+    async fn suspend(&mut self, o: Own, from: usize) {
+        let total = o.updus.len();
+        info!(
+            from,
+            of = total,
+            "the peer's node had part of the session; it goes on from there when its mail is due again (XRESUME)"
+        );
+        let why = format!(
+            "a lost link cut the session to {} short with {from} of its {total} U_PDUs at the peer; it goes on from there (XRESUME)",
+            self.name
+        );
+        for d in &o.batch {
+            self.ctx.recorder.defer_all(d, why.clone()).await;
+        }
+        let at_the_peer = &o.updus[o.first.min(from)..from];
+        self.ctx.transfers.record(TransferRecord {
+            peer: self.name.clone(),
+            protocol: "hmtp".into(),
+            direction: Direction::Out,
+            start: o.start_unix,
+            end: self.unix_f64(),
+            messages: o.batch.len() as u64,
+            accepted: 0,
+            plain_bytes: 0,
+            wire_bytes: at_the_peer.iter().map(|u| u.len() as u64).sum(),
+            reply_plain_bytes: 0,
+            reply_wire_bytes: 0,
+            updus: at_the_peer.len() as u64,
+            transmissions: 1,
+            retransmissions: None,
+            result: format!(
+                "cut short: the peer's node had {from} of {total} U_PDUs; to go on from there (XRESUME)"
+            ),
+        });
+        self.suspended = Some(Suspended {
+            client: o.client,
+            updus: o.updus,
+            from,
+            priority: o.priority,
+            batch: o.batch,
+        });
     }
 
     /// Whether the peer's server honours the cut marker: what its last EHLO reply said, or
@@ -654,9 +843,76 @@ impl HmtpLink {
         b: Bytes,
         own: &mut Option<Own>,
         current: &mut Current,
-        unclassified: &mut Vec<u8>,
+        unclassified: &mut Unclassified,
         arbiter: &mut Arbiter,
     ) {
+        if resume::is_refusal(&b) {
+            unclassified.clear();
+            self.refused(own, current, arbiter).await;
+            return;
+        }
+        match self
+            .keeper
+            .check(&b, matches!(current, Current::Session(_)))
+        {
+            Resume::Pass => {}
+            Resume::Copy => {
+                debug!("a U_PDU of the session cut short that was here already: dropped (XRESUME)");
+                return;
+            }
+            Resume::Discard => {
+                debug!("the rest of a session cut short that was refused: dropped (XRESUME)");
+                return;
+            }
+            Resume::OutOfStep => {
+                warn!(
+                    "the peer went on with its session cut short, but a U_PDU it sent again differs from the one here: the session is given up, and the peer sends its mail again (XRESUME)"
+                );
+                if let Current::Session(inc) = current {
+                    inc.server.receive(
+                        Instant::now().into_std(),
+                        skywave_hmtp::cut::MARKER,
+                        &mut self.dedup.cache,
+                    );
+                    self.pump(current, arbiter).await;
+                }
+                return;
+            }
+            Resume::GoOn { copies } => {
+                info!(
+                    copies,
+                    "the peer goes on with its session a lost link cut short (XRESUME)"
+                );
+                if let Current::Session(inc) = current {
+                    inc.resumed = true;
+                }
+                return;
+            }
+            Resume::Rebuild { updus, copies } => {
+                unclassified.clear();
+                self.rebuild(updus, copies, own, current, arbiter).await;
+                return;
+            }
+            Resume::Refuse(why) => {
+                warn!(
+                    %why,
+                    "the peer would go on with a session cut short: refused, it sends its mail again whole (XRESUME)"
+                );
+                unclassified.clear();
+                let refusal = vec![resume::REFUSAL.to_vec()];
+                if let Err(e) = self
+                    .endpoint
+                    .send(self.node, priority_5066(0), refusal, None)
+                {
+                    warn!(error = %e, "cannot send the refusal; the peer's reply timeout ends its session");
+                }
+                return;
+            }
+            Resume::Malformed(e) => {
+                warn!(error = %e, "dropped");
+                return;
+            }
+        }
         if skywave_hmtp::cut::is_marker(&b) {
             // The peer gives up a session of its own that a lost link cut short (XCUT); its
             // next session follows. Not a stream's octets, whatever we are reading.
@@ -681,6 +937,7 @@ impl HmtpLink {
             }
             Current::Session(inc) => {
                 self.replies_follow_the_peers_session(own);
+                self.keeper.read(&b);
                 inc.server
                     .receive(Instant::now().into_std(), &b, &mut self.dedup.cache);
                 self.pump(current, arbiter).await;
@@ -689,7 +946,7 @@ impl HmtpLink {
             Current::Idle => {}
         }
         // A new stream: its first decoded byte says what it is.
-        unclassified.extend_from_slice(&b);
+        unclassified.push(&b);
         match plausible_start(unclassified) {
             Plausible::Yes => {}
             Plausible::NeedMore => return,
@@ -727,51 +984,133 @@ impl HmtpLink {
                     return;
                 }
                 *current = Current::Replies;
-                self.feed_replies(&first, own, current, arbiter).await;
+                self.feed_replies(&first.bytes, own, current, arbiter).await;
             }
             StreamStart::Session => {
-                if arbiter.incoming_session() == IncomingAction::ServeAlongside {
-                    info!(
-                        "sessions crossed: the peer's is served alongside ours, whose replies follow it"
-                    );
-                    self.replies_follow_the_peers_session(own);
-                }
-                let mtu = self.endpoint.mtu().unwrap_or(2048);
-                let policy = GatewayPolicy::new(
-                    Source::Peer {
-                        name: self.name.clone(),
-                        identity: format!("{}/5066:{}", self.name, self.node),
-                        link: "HMTP",
-                    },
-                    Arc::clone(&self.ctx.routes),
-                )
-                .reserve_of(Arc::clone(&self.ctx.intake.spool));
-                let mut settings = ServerSettings::new(self.ctx.hostname.clone(), mtu);
-                // A LAN's 5 and 3 minutes would end a session whose next U_PDU is still on
-                // the air at a slow rate.
-                let wait = self.ctx.config.session_wait(mtu);
-                settings.smtp.idle_timeout = wait;
-                settings.smtp.data_timeout = wait;
-                // The spool keeps NOTIFY, ORCPT, RET and ENVID and reports as they ask.
-                settings.smtp.dsn = true;
-                let now = Instant::now().into_std();
-                let mut server = match HmtpServer::new(settings, policy, now) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        warn!(error = %e, "cannot serve the peer's session");
-                        return;
-                    }
+                let Some(inc) = self.open_session(own, arbiter) else {
+                    return;
                 };
-                server.receive(now, &first, &mut self.dedup.cache);
-                *current = Current::Session(Box::new(Incoming {
-                    server,
-                    start_unix: self.unix_f64(),
-                    messages: 0,
-                    accepted: 0,
-                }));
+                *current = Current::Session(inc);
+                if let Current::Session(inc) = current {
+                    for u in &first.updus {
+                        self.keeper.read(u);
+                    }
+                    inc.server.receive(
+                        Instant::now().into_std(),
+                        &first.bytes,
+                        &mut self.dedup.cache,
+                    );
+                }
                 self.pump(current, arbiter).await;
             }
         }
+    }
+
+    /// A server for a session of the peer's that starts (a new stream, or one cut short that
+    /// the peer goes on with).
+    fn open_session(
+        &mut self,
+        own: &mut Option<Own>,
+        arbiter: &mut Arbiter,
+    ) -> Option<Box<Incoming>> {
+        if arbiter.incoming_session() == IncomingAction::ServeAlongside {
+            info!("sessions crossed: the peer's is served alongside ours, whose replies follow it");
+            self.replies_follow_the_peers_session(own);
+        }
+        let mtu = self.endpoint.mtu().unwrap_or(2048);
+        let policy = GatewayPolicy::new(
+            Source::Peer {
+                name: self.name.clone(),
+                identity: format!("{}/5066:{}", self.name, self.node),
+                link: "HMTP",
+            },
+            Arc::clone(&self.ctx.routes),
+        )
+        .reserve_of(Arc::clone(&self.ctx.intake.spool));
+        let mut settings = ServerSettings::new(self.ctx.hostname.clone(), mtu);
+        // A LAN's 5 and 3 minutes would end a session whose next U_PDU is still on the air at
+        // a slow rate.
+        let wait = self.ctx.config.session_wait(mtu);
+        settings.smtp.idle_timeout = wait;
+        settings.smtp.data_timeout = wait;
+        // The spool keeps NOTIFY, ORCPT, RET and ENVID and reports as they ask.
+        settings.smtp.dsn = true;
+        settings.resume = self.ctx.config.resume;
+        let server = match HmtpServer::new(settings, policy, Instant::now().into_std()) {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(error = %e, "cannot serve the peer's session");
+                return None;
+            }
+        };
+        self.keeper.started();
+        Some(Box::new(Incoming {
+            server,
+            start_unix: self.unix_f64(),
+            messages: 0,
+            accepted: 0,
+            replayed: (0, 0),
+            resumed: false,
+        }))
+    }
+
+    /// The peer goes on with its session that a lost link cut short and this gateway's
+    /// server gave up (`XRESUME`): a new server reads again what was kept of it (the messages
+    /// accepted then are duplicates now, acknowledged and not spooled twice), then the rest as
+    /// it comes.
+    async fn rebuild(
+        &mut self,
+        kept: Vec<Vec<u8>>,
+        copies: usize,
+        own: &mut Option<Own>,
+        current: &mut Current,
+        arbiter: &mut Arbiter,
+    ) {
+        info!(
+            kept = kept.len(),
+            copies,
+            "the peer goes on with its session a lost link cut short: read again from what was kept (XRESUME)"
+        );
+        let Some(mut inc) = self.open_session(own, arbiter) else {
+            return;
+        };
+        inc.resumed = true;
+        inc.replayed = (kept.len() as u64, kept.iter().map(|u| u.len() as u64).sum());
+        *current = Current::Session(inc);
+        for u in &kept {
+            // A session that ends on what was kept (a bad stream) reads no more of it.
+            let Current::Session(inc) = current else {
+                break;
+            };
+            self.keeper.read(u);
+            inc.server
+                .receive(Instant::now().into_std(), u, &mut self.dedup.cache);
+            self.pump(current, arbiter).await;
+        }
+    }
+
+    /// The peer has nothing of a session of ours cut short that ours went on with
+    /// (`XRESUME`): it restarted since, or took another stream. Its mail goes again whole, at
+    /// once.
+    async fn refused(
+        &mut self,
+        own: &mut Option<Own>,
+        current: &mut Current,
+        arbiter: &mut Arbiter,
+    ) {
+        let Some(mut o) = own.take_if(|o| o.first > 0) else {
+            debug!("the peer refused to go on with a session of ours that is not in progress");
+            return;
+        };
+        warn!(
+            "the peer has nothing of the session cut short (it restarted, or took another since): its mail goes again whole (XRESUME)"
+        );
+        if matches!(current, Current::Replies) {
+            *current = Current::Idle;
+        }
+        o.client.close();
+        o.refused = true;
+        self.finish_own(o, arbiter).await;
     }
 
     async fn feed_replies(
@@ -859,11 +1198,27 @@ impl HmtpLink {
         if let Some(end) = end {
             let received = inc.server.received_stats();
             let sent = inc.server.sent_stats();
-            let result = match &end {
+            // Given up before its end: the peer may go on with it (XRESUME).
+            let kept = self.ctx.config.resume
+                && matches!(
+                    end,
+                    ServerEnd::Session(CloseReason::IdleTimeout | CloseReason::DataTimeout)
+                );
+            self.keeper.ended(kept);
+            let mut result = match &end {
                 ServerEnd::Session(reason) => format!("{reason:?}"),
                 ServerEnd::BadStream(e) => format!("bad stream: {e}"),
                 ServerEnd::Cut => "cut: given up by the peer after a lost link (XCUT)".to_owned(),
             };
+            if inc.resumed {
+                result.push_str(&format!(
+                    "; went on with a session a lost link cut short (XRESUME), {} U_PDU(s) of it read again from what was kept",
+                    inc.replayed.0
+                ));
+            }
+            if self.keeper.holds_a_cut_session() {
+                result.push_str("; what came of it is kept for the peer to go on with (XRESUME)");
+            }
             self.ctx.transfers.record(TransferRecord {
                 peer: self.name.clone(),
                 protocol: "hmtp".into(),
@@ -873,10 +1228,10 @@ impl HmtpLink {
                 messages: inc.messages,
                 accepted: inc.accepted,
                 plain_bytes: received.plain_bytes,
-                wire_bytes: received.wire_bytes,
+                wire_bytes: received.wire_bytes.saturating_sub(inc.replayed.1),
                 reply_plain_bytes: sent.plain_bytes,
                 reply_wire_bytes: sent.wire_bytes,
-                updus: received.updus + sent.updus,
+                updus: (received.updus + sent.updus).saturating_sub(inc.replayed.0),
                 transmissions: received.transmissions.max(1) + sent.transmissions,
                 retransmissions: None,
                 result,
@@ -917,6 +1272,7 @@ impl HmtpLink {
                 self.memory.update(|m| {
                     if let Some(cuts) = outcome.peer_cuts {
                         m.xcut = Some(cuts);
+                        m.xresume = outcome.peer_resumes;
                         m.dictionary = dictionary;
                     }
                     if outcome.peer_dsn.is_some() {
@@ -947,7 +1303,14 @@ impl HmtpLink {
                 body_8bitmime: o.client.sent_8bitmime(i),
             };
             for (rcpt, disp) in &result.recipients {
-                let out = to_outcome(&self.name, disp, &outcome, sent);
+                let out = if o.refused {
+                    Outcome::Again(format!(
+                        "{} has nothing of the session cut short that this one went on with (XRESUME); sent again whole",
+                        self.name
+                    ))
+                } else {
+                    to_outcome(&self.name, disp, &outcome, sent)
+                };
                 match groups.iter_mut().find(|(g, _)| *g == out) {
                     Some((_, v)) => v.push(rcpt.clone()),
                     None => groups.push((out, vec![rcpt.clone()])),
@@ -970,6 +1333,9 @@ impl HmtpLink {
         let mut result = match &outcome.end {
             SessionEnd::Completed => "completed".to_owned(),
             SessionEnd::ServiceClosing(r) => format!("peer closed: {} {}", r.code, r.text()),
+            SessionEnd::Closed if o.refused => {
+                "refused: the peer has nothing of the session cut short (it restarted, or took another since); the mail goes again whole".to_owned()
+            }
             SessionEnd::Closed => "no reply (timeout or link lost)".to_owned(),
             SessionEnd::BadReplies(e) => format!("bad replies: {e}"),
         };
@@ -979,6 +1345,27 @@ impl HmtpLink {
                 outcome.stale_reply_streams
             ));
         }
+        // A session that went on with one cut short sent only the rest (and the marker).
+        let (plain_bytes, wire_bytes, updus) = if o.first > 0 {
+            let octets = |u: &[Vec<u8>]| u.iter().map(|u| u.len() as u64).sum::<u64>();
+            let rest = octets(&o.updus[o.first..]);
+            result.push_str(&format!(
+                "; went on from U_PDU {} of {} after a lost link cut it short (XRESUME)",
+                o.first,
+                o.updus.len()
+            ));
+            (
+                outcome.sent.plain_bytes * rest / octets(&o.updus).max(1),
+                rest,
+                (o.updus.len() - o.first) as u64,
+            )
+        } else {
+            (
+                outcome.sent.plain_bytes,
+                outcome.sent.wire_bytes,
+                outcome.sent.updus,
+            )
+        };
         self.ctx.transfers.record(TransferRecord {
             peer: self.name.clone(),
             protocol: "hmtp".into(),
@@ -987,11 +1374,11 @@ impl HmtpLink {
             end: self.unix_f64(),
             messages: o.batch.len() as u64,
             accepted,
-            plain_bytes: outcome.sent.plain_bytes,
-            wire_bytes: outcome.sent.wire_bytes,
+            plain_bytes,
+            wire_bytes,
             reply_plain_bytes: outcome.received.plain_bytes,
             reply_wire_bytes: outcome.received.wire_bytes,
-            updus: outcome.sent.updus + outcome.received.updus,
+            updus: updus + outcome.received.updus,
             transmissions: outcome.sent.transmissions + u64::from(outcome.received.updus > 0),
             retransmissions: None,
             result,
@@ -1065,6 +1452,7 @@ mod tests {
             received: Default::default(),
             peer_dictionaries: Vec::new(),
             peer_cuts: Some(true),
+            peer_resumes: Some(true),
             peer_dsn,
             peer_eight_bit_mime,
             peer_smtputf8: Some(false),

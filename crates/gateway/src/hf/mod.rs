@@ -336,6 +336,107 @@ impl HfContext {
     }
 }
 
+impl HfContext {
+    /// Takes again the mail of a session cut short by a lost link (`batch`, deferred when it
+    /// was cut) so that the next session can go on with it from where the peer's node had it
+    /// (`XRESUME`, [`hmtp_link`]), `rest` bytes of it still to send: when the peer may be sent
+    /// to now (its hold, EMCON, its schedule window and what is left of it, as for
+    /// [`HfContext::take_for`]), every message of it is due again for the same recipients, and
+    /// no mail of a higher priority waits (which goes first, in a new session, and the cut one
+    /// is given up).
+    async fn take_again(
+        &self,
+        peer: &skywave_route::Peer,
+        target: &Target,
+        batch: &[DueMessage],
+        rest: u64,
+    ) -> Again {
+        let now = self.clock.unix_now();
+        let admission = self.admission(peer, now);
+        let later = match admission {
+            Admission::Closed { opens, .. } => Look::At(self.clock.instant_of(opens)),
+            _ => Look::Periodic,
+        };
+        let Some(admit) = admission.admit() else {
+            return Again::Later(later);
+        };
+        let top = batch.iter().map(|d| d.priority.value()).max().unwrap_or(0);
+        if admit.min_priority.is_some_and(|min| top < min) {
+            return Again::Later(later);
+        }
+        let bypass = admit.unlimited_from.is_some_and(|u| top >= u);
+        if let Some(fit) = admit.fit.filter(|f| !f.fresh && !bypass)
+            && rest > fit.bytes
+        {
+            // What is left of the window does not carry the rest: the next opening will.
+            return Again::Later(Look::Periodic);
+        }
+        let spool = Arc::clone(&self.intake.spool);
+        let t = target.clone();
+        let batch = batch.to_vec();
+        let again = crate::blocking::spawn(move || {
+            let sorted = |r: &[String]| {
+                let mut r = r.to_vec();
+                r.sort();
+                r
+            };
+            let waiting = spool.waiting(&t)?;
+            for d in &batch {
+                if !waiting
+                    .iter()
+                    .any(|w| w.id == d.id && sorted(&w.recipients) == sorted(&d.recipients))
+                {
+                    return Ok(Again::No(format!(
+                        "{} no longer waits for the same recipients (delivered, held, moved or bounced meanwhile)",
+                        d.id
+                    )));
+                }
+            }
+            let due = spool.due(&t, now, u64::MAX)?;
+            let mut taken = Vec::with_capacity(batch.len());
+            for d in &batch {
+                match due.iter().find(|x| x.id == d.id) {
+                    Some(x) => taken.push(x.clone()),
+                    None => return Ok(Again::Later(Look::Due)),
+                }
+            }
+            if let Some(u) = due
+                .iter()
+                .find(|x| x.priority.value() > top && !batch.iter().any(|d| d.id == x.id))
+            {
+                return Ok(Again::No(format!(
+                    "{} (priority {}) is due and goes first",
+                    u.id,
+                    u.priority.value()
+                )));
+            }
+            for d in &taken {
+                spool.mark_in_flight(&d.id, &d.recipients, now)?;
+            }
+            Ok::<_, skywave_spool::Error>(Again::Taken(taken))
+        })
+        .await;
+        match again {
+            Ok(Ok(a)) => a,
+            other => {
+                warn!(?other, "cannot read the spool");
+                Again::Later(Look::Periodic)
+            }
+        }
+    }
+}
+
+/// What [`HfContext::take_again`] found for a session cut short.
+#[derive(Debug)]
+enum Again {
+    /// Its mail, due again and marked in flight, in the cut session's order.
+    Taken(Vec<DueMessage>),
+    /// Not now; when to look again.
+    Later(Look),
+    /// It cannot go on, and why: its mail goes in a new session.
+    No(String),
+}
+
 /// What a peer's or a group's links leave ashore of each message ([`skywave_smtp::strip`]):
 /// the header fields of its `strip_headers`, and with `text_only` the HTML twin of a text.
 #[derive(Debug, Clone, Default)]
@@ -1210,6 +1311,8 @@ impl Links {
             gather_until: None,
             peer_hold: None,
             cut: None,
+            suspended: None,
+            keeper: skywave_hmtp::resume::Keeper::new(),
             submissions: 0,
             memory,
         };

@@ -15,7 +15,8 @@
 //!   lost on the air also leaves it set, and the next start waits (or sends the cut marker)
 //!   when nothing was needed.
 //! - Whether the peer's server honours the cut marker (`XCUT`), from its last EHLO reply, so
-//!   that such a cut costs no hold after a restart either.
+//!   that such a cut costs no hold after a restart either, and whether it goes on with a cut
+//!   session (`XRESUME`).
 //! - The preset deflate dictionary it last advertised (`XDICT`), so that the first session
 //!   after a restart is as short as the ones before.
 //! - Whether its server offers `DSN`, `8BITMIME` and `SMTPUTF8`: a batch goes before any EHLO
@@ -48,6 +49,9 @@ pub(crate) struct PeerMemory {
     /// Whether the peer's server advertised `XCUT` in its last EHLO reply (`None`: no reply
     /// seen yet).
     pub(crate) xcut: Option<bool>,
+    /// Whether the peer's server advertised `XRESUME` in its last EHLO reply (`None`: no
+    /// reply seen yet): a session of ours cut short goes on from where its node had it.
+    pub(crate) xresume: Option<bool>,
     /// The preset dictionary of the peer's last EHLO reply that this gateway knows.
     pub(crate) dictionary: Option<u32>,
     /// Whether the peer's server advertised `DSN` in its last EHLO reply (`None`: no reply
@@ -73,8 +77,9 @@ impl fmt::Display for PeerMemory {
         };
         write!(
             f,
-            "cut marker (XCUT): {}; DSN: {}; 8BITMIME: {}; SMTPUTF8: {}; dictionary: ",
+            "cut marker (XCUT): {}; resume (XRESUME): {}; DSN: {}; 8BITMIME: {}; SMTPUTF8: {}; dictionary: ",
             said(self.xcut),
+            said(self.xresume),
             said(self.dsn),
             said(self.eight_bit_mime),
             said(self.smtputf8)
@@ -196,6 +201,7 @@ mod tests {
             &PeerMemory {
                 unanswered: true,
                 xcut: Some(true),
+                xresume: None,
                 dictionary: Some(1),
                 dsn: None,
                 eight_bit_mime: None,
@@ -241,6 +247,7 @@ mod tests {
             PeerMemory {
                 unanswered: false,
                 xcut: Some(false),
+                xresume: None,
                 dictionary: None,
                 dsn: None,
                 eight_bit_mime: None,
@@ -253,6 +260,7 @@ mod tests {
             PeerMemory {
                 unanswered: false,
                 xcut: Some(true),
+                xresume: None,
                 dsn: Some(true),
                 ..PeerMemory::default()
             }
@@ -277,8 +285,8 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "base: cut marker (XCUT): no reply yet; DSN: no reply yet; 8BITMIME: no reply yet; SMTPUTF8: no reply yet; dictionary: none; last session unanswered (a restart takes it as cut)",
-                "shore: cut marker (XCUT): yes; DSN: yes; 8BITMIME: no; SMTPUTF8: no; dictionary: 00000001; last session answered"
+                "base: cut marker (XCUT): no reply yet; resume (XRESUME): no reply yet; DSN: no reply yet; 8BITMIME: no reply yet; SMTPUTF8: no reply yet; dictionary: none; last session unanswered (a restart takes it as cut)",
+                "shore: cut marker (XCUT): yes; resume (XRESUME): no reply yet; DSN: yes; 8BITMIME: no; SMTPUTF8: no; dictionary: 00000001; last session answered"
             ]
         );
     }

@@ -106,6 +106,10 @@ pub enum LinkInput {
         reason: String,
         /// The submission's tag, as given in its [`Report`].
         submission: u64,
+        /// How many of the submission's U_PDUs, in order from the first, the peer's node
+        /// confirmed before the failure: the peer has at least these (it may have more: one
+        /// delivered just before the link failed has no confirmation).
+        confirmed: usize,
     },
 }
 
@@ -371,9 +375,11 @@ impl Endpoint {
         self.backlog.add(bytes);
         tokio::spawn(async move {
             let mut confirmed = true;
+            // Confirmed in order from the first, until one is not.
+            let mut prefix = 0;
             for p in pending {
                 match p.await {
-                    Ok(Delivery::Confirmed(_)) => {}
+                    Ok(Delivery::Confirmed(_)) => prefix += usize::from(confirmed),
                     // Written without a confirmation asked (non-ARQ), or dropped as a copy of
                     // one still queued: nothing says when the peer has it.
                     Ok(Delivery::Sent | Delivery::DuplicateDropped) => confirmed = false,
@@ -384,6 +390,7 @@ impl Endpoint {
                             let _ = r.to.send(LinkInput::SendFailed {
                                 reason: text,
                                 submission: r.submission,
+                                confirmed: prefix,
                             });
                         }
                         return;
