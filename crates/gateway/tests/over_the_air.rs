@@ -1060,11 +1060,13 @@ async fn a_session_cut_by_link_loss_is_given_up_at_the_cut_marker() {
 /// and a half minutes into the run, after a first session has told the ship what the shore's
 /// server advertises; the ship's node gives up after one unanswered retry, and its spool
 /// retries after 5 s. With `restart_shore`, the shore's gateway restarts that many seconds
-/// into the run. Returns the ship's outgoing sessions, the shore's sessions, and the seconds
+/// into the run, and with `forget` it has lost what it kept of the ship's session on disk
+/// (`state_dir/links/ship.tape`). Returns the ship's outgoing sessions, the shore's sessions, and the seconds
 /// of air the ship's data transmissions (DATA and DATA-ACK D_PDUs) took.
 async fn a_long_session_cut_short(
     resume: bool,
     restart_shore: Option<u64>,
+    forget: bool,
 ) -> (Vec<TransferRecord>, Vec<TransferRecord>, f64) {
     let dir = tempfile::tempdir().unwrap();
     let run = tokio::time::Instant::now();
@@ -1080,6 +1082,11 @@ async fn a_long_session_cut_short(
     sent.push(submit_as_alice(&pair, 1, random_message(1, 60_000)).await);
     if let Some(at) = restart_shore {
         tokio::time::sleep_until(run + Duration::from_secs(at)).await;
+        let tape = dir.path().join("shore/state/links/ship.tape");
+        assert!(tape.exists(), "the shore keeps the session on disk");
+        if forget {
+            std::fs::remove_file(tape).unwrap();
+        }
         pair = pair.restart_shore(Duration::from_secs(5)).await.unwrap();
     }
     all_arrive_once(&pair, &sent).await;
@@ -1121,8 +1128,8 @@ fn show(label: &str, out: &[TransferRecord], shore: &[TransferRecord], air: f64)
 /// session goes again whole (503.4 s against 616.8 s; `-- --nocapture` prints both runs).
 #[tokio::test(start_paused = true)]
 async fn a_long_session_cut_short_goes_on_from_where_the_peer_had_it() {
-    let (out, shore, air) = a_long_session_cut_short(true, None).await;
-    let (whole, shore_whole, air_whole) = a_long_session_cut_short(false, None).await;
+    let (out, shore, air) = a_long_session_cut_short(true, None, false).await;
+    let (whole, shore_whole, air_whole) = a_long_session_cut_short(false, None, false).await;
     show("XRESUME", &out, &shore, air);
     show("whole", &whole, &shore_whole, air_whole);
     assert!(
@@ -1168,15 +1175,37 @@ async fn a_long_session_cut_short_goes_on_from_where_the_peer_had_it() {
     );
 }
 
-/// The shore's gateway restarts during the outage and forgets the U_PDUs it kept. The ship's
-/// session that goes on with the cut one is refused as soon as the shore can answer (after the
+/// The shore's gateway restarts during the outage: it read back the U_PDUs it kept of the
+/// ship's session (`state_dir/links/ship.tape`), and the ship's session goes on with it as
+/// without the restart.
+#[tokio::test(start_paused = true)]
+async fn a_session_cut_short_goes_on_after_the_shore_restarts() {
+    let (out, shore, air) = a_long_session_cut_short(true, Some(420), false).await;
+    show("restarted", &out, &shore, air);
+    let last = &out[out.len() - 1];
+    assert!(
+        last.result
+            .starts_with("completed; went on from U_PDU 8 of 18 after a lost link"),
+        "{out:?}"
+    );
+    assert!(
+        shore.iter().any(|r| r
+            .result
+            .contains("went on with a session a lost link cut short")),
+        "{shore:?}"
+    );
+    assert!((495.0..512.0).contains(&air), "{air} s of air");
+}
+
+/// The shore's gateway restarts during the outage, and has lost what it kept of the ship's
+/// session. The ship's session that goes on with the cut one is refused as soon as the shore can answer (after the
 /// ship's transmission of the rest: the link is half duplex), not at its reply timeout (some
 /// six minutes here), and the ship's next session, at once, carries the message whole. It
 /// arrives once.
 #[tokio::test(start_paused = true)]
 async fn a_shore_that_restarted_refuses_to_go_on_and_the_mail_goes_again_whole() {
-    let (out, shore, air) = a_long_session_cut_short(true, Some(420)).await;
-    show("restarted", &out, &shore, air);
+    let (out, shore, air) = a_long_session_cut_short(true, Some(420), true).await;
+    show("forgotten", &out, &shore, air);
     let refused = out
         .iter()
         .position(|r| {

@@ -376,6 +376,21 @@ impl Keeper {
         Keeper::default()
     }
 
+    /// A keeper that holds `updus` as a session given up: what an owner that kept its tape on
+    /// disk reads back after a restart (the session, in progress or given up then, ended
+    /// without its `QUIT` here).
+    pub fn with_cut_session<U: AsRef<[u8]>>(updus: &[U]) -> Keeper {
+        let mut tape = Tape::new();
+        for u in updus {
+            tape.record(u.as_ref());
+        }
+        Keeper {
+            open: None,
+            cut: Some(tape).filter(|t| !t.is_empty()),
+            after: After::Nothing,
+        }
+    }
+
     /// Whether a session the peer's server gave up is kept, ready to go on.
     pub fn holds_a_cut_session(&self) -> bool {
         self.cut.is_some()

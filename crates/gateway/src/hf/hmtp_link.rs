@@ -270,7 +270,7 @@ pub(super) struct HmtpLink {
     pub(super) suspended: Option<Suspended>,
     /// What this gateway keeps of the peer's sessions, to go on with one cut short
     /// (`XRESUME`).
-    pub(super) keeper: resume::Keeper,
+    pub(super) keeper: super::tape_file::KeptTape,
     /// Sessions of ours started so far: the tag of each one's submission.
     pub(super) submissions: u64,
     /// What outlives a restart: whether a session of ours may be cut at the peer, whether the

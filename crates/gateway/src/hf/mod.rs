@@ -17,6 +17,7 @@ pub(crate) mod peer_memory;
 pub mod pmul_ip;
 pub(crate) mod pmul_link;
 pub mod sis;
+mod tape_file;
 mod tcp_link;
 pub mod transfer;
 
@@ -1298,6 +1299,7 @@ impl Links {
         }
         info!(peer = %name, %node, %server, "HMTP link starting");
         let memory = peer_memory::MemoryFile::open(&ctx.state_dir.join("links"), name);
+        let keeper = tape_file::KeptTape::open(&ctx.state_dir.join("links"), name);
         let link = hmtp_link::HmtpLink {
             name: name.to_owned(),
             node,
@@ -1312,7 +1314,7 @@ impl Links {
             peer_hold: None,
             cut: None,
             suspended: None,
-            keeper: skywave_hmtp::resume::Keeper::new(),
+            keeper,
             submissions: 0,
             memory,
         };
