@@ -30,8 +30,13 @@
 //! (`XCUT`, see `skywave_hmtp::cut`) where the peer advertised it, both as client (the next
 //! session starts with it) and as server (a marker ends the peer's session being read);
 //! towards any other peer the next session waits until the peer's server must have given up
-//! the cut one (`[hf] peer_session_timeout`). Whether a session of ours may be cut, and what
-//! the peer's EHLO said (`XCUT`, `XDICT`, `DSN`, `8BITMIME`), outlive a restart
+//! the cut one (`[hf] peer_session_timeout`). Towards a peer that advertised `XRESUME`
+//! (`skywave_hmtp::resume`, `[hf] resume`), a session cut short after the peer's node confirmed
+//! some of its U_PDUs is kept ([`Suspended`]) and goes on from there when its mail is due again
+//! ([`HfContext::take_again`]); as server, the link keeps what it received of a session that
+//! ended without its QUIT (in memory and on disk, [`super::tape_file`]) and goes on with it at
+//! the peer's resume marker, or refuses. Whether a session of ours may be cut, and what the
+//! peer's EHLO said (`XCUT`, `XRESUME`, `XDICT`, `DSN`, `8BITMIME`), outlive a restart
 //! ([`super::peer_memory`]): a link that starts after a crash in the middle of a session
 //! treats it as cut.
 
