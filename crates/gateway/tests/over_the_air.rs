@@ -1061,12 +1061,14 @@ async fn a_session_cut_by_link_loss_is_given_up_at_the_cut_marker() {
 /// server advertises; the ship's node gives up after one unanswered retry, and its spool
 /// retries after 5 s. With `restart_shore`, the shore's gateway restarts that many seconds
 /// into the run, and with `forget` it has lost what it kept of the ship's session on disk
-/// (`state_dir/links/ship.tape`). Returns the ship's outgoing sessions, the shore's sessions, and the seconds
+/// (`state_dir/links/ship.tape`). With `late_mail`, another message is submitted that many
+/// seconds into the run. Returns the ship's outgoing sessions, the shore's sessions, and the seconds
 /// of air the ship's data transmissions (DATA and DATA-ACK D_PDUs) took.
 async fn a_long_session_cut_short(
     resume: bool,
     restart_shore: Option<u64>,
     forget: bool,
+    late_mail: Option<u64>,
 ) -> (Vec<TransferRecord>, Vec<TransferRecord>, f64) {
     let dir = tempfile::tempdir().unwrap();
     let run = tokio::time::Instant::now();
@@ -1088,6 +1090,11 @@ async fn a_long_session_cut_short(
             std::fs::remove_file(tape).unwrap();
         }
         pair = pair.restart_shore(Duration::from_secs(5)).await.unwrap();
+    }
+    if let Some(at) = late_mail {
+        tokio::time::sleep_until(run + Duration::from_secs(at)).await;
+        let m = message("alice@ship.example", "ops@shore.example", 2, 1500);
+        sent.push(submit_as_alice(&pair, 2, m).await);
     }
     all_arrive_once(&pair, &sent).await;
     let air: f64 = pair
@@ -1128,8 +1135,8 @@ fn show(label: &str, out: &[TransferRecord], shore: &[TransferRecord], air: f64)
 /// session goes again whole (503.4 s against 616.8 s; `-- --nocapture` prints both runs).
 #[tokio::test(start_paused = true)]
 async fn a_long_session_cut_short_goes_on_from_where_the_peer_had_it() {
-    let (out, shore, air) = a_long_session_cut_short(true, None, false).await;
-    let (whole, shore_whole, air_whole) = a_long_session_cut_short(false, None, false).await;
+    let (out, shore, air) = a_long_session_cut_short(true, None, false, None).await;
+    let (whole, shore_whole, air_whole) = a_long_session_cut_short(false, None, false, None).await;
     show("XRESUME", &out, &shore, air);
     show("whole", &whole, &shore_whole, air_whole);
     assert!(
@@ -1180,12 +1187,39 @@ async fn a_long_session_cut_short_goes_on_from_where_the_peer_had_it() {
     );
 }
 
+/// New mail for the shore 5 s after the outage, while the cut session's mail waits for its
+/// next retry (some 30 s later): it would go at once, so the cut session goes on first, at
+/// once, rather than be given up or wait for its retry, and the new message follows in a
+/// session of its own.
+#[tokio::test(start_paused = true)]
+async fn new_mail_after_a_cut_makes_the_cut_session_go_on_at_once() {
+    let (out, shore, air) = a_long_session_cut_short(true, None, false, Some(455)).await;
+    show("late mail", &out, &shore, air);
+    let resumed = out
+        .iter()
+        .position(|r| r.result.contains("went on from U_PDU 8 of 18"))
+        .expect("the cut session went on");
+    // out[0] began as the run did; the mail came 455 s into it, and the cut session's own
+    // retry was due 480 s into it (`a_long_session_cut_short_goes_on_from_where_the_peer_had_it`).
+    let at = out[resumed].start - out[0].start;
+    assert!(
+        (455.0..465.0).contains(&at),
+        "it went on {at} s after the first session began: {out:?}"
+    );
+    let next = &out[resumed + 1];
+    assert_eq!(
+        (next.messages, next.result.as_str()),
+        (1, "completed"),
+        "{out:?}"
+    );
+}
+
 /// The shore's gateway restarts during the outage: it read back the U_PDUs it kept of the
 /// ship's session (`state_dir/links/ship.tape`), and the ship's session goes on with it as
 /// without the restart.
 #[tokio::test(start_paused = true)]
 async fn a_session_cut_short_goes_on_after_the_shore_restarts() {
-    let (out, shore, air) = a_long_session_cut_short(true, Some(420), false).await;
+    let (out, shore, air) = a_long_session_cut_short(true, Some(420), false, None).await;
     show("restarted", &out, &shore, air);
     let last = &out[out.len() - 1];
     assert!(
@@ -1209,7 +1243,7 @@ async fn a_session_cut_short_goes_on_after_the_shore_restarts() {
 /// arrives once.
 #[tokio::test(start_paused = true)]
 async fn a_shore_that_restarted_refuses_to_go_on_and_the_mail_goes_again_whole() {
-    let (out, shore, air) = a_long_session_cut_short(true, Some(420), true).await;
+    let (out, shore, air) = a_long_session_cut_short(true, Some(420), true, None).await;
     show("forgotten", &out, &shore, air);
     let refused = out
         .iter()

@@ -237,6 +237,15 @@ impl<P: Policy> HmtpServer<P> {
         Ok(())
     }
 
+    /// The client is heard from at `now` though no octet of the session came (a resume
+    /// marker, [`crate::resume`]): the session's timeouts run from here.
+    pub fn touch(&mut self, now: Instant) {
+        match &mut self.session {
+            Some(s) => s.touch(now),
+            None => self.started = now,
+        }
+    }
+
     /// The next deadline (idle or stalled-DATA timeout), if any.
     pub fn poll_timeout(&self) -> Option<Instant> {
         if self.closed {

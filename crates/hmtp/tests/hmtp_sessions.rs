@@ -1446,7 +1446,12 @@ impl Resuming {
                 Vec::new()
             }
             ResumeVerdict::Discard => Vec::new(),
-            ResumeVerdict::GoOn { .. } => Vec::new(),
+            ResumeVerdict::GoOn { .. } => {
+                if let Some(server) = self.server.as_mut() {
+                    server.touch(now);
+                }
+                Vec::new()
+            }
             ResumeVerdict::Rebuild { updus, .. } => {
                 let mut out = Vec::new();
                 for old in &updus {
@@ -1604,6 +1609,29 @@ fn a_resume_marker_without_its_session_is_refused_and_its_rest_dropped() {
         shore.receive(skywave_hmtp::cut::MARKER, now);
         assert!(!shore.keeper.holds_a_cut_session());
     }
+}
+
+#[test]
+fn a_resume_marker_restarts_the_waits_of_the_session_it_goes_on_with() {
+    // The rest of a session cut short may take minutes on the air: the server, still waiting
+    // for it, waits from the marker on, not from the last U_PDU before the cut.
+    let mtu = 512;
+    let now = Instant::now();
+    let (_, first) = submitted(messages(4, 3), Compression::Deflate, mtu);
+    let mut shore = Resuming::new(mtu);
+    for u in &first[..3] {
+        shore.receive(u, now);
+    }
+    let deadline = shore.server.as_ref().unwrap().poll_timeout().unwrap();
+    let marker = &resume::resumption(&first, 2).unwrap()[0];
+    let later = deadline - Duration::from_secs(1);
+    assert!(shore.receive(marker, later).is_empty());
+    let moved = shore.server.as_ref().unwrap().poll_timeout().unwrap();
+    assert_eq!(
+        moved - later,
+        deadline - now,
+        "the same wait, from the marker"
+    );
 }
 
 #[test]

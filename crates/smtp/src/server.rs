@@ -561,6 +561,15 @@ impl<P: Policy> ServerSession<P> {
         self.events.pop_front()
     }
 
+    /// The client is heard from at `now` though no octet of the session came (skywave's
+    /// resume marker, which says the rest of a session cut short is on its way): the idle and
+    /// DATA timeouts run from here.
+    pub fn touch(&mut self, now: Instant) {
+        if !matches!(self.state, State::Closed) {
+            self.last_activity = now;
+        }
+    }
+
     /// The next deadline, if any. None while waiting for the owner and after closing.
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.state {

@@ -687,8 +687,9 @@ impl HmtpLink {
                 // node gave up on the link and discarded the rest. (Which U_PDUs got there is
                 // known only in part: the node confirmed the first `confirmed`, but one
                 // delivered just before the link failed has no confirmation, and a server's
-                // confirm wait refuses U_PDUs that go on.) A session of ours reaching the peer's server before it gives that part
-                // up would be read as its rest, so none starts until then. Uncompressed, the
+                // confirm wait refuses U_PDUs that go on.) A session of ours reaching the
+                // peer's server before it gives that part up would be read as its rest, so
+                // none starts until then. Uncompressed, the
                 // next session's text is taken as the rest of the cut message and accepted.
                 // Compressed, it is no safer: the peer's decoder takes the new stream's bytes
                 // as the rest of the old one, which a cut between two U_PDUs leaves in the
@@ -890,6 +891,8 @@ impl HmtpLink {
                 );
                 if let Current::Session(inc) = current {
                     inc.resumed = true;
+                    // Its waits run from here: the rest is on its way, and may take long.
+                    inc.server.touch(Instant::now().into_std());
                 }
                 return;
             }
@@ -1216,10 +1219,13 @@ impl HmtpLink {
                 ServerEnd::Cut => "cut: given up by the peer after a lost link (XCUT)".to_owned(),
             };
             if inc.resumed {
-                result.push_str(&format!(
-                    "; went on with a session a lost link cut short (XRESUME), {} U_PDU(s) of it read again from what was kept",
-                    inc.replayed.0
-                ));
+                result.push_str("; went on with a session a lost link cut short (XRESUME)");
+                if inc.replayed.0 > 0 {
+                    result.push_str(&format!(
+                        ", {} U_PDU(s) of it read again from what was kept",
+                        inc.replayed.0
+                    ));
+                }
             }
             if self.keeper.holds_a_cut_session() {
                 result.push_str("; what came of it is kept for the peer to go on with (XRESUME)");

@@ -342,9 +342,10 @@ impl HfContext {
     /// was cut) so that the next session can go on with it from where the peer's node had it
     /// (`XRESUME`, [`hmtp_link`]), `rest` bytes of it still to send: when the peer may be sent
     /// to now (its hold, EMCON, its schedule window and what is left of it, as for
-    /// [`HfContext::take_for`]), every message of it is due again for the same recipients, and
-    /// no mail of a higher priority waits (which goes first, in a new session, and the cut one
-    /// is given up).
+    /// [`HfContext::take_for`]), every message of it still waits for the same recipients, it
+    /// is due again or other mail for the peer is (which would go now, and the cut session goes
+    /// on first rather than be given up), and no mail of a higher priority waits (which goes
+    /// first, in a new session, and the cut one is given up).
     async fn take_again(
         &self,
         peer: &skywave_route::Peer,
@@ -394,16 +395,18 @@ impl HfContext {
                 }
             }
             let due = spool.due(&t, now, u64::MAX)?;
-            let mut taken = Vec::with_capacity(batch.len());
-            for d in &batch {
-                match due.iter().find(|x| x.id == d.id) {
-                    Some(x) => taken.push(x.clone()),
-                    None => return Ok(Again::Later(Look::Due)),
-                }
+            let ours = |id: &skywave_spool::QueueId| batch.iter().any(|d| d.id == *id);
+            let all_due = batch.iter().all(|d| due.iter().any(|x| x.id == d.id));
+            if !all_due && due.iter().all(|x| ours(&x.id)) {
+                return Ok(Again::Later(Look::Due));
             }
+            let taken: Vec<DueMessage> = batch
+                .iter()
+                .filter_map(|d| waiting.iter().find(|w| w.id == d.id).cloned())
+                .collect();
             if let Some(u) = due
                 .iter()
-                .find(|x| x.priority.value() > top && !batch.iter().any(|d| d.id == x.id))
+                .find(|x| x.priority.value() > top && !ours(&x.id))
             {
                 return Ok(Again::No(format!(
                     "{} (priority {}) is due and goes first",

@@ -33,6 +33,9 @@ pub(super) struct KeptTape {
     path: PathBuf,
     /// The file being written, while a session is served.
     file: Option<File>,
+    /// Whether the file may be there (so that letting go of it is one removal, not one at
+    /// every U_PDU).
+    on_disk: bool,
 }
 
 impl KeptTape {
@@ -56,6 +59,7 @@ impl KeptTape {
             },
         };
         KeptTape {
+            on_disk: keeper.holds_a_cut_session(),
             keeper,
             path,
             file: None,
@@ -74,6 +78,7 @@ impl KeptTape {
     /// [`Keeper::started`]: the file now holds the new session's U_PDUs.
     pub(super) fn started(&mut self) {
         self.keeper.started();
+        self.on_disk = true;
         self.file = match self.create() {
             Ok(f) => Some(f),
             Err(e) => {
@@ -121,6 +126,9 @@ impl KeptTape {
 
     fn remove(&mut self) {
         self.file = None;
+        if !std::mem::replace(&mut self.on_disk, false) {
+            return;
+        }
         match std::fs::remove_file(&self.path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
