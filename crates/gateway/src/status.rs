@@ -83,7 +83,12 @@ pub fn read(config: &Config) -> skywave_spool::Result<Status> {
         .unwrap_or_default(),
         links: crate::hf::peer_memory::read_all(&config.state_dir.join("links"))
             .into_iter()
-            .map(|(name, memory)| format!("{name}: {memory}"))
+            .map(|(name, memory)| {
+                let kept = crate::hf::tape_file::describe(&config.state_dir.join("links"), &name)
+                    .map(|k| format!("; {k}"))
+                    .unwrap_or_default();
+                format!("{name}: {memory}{kept}")
+            })
             .collect(),
         ..Status::default()
     };

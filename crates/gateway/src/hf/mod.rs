@@ -17,7 +17,7 @@ pub(crate) mod peer_memory;
 pub mod pmul_ip;
 pub(crate) mod pmul_link;
 pub mod sis;
-mod tape_file;
+pub(crate) mod tape_file;
 mod tcp_link;
 pub mod transfer;
 

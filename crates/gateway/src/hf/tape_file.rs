@@ -139,6 +139,18 @@ impl KeptTape {
     }
 }
 
+/// For `skywave status`: what `dir/<peer>.tape` holds of the peer's session in progress or
+/// cut short, if it is there.
+pub(crate) fn describe(dir: &Path, peer: &str) -> Option<String> {
+    let len = std::fs::metadata(dir.join(format!("{peer}.tape")))
+        .ok()?
+        .len();
+    let octets = len.saturating_sub(HEADER.len() as u64);
+    Some(format!(
+        "of its session in progress or cut short, {octets} octets (U_PDUs and their lengths) kept to go on with (XRESUME)"
+    ))
+}
+
 /// The U_PDUs of a tape file; a last one cut short is dropped.
 fn parse(bytes: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     let mut rest = bytes
@@ -184,6 +196,14 @@ mod tests {
         }
         kept.ended(true);
         assert!(dir.path().join("ship.tape").exists());
+        // 3 U_PDUs of 300 octets, each with its length.
+        assert_eq!(
+            describe(dir.path(), "ship").as_deref(),
+            Some(
+                "of its session in progress or cut short, 912 octets (U_PDUs and their lengths) kept to go on with (XRESUME)"
+            )
+        );
+        assert_eq!(describe(dir.path(), "shore"), None);
         // The restart: read back, a marker for the first two goes on with it.
         let mut again = KeptTape::open(dir.path(), "ship");
         assert!(again.holds_a_cut_session());
