@@ -1062,13 +1062,13 @@ async fn a_session_cut_by_link_loss_is_given_up_at_the_cut_marker() {
 /// retries after 5 s. With `restart_shore`, the shore's gateway restarts that many seconds
 /// into the run, and with `forget` it has lost what it kept of the ship's session on disk
 /// (`state_dir/links/ship.tape`). With `late_mail`, another message is submitted that many
-/// seconds into the run. Returns the ship's outgoing sessions, the shore's sessions, and the seconds
+/// seconds into the run, of flash precedence (MMHS-Primary-Precedence 4) if asked. Returns the ship's outgoing sessions, the shore's sessions, and the seconds
 /// of air the ship's data transmissions (DATA and DATA-ACK D_PDUs) took.
 async fn a_long_session_cut_short(
     resume: bool,
     restart_shore: Option<u64>,
     forget: bool,
-    late_mail: Option<u64>,
+    late_mail: Option<(u64, bool)>,
 ) -> (Vec<TransferRecord>, Vec<TransferRecord>, f64) {
     let dir = tempfile::tempdir().unwrap();
     let run = tokio::time::Instant::now();
@@ -1091,9 +1091,12 @@ async fn a_long_session_cut_short(
         }
         pair = pair.restart_shore(Duration::from_secs(5)).await.unwrap();
     }
-    if let Some(at) = late_mail {
+    if let Some((at, flash)) = late_mail {
         tokio::time::sleep_until(run + Duration::from_secs(at)).await;
-        let m = message("alice@ship.example", "ops@shore.example", 2, 1500);
+        let mut m = message("alice@ship.example", "ops@shore.example", 2, 1500);
+        if flash {
+            m.splice(0..0, b"MMHS-Primary-Precedence: 4\r\n".iter().copied());
+        }
         sent.push(submit_as_alice(&pair, 2, m).await);
     }
     all_arrive_once(&pair, &sent).await;
@@ -1193,7 +1196,7 @@ async fn a_long_session_cut_short_goes_on_from_where_the_peer_had_it() {
 /// session of its own.
 #[tokio::test(start_paused = true)]
 async fn new_mail_after_a_cut_makes_the_cut_session_go_on_at_once() {
-    let (out, shore, air) = a_long_session_cut_short(true, None, false, Some(455)).await;
+    let (out, shore, air) = a_long_session_cut_short(true, None, false, Some((455, false))).await;
     show("late mail", &out, &shore, air);
     let resumed = out
         .iter()
@@ -1212,6 +1215,38 @@ async fn new_mail_after_a_cut_makes_the_cut_session_go_on_at_once() {
         (1, "completed"),
         "{out:?}"
     );
+}
+
+/// The same, the new message of flash precedence: it goes first, and the cut session is given
+/// up rather than keep it waiting for the rest of a routine report. The flash message's
+/// session starts with the cut marker, the shore's server gives the cut session up there, and
+/// the report goes again whole after it.
+#[tokio::test(start_paused = true)]
+async fn flash_mail_after_a_cut_goes_first_and_the_cut_session_is_given_up() {
+    let (out, shore, air) = a_long_session_cut_short(true, None, false, Some((455, true))).await;
+    show("flash", &out, &shore, air);
+    assert!(
+        !out.iter().any(|r| r.result.contains("went on from U_PDU")),
+        "{out:?}"
+    );
+    // After the cut (out[1]) and the attempts during the outage, the next session to carry
+    // anything is the flash message's.
+    let flash = out
+        .iter()
+        .position(|r| r.start > out[1].end && r.wire_bytes > 0)
+        .expect("the flash message's session");
+    assert_eq!(
+        (out[flash].result.as_str(), out[flash].updus),
+        ("completed", 2),
+        "{out:?}"
+    );
+    let after = &out[flash + 1];
+    assert_eq!(
+        (after.result.as_str(), after.updus),
+        ("completed", 19),
+        "{out:?}"
+    );
+    assert_eq!(given_up_at_the_marker(&shore), 1, "{shore:?}");
 }
 
 /// The shore's gateway restarts during the outage: it read back the U_PDUs it kept of the
