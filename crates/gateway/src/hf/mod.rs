@@ -1302,7 +1302,8 @@ impl Links {
         }
         info!(peer = %name, %node, %server, "HMTP link starting");
         let memory = peer_memory::MemoryFile::open(&ctx.state_dir.join("links"), name);
-        let keeper = tape_file::KeptTape::open(&ctx.state_dir.join("links"), name);
+        let keeper =
+            tape_file::KeptTape::open(&ctx.state_dir.join("links"), name, ctx.config.resume);
         let link = hmtp_link::HmtpLink {
             name: name.to_owned(),
             node,

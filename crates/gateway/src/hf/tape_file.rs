@@ -36,14 +36,22 @@ pub(super) struct KeptTape {
     /// Whether the file may be there (so that letting go of it is one removal, not one at
     /// every U_PDU).
     on_disk: bool,
+    /// `[hf] resume`: without it nothing is written (the server does not advertise
+    /// `XRESUME`, and no peer goes on with a session).
+    enabled: bool,
 }
 
 impl KeptTape {
     /// The keeper of the link to `peer`, with the session given up that `dir/<peer>.tape`
-    /// holds, if it is there.
-    pub(super) fn open(dir: &Path, peer: &str) -> KeptTape {
+    /// holds, if it is there; `enabled`: `[hf] resume` (without it a file left there is
+    /// removed and none is written).
+    pub(super) fn open(dir: &Path, peer: &str, enabled: bool) -> KeptTape {
         let path = dir.join(format!("{peer}.tape"));
         let keeper = match std::fs::read(&path) {
+            Ok(_) if !enabled => {
+                let _ = std::fs::remove_file(&path);
+                Keeper::new()
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Keeper::new(),
             Err(e) => {
                 warn!(file = %path.display(), error = %e, "cannot read the peer's session kept to go on with; the peer sends it again whole");
@@ -63,6 +71,7 @@ impl KeptTape {
             keeper,
             path,
             file: None,
+            enabled,
         }
     }
 
@@ -78,6 +87,9 @@ impl KeptTape {
     /// [`Keeper::started`]: the file now holds the new session's U_PDUs.
     pub(super) fn started(&mut self) {
         self.keeper.started();
+        if !self.enabled {
+            return;
+        }
         self.on_disk = true;
         self.file = match self.create() {
             Ok(f) => Some(f),
@@ -188,7 +200,7 @@ mod tests {
     fn a_session_given_up_outlives_a_restart() {
         let dir = tempfile::tempdir().unwrap();
         let session: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 300]).collect();
-        let mut kept = KeptTape::open(dir.path(), "ship");
+        let mut kept = KeptTape::open(dir.path(), "ship", true);
         kept.started();
         for u in &session[..3] {
             assert_eq!(kept.check(u, true), Verdict::Pass);
@@ -205,7 +217,7 @@ mod tests {
         );
         assert_eq!(describe(dir.path(), "shore"), None);
         // The restart: read back, a marker for the first two goes on with it.
-        let mut again = KeptTape::open(dir.path(), "ship");
+        let mut again = KeptTape::open(dir.path(), "ship", true);
         assert!(again.holds_a_cut_session());
         match again.check(&marker(&session, 2), false) {
             Verdict::Rebuild { updus, copies } => {
@@ -220,19 +232,19 @@ mod tests {
     #[test]
     fn a_session_that_read_its_quit_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let mut kept = KeptTape::open(dir.path(), "ship");
+        let mut kept = KeptTape::open(dir.path(), "ship", true);
         kept.started();
         kept.read(b"EHLO ship\r\n");
         assert!(dir.path().join("ship.tape").exists());
         kept.ended(false);
         assert!(!dir.path().join("ship.tape").exists());
-        assert!(!KeptTape::open(dir.path(), "ship").holds_a_cut_session());
+        assert!(!KeptTape::open(dir.path(), "ship", true).holds_a_cut_session());
     }
 
     #[test]
     fn the_cut_marker_or_a_new_session_lets_it_go() {
         let dir = tempfile::tempdir().unwrap();
-        let mut kept = KeptTape::open(dir.path(), "ship");
+        let mut kept = KeptTape::open(dir.path(), "ship", true);
         kept.started();
         kept.read(b"abc");
         kept.ended(true);
@@ -268,7 +280,26 @@ mod tests {
         assert!(parse(b"something else").is_err());
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("ship.tape"), b"something else").unwrap();
-        assert!(!KeptTape::open(dir.path(), "ship").holds_a_cut_session());
+        assert!(!KeptTape::open(dir.path(), "ship", true).holds_a_cut_session());
         assert!(!dir.path().join("ship.tape").exists(), "removed");
+    }
+
+    #[test]
+    fn without_resume_nothing_is_written_and_nothing_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut kept = KeptTape::open(dir.path(), "ship", true);
+        kept.started();
+        kept.read(b"abc");
+        assert!(dir.path().join("ship.tape").exists());
+        let mut off = KeptTape::open(dir.path(), "ship", false);
+        assert!(!off.holds_a_cut_session());
+        assert!(
+            !dir.path().join("ship.tape").exists(),
+            "left from before: removed"
+        );
+        off.started();
+        off.read(b"abc");
+        off.ended(true);
+        assert!(!dir.path().join("ship.tape").exists());
     }
 }
