@@ -63,6 +63,27 @@ pub(crate) fn fallback_probe(result: &'static str) {
     metrics::counter!("skywave_fallback_probes_total", "result" => result).increment(1);
 }
 
+/// Counts HMTP sessions cut short by a lost link that went on, or could not, from where the
+/// peer's node had them (`XRESUME`): `side` is `ours` (a session of this gateway's: `went_on`,
+/// `refused` by the peer, `given_up` for a new one) or `theirs` (the peer's: `went_on`,
+/// `refused`).
+pub(crate) fn session_resumption(peer: &str, side: &'static str, result: &'static str) {
+    metrics::counter!(
+        "skywave_hmtp_resumptions_total",
+        "peer" => peer.to_owned(),
+        "side" => side,
+        "result" => result
+    )
+    .increment(1);
+}
+
+/// Counts the octets of this gateway's sessions cut short that the peer's node already had and
+/// that did not go on the air again, since the session went on from there (`XRESUME`).
+pub(crate) fn resumed_octets_spared(peer: &str, octets: u64) {
+    metrics::counter!("skywave_hmtp_resumed_octets_spared_total", "peer" => peer.to_owned())
+        .increment(octets);
+}
+
 /// Counts the header bytes a peer's `strip_headers` kept off the air.
 pub(crate) fn header_bytes_stripped(peer: &str, bytes: u64) {
     metrics::counter!("skywave_header_bytes_stripped_total", "peer" => peer.to_owned())

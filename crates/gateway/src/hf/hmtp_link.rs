@@ -452,10 +452,13 @@ impl HmtpLink {
                     self.suspended = Some(cut);
                     return Start::Later(look);
                 }
-                Again::No(why) => info!(
-                    %why,
-                    "the session a lost link cut short is not gone on with; its mail goes in a new one"
-                ),
+                Again::No(why) => {
+                    info!(
+                        %why,
+                        "the session a lost link cut short is not gone on with; its mail goes in a new one"
+                    );
+                    crate::metrics::session_resumption(&self.name, "ours", "given_up");
+                }
             }
         }
         let loaded = match self.ctx.take_for(peer, target, Vec::new()).await {
@@ -569,6 +572,11 @@ impl HmtpLink {
             of = s.updus.len(),
             bytes = updus.iter().skip(1).map(Vec::len).sum::<usize>(),
             "this session goes on with the one a lost link cut short, from where the peer's node had it (XRESUME)"
+        );
+        crate::metrics::session_resumption(&self.name, "ours", "went_on");
+        crate::metrics::resumed_octets_spared(
+            &self.name,
+            s.updus[..s.from].iter().map(|u| u.len() as u64).sum(),
         );
         let own = Own {
             client: s.client,
@@ -885,6 +893,7 @@ impl HmtpLink {
                 return;
             }
             Resume::GoOn { copies } => {
+                crate::metrics::session_resumption(&self.name, "theirs", "went_on");
                 info!(
                     copies,
                     "the peer goes on with its session a lost link cut short (XRESUME)"
@@ -897,11 +906,13 @@ impl HmtpLink {
                 return;
             }
             Resume::Rebuild { updus, copies } => {
+                crate::metrics::session_resumption(&self.name, "theirs", "went_on");
                 unclassified.clear();
                 self.rebuild(updus, copies, own, current, arbiter).await;
                 return;
             }
             Resume::Refuse(why) => {
+                crate::metrics::session_resumption(&self.name, "theirs", "refused");
                 warn!(
                     %why,
                     "the peer would go on with a session cut short: refused, it sends its mail again whole (XRESUME)"
@@ -1116,6 +1127,7 @@ impl HmtpLink {
         if matches!(current, Current::Replies) {
             *current = Current::Idle;
         }
+        crate::metrics::session_resumption(&self.name, "ours", "refused");
         o.client.close();
         o.refused = true;
         self.finish_own(o, arbiter).await;
