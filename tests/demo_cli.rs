@@ -63,7 +63,7 @@ fn the_demo_delivers_its_sample_both_ways_and_reports_the_air_time() {
         .unwrap_or_else(|| panic!("no line for the shore in:\n{status}"));
     assert!(
         line.starts_with(
-            "  shore: cut marker (XCUT): yes; DSN: yes; 8BITMIME: yes; SMTPUTF8: no; dictionary: "
+            "  shore: cut marker (XCUT): yes; resume (XRESUME): yes; DSN: yes; 8BITMIME: yes; SMTPUTF8: no; dictionary: "
         ) && !line.contains("dictionary: none")
             && line.ends_with("; last session answered"),
         "{status}"
