@@ -1059,17 +1059,17 @@ async fn a_session_cut_by_link_loss_is_given_up_at_the_cut_marker() {
 /// deflated: about four minutes of air at 1200 bit/s) cut short by five minutes of outage two
 /// and a half minutes into the run, after a first session has told the ship what the shore's
 /// server advertises; the ship's node gives up after one unanswered retry, and its spool
-/// retries after 5 s. With `restart_shore`, the shore's gateway restarts that many seconds
-/// into the run, and with `forget` it has lost what it kept of the ship's session on disk
-/// (`state_dir/links/ship.tape`). With `late_mail`, another message is submitted that many
-/// seconds into the run, of flash precedence (MMHS-Primary-Precedence 4) if asked. Returns the ship's outgoing sessions, the shore's sessions, and the seconds
-/// of air the ship's data transmissions (DATA and DATA-ACK D_PDUs) took.
-async fn a_long_session_cut_short(
-    resume: bool,
-    restart_shore: Option<u64>,
-    forget: bool,
-    late_mail: Option<(u64, bool)>,
-) -> (Vec<TransferRecord>, Vec<TransferRecord>, f64) {
+/// retries after 5 s; what else happens is `how`'s. Returns the ship's outgoing sessions, the
+/// shore's sessions, and the seconds of air the ship's data transmissions (DATA and DATA-ACK
+/// D_PDUs) took.
+async fn a_long_session_cut_short(how: CutRun) -> (Vec<TransferRecord>, Vec<TransferRecord>, f64) {
+    let CutRun {
+        resume,
+        restart_shore,
+        forget,
+        restart_ship,
+        late_mail,
+    } = how;
     let dir = tempfile::tempdir().unwrap();
     let run = tokio::time::Instant::now();
     let mut o = cut_options(dir.path(), "deflate", 150);
@@ -1091,6 +1091,14 @@ async fn a_long_session_cut_short(
         }
         pair = pair.restart_shore(Duration::from_secs(5)).await.unwrap();
     }
+    if let Some(at) = restart_ship {
+        tokio::time::sleep_until(run + Duration::from_secs(at)).await;
+        assert!(
+            dir.path().join("ship/state/links/shore.cut").exists(),
+            "the ship keeps the session cut short on disk"
+        );
+        pair = pair.restart_ship(Duration::from_secs(5)).await.unwrap();
+    }
     if let Some((at, flash)) = late_mail {
         tokio::time::sleep_until(run + Duration::from_secs(at)).await;
         let mut m = message("alice@ship.example", "ops@shore.example", 2, 1500);
@@ -1111,6 +1119,34 @@ async fn a_long_session_cut_short(
     let shore = pair.shore.hf().transfers();
     pair.stop().await;
     (outgoing(&ship).into_iter().cloned().collect(), shore, air)
+}
+
+/// What happens around the cut of [`a_long_session_cut_short`].
+#[derive(Debug, Clone, Copy)]
+struct CutRun {
+    /// Both gateways' `[hf] resume`.
+    resume: bool,
+    /// The shore's gateway restarts this many seconds into the run...
+    restart_shore: Option<u64>,
+    /// ...having lost what it kept of the ship's session (`state_dir/links/ship.tape`).
+    forget: bool,
+    /// The ship's gateway restarts this many seconds into the run.
+    restart_ship: Option<u64>,
+    /// Another message is submitted this many seconds into the run, of flash precedence
+    /// (MMHS-Primary-Precedence 4) if asked.
+    late_mail: Option<(u64, bool)>,
+}
+
+impl Default for CutRun {
+    fn default() -> Self {
+        CutRun {
+            resume: true,
+            restart_shore: None,
+            forget: false,
+            restart_ship: None,
+            late_mail: None,
+        }
+    }
 }
 
 fn show(label: &str, out: &[TransferRecord], shore: &[TransferRecord], air: f64) {
@@ -1138,8 +1174,12 @@ fn show(label: &str, out: &[TransferRecord], shore: &[TransferRecord], air: f64)
 /// session goes again whole (503.4 s against 616.8 s; `-- --nocapture` prints both runs).
 #[tokio::test(start_paused = true)]
 async fn a_long_session_cut_short_goes_on_from_where_the_peer_had_it() {
-    let (out, shore, air) = a_long_session_cut_short(true, None, false, None).await;
-    let (whole, shore_whole, air_whole) = a_long_session_cut_short(false, None, false, None).await;
+    let (out, shore, air) = a_long_session_cut_short(CutRun::default()).await;
+    let (whole, shore_whole, air_whole) = a_long_session_cut_short(CutRun {
+        resume: false,
+        ..CutRun::default()
+    })
+    .await;
     show("XRESUME", &out, &shore, air);
     show("whole", &whole, &shore_whole, air_whole);
     assert!(
@@ -1196,7 +1236,11 @@ async fn a_long_session_cut_short_goes_on_from_where_the_peer_had_it() {
 /// session of its own.
 #[tokio::test(start_paused = true)]
 async fn new_mail_after_a_cut_makes_the_cut_session_go_on_at_once() {
-    let (out, shore, air) = a_long_session_cut_short(true, None, false, Some((455, false))).await;
+    let (out, shore, air) = a_long_session_cut_short(CutRun {
+        late_mail: Some((455, false)),
+        ..CutRun::default()
+    })
+    .await;
     show("late mail", &out, &shore, air);
     let resumed = out
         .iter()
@@ -1223,7 +1267,11 @@ async fn new_mail_after_a_cut_makes_the_cut_session_go_on_at_once() {
 /// the report goes again whole after it.
 #[tokio::test(start_paused = true)]
 async fn flash_mail_after_a_cut_goes_first_and_the_cut_session_is_given_up() {
-    let (out, shore, air) = a_long_session_cut_short(true, None, false, Some((455, true))).await;
+    let (out, shore, air) = a_long_session_cut_short(CutRun {
+        late_mail: Some((455, true)),
+        ..CutRun::default()
+    })
+    .await;
     show("flash", &out, &shore, air);
     assert!(
         !out.iter().any(|r| r.result.contains("went on from U_PDU")),
@@ -1254,7 +1302,11 @@ async fn flash_mail_after_a_cut_goes_first_and_the_cut_session_is_given_up() {
 /// without the restart.
 #[tokio::test(start_paused = true)]
 async fn a_session_cut_short_goes_on_after_the_shore_restarts() {
-    let (out, shore, air) = a_long_session_cut_short(true, Some(420), false, None).await;
+    let (out, shore, air) = a_long_session_cut_short(CutRun {
+        restart_shore: Some(420),
+        ..CutRun::default()
+    })
+    .await;
     show("restarted", &out, &shore, air);
     let last = &out[out.len() - 1];
     assert!(
@@ -1271,6 +1323,27 @@ async fn a_session_cut_short_goes_on_after_the_shore_restarts() {
     assert!((495.0..512.0).contains(&air), "{air} s of air");
 }
 
+/// The ship's gateway restarts during the outage, after the cut: it forgets the session it
+/// kept in memory, but builds it again from its record (`state_dir/links/shore.cut`) and the
+/// spool, finds the same U_PDUs, and goes on with it as without the restart.
+#[tokio::test(start_paused = true)]
+async fn a_session_cut_short_goes_on_after_the_ship_restarts() {
+    let (out, shore, air) = a_long_session_cut_short(CutRun {
+        restart_ship: Some(420),
+        ..CutRun::default()
+    })
+    .await;
+    show("ship restarted", &out, &shore, air);
+    let last = &out[out.len() - 1];
+    assert!(
+        last.result
+            .starts_with("completed; went on from U_PDU 8 of 18 after a lost link"),
+        "{out:?}"
+    );
+    assert_eq!(given_up_at_the_marker(&shore), 0, "{shore:?}");
+    assert!((495.0..512.0).contains(&air), "{air} s of air");
+}
+
 /// The shore's gateway restarts during the outage, and has lost what it kept of the ship's
 /// session. The ship's session that goes on with the cut one is refused as soon as the shore can answer (after the
 /// ship's transmission of the rest: the link is half duplex), not at its reply timeout (some
@@ -1278,7 +1351,12 @@ async fn a_session_cut_short_goes_on_after_the_shore_restarts() {
 /// arrives once.
 #[tokio::test(start_paused = true)]
 async fn a_shore_that_restarted_refuses_to_go_on_and_the_mail_goes_again_whole() {
-    let (out, shore, air) = a_long_session_cut_short(true, Some(420), true, None).await;
+    let (out, shore, air) = a_long_session_cut_short(CutRun {
+        restart_shore: Some(420),
+        forget: true,
+        ..CutRun::default()
+    })
+    .await;
     show("forgotten", &out, &shore, air);
     let refused = out
         .iter()

@@ -182,6 +182,25 @@ fn plausible_start(bytes: &[u8]) -> Plausible {
     }
 }
 
+/// The messages a session carries, from what was taken from the spool.
+fn batch_messages(loaded: Vec<(DueMessage, Vec<u8>)>) -> (Vec<DueMessage>, Vec<BatchMessage>) {
+    loaded
+        .into_iter()
+        .map(|(d, body)| {
+            let m = BatchMessage {
+                id: d.id.to_string(),
+                reverse_path: d.sender.clone(),
+                recipients: d.recipients.clone(),
+                eight_bit: body.iter().any(|&b| b >= 0x80),
+                body,
+                dsn: d.dsn.clone(),
+                rcpt_dsn: d.rcpt_dsn.clone(),
+            };
+            (d, m)
+        })
+        .unzip()
+}
+
 /// The compression of our sessions to `peer`: its route's, towards a skywave gateway; none
 /// towards any other (a standard HMTP server reads plain SMTP).
 fn session_compression(peer: &skywave_route::Peer) -> Compression {
@@ -273,6 +292,9 @@ pub(super) struct HmtpLink {
     pub(super) cut: Option<Priority>,
     /// A session of ours cut short that the next one goes on with (`XRESUME`).
     pub(super) suspended: Option<Suspended>,
+    /// The record of a session of ours cut short before this gateway restarted, to build it
+    /// again and go on with it ([`super::cut_record`]).
+    pub(super) restored: Option<super::cut_record::CutRecord>,
     /// What this gateway keeps of the peer's sessions, to go on with one cut short
     /// (`XRESUME`).
     pub(super) keeper: super::tape_file::KeptTape,
@@ -310,6 +332,7 @@ impl HmtpLink {
             // node may have sent only part of it, which the peer's server holds.
             info!("a session of ours was unanswered when this gateway stopped; taking it as cut");
             self.after_cut(Priority::default());
+            self.restored = super::cut_record::read(&self.links_dir(), &self.name);
         }
         let target = Target::Peer(self.name.clone());
         let mut own: Option<Own> = None;
@@ -444,6 +467,14 @@ impl HmtpLink {
         };
         let compression = session_compression(peer);
         let skywave_peer = peer.skywave;
+        if self.suspended.is_none()
+            && let Some(record) = self.restored.take()
+        {
+            self.suspended = self.restore(record, peer, target).await;
+            if self.suspended.is_none() {
+                self.forget_cut();
+            }
+        }
         if let Some(cut) = self.suspended.take() {
             let rest = cut.updus[cut.from..].iter().map(|u| u.len() as u64).sum();
             match self.ctx.take_again(peer, target, &cut.batch, rest).await {
@@ -458,6 +489,7 @@ impl HmtpLink {
                         "the session a lost link cut short is not gone on with; its mail goes in a new one"
                     );
                     crate::metrics::session_resumption(&self.name, "ours", "given_up");
+                    self.forget_cut();
                 }
             }
         }
@@ -470,21 +502,7 @@ impl HmtpLink {
             .map(|(d, _)| d.priority.value())
             .max()
             .unwrap_or(0);
-        let (batch, messages): (Vec<DueMessage>, Vec<BatchMessage>) = loaded
-            .into_iter()
-            .map(|(d, body)| {
-                let m = BatchMessage {
-                    id: d.id.to_string(),
-                    reverse_path: d.sender.clone(),
-                    recipients: d.recipients.clone(),
-                    eight_bit: body.iter().any(|&b| b >= 0x80),
-                    body,
-                    dsn: d.dsn.clone(),
-                    rcpt_dsn: d.rcpt_dsn.clone(),
-                };
-                (d, m)
-            })
-            .unzip();
+        let (batch, messages) = batch_messages(loaded);
         let start_unix = self.unix_f64();
         let mut settings = ClientSettings::new(self.ctx.hostname.clone(), mtu, compression);
         settings.dictionary = self
@@ -556,6 +574,7 @@ impl HmtpLink {
     async fn go_on(&mut self, s: Suspended, batch: Vec<DueMessage>) -> Start {
         let Some(updus) = resume::resumption(&s.updus, s.from) else {
             // Not reached: a session is suspended only with something to resume.
+            self.forget_cut();
             let mut client = s.client;
             client.close();
             for d in &batch {
@@ -597,6 +616,10 @@ impl HmtpLink {
     /// Hands `o`'s submission to the SIS server: `updus`, its `o.lead` markers, then its
     /// U_PDUs from `o.first`.
     async fn submit(&mut self, mut o: Own, updus: Vec<Vec<u8>>) -> Start {
+        if o.first == 0 {
+            // A new session: no session cut short goes on any more.
+            self.forget_cut();
+        }
         let wire: usize = updus.iter().skip(o.lead).map(Vec::len).sum();
         let airtime =
             Duration::from_secs_f64(wire as f64 * 8.0 / f64::from(self.ctx.config.assumed_bps));
@@ -789,6 +812,17 @@ impl HmtpLink {
                 "cut short: the peer's node had {from} of {total} U_PDUs; to go on from there (XRESUME)"
             ),
         });
+        let record = super::cut_record::CutRecord::new(
+            o.batch
+                .iter()
+                .map(|d| (d.id.to_string(), d.recipients.clone()))
+                .collect(),
+            o.client.settings(),
+            &o.updus,
+            from,
+            o.priority.get(),
+        );
+        super::cut_record::write(&self.links_dir(), &self.name, &record);
         self.suspended = Some(Suspended {
             client: o.client,
             updus: o.updus,
@@ -796,6 +830,86 @@ impl HmtpLink {
             priority: o.priority,
             batch: o.batch,
         });
+    }
+
+    /// Where the link keeps what outlives a restart.
+    fn links_dir(&self) -> std::path::PathBuf {
+        self.ctx.state_dir.join("links")
+    }
+
+    /// No session of ours cut short goes on any more: its record goes.
+    fn forget_cut(&mut self) {
+        super::cut_record::remove(&self.links_dir(), &self.name);
+    }
+
+    /// Builds again the session of ours cut short before this gateway restarted, from its
+    /// record and the spool (`XRESUME`): `None` unless the peer goes on with sessions, every
+    /// message still waits for the same recipients, and the U_PDUs built are the ones the
+    /// peer's node had part of.
+    async fn restore(
+        &self,
+        record: super::cut_record::CutRecord,
+        peer: &skywave_route::Peer,
+        target: &Target,
+    ) -> Option<Suspended> {
+        let priority = Priority::new(record.priority).ok()?;
+        let settings = record.settings()?;
+        if !self.resumes() {
+            return None;
+        }
+        let spool = Arc::clone(&self.ctx.intake.spool);
+        let t = target.clone();
+        let ashore = super::Ashore::new(&peer.strip_headers, peer.text_only);
+        let wanted = record.messages.clone();
+        let loaded = crate::blocking::spawn(move || {
+            let sorted = |r: &[String]| {
+                let mut r = r.to_vec();
+                r.sort();
+                r
+            };
+            let waiting = spool.waiting(&t)?;
+            let mut out = Vec::with_capacity(wanted.len());
+            for (id, recipients) in &wanted {
+                let Some(d) = waiting
+                    .iter()
+                    .find(|w| w.id.as_str() == id && sorted(&w.recipients) == sorted(recipients))
+                else {
+                    return Ok(None);
+                };
+                // As the cut session loaded it (what stayed ashore was counted then).
+                let body = ashore.load(&spool, &d.id)?.file.message;
+                out.push((d.clone(), body));
+            }
+            Ok::<_, skywave_spool::Error>(Some(out))
+        })
+        .await;
+        let Ok(Ok(Some(loaded))) = loaded else {
+            info!(
+                "the session cut short before the restart: its mail no longer all waits as it went; it goes in a new session"
+            );
+            return None;
+        };
+        let (batch, messages) = batch_messages(loaded);
+        let mut client = HmtpClient::new(settings, messages).ok()?;
+        let updus = client.transmission();
+        if !record.is_the_same(&updus) {
+            info!(
+                "the session cut short before the restart builds again into other octets (its messages or the routing table changed); it goes in a new session"
+            );
+            return None;
+        }
+        info!(
+            from = record.from,
+            of = updus.len(),
+            "the session cut short before the restart is built again; it goes on from where the peer's node had it (XRESUME)"
+        );
+        Some(Suspended {
+            client,
+            updus,
+            from: record.from,
+            priority,
+            batch,
+        })
     }
 
     /// Whether the peer's server honours the cut marker: what its last EHLO reply said, or
@@ -1271,6 +1385,10 @@ impl HmtpLink {
 
     /// Applies every recipient's outcome to the spool and writes the transfer record.
     async fn record_outcome(&mut self, o: Own) {
+        if o.first > 0 {
+            // The session that went on with one cut short ended, answered or not.
+            self.forget_cut();
+        }
         let Some(outcome) = o.client.outcome().cloned() else {
             return;
         };

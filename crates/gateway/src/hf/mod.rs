@@ -11,6 +11,7 @@
 //! next start.
 
 mod cftp_link;
+mod cut_record;
 mod dedup_store;
 mod hmtp_link;
 pub(crate) mod peer_memory;
@@ -1318,6 +1319,7 @@ impl Links {
             peer_hold: None,
             cut: None,
             suspended: None,
+            restored: None,
             keeper,
             submissions: 0,
             memory,
