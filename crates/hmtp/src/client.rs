@@ -332,6 +332,13 @@ impl HmtpClient {
         self.collect(Some(SessionEnd::Closed));
     }
 
+    /// This session goes on with one a lost link cut short ([`crate::resume`]): a `421` read
+    /// from now on was said to the cut one, by a server that gave it up, and is set aside;
+    /// only the `221` of the whole session proves the replies ours.
+    pub fn going_on(&mut self) {
+        self.session.whole_session_only();
+    }
+
     /// Reply streams set aside so far as answers to another session (see
     /// [`BatchOutcome::stale_reply_streams`]). After one, the next U_PDU starts a new stream.
     pub fn stale_reply_streams(&self) -> usize {

@@ -52,6 +52,12 @@ pub struct ServerSettings {
     /// Advertise `XRESUME` ([`crate::resume`]): set by an owner that keeps the U_PDUs of a
     /// session cut short and goes on with it at the client's resume marker.
     pub resume: bool,
+    /// A timeout ends the session without its `421` and the replies held: for a client known
+    /// to go on with a session cut short, or give it up with the cut marker (a skywave peer
+    /// that advertised `XRESUME`). To such a client the `421` only costs air, and arriving after
+    /// the session that goes on with this one has begun, it would be read as that session's
+    /// end (its `XSUM` names the octets this server read, the first of that session's).
+    pub quiet_timeout: bool,
 }
 
 impl ServerSettings {
@@ -62,6 +68,7 @@ impl ServerSettings {
             mtu,
             limits: Limits::default(),
             resume: false,
+            quiet_timeout: false,
         }
     }
 }
@@ -407,7 +414,12 @@ impl<P: Policy> HmtpServer<P> {
             }
         }
         let output = session.take_output();
-        if !output.is_empty() {
+        let quiet = self.settings.quiet_timeout
+            && matches!(
+                ended,
+                Some(CloseReason::IdleTimeout | CloseReason::DataTimeout)
+            );
+        if !output.is_empty() && !quiet {
             match self.encode(&output) {
                 Ok(updus) => {
                     self.sent.count_transmission(output.len(), &updus);

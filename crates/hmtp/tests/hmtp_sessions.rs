@@ -1391,6 +1391,8 @@ struct Resuming {
     mtu: usize,
     refused: usize,
     copies: usize,
+    /// The servers' `quiet_timeout`.
+    quiet: bool,
 }
 
 impl Resuming {
@@ -1402,12 +1404,14 @@ impl Resuming {
             mtu,
             refused: 0,
             copies: 0,
+            quiet: false,
         }
     }
 
     fn settings(&self) -> ServerSettings {
         let mut s = server_settings(self.mtu);
         s.resume = true;
+        s.quiet_timeout = self.quiet;
         s
     }
 
@@ -1632,6 +1636,84 @@ fn a_resume_marker_restarts_the_waits_of_the_session_it_goes_on_with() {
         deadline - now,
         "the same wait, from the marker"
     );
+}
+
+#[test]
+fn a_quiet_timeout_sends_no_421_to_a_client_that_goes_on() {
+    // Towards a skywave peer with XRESUME the server gives a session cut short up at its
+    // timeout without a word; towards any other it answers 421 with the replies held.
+    let mtu = 512;
+    let now = Instant::now();
+    let (_, first) = submitted(messages(4, 3), Compression::Deflate, mtu);
+    for quiet in [false, true] {
+        let mut shore = Resuming::new(mtu);
+        shore.quiet = quiet;
+        for u in &first[..3] {
+            assert!(shore.receive(u, now).is_empty());
+        }
+        let sent = shore.time_out(now);
+        assert_eq!(sent.is_empty(), quiet, "quiet {quiet}: {sent:?}");
+        assert!(matches!(
+            shore.owner.closed.last(),
+            Some(ServerEnd::Session(
+                CloseReason::IdleTimeout | CloseReason::DataTimeout
+            ))
+        ));
+        assert!(shore.keeper.holds_a_cut_session(), "kept either way");
+    }
+}
+
+#[test]
+fn a_421_from_the_server_that_gave_the_cut_session_up_does_not_end_the_one_going_on() {
+    // The shore's server gave the cut session up at its timeout and said 421, naming the
+    // octets it had read: the first of the session that goes on with it. That 421 can reach
+    // the ship after the session going on has begun; read as its end, the mail would go again
+    // whole although the shore delivers it. A client going on sets it aside.
+    let mtu = 512;
+    let now = Instant::now();
+    for compression in SCHEMES {
+        let batch = messages(4, 3);
+        let (_, first) = submitted(batch.clone(), compression, mtu);
+        let mut shore = Resuming::new(mtu);
+        for u in &first[..3] {
+            shore.receive(u, now);
+        }
+        let old = shore.time_out(now);
+        assert_eq!(
+            old.len(),
+            1,
+            "{compression:?}: the 421 and the replies held"
+        );
+        let mut replies = Vec::new();
+        for u in &resume::resumption(&first, 2).unwrap() {
+            replies.extend(shore.receive(u, now));
+        }
+        assert_eq!(replies.len(), 1, "{compression:?}");
+        for going_on in [true, false] {
+            let (mut client, _) = submitted(batch.clone(), compression, mtu);
+            if going_on {
+                client.going_on();
+            }
+            for u in &old[0] {
+                client.receive(u);
+            }
+            if !going_on {
+                // As any client reads a 421 that proves it read our first octets.
+                let outcome = client.outcome().expect("ended");
+                assert!(matches!(outcome.end, SessionEnd::ServiceClosing(_)));
+                continue;
+            }
+            assert!(
+                client.outcome().is_none(),
+                "{compression:?}: not this session's end"
+            );
+            assert_eq!(client.stale_reply_streams(), 1);
+            for u in &replies[0] {
+                client.receive(u);
+            }
+            assert!(all_delivered(client.outcome().unwrap()), "{compression:?}");
+        }
+    }
 }
 
 #[test]

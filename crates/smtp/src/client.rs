@@ -328,6 +328,9 @@ pub struct ClientSession {
     sent: Vec<u8>,
     /// The closing reply named the sum of our first octets.
     sum_matched: bool,
+    /// Only a `221` closing the whole session proves the replies ours
+    /// ([`ClientSession::whole_session_only`]).
+    whole_only: bool,
 }
 
 impl ClientSession {
@@ -378,6 +381,7 @@ impl ClientSession {
             finished: false,
             sent: Vec::new(),
             sum_matched: false,
+            whole_only: false,
         };
         if session.config.expect_greeting {
             session.expect.push_back(Expect::Greeting);
@@ -450,6 +454,14 @@ impl ClientSession {
         self.output = output;
     }
 
+    /// From now on a closing `421` proves nothing: only a `221` naming our sum does. For a
+    /// session that goes on with one a lost link cut short (skywave's `XRESUME`): the server
+    /// that gave the cut one up may have said `421` naming the octets it read, the first of
+    /// this session's, and that reply may arrive after this session has begun.
+    pub fn whole_session_only(&mut self) {
+        self.whole_only = true;
+    }
+
     /// A batch session whose server advertised `XSUM`: its closing reply must name our sum.
     fn sum_expected(&self) -> bool {
         self.config.mode == ClientMode::Batch
@@ -462,7 +474,7 @@ impl ClientSession {
         if !self.sum_expected() {
             return Ok(());
         }
-        if sum::proves(reply, &self.sent) {
+        if sum::proves(reply, &self.sent) && !(self.whole_only && reply.code != 221) {
             self.sum_matched = true;
             return Ok(());
         }

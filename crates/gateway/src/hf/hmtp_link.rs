@@ -597,8 +597,11 @@ impl HmtpLink {
             &self.name,
             s.updus[..s.from].iter().map(|u| u.len() as u64).sum(),
         );
+        let mut client = s.client;
+        // A 421 from the server that gave the cut session up is not this one's end.
+        client.going_on();
         let own = Own {
-            client: s.client,
+            client,
             submission: 0,
             priority: s.priority,
             batch,
@@ -1169,6 +1172,8 @@ impl HmtpLink {
         // The spool keeps NOTIFY, ORCPT, RET and ENVID and reports as they ask.
         settings.smtp.dsn = true;
         settings.resume = self.ctx.config.resume;
+        // A peer that goes on with a session cut short reads no 421 at our timeout.
+        settings.quiet_timeout = self.resumes();
         let server = match HmtpServer::new(settings, policy, Instant::now().into_std()) {
             Ok(s) => s,
             Err(e) => {
