@@ -865,18 +865,12 @@ impl HmtpLink {
         let ashore = super::Ashore::new(&peer.strip_headers, peer.text_only);
         let wanted = record.messages.clone();
         let loaded = crate::blocking::spawn(move || {
-            let sorted = |r: &[String]| {
-                let mut r = r.to_vec();
-                r.sort();
-                r
-            };
             let waiting = spool.waiting(&t)?;
             let mut out = Vec::with_capacity(wanted.len());
             for (id, recipients) in &wanted {
-                let Some(d) = waiting
-                    .iter()
-                    .find(|w| w.id.as_str() == id && sorted(&w.recipients) == sorted(recipients))
-                else {
+                let Some(d) = waiting.iter().find(|w| {
+                    w.id.as_str() == id && super::same_recipients(&w.recipients, recipients)
+                }) else {
                     return Ok(None);
                 };
                 // As the cut session loaded it (what stayed ashore was counted then).

@@ -378,16 +378,11 @@ impl HfContext {
         let t = target.clone();
         let batch = batch.to_vec();
         let again = crate::blocking::spawn(move || {
-            let sorted = |r: &[String]| {
-                let mut r = r.to_vec();
-                r.sort();
-                r
-            };
             let waiting = spool.waiting(&t)?;
             for d in &batch {
                 if !waiting
                     .iter()
-                    .any(|w| w.id == d.id && sorted(&w.recipients) == sorted(&d.recipients))
+                    .any(|w| w.id == d.id && same_recipients(&w.recipients, &d.recipients))
                 {
                     return Ok(Again::No(format!(
                         "{} no longer waits for the same recipients (delivered, held, moved or bounced meanwhile)",
@@ -400,6 +395,13 @@ impl HfContext {
             let all_due = batch.iter().all(|d| due.iter().any(|x| x.id == d.id));
             if !all_due && due.iter().all(|x| ours(&x.id)) {
                 return Ok(Again::Later(Look::Due));
+            }
+            // Taken before its retry time (other mail goes now): not past its expiry, which
+            // only `due` leaves out.
+            for d in batch.iter().filter(|d| !due.iter().any(|x| x.id == d.id)) {
+                if spool.load(&d.id)?.1.envelope.expires <= now {
+                    return Ok(Again::No(format!("{} has expired", d.id)));
+                }
             }
             let taken: Vec<DueMessage> = batch
                 .iter()
@@ -429,6 +431,16 @@ impl HfContext {
             }
         }
     }
+}
+
+/// Whether two lists name the same recipients, in any order.
+pub(crate) fn same_recipients(a: &[String], b: &[String]) -> bool {
+    let sorted = |r: &[String]| {
+        let mut r = r.to_vec();
+        r.sort();
+        r
+    };
+    a.len() == b.len() && sorted(a) == sorted(b)
 }
 
 /// What [`HfContext::take_again`] found for a session cut short.
@@ -1346,6 +1358,14 @@ async fn sleep_opt(at: Option<tokio::time::Instant>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recipients_are_the_same_in_any_order() {
+        let v = |r: &[&str]| r.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert!(same_recipients(&v(&["a@x", "b@x"]), &v(&["b@x", "a@x"])));
+        assert!(!same_recipients(&v(&["a@x", "b@x"]), &v(&["a@x"])));
+        assert!(!same_recipients(&v(&["a@x", "a@x"]), &v(&["a@x", "b@x"])));
+    }
 
     fn due(priority: i8, size: u64) -> DueMessage {
         DueMessage {
