@@ -232,7 +232,8 @@ pub struct Resumption {
 }
 
 impl Tape {
-    /// Most octets kept of one session: more than a day of air at 1200 bit/s (13 MB).
+    /// Most octets kept of one session, 16 MiB: more than a day of air carries at 1200 bit/s
+    /// (13 MB).
     pub const LIMIT: usize = 16 * 1024 * 1024;
 
     /// An empty tape.
