@@ -717,29 +717,27 @@ impl HmtpLink {
                 submission,
                 confirmed,
             } => {
-                // Whichever session it was, the peer may now hold the first part of it: the
-                // node gave up on the link and discarded the rest. (Which U_PDUs got there is
-                // known only in part: the node confirmed the first `confirmed`, but one
-                // delivered just before the link failed has no confirmation, and a server's
-                // confirm wait refuses U_PDUs that go on.) A session of ours reaching the
-                // peer's server before it gives that part up would be read as its rest, so
-                // none starts until then. Uncompressed, the
+                // Whichever session it was, the peer may now hold the first part of it: the node
+                // gave up on the link and discarded the rest. (Which U_PDUs got there is known only
+                // in part: the node confirmed the first `confirmed`, but one delivered just before
+                // the link failed has no confirmation, and a server's confirm wait refuses U_PDUs
+                // that go on.) A session of ours reaching the peer's server before it gives that
+                // part up would be read as its rest, so none starts until then. Uncompressed, the
                 // next session's text is taken as the rest of the cut message and accepted.
-                // Compressed, it is no safer: the peer's decoder takes the new stream's bytes
-                // as the rest of the old one, which a cut between two U_PDUs leaves in the
-                // middle of a block, and at some cut points decodes them without an error,
-                // into text made of the old block's symbols and of back-references to what it
-                // already holds, until the new stream's own blocks reappear in it; the first
-                // end of data in that text closes the cut message, accepted with a corrupt
-                // body, and de-duplication then drops the intact copy (`cargo test -p
-                // skywave-hmtp --test hmtp_sessions a_session_cut_short`; JNOS LZW's decoder
-                // failed at every cut point tried there, which nothing guarantees). So the hold
-                // is the same whatever the compression.
+                // Compressed, it is no safer: the peer's decoder takes the new stream's bytes as
+                // the rest of the old one, which a cut between two U_PDUs leaves in the middle of a
+                // block, and at some cut points decodes them without an error, into text made of
+                // the old block's symbols and of back-references to what it already holds, until
+                // the new stream's own blocks reappear in it; the first end of data in that text
+                // closes the cut message, accepted with a corrupt body, and de-duplication then
+                // drops the intact copy (`cargo test -p skywave-hmtp --test hmtp_sessions
+                // a_session_cut_short`; JNOS LZW's decoder failed at every cut point tried there,
+                // which nothing guarantees). So the hold is the same whatever the compression.
                 //
                 // A peer that advertised XCUT gives the cut session up at the marker our next
-                // session starts with, and nothing need wait (`skywave_hmtp::cut`). The marker
-                // goes at no higher priority than the failed U_PDU's session (the lowest when
-                // that is an earlier one's, not known here).
+                // session starts with, and nothing need wait (`skywave_hmtp::cut`). The marker goes
+                // at no higher priority than the failed U_PDU's session (the lowest when that is an
+                // earlier one's, not known here).
                 let failed = own
                     .as_ref()
                     .filter(|o| o.submission == submission)
@@ -1039,7 +1037,7 @@ impl HmtpLink {
                 return;
             }
             Resume::Malformed(e) => {
-                warn!(error = %e, "dropped");
+                warn!(error = %e, "a resume marker from the peer that is not well formed: dropped");
                 return;
             }
         }
