@@ -22,8 +22,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use skywave_hmtp::{
-    AckOutcome, BatchMessage, CftpReceiverEvent, CftpReceiverSession, CftpReceiverSettings,
-    CftpSender, CftpSenderSettings, CftpSenderStats, Disposition, MessageResult,
+    AckOutcome, CftpReceiverEvent, CftpReceiverSession, CftpReceiverSettings, CftpSender,
+    CftpSenderSettings, CftpSenderStats, Disposition, MessageResult,
 };
 use skywave_sis::NodeAddress;
 use skywave_smtp::{BodyType, Envelope, Protocol};
@@ -267,15 +267,8 @@ impl CftpLink {
             });
         }
         for (d, body) in loaded {
-            let m = BatchMessage {
-                id: d.id.to_string(),
-                reverse_path: d.sender.clone(),
-                recipients: d.recipients.clone(),
-                eight_bit: body.iter().any(|&b| b >= 0x80),
-                body,
-                dsn: Default::default(),
-                rcpt_dsn: Vec::new(),
-            };
+            // CFTP carries no DSN parameters.
+            let m = super::batch_message(&d, body, false);
             match sender.push(m) {
                 Ok(()) => {
                     st.pushed.insert(d.id.to_string(), d);

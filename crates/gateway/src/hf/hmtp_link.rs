@@ -187,15 +187,7 @@ fn batch_messages(loaded: Vec<(DueMessage, Vec<u8>)>) -> (Vec<DueMessage>, Vec<B
     loaded
         .into_iter()
         .map(|(d, body)| {
-            let m = BatchMessage {
-                id: d.id.to_string(),
-                reverse_path: d.sender.clone(),
-                recipients: d.recipients.clone(),
-                eight_bit: body.iter().any(|&b| b >= 0x80),
-                body,
-                dsn: d.dsn.clone(),
-                rcpt_dsn: d.rcpt_dsn.clone(),
-            };
+            let m = super::batch_message(&d, body, true);
             (d, m)
         })
         .unzip()

@@ -433,6 +433,28 @@ impl HfContext {
     }
 }
 
+/// The message a session carries of `d`, taken from the spool with `body` as its link sends
+/// it; `dsn`: with the DSN parameters the sender gave (HMTP carries them, CFTP cannot).
+pub(crate) fn batch_message(
+    d: &DueMessage,
+    body: Vec<u8>,
+    dsn: bool,
+) -> skywave_hmtp::BatchMessage {
+    skywave_hmtp::BatchMessage {
+        id: d.id.to_string(),
+        reverse_path: d.sender.clone(),
+        recipients: d.recipients.clone(),
+        eight_bit: body.iter().any(|&b| b >= 0x80),
+        body,
+        dsn: if dsn {
+            d.dsn.clone()
+        } else {
+            Default::default()
+        },
+        rcpt_dsn: if dsn { d.rcpt_dsn.clone() } else { Vec::new() },
+    }
+}
+
 /// Whether two lists name the same recipients, in any order.
 pub(crate) fn same_recipients(a: &[String], b: &[String]) -> bool {
     let sorted = |r: &[String]| {
