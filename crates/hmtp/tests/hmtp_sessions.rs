@@ -1471,6 +1471,13 @@ impl Resuming {
         }
     }
 
+    /// Reads `updus`, the first of a session cut short: nothing is answered before its end.
+    fn read_cut(&mut self, updus: &[Vec<u8>], now: Instant) {
+        for u in updus {
+            assert!(self.receive(u, now).is_empty(), "replies before QUIT");
+        }
+    }
+
     /// The idle timeout of the session served passes.
     fn time_out(&mut self, now: Instant) -> Vec<Vec<Vec<u8>>> {
         let Some(server) = self.server.as_mut() else {
@@ -1590,9 +1597,7 @@ fn a_resume_marker_without_its_session_is_refused_and_its_rest_dropped() {
         // Another session of the peer's after a cut ends the tape kept: a marker for the cut
         // one is then refused.
         let mut shore = Resuming::new(mtu);
-        for u in &first[..3] {
-            shore.receive(u, now);
-        }
+        shore.read_cut(&first[..3], now);
         shore.time_out(now);
         let (_, other) = submitted(messages(1, 9), compression, mtu);
         for u in &other {
@@ -1606,9 +1611,7 @@ fn a_resume_marker_without_its_session_is_refused_and_its_rest_dropped() {
 
         // So does the cut marker.
         let mut shore = Resuming::new(mtu);
-        for u in &first[..3] {
-            shore.receive(u, now);
-        }
+        shore.read_cut(&first[..3], now);
         shore.time_out(now);
         shore.receive(skywave_hmtp::cut::MARKER, now);
         assert!(!shore.keeper.holds_a_cut_session());
@@ -1623,9 +1626,7 @@ fn a_resume_marker_restarts_the_waits_of_the_session_it_goes_on_with() {
     let now = Instant::now();
     let (_, first) = submitted(messages(4, 3), Compression::Deflate, mtu);
     let mut shore = Resuming::new(mtu);
-    for u in &first[..3] {
-        shore.receive(u, now);
-    }
+    shore.read_cut(&first[..3], now);
     let deadline = shore.server.as_ref().unwrap().poll_timeout().unwrap();
     let marker = &resume::resumption(&first, 2).unwrap()[0];
     let later = deadline - Duration::from_secs(1);
@@ -1648,9 +1649,7 @@ fn a_quiet_timeout_sends_no_421_to_a_client_that_goes_on() {
     for quiet in [false, true] {
         let mut shore = Resuming::new(mtu);
         shore.quiet = quiet;
-        for u in &first[..3] {
-            assert!(shore.receive(u, now).is_empty());
-        }
+        shore.read_cut(&first[..3], now);
         let sent = shore.time_out(now);
         assert_eq!(sent.is_empty(), quiet, "quiet {quiet}: {sent:?}");
         assert!(matches!(
@@ -1675,9 +1674,7 @@ fn a_421_from_the_server_that_gave_the_cut_session_up_does_not_end_the_one_going
         let batch = messages(4, 3);
         let (_, first) = submitted(batch.clone(), compression, mtu);
         let mut shore = Resuming::new(mtu);
-        for u in &first[..3] {
-            shore.receive(u, now);
-        }
+        shore.read_cut(&first[..3], now);
         let old = shore.time_out(now);
         assert_eq!(
             old.len(),
@@ -1722,9 +1719,7 @@ fn a_copy_that_differs_puts_the_session_out_of_step() {
     let now = Instant::now();
     let (_, first) = submitted(messages(4, 3), Compression::Deflate, mtu);
     let mut shore = Resuming::new(mtu);
-    for u in &first[..4] {
-        shore.receive(u, now);
-    }
+    shore.read_cut(&first[..4], now);
     let mut resumed = resume::resumption(&first, 2).unwrap();
     resumed[2][0] ^= 1;
     assert_eq!(
