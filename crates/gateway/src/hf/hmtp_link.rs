@@ -182,6 +182,11 @@ fn plausible_start(bytes: &[u8]) -> Plausible {
     }
 }
 
+/// The octets of `updus`.
+fn octets(updus: &[Vec<u8>]) -> u64 {
+    updus.iter().map(|u| u.len() as u64).sum()
+}
+
 /// The messages a session carries, from what was taken from the spool.
 fn batch_messages(loaded: Vec<(DueMessage, Vec<u8>)>) -> (Vec<DueMessage>, Vec<BatchMessage>) {
     loaded
@@ -468,7 +473,7 @@ impl HmtpLink {
             }
         }
         if let Some(cut) = self.suspended.take() {
-            let rest = cut.updus[cut.from..].iter().map(|u| u.len() as u64).sum();
+            let rest = octets(&cut.updus[cut.from..]);
             match self.ctx.take_again(peer, target, &cut.batch, rest).await {
                 Again::Taken(batch) => return self.go_on(cut, batch).await,
                 Again::Later(look) => {
@@ -523,7 +528,7 @@ impl HmtpLink {
             }
         };
         let session = client.transmission();
-        let wire: usize = session.iter().map(Vec::len).sum();
+        let wire = octets(&session);
         let mut updus = session.clone();
         let mut lead = 0;
         let mut priority = priority_5066(priority);
@@ -581,14 +586,11 @@ impl HmtpLink {
             messages = batch.len(),
             from = s.from,
             of = s.updus.len(),
-            bytes = updus.iter().skip(1).map(Vec::len).sum::<usize>(),
+            bytes = octets(&updus[1..]),
             "this session goes on with the one a lost link cut short, from where the peer's node had it (XRESUME)"
         );
         crate::metrics::session_resumption(&self.name, "ours", "went_on");
-        crate::metrics::resumed_octets_spared(
-            &self.name,
-            s.updus[..s.from].iter().map(|u| u.len() as u64).sum(),
-        );
+        crate::metrics::resumed_octets_spared(&self.name, octets(&s.updus[..s.from]));
         let mut client = s.client;
         // A 421 from the server that gave the cut session up is not this one's end.
         client.going_on();
@@ -615,7 +617,7 @@ impl HmtpLink {
             // A new session: no session cut short goes on any more.
             self.forget_cut();
         }
-        let wire: usize = updus.iter().skip(o.lead).map(Vec::len).sum();
+        let wire = octets(updus.get(o.lead..).unwrap_or_default());
         let airtime =
             Duration::from_secs_f64(wire as f64 * 8.0 / f64::from(self.ctx.config.assumed_bps));
         o.reply_by = Instant::now() + self.ctx.config.reply_timeout + airtime * 2;
@@ -795,7 +797,7 @@ impl HmtpLink {
             messages: o.batch.len() as u64,
             accepted: 0,
             plain_bytes: 0,
-            wire_bytes: at_the_peer.iter().map(|u| u.len() as u64).sum(),
+            wire_bytes: octets(at_the_peer),
             reply_plain_bytes: 0,
             reply_wire_bytes: 0,
             updus: at_the_peer.len() as u64,
@@ -1197,7 +1199,7 @@ impl HmtpLink {
             return;
         };
         inc.resumed = true;
-        inc.replayed = (kept.len() as u64, kept.iter().map(|u| u.len() as u64).sum());
+        inc.replayed = (kept.len() as u64, octets(&kept));
         *current = Current::Session(inc);
         for u in &kept {
             // A session that ends on what was kept (a bad stream) reads no more of it.
@@ -1477,7 +1479,6 @@ impl HmtpLink {
         }
         // A session that went on with one cut short sent only the rest (and the marker).
         let (plain_bytes, wire_bytes, updus) = if o.first > 0 {
-            let octets = |u: &[Vec<u8>]| u.iter().map(|u| u.len() as u64).sum::<u64>();
             let rest = octets(&o.updus[o.first..]);
             result.push_str(&format!(
                 "; went on from U_PDU {} of {} after a lost link cut it short (XRESUME)",
