@@ -24,6 +24,14 @@ pub(crate) fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
+/// Removes `path`; one that is not there is already gone.
+pub(crate) fn remove(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
 /// The temporary file of `path`: its whole name and `.tmp` (not `with_extension`, which would
 /// give the peers `ship.1` and `ship.2` one temporary file).
 fn tmp_path(path: &Path) -> PathBuf {

@@ -124,12 +124,8 @@ pub(super) fn read(dir: &Path, peer: &str) -> Option<CutRecord> {
 
 /// Drops the record: the session went on, or was given up.
 pub(super) fn remove(dir: &Path, peer: &str) {
-    match std::fs::remove_file(path(dir, peer)) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => {
-            warn!(file = %path(dir, peer).display(), error = %e, "cannot remove the record of a session cut short")
-        }
+    if let Err(e) = crate::durable::remove(&path(dir, peer)) {
+        warn!(file = %path(dir, peer).display(), error = %e, "cannot remove the record of a session cut short");
     }
 }
 

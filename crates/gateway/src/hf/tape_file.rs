@@ -141,12 +141,8 @@ impl KeptTape {
         if !std::mem::replace(&mut self.on_disk, false) {
             return;
         }
-        match std::fs::remove_file(&self.path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                warn!(file = %self.path.display(), error = %e, "cannot remove the peer's session kept on disk")
-            }
+        if let Err(e) = crate::durable::remove(&self.path) {
+            warn!(file = %self.path.display(), error = %e, "cannot remove the peer's session kept on disk");
         }
     }
 }
