@@ -194,14 +194,18 @@ enum MeasureArg {
 #[derive(Debug, clap::Args)]
 struct Compare {
     /// Scenarios: smtp-tcp-modem, smtp-tcp-5066, smtp-tcp-5066-nofilter, smtp-tcp-5066-xlzw,
-    /// smtp-tcp-5066-deflate, hmtp-5066-none, hmtp-5066-lzw16, hmtp-5066-deflate, cftp-5066
-    /// (default: all).
+    /// smtp-tcp-5066-deflate, hmtp-5066-none, hmtp-5066-lzw16, hmtp-5066-deflate,
+    /// hmtp-5066-deflate-dict, each hmtp one with -noresume, cftp-5066 (default: all).
     #[arg(long, value_delimiter = ',')]
     scenarios: Vec<String>,
     /// Run the smtp-tcp-5066 scenarios with the SIS client's duplicate filter off (as
     /// smtp-tcp-5066-nofilter).
     #[arg(long)]
     no_dup_filter: bool,
+    /// Run the hmtp-5066 scenarios without XRESUME: a session a lost link cut short goes again
+    /// whole (as hmtp-5066-*-noresume).
+    #[arg(long)]
+    no_resume: bool,
     /// Modem rates, bit/s (default 1200).
     #[arg(long, value_delimiter = ',')]
     rate: Vec<u32>,
@@ -779,9 +783,12 @@ fn spec(c: &Compare) -> Result<SweepSpec> {
     if scenarios.is_empty() {
         scenarios = Scenario::ALL.to_vec();
     }
-    if c.no_dup_filter {
-        for s in &mut scenarios {
+    for s in &mut scenarios {
+        if c.no_dup_filter {
             *s = s.without_filter().unwrap_or(*s);
+        }
+        if c.no_resume {
+            *s = s.without_resume().unwrap_or(*s);
         }
     }
     let mut dedup = Vec::new();
@@ -1029,6 +1036,20 @@ mod tests {
         assert_eq!(
             tcp.iter().map(|t| (t.mss, t.window)).collect::<Vec<_>>(),
             [(216, 1 << 20), (472, 1 << 20)]
+        );
+        let s = compare_spec(&[
+            "--scenarios",
+            "hmtp-5066-lzw16,hmtp-5066-deflate-noresume,smtp-tcp-5066",
+            "--no-resume",
+        ])
+        .unwrap();
+        assert_eq!(
+            s.scenarios.iter().map(|s| s.name()).collect::<Vec<_>>(),
+            [
+                "hmtp-5066-lzw16-noresume",
+                "hmtp-5066-deflate-noresume",
+                "smtp-tcp-5066"
+            ]
         );
         let s = compare_spec(&["--tcp-profile", "linux,best-case,jnos-1998,linux"]).unwrap();
         assert_eq!(

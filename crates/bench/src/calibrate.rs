@@ -485,6 +485,7 @@ pub fn isode_tcp(rate_bps: u32) -> TcpSettings {
 /// The HMTP scenario the goal lines use.
 pub const HMTP_DEFLATE: Scenario = Scenario::Hmtp5066 {
     compression: HmtpCompression::Deflate,
+    resume: true,
 };
 
 /// The SMTP baseline of the goal lines: the same deflate as [`HMTP_DEFLATE`].

@@ -230,6 +230,7 @@ mod tests {
                 &cond,
                 &work,
                 crate::model::HmtpCompression::Deflate,
+                true,
             ))
             .unwrap()
             .unwrap()

@@ -27,6 +27,10 @@ pub enum Scenario {
     Hmtp5066 {
         /// Stream compression.
         compression: HmtpCompression,
+        /// A session a lost link cut short goes on from where the shore's node had it
+        /// (`XRESUME`, a skywave gateway's default); `false` (the `-noresume` names): it goes
+        /// again whole, as with `[hf] resume = false` or a peer without `XRESUME`.
+        resume: bool,
     },
     /// CFTP over STANAG 5066 SAP 12 (gzip mail files over RCOP/BFTP).
     Cftp5066,

@@ -87,15 +87,19 @@ impl Scenario {
         },
         Scenario::Hmtp5066 {
             compression: HmtpCompression::None,
+            resume: true,
         },
         Scenario::Hmtp5066 {
             compression: HmtpCompression::Lzw16,
+            resume: true,
         },
         Scenario::Hmtp5066 {
             compression: HmtpCompression::Deflate,
+            resume: true,
         },
         Scenario::Hmtp5066 {
             compression: HmtpCompression::DeflateDict,
+            resume: true,
         },
         Scenario::Cftp5066,
     ];
@@ -116,17 +120,18 @@ impl Scenario {
                 (SmtpCompression::Deflate, false) => "smtp-tcp-5066-deflate-nofilter",
             },
             Scenario::Hmtp5066 {
-                compression: HmtpCompression::None,
-            } => "hmtp-5066-none",
-            Scenario::Hmtp5066 {
-                compression: HmtpCompression::Lzw16,
-            } => "hmtp-5066-lzw16",
-            Scenario::Hmtp5066 {
-                compression: HmtpCompression::Deflate,
-            } => "hmtp-5066-deflate",
-            Scenario::Hmtp5066 {
-                compression: HmtpCompression::DeflateDict,
-            } => "hmtp-5066-deflate-dict",
+                compression,
+                resume,
+            } => match (compression, resume) {
+                (HmtpCompression::None, true) => "hmtp-5066-none",
+                (HmtpCompression::None, false) => "hmtp-5066-none-noresume",
+                (HmtpCompression::Lzw16, true) => "hmtp-5066-lzw16",
+                (HmtpCompression::Lzw16, false) => "hmtp-5066-lzw16-noresume",
+                (HmtpCompression::Deflate, true) => "hmtp-5066-deflate",
+                (HmtpCompression::Deflate, false) => "hmtp-5066-deflate-noresume",
+                (HmtpCompression::DeflateDict, true) => "hmtp-5066-deflate-dict",
+                (HmtpCompression::DeflateDict, false) => "hmtp-5066-deflate-dict-noresume",
+            },
             Scenario::Cftp5066 => "cftp-5066",
         }
     }
@@ -148,6 +153,17 @@ impl Scenario {
             Scenario::SmtpTcp5066 { compression, .. } => Some(Scenario::SmtpTcp5066 {
                 dup_filter: false,
                 compression,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The same scenario without `XRESUME` (`None`: not an HMTP scenario).
+    pub fn without_resume(self) -> Option<Scenario> {
+        match self {
+            Scenario::Hmtp5066 { compression, .. } => Some(Scenario::Hmtp5066 {
+                compression,
+                resume: false,
             }),
             _ => None,
         }
@@ -189,6 +205,11 @@ impl FromStr for Scenario {
                     .into_iter()
                     .filter_map(Scenario::without_filter),
             )
+            .chain(
+                Scenario::ALL
+                    .into_iter()
+                    .filter_map(Scenario::without_resume),
+            )
             .find(|sc| sc.name() == alias)
             .ok_or_else(|| UnknownScenario(s.to_string()))
     }
@@ -216,9 +237,10 @@ pub fn run_detailed(
         return Err(BenchError::EmptyWorkload);
     }
     match scenario {
-        Scenario::Hmtp5066 { compression } => {
-            block_on_paused(crate::hmtp5066::run(cond, work, compression))?
-        }
+        Scenario::Hmtp5066 {
+            compression,
+            resume,
+        } => block_on_paused(crate::hmtp5066::run(cond, work, compression, resume))?,
         Scenario::Cftp5066 => block_on_paused(crate::cftp5066::run(cond, work))?,
         Scenario::SmtpTcpModem => run_modem_with_cache(cond, tcp, work, [None, None]).map(|r| r.0),
         Scenario::SmtpTcp5066 {
@@ -313,6 +335,7 @@ mod tests {
         };
         let hmtp = Scenario::Hmtp5066 {
             compression: HmtpCompression::Deflate,
+            resume: true,
         };
         for (scenario, profile, seconds, transmissions) in [
             (hmtp, hmtp.default_profile(), 2487.2, 44),
@@ -341,7 +364,22 @@ mod tests {
         assert_eq!(
             "HMTP-5066-LZW".parse::<Scenario>(),
             Ok(Scenario::Hmtp5066 {
-                compression: HmtpCompression::Lzw16
+                compression: HmtpCompression::Lzw16,
+                resume: true,
+            })
+        );
+        for s in Scenario::ALL
+            .into_iter()
+            .filter_map(Scenario::without_resume)
+        {
+            assert!(s.name().ends_with("-noresume"), "{s}");
+            assert_eq!(s.name().parse::<Scenario>(), Ok(s));
+        }
+        assert_eq!(
+            "hmtp-5066-deflate-noresume".parse::<Scenario>(),
+            Ok(Scenario::Hmtp5066 {
+                compression: HmtpCompression::Deflate,
+                resume: false,
             })
         );
         assert!("smtp".parse::<Scenario>().is_err());

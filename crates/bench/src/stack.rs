@@ -8,7 +8,8 @@
 //! sets one, [`Condition::default_ttl`]). Where nothing gets through, the emulated node gives up
 //! on its link ([`skywave_emu::net::SubnetConfig::link_retries`], left at its default) and
 //! discards the U_PDUs it held for the peer. The HMTP scenario's session then fails, and the
-//! ship tries again after its spool's backoff, as a gateway does; the TCP scenarios go on as a
+//! ship tries again after its spool's backoff, as a gateway does, going on from where the
+//! shore's node had it (its outbox counts what that node confirmed); the TCP scenarios go on as a
 //! real TCP would; CFTP resends by its own timer. A run stops when its stack gives up or at
 //! [`time_limit`].
 //!
@@ -23,9 +24,10 @@ use bytes::Bytes;
 use skywave_emu::channel::ChannelConfig;
 use skywave_emu::modem::{DataRate, Generation, Interleaver, ModemConfig};
 use skywave_emu::net::{Counters, LinkEvent, NodeLinkEvent, Subnet, SubnetConfig};
-use skywave_sis::client::{Events, SendError};
+use skywave_sis::client::{Delivery, Events, SendError};
 use skywave_sis::{
-    Client, ClientConfig, NodeAddress, Priority, SapId, ServiceType, Ttl, UnidataRequest,
+    Client, ClientConfig, Confirmation, NodeAddress, Priority, SapId, ServiceType, Ttl,
+    UnidataRequest,
 };
 use tokio::sync::mpsc;
 
@@ -262,31 +264,103 @@ const IN_FLIGHT: usize = 256;
 /// submission waits for the oldest confirmation, so the client's queue never overflows, and a
 /// session longer than one U_PDU still fills its first transmission. (Waiting for each U_PDU's
 /// confirmation before the next, as this once did, cost a whole ARQ round trip per U_PDU.)
+///
+/// U_PDUs belong to a submission ([`Outbox::next_submission`]): those of one that was given up
+/// and that the outbox still holds are dropped, as the node discards what it held of a session
+/// when it gives the link up. An outbox that asks for node delivery confirmation
+/// ([`Outbox::confirming`]) counts the U_PDUs of the submission in progress that the peer's
+/// node confirmed, in order from the first ([`Outbox::confirmed`]), as the gateway's SIS bearer
+/// does for `XRESUME`.
 #[derive(Debug, Clone)]
 pub(crate) struct Outbox {
-    tx: mpsc::UnboundedSender<Vec<u8>>,
+    tx: mpsc::UnboundedSender<(u64, Vec<u8>)>,
     error: Arc<Mutex<Option<String>>>,
+    tally: Arc<Mutex<Tally>>,
+}
+
+/// What the peer's node confirmed of an outbox's submission in progress.
+#[derive(Debug, Default)]
+struct Tally {
+    /// The submission in progress.
+    submission: u64,
+    /// Its U_PDUs the peer's node confirmed, in order from the first.
+    confirmed: usize,
+    /// One of its U_PDUs was not confirmed (rejected when the node gave the link up, or no
+    /// confirmation asked): the confirmations after it do not extend the count.
+    broken: bool,
+}
+
+impl Tally {
+    /// Counts how one U_PDU of `submission` ended; `Err` for what ends the run.
+    fn settle(
+        &mut self,
+        submission: u64,
+        r: Result<Delivery, SendError>,
+        confirming: bool,
+    ) -> Result<(), String> {
+        let current = submission == self.submission;
+        match r {
+            Ok(Delivery::Confirmed(_)) => {
+                if current && !self.broken {
+                    self.confirmed += 1;
+                }
+                Ok(())
+            }
+            Ok(Delivery::Sent | Delivery::DuplicateDropped) => {
+                self.broken |= current;
+                Ok(())
+            }
+            // With confirmations asked, the node's rejection is how a link loss (or a TTL) ends
+            // the submission: the scenario sees the loss itself and goes on.
+            Err(SendError::Rejected(_)) if confirming => {
+                self.broken |= current;
+                Ok(())
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    }
 }
 
 impl Outbox {
-    /// An outbox sending from `client` to node `dest`, SAP `sap`.
+    /// An outbox sending from `client` to node `dest`, SAP `sap`, in the bind's service (no
+    /// confirmation asked).
     pub(crate) fn new(client: Client, dest: u32, sap: SapId) -> Result<Self, BenchError> {
+        Self::start(client, dest, sap, ServiceType::DEFAULT)
+    }
+
+    /// An outbox that asks for node delivery confirmation of every U_PDU (ARQ, in order: Annex
+    /// F's service for HMTP, and the gateway's), so that [`Outbox::confirmed`] counts.
+    pub(crate) fn confirming(client: Client, dest: u32, sap: SapId) -> Result<Self, BenchError> {
+        Self::start(client, dest, sap, ServiceType::ARQ_NODE_CONFIRM)
+    }
+
+    fn start(client: Client, dest: u32, sap: SapId, mode: ServiceType) -> Result<Self, BenchError> {
         let dest = address(dest)?;
         let priority =
             Priority::new(PRIORITY).map_err(|e| BenchError::Condition(format!("priority: {e}")))?;
-        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let confirming = mode.confirmation != Confirmation::None;
+        let (tx, mut rx) = mpsc::unbounded_channel::<(u64, Vec<u8>)>();
         let error = Arc::new(Mutex::new(None));
+        let tally = Arc::new(Mutex::new(Tally::default()));
         let err = Arc::clone(&error);
+        let counts = Arc::clone(&tally);
         tokio::spawn(async move {
             let fail = |e: String| {
                 let mut slot = err.lock().unwrap_or_else(|p| p.into_inner());
                 slot.get_or_insert(format!("SIS submission failed: {e}"));
             };
+            let settle = |(submission, r): (u64, Result<Delivery, SendError>)| {
+                let mut t = counts.lock().unwrap_or_else(|p| p.into_inner());
+                if let Err(e) = t.settle(submission, r, confirming) {
+                    fail(e);
+                }
+            };
+            let current = || counts.lock().unwrap_or_else(|p| p.into_inner()).submission;
             let mut pending = std::collections::VecDeque::new();
             loop {
                 // Take the next U_PDU, or the oldest confirmation when the window is full or
-                // nothing is waiting; confirmations are only for errors.
-                let updu = if pending.len() >= IN_FLIGHT {
+                // nothing is waiting.
+                let next = if pending.len() >= IN_FLIGHT {
                     None
                 } else if pending.is_empty() {
                     match rx.recv().await {
@@ -306,8 +380,8 @@ impl Outbox {
                                     None => break,
                                 },
                                 r = wait_oldest(&mut pending) => {
-                                    if let Err(e) = r {
-                                        fail(e);
+                                    if let Some(r) = r {
+                                        settle(r);
                                     }
                                     continue;
                                 }
@@ -315,39 +389,62 @@ impl Outbox {
                         }
                     }
                 };
-                let Some(updu) = updu else {
-                    if let Err(e) = wait_oldest(&mut pending).await {
-                        fail(e);
+                let Some((submission, updu)) = next else {
+                    if let Some(r) = wait_oldest(&mut pending).await {
+                        settle(r);
                     }
                     continue;
                 };
+                if submission != current() {
+                    // Its submission was given up before it reached the node.
+                    continue;
+                }
                 let req = UnidataRequest {
                     priority,
                     dest_sap: sap,
                     dest,
-                    mode: ServiceType::DEFAULT,
+                    mode,
                     ttl: Ttl::INFINITE,
                     updu: Bytes::from(updu),
                 };
                 match client.send_unidata(req) {
-                    Ok(p) => pending.push_back(p),
+                    Ok(p) => pending.push_back((submission, p)),
                     Err(e) => fail(e.to_string()),
                 }
             }
-            while !pending.is_empty() {
-                if let Err(e) = wait_oldest(&mut pending).await {
-                    fail(e);
-                }
+            while let Some(r) = wait_oldest(&mut pending).await {
+                settle(r);
             }
         });
-        Ok(Self { tx, error })
+        Ok(Self { tx, error, tally })
     }
 
-    /// Queues one U_PDU.
+    fn tally(&self) -> std::sync::MutexGuard<'_, Tally> {
+        self.tally.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues one U_PDU, of the submission in progress.
     pub(crate) fn send(&self, updu: Vec<u8>) -> Result<(), BenchError> {
+        let submission = self.tally().submission;
         self.tx
-            .send(updu)
+            .send((submission, updu))
             .map_err(|_| BenchError::Sis("the outbox task ended".into()))
+    }
+
+    /// Ends the submission in progress (what the outbox still holds of it is dropped) and starts
+    /// the next, with nothing confirmed.
+    pub(crate) fn next_submission(&self) {
+        let mut t = self.tally();
+        *t = Tally {
+            submission: t.submission + 1,
+            ..Tally::default()
+        };
+    }
+
+    /// The U_PDUs of the submission in progress that the peer's node confirmed, in order from
+    /// the first (always 0 unless [`Outbox::confirming`]).
+    pub(crate) fn confirmed(&self) -> usize {
+        self.tally().confirmed
     }
 
     /// The first submission error, if any.
@@ -356,18 +453,16 @@ impl Outbox {
     }
 }
 
-/// Waits for the oldest unconfirmed U_PDU's confirmation (or rejection).
+/// Waits for the oldest unconfirmed U_PDU's confirmation (or rejection): its submission and how
+/// it ended; `None` when nothing is pending.
 async fn wait_oldest(
-    pending: &mut std::collections::VecDeque<skywave_sis::client::Pending>,
-) -> Result<(), String> {
-    match pending.front_mut() {
-        Some(p) => {
-            let r = p.await.map(drop).map_err(|e: SendError| e.to_string());
-            pending.pop_front();
-            r
-        }
-        None => Ok(()),
-    }
+    pending: &mut std::collections::VecDeque<(u64, skywave_sis::client::Pending)>,
+) -> Option<(u64, Result<Delivery, SendError>)> {
+    let (submission, p) = pending.front_mut()?;
+    let submission = *submission;
+    let r = p.await;
+    pending.pop_front();
+    Some((submission, r))
 }
 
 /// Waits (in simulated time) until the channel has been quiet for a minute, so that the
@@ -450,6 +545,7 @@ fn rate(bits: f64, seconds: f64) -> f64 {
 mod tests {
     use super::*;
     use crate::model::{Measure, Message};
+    use skywave_sis::{UnidataConfirm, UnidataRejectReason, UnidataRejected};
 
     fn cond(channel: &str, rate: u32, il: &str) -> Condition {
         Condition {
@@ -550,5 +646,62 @@ mod tests {
         assert_eq!(parse_interleaver("Very_Long"), Some(Interleaver::VeryLong));
         assert_eq!(parse_interleaver(" zero "), Some(Interleaver::Zero));
         assert_eq!(parse_interleaver("x"), None);
+    }
+
+    fn confirmed() -> Result<Delivery, SendError> {
+        Ok(Delivery::Confirmed(UnidataConfirm {
+            dest_sap: SapId::HMTP,
+            dest: NodeAddress::new(SHORE).unwrap(),
+            updu_part: Bytes::new(),
+        }))
+    }
+
+    fn rejected() -> Result<Delivery, SendError> {
+        Err(SendError::Rejected(UnidataRejected {
+            reason: UnidataRejectReason::DestinationNodeNotResponding,
+            dest_sap: SapId::HMTP,
+            dest: NodeAddress::new(SHORE).unwrap(),
+            updu_part: Bytes::new(),
+        }))
+    }
+
+    #[test]
+    fn a_tally_counts_confirmations_in_order_from_the_first() {
+        let mut t = Tally::default();
+        for _ in 0..3 {
+            t.settle(0, confirmed(), true).unwrap();
+        }
+        assert_eq!(t.confirmed, 3);
+        // The node gave the link up: the rest are rejected, and a confirmation after a gap
+        // (none comes, but a count must not skip one) does not count.
+        t.settle(0, rejected(), true).unwrap();
+        t.settle(0, confirmed(), true).unwrap();
+        assert_eq!(t.confirmed, 3);
+        // A U_PDU written without a confirmation says nothing either.
+        let mut t = Tally::default();
+        t.settle(0, Ok(Delivery::Sent), true).unwrap();
+        t.settle(0, confirmed(), true).unwrap();
+        assert_eq!(t.confirmed, 0);
+    }
+
+    #[test]
+    fn a_tally_counts_only_the_submission_in_progress() {
+        let mut t = Tally {
+            submission: 2,
+            ..Tally::default()
+        };
+        t.settle(1, confirmed(), true).unwrap();
+        t.settle(1, rejected(), true).unwrap();
+        assert_eq!((t.confirmed, t.broken), (0, false));
+        t.settle(2, confirmed(), true).unwrap();
+        assert_eq!(t.confirmed, 1);
+    }
+
+    #[test]
+    fn a_rejection_ends_the_run_only_where_no_confirmation_was_asked() {
+        let mut t = Tally::default();
+        assert!(t.settle(0, rejected(), true).is_ok());
+        assert!(t.settle(0, rejected(), false).is_err());
+        assert!(t.settle(0, Err(SendError::Closed), true).is_err());
     }
 }

@@ -426,6 +426,7 @@ mod tests {
             Scenario::SmtpTcpModem,
             Scenario::Hmtp5066 {
                 compression: HmtpCompression::Deflate,
+                resume: true,
             },
         ];
         spec.sizes = vec![386];
@@ -449,6 +450,7 @@ mod tests {
         spec.scenarios = vec![
             Scenario::Hmtp5066 {
                 compression: HmtpCompression::Deflate,
+                resume: true,
             },
             Scenario::Cftp5066,
         ];

@@ -19,7 +19,10 @@ const fn smtp(compression: SmtpCompression) -> Scenario {
 }
 
 const fn hmtp(compression: HmtpCompression) -> Scenario {
-    Scenario::Hmtp5066 { compression }
+    Scenario::Hmtp5066 {
+        compression,
+        resume: true,
+    }
 }
 
 #[test]

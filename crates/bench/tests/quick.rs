@@ -11,12 +11,15 @@ use skywave_bench::workload::ISODE_SIZES;
 const HF_NATIVE: [Scenario; 4] = [
     Scenario::Hmtp5066 {
         compression: HmtpCompression::None,
+        resume: true,
     },
     Scenario::Hmtp5066 {
         compression: HmtpCompression::Lzw16,
+        resume: true,
     },
     Scenario::Hmtp5066 {
         compression: HmtpCompression::Deflate,
+        resume: true,
     },
     Scenario::Cftp5066,
 ];
