@@ -66,7 +66,8 @@ pub(crate) fn fallback_probe(result: &'static str) {
 /// Counts HMTP sessions cut short by a lost link that went on, or could not, from where the
 /// peer's node had them (`XRESUME`): `side` is `ours` (a session of this gateway's: `went_on`,
 /// `refused` by the peer, `given_up` for a new one) or `theirs` (the peer's: `went_on`,
-/// `refused`).
+/// `refused`). A session that goes on and is cut again goes on again: `ours` counts each time
+/// it goes on, `theirs` each resume marker heard.
 pub(crate) fn session_resumption(peer: &str, side: &'static str, result: &'static str) {
     metrics::counter!(
         "skywave_hmtp_resumptions_total",
@@ -78,7 +79,8 @@ pub(crate) fn session_resumption(peer: &str, side: &'static str, result: &'stati
 }
 
 /// Counts the octets of this gateway's sessions cut short that the peer's node already had and
-/// that did not go on the air again, since the session went on from there (`XRESUME`).
+/// that did not go on the air again, since the session went on from there (`XRESUME`): at
+/// each time it goes on, as sending it whole would have sent them each time.
 pub(crate) fn resumed_octets_spared(peer: &str, octets: u64) {
     metrics::counter!("skywave_hmtp_resumed_octets_spared_total", "peer" => peer.to_owned())
         .increment(octets);

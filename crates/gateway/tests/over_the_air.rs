@@ -1121,6 +1121,48 @@ async fn a_long_session_cut_short(how: CutRun) -> (Vec<TransferRecord>, Vec<Tran
     (outgoing(&ship).into_iter().cloned().collect(), shore, air)
 }
 
+/// A current-thread runtime on paused virtual time, as `#[tokio::test(start_paused = true)]`
+/// builds.
+fn paused() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+/// Runs `run` on a [`paused`] runtime with a metrics recorder of this thread's own (tests in
+/// parallel would mix their counts in a global one): what it returns, and the counters
+/// rendered as the gateway's `GET /metrics` renders them.
+fn with_metrics<T>(run: impl std::future::Future<Output = T>) -> (T, Scrape) {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let out = metrics::with_local_recorder(&recorder, || paused().block_on(run));
+    let text = handle.render();
+    println!("{text}");
+    (out, Scrape(text))
+}
+
+/// The text of a `GET /metrics`.
+struct Scrape(String);
+
+impl Scrape {
+    /// The value of one series (name and labels as rendered); panics when there is none.
+    fn value(&self, series: &str) -> u64 {
+        self.0
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no {series} in\n{}", self.0))
+    }
+
+    /// `skywave_hmtp_resumptions_total` for `peer`, `side` and `result`.
+    fn resumptions(&self, peer: &str, side: &str, result: &str) -> u64 {
+        self.value(&format!(
+            r#"skywave_hmtp_resumptions_total{{peer="{peer}",side="{side}",result="{result}"}}"#
+        ))
+    }
+}
+
 /// What happens around the cut of [`a_long_session_cut_short`].
 #[derive(Debug, Clone, Copy)]
 struct CutRun {
@@ -1171,15 +1213,26 @@ fn show(label: &str, out: &[TransferRecord], shore: &[TransferRecord], air: f64)
 /// not confirmed, the shore's server, which gave the session up meanwhile (its data timeout),
 /// reads again what it kept, drops the one copy and answers the whole session: the message
 /// arrives once, 114 s sooner and with 113 s less of the ship's data on the air than when the
-/// session goes again whole (503.4 s against 616.8 s; `-- --nocapture` prints both runs).
-#[tokio::test(start_paused = true)]
-async fn a_long_session_cut_short_goes_on_from_where_the_peer_had_it() {
-    let (out, shore, air) = a_long_session_cut_short(CutRun::default()).await;
-    let (whole, shore_whole, air_whole) = a_long_session_cut_short(CutRun {
+/// session goes again whole (503.4 s against 616.8 s; `-- --nocapture` prints both runs). The
+/// metrics an operator scrapes count it on both sides, with the octets it spared.
+#[test]
+fn a_long_session_cut_short_goes_on_from_where_the_peer_had_it() {
+    let ((out, shore, air), metrics) = with_metrics(a_long_session_cut_short(CutRun::default()));
+    let (whole, shore_whole, air_whole) = paused().block_on(a_long_session_cut_short(CutRun {
         resume: false,
         ..CutRun::default()
-    })
-    .await;
+    }));
+    // The ship's session went on four times (three into the outage, lost in turn); the shore
+    // heard the last.
+    assert_eq!(metrics.resumptions("shore", "ours", "went_on"), 4);
+    assert_eq!(metrics.resumptions("ship", "theirs", "went_on"), 1);
+    assert!(!metrics.0.contains(r#"result="refused""#), "{}", metrics.0);
+    assert!(!metrics.0.contains(r#"result="given_up""#), "{}", metrics.0);
+    // Each left off the 8 U_PDUs of 2048 octets that the shore's node had confirmed.
+    assert_eq!(
+        metrics.value(r#"skywave_hmtp_resumed_octets_spared_total{peer="shore"}"#),
+        4 * 8 * 2048
+    );
     show("XRESUME", &out, &shore, air);
     show("whole", &whole, &shore_whole, air_whole);
     assert!(
@@ -1265,13 +1318,15 @@ async fn new_mail_after_a_cut_makes_the_cut_session_go_on_at_once() {
 /// up rather than keep it waiting for the rest of a routine report. The flash message's
 /// session starts with the cut marker, the shore's server gives the cut session up there, and
 /// the report goes again whole after it.
-#[tokio::test(start_paused = true)]
-async fn flash_mail_after_a_cut_goes_first_and_the_cut_session_is_given_up() {
-    let (out, shore, air) = a_long_session_cut_short(CutRun {
+#[test]
+fn flash_mail_after_a_cut_goes_first_and_the_cut_session_is_given_up() {
+    let ((out, shore, air), metrics) = with_metrics(a_long_session_cut_short(CutRun {
         late_mail: Some((455, true)),
         ..CutRun::default()
-    })
-    .await;
+    }));
+    // The cut session was given up once, for the flash mail, and never went on at the shore.
+    assert_eq!(metrics.resumptions("shore", "ours", "given_up"), 1);
+    assert!(!metrics.0.contains(r#"side="theirs""#), "{}", metrics.0);
     show("flash", &out, &shore, air);
     assert!(
         !out.iter().any(|r| r.result.contains("went on from U_PDU")),
@@ -1349,14 +1404,15 @@ async fn a_session_cut_short_goes_on_after_the_ship_restarts() {
 /// ship's transmission of the rest: the link is half duplex), not at its reply timeout (some
 /// six minutes here), and the ship's next session, at once, carries the message whole. It
 /// arrives once.
-#[tokio::test(start_paused = true)]
-async fn a_shore_that_restarted_refuses_to_go_on_and_the_mail_goes_again_whole() {
-    let (out, shore, air) = a_long_session_cut_short(CutRun {
+#[test]
+fn a_shore_that_restarted_refuses_to_go_on_and_the_mail_goes_again_whole() {
+    let ((out, shore, air), metrics) = with_metrics(a_long_session_cut_short(CutRun {
         restart_shore: Some(420),
         forget: true,
         ..CutRun::default()
-    })
-    .await;
+    }));
+    assert_eq!(metrics.resumptions("ship", "theirs", "refused"), 1);
+    assert_eq!(metrics.resumptions("shore", "ours", "refused"), 1);
     show("forgotten", &out, &shore, air);
     let refused = out
         .iter()
