@@ -372,3 +372,46 @@ pub fn first_line_then_close(cmd: &mut Command) -> (String, std::process::Output
         .unwrap_or_else(|e| panic!("{cmd:?} did not end: {e}"));
     (first, out)
 }
+
+/// A photograph as a phone's camera writes it: `width` x `height` of gradients and a grain
+/// that JPEG cannot squeeze away, at JPEG `quality` (cameras write 90-95), deterministic.
+pub fn photograph(width: u32, height: u32, quality: u8) -> Vec<u8> {
+    let mut seed = 0x2545_f491_u32;
+    let pixels = image::RgbImage::from_fn(width, height, |x, y| {
+        seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        let grain = (seed >> 27) as u8;
+        image::Rgb([
+            ((x * 255 / width.max(1)) as u8).wrapping_add(grain),
+            ((y * 255 / height.max(1)) as u8).wrapping_add(grain / 2),
+            (((x + y) % 256) as u8).wrapping_add(grain),
+        ])
+    });
+    let mut out = Vec::new();
+    let encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, quality);
+    if let Err(e) = image::DynamicImage::ImageRgb8(pixels).write_with_encoder(encoder) {
+        panic!("encoding a test photograph: {e}");
+    }
+    out
+}
+
+/// A message from `from` to `to` with a line of text and `jpeg` attached as `name`, in base64
+/// lines of 76 characters, CRLF.
+pub fn message_with_photo(from: &str, to: &str, name: &str, jpeg: &[u8]) -> Vec<u8> {
+    use base64::Engine;
+    let text = base64::engine::general_purpose::STANDARD.encode(jpeg);
+    let lines: Vec<&str> = text
+        .as_bytes()
+        .chunks(76)
+        .filter_map(|l| std::str::from_utf8(l).ok())
+        .collect();
+    format!(
+        "From: <{from}>\r\nTo: <{to}>\r\nSubject: {name}\r\nMessage-ID: <{name}.{from}>\r\n\
+         MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"photo\"\r\n\r\n\
+         --photo\r\nContent-Type: text/plain\r\n\r\nThe deck this morning.\r\n\
+         --photo\r\nContent-Type: image/jpeg; name=\"{name}\"\r\n\
+         Content-Disposition: attachment; filename=\"{name}\"\r\n\
+         Content-Transfer-Encoding: base64\r\n\r\n{}\r\n--photo--\r\n",
+        lines.join("\r\n")
+    )
+    .into_bytes()
+}

@@ -87,6 +87,9 @@ struct RcptRoute {
     limit: Option<u64>,
     /// Larger messages are held for the operator (the peer's `hold_above`).
     hold_above: Option<u64>,
+    /// What its link leaves ashore, when anything: the limits weigh a message as it goes on
+    /// the air (a photograph `shrink_images` scales down is weighed scaled down).
+    ashore: Option<crate::hf::Ashore>,
 }
 
 impl std::fmt::Debug for GatewayPolicy {
@@ -172,12 +175,13 @@ impl GatewayPolicy {
                 }
             },
         };
-        let (target, limit, hold_above) = match route.destination {
-            Destination::Lan => (Target::Lan, None, None),
+        let (target, limit, hold_above, ashore) = match route.destination {
+            Destination::Lan => (Target::Lan, None, None, None),
             Destination::Peer(peer) => (
                 Target::Peer(peer.name.clone()),
                 Some(peer.size_limit),
                 peer.hold_above,
+                Some(crate::hf::Ashore::of_peer(peer)),
             ),
             // Every member must take it: the smallest member limit holds.
             Destination::Group(g) => (
@@ -187,9 +191,13 @@ impl GatewayPolicy {
                     .filter_map(|m| self.table.peer(m).map(|p| p.size_limit))
                     .min(),
                 None,
+                Some(crate::hf::Ashore::of_group(g)),
             ),
         };
-        if let (Some(limit), Some(size)) = (limit, self.declared_size)
+        let ashore = ashore.filter(crate::hf::Ashore::leaves_any);
+        // The size declared is the message's as it came; one whose link leaves part of it
+        // ashore is weighed once it is here.
+        if let (Some(limit), Some(size), None) = (limit, self.declared_size, &ashore)
             && size as u64 > limit
         {
             return Err(reply(
@@ -203,8 +211,31 @@ impl GatewayPolicy {
             priority: route.priority.value(),
             limit,
             hold_above,
+            ashore,
         })
     }
+}
+
+/// The size of `body` as each target whose link leaves part of it ashore sends it (the others
+/// send it as it came), weighed in the blocking pool: decoding a photograph takes a while.
+async fn on_air(policy: &GatewayPolicy, body: &[u8]) -> HashMap<Target, u64> {
+    let mut sizes = HashMap::new();
+    let mut shared: Option<Arc<[u8]>> = None;
+    for route in policy.targets.values() {
+        let Some(ashore) = &route.ashore else {
+            continue;
+        };
+        if sizes.contains_key(&route.target) {
+            continue;
+        }
+        let message = Arc::clone(shared.get_or_insert_with(|| Arc::from(body)));
+        let ashore = ashore.clone();
+        let weighed = crate::blocking::spawn(move || ashore.weigh(&message)).await;
+        // A weighing that panicked weighs nothing off: the message as it came.
+        let size = weighed.unwrap_or(body.len() as u64);
+        sizes.insert(route.target.clone(), size);
+    }
+    sizes
 }
 
 impl Policy for GatewayPolicy {
@@ -303,6 +334,7 @@ impl Intake {
         client_ip: Option<IpAddr>,
     ) -> Result<QueueId, Reply> {
         let size = body.len() as u64;
+        let on_air = on_air(policy, body).await;
         let mut recipients = Vec::with_capacity(envelope.recipients.len());
         // Recipients whose peer holds a message this large for the operator, and why.
         let mut held = Vec::new();
@@ -321,12 +353,14 @@ impl Intake {
                 priority: prio,
                 limit,
                 hold_above,
+                ..
             }) = policy.targets.get(rcpt).cloned()
             else {
                 // Not seen by rcpt_to (cannot happen with the smtp crate): skip it rather
                 // than guess where it goes.
                 continue;
             };
+            let size = on_air.get(&target).copied().unwrap_or(size);
             if let Some(limit) = limit
                 && size > limit
             {

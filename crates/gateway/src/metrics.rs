@@ -99,6 +99,13 @@ pub(crate) fn alternatives_left_ashore(to: &str, bytes: u64) {
         .increment(bytes);
 }
 
+/// Counts the images a peer's or a group's `shrink_images` made smaller on the air, and the
+/// bytes that saved.
+pub(crate) fn images_shrunk(to: &str, images: u64, bytes: u64) {
+    metrics::counter!("skywave_images_shrunk_total", "peer" => to.to_owned()).increment(images);
+    metrics::counter!("skywave_image_bytes_saved_total", "peer" => to.to_owned()).increment(bytes);
+}
+
 /// A sender was told its message is delayed (a DSN with `Action: delayed`).
 pub(crate) fn delay_warned() {
     metrics::counter!("skywave_delay_warnings_total").increment(1);

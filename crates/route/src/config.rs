@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use serde::Deserialize;
+use skywave_smtp::shrink::{DEFAULT_QUALITY, ImageLimit, ImageLimitError, MIN_SIDE};
 use skywave_smtp::strip::FieldPattern;
 use toml::Spanned;
 
@@ -62,6 +63,8 @@ struct RawGroup {
     schedule_bypass: Option<Spanned<IntOrStr>>,
     strip_headers: Option<Spanned<BoolOrList>>,
     text_only: Option<bool>,
+    shrink_images: Option<Spanned<i64>>,
+    image_quality: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -115,6 +118,8 @@ struct RawPeer {
     probe_every: Option<Spanned<IntOrStr>>,
     strip_headers: Option<Spanned<BoolOrList>>,
     text_only: Option<Spanned<bool>>,
+    shrink_images: Option<Spanned<i64>>,
+    image_quality: Option<Spanned<i64>>,
 }
 
 /// `strip_headers = true` or `strip_headers = ["DKIM-Signature", "X-*"]`.
@@ -741,6 +746,8 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
         let spans = [
             ("strip_headers", p.strip_headers.as_ref().map(Spanned::span)),
             ("text_only", p.text_only.as_ref().map(Spanned::span)),
+            ("shrink_images", p.shrink_images.as_ref().map(Spanned::span)),
+            ("image_quality", p.image_quality.as_ref().map(Spanned::span)),
         ];
         let mut sessions = true;
         for (key, span) in spans {
@@ -760,6 +767,11 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
             Vec::new()
         };
         let text_only = sessions && p.text_only.as_ref().is_some_and(|v| *v.get_ref());
+        let shrink_images = if sessions {
+            check_shrink_images(ck, p.shrink_images.as_ref(), p.image_quality.as_ref())
+        } else {
+            None
+        };
         let multicast_only = protocol == Protocol::Pmul || p.emcon == Some(true);
         let (schedule, schedule_bypass) = check_schedule(
             ck,
@@ -793,6 +805,7 @@ fn check_peers(ck: &mut Checker<'_>, raw: &[Spanned<RawPeer>]) -> Vec<(Peer, Ran
                 hold_above,
                 strip_headers,
                 text_only,
+                shrink_images,
                 emcon: p.emcon.unwrap_or(false),
                 pmul_acks,
                 ip,
@@ -830,6 +843,55 @@ fn check_strip_headers(
                 }
             }
             out
+        }
+    }
+}
+
+/// A peer's or a group's `shrink_images` with its `image_quality`: the limit its links scale
+/// images down to ([`skywave_smtp::shrink`]); a value out of range, or `image_quality` without
+/// `shrink_images`, is reported at its key.
+fn check_shrink_images(
+    ck: &mut Checker<'_>,
+    shrink: Option<&Spanned<i64>>,
+    quality: Option<&Spanned<i64>>,
+) -> Option<ImageLimit> {
+    let Some(shrink) = shrink else {
+        if let Some(q) = quality {
+            ck.error(
+                q.span(),
+                "image_quality needs shrink_images: it is the JPEG quality of the images \
+                 shrink_images = N scales down to N pixels on their longer side"
+                    .to_owned(),
+            );
+        }
+        return None;
+    };
+    let side = image_limit_part(ck, "shrink_images", shrink, |n| {
+        ImageLimit::new(n, i64::from(DEFAULT_QUALITY))
+    });
+    let quality = match quality {
+        None => Some(i64::from(DEFAULT_QUALITY)),
+        Some(q) => image_limit_part(ck, "image_quality", q, |n| {
+            ImageLimit::new(i64::from(MIN_SIDE), n)
+        }),
+    };
+    ImageLimit::new(side?, quality?).ok()
+}
+
+/// One number of a `shrink_images` limit, checked alone by `check` (so that each is reported,
+/// not only the first).
+fn image_limit_part(
+    ck: &mut Checker<'_>,
+    key: &str,
+    value: &Spanned<i64>,
+    check: impl Fn(i64) -> Result<ImageLimit, ImageLimitError>,
+) -> Option<i64> {
+    let n = *value.get_ref();
+    match check(n) {
+        Ok(_) => Some(n),
+        Err(e) => {
+            ck.error(value.span(), format!("{key}: {e}"));
+            None
         }
     }
 }
@@ -1471,6 +1533,8 @@ fn check_groups(
             }),
         );
         let strip_headers = check_strip_headers(ck, g.strip_headers.as_ref());
+        let shrink_images =
+            check_shrink_images(ck, g.shrink_images.as_ref(), g.image_quality.as_ref());
         if let (true, Some(bearer)) = (ok, bearer) {
             groups.push((
                 Group {
@@ -1482,6 +1546,7 @@ fn check_groups(
                     schedule_bypass,
                     strip_headers,
                     text_only: g.text_only.unwrap_or(false),
+                    shrink_images,
                     line,
                 },
                 header,

@@ -236,6 +236,10 @@ pub struct Peer {
     /// Its links send only the text of a `multipart/alternative` that has one, the HTML twin
     /// left ashore (`text_only = true`, [`skywave_smtp::strip::text_only`]).
     pub text_only: bool,
+    /// Its links send images whose longer side is over the limit scaled down to fit
+    /// (`shrink_images = 1024`, `image_quality = 60`, [`skywave_smtp::shrink::shrink_images`]);
+    /// `None`: images go as they came.
+    pub shrink_images: Option<skywave_smtp::shrink::ImageLimit>,
     /// How this gateway sends its P_MUL acknowledgements to the peer (when the peer multicasts
     /// to us): non-ARQ by default (a lost ack is made good by P_MUL's own repair cycle), or ARQ
     /// (each ack confirmed by the 5066 link; costs the peer's node an ACK transmission).
@@ -362,6 +366,10 @@ pub struct Group {
     /// Its P_MUL sends only the text of a `multipart/alternative` that has one (as a peer's
     /// `text_only`).
     pub text_only: bool,
+    /// Its P_MUL sends images whose longer side is over the limit scaled down to fit (as a
+    /// peer's `shrink_images` and `image_quality`, [`skywave_smtp::shrink::shrink_images`]);
+    /// `None`: images go as they came.
+    pub shrink_images: Option<skywave_smtp::shrink::ImageLimit>,
     /// Line of the `[[group]]` entry in the file.
     pub line: usize,
 }

@@ -481,11 +481,13 @@ impl RoutingTable {
     }
 }
 
-/// What a peer's or a group's `strip_headers` and `text_only` leave ashore, if anything.
+/// What a peer's or a group's `strip_headers`, `text_only` and `shrink_images` leave ashore, if
+/// anything.
 fn write_stripped(
     f: &mut fmt::Formatter<'_>,
     patterns: &[skywave_smtp::strip::FieldPattern],
     text_only: bool,
+    shrink_images: Option<skywave_smtp::shrink::ImageLimit>,
 ) -> fmt::Result {
     if !patterns.is_empty() {
         let names: Vec<String> = patterns.iter().map(ToString::to_string).collect();
@@ -499,6 +501,14 @@ fn write_stripped(
         writeln!(
             f,
             "  text only: of a multipart/alternative, only its text/plain part goes (the HTML twin stays ashore)"
+        )?;
+    }
+    if let Some(limit) = shrink_images {
+        writeln!(
+            f,
+            "  images over {} px on their longer side scaled down to fit on the air (JPEG quality {}; the spool keeps each message whole)",
+            limit.max_side(),
+            limit.quality()
         )?;
     }
     Ok(())
@@ -533,7 +543,7 @@ fn write_group(f: &mut fmt::Formatter<'_>, g: &Group) -> fmt::Result {
     }
     writeln!(f, "  members: {}", g.members.join(", "))?;
     writeln!(f, "  blind repeats of each Data_PDU: {}", g.repeats)?;
-    write_stripped(f, &g.strip_headers, g.text_only)?;
+    write_stripped(f, &g.strip_headers, g.text_only, g.shrink_images)?;
     if let Some(schedule) = &g.schedule {
         write_schedule(f, schedule, g.schedule_bypass, "multicasts start")?;
         writeln!(
@@ -841,7 +851,7 @@ impl fmt::Display for Explanation {
                         if let Some(schedule) = &p.schedule {
                             write_schedule(f, schedule, p.schedule_bypass, "sessions start")?;
                         }
-                        write_stripped(f, &p.strip_headers, p.text_only)?;
+                        write_stripped(f, &p.strip_headers, p.text_only, p.shrink_images)?;
                         if let Some(fb) = &p.fallback {
                             let after = crate::model::duration_text(fb.after);
                             writeln!(

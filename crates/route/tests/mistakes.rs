@@ -56,7 +56,8 @@ fn unknown_key_lists_the_expected_ones() {
         [
             "routes.toml:4:1: error: unknown field `protocl`, expected one of `name`, `node`, `protocol`, \
           `skywave`, `xcut`, `compression`, `priority`, `size_limit`, `batch_bytes`, `bearer`, `sis_server`, \
-          `tcp_address`, `hold`, `hold_above`, `emcon`, `pmul_acks`, `ip`, `schedule`, `schedule_bypass`, `fallback`, `fallback_after`, `probe_every`, `strip_headers`, `text_only`\n  |\n4 | protocl = \"hmtp\"\n  | ^^^^^^^"
+          `tcp_address`, `hold`, `hold_above`, `emcon`, `pmul_acks`, `ip`, `schedule`, `schedule_bypass`, `fallback`, `fallback_after`, `probe_every`, `strip_headers`, `text_only`, `shrink_images`, \
+          `image_quality`\n  |\n4 | protocl = \"hmtp\"\n  | ^^^^^^^"
         ]
     );
 }
@@ -1147,4 +1148,128 @@ fn strip_headers_is_read_checked_and_explained() {
             .to_string()
             .contains(said)
     );
+}
+
+#[test]
+fn shrink_images_is_read_checked_and_explained() {
+    use skywave_smtp::shrink::{DEFAULT_QUALITY, ImageLimit};
+    let fleet = "[[peer]]\nname = \"ship1\"\nnode = \"0.0.2.1\"\nprotocol = \"hmtp\"\n\
+                 [[peer]]\nname = \"ship2\"\nnode = \"0.0.2.2\"\nprotocol = \"hmtp\"\n\
+                 shrink_images = 1024\nimage_quality = 75\n\
+                 [[group]]\nname = \"fleet\"\nnode = \"16.0.9.9\"\nmembers = [\"ship1\", \"ship2\"]\n\
+                 shrink_images = 800\n\
+                 [[route]]\nmatch = \"fleet.example\"\nto = \"fleet\"\n\
+                 [[route]]\nmatch = \"ship2.example\"\nto = \"ship2\"\n";
+    // On a peer and on a group: read (the quality 60 unless said) and explained.
+    let t = RoutingTable::parse("routes.toml", fleet).expect("valid");
+    assert_eq!(
+        t.peer("ship2").and_then(|p| p.shrink_images),
+        Some(ImageLimit::new(1024, 75).unwrap())
+    );
+    assert_eq!(t.peer("ship1").and_then(|p| p.shrink_images), None);
+    let group = t.groups().first().and_then(|g| g.shrink_images).unwrap();
+    assert_eq!((group.max_side(), group.quality()), (800, DEFAULT_QUALITY));
+    assert_eq!(DEFAULT_QUALITY, 60);
+    let explained = t.explain("ops@ship2.example", None).to_string();
+    assert!(
+        explained.contains(
+            "  images over 1024 px on their longer side scaled down to fit on the air (JPEG \
+             quality 75; the spool keeps each message whole)\n"
+        ),
+        "{explained}"
+    );
+    let explained = t.explain("notices@fleet.example", None).to_string();
+    assert!(
+        explained.contains(
+            "  images over 800 px on their longer side scaled down to fit on the air (JPEG \
+             quality 60; the spool keeps each message whole)\n"
+        ),
+        "{explained}"
+    );
+    assert!(
+        !t.explain("ops@ship1.example", None)
+            .to_string()
+            .contains("images over"),
+    );
+
+    // Out of range, each at its key (both reported, not only the first).
+    assert_eq!(
+        errors(&fleet.replace(
+            "shrink_images = 1024\nimage_quality = 75",
+            "shrink_images = 10\nimage_quality = 5"
+        )),
+        [
+            "routes.toml:9:17: error: shrink_images: 10 pixels is not a longest side images can \
+             be made to fit; expected 64-16384",
+            "routes.toml:10:17: error: image_quality: JPEG quality 5 is out of range; expected \
+             10-100 (60 by default)",
+        ]
+    );
+    assert_eq!(
+        errors(&fleet.replace("shrink_images = 800", "shrink_images = 20000")),
+        [
+            "routes.toml:15:17: error: shrink_images: 20000 pixels is not a longest side images \
+               can be made to fit; expected 64-16384"
+        ]
+    );
+    assert_eq!(
+        errors(&fleet.replace("image_quality = 75", "image_quality = 101")),
+        [
+            "routes.toml:10:17: error: image_quality: JPEG quality 101 is out of range; expected \
+               10-100 (60 by default)"
+        ]
+    );
+    assert_eq!(
+        errors(&fleet.replace(
+            "shrink_images = 1024\nimage_quality = 75",
+            "shrink_images = -1024\nimage_quality = -60"
+        )),
+        [
+            "routes.toml:9:17: error: shrink_images: -1024 pixels is not a longest side images \
+             can be made to fit; expected 64-16384",
+            "routes.toml:10:17: error: image_quality: JPEG quality -60 is out of range; \
+             expected 10-100 (60 by default)",
+        ]
+    );
+    // A number it must be: the TOML type is checked first.
+    let e = errors(&fleet.replace("shrink_images = 800", "shrink_images = \"800px\""));
+    assert!(
+        e.len() == 1 && e[0].starts_with("routes.toml:15:17: error: invalid type: string"),
+        "{e:?}"
+    );
+    let e = errors(&fleet.replace("image_quality = 75", "image_quality = 75.5"));
+    assert!(
+        e.len() == 1 && e[0].starts_with("routes.toml:10:17: error: invalid type: floating point"),
+        "{e:?}"
+    );
+
+    // image_quality alone, on a peer or on a group, says what it needs.
+    let needs = "error: image_quality needs shrink_images: it is the JPEG quality of the images \
+                 shrink_images = N scales down to N pixels on their longer side";
+    assert_eq!(
+        errors(&fleet.replace("shrink_images = 1024\n", "")),
+        [format!("routes.toml:9:17: {needs}")]
+    );
+    assert_eq!(
+        errors(&fleet.replace("shrink_images = 800", "image_quality = 80")),
+        [format!("routes.toml:15:17: {needs}")]
+    );
+
+    // A peer reached only by P_MUL has no sessions to shrink for: its group does it.
+    let pmul_only = "[[peer]]\nname = \"sat\"\nprotocol = \"pmul\"\nbearer = \"pmul-ip\"\nip = \"10.1.0.2\"\n\
+                     shrink_images = 1024\nimage_quality = 60\n\
+                     [[route]]\nmatch = \"x.example\"\nto = \"sat\"\n";
+    let Err(e) = RoutingTable::parse("routes.toml", pmul_only) else {
+        panic!("a P_MUL-only peer has no sessions to shrink images for");
+    };
+    let e = e.to_string();
+    for key in ["shrink_images", "image_quality"] {
+        assert!(
+            e.contains(&format!(
+                "error: {key} is for the sessions of hmtp, cftp and smtp peers; peer \"sat\" is \
+                 reached only by P_MUL: set it on its [[group]]"
+            )),
+            "{e}"
+        );
+    }
 }

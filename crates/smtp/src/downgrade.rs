@@ -266,7 +266,7 @@ pub(crate) struct Mime {
     pub(crate) content_type: String,
     pub(crate) boundary: Option<String>,
     /// The transfer encoding, lower case (`7bit` when none is named).
-    encoding: String,
+    pub(crate) encoding: String,
     /// Whether a `Content-Type` field is present at all.
     typed: bool,
     /// Whether `MIME-Version` is present.

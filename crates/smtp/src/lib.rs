@@ -49,6 +49,7 @@ pub mod dsn;
 pub mod received;
 pub mod reply;
 pub mod server;
+pub mod shrink;
 pub mod strip;
 pub mod sum;
 

@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use crate::downgrade::{
-    Context, MAX_DEPTH, before_line_end, delimiter_lines, read_mime, split_entity,
+    Context, Entity, MAX_DEPTH, Mime, before_line_end, delimiter_lines, read_mime, split_entity,
 };
 
 /// What `strip_headers = true` leaves out: signatures, seals and verification results of the
@@ -204,61 +204,105 @@ fn text_only_entity(raw: &[u8], context: Context, depth: usize, out: &mut Vec<u8
     let start = out.len();
     let entity = split_entity(raw);
     let mime = read_mime(&entity, context);
-    let boundary = mime.boundary.as_deref().filter(|b| !b.is_empty());
-    let (Some(boundary), true) = (boundary, mime.content_type.starts_with("multipart/")) else {
-        out.extend_from_slice(raw);
-        return false;
-    };
-    if depth >= MAX_DEPTH || mime.content_type == "multipart/signed" {
-        out.extend_from_slice(raw);
-        return false;
-    }
-    let body = entity.body;
-    let delimiters = delimiter_lines(body, boundary.as_bytes());
-    // Each part: where its delimiter line starts, where its content starts and ends.
-    let parts: Vec<(usize, usize, usize)> = delimiters
-        .windows(2)
-        .filter(|w| !w[0].2)
-        .map(|w| (w[0].0, w[0].1, before_line_end(body, w[0].1, w[1].0)))
-        .collect();
-    // A multipart without its close delimiter is left as it came.
-    let Some(&(close, _, true)) = delimiters.last() else {
+    let Some(parts) = walkable(&entity, &mime, depth) else {
         out.extend_from_slice(raw);
         return false;
     };
     let part_context = mime.part_context();
+    let body = entity.body;
     let plain = |(_, from, to): &(usize, usize, usize)| {
         let part = split_entity(&body[*from..*to]);
         read_mime(&part, part_context).content_type == "text/plain"
     };
-    out.extend_from_slice(entity.header);
-    out.extend_from_slice(entity.separator);
-    let first = parts.first().map_or(close, |p| p.0);
-    out.extend_from_slice(&body[..first]);
-    let mut changed = false;
-    if mime.content_type == "multipart/alternative"
-        && let Some(keep) = parts.iter().position(plain)
+    let changed = if mime.content_type == "multipart/alternative"
+        && let Some(keep) = parts.parts.iter().position(plain)
     {
         // The text part, its delimiter line and the line end before the next delimiter.
-        let (at, _, _) = parts[keep];
-        let next = parts.get(keep + 1).map_or(close, |p| p.0);
-        out.extend_from_slice(&body[at..next]);
-        changed = parts.len() > 1;
+        out.extend_from_slice(entity.header);
+        out.extend_from_slice(entity.separator);
+        let (at, _, _) = parts.parts[keep];
+        out.extend_from_slice(&body[..parts.first()]);
+        out.extend_from_slice(&body[at..parts.next(keep)]);
+        out.extend_from_slice(&body[parts.close..]);
+        parts.parts.len() > 1
     } else {
-        for (i, &(at, from, to)) in parts.iter().enumerate() {
-            out.extend_from_slice(&body[at..from]);
-            changed |= text_only_entity(&body[from..to], part_context, depth + 1, out);
-            let next = parts.get(i + 1).map_or(close, |p| p.0);
-            out.extend_from_slice(&body[to..next]);
-        }
-    }
+        rewrite_parts(&entity, &parts, out, |part, out| {
+            text_only_entity(part, part_context, depth + 1, out)
+        })
+    };
     if !changed {
         out.truncate(start);
         out.extend_from_slice(raw);
-        return false;
     }
-    out.extend_from_slice(&body[close..]);
-    true
+    changed
+}
+
+/// The body parts of a multipart entity, as offsets into its body.
+pub(crate) struct Parts {
+    /// Each part: where its delimiter line starts, where its content starts and ends.
+    pub(crate) parts: Vec<(usize, usize, usize)>,
+    /// Where the close delimiter line starts.
+    pub(crate) close: usize,
+}
+
+impl Parts {
+    /// Where the first delimiter line starts (the end of the preamble).
+    fn first(&self) -> usize {
+        self.parts.first().map_or(self.close, |p| p.0)
+    }
+
+    /// Where the delimiter line after part `i` starts.
+    fn next(&self, i: usize) -> usize {
+        self.parts.get(i + 1).map_or(self.close, |p| p.0)
+    }
+}
+
+/// The parts of `entity` when the walks that rewrite parts ([`text_only`],
+/// [`crate::shrink::shrink_images`]) enter it: a multipart with a boundary and its close
+/// delimiter, not `multipart/signed` (its signature covers its parts), and less than
+/// [`MAX_DEPTH`] deep. `None`: it stays as it came.
+pub(crate) fn walkable(entity: &Entity<'_>, mime: &Mime, depth: usize) -> Option<Parts> {
+    let boundary = mime.boundary.as_deref().filter(|b| !b.is_empty())?;
+    if !mime.content_type.starts_with("multipart/")
+        || mime.content_type == "multipart/signed"
+        || depth >= MAX_DEPTH
+    {
+        return None;
+    }
+    let body = entity.body;
+    let delimiters = delimiter_lines(body, boundary.as_bytes());
+    // A multipart without its close delimiter is left as it came.
+    let &(close, _, true) = delimiters.last()? else {
+        return None;
+    };
+    let parts = delimiters
+        .windows(2)
+        .filter(|w| !w[0].2)
+        .map(|w| (w[0].0, w[0].1, before_line_end(body, w[0].1, w[1].0)))
+        .collect();
+    Some(Parts { parts, close })
+}
+
+/// Writes `entity`, a multipart whose parts are `parts`, to `out` with each part written by
+/// `part` (which returns whether it changed it); returns whether any was changed.
+pub(crate) fn rewrite_parts(
+    entity: &Entity<'_>,
+    parts: &Parts,
+    out: &mut Vec<u8>,
+    mut part: impl FnMut(&[u8], &mut Vec<u8>) -> bool,
+) -> bool {
+    let body = entity.body;
+    out.extend_from_slice(entity.header);
+    out.extend_from_slice(entity.separator);
+    out.extend_from_slice(&body[..parts.first()]);
+    let mut changed = false;
+    for (i, &(at, from, to)) in parts.parts.iter().enumerate() {
+        out.extend_from_slice(&body[at..from]);
+        changed |= part(&body[from..to], out);
+        out.extend_from_slice(&body[to..parts.next(i)]);
+    }
+    out.extend_from_slice(&body[parts.close..]);
+    changed
 }
 
 #[cfg(test)]

@@ -854,7 +854,7 @@ impl HmtpLink {
         }
         let spool = Arc::clone(&self.ctx.intake.spool);
         let t = target.clone();
-        let ashore = super::Ashore::new(&peer.strip_headers, peer.text_only);
+        let ashore = super::Ashore::of_peer(peer);
         let wanted = record.messages.clone();
         let loaded = crate::blocking::spawn(move || {
             let waiting = spool.waiting(&t)?;

@@ -22,6 +22,7 @@ pub(crate) mod tape_file;
 mod tcp_link;
 pub mod transfer;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -285,7 +286,7 @@ impl HfContext {
         };
         let (on_air, ashore) = table.peer(&name).map_or_else(
             || (OnAir::Plain, Ashore::default()),
-            |p| (OnAir::of(p), Ashore::new(&p.strip_headers, p.text_only)),
+            |p| (OnAir::of(p), Ashore::of_peer(p)),
         );
         let loaded = crate::blocking::spawn(move || {
             // Every due message, in the spool's order: the admission applies the budget, which
@@ -476,31 +477,49 @@ enum Again {
     No(String),
 }
 
-/// What a peer's or a group's links leave ashore of each message ([`skywave_smtp::strip`]):
-/// the header fields of its `strip_headers`, and with `text_only` the HTML twin of a text.
+/// What a peer's or a group's links leave ashore of each message ([`skywave_smtp::strip`],
+/// [`skywave_smtp::shrink`]): the header fields of its `strip_headers`, with `text_only` the
+/// HTML twin of a text, and with `shrink_images` the pixels of its images over the limit.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Ashore {
     patterns: Vec<skywave_smtp::strip::FieldPattern>,
     text_only: bool,
+    images: Option<skywave_smtp::shrink::ImageLimit>,
 }
 
-/// A queued message loaded to go: its file, the message in it as the link sends it, and the
-/// bytes left ashore (HTML twins, header fields), counted once it is taken.
+/// A queued message loaded to go: its file, the message in it as the link sends it, and what
+/// stayed ashore, counted once it is taken.
 pub(crate) struct Sending {
     pub(crate) file: skywave_spool::QueueFile,
-    left: (u64, u64),
+    left: Left,
+}
+
+/// What stayed ashore of a message: bytes of HTML twins, of header fields, and images made
+/// smaller with the bytes it saved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Left {
+    alternatives: u64,
+    headers: u64,
+    images: skywave_smtp::shrink::Shrunk,
 }
 
 impl Sending {
     /// Its file, once a session to `to` (a peer or a group) has taken it: what stayed ashore
     /// is counted in the metrics.
     pub(crate) fn taken(self, to: &str) -> skywave_spool::QueueFile {
-        let (alternatives, headers) = self.left;
+        let Left {
+            alternatives,
+            headers,
+            images,
+        } = self.left;
         if alternatives > 0 {
             crate::metrics::alternatives_left_ashore(to, alternatives);
         }
         if headers > 0 {
             crate::metrics::header_bytes_stripped(to, headers);
+        }
+        if images.images > 0 {
+            crate::metrics::images_shrunk(to, images.images as u64, images.saved as u64);
         }
         self.file
     }
@@ -511,12 +530,29 @@ impl Ashore {
         Ashore {
             patterns: patterns.to_vec(),
             text_only,
+            images: None,
         }
     }
 
+    /// What a peer's links leave ashore.
+    pub(crate) fn of_peer(peer: &skywave_route::Peer) -> Ashore {
+        Ashore::new(&peer.strip_headers, peer.text_only).shrinking(peer.shrink_images)
+    }
+
+    /// What a group's multicasts leave ashore.
+    pub(crate) fn of_group(group: &skywave_route::Group) -> Ashore {
+        Ashore::new(&group.strip_headers, group.text_only).shrinking(group.shrink_images)
+    }
+
+    /// The same, with images made to fit `limit` (none: as they came).
+    pub(crate) fn shrinking(mut self, limit: Option<skywave_smtp::shrink::ImageLimit>) -> Ashore {
+        self.images = limit;
+        self
+    }
+
     /// Whether it leaves anything ashore at all.
-    fn leaves_any(&self) -> bool {
-        self.text_only || !self.patterns.is_empty()
+    pub(crate) fn leaves_any(&self) -> bool {
+        self.text_only || !self.patterns.is_empty() || self.images.is_some()
     }
 
     /// Loads message `id` from `spool` as a link sends it; the spool keeps it whole.
@@ -525,22 +561,44 @@ impl Ashore {
         spool: &skywave_spool::Spool,
         id: &skywave_spool::QueueId,
     ) -> skywave_spool::Result<Sending> {
-        use skywave_smtp::strip::{strip_fields, text_only};
         let (_, mut file) = spool.load(id)?;
-        let mut left = (0, 0);
-        if self.text_only
-            && let (std::borrow::Cow::Owned(shorter), removed) = text_only(&file.message)
-        {
-            file.message = shorter;
-            left.0 = removed as u64;
-        }
-        if let (std::borrow::Cow::Owned(shorter), removed) =
-            strip_fields(&file.message, &self.patterns)
-        {
-            file.message = shorter;
-            left.1 = removed as u64;
+        let (sent, left) = self.leave_ashore(&file.message);
+        if let Cow::Owned(sent) = sent {
+            file.message = sent;
         }
         Ok(Sending { file, left })
+    }
+
+    /// The size of `message` as a link sends it: what a peer's `size_limit` and `hold_above`
+    /// weigh.
+    pub(crate) fn weigh(&self, message: &[u8]) -> u64 {
+        self.leave_ashore(message).0.len() as u64
+    }
+
+    /// `message` as a link sends it (borrowed: as it came), and what stayed ashore.
+    fn leave_ashore<'a>(&self, message: &'a [u8]) -> (Cow<'a, [u8]>, Left) {
+        use skywave_smtp::shrink::shrink_images;
+        use skywave_smtp::strip::{strip_fields, text_only};
+        let mut sent = Cow::Borrowed(message);
+        let mut left = Left::default();
+        if self.text_only
+            && let (Cow::Owned(shorter), removed) = text_only(&sent)
+        {
+            sent = Cow::Owned(shorter);
+            left.alternatives = removed as u64;
+        }
+        // After text_only: the images of an HTML twin left ashore are not worth decoding.
+        if let Some(limit) = &self.images
+            && let (Cow::Owned(shorter), shrunk) = shrink_images(&sent, limit)
+        {
+            sent = Cow::Owned(shorter);
+            left.images = shrunk;
+        }
+        if let (Cow::Owned(shorter), removed) = strip_fields(&sent, &self.patterns) {
+            sent = Cow::Owned(shorter);
+            left.headers = removed as u64;
+        }
+        (sent, left)
     }
 }
 
@@ -1527,7 +1585,7 @@ mod tests {
                     loaded = true;
                     Ok(Sending {
                         file: file(message),
-                        left: (0, 0),
+                        left: Left::default(),
                     })
                 },
             )
@@ -1594,16 +1652,21 @@ mod tests {
         let (text, twin) = skywave_smtp::strip::text_only(&message);
         let (expected, fields) = skywave_smtp::strip::strip_fields(&text, &patterns);
         assert_eq!(sending.file.message, expected.as_ref());
-        assert_eq!(sending.left, (twin as u64, fields as u64));
+        let left = |alternatives, headers| Left {
+            alternatives,
+            headers,
+            images: Default::default(),
+        };
+        assert_eq!(sending.left, left(twin as u64, fields as u64));
         // The corpus's HTML twin; the provider's fields and the corpus message's own X- fields.
-        assert_eq!(sending.left, (8572, 4812));
+        assert_eq!(sending.left, left(8572, 4812));
         let (_, whole) = spool.load(&id).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(whole.message, message);
         // Nothing left ashore: the message as it came.
         let plain = Ashore::default()
             .load(&spool, &id)
             .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((plain.file.message, plain.left), (message, (0, 0)));
+        assert_eq!((plain.file.message, plain.left), (message, left(0, 0)));
     }
 
     #[test]

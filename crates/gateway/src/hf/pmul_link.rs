@@ -814,7 +814,7 @@ impl PmulLink {
             });
             let mut out = Vec::new();
             let mut used = Used::default();
-            let ashore = Ashore::new(&group.strip_headers, group.text_only);
+            let ashore = Ashore::of_group(&group);
             for (key, per_target) in due {
                 if out.len() >= room {
                     break;
