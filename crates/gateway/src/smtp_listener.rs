@@ -421,9 +421,22 @@ protocol = "hmtp"
 priority = "routine"
 size_limit = 200
 
+[[peer]]
+name = "sat"
+node = "0.0.1.2"
+protocol = "hmtp"
+priority = "routine"
+size_limit = 200
+strip_headers = true
+shrink_images = 1024
+
 [[route]]
 match = "shore.test"
 to = "shore"
+
+[[route]]
+match = "sat.test"
+to = "sat"
 "#;
 
     struct Fixture {
@@ -659,6 +672,35 @@ to = "shore"
             "{out}"
         );
         assert_eq!(f.spool.entries().unwrap().count(), 0);
+        let _ = f.stop.send(true);
+    }
+
+    /// A peer whose link leaves part of a message ashore (`strip_headers`, `shrink_images`)
+    /// weighs it as it goes: not at RCPT by the size declared, and after DATA without what
+    /// stays ashore.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_peer_that_leaves_part_ashore_weighs_a_message_as_it_goes() {
+        let f = start().await;
+        let junk = "x".repeat(300);
+        let big = "y".repeat(300);
+        let script = format!(
+            "EHLO client.test\r\nMAIL FROM:<a@ship.test> SIZE=1000\r\nRCPT TO:<ops@sat.test>\r\n\
+             DATA\r\nX-Junk: {junk}\r\nSubject: s\r\n\r\nhello\r\n.\r\n\
+             MAIL FROM:<a@ship.test>\r\nRCPT TO:<ops@sat.test>\r\n\
+             DATA\r\nSubject: big\r\n\r\n{big}\r\n.\r\nQUIT\r\n"
+        );
+        let out = converse(f.addr, &script).await;
+        let replies: Vec<&str> = out.lines().filter(|l| !l.starts_with("250-")).collect();
+        // The declared 1000 octets are not refused; the message, 300 of them an X- field
+        // stripped on the air, is taken.
+        assert!(replies[3].starts_with("250 2.1.5"), "{out}");
+        assert!(replies[5].contains("Ok: queued"), "{out}");
+        assert!(
+            replies[9]
+                .starts_with("552 5.3.4 message exceeds the limit of 200 octets for peer:sat"),
+            "{out}"
+        );
+        assert_eq!(f.spool.entries().unwrap().count(), 1);
         let _ = f.stop.send(true);
     }
 }

@@ -9,7 +9,9 @@
 //! orientation says (the EXIF block itself stays ashore). The part says what was done in a
 //! `Content-Description` field (unless it has one), so that the reader knows a larger original
 //! exists. Anything else stays as it came: other types, a `multipart/signed` (its signature
-//! covers its parts), an image that does not decode, or one that would not come out smaller.
+//! covers its parts), an animated PNG (its first frame alone would lose the rest), an image
+//! that does not decode or would take more than [`MAX_DECODED`] octets decoded, or one that
+//! would not come out smaller.
 //! The spool keeps the message as it came.
 //!
 //! It sits beside [`crate::strip`], whose MIME walk ([`crate::downgrade`]'s parsing) it
@@ -147,8 +149,9 @@ fn shrink_entity(
 const IMAGE_TYPES: &[&str] = &["image/jpeg", "image/jpg", "image/pjpeg", "image/png"];
 
 /// The most an image may take decoded, octets: a 64-megapixel photograph in RGBA. A larger
-/// one (or a PNG that claims to be, the classic decompression bomb) stays as it came.
-const MAX_DECODED: u64 = 256 * 1024 * 1024;
+/// one (or a small PNG that claims to be one, the classic decompression bomb) stays as it
+/// came.
+pub const MAX_DECODED: u64 = 256 * 1024 * 1024;
 
 /// Base64 lines are 76 characters (RFC 2045 6.8).
 const LINE: usize = 76;
@@ -234,6 +237,10 @@ fn decode(
     let format = reader
         .format()
         .filter(|f| matches!(f, image::ImageFormat::Jpeg | image::ImageFormat::Png))?;
+    if format == image::ImageFormat::Png && animated(bytes) {
+        // Its first frame alone would lose the rest.
+        return None;
+    }
     let mut limits = image::Limits::default();
     limits.max_alloc = Some(MAX_DECODED);
     reader.limits(limits);
@@ -247,6 +254,23 @@ fn decode(
     image.apply_orientation(orientation);
     let size = (image.width(), image.height());
     Some((image, format, size))
+}
+
+/// Whether `png` is an animated PNG: an `acTL` chunk before the first `IDAT` (APNG's rule).
+fn animated(png: &[u8]) -> bool {
+    // The signature, then chunks of a length, a type, the data and a CRC.
+    let mut at = 8;
+    while let Some(header) = png.get(at..at + 8) {
+        let (len, kind) = header.split_at(4);
+        match kind {
+            b"acTL" => return true,
+            b"IDAT" | b"IEND" => return false,
+            _ => {}
+        }
+        let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+        at = at.saturating_add(12).saturating_add(len);
+    }
+    false
 }
 
 /// `image` encoded as `format` (JPEG at the limit's quality; PNG at its best compression).
@@ -461,6 +485,22 @@ mod tests {
             );
             assert_eq!(done, Shrunk::default());
         }
+    }
+
+    #[test]
+    fn an_animated_png_stays_as_it_came() {
+        let still = png(1600, 1200);
+        // An acTL chunk (two frames, played once) after IHDR, which ends at 8 + 25.
+        let mut animated = still.clone();
+        let actl = [
+            0, 0, 0, 8, b'a', b'c', b'T', b'L', 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0,
+        ];
+        animated.splice(33..33, actl);
+        let message = with_attachment("image/png", "loop.png", &animated);
+        let (out, done) = shrink_images(&message, &limit());
+        assert!(matches!(out, Cow::Borrowed(_)) && done.images == 0);
+        assert!(!super::animated(&still) && super::animated(&animated));
+        assert!(!super::animated(b"") && !super::animated(&still[..20]));
     }
 
     #[test]
