@@ -2791,3 +2791,45 @@ async fn a_text_only_peer_leaves_the_html_twin_ashore() {
         "{secs_whole} {secs}"
     );
 }
+
+/// A message of more U_PDUs than the SIS client holds while its server has flow off (1024,
+/// and the node's 128 in its ARQ): a photograph of 2.3 MB sent whole to a peer whose
+/// `size_limit` takes it, 2.4 MB deflated in 1193 U_PDUs. The link hands them to the client
+/// as the first are confirmed, and the session completes once, in 4.8 hours at 1200 bit/s.
+/// When all went at once, the client refused those after the 1152nd, and every attempt lost
+/// its end after four and a half hours of air, for ever.
+#[tokio::test(start_paused = true)]
+async fn a_session_of_more_u_pdus_than_the_sis_client_holds_completes() {
+    let photo = skywave_e2e::photograph(2048, 1536, 92);
+    let message = skywave_e2e::message_with_photo(
+        "alice@ship.example",
+        "ops@shore.example",
+        "deck.jpg",
+        &photo,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), "deflate");
+    o.ship_peer_extra = "size_limit = 4000000\n".to_owned();
+    let pair = Pair::start(&o).await.unwrap();
+    let id = pair
+        .ship
+        .submit("alice@ship.example", &["ops@shore.example"], &message)
+        .await
+        .unwrap();
+    let got = wait_for(&pair.shore_maildir, 1, Duration::from_secs(20_000)).await;
+    assert_eq!(got.values().map(Vec::len).sum::<usize>(), 1);
+    // The replies, and the record of the session.
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    let records = pair.ship.hf().transfers();
+    let out = outgoing(&records);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!((out[0].result.as_str(), out[0].updus), ("completed", 1193));
+    let took = out[0].elapsed();
+    println!("{} U_PDUs in {took:.0} s", out[0].updus);
+    assert!((17_000.0..17_400.0).contains(&took), "{took} s");
+    assert!(
+        pair.ship.spool().load(&id).is_err(),
+        "delivered, so gone from the spool"
+    );
+    pair.stop().await;
+}

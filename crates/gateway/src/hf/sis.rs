@@ -359,41 +359,51 @@ impl Endpoint {
             .borrow()
             .clone()
             .ok_or_else(|| format!("not bound to the SIS server {}", self.server))?;
-        let mut pending = Vec::with_capacity(updus.len());
         let bytes = updus.iter().map(Vec::len).sum();
-        for u in updus {
-            let req = UnidataRequest {
-                priority,
-                dest_sap: self.sap,
-                dest,
-                mode,
-                ttl: Ttl::INFINITE,
-                updu: Bytes::from(u),
-            };
-            pending.push(client.send_unidata(req).map_err(|e| e.to_string())?);
+        let sap = self.sap;
+        let request = move |u: Vec<u8>| UnidataRequest {
+            priority,
+            dest_sap: sap,
+            dest,
+            mode,
+            ttl: Ttl::INFINITE,
+            updu: Bytes::from(u),
+        };
+        // The first IN_FLIGHT now, so that a client that cannot take any says so here; the
+        // rest as the first are confirmed (see IN_FLIGHT).
+        let mut rest = updus.into_iter();
+        let mut pending = std::collections::VecDeque::with_capacity(IN_FLIGHT);
+        for u in rest.by_ref().take(IN_FLIGHT) {
+            pending.push_back(client.send_unidata(request(u)).map_err(|e| e.to_string())?);
         }
         self.backlog.add(bytes);
         tokio::spawn(async move {
             let mut confirmed = true;
             // Confirmed in order from the first, until one is not.
             let mut prefix = 0;
-            for p in pending {
+            let failed = |e: String, prefix: usize| {
+                let text = format!("U_PDU to {dest} not delivered: {e}");
+                debug!("{text}");
+                if let Some(r) = &report {
+                    let _ = r.to.send(LinkInput::SendFailed {
+                        reason: text,
+                        submission: r.submission,
+                        confirmed: prefix,
+                    });
+                }
+            };
+            while let Some(p) = pending.pop_front() {
                 match p.await {
                     Ok(Delivery::Confirmed(_)) => prefix += usize::from(confirmed),
                     // Written without a confirmation asked (non-ARQ), or dropped as a copy of
                     // one still queued: nothing says when the peer has it.
                     Ok(Delivery::Sent | Delivery::DuplicateDropped) => confirmed = false,
-                    Err(e) => {
-                        let text = format!("U_PDU to {dest} not delivered: {e}");
-                        debug!("{text}");
-                        if let Some(r) = &report {
-                            let _ = r.to.send(LinkInput::SendFailed {
-                                reason: text,
-                                submission: r.submission,
-                                confirmed: prefix,
-                            });
-                        }
-                        return;
+                    Err(e) => return failed(e.to_string(), prefix),
+                }
+                if let Some(u) = rest.next() {
+                    match client.send_unidata(request(u)) {
+                        Ok(p) => pending.push_back(p),
+                        Err(e) => return failed(e.to_string(), prefix),
                     }
                 }
             }
@@ -407,6 +417,14 @@ impl Endpoint {
         Ok(())
     }
 }
+
+/// U_PDUs of one submission handed to the SIS client at once; the rest follow one by one as
+/// the first are confirmed (or written, without a confirmation). The client holds at most
+/// 1024 while its server has flow off, and refuses the next: a session of more (a message of
+/// some 2 MB at a 2048-octet MTU) lost its end that way at every attempt, after hours of air.
+/// 256 keep any node's ARQ window full (128 D_PDUs) and leave room for four submissions at
+/// once (sessions to other peers, replies, markers).
+const IN_FLIGHT: usize = 256;
 
 /// The STANAG 5066 priority (0-15) of mail with this RFC 6710 priority (-9..9).
 pub fn priority_5066(mt_priority: i8) -> Priority {
