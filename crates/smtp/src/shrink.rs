@@ -249,7 +249,10 @@ fn decode(
     if w.max(h) <= limit.max_side || u64::from(w) * u64::from(h) * 4 > MAX_DECODED {
         return None;
     }
-    let orientation = decoder.orientation().ok()?;
+    // An EXIF block that does not read leaves the image as it is stored.
+    let orientation = decoder
+        .orientation()
+        .unwrap_or(image::metadata::Orientation::NoTransforms);
     let mut image = image::DynamicImage::from_decoder(decoder).ok()?;
     image.apply_orientation(orientation);
     let size = (image.width(), image.height());
@@ -259,8 +262,8 @@ fn decode(
 /// Whether `png` is an animated PNG: an `acTL` chunk before the first `IDAT` (APNG's rule).
 fn animated(png: &[u8]) -> bool {
     // The signature, then chunks of a length, a type, the data and a CRC.
-    let mut at = 8;
-    while let Some(header) = png.get(at..at + 8) {
+    let mut at: usize = 8;
+    while let Some(header) = at.checked_add(8).and_then(|end| png.get(at..end)) {
         let (len, kind) = header.split_at(4);
         match kind {
             b"acTL" => return true,
