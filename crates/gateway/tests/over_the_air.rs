@@ -2744,13 +2744,15 @@ fn a_peer_that_shrinks_images_sends_a_photograph_scaled_to_fit() {
         "{refusal:?}"
     );
     // Whole against scaled down, within the limit.
-    let smaller = message(&skywave_e2e::photograph(1280, 960, 85));
+    let photo = skywave_e2e::photograph(1280, 960, 85);
+    let smaller = message(&photo);
     let (_, (plain_whole, wire_whole, secs_whole)) =
         paused().block_on(one_session_with("", &smaller, first));
     let (_, (plain, wire, secs)) = paused().block_on(one_session_with(shrink, &smaller, first));
     eprintln!(
-        "1280x960: whole {plain_whole} B of SMTP, {wire_whole} B deflated, {secs_whole:.1} s; \
-         scaled down {plain} B, {wire} B, {secs:.1} s"
+        "1280x960 ({} B): whole {plain_whole} B of SMTP, {wire_whole} B deflated, \
+         {secs_whole:.1} s; scaled down {plain} B, {wire} B, {secs:.1} s",
+        photo.len()
     );
     assert!(plain * 4 < plain_whole, "{plain} B against {plain_whole} B");
     // Virtual time on a seeded channel; the dates in the Received fields move a frame or two.
