@@ -697,6 +697,47 @@ async fn a_window_takes_no_more_multicasts_than_it_holds() {
     fleet.stop().await;
 }
 
+/// A group's `shrink_images`: a photograph for the whole fleet goes by P_MUL scaled down, once
+/// for every ship; the base's spool keeps it whole. 1280x960 pixels at JPEG quality 85 (638 kB,
+/// a message of 873 kB) reaches each ship as 640x480, in a message of 53 kB.
+#[tokio::test(start_paused = true)]
+async fn a_groups_multicast_scales_photographs_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), 3);
+    o.group_extra = "shrink_images = 640\n".into();
+    let fleet = Fleet::start(&o).await.unwrap();
+    let photo = skywave_e2e::photograph(1280, 960, 85);
+    let message = skywave_e2e::message_with_photo(
+        "hq@base.example",
+        "notices@fleet.example",
+        "harbour.jpg",
+        &photo,
+    );
+    let id = fleet
+        .base
+        .submit("hq@base.example", &["notices@fleet.example"], &message)
+        .await
+        .unwrap();
+    let (_, file) = fleet.base.spool().load(&id).unwrap();
+    assert!(file.message.ends_with(&message));
+    wait_all(&fleet.ship_maildirs, 1, Duration::from_secs(3600)).await;
+    let limit = skywave_smtp::shrink::ImageLimit::new(640, 60).unwrap();
+    let (expected, done) = skywave_smtp::shrink::shrink_images(&message, &limit);
+    assert_eq!(done.images, 1);
+    println!("{} B as {} B", message.len(), expected.len());
+    for (i, d) in fleet.ship_maildirs.iter().enumerate() {
+        check_once(d, &expected, i);
+        assert!(
+            maildir(d)
+                .concat()
+                .contains("scaled down for the radio link from 1280x960 pixels"),
+            "ship {}",
+            i + 1
+        );
+    }
+    fleet.stop().await;
+}
+
 /// A group's `strip_headers`: mail from the Internet for the whole fleet goes by P_MUL without
 /// its signatures, seals and `X-` fields, once for every ship, its trace and reader's fields as
 /// they were; the base's spool keeps it whole.
