@@ -1,5 +1,6 @@
 //! `skywave queue ...` as an operator runs it against a stopped gateway's spool: list (all and per
-//! peer), show, hold and release (message and peer), flush, delete, and a bad queue id.
+//! peer), show (with what goes on the air), hold and release (message and peer), flush, delete,
+//! and a bad queue id.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -355,6 +356,58 @@ fn an_operator_sends_a_peers_mail_by_its_fallback_now() {
         out.contains("moved 0 recipient(s) of 0 message(s)"),
         "{out}"
     );
+}
+
+/// `skywave queue show` with the routing table says what goes on the air to a peer whose links
+/// leave part of a message ashore: a photograph that `shrink_images` scales down.
+#[test]
+fn show_says_what_goes_on_the_air() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = gateway_files(
+        dir.path(),
+        "[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n\
+         shrink_images = 640\n\n[[route]]\nmatch = \"shore.test\"\nto = \"shore\"\n",
+    );
+    let root = dir.path().join("state").join("spool");
+    let (spool, _) = Spool::open(&root, SpoolConfig::default()).unwrap();
+    let photo = skywave_e2e::photograph(1280, 960, 85);
+    let message =
+        skywave_e2e::message_with_photo("ops@ship.test", "cdr@shore.test", "deck.jpg", &photo);
+    let id = spool
+        .enqueue(
+            &NewMessage {
+                sender: "ops@ship.test".into(),
+                recipients: vec![("cdr@shore.test".into(), Target::Peer("shore".into()))],
+                priority: Priority::new(0).unwrap(),
+                message: &message,
+                dsn: Default::default(),
+                rcpt_dsn: Vec::new(),
+                origin: None,
+            },
+            unix_seconds(std::time::SystemTime::now()),
+        )
+        .unwrap()
+        .to_string();
+    drop(spool);
+    let (code, shown, err) = queue_of(&config, &["show", &id]);
+    assert_eq!(code, 0, "{err}");
+    let limit = skywave_smtp::shrink::ImageLimit::new(640, 60).unwrap();
+    let (sent, _) = skywave_smtp::shrink::shrink_images(&message, &limit);
+    let line = shown
+        .lines()
+        .find(|l| l.starts_with("on air:"))
+        .unwrap_or_else(|| panic!("{shown}"));
+    println!("{line}");
+    assert!(
+        line.starts_with(&format!(
+            "on air:    {} bytes to shore (1 image(s) scaled down, ",
+            sent.len()
+        )),
+        "{line}"
+    );
+    // Without the routing table it cannot say.
+    let (_, shown, _) = queue(&root, &["show", &id]);
+    assert!(!shown.contains("on air:"), "{shown}");
 }
 
 /// A long answer read only in part (`skywave queue trace ... | head`): the command stops

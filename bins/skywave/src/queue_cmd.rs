@@ -132,7 +132,13 @@ pub(crate) fn run(args: QueueArgs) -> anyhow::Result<ExitCode> {
     let now = unix_seconds(std::time::SystemTime::now());
     match args.command {
         QueueCommand::List { peer } => list(&spool, peer.as_deref().map(target), now)?,
-        QueueCommand::Show { id } => show(&spool, &queue_id(&id)?, now)?,
+        QueueCommand::Show { id } => {
+            // With the routing table, what each peer's links send of it (not needed else).
+            let table = config
+                .as_ref()
+                .and_then(|c| RoutingTable::load(&c.routes).ok());
+            show(&spool, &queue_id(&id)?, table.as_ref(), now)?;
+        }
         QueueCommand::Trace { what } => return trace(&dir, &what),
         QueueCommand::Hold { id, peer } => match (id, peer) {
             (_, Some(p)) => {
@@ -456,7 +462,7 @@ fn list_line(entry: &Entry, now: u64) -> String {
     )
 }
 
-fn show(spool: &Spool, id: &QueueId, now: u64) -> anyhow::Result<()> {
+fn show(spool: &Spool, id: &QueueId, table: Option<&RoutingTable>, now: u64) -> anyhow::Result<()> {
     let (state, file) = spool.load(id)?;
     let env = &file.envelope;
     outln!("id:        {}", env.id);
@@ -471,6 +477,25 @@ fn show(spool: &Spool, id: &QueueId, now: u64) -> anyhow::Result<()> {
         age(env.expires.saturating_sub(now))
     );
     outln!("size:      {} bytes", env.size);
+    // What goes on the air to each peer that leaves part of it ashore (its size_limit and
+    // hold_above weigh that).
+    let mut peers: Vec<&str> = env
+        .recipients
+        .iter()
+        .filter_map(|r| match &r.target {
+            Target::Peer(p) => Some(p.as_str()),
+            Target::Lan => None,
+        })
+        .collect();
+    peers.sort_unstable();
+    peers.dedup();
+    for peer in peers {
+        if let Some((octets, said)) =
+            table.and_then(|t| skywave_gateway::hf::on_the_air(t, peer, &file.message))
+        {
+            outln!("on air:    {octets} bytes to {peer} ({said})");
+        }
+    }
     outln!("priority:  {}", env.priority);
     if !env.dsn.is_empty() {
         // As the sender's MAIL gave them (RFC 3461).

@@ -477,6 +477,51 @@ enum Again {
     No(String),
 }
 
+/// What the links of `name` (a peer or a group in `table`) send of `message` when it is not
+/// the message as it came: its size on the air and, in words, what stays ashore. `None`: it
+/// goes as it came (or `name` is neither).
+pub fn on_the_air(
+    table: &skywave_route::RoutingTable,
+    name: &str,
+    message: &[u8],
+) -> Option<(u64, String)> {
+    let ashore = match table.peer(name) {
+        Some(p) => Ashore::of_peer(p),
+        None => Ashore::of_group(table.group(name)?),
+    };
+    if !ashore.leaves_any() {
+        return None;
+    }
+    let (sent, left) = ashore.leave_ashore(message);
+    let Cow::Owned(sent) = sent else {
+        return None;
+    };
+    let Left {
+        alternatives,
+        headers,
+        images,
+    } = left;
+    let bytes = skywave_spool::Bytes;
+    let mut said = Vec::new();
+    if images.images > 0 {
+        said.push(format!(
+            "{} image(s) scaled down, {} less",
+            images.images,
+            bytes(images.saved as u64)
+        ));
+    }
+    if alternatives > 0 {
+        said.push(format!(
+            "an HTML twin of {} left ashore",
+            bytes(alternatives)
+        ));
+    }
+    if headers > 0 {
+        said.push(format!("{} of header fields left out", bytes(headers)));
+    }
+    Some((sent.len() as u64, said.join("; ")))
+}
+
 /// What a peer's or a group's links leave ashore of each message ([`skywave_smtp::strip`],
 /// [`skywave_smtp::shrink`]): the header fields of its `strip_headers`, with `text_only` the
 /// HTML twin of a text, and with `shrink_images` the pixels of its images over the limit.
