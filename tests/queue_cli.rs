@@ -359,14 +359,18 @@ fn an_operator_sends_a_peers_mail_by_its_fallback_now() {
 }
 
 /// `skywave queue show` with the routing table says what goes on the air to a peer whose links
-/// leave part of a message ashore: a photograph that `shrink_images` scales down.
+/// leave part of a message ashore: a photograph that `shrink_images` scales down. And `skywave
+/// queue move` weighs it so: the photograph, over the HF peer's `hold_above` as it came, goes
+/// to it from the satellite peer scaled down.
 #[test]
 fn show_says_what_goes_on_the_air() {
     let dir = tempfile::tempdir().unwrap();
     let config = gateway_files(
         dir.path(),
         "[[peer]]\nname = \"shore\"\nnode = \"0.0.1.1\"\nprotocol = \"hmtp\"\n\
-         shrink_images = 640\n\n[[route]]\nmatch = \"shore.test\"\nto = \"shore\"\n",
+         shrink_images = 640\nhold_above = \"100 kB\"\n\n\
+         [[peer]]\nname = \"sat\"\nprotocol = \"smtp\"\ntcp_address = \"mail.shore.test:25\"\n\
+         fallback = \"shore\"\n\n[[route]]\nmatch = \"shore.test\"\nto = \"shore\"\n",
     );
     let root = dir.path().join("state").join("spool");
     let (spool, _) = Spool::open(&root, SpoolConfig::default()).unwrap();
@@ -408,6 +412,32 @@ fn show_says_what_goes_on_the_air() {
     // Without the routing table it cannot say.
     let (_, shown, _) = queue(&root, &["show", &id]);
     assert!(!shown.contains("on air:"), "{shown}");
+    // The same photograph waiting for the satellite peer goes to HF when the operator says.
+    let (spool, _) = Spool::open(&root, SpoolConfig::default()).unwrap();
+    let for_sat = spool
+        .enqueue(
+            &NewMessage {
+                sender: "ops@ship.test".into(),
+                recipients: vec![("xo@shore.test".into(), Target::Peer("sat".into()))],
+                priority: Priority::new(0).unwrap(),
+                message: &message,
+                dsn: Default::default(),
+                rcpt_dsn: Vec::new(),
+                origin: None,
+            },
+            unix_seconds(std::time::SystemTime::now()),
+        )
+        .unwrap()
+        .to_string();
+    drop(spool);
+    let (code, out, err) = queue_of(&config, &["move", "--peer", "sat"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("moved 1 recipient(s) of 1 message(s) from sat to shore"),
+        "{out}"
+    );
+    let (_, shown, _) = queue_of(&config, &["show", &for_sat]);
+    assert!(shown.contains("via peer:shore: pending"), "{shown}");
 }
 
 /// A long answer read only in part (`skywave queue trace ... | head`): the command stops

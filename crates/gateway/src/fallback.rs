@@ -7,7 +7,9 @@
 //! the message arrived here; what still waits for it then, and is free to go, moves to the
 //! other peer ([`Spool::fall_back`]): not in flight, not held by an operator, and within the
 //! other peer's size limit and its `hold_above` (so that a fallback to HF never sends what the
-//! HF peer would keep for the operator's approval). The other peer's own fallback, if any,
+//! HF peer would keep for the operator's approval), weighed as the other peer's links send it
+//! (after its `strip_headers`, `text_only` and `shrink_images`, as its own mail is weighed at
+//! intake). The other peer's own fallback, if any,
 //! counts from the same arrival. That rule reads the clock and the queue only: it works the
 //! same for every bearer, a link that is up but too slow included.
 //!
@@ -39,6 +41,7 @@ use tracing::{info, warn};
 
 use crate::clock::Clock;
 use crate::heard::Heard;
+use crate::hf::Ashore;
 
 /// How often the queue is looked at for mail to move.
 pub const POLL: Duration = Duration::from_secs(30);
@@ -130,18 +133,21 @@ pub fn size_allowed(to: &Peer) -> u64 {
     to.size_limit.min(to.hold_above.unwrap_or(u64::MAX))
 }
 
-/// Moves to `to` what still waits for `from` by `rule` ([`Spool::fall_back`]).
+/// Moves to `to` what still waits for `from` by `rule` ([`Spool::fall_back`]), each message
+/// weighed as `to`'s links send it (a photograph `shrink_images` scales down fits as it goes).
 fn move_by(
     spool: &Spool,
     from: &Peer,
     to: &Peer,
     rule: &FallBack,
 ) -> skywave_spool::Result<Vec<(QueueId, Vec<String>)>> {
-    spool.fall_back(
-        &Target::Peer(from.name.clone()),
-        &Target::Peer(to.name.clone()),
-        rule,
-    )
+    let (from, ashore) = (Target::Peer(from.name.clone()), Ashore::of_peer(to));
+    let to = Target::Peer(to.name.clone());
+    if ashore.leaves_any() {
+        spool.fall_back_weighed(&from, &to, rule, &|m| ashore.weigh(m))
+    } else {
+        spool.fall_back(&from, &to, rule)
+    }
 }
 
 /// The operator's `skywave queue move`: everything still waiting for `from`, whatever its age,

@@ -312,6 +312,10 @@ pub struct FallBack {
     pub now: u64,
 }
 
+/// What weighs a message as a fallback's links send it ([`Spool::fall_back_weighed`]); `None`:
+/// as it came.
+type Weigher<'a> = Option<&'a dyn Fn(&[u8]) -> u64>;
+
 /// A message due for a target, as returned by [`Spool::due`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DueMessage {
@@ -1553,6 +1557,30 @@ impl Spool {
         to: &Target,
         rule: &FallBack,
     ) -> Result<Vec<(QueueId, Vec<String>)>> {
+        self.fall_back_by(from, to, rule, None)
+    }
+
+    /// [`Spool::fall_back`] for a fallback whose links send less than a message as it came
+    /// (what they leave ashore, such as images scaled down): a message over `rule.max_size`
+    /// as it came is weighed by `weigh` (its size as they send it) and moves if that is within
+    /// it.
+    pub fn fall_back_weighed(
+        &self,
+        from: &Target,
+        to: &Target,
+        rule: &FallBack,
+        weigh: &dyn Fn(&[u8]) -> u64,
+    ) -> Result<Vec<(QueueId, Vec<String>)>> {
+        self.fall_back_by(from, to, rule, Some(weigh))
+    }
+
+    fn fall_back_by(
+        &self,
+        from: &Target,
+        to: &Target,
+        rule: &FallBack,
+        weigh: Weigher<'_>,
+    ) -> Result<Vec<(QueueId, Vec<String>)>> {
         let Target::Peer(from_name) = from else {
             return Ok(Vec::new());
         };
@@ -1570,7 +1598,7 @@ impl Spool {
             at: rule.now,
             back: rule.back,
         };
-        self.move_recipients(rule.max_size, to, &moved, rule.now, moves)
+        self.move_recipients((rule.max_size, weigh), to, &moved, rule.now, moves)
     }
 
     /// Moves back to peer `to` the recipients that fell back from it to `from` while it did
@@ -1600,7 +1628,13 @@ impl Spool {
                 && matches!(&r.moved, Some(Moved::FellBack { from, at, back: true })
                     if from == name && *at <= answered)
         };
-        self.move_recipients(max_size, &to, &Moved::Returned { at: now }, now, moves)
+        self.move_recipients(
+            (max_size, None),
+            &to,
+            &Moved::Returned { at: now },
+            now,
+            moves,
+        )
     }
 
     /// When the latest recipient still waiting (pending or deferred, not in flight, in a queued
@@ -1640,12 +1674,12 @@ impl Spool {
     }
 
     /// Moves to `to` every recipient for which `moves` (the recipient, its message's arrival)
-    /// holds, in queued messages of at most `max_size` bytes that are not dead letters; each
-    /// starts afresh (pending, due at once, no attempt counted) and says how it came
-    /// (`moved`).
+    /// holds, in queued messages that are not dead letters and are of at most `max_size`
+    /// bytes, as they came or as `weigh` weighs them; each starts afresh (pending, due at once,
+    /// no attempt counted) and says how it came (`moved`).
     fn move_recipients(
         &self,
-        max_size: u64,
+        (max_size, weigh): (u64, Weigher<'_>),
         to: &Target,
         moved: &Moved,
         now: u64,
@@ -1653,14 +1687,18 @@ impl Spool {
     ) -> Result<Vec<(QueueId, Vec<String>)>> {
         let mut out = Vec::new();
         for env in self.scan(QueueState::Queued)? {
+            // Over the size as it came: only what `to` sends smaller may still fit.
+            let over = env.size > max_size;
             if env.dead_reason.is_some()
-                || env.size > max_size
+                || (over && weigh.is_none())
                 || !env.recipients.iter().any(|r| moves(r, env.arrival))
             {
                 continue;
             }
             let result = self.update_pure(&env.id, now, |file, state| {
-                if state != QueueState::Queued {
+                if state != QueueState::Queued
+                    || (over && weigh.is_some_and(|w| w(&file.message) > max_size))
+                {
                     return Ok((Change::Nothing, Vec::new()));
                 }
                 let arrival = file.envelope.arrival;

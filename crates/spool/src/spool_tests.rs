@@ -1746,6 +1746,45 @@ fn fall_back_moves_only_what_waited_long_enough_and_is_free_to_go() {
     );
 }
 
+/// A fallback whose links send a message smaller than it came (images scaled down, say) takes
+/// one over its size as it came when it weighs within it as sent, and only then.
+#[test]
+fn a_weighed_fall_back_takes_what_goes_small_enough() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let (sat, hf) = (peer("shore-sat"), peer("shore-hf"));
+    let big = enqueue(&s, "big", &[("a@shore.example", sat.clone())], 0, T0);
+    let size = s.load(&big).unwrap().1.message.len() as u64;
+    let rule = by_age(T0 + 600, size - 1);
+    // As it came, it is over the limit; weighed as sent, it stays over: it stays.
+    assert!(s.fall_back(&sat, &hf, &rule).unwrap().is_empty());
+    let weighed = std::cell::Cell::new(0);
+    let as_came = |m: &[u8]| {
+        weighed.set(weighed.get() + 1);
+        m.len() as u64
+    };
+    assert!(
+        s.fall_back_weighed(&sat, &hf, &rule, &as_came)
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(weighed.get(), 1);
+    // Sent at half its size, it fits and goes.
+    let halved = |m: &[u8]| m.len() as u64 / 2;
+    assert_eq!(
+        s.fall_back_weighed(&sat, &hf, &rule, &halved).unwrap(),
+        [(big.clone(), vec!["a@shore.example".to_owned()])]
+    );
+    // A message within the limit as it came is not weighed at all.
+    let small = enqueue(&s, "small", &[("b@shore.example", sat.clone())], 0, T0);
+    let never = |_: &[u8]| -> u64 { panic!("weighed a message that fits as it came") };
+    assert_eq!(
+        s.fall_back_weighed(&sat, &hf, &by_age(T0 + 600, u64::MAX), &never)
+            .unwrap(),
+        [(small, vec!["b@shore.example".to_owned()])]
+    );
+}
+
 /// The age rule alone: what has waited since `waited_since`, up to `max_size` bytes.
 fn by_age(waited_since: u64, max_size: u64) -> FallBack {
     FallBack {
