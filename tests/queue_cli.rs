@@ -373,26 +373,29 @@ fn show_says_what_goes_on_the_air() {
          fallback = \"shore\"\n\n[[route]]\nmatch = \"shore.test\"\nto = \"shore\"\n",
     );
     let root = dir.path().join("state").join("spool");
-    let (spool, _) = Spool::open(&root, SpoolConfig::default()).unwrap();
     let photo = skywave_e2e::photograph(1280, 960, 85);
     let message =
         skywave_e2e::message_with_photo("ops@ship.test", "cdr@shore.test", "deck.jpg", &photo);
-    let id = spool
-        .enqueue(
-            &NewMessage {
-                sender: "ops@ship.test".into(),
-                recipients: vec![("cdr@shore.test".into(), Target::Peer("shore".into()))],
-                priority: Priority::new(0).unwrap(),
-                message: &message,
-                dsn: Default::default(),
-                rcpt_dsn: Vec::new(),
-                origin: None,
-            },
-            unix_seconds(std::time::SystemTime::now()),
-        )
-        .unwrap()
-        .to_string();
-    drop(spool);
+    // Queued from ops@ship.test for `rcpt` at `peer`, the spool closed after.
+    let queued = |rcpt: &str, peer: &str| {
+        let (spool, _) = Spool::open(&root, SpoolConfig::default()).unwrap();
+        spool
+            .enqueue(
+                &NewMessage {
+                    sender: "ops@ship.test".into(),
+                    recipients: vec![(rcpt.into(), Target::Peer(peer.into()))],
+                    priority: Priority::new(0).unwrap(),
+                    message: &message,
+                    dsn: Default::default(),
+                    rcpt_dsn: Vec::new(),
+                    origin: None,
+                },
+                unix_seconds(std::time::SystemTime::now()),
+            )
+            .unwrap()
+            .to_string()
+    };
+    let id = queued("cdr@shore.test", "shore");
     let (code, shown, err) = queue_of(&config, &["show", &id]);
     assert_eq!(code, 0, "{err}");
     let limit = skywave_smtp::shrink::ImageLimit::new(640, 60).unwrap();
@@ -413,23 +416,7 @@ fn show_says_what_goes_on_the_air() {
     let (_, shown, _) = queue(&root, &["show", &id]);
     assert!(!shown.contains("on air:"), "{shown}");
     // The same photograph waiting for the satellite peer goes to HF when the operator says.
-    let (spool, _) = Spool::open(&root, SpoolConfig::default()).unwrap();
-    let for_sat = spool
-        .enqueue(
-            &NewMessage {
-                sender: "ops@ship.test".into(),
-                recipients: vec![("xo@shore.test".into(), Target::Peer("sat".into()))],
-                priority: Priority::new(0).unwrap(),
-                message: &message,
-                dsn: Default::default(),
-                rcpt_dsn: Vec::new(),
-                origin: None,
-            },
-            unix_seconds(std::time::SystemTime::now()),
-        )
-        .unwrap()
-        .to_string();
-    drop(spool);
+    let for_sat = queued("xo@shore.test", "sat");
     let (code, out, err) = queue_of(&config, &["move", "--peer", "sat"]);
     assert_eq!(code, 0, "{err}");
     assert!(
