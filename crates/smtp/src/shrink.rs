@@ -6,9 +6,9 @@
 //! message's MIME tree as [`crate::strip::text_only`] does and, in each `image/jpeg` or
 //! `image/png` part sent in base64 whose longer side is over the limit, replaces the image with
 //! one scaled to fit (JPEG at the limit's quality, PNG as PNG), turned upright as its EXIF
-//! orientation says (the EXIF block itself stays ashore). The part says what was done in a
-//! `Content-Description` field (unless it has one), so that the reader knows a larger original
-//! exists. Anything else stays as it came: other types, a `multipart/signed` (its signature
+//! orientation says (the EXIF block itself stays ashore). The part says what was done in its
+//! `Content-Description` field (after what it said already, if it had one), so that the reader
+//! knows a larger original exists. Anything else stays as it came: other types, a `multipart/signed` (its signature
 //! covers its parts), an animated PNG (its first frame alone would lose the rest), an image
 //! that does not decode or would take more than [`MAX_DECODED`] octets decoded, or one that
 //! would not come out smaller.
@@ -157,7 +157,7 @@ pub const MAX_DECODED: u64 = 256 * 1024 * 1024;
 const LINE: usize = 76;
 
 /// The part `entity` (an image in base64) with its image made to fit `limit`: its header
-/// fields, a `Content-Description` saying so (unless it has one), and the new image in base64.
+/// fields, its `Content-Description` saying so, and the new image in base64.
 /// `None`: it stays as it came (small enough, not a JPEG or PNG, not decodable, or no smaller).
 fn shrunk_part(entity: &Entity<'_>, limit: &ImageLimit) -> Option<Vec<u8>> {
     use base64::Engine;
@@ -188,23 +188,30 @@ fn shrunk_part(entity: &Entity<'_>, limit: &ImageLimit) -> Option<Vec<u8>> {
     } else {
         b"\r\n"
     };
-    let mut out = entity.header.to_vec();
-    let described = entity
-        .fields
-        .iter()
-        .any(|f| f.name.eq_ignore_ascii_case(b"Content-Description"));
+    let said = format!(
+        "scaled down for the radio link from {w0}x{h0} pixels ({} octets) to {}x{} ({} octets)",
+        original.len(),
+        smaller.width(),
+        smaller.height(),
+        encoded.len()
+    );
+    // The header as it was, with what was done said in its Content-Description: added to the
+    // one it has (RFC 2045 allows one), or in a new one.
+    let mut out = Vec::with_capacity(entity.header.len() + said.len() + 64);
+    let mut described = false;
+    for field in &entity.fields {
+        if !described && field.name.eq_ignore_ascii_case(b"Content-Description") {
+            described = true;
+            let text = field.raw.trim_ascii_end();
+            out.extend_from_slice(text);
+            out.extend_from_slice(format!("; {said}").as_bytes());
+            out.extend_from_slice(eol);
+        } else {
+            out.extend_from_slice(field.raw);
+        }
+    }
     if !described {
-        out.extend_from_slice(
-            format!(
-                "Content-Description: scaled down for the radio link from {w0}x{h0} pixels \
-                 ({} octets) to {}x{} ({} octets)",
-                original.len(),
-                smaller.width(),
-                smaller.height(),
-                encoded.len()
-            )
-            .as_bytes(),
-        );
+        out.extend_from_slice(format!("Content-Description: {said}").as_bytes());
         out.extend_from_slice(eol);
     }
     out.extend_from_slice(entity.separator);
@@ -488,6 +495,43 @@ mod tests {
             );
             assert_eq!(done, Shrunk::default());
         }
+    }
+
+    #[test]
+    fn a_description_it_had_is_kept_and_says_what_was_done() {
+        let plain = String::from_utf8(with_attachment("image/jpeg", "deck.jpg", &jpeg(1600, 1200)))
+            .unwrap();
+        let described = plain.replacen(
+            "Content-Transfer-Encoding: base64\r\n",
+            "Content-Description: the deck,\r\n at dawn\r\nContent-Transfer-Encoding: base64\r\n",
+            1,
+        );
+        let (out, done) = shrink_images(described.as_bytes(), &limit());
+        assert_eq!(done.images, 1);
+        let text = String::from_utf8_lossy(&out);
+        assert_eq!(text.matches("Content-Description").count(), 1, "{text}");
+        assert!(
+            text.contains(
+                "Content-Description: the deck,\r\n at dawn; scaled down for the radio link from \
+                 1600x1200 pixels ("
+            ),
+            "{text}"
+        );
+        // The other fields of the part as they were, in their order.
+        assert!(text.contains(
+            "Content-Type: image/jpeg; name=\"deck.jpg\"\r\n\
+             Content-Disposition: attachment; filename=\"deck.jpg\"\r\n\
+             Content-Description: the deck,"
+        ));
+        let after = leaves(&out);
+        assert!(
+            after[1]
+                .2
+                .as_deref()
+                .is_some_and(|d| d.starts_with("the deck, at dawn; scaled down")),
+            "{:?}",
+            after[1].2
+        );
     }
 
     #[test]
