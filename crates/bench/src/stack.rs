@@ -24,7 +24,7 @@ use bytes::Bytes;
 use skywave_emu::channel::ChannelConfig;
 use skywave_emu::modem::{DataRate, Generation, Interleaver, ModemConfig};
 use skywave_emu::net::{Counters, LinkEvent, NodeLinkEvent, Subnet, SubnetConfig};
-use skywave_sis::client::{Delivery, Events, SendError};
+use skywave_sis::client::{ConfirmedPrefix, Delivery, Events, SendError};
 use skywave_sis::{
     Client, ClientConfig, Confirmation, NodeAddress, Priority, SapId, ServiceType, Ttl,
     UnidataRequest,
@@ -284,14 +284,12 @@ struct Tally {
     /// The submission in progress.
     submission: u64,
     /// Its U_PDUs the peer's node confirmed, in order from the first.
-    confirmed: usize,
-    /// One of its U_PDUs was not confirmed (rejected when the node gave the link up, or no
-    /// confirmation asked): the confirmations after it do not extend the count.
-    broken: bool,
+    confirmed: ConfirmedPrefix,
 }
 
 impl Tally {
-    /// Counts how one U_PDU of `submission` ended; `Err` for what ends the run.
+    /// Counts how one U_PDU of `submission` ended (one of an earlier submission counts for
+    /// nothing); `Err` for what ends the run.
     fn settle(
         &mut self,
         submission: u64,
@@ -300,24 +298,18 @@ impl Tally {
     ) -> Result<(), String> {
         let current = submission == self.submission;
         match r {
-            Ok(Delivery::Confirmed(_)) => {
-                if current && !self.broken {
-                    self.confirmed += 1;
-                }
-                Ok(())
-            }
-            Ok(Delivery::Sent | Delivery::DuplicateDropped) => {
-                self.broken |= current;
-                Ok(())
-            }
+            Ok(d) if current => self.confirmed.record(&d),
+            Ok(_) => {}
             // With confirmations asked, the node's rejection is how a link loss (or a TTL) ends
             // the submission: the scenario sees the loss itself and goes on.
             Err(SendError::Rejected(_)) if confirming => {
-                self.broken |= current;
-                Ok(())
+                if current {
+                    self.confirmed.stop();
+                }
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => return Err(e.to_string()),
         }
+        Ok(())
     }
 }
 
@@ -444,7 +436,7 @@ impl Outbox {
     /// The U_PDUs of the submission in progress that the peer's node confirmed, in order from
     /// the first (always 0 unless [`Outbox::confirming`]).
     pub(crate) fn confirmed(&self) -> usize {
-        self.tally().confirmed
+        self.tally().confirmed.count()
     }
 
     /// The first submission error, if any.
@@ -671,17 +663,17 @@ mod tests {
         for _ in 0..3 {
             t.settle(0, confirmed(), true).unwrap();
         }
-        assert_eq!(t.confirmed, 3);
+        assert_eq!(t.confirmed.count(), 3);
         // The node gave the link up: the rest are rejected, and a confirmation after a gap
         // (none comes, but a count must not skip one) does not count.
         t.settle(0, rejected(), true).unwrap();
         t.settle(0, confirmed(), true).unwrap();
-        assert_eq!(t.confirmed, 3);
+        assert_eq!(t.confirmed.count(), 3);
         // A U_PDU written without a confirmation says nothing either.
         let mut t = Tally::default();
         t.settle(0, Ok(Delivery::Sent), true).unwrap();
         t.settle(0, confirmed(), true).unwrap();
-        assert_eq!(t.confirmed, 0);
+        assert_eq!(t.confirmed.count(), 0);
     }
 
     #[test]
@@ -692,9 +684,9 @@ mod tests {
         };
         t.settle(1, confirmed(), true).unwrap();
         t.settle(1, rejected(), true).unwrap();
-        assert_eq!((t.confirmed, t.broken), (0, false));
+        assert_eq!((t.confirmed.count(), t.confirmed.unbroken()), (0, true));
         t.settle(2, confirmed(), true).unwrap();
-        assert_eq!(t.confirmed, 1);
+        assert_eq!(t.confirmed.count(), 1);
     }
 
     #[test]

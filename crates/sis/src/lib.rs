@@ -79,8 +79,8 @@ pub(crate) mod strategies;
 
 pub use address::{AddressError, NodeAddress};
 pub use client::{
-    Backoff, Bound, Client, ClientConfig, ClientError, Connector, Delivery, Event, Events, Pending,
-    SendError, TcpConnector,
+    Backoff, Bound, Client, ClientConfig, ClientError, ConfirmedPrefix, Connector, Delivery, Event,
+    Events, Pending, SendError, TcpConnector,
 };
 pub use decode::{DEFAULT_MAX_SIZE, DecodeError, Decoder};
 pub use fields::{

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use skywave_sis::{
-    Client, ClientConfig, Connector, Delivery, Event, NodeAddress, Priority, SapId, ServiceType,
-    SubnetStatus, Ttl, UnidataRequest,
+    Client, ClientConfig, ConfirmedPrefix, Connector, Event, NodeAddress, Priority, SapId,
+    ServiceType, SubnetStatus, Ttl, UnidataRequest,
 };
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch};
@@ -378,26 +378,23 @@ impl Endpoint {
         }
         self.backlog.add(bytes);
         tokio::spawn(async move {
-            let mut confirmed = true;
-            // Confirmed in order from the first, until one is not.
-            let mut prefix = 0;
-            let failed = |e: String, prefix: usize| {
+            // Written without a confirmation asked (non-ARQ), or dropped as a copy of one still
+            // queued: nothing says when the peer has it, nor the ones after it.
+            let mut prefix = ConfirmedPrefix::default();
+            let failed = |e: String, prefix: ConfirmedPrefix| {
                 let text = format!("U_PDU to {dest} not delivered: {e}");
                 debug!("{text}");
                 if let Some(r) = &report {
                     let _ = r.to.send(LinkInput::SendFailed {
                         reason: text,
                         submission: r.submission,
-                        confirmed: prefix,
+                        confirmed: prefix.count(),
                     });
                 }
             };
             while let Some(p) = pending.pop_front() {
                 match p.await {
-                    Ok(Delivery::Confirmed(_)) => prefix += usize::from(confirmed),
-                    // Written without a confirmation asked (non-ARQ), or dropped as a copy of
-                    // one still queued: nothing says when the peer has it.
-                    Ok(Delivery::Sent | Delivery::DuplicateDropped) => confirmed = false,
+                    Ok(d) => prefix.record(&d),
                     Err(e) => return failed(e.to_string(), prefix),
                 }
                 if let Some(u) = rest.next() {
@@ -410,7 +407,7 @@ impl Endpoint {
             if let Some(r) = report {
                 let _ = r.to.send(LinkInput::Delivered {
                     submission: r.submission,
-                    confirmed,
+                    confirmed: prefix.unbroken(),
                 });
             }
         });

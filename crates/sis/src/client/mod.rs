@@ -44,6 +44,41 @@ pub enum Delivery {
     DuplicateDropped,
 }
 
+/// How many U_PDUs of one submission the peer's node confirmed, in order from the first (SIS
+/// node delivery confirmation): what a sender knows the peer holds when the rest fails. A
+/// U_PDU that ends otherwise (written without a confirmation asked, dropped as a duplicate, or
+/// failed) ends the count: nothing says the peer has the ones after it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConfirmedPrefix {
+    count: usize,
+    broken: bool,
+}
+
+impl ConfirmedPrefix {
+    /// The next U_PDU in order ended as `delivery`.
+    pub fn record(&mut self, delivery: &Delivery) {
+        match delivery {
+            Delivery::Confirmed(_) => self.count += usize::from(!self.broken),
+            Delivery::Sent | Delivery::DuplicateDropped => self.broken = true,
+        }
+    }
+
+    /// The next U_PDU in order failed.
+    pub fn stop(&mut self) {
+        self.broken = true;
+    }
+
+    /// The U_PDUs confirmed in order from the first.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Whether every U_PDU so far was confirmed.
+    pub fn unbroken(&self) -> bool {
+        !self.broken
+    }
+}
+
 /// The outcome of one submitted U_PDU; resolves when it was written (no confirmation asked),
 /// confirmed, rejected, dropped as a duplicate, or lost with the connection.
 #[derive(Debug)]
@@ -157,5 +192,35 @@ impl Client {
             .send(Command::Unbind { done })
             .map_err(|_| ClientError::Closed)?;
         rx.await.map_err(|_| ClientError::Closed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{NodeAddress, SapId};
+
+    fn confirmed() -> Delivery {
+        Delivery::Confirmed(UnidataConfirm {
+            dest_sap: SapId::HMTP,
+            dest: NodeAddress::new(0x0102_0304).unwrap_or_else(|e| panic!("{e}")),
+            updu_part: bytes::Bytes::new(),
+        })
+    }
+
+    #[test]
+    fn a_prefix_counts_confirmations_until_one_is_missing() {
+        let mut p = ConfirmedPrefix::default();
+        p.record(&confirmed());
+        p.record(&confirmed());
+        assert_eq!((p.count(), p.unbroken()), (2, true));
+        p.record(&Delivery::Sent);
+        p.record(&confirmed());
+        assert_eq!((p.count(), p.unbroken()), (2, false));
+        let mut p = ConfirmedPrefix::default();
+        p.record(&confirmed());
+        p.stop();
+        p.record(&confirmed());
+        assert_eq!((p.count(), p.unbroken()), (1, false));
     }
 }
